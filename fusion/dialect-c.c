@@ -1,0 +1,15 @@
+/* The C dialect (TinyCC and the system C compiler). */
+#include "dialect.h"
+
+const smelt__dialect smelt__dialect_c = {
+    .name = "c",
+    .dir = "c",
+    .ext = "c",
+    .type = {[SMELT_F32] = "float", [SMELT_F64] = "double", [SMELT_I32] = "int32_t",
+             [SMELT_I64] = "int64_t", [SMELT_U8] = "uint8_t", [SMELT_BOOL] = "uint8_t"},
+    .utype = {[SMELT_F32] = "float", [SMELT_F64] = "double", [SMELT_I32] = "uint32_t",
+              [SMELT_I64] = "uint64_t", [SMELT_U8] = "uint8_t", [SMELT_BOOL] = "uint8_t"},
+    .fn_suffix = {[SMELT_F32] = "f", [SMELT_F64] = "", [SMELT_I32] = "", [SMELT_I64] = "",
+                  [SMELT_U8] = "", [SMELT_BOOL] = ""},
+    .restrict_kw = "restrict",
+};

@@ -1,0 +1,234 @@
+/* smelt: fuse tensor operations into kernels generated and compiled at run time.
+ *
+ * The whole public API.  Handles are opaque; every function that can fail
+ * returns an int status (SMELT_OK or a negative SMELT_ERR_* code) and leaves
+ * the detail in smelt_errmsg(ctx).  Builder functions return a node and record
+ * the first error on the graph ("sticky"); a NULL operand yields NULL without
+ * hiding the first error.  *_free(NULL) is a no-op.  The library never prints,
+ * aborts or exits.
+ *
+ * A context is used by one thread at a time; separate contexts may be used
+ * from separate threads.
+ */
+#ifndef SMELT_H
+#define SMELT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "smelt_ops.h" /* enum smelt_op, generated from src/ops.def */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SMELT_VERSION "0.1.0"
+#define SMELT_MAX_DIMS 8
+/* At most this many operands (inputs + outputs) per generated kernel. */
+#define SMELT_MAX_KERNEL_OPERANDS 64
+
+/* ---- status codes ------------------------------------------------------ */
+#define SMELT_STATUS_LIST(X)                                                  \
+    X(OK, 0, "success")                                                       \
+    X(ERR_INVALID_ARG, -1, "invalid argument")                                \
+    X(ERR_NOMEM, -2, "out of memory")                                         \
+    X(ERR_SHAPE, -3, "incompatible shapes")                                   \
+    X(ERR_DTYPE, -4, "unsupported or mismatched dtype")                       \
+    X(ERR_BACKEND, -5, "backend not available")                               \
+    X(ERR_COMPILE, -6, "kernel compilation failed")                           \
+    X(ERR_RUNTIME, -7, "kernel execution failed")                             \
+    X(ERR_IO, -8, "input/output error")                                       \
+    X(ERR_PARSE, -9, "parse error")                                           \
+    X(ERR_UNSUPPORTED, -10, "not supported")
+
+enum {
+#define SMELT_X_(name, val, text) SMELT_##name = val,
+    SMELT_STATUS_LIST(SMELT_X_)
+#undef SMELT_X_
+};
+
+/* Static text for a status code ("unknown status" for others). */
+const char *smelt_strerror(int status);
+
+/* ---- dtypes ------------------------------------------------------------ */
+typedef enum smelt_dtype {
+    SMELT_F32 = 0,
+    SMELT_F64,
+    SMELT_I32,
+    SMELT_I64,
+    SMELT_U8,
+    SMELT_BOOL, /* one byte, 0 or 1 */
+    SMELT_DTYPE_COUNT
+} smelt_dtype;
+
+const char *smelt_dtype_name(smelt_dtype dt);      /* "f32", ... ; NULL if invalid */
+int smelt_dtype_from_name(const char *name);       /* dtype or SMELT_ERR_DTYPE */
+size_t smelt_dtype_size(smelt_dtype dt);           /* bytes; 0 if invalid */
+/* NumPy promotion of two dtypes (bool < u8 < i32 < i64, ints with f32 -> f64
+ * except u8 -> f32). */
+smelt_dtype smelt_dtype_promote(smelt_dtype a, smelt_dtype b);
+
+/* ---- operators --------------------------------------------------------- */
+const char *smelt_op_name(smelt_op op);            /* "add", ... ; NULL if invalid */
+int smelt_op_from_name(const char *name);          /* op or SMELT_ERR_INVALID_ARG */
+int smelt_op_arity(smelt_op op);                   /* operand count; -1 if invalid */
+
+/* ---- handles ----------------------------------------------------------- */
+typedef struct smelt_ctx smelt_ctx;
+typedef struct smelt_graph smelt_graph;
+typedef struct smelt_node smelt_node;
+typedef struct smelt_plan smelt_plan;
+typedef struct smelt_tensor smelt_tensor;
+typedef struct smelt_trace smelt_trace;
+
+/* ---- context ----------------------------------------------------------- */
+int smelt_ctx_new(smelt_ctx **out);
+void smelt_ctx_free(smelt_ctx *ctx);
+/* Detail of the last error reported through this context ("" if none). */
+const char *smelt_errmsg(const smelt_ctx *ctx);
+/* Backend for plans of this context: "TCC", "CC", "NVRTC" or "AUTO"
+ * (case-insensitive).  Overrides SMELT_JIT_BACKEND / MGB_JIT_BACKEND.
+ * NULL returns to the environment's choice. */
+int smelt_ctx_set_backend(smelt_ctx *ctx, const char *name);
+/* Worker threads for kernels (0 = all cores, the default). */
+int smelt_ctx_set_threads(smelt_ctx *ctx, int threads);
+int smelt_ctx_threads(const smelt_ctx *ctx);
+
+/* ---- host tensors -------------------------------------------------------
+ * A tensor is a dtype, a shape, element strides and a data pointer into a
+ * reference-counted buffer.  Views (transpose, slice, broadcast) share the
+ * buffer and are read by kernels without a copy. */
+int smelt_tensor_new(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *shape,
+                     smelt_tensor **out);
+/* Wrap caller-owned memory (not freed by smelt).  strides in elements; NULL
+ * means C-contiguous. */
+int smelt_tensor_wrap(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *shape,
+                      const int64_t *strides, void *data, smelt_tensor **out);
+void smelt_tensor_free(smelt_tensor *t);
+smelt_dtype smelt_tensor_dtype(const smelt_tensor *t);
+int smelt_tensor_ndim(const smelt_tensor *t);
+const int64_t *smelt_tensor_shape(const smelt_tensor *t);
+const int64_t *smelt_tensor_strides(const smelt_tensor *t); /* in elements */
+int64_t smelt_tensor_numel(const smelt_tensor *t);
+void *smelt_tensor_data(const smelt_tensor *t);              /* first element */
+int smelt_tensor_is_contiguous(const smelt_tensor *t);
+/* Views. perm has ndim entries. */
+int smelt_tensor_transpose(const smelt_tensor *t, const int *perm, smelt_tensor **out);
+int smelt_tensor_slice(const smelt_tensor *t, int dim, int64_t start, int64_t stop,
+                       int64_t step, smelt_tensor **out);
+int smelt_tensor_broadcast_to(const smelt_tensor *t, int ndim, const int64_t *shape,
+                              smelt_tensor **out);
+/* A C-contiguous copy. */
+int smelt_tensor_contiguous(const smelt_tensor *t, smelt_tensor **out);
+/* Element i (row-major index into the logical shape) as a double. */
+double smelt_tensor_get(const smelt_tensor *t, int64_t i);
+
+/* ---- graph builder ----------------------------------------------------- */
+int smelt_graph_new(smelt_ctx *ctx, smelt_graph **out);
+void smelt_graph_free(smelt_graph *g);
+/* First error recorded by a builder call (SMELT_OK if none); its message is
+ * smelt_graph_errmsg(g) (and smelt_errmsg of the context). */
+int smelt_graph_status(const smelt_graph *g);
+const char *smelt_graph_errmsg(const smelt_graph *g);
+int smelt_graph_num_inputs(const smelt_graph *g);
+
+/* A graph input.  name may be NULL ("in0", ...).  Inputs are numbered in
+ * creation order; a plan takes its input tensors in that order. */
+smelt_node *smelt_input(smelt_graph *g, const char *name, smelt_dtype dt, int ndim,
+                        const int64_t *shape);
+/* A scalar constant of a fixed dtype. */
+smelt_node *smelt_const(smelt_graph *g, double value, smelt_dtype dt);
+/* A weakly typed scalar (NumPy 2 / NEP 50 "Python scalar"): it takes the
+ * other operand's dtype, e.g. f32 * 2.5 stays f32; an integer value is i64
+ * and a non-integer value f64 where nothing decides. */
+smelt_node *smelt_scalar(smelt_graph *g, double value);
+/* Any operator of the table; n must equal its arity.  Operands are promoted
+ * as in NumPy and broadcast against each other. */
+smelt_node *smelt_op_apply(smelt_graph *g, smelt_op op, int n, smelt_node *const *args);
+smelt_node *smelt_unary(smelt_graph *g, smelt_op op, smelt_node *a);
+smelt_node *smelt_binary(smelt_graph *g, smelt_op op, smelt_node *a, smelt_node *b);
+smelt_node *smelt_ternary(smelt_graph *g, smelt_op op, smelt_node *a, smelt_node *b,
+                          smelt_node *c);
+smelt_node *smelt_cast(smelt_graph *g, smelt_node *a, smelt_dtype dt);
+smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const int64_t *shape);
+
+/* Shorthands. */
+#define smelt_add(g, a, b) smelt_binary((g), SMELT_OP_ADD, (a), (b))
+#define smelt_sub(g, a, b) smelt_binary((g), SMELT_OP_SUB, (a), (b))
+#define smelt_mul(g, a, b) smelt_binary((g), SMELT_OP_MUL, (a), (b))
+#define smelt_div(g, a, b) smelt_binary((g), SMELT_OP_DIV, (a), (b))
+#define smelt_where(g, c, a, b) smelt_ternary((g), SMELT_OP_WHERE, (c), (a), (b))
+
+smelt_dtype smelt_node_dtype(const smelt_node *n);
+int smelt_node_ndim(const smelt_node *n);
+const int64_t *smelt_node_shape(const smelt_node *n);
+smelt_op smelt_node_op(const smelt_node *n);
+
+/* ---- plans -------------------------------------------------------------
+ * opt_level 0: no passes, one kernel per operator (the unfused path).
+ *           1: constant folding, common-subexpression elimination,
+ *              dead-code elimination.
+ *           2: as 1 (memory reuse is planned, not yet done).
+ *           3: as 2 plus fusion of elementwise clusters. */
+typedef struct smelt_plan_opts {
+    int opt_level;       /* default 3 */
+    const char *backend; /* NULL: the context's / environment's choice */
+} smelt_plan_opts;
+void smelt_plan_opts_init(smelt_plan_opts *opts);
+
+int smelt_plan_new(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                   const smelt_plan_opts *opts, smelt_plan **out);
+void smelt_plan_free(smelt_plan *p);
+/* Run.  inputs: one tensor per graph input, in creation order, with the
+ * dtypes of the graph and shapes of the same rank and the same broadcast
+ * (size-1) pattern as the graph's inputs.  outputs[i] == NULL: the plan
+ * allocates the output and stores it there (the caller frees it); otherwise
+ * the tensor must have the output's dtype and shape and is written in place. */
+int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
+                   smelt_tensor **outputs);
+
+typedef struct smelt_plan_stats {
+    int kernels;        /* kernel launches per run */
+    int ops;            /* operators executed by those kernels */
+    int compiles;       /* kernels this plan compiled (not found in the cache) */
+    int cache_hits;     /* kernels this plan found already compiled */
+    int fallbacks;      /* clusters that fell back to unfused kernels */
+    double compile_ms;  /* time spent compiling for this plan */
+    int folded;         /* nodes removed by constant folding */
+    int cse;            /* nodes removed by common-subexpression elimination */
+    int dce;            /* nodes removed as dead */
+    const char *backend;
+} smelt_plan_stats;
+int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
+/* Text: passes, clusters, their operators, inputs, outputs, kernel names;
+ * warnings (e.g. fallbacks).  Owned by the plan. */
+const char *smelt_plan_describe(smelt_plan *p);
+
+/* ---- float64 reference interpreter --------------------------------------
+ * Evaluates outputs of g on inputs (one per graph input) in double precision
+ * (integer dtypes wrap as they do in kernels; explicit casts round).  Each
+ * result is a new contiguous f64 tensor. */
+int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out,
+                         smelt_node *const *outputs, int n_in, smelt_tensor *const *inputs,
+                         smelt_tensor **results);
+
+/* ---- traced functions --------------------------------------------------
+ * fn builds outputs from input nodes with the builder API and returns
+ * SMELT_OK (or an error status).  The first call with a given input
+ * signature (dtypes, ranks, broadcast pattern) records the graph, optimises
+ * it at opts->opt_level and compiles it; later calls run the compiled plan. */
+typedef int (*smelt_trace_fn)(smelt_graph *g, int n_in, smelt_node *const *inputs,
+                              int n_out, smelt_node **outputs, void *user);
+int smelt_trace_new(smelt_ctx *ctx, smelt_trace_fn fn, void *user, int n_in, int n_out,
+                    const smelt_plan_opts *opts, smelt_trace **out);
+void smelt_trace_free(smelt_trace *t);
+int smelt_trace_call(smelt_trace *t, int n_in, smelt_tensor *const *inputs, int n_out,
+                     smelt_tensor **outputs);
+/* The plan used by the last call (NULL before the first), owned by the trace. */
+smelt_plan *smelt_trace_last_plan(smelt_trace *t);
+int smelt_trace_num_plans(const smelt_trace *t); /* distinct signatures seen */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SMELT_H */

@@ -1,0 +1,123 @@
+/* The in-memory kernel cache of a context: kernels keyed by their generated
+ * source (whose hash names them) and backend.  The same cluster appearing
+ * many times compiles once. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "../fusion/dialect.h"
+
+struct smelt__kcache {
+    smelt__kernel **v;
+    int n, cap;
+};
+
+void smelt__kcache_free(smelt__kcache *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n; i++) {
+        c->v[i]->backend->iface->release(c->v[i]->backend, c->v[i]->handle);
+        free(c->v[i]->source);
+        free(c->v[i]);
+    }
+    free(c->v);
+    free(c);
+}
+
+static smelt__kernel *lookup(smelt__kcache *c, smelt__backend *be, const char *name,
+                             const char *src)
+{
+    for (int i = 0; c && i < c->n; i++)
+        if (c->v[i]->backend == be && !strcmp(c->v[i]->name, name) && !strcmp(c->v[i]->source, src))
+            return c->v[i];
+    return NULL;
+}
+
+static void dump_source(const char *name, const char *ext, const char *src)
+{
+    const char *dir = getenv("SMELT_DUMP_DIR");
+    if (!dir || !*dir)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(src, f);
+        fclose(f);
+    }
+}
+
+int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
+                      smelt__kernel **out, bool *compiled, double *ms, smelt__sb *err)
+{
+    *out = NULL;
+    *compiled = false;
+    *ms = 0;
+    smelt__sb src;
+    smelt__sb_init(&src);
+    char name[40];
+    int st = smelt__emit(be->iface->dialect, d, &src, name, err);
+    if (st) {
+        smelt__sb_free(&src);
+        return st;
+    }
+    pthread_mutex_lock(&ctx->lock);
+    smelt__kernel *k = lookup(ctx->kcache, be, name, src.s);
+    pthread_mutex_unlock(&ctx->lock);
+    if (k) {
+        smelt__sb_free(&src);
+        *out = k;
+        return SMELT_OK;
+    }
+    dump_source(name, be->iface->dialect->ext, src.s);
+    double t0 = smelt__now_ms();
+    void *fn = NULL, *handle = NULL;
+    smelt__sb log;
+    smelt__sb_init(&log);
+    st = be->iface->compile(be, src.s, name, &fn, &handle, &log);
+    *ms = smelt__now_ms() - t0;
+    if (st) {
+        smelt__sb_printf(err, "%s failed to compile %s:\n%s", be->iface->name, name,
+                         smelt__sb_str(&log));
+        smelt__sb_free(&log);
+        smelt__sb_free(&src);
+        return SMELT_ERR_COMPILE;
+    }
+    smelt__sb_free(&log);
+    k = calloc(1, sizeof *k);
+    pthread_mutex_lock(&ctx->lock);
+    if (!ctx->kcache)
+        ctx->kcache = calloc(1, sizeof *ctx->kcache);
+    smelt__kcache *c = ctx->kcache;
+    if (c && c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 32;
+        smelt__kernel **v = realloc(c->v, sizeof *v * (size_t)cap);
+        if (v) {
+            c->v = v;
+            c->cap = cap;
+        }
+    }
+    if (!k || !c || c->n == c->cap) {
+        pthread_mutex_unlock(&ctx->lock);
+        be->iface->release(be, handle);
+        free(k);
+        smelt__sb_free(&src);
+        smelt__sb_puts(err, "out of memory");
+        return SMELT_ERR_NOMEM;
+    }
+    memcpy(k->name, name, sizeof k->name);
+    k->source = smelt__sb_take(&src);
+    memcpy(&k->fn, &fn, sizeof k->fn); /* object to function pointer, as dlsym */
+    k->handle = handle;
+    k->backend = be;
+    k->n_operands = d->n_in + d->n_out;
+    k->rank = d->rank;
+    c->v[c->n++] = k;
+    pthread_mutex_unlock(&ctx->lock);
+    *out = k;
+    *compiled = true;
+    return SMELT_OK;
+}

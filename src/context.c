@@ -1,0 +1,104 @@
+/* Contexts and the per-context registry of backends. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+int smelt_ctx_new(smelt_ctx **out)
+{
+    if (!out)
+        return SMELT_ERR_INVALID_ARG;
+    smelt_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        *out = NULL;
+        return SMELT_ERR_NOMEM;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    *out = c;
+    return SMELT_OK;
+}
+
+void smelt_ctx_free(smelt_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    smelt__kcache_free(ctx->kcache);
+    for (int i = 0; i < (int)(sizeof ctx->backends / sizeof ctx->backends[0]); i++)
+        if (ctx->backends[i])
+            ctx->backends[i]->iface->destroy(ctx->backends[i]);
+    smelt__pool_free(ctx->pool);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx->backend_override);
+    smelt__sb_free(&ctx->err);
+    free(ctx);
+}
+
+int smelt_ctx_set_threads(smelt_ctx *ctx, int threads)
+{
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    if (threads < 0)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "threads must be >= 0 (0 = all cores), got %d", threads);
+    if (threads != ctx->threads) {
+        smelt__pool_free(ctx->pool);
+        ctx->pool = NULL;
+        ctx->threads = threads;
+    }
+    return SMELT_OK;
+}
+
+int smelt_ctx_threads(const smelt_ctx *ctx)
+{
+    if (!ctx)
+        return 0;
+    return ctx->threads ? ctx->threads : smelt__ncpus();
+}
+
+void *smelt__host_alloc(smelt__backend *be, size_t bytes)
+{
+    SMELT_UNUSED(be);
+    return smelt__aligned_alloc(bytes);
+}
+
+void smelt__host_free(smelt__backend *be, void *ptr)
+{
+    SMELT_UNUSED(be);
+    free(ptr);
+}
+
+int smelt__backend_get(smelt_ctx *ctx, int kind, smelt__backend **out)
+{
+    *out = NULL;
+    if (kind <= SMELT_BK_AUTO || kind >= SMELT_BK_COUNT)
+        return smelt__err(ctx, SMELT_ERR_BACKEND, "no backend of kind %d", kind);
+    if (!ctx->backends[kind]) {
+        smelt__backend *be = NULL;
+        switch (kind) {
+        case SMELT_BK_TCC:
+            be = smelt__backend_tcc_new(ctx);
+            break;
+        case SMELT_BK_CC:
+            return smelt__err(ctx, SMELT_ERR_BACKEND,
+                              "backend CC (system C compiler) is not available in this build of "
+                              "smelt; use TCC or AUTO");
+        case SMELT_BK_NVRTC:
+            return smelt__err(ctx, SMELT_ERR_BACKEND,
+                              "backend NVRTC (CUDA) is not available in this build of smelt; use "
+                              "TCC or AUTO");
+        }
+        if (!be)
+            return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+        smelt__sb why;
+        smelt__sb_init(&why);
+        if (!be->iface->available(be, &why)) {
+            int st = smelt__err(ctx, SMELT_ERR_BACKEND, "backend %s is not available: %s",
+                                be->iface->name, smelt__sb_str(&why));
+            smelt__sb_free(&why);
+            be->iface->destroy(be);
+            return st;
+        }
+        smelt__sb_free(&why);
+        ctx->backends[kind] = be;
+    }
+    *out = ctx->backends[kind];
+    return SMELT_OK;
+}

@@ -1,0 +1,295 @@
+/* The executor: checks inputs against the plan, infers run-time shapes,
+ * allocates intermediates and runs the kernels in order on the thread pool. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+/* Tensors smaller than this stay on the calling thread. */
+#define SMALL_ELEMS 32768
+#define MIN_CHUNK 16384
+
+int smelt__merge_layout(int r, int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS], uint8_t *mode)
+{
+    int64_t nS[SMELT_MAX_DIMS], nst[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    int nr = 0; /* built innermost first */
+    for (int d = r - 1; d >= 0; d--) {
+        if (S[d] == 1)
+            continue;
+        bool merge = nr > 0;
+        for (int o = 0; o < n && merge; o++)
+            merge = st[o][d] == nst[o][nr - 1] * nS[nr - 1];
+        if (merge) {
+            nS[nr - 1] *= S[d];
+            continue;
+        }
+        nS[nr] = S[d];
+        for (int o = 0; o < n; o++)
+            nst[o][nr] = st[o][d];
+        nr++;
+    }
+    if (nr == 0) {
+        nS[0] = 1;
+        for (int o = 0; o < n; o++)
+            nst[o][0] = 1;
+        nr = 1;
+    }
+    for (int d = 0; d < nr; d++) {
+        S[d] = nS[nr - 1 - d];
+        for (int o = 0; o < n; o++)
+            st[o][d] = nst[o][nr - 1 - d];
+    }
+    for (int o = 0; o < n; o++) {
+        int64_t s = st[o][nr - 1];
+        mode[o] = s == 1 ? SMELT_MODE_CONTIG : s == 0 ? SMELT_MODE_BCAST : SMELT_MODE_STRIDED;
+    }
+    return nr;
+}
+
+typedef struct launch {
+    smelt__kfn fn;
+    char *ptrs[SMELT_MAX_KERNEL_OPERANDS];
+    int64_t shape[SMELT_MAX_DIMS];
+    int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
+    int64_t n, chunk;
+} launch;
+
+static void run_chunk(void *arg, int64_t c)
+{
+    launch *l = arg;
+    int64_t s = c * l->chunk, e = SMELT_MIN(l->n, s + l->chunk);
+    l->fn(s, e, l->ptrs, l->shape, l->strides);
+}
+
+typedef struct view {
+    char *data;
+    int ndim;
+    const int64_t *shape;
+    const int64_t *strides;
+} view;
+
+typedef struct runstate {
+    smelt_tensor *const *inputs;
+    smelt_tensor **outputs;
+    int64_t cstrides[SMELT_MAX_DIMS]; /* scratch */
+} runstate;
+
+static int value_view(smelt_plan *p, runstate *rs, int v, view *out, int64_t *scratch)
+{
+    const smelt__inst *x = &p->prog.v[v];
+    if (x->op == SMELT_OP_INPUT) {
+        smelt_tensor *t = rs->inputs[x->input_index];
+        *out = (view){t->data, t->ndim, t->shape, t->strides};
+        return SMELT_OK;
+    }
+    if (p->out_slot[v] >= 0) {
+        smelt_tensor *t = rs->outputs[p->out_slot[v]];
+        *out = (view){t->data, t->ndim, t->shape, t->strides};
+        return SMELT_OK;
+    }
+    const smelt__rshape *r = &p->rs[v];
+    size_t bytes = (size_t)smelt__numel(r->ndim, r->shape) * smelt__dtypes[x->dtype].size;
+    if (p->bufsize[v] < bytes || !p->buf[v]) {
+        p->be->iface->free(p->be, p->buf[v]);
+        p->buf[v] = p->be->iface->alloc(p->be, bytes);
+        p->bufsize[v] = p->buf[v] ? bytes : 0;
+        if (!p->buf[v])
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes for an intermediate", bytes);
+    }
+    smelt__contig_strides(r->ndim, r->shape, scratch);
+    *out = (view){p->buf[v], r->ndim, r->shape, scratch};
+    return SMELT_OK;
+}
+
+/* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
+static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
+    for (int j = 1; j < k->cl.nmem; j++) {
+        const smelt__rshape *o = &p->rs[k->cl.members[j]];
+        if (o->ndim != S0->ndim || memcmp(o->shape, S0->shape, sizeof(int64_t) * (size_t)o->ndim))
+            return smelt__err(p->ctx, SMELT_ERR_SHAPE,
+                              "run-time shapes differ inside a fused kernel (the inputs do not "
+                              "keep the graph's broadcast pattern)");
+    }
+    int64_t N = smelt__numel(S0->ndim, S0->shape);
+    if (N == 0)
+        return SMELT_OK;
+    int n = k->cl.nin + k->cl.nout, r = S0->ndim;
+    static __thread launch l;
+    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    memcpy(S, S0->shape, sizeof(int64_t) * (size_t)r);
+    for (int o = 0; o < n; o++) {
+        int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
+        view w = {0};
+        int stt = value_view(p, rs, v, &w, scratch[o]);
+        if (stt)
+            return stt;
+        l.ptrs[o] = w.data;
+        for (int d = 0; d < r; d++) {
+            int xd = d - (r - w.ndim);
+            st[o][d] = (xd < 0 || w.shape[xd] == 1) ? 0 : w.strides[xd];
+        }
+    }
+    uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
+    int rank = smelt__merge_layout(r, S, n, st, mode);
+    smelt__kernel *kk;
+    int stt = smelt__plan_variant(p, ki, rank, mode, &kk, split);
+    if (stt || *split)
+        return stt;
+    l.fn = kk->fn;
+    memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
+    for (int o = 0; o < n; o++)
+        memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
+    l.n = N;
+    int threads = smelt_ctx_threads(p->ctx);
+    if (N < SMALL_ELEMS || threads <= 1) {
+        l.fn(0, N, l.ptrs, l.shape, l.strides);
+        return SMELT_OK;
+    }
+    if (!p->ctx->pool)
+        p->ctx->pool = smelt__pool_new(threads);
+    int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
+    chunk = SMELT_MAX(chunk, MIN_CHUNK);
+    chunk = (chunk + 255) & ~(int64_t)255;
+    l.chunk = chunk;
+    smelt__pool_run(p->ctx->pool, run_chunk, &l, (N + chunk - 1) / chunk);
+    return SMELT_OK;
+}
+
+static void shape_text(smelt__sb *b, int ndim, const int64_t *s) { smelt__shape_str(b, ndim, s); }
+
+static int check_inputs(smelt_plan *p, int n_in, smelt_tensor *const *inputs)
+{
+    if (n_in != p->prog.ninputs)
+        return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "plan takes %d inputs, got %d",
+                          p->prog.ninputs, n_in);
+    if (n_in && !inputs)
+        return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "inputs is NULL");
+    for (int i = 0; i < n_in; i++) {
+        smelt_tensor *t = inputs[i];
+        if (!t)
+            return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "input %d is NULL", i);
+        if (t->dtype != p->prog.in_dtypes[i])
+            return smelt__err(p->ctx, SMELT_ERR_DTYPE, "input %d: expected dtype %s, got %s", i,
+                              smelt__dtypes[p->prog.in_dtypes[i]].name, smelt__dtypes[t->dtype].name);
+        bool ok = t->ndim == p->prog.in_ndim[i];
+        for (int d = 0; ok && d < t->ndim; d++)
+            ok = (t->shape[d] == 1) == (p->prog.in_shape[i][d] == 1);
+        if (!ok) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            shape_text(&b, t->ndim, t->shape);
+            smelt__sb_puts(&b, " does not fit the plan's input shape ");
+            shape_text(&b, p->prog.in_ndim[i], p->prog.in_shape[i]);
+            int st = smelt__err(p->ctx, SMELT_ERR_SHAPE,
+                                "input %d: shape %s (same rank and the same size-1 dimensions "
+                                "needed)", i, smelt__sb_str(&b));
+            smelt__sb_free(&b);
+            return st;
+        }
+    }
+    return SMELT_OK;
+}
+
+static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
+{
+    for (int v = 0; v < p->prog.n; v++) {
+        const smelt__inst *x = &p->prog.v[v];
+        smelt__rshape *r = &p->rs[v];
+        if (x->op == SMELT_OP_INPUT) {
+            smelt_tensor *t = inputs[x->input_index];
+            r->ndim = t->ndim;
+            memcpy(r->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+            continue;
+        }
+        if (x->op == SMELT_OP_CONST || (x->op == SMELT_OP_BROADCAST && !x->copy)) {
+            r->ndim = x->ndim;
+            memcpy(r->shape, x->shape, sizeof r->shape);
+            if (x->op == SMELT_OP_CONST)
+                continue;
+        } else {
+            r->ndim = 0;
+        }
+        for (int j = 0; j < x->nin; j++) {
+            const smelt__rshape *a = &p->rs[x->in[j]];
+            int nd;
+            int64_t out[SMELT_MAX_DIMS];
+            bool ok = !smelt__broadcast_shapes(r->ndim, r->shape, a->ndim, a->shape, &nd, out);
+            if (ok && x->op == SMELT_OP_BROADCAST && !x->copy)
+                ok = nd == x->ndim && !memcmp(out, x->shape, sizeof(int64_t) * (size_t)nd);
+            if (!ok) {
+                smelt__sb b;
+                smelt__sb_init(&b);
+                shape_text(&b, r->ndim, r->shape);
+                smelt__sb_puts(&b, " and ");
+                shape_text(&b, a->ndim, a->shape);
+                int st = smelt__err(p->ctx, SMELT_ERR_SHAPE,
+                                    "%s: run-time shapes %s are not broadcastable",
+                                    smelt__ops[x->op].name, smelt__sb_str(&b));
+                smelt__sb_free(&b);
+                return st;
+            }
+            r->ndim = nd;
+            memcpy(r->shape, out, sizeof(int64_t) * (size_t)nd);
+        }
+    }
+    return SMELT_OK;
+}
+
+int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
+                   smelt_tensor **outputs)
+{
+    if (!p)
+        return SMELT_ERR_INVALID_ARG;
+    int st = check_inputs(p, n_in, inputs);
+    if (st)
+        return st;
+    if (n_out != p->prog.nout || !outputs)
+        return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "plan has %d outputs, got %d%s",
+                          p->prog.nout, n_out, outputs ? "" : " (outputs is NULL)");
+    if ((st = infer_shapes(p, inputs)))
+        return st;
+    bool allocated[SMELT_MAX_KERNEL_OPERANDS * 4] = {0};
+    bool *alloc = n_out <= (int)(sizeof allocated / sizeof *allocated) ? allocated
+                                                                         : calloc((size_t)n_out, 1);
+    if (!alloc)
+        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n_out && !st; i++) {
+        int v = p->prog.outputs[i];
+        const smelt__rshape *r = &p->rs[v];
+        smelt_dtype dt = p->prog.v[v].dtype;
+        if (!outputs[i]) {
+            st = smelt_tensor_new(p->ctx, dt, r->ndim, r->shape, &outputs[i]);
+            alloc[i] = st == SMELT_OK;
+        } else if (outputs[i]->dtype != dt || outputs[i]->ndim != r->ndim ||
+                   memcmp(outputs[i]->shape, r->shape, sizeof(int64_t) * (size_t)r->ndim)) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            smelt__sb_printf(&b, "%s ", smelt__dtypes[dt].name);
+            shape_text(&b, r->ndim, r->shape);
+            smelt__sb_printf(&b, ", got %s ", smelt__dtypes[outputs[i]->dtype].name);
+            shape_text(&b, outputs[i]->ndim, outputs[i]->shape);
+            st = smelt__err(p->ctx, SMELT_ERR_SHAPE, "output %d: expected %s", i, smelt__sb_str(&b));
+            smelt__sb_free(&b);
+        }
+    }
+    runstate rs = {.inputs = inputs, .outputs = outputs};
+    for (int ki = 0; ki < p->nkern && !st; ki++) {
+        bool split = false;
+        st = run_kernel(p, &rs, ki, &split);
+        if (split)
+            ki--;
+    }
+    if (st)
+        for (int i = 0; i < n_out; i++)
+            if (alloc[i]) {
+                smelt_tensor_free(outputs[i]);
+                outputs[i] = NULL;
+            }
+    if (alloc != allocated)
+        free(alloc);
+    return st;
+}

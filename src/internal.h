@@ -1,0 +1,281 @@
+/* Private declarations shared by the library's files.  Cross-file private
+ * functions are named smelt__*. */
+#ifndef SMELT_INTERNAL_H
+#define SMELT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "smelt.h"
+
+#define SMELT_UNUSED(x) ((void)(x))
+#define SMELT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SMELT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#if defined(__GNUC__)
+#define SMELT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define SMELT_PRINTF(f, a)
+#endif
+
+/* ---- growable string ------------------------------------------------- */
+typedef struct smelt__sb {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} smelt__sb;
+void smelt__sb_init(smelt__sb *b);
+void smelt__sb_free(smelt__sb *b);
+void smelt__sb_putn(smelt__sb *b, const char *s, size_t n);
+void smelt__sb_puts(smelt__sb *b, const char *s);
+void smelt__sb_printf(smelt__sb *b, const char *fmt, ...) SMELT_PRINTF(2, 3);
+void smelt__sb_vprintf(smelt__sb *b, const char *fmt, va_list ap);
+const char *smelt__sb_str(smelt__sb *b); /* never NULL */
+char *smelt__sb_take(smelt__sb *b);       /* caller frees; NULL on OOM */
+
+uint64_t smelt__hash(const void *data, size_t n, uint64_t seed);
+double smelt__now_ms(void);
+char *smelt__strdup(const char *s);
+void *smelt__aligned_alloc(size_t bytes); /* 64-byte aligned, freed with free() */
+
+/* ---- op and dtype tables --------------------------------------------- */
+enum { SMELT_CLASS_SOURCE, SMELT_CLASS_ELEMWISE, SMELT_CLASS_LAYOUT, SMELT_CLASS_CAST };
+enum { SMELT_RULE_NONE, SMELT_RULE_SAME, SMELT_RULE_FLOAT, SMELT_RULE_CMP, SMELT_RULE_WHERE };
+enum { SMELT_DT_F = 1, SMELT_DT_I = 2, SMELT_DT_U = 4, SMELT_DT_B = 8 };
+
+typedef struct smelt__opinfo {
+    const char *name;
+    int arity, cls, rule, dtypes;
+    const char *c_float, *c_int;
+} smelt__opinfo;
+extern const smelt__opinfo smelt__ops[SMELT_OP_COUNT];
+
+typedef struct smelt__dtinfo {
+    const char *name;
+    size_t size;
+    int kind; /* SMELT_DT_F / I / U / B */
+} smelt__dtinfo;
+extern const smelt__dtinfo smelt__dtypes[SMELT_DTYPE_COUNT];
+static inline bool smelt__is_float(smelt_dtype d) { return d == SMELT_F32 || d == SMELT_F64; }
+bool smelt__dtype_valid(int d);
+/* Round a double to what dtype d can hold (integers wrap, floats round). */
+double smelt__dtype_round(smelt_dtype d, double v);
+
+/* ---- context --------------------------------------------------------- */
+typedef struct smelt__pool smelt__pool;
+typedef struct smelt__backend smelt__backend;
+typedef struct smelt__kcache smelt__kcache;
+
+struct smelt_ctx {
+    smelt__sb err;
+    char *backend_override; /* from smelt_ctx_set_backend */
+    int threads;            /* requested; 0 = all cores */
+    smelt__pool *pool;      /* created on first parallel run */
+    smelt__backend *backends[4];
+    smelt__kcache *kcache;
+    pthread_mutex_t lock;
+};
+/* Record an error on ctx (if not NULL) and return status. */
+int smelt__err(smelt_ctx *ctx, int status, const char *fmt, ...) SMELT_PRINTF(3, 4);
+void smelt__clear_err(smelt_ctx *ctx);
+
+/* ---- tensors --------------------------------------------------------- */
+typedef struct smelt__buffer {
+    int refs;
+    void *mem;  /* owned allocation, or NULL when wrapped */
+    size_t bytes;
+} smelt__buffer;
+
+struct smelt_tensor {
+    smelt_ctx *ctx;
+    smelt_dtype dtype;
+    int ndim;
+    int64_t shape[SMELT_MAX_DIMS];
+    int64_t strides[SMELT_MAX_DIMS]; /* elements */
+    char *data;                      /* first element */
+    smelt__buffer *buf;
+};
+int64_t smelt__numel(int ndim, const int64_t *shape);
+void smelt__contig_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* Broadcast shapes (NumPy rules): 0 or SMELT_ERR_SHAPE. */
+int smelt__broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                            int64_t *out);
+void smelt__shape_str(smelt__sb *b, int ndim, const int64_t *shape);
+
+/* ---- graph ----------------------------------------------------------- */
+struct smelt_node {
+    smelt_graph *g;
+    int id;
+    smelt_op op;
+    smelt_dtype dtype;
+    int ndim;
+    int64_t shape[SMELT_MAX_DIMS];
+    int nin;
+    smelt_node *in[3];
+    double fval;   /* constants: value (float dtypes / weak) */
+    int64_t ival;  /* constants: value (integer dtypes) */
+    bool weak;     /* weakly typed scalar */
+    int input_index;
+    char *name;
+};
+
+struct smelt_graph {
+    smelt_ctx *ctx;
+    smelt_node **nodes;
+    int n, cap;
+    smelt_node **inputs;
+    int nin, incap;
+    int status;
+    smelt__sb err;
+};
+
+/* ---- lowered program (what passes, partitioner and executor see) ----- */
+typedef struct smelt__inst {
+    smelt_op op;
+    smelt_dtype dtype;
+    int ndim;
+    int64_t shape[SMELT_MAX_DIMS]; /* example shape (the graph's) */
+    int nin;
+    int in[3];
+    double fval;
+    int64_t ival;
+    int input_index; /* SMELT_OP_INPUT */
+    bool copy;       /* a copy made for an output: its shape follows its operand */
+    int uses;        /* filled by smelt__prog_uses */
+    bool is_output;
+} smelt__inst;
+
+typedef struct smelt__prog {
+    smelt__inst *v;
+    int n, cap;
+    int *outputs;
+    int nout;
+    int ninputs; /* graph inputs, all of them */
+    smelt_dtype *in_dtypes;
+    int *in_ndim;
+    int64_t (*in_shape)[SMELT_MAX_DIMS];
+} smelt__prog;
+
+int smelt__prog_from_graph(smelt_graph *g, int n_out, smelt_node *const *outs, smelt__prog *p,
+                           smelt__sb *err);
+void smelt__prog_free(smelt__prog *p);
+void smelt__prog_uses(smelt__prog *p);
+/* Give every output its own non-source instruction (copies where needed). */
+int smelt__prog_finalize(smelt__prog *p);
+/* Passes; each returns the number of instructions it removed or replaced. */
+int smelt__pass_fold(smelt__prog *p);
+int smelt__pass_cse(smelt__prog *p);
+int smelt__pass_dce(smelt__prog *p);
+
+/* Scalar semantics shared by the reference interpreter and constant
+ * folding: op applied to already-rounded operand values of dtype in_dt,
+ * result rounded to out_dt. */
+double smelt__eval_scalar(smelt_op op, smelt_dtype in_dt, smelt_dtype out_dt, const double *a);
+
+/* ---- kernels ---------------------------------------------------------- */
+enum { SMELT_MODE_CONTIG = 0, SMELT_MODE_BCAST = 1, SMELT_MODE_STRIDED = 2 };
+
+/* A kernel description: what the emitter turns into source. Values are
+ * numbered: 0..n_in-1 are the kernel inputs, n_in + k is body op k. */
+typedef struct smelt__kop {
+    smelt_op op;
+    smelt_dtype dtype;
+    int nin;
+    int in[3];
+    double fval;
+    int64_t ival;
+} smelt__kop;
+
+typedef struct smelt__kdesc {
+    int n_in, n_out, n_ops;
+    smelt_dtype in_dt[SMELT_MAX_KERNEL_OPERANDS];
+    smelt__kop *ops;
+    int out_val[SMELT_MAX_KERNEL_OPERANDS]; /* value index of each output */
+    /* layout variant */
+    int rank;                              /* merged rank; 1 and all CONTIG = flat */
+    uint8_t mode[SMELT_MAX_KERNEL_OPERANDS]; /* inputs then outputs */
+} smelt__kdesc;
+
+/* The generated kernel's C signature (C dialect):
+ *   void name(int64_t start, int64_t end, char *const *ptrs,
+ *             const int64_t *shape, const int64_t *strides)
+ * It computes linear elements [start, end) of the iteration space; shape has
+ * rank entries, strides rank entries per operand (inputs, then outputs). */
+typedef void (*smelt__kfn)(int64_t start, int64_t end, char *const *ptrs, const int64_t *shape,
+                           const int64_t *strides);
+
+typedef struct smelt__dialect smelt__dialect;
+extern const smelt__dialect smelt__dialect_c;
+/* Emit source for d.  The function is named "smelt_ew_<hash of the source>",
+ * written to *name (at least 32 bytes).  Returns 0 or a status with err set. */
+int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src, char *name,
+                smelt__sb *err);
+/* Templates embedded at build time, overridable from SMELT_TEMPLATE_DIR. */
+const char *smelt__template_builtin(const char *name);
+char *smelt__template_load(const char *name, smelt__sb *err); /* caller frees */
+
+/* ---- partition (fusion/partition.c) ----------------------------------- */
+typedef struct smelt__cluster {
+    int *members; /* instruction indices, ascending (topological) */
+    int nmem;
+    int *inputs; /* values read from outside (no constants) */
+    int nin;
+    int *outputs; /* members read outside the cluster or requested */
+    int nout;
+} smelt__cluster;
+
+typedef struct smelt__partition {
+    smelt__cluster *c; /* in an order that respects dependencies */
+    int n;
+} smelt__partition;
+
+/* fuse=false: one cluster per operator (the unfused path). */
+int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);
+/* One cluster per member of c (the fallback when c fails to compile). */
+int smelt__partition_split(const smelt__prog *p, const smelt__cluster *c, smelt__partition *out);
+void smelt__partition_free(smelt__partition *pt);
+/* The kernel description of a cluster (layout fields left for the caller). */
+int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__kdesc *d);
+void smelt__kdesc_free(smelt__kdesc *d);
+
+/* ---- backends -------------------------------------------------------- */
+#include "backend.h"
+
+/* ---- config ---------------------------------------------------------- */
+enum { SMELT_BK_AUTO = 0, SMELT_BK_TCC, SMELT_BK_CC, SMELT_BK_NVRTC, SMELT_BK_COUNT };
+/* Resolve the backend name in force (explicit > ctx > SMELT_JIT_BACKEND >
+ * MGB_JIT_BACKEND > AUTO) to a concrete kind.  Errors name the valid values. */
+int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind);
+const char *smelt__backend_kind_name(int kind);
+
+/* ---- thread pool ----------------------------------------------------- */
+typedef void (*smelt__task_fn)(void *arg, int64_t chunk);
+smelt__pool *smelt__pool_new(int threads);
+void smelt__pool_free(smelt__pool *p);
+int smelt__pool_size(const smelt__pool *p);
+/* Run fn(arg, 0..nchunks-1) on the pool, the caller helping; returns when all
+ * are done. */
+void smelt__pool_run(smelt__pool *p, smelt__task_fn fn, void *arg, int64_t nchunks);
+int smelt__ncpus(void);
+
+/* ---- kernel cache (per context) -------------------------------------- */
+typedef struct smelt__kernel {
+    char name[40];
+    char *source;
+    smelt__kfn fn;
+    void *handle; /* backend's */
+    smelt__backend *backend;
+    int n_operands;
+    int rank;
+} smelt__kernel;
+
+/* Find or compile.  *compiled tells whether this call compiled it; ms the
+ * compile time.  Fails with SMELT_ERR_COMPILE and the log in err. */
+int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
+                      smelt__kernel **out, bool *compiled, double *ms, smelt__sb *err);
+void smelt__kcache_free(smelt__kcache *c);
+
+#endif

@@ -1,0 +1,72 @@
+/* Common-subexpression elimination: identical instructions (same operator,
+ * dtype, operands, shape and constant value) are computed once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../internal.h"
+
+static uint64_t inst_key(const smelt__inst *in)
+{
+    uint64_t h = smelt__hash(&in->op, sizeof in->op, in->dtype);
+    h = smelt__hash(in->in, sizeof(int) * (size_t)in->nin, h);
+    if (in->op == SMELT_OP_CONST) {
+        h = smelt__hash(&in->fval, sizeof in->fval, h);
+        h = smelt__hash(&in->ival, sizeof in->ival, h);
+    }
+    return smelt__hash(in->shape, sizeof(int64_t) * (size_t)in->ndim, h ^ (uint64_t)in->ndim);
+}
+
+static bool same(const smelt__inst *a, const smelt__inst *b)
+{
+    if (a->op != b->op || a->dtype != b->dtype || a->nin != b->nin || a->ndim != b->ndim)
+        return false;
+    if (memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) ||
+        memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim))
+        return false;
+    if (a->op == SMELT_OP_CONST)
+        return a->ival == b->ival && memcmp(&a->fval, &b->fval, sizeof a->fval) == 0;
+    return true;
+}
+
+int smelt__pass_cse(smelt__prog *p)
+{
+    if (!p->n)
+        return 0;
+    int cap = 1;
+    while (cap < 2 * p->n)
+        cap *= 2;
+    int *table = malloc(sizeof(int) * (size_t)cap);
+    int *repl = malloc(sizeof(int) * (size_t)p->n);
+    if (!table || !repl) {
+        free(table);
+        free(repl);
+        return 0; /* CSE is an optimisation: skipping it is correct */
+    }
+    memset(table, -1, sizeof(int) * (size_t)cap);
+    int removed = 0;
+    for (int i = 0; i < p->n; i++) {
+        smelt__inst *in = &p->v[i];
+        for (int j = 0; j < in->nin; j++)
+            in->in[j] = repl[in->in[j]];
+        repl[i] = i;
+        if (in->op == SMELT_OP_INPUT)
+            continue;
+        uint64_t h = inst_key(in);
+        for (size_t s = h & (uint64_t)(cap - 1);; s = (s + 1) & (size_t)(cap - 1)) {
+            if (table[s] < 0) {
+                table[s] = i;
+                break;
+            }
+            if (same(&p->v[table[s]], in)) {
+                repl[i] = table[s];
+                removed++;
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < p->nout; i++)
+        p->outputs[i] = repl[p->outputs[i]];
+    free(table);
+    free(repl);
+    return removed;
+}

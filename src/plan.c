@@ -1,0 +1,323 @@
+/* Building a plan: lower, run the passes of the opt level, partition, emit
+ * and compile every kernel (with the unfused fallback), describe. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+void smelt_plan_opts_init(smelt_plan_opts *opts)
+{
+    if (opts) {
+        opts->opt_level = 3;
+        opts->backend = NULL;
+    }
+}
+
+static void kernel_free(smelt__pkernel *k)
+{
+    free(k->cl.members), free(k->cl.inputs), free(k->cl.outputs);
+    smelt__kdesc_free(&k->desc);
+    free(k->var);
+}
+
+void smelt_plan_free(smelt_plan *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->nkern; i++)
+        kernel_free(&p->kern[i]);
+    free(p->kern);
+    for (int i = 0; p->buf && i < p->prog.n; i++)
+        free(p->buf[i]);
+    free(p->buf);
+    free(p->bufsize);
+    free(p->rs);
+    free(p->out_slot);
+    smelt__prog_free(&p->prog);
+    smelt__sb_free(&p->log);
+    smelt__sb_free(&p->desc);
+    free(p);
+}
+
+/* Insert clusters of pt at position at (replacing nrep kernels there). */
+static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
+{
+    int need = p->nkern - nrep + pt->n;
+    if (need > p->kcap) {
+        int cap = p->kcap ? p->kcap : 16;
+        while (cap < need)
+            cap *= 2;
+        smelt__pkernel *k = realloc(p->kern, sizeof *k * (size_t)cap);
+        if (!k)
+            return SMELT_ERR_NOMEM;
+        p->kern = k;
+        p->kcap = cap;
+    }
+    for (int i = at; i < at + nrep; i++)
+        kernel_free(&p->kern[i]);
+    memmove(p->kern + at + pt->n, p->kern + at + nrep,
+            sizeof *p->kern * (size_t)(p->nkern - at - nrep));
+    p->nkern = need;
+    for (int i = 0; i < pt->n; i++) {
+        smelt__pkernel *k = &p->kern[at + i];
+        memset(k, 0, sizeof *k);
+        k->cl = pt->c[i];
+        memset(&pt->c[i], 0, sizeof pt->c[i]);
+        int st = smelt__cluster_kdesc(&p->prog, &k->cl, &k->desc);
+        if (st)
+            return st;
+        int real = 0;
+        for (int j = 0; j < k->desc.n_ops; j++)
+            real += k->desc.ops[j].op != SMELT_OP_CONST;
+        k->fused = real > 1;
+    }
+    return SMELT_OK;
+}
+
+void smelt__plan_default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode)
+{
+    const smelt__pkernel *k = &p->kern[ki];
+    const smelt__inst *it = &p->prog.v[k->cl.members[0]];
+    /* Contiguous operands of the iteration shape merge into one dimension;
+     * broadcast operands keep the dimensions their pattern needs. */
+    int n = k->cl.nin + k->cl.nout;
+    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    int r = it->ndim;
+    memcpy(S, it->shape, sizeof S);
+    for (int o = 0; o < n; o++) {
+        int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
+        const smelt__inst *x = &p->prog.v[v];
+        int64_t cs[SMELT_MAX_DIMS];
+        smelt__contig_strides(x->ndim, x->shape, cs);
+        for (int d = 0; d < r; d++) {
+            int xd = d - (r - x->ndim);
+            st[o][d] = (xd < 0 || x->shape[xd] == 1) ? 0 : cs[xd];
+        }
+    }
+    *rank = smelt__merge_layout(r, S, n, st, mode);
+}
+
+int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode,
+                        smelt__kernel **out, bool *split)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    int n = k->cl.nin + k->cl.nout;
+    *split = false;
+    for (int i = 0; i < k->nvar; i++)
+        if (k->var[i].rank == rank && !memcmp(k->var[i].mode, mode, (size_t)n)) {
+            *out = k->var[i].k;
+            return SMELT_OK;
+        }
+    k->desc.rank = rank;
+    memcpy(k->desc.mode, mode, (size_t)n);
+    smelt__sb err;
+    smelt__sb_init(&err);
+    bool compiled;
+    double ms;
+    smelt__kernel *kk;
+    int st = smelt__kcache_get(p->ctx, p->be, &k->desc, &kk, &compiled, &ms, &err);
+    p->stats.compile_ms += ms;
+    if (st == SMELT_OK) {
+        smelt__variant *v = realloc(k->var, sizeof *v * (size_t)(k->nvar + 1));
+        if (!v) {
+            smelt__sb_free(&err);
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+        }
+        k->var = v;
+        v[k->nvar].rank = rank;
+        memcpy(v[k->nvar].mode, mode, sizeof v[k->nvar].mode);
+        v[k->nvar].k = kk;
+        k->nvar++;
+        if (compiled)
+            p->stats.compiles++;
+        else
+            p->stats.cache_hits++;
+        smelt__sb_free(&err);
+        *out = kk;
+        return SMELT_OK;
+    }
+    if (!k->fused || st != SMELT_ERR_COMPILE) {
+        st = smelt__err(p->ctx, st, "%s", smelt__sb_str(&err));
+        smelt__sb_free(&err);
+        return st;
+    }
+    /* fall back: the cluster's operators as separate kernels */
+    const char *msg = smelt__sb_str(&err);
+    const char *nl = strchr(msg, '\n');
+    smelt__sb_printf(&p->log, "warning: fused kernel of %d operators failed to compile (%.*s); "
+                              "running them unfused\n",
+                     k->cl.nmem, nl ? (int)(nl - msg) : (int)strlen(msg), msg);
+    smelt__sb_free(&err);
+    smelt__partition pt;
+    st = smelt__partition_split(&p->prog, &k->cl, &pt);
+    if (st == SMELT_OK)
+        st = put_kernels(p, ki, 1, &pt);
+    smelt__partition_free(&pt);
+    if (st)
+        return smelt__err(p->ctx, st, "fallback to unfused kernels failed");
+    p->stats.fallbacks++;
+    *split = true;
+    *out = NULL;
+    return SMELT_OK;
+}
+
+static void describe(smelt_plan *p)
+{
+    smelt__sb *b = &p->desc;
+    smelt__sb_free(b);
+    const smelt_plan_stats *s = &p->stats;
+    smelt__sb_printf(b, "plan: opt_level %d, backend %s, %d instructions, %d kernels\n",
+                     p->opt_level, s->backend, p->prog.n, p->nkern);
+    smelt__sb_printf(b, "passes: folded %d, cse %d, dce %d\n", s->folded, s->cse, s->dce);
+    smelt__sb_printf(b, "compiles %d, cache hits %d, compile %.3f ms, fallbacks %d\n", s->compiles,
+                     s->cache_hits, s->compile_ms, s->fallbacks);
+    for (int i = 0; i < p->nkern; i++) {
+        smelt__pkernel *k = &p->kern[i];
+        smelt__sb_printf(b, "kernel %d %s: %d operators [", i,
+                         k->nvar ? k->var[0].k->name : "(not compiled)", k->cl.nmem);
+        for (int j = 0; j < k->cl.nmem; j++)
+            smelt__sb_printf(b, j ? " %s" : "%s", smelt__ops[p->prog.v[k->cl.members[j]].op].name);
+        smelt__sb_puts(b, "] inputs [");
+        for (int j = 0; j < k->cl.nin; j++) {
+            const smelt__inst *x = &p->prog.v[k->cl.inputs[j]];
+            if (x->op == SMELT_OP_INPUT)
+                smelt__sb_printf(b, j ? " in%d" : "in%d", x->input_index);
+            else
+                smelt__sb_printf(b, j ? " %%%d" : "%%%d", k->cl.inputs[j]);
+        }
+        smelt__sb_puts(b, "] outputs [");
+        for (int j = 0; j < k->cl.nout; j++) {
+            int v = k->cl.outputs[j];
+            if (p->out_slot[v] >= 0)
+                smelt__sb_printf(b, j ? " out%d" : "out%d", p->out_slot[v]);
+            else
+                smelt__sb_printf(b, j ? " %%%d" : "%%%d", v);
+        }
+        smelt__sb_printf(b, "] shape ");
+        const smelt__inst *it = &p->prog.v[k->cl.members[0]];
+        smelt__shape_str(b, it->ndim, it->shape);
+        smelt__sb_printf(b, " %s\n", smelt__dtypes[it->dtype].name);
+    }
+    if (p->log.len)
+        smelt__sb_puts(b, smelt__sb_str(&p->log));
+}
+
+const char *smelt_plan_describe(smelt_plan *p)
+{
+    if (!p)
+        return "";
+    describe(p);
+    return smelt__sb_str(&p->desc);
+}
+
+int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
+{
+    if (!p || !out)
+        return SMELT_ERR_INVALID_ARG;
+    *out = p->stats;
+    out->kernels = p->nkern;
+    out->ops = 0;
+    for (int i = 0; i < p->nkern; i++)
+        out->ops += p->kern[i].cl.nmem;
+    return SMELT_OK;
+}
+
+int smelt_plan_new(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                   const smelt_plan_opts *opts, smelt_plan **out)
+{
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    if (!out)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_new: out is NULL");
+    *out = NULL;
+    if (!g)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_new: graph is NULL");
+    if (g->status)
+        return smelt__err(ctx, g->status, "graph has an error: %s", smelt__sb_str(&g->err));
+    if (n_out <= 0 || !outputs)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_new: no outputs requested");
+    for (int i = 0; i < n_out; i++)
+        if (!outputs[i] || outputs[i]->g != g)
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                              "smelt_plan_new: output %d is %s", i,
+                              outputs[i] ? "a node of another graph" : "NULL");
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    if (opts)
+        o = *opts;
+    if (o.opt_level < 0 || o.opt_level > 3)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", o.opt_level);
+    int kind;
+    int st = smelt__resolve_backend(ctx, o.backend, &kind);
+    if (st)
+        return st;
+    smelt__backend *be;
+    if ((st = smelt__backend_get(ctx, kind, &be)))
+        return st;
+
+    smelt_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    p->ctx = ctx;
+    p->be = be;
+    p->opt_level = o.opt_level;
+    p->stats.backend = be->iface->name;
+    smelt__sb err;
+    smelt__sb_init(&err);
+    if ((st = smelt__prog_from_graph(g, n_out, outputs, &p->prog, &err))) {
+        smelt__err(ctx, st, "%s", smelt__sb_str(&err));
+        goto fail;
+    }
+    if (o.opt_level >= 1) {
+        p->stats.folded = smelt__pass_fold(&p->prog);
+        p->stats.cse = smelt__pass_cse(&p->prog);
+        p->stats.dce = smelt__pass_dce(&p->prog);
+    }
+    if ((st = smelt__prog_finalize(&p->prog))) {
+        smelt__err(ctx, st, "out of memory");
+        goto fail;
+    }
+    p->out_slot = malloc(sizeof(int) * (size_t)(p->prog.n + 1));
+    p->rs = calloc((size_t)p->prog.n + 1, sizeof *p->rs);
+    p->buf = calloc((size_t)p->prog.n + 1, sizeof *p->buf);
+    p->bufsize = calloc((size_t)p->prog.n + 1, sizeof *p->bufsize);
+    if (!p->out_slot || !p->rs || !p->buf || !p->bufsize) {
+        st = smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < p->prog.n; i++)
+        p->out_slot[i] = -1;
+    for (int i = 0; i < p->prog.nout; i++)
+        p->out_slot[p->prog.outputs[i]] = i;
+
+    smelt__partition pt;
+    if ((st = smelt__partition_build(&p->prog, o.opt_level >= 3, &pt))) {
+        smelt__err(ctx, st, "partitioning failed");
+        goto fail;
+    }
+    st = put_kernels(p, 0, 0, &pt);
+    smelt__partition_free(&pt);
+    if (st) {
+        smelt__err(ctx, st, "out of memory");
+        goto fail;
+    }
+    /* compile the layout every contiguous run will use */
+    for (int i = 0; i < p->nkern; i++) {
+        int rank;
+        uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
+        smelt__plan_default_layout(p, i, &rank, mode);
+        smelt__kernel *k;
+        bool split;
+        if ((st = smelt__plan_variant(p, i, rank, mode, &k, &split)))
+            goto fail;
+        if (split)
+            i--; /* compile the replacements */
+    }
+    smelt__sb_free(&err);
+    *out = p;
+    return SMELT_OK;
+fail:
+    smelt__sb_free(&err);
+    smelt_plan_free(p);
+    return st;
+}
