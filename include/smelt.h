@@ -90,6 +90,9 @@ const char *smelt_errmsg(const smelt_ctx *ctx);
  * (case-insensitive).  Overrides SMELT_JIT_BACKEND / MGB_JIT_BACKEND.
  * NULL returns to the environment's choice. */
 int smelt_ctx_set_backend(smelt_ctx *ctx, const char *name);
+/* SMELT_OK if the named backend ("TCC", "CC", "NVRTC", "AUTO") can be used
+ * on this machine; otherwise an error status whose smelt_errmsg says why. */
+int smelt_backend_check(smelt_ctx *ctx, const char *name);
 /* Worker threads for kernels (0 = all cores, the default). */
 int smelt_ctx_set_threads(smelt_ctx *ctx, int threads);
 int smelt_ctx_threads(const smelt_ctx *ctx);

@@ -102,3 +102,17 @@ int smelt__backend_get(smelt_ctx *ctx, int kind, smelt__backend **out)
     *out = ctx->backends[kind];
     return SMELT_OK;
 }
+
+int smelt_backend_check(smelt_ctx *ctx, const char *name)
+{
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    if (!name)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_backend_check: name is NULL");
+    int kind;
+    int st = smelt__resolve_backend(ctx, name, &kind);
+    if (st)
+        return st;
+    smelt__backend *be;
+    return smelt__backend_get(ctx, kind, &be);
+}
