@@ -1,7 +1,8 @@
 /* Partitioner: the program's operators grouped into clusters, one kernel
  * each.  Rules (docs/fusion.md):
- *   - elementwise operators, casts and broadcasts fuse; constants are inlined
- *     into every kernel that reads them;
+ *   - elementwise operators, casts and broadcasts fuse (OPAQUE operators such
+ *     as barrier never do); constants are inlined into every kernel that
+ *     reads them;
  *   - all operators of a cluster have one shape (the iteration space); a
  *     smaller, broadcast operand is read with stride 0;
  *   - a merge never creates a cycle: no path may leave a cluster and re-enter;
@@ -30,6 +31,11 @@ static int find(pstate *s, int x)
 }
 
 static bool is_op(const smelt__prog *p, int i) { return smelt__ops[p->v[i].op].cls != SMELT_CLASS_SOURCE; }
+static bool fusible(const smelt__prog *p, int i)
+{
+    int c = smelt__ops[p->v[i].op].cls;
+    return c == SMELT_CLASS_ELEMWISE || c == SMELT_CLASS_CAST || c == SMELT_CLASS_LAYOUT;
+}
 
 static bool same_shape(const smelt__inst *a, const smelt__inst *b)
 {
@@ -272,11 +278,11 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     for (int i = 0; i < p->n; i++)
         s.parent[i] = i;
     for (int i = 0; fuse && i < p->n; i++) {
-        if (!is_op(p, i))
+        if (!fusible(p, i))
             continue;
         for (int j = 0; j < p->v[i].nin; j++) {
             int x = p->v[i].in[j];
-            if (!is_op(p, x) || !same_shape(&p->v[x], &p->v[i]))
+            if (!fusible(p, x) || !same_shape(&p->v[x], &p->v[i]))
                 continue;
             int kx = find(&s, x), ki = find(&s, i);
             if (kx == ki || creates_cycle(&s, kx, ki, i))

@@ -10,6 +10,7 @@
 #define B SMELT_DT_B
 #define FIUB (F | I | U | B)
 #define FIU (F | I | U)
+#define IU (I | U)
 
 const smelt__opinfo smelt__ops[SMELT_OP_COUNT] = {
 #define SMELT_OP(ID, nm, n, cls, rule, dts, cf, ci, ref) \

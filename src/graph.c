@@ -214,7 +214,7 @@ smelt_node *smelt_op_apply(smelt_graph *g, smelt_op op, int n, smelt_node *const
     if ((int)op < 0 || op >= SMELT_OP_COUNT)
         return fail(g, SMELT_ERR_INVALID_ARG, "unknown operator %d", (int)op);
     const smelt__opinfo *oi = &smelt__ops[op];
-    if (oi->cls != SMELT_CLASS_ELEMWISE)
+    if (oi->cls != SMELT_CLASS_ELEMWISE && oi->cls != SMELT_CLASS_OPAQUE)
         return fail(g, SMELT_ERR_INVALID_ARG,
                     "%s: not an elementwise operator (use its own builder function)", oi->name);
     if (n != oi->arity)

@@ -1,0 +1,490 @@
+/* smelt-bench: fused against unfused, side by side in one run.
+ *
+ * Every workload is built once with the builder API (as a traced function
+ * would record it), planned at opt_level 0 (one kernel per operator: the
+ * unfused path, compiled by the same backend) and at opt_level 3 (fused), and
+ * timed on the same inputs, alternating, median of --runs runs after warm-up.
+ * The machine's copy bandwidth is measured in the same run.  With --peers,
+ * bench/peers/peers.py times numpy and numexpr on the same workloads.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <math.h>
+#include <pthread.h>
+#include <smelt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAXIO 8
+
+typedef struct wl {
+    const char *name;
+    int n_in, n_out;
+    /* build outputs from inputs; n = elements of the main operand */
+    void (*build)(smelt_graph *g, smelt_node **in, smelt_node **out);
+    /* input shapes for n elements */
+    void (*shapes)(int64_t n, int *ndim, int64_t (*shape)[2]);
+    int64_t n_default; /* 0: the global --n */
+    double bytes_per_elem; /* bytes that must move per element (f32) */
+} wl;
+
+/* ---- workloads ---------------------------------------------------------- */
+static smelt_node *S(smelt_graph *g, double v) { return smelt_scalar(g, v); }
+
+static void b_add(smelt_graph *g, smelt_node **in, smelt_node **out) { out[0] = smelt_add(g, in[0], in[1]); }
+
+static void b_chain8(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    smelt_node *a = in[0], *b = in[1], *c = in[2];
+    smelt_node *x = smelt_add(g, smelt_mul(g, a, b), c);
+    x = smelt_sub(g, smelt_mul(g, x, a), b);
+    x = smelt_add(g, smelt_mul(g, x, c), a);
+    out[0] = smelt_sub(g, smelt_mul(g, x, b), c);
+}
+
+/* 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))), written out as a user would */
+static void b_gelu_tanh(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    smelt_node *x = in[0];
+    smelt_node *x3 = smelt_mul(g, smelt_mul(g, x, x), x);
+    smelt_node *inner = smelt_mul(g, S(g, 0.7978845608028654), smelt_add(g, x, smelt_mul(g, S(g, 0.044715), x3)));
+    smelt_node *t = smelt_unary(g, SMELT_OP_TANH, inner);
+    out[0] = smelt_mul(g, smelt_mul(g, S(g, 0.5), x), smelt_add(g, S(g, 1.0), t));
+}
+
+/* x * sigmoid(x) = x / (1 + exp(-x)) */
+static void b_swish(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    smelt_node *x = in[0];
+    smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_unary(g, SMELT_OP_NEG, x));
+    out[0] = smelt_div(g, x, smelt_add(g, S(g, 1.0), e));
+}
+
+/* one Adam step (t = 10): param, grad, m, v -> param', m', v' */
+static void b_adam(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, t = 10;
+    smelt_node *p = in[0], *gr = in[1], *m = in[2], *v = in[3];
+    smelt_node *m2 = smelt_add(g, smelt_mul(g, S(g, b1), m), smelt_mul(g, S(g, 1 - b1), gr));
+    smelt_node *v2 = smelt_add(g, smelt_mul(g, S(g, b2), v),
+                               smelt_mul(g, S(g, 1 - b2), smelt_mul(g, gr, gr)));
+    smelt_node *mh = smelt_div(g, m2, S(g, 1 - pow(b1, t)));
+    smelt_node *vh = smelt_div(g, v2, S(g, 1 - pow(b2, t)));
+    smelt_node *den = smelt_add(g, smelt_unary(g, SMELT_OP_SQRT, vh), S(g, eps));
+    out[0] = smelt_sub(g, p, smelt_mul(g, S(g, lr), smelt_div(g, mh, den)));
+    out[1] = m2;
+    out[2] = v2;
+}
+
+/* relu(matrix + bias row) */
+static void b_bias_relu(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    out[0] = smelt_unary(g, SMELT_OP_RELU, smelt_add(g, in[0], in[1]));
+}
+
+/* 100 identical layers  x = relu(x*w + b)*0.5 + x*0.5  (6 operators), each
+ * followed by a barrier: the non-fusible operator (a matrix product in a
+ * real network) that makes every layer its own cluster. */
+static void b_layers100(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    smelt_node *x = in[0], *w = in[1], *b = in[2];
+    for (int l = 0; l < 100; l++) {
+        smelt_node *y = smelt_unary(g, SMELT_OP_RELU, smelt_add(g, smelt_mul(g, x, w), b));
+        x = smelt_add(g, smelt_mul(g, y, S(g, 0.5)), smelt_mul(g, x, S(g, 0.5)));
+        x = smelt_unary(g, SMELT_OP_BARRIER, x);
+    }
+    out[0] = x;
+}
+
+static void sh_flat(int64_t n, int *nd, int64_t (*s)[2])
+{
+    for (int i = 0; i < MAXIO; i++) {
+        nd[i] = 1;
+        s[i][0] = n;
+    }
+}
+
+static int64_t side(int64_t n)
+{
+    int64_t c = (int64_t)sqrt((double)n);
+    while (n % c)
+        c--;
+    return c;
+}
+
+/* a (rows, cols) matrix, then (1, cols) rows */
+static void sh_rows(int64_t n, int *nd, int64_t (*s)[2])
+{
+    int64_t c = side(n);
+    for (int i = 0; i < MAXIO; i++) {
+        nd[i] = 2;
+        s[i][0] = i == 0 ? n / c : 1;
+        s[i][1] = c;
+    }
+}
+
+static const wl workloads[] = {
+    {"add", 2, 1, b_add, sh_flat, 0, 12},
+    {"chain8", 3, 1, b_chain8, sh_flat, 0, 16},
+    {"gelu_tanh", 1, 1, b_gelu_tanh, sh_flat, 0, 8},
+    {"swish", 1, 1, b_swish, sh_flat, 0, 8},
+    {"adam", 4, 3, b_adam, sh_flat, 0, 28},
+    {"bias_relu", 2, 1, b_bias_relu, sh_rows, 0, 8},
+    /* 700 values: smaller so that the unfused path's intermediates fit */
+    {"layers100", 3, 1, b_layers100, sh_rows, 1 << 18, 8},
+};
+#define NWL (int)(sizeof workloads / sizeof workloads[0])
+
+/* ---- helpers ------------------------------------------------------------ */
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static double urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+#define CHECK(x)                                                                          \
+    do {                                                                                  \
+        int st_ = (x);                                                                    \
+        if (st_) {                                                                        \
+            fprintf(stderr, "smelt-bench: %s: %s (%s)\n", #x, smelt_strerror(st_),        \
+                    smelt_errmsg(ctx));                                                   \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+typedef struct copyjob {
+    char *dst;
+    const char *src;
+    size_t bytes;
+} copyjob;
+
+static void *copy_thread(void *a)
+{
+    copyjob *j = a;
+    memcpy(j->dst, j->src, j->bytes);
+    return NULL;
+}
+
+/* memcpy of bytes split over threads; returns ms */
+static double timed_copy(char *dst, const char *src, size_t bytes, int threads)
+{
+    pthread_t th[64];
+    copyjob jobs[64];
+    size_t per = (bytes / (size_t)threads + 63) & ~(size_t)63;
+    double t0 = now_ms();
+    for (int i = 0; i < threads; i++) {
+        size_t off = per * (size_t)i;
+        jobs[i] = (copyjob){dst + off, src + off, off < bytes ? (bytes - off < per ? bytes - off : per) : 0};
+        if (i)
+            pthread_create(&th[i], NULL, copy_thread, &jobs[i]);
+    }
+    copy_thread(&jobs[0]);
+    for (int i = 1; i < threads; i++)
+        pthread_join(th[i], NULL);
+    return now_ms() - t0;
+}
+
+typedef struct setup {
+    smelt_graph *g;
+    smelt_node *in[MAXIO], *out[MAXIO];
+    smelt_tensor *tin[MAXIO];
+} setup;
+
+static void make(smelt_ctx *ctx, const wl *w, int64_t n, setup *s)
+{
+    int nd[MAXIO];
+    int64_t sh[MAXIO][2];
+    w->shapes(n, nd, sh);
+    CHECK(smelt_graph_new(ctx, &s->g));
+    for (int i = 0; i < w->n_in; i++) {
+        s->in[i] = smelt_input(s->g, NULL, SMELT_F32, nd[i], sh[i]);
+        CHECK(smelt_tensor_new(ctx, SMELT_F32, nd[i], sh[i], &s->tin[i]));
+        float *d = smelt_tensor_data(s->tin[i]);
+        int64_t cnt = smelt_tensor_numel(s->tin[i]);
+        for (int64_t k = 0; k < cnt; k++) /* positive for v (adam), mixed otherwise */
+            d[k] = (float)(w->build == b_adam && i == 3 ? urand() + 0.01 : 2.0 * urand() - 1.0);
+    }
+    w->build(s->g, s->in, s->out);
+    CHECK(smelt_graph_status(s->g));
+}
+
+static void unmake(setup *s, int n_in)
+{
+    for (int i = 0; i < n_in; i++)
+        smelt_tensor_free(s->tin[i]);
+    smelt_graph_free(s->g);
+}
+
+/* ‖fused − ref‖∞ / ‖ref‖∞ over all outputs, on a small instance */
+static double check_error(const wl *w)
+{
+    smelt_ctx *ctx;
+    smelt_ctx_new(&ctx);
+    setup s;
+    make(ctx, w, 65536, &s);
+    smelt_plan *p;
+    CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, NULL, &p));
+    smelt_tensor *o[MAXIO] = {0}, *r[MAXIO] = {0};
+    CHECK(smelt_plan_run(p, w->n_in, s.tin, w->n_out, o));
+    CHECK(smelt_reference_eval(ctx, s.g, w->n_out, s.out, w->n_in, s.tin, r));
+    double worst = 0;
+    for (int k = 0; k < w->n_out; k++) {
+        double num = 0, den = 0;
+        int64_t cnt = smelt_tensor_numel(r[k]);
+        for (int64_t i = 0; i < cnt; i++) {
+            double f = smelt_tensor_get(o[k], i), e = smelt_tensor_get(r[k], i);
+            num = fmax(num, isnan(f) != isnan(e) ? INFINITY : fabs(f - e));
+            den = fmax(den, fabs(e));
+        }
+        worst = fmax(worst, num / (den > 0 ? den : 1));
+        smelt_tensor_free(o[k]);
+        smelt_tensor_free(r[k]);
+    }
+    smelt_plan_free(p);
+    unmake(&s, w->n_in);
+    smelt_ctx_free(ctx);
+    return worst;
+}
+
+typedef struct row {
+    const wl *w;
+    int64_t n;
+    double unfused_ms, fused_ms, copy_gbps, compile_ms, max_rel_err;
+    int compiles, k_unf, k_fus, threads;
+    const char *backend;
+    double numpy_ms, numexpr_ms;
+} row;
+
+static void run_workload(const wl *w, int64_t n, int runs, int threads, row *r)
+{
+    smelt_ctx *ctx;
+    smelt_ctx_new(&ctx);
+    if (threads)
+        CHECK(smelt_ctx_set_threads(ctx, threads));
+    setup s;
+    make(ctx, w, n, &s);
+    smelt_plan_opts o0, o3;
+    smelt_plan_opts_init(&o0);
+    smelt_plan_opts_init(&o3);
+    o0.opt_level = 0;
+    smelt_plan *pu, *pf;
+    CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &o0, &pu));
+    /* the fused plan in a context of its own: its compile is cold */
+    smelt_ctx *ctx3;
+    smelt_ctx_new(&ctx3);
+    if (threads)
+        smelt_ctx_set_threads(ctx3, threads);
+    {
+        smelt_ctx *tmp = ctx;
+        ctx = ctx3;
+        CHECK(smelt_plan_new(ctx3, s.g, w->n_out, s.out, &o3, &pf));
+        ctx = tmp;
+    }
+    smelt_plan_stats su, sf;
+    smelt_plan_get_stats(pu, &su);
+    smelt_plan_get_stats(pf, &sf);
+    r->k_unf = su.kernels;
+    r->k_fus = sf.kernels;
+    r->compiles = sf.compiles;
+    r->backend = sf.backend;
+    r->threads = smelt_ctx_threads(ctx);
+
+    /* cold compile time: median over fresh contexts */
+    double cms[7];
+    for (int i = 0; i < 7; i++) {
+        smelt_ctx *c2;
+        smelt_ctx_new(&c2);
+        smelt_plan *p2;
+        smelt_ctx *tmp = ctx;
+        ctx = c2;
+        CHECK(smelt_plan_new(c2, s.g, w->n_out, s.out, &o3, &p2));
+        ctx = tmp;
+        smelt_plan_stats st2;
+        smelt_plan_get_stats(p2, &st2);
+        cms[i] = st2.compile_ms;
+        smelt_plan_free(p2);
+        smelt_ctx_free(c2);
+    }
+    r->compile_ms = median(cms, 7);
+
+    /* outputs preallocated (both paths write into the same tensors) */
+    smelt_tensor *outs[MAXIO] = {0};
+    CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
+    size_t bytes = (size_t)n * 4;
+    char *src = malloc(bytes), *dst = malloc(bytes);
+    memset(src, 1, bytes);
+    memset(dst, 2, bytes);
+    for (int i = 0; i < 2; i++) { /* warm-up */
+        CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
+        CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
+        timed_copy(dst, src, bytes, r->threads);
+    }
+    double *tu = malloc(sizeof(double) * (size_t)runs), *tf = malloc(sizeof(double) * (size_t)runs),
+           *tc = malloc(sizeof(double) * (size_t)runs);
+    for (int i = 0; i < runs; i++) {
+        double t0 = now_ms();
+        CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
+        double t1 = now_ms();
+        CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
+        double t2 = now_ms();
+        tu[i] = t1 - t0;
+        tf[i] = t2 - t1;
+        tc[i] = timed_copy(dst, src, bytes, r->threads);
+    }
+    r->unfused_ms = median(tu, runs);
+    r->fused_ms = median(tf, runs);
+    r->copy_gbps = 2.0 * (double)bytes / (median(tc, runs) * 1e6);
+    r->n = n;
+    r->w = w;
+    free(tu), free(tf), free(tc), free(src), free(dst);
+    for (int k = 0; k < w->n_out; k++)
+        smelt_tensor_free(outs[k]);
+    smelt_plan_free(pu);
+    smelt_plan_free(pf);
+    unmake(&s, w->n_in);
+    smelt_ctx_free(ctx3);
+    smelt_ctx_free(ctx);
+    r->max_rel_err = check_error(w);
+}
+
+/* numpy / numexpr through bench/peers/peers.py (Debian's python3) */
+static void run_peers(row *rows, int nrows, int runs, int threads)
+{
+    for (int i = 0; i < nrows; i++) {
+        rows[i].numpy_ms = rows[i].numexpr_ms = NAN;
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 '%s/bench/peers/peers.py' --workload %s --n %lld --runs %d "
+                 "--threads %d 2>&1",
+                 SMELT_SOURCE_DIR, rows[i].w->name, (long long)rows[i].n, runs, threads);
+        FILE *f = popen(cmd, "r");
+        if (!f)
+            continue;
+        char line[4096];
+        while (fgets(line, sizeof line, f)) {
+            char *p;
+            if ((p = strstr(line, "\"numpy_ms\":")))
+                rows[i].numpy_ms = atof(p + 11);
+            if ((p = strstr(line, "\"numexpr_ms\":")))
+                rows[i].numexpr_ms = atof(p + 13);
+            if (strstr(line, "Error") || strstr(line, "error"))
+                fprintf(stderr, "peers: %s", line);
+        }
+        pclose(f);
+    }
+}
+
+static void usage(void)
+{
+    printf("usage: smelt-bench [--json] [--workload NAME] [--peers] [--n N] [--runs R] [--threads T]\n"
+           "workloads:");
+    for (int i = 0; i < NWL; i++)
+        printf(" %s", workloads[i].name);
+    printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+    int json = 0, peers = 0, runs = 9, threads = 0;
+    int64_t n = 16 << 20;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--peers"))
+            peers = 1;
+        else if (!strcmp(argv[i], "--workload") && i + 1 < argc)
+            only = argv[++i];
+        else if (!strcmp(argv[i], "--n") && i + 1 < argc)
+            n = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+            runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage();
+            return 0;
+        } else {
+            fprintf(stderr, "smelt-bench: unknown argument '%s'\n", argv[i]);
+            usage();
+            return 2;
+        }
+    }
+    if (n < 1024 || runs < 1 || threads < 0) {
+        fprintf(stderr, "smelt-bench: need --n >= 1024, --runs >= 1, --threads >= 0\n");
+        return 2;
+    }
+    row rows[NWL];
+    int nr = 0;
+    for (int i = 0; i < NWL; i++) {
+        if (only && strcmp(only, workloads[i].name))
+            continue;
+        int64_t wn = workloads[i].n_default && workloads[i].n_default < n ? workloads[i].n_default : n;
+        run_workload(&workloads[i], wn, runs, threads, &rows[nr++]);
+    }
+    if (!nr) {
+        fprintf(stderr, "smelt-bench: no workload named '%s'\n", only);
+        usage();
+        return 2;
+    }
+    if (peers)
+        run_peers(rows, nr, runs, rows[0].threads);
+    if (!json) {
+        printf("%-10s %9s %8s %10s %10s %8s %9s %9s %10s %8s %9s %12s%s\n", "workload", "n",
+               "backend", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs",
+               "compile_ms", "compiles", "kern u/f", "max_rel_err",
+               peers ? "   numpy_ms numexpr_ms vs_numpy vs_numexpr" : "");
+    }
+    for (int i = 0; i < nr; i++) {
+        row *r = &rows[i];
+        double gbps = r->w->bytes_per_elem * (double)r->n / (r->fused_ms * 1e6);
+        if (json) {
+            printf("{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\", "
+                   "\"threads\": %d, \"unfused_ms\": %.3f, \"fused_ms\": %.3f, \"speedup\": %.2f, "
+                   "\"fused_gbps\": %.1f, \"copy_gbps\": %.1f, \"compile_ms\": %.3f, "
+                   "\"compiles\": %d, \"kernels_unfused\": %d, \"kernels_fused\": %d, "
+                   "\"max_rel_err\": %.3g",
+                   r->w->name, (long long)r->n, r->backend, r->threads, r->unfused_ms, r->fused_ms,
+                   r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, r->compile_ms, r->compiles,
+                   r->k_unf, r->k_fus, r->max_rel_err);
+            if (peers)
+                printf(", \"numpy_ms\": %.3f, \"numexpr_ms\": %.3f", r->numpy_ms, r->numexpr_ms);
+            printf("}\n");
+        } else {
+            printf("%-10s %9lld %8s %10.2f %10.2f %7.2fx %9.1f %9.1f %10.3f %8d %4d/%-4d %12.2e",
+                   r->w->name, (long long)r->n, r->backend, r->unfused_ms, r->fused_ms,
+                   r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, r->compile_ms, r->compiles,
+                   r->k_unf, r->k_fus, r->max_rel_err);
+            if (peers)
+                printf(" %10.2f %10.2f %7.2fx %9.2fx", r->numpy_ms, r->numexpr_ms,
+                       r->numpy_ms / r->fused_ms, r->numexpr_ms / r->fused_ms);
+            printf("\n");
+        }
+    }
+    return 0;
+}

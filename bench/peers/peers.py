@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""numpy and numexpr on smelt's benchmark workloads (same n, same formulas).
+
+Prints one JSON object: {"workload", "n", "numpy_ms", "numexpr_ms", ...},
+medians of --runs runs after warm-up.  Uses Debian's python3-numpy and
+python3-numexpr; numexpr runs with --threads threads.
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import numpy as np
+import numexpr as ne
+
+
+def side(n):
+    c = int(math.isqrt(n))
+    while n % c:
+        c -= 1
+    return c
+
+
+def inputs(name, n, rng):
+    f = lambda *s: (rng.random(s, dtype=np.float32) * 2 - 1)
+    if name == "add":
+        return [f(n), f(n)]
+    if name == "chain8":
+        return [f(n), f(n), f(n)]
+    if name in ("gelu_tanh", "swish"):
+        return [f(n)]
+    if name == "adam":
+        return [f(n), f(n), f(n), rng.random(n, dtype=np.float32) + np.float32(0.01)]
+    c = side(n)
+    if name == "bias_relu":
+        return [f(n // c, c), f(1, c)]
+    if name == "layers100":
+        return [f(n // c, c), f(1, c), f(1, c)]
+    raise SystemExit("unknown workload " + name)
+
+
+LR, B1, B2, EPS, T = 1e-3, 0.9, 0.999, 1e-8, 10
+C1, C2 = 1 - B1 ** T, 1 - B2 ** T
+
+
+def numpy_fn(name):
+    f32 = np.float32
+    if name == "add":
+        return lambda a, b: a + b
+    if name == "chain8":
+        return lambda a, b, c: ((((a * b + c) * a - b) * c + a) * b - c)
+    if name == "gelu_tanh":
+        return lambda x: f32(0.5) * x * (f32(1) + np.tanh(f32(0.7978845608028654) * (x + f32(0.044715) * (x * x * x))))
+    if name == "swish":
+        return lambda x: x / (f32(1) + np.exp(-x))
+    if name == "adam":
+        def adam(p, g, m, v):
+            m2 = f32(B1) * m + f32(1 - B1) * g
+            v2 = f32(B2) * v + f32(1 - B2) * (g * g)
+            p2 = p - f32(LR) * ((m2 / f32(C1)) / (np.sqrt(v2 / f32(C2)) + f32(EPS)))
+            return p2, m2, v2
+        return adam
+    if name == "bias_relu":
+        return lambda m, r: np.maximum(m + r, f32(0))
+    if name == "layers100":
+        def layers(x, w, b):
+            for _ in range(100):
+                x = np.maximum(x * w + b, f32(0)) * f32(0.5) + x * f32(0.5)
+                x = x.copy()  # the barrier (a copy), as in smelt's workload
+            return x
+        return layers
+
+
+def numexpr_fn(name):
+    e = ne.evaluate
+    if name == "add":
+        return lambda a, b: e("a + b")
+    if name == "chain8":
+        return lambda a, b, c: e("((((a * b + c) * a - b) * c + a) * b - c)")
+    if name == "gelu_tanh":
+        return lambda x: e("0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))")
+    if name == "swish":
+        return lambda x: e("x / (1 + exp(-x))")
+    if name == "adam":
+        def adam(p, g, m, v):
+            m2 = e("B1 * m + (1 - B1) * g", local_dict=dict(B1=np.float32(B1), m=m, g=g))
+            v2 = e("B2 * v + (1 - B2) * (g * g)", local_dict=dict(B2=np.float32(B2), v=v, g=g))
+            p2 = e("p - LR * ((m2 / C1) / (sqrt(v2 / C2) + EPS))",
+                   local_dict=dict(p=p, m2=m2, v2=v2, LR=np.float32(LR), C1=np.float32(C1),
+                                   C2=np.float32(C2), EPS=np.float32(EPS)))
+            return p2, m2, v2
+        return adam
+    if name == "bias_relu":
+        return lambda m, r: e("where(m + r > 0, m + r, 0)")
+    if name == "layers100":
+        def layers(x, w, b):
+            for _ in range(100):
+                x = e("where(x * w + b > 0, x * w + b, 0) * 0.5 + x * 0.5")
+            return x
+        return layers
+
+
+def timeit(fn, args, runs):
+    for _ in range(2):
+        fn(*args)
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn(*args)
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--n", type=int, default=16 << 20)
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--threads", type=int, default=0)
+    a = ap.parse_args()
+    if a.threads:
+        ne.set_num_threads(a.threads)
+    rng = np.random.default_rng(1)
+    args = inputs(a.workload, a.n, rng)
+    out = {"workload": a.workload, "n": a.n, "numpy": np.__version__, "numexpr": ne.__version__,
+           "numexpr_threads": ne.get_num_threads(),
+           "numpy_ms": round(timeit(numpy_fn(a.workload), args, a.runs), 3),
+           "numexpr_ms": round(timeit(numexpr_fn(a.workload), args, a.runs), 3)}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
