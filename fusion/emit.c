@@ -11,13 +11,79 @@
 
 #define NAME_TOKEN "SMELT_KERNEL_NAME"
 
-/* Expand an ops.def expression template. */
-static void expand(smelt__sb *b, const smelt__dialect *dl, const char *t, smelt_dtype ct,
-                   const int *args)
+/* Emission state for one lane of the loop body.  A value used once, by an
+ * operator whose expression names it once, is not stored in a variable but
+ * written inline: TinyCC then keeps it in a register instead of spilling. */
+typedef struct ectx {
+    const smelt__dialect *dl;
+    const smelt__kdesc *d;
+    int *uses;
+    bool *inl;
+    int lane; /* -1: the scalar loop */
+} ectx;
+
+static smelt_dtype value_dtype(const smelt__kdesc *d, int v)
 {
+    return v < d->n_in ? d->in_dt[v] : d->ops[v - d->n_in].dtype;
+}
+
+static bool is_const(const smelt__kdesc *d, int v)
+{
+    return v >= d->n_in && d->ops[v - d->n_in].op == SMELT_OP_CONST;
+}
+
+/* The expression template op k uses (NULL for casts). */
+static const char *op_template(const smelt__kdesc *d, int k, smelt_dtype *ct)
+{
+    const smelt__kop *op = &d->ops[k];
+    const smelt__opinfo *oi = &smelt__ops[op->op];
+    if (op->op == SMELT_OP_CAST) {
+        *ct = value_dtype(d, op->in[0]);
+        return NULL;
+    }
+    *ct = value_dtype(d, op->in[oi->rule == SMELT_RULE_WHERE ? 1 : 0]);
+    const char *t = smelt__is_float(*ct) ? oi->c_float : oi->c_int;
+    return strcmp(t, "=") ? t : oi->c_float;
+}
+
+static void operand_ref(smelt__sb *b, const ectx *e, int k)
+{
+    char j[32];
+    if (e->lane > 0)
+        snprintf(j, sizeof j, "(j + %d)", e->lane);
+    else
+        snprintf(j, sizeof j, "j");
+    switch (e->d->mode[k]) {
+    case SMELT_MODE_CONTIG: smelt__sb_printf(b, "q%d[%s]", k, j); break;
+    case SMELT_MODE_BCAST: smelt__sb_printf(b, "b%d", k); break;
+    default: smelt__sb_printf(b, "q%d[%s * s%d]", k, j, k);
+    }
+}
+
+static void op_expr(smelt__sb *b, const ectx *e, int k);
+
+static void value_ref(smelt__sb *b, const ectx *e, int v)
+{
+    if (e->inl[v]) {
+        if (v < e->d->n_in) {
+            operand_ref(b, e, v);
+        } else {
+            op_expr(b, e, v - e->d->n_in);
+        }
+    } else if (is_const(e->d, v) || e->lane < 0) {
+        smelt__sb_printf(b, "v%d", v);
+    } else {
+        smelt__sb_printf(b, "v%d_%d", v, e->lane);
+    }
+}
+
+/* Expand an ops.def expression template. */
+static void expand(smelt__sb *b, const ectx *e, const char *t, smelt_dtype ct, const int *args)
+{
+    const smelt__dialect *dl = e->dl;
     for (const char *p = t; *p; p++) {
         if (p[0] == '%' && p[1] >= '0' && p[1] <= '2') {
-            smelt__sb_printf(b, "v%d", args[p[1] - '0']);
+            value_ref(b, e, args[p[1] - '0']);
             p++;
         } else if (p[0] == '%' && p[1] == 'T') {
             smelt__sb_puts(b, dl->type[ct]);
@@ -72,48 +138,97 @@ static void literal(smelt__sb *b, const smelt__dialect *dl, const smelt__kop *k)
     }
 }
 
-static smelt_dtype value_dtype(const smelt__kdesc *d, int v)
+/* The C expression computing op k, of the op's own type. */
+static void op_expr(smelt__sb *b, const ectx *e, int k)
 {
-    return v < d->n_in ? d->in_dt[v] : d->ops[v - d->n_in].dtype;
-}
-
-/* One statement computing op k into v<n_in+k>. */
-static void emit_op(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, int k)
-{
+    const smelt__kdesc *d = e->d;
     const smelt__kop *op = &d->ops[k];
     const smelt__opinfo *oi = &smelt__ops[op->op];
-    int v = d->n_in + k;
-    smelt__sb_printf(b, "            %s v%d = ", dl->type[op->dtype], v);
-    if (op->op == SMELT_OP_CAST) {
-        smelt_dtype from = value_dtype(d, op->in[0]);
-        if (op->dtype == SMELT_BOOL)
-            smelt__sb_printf(b, "(v%d != 0)", op->in[0]);
-        else if (smelt__is_float(from) && !smelt__is_float(op->dtype))
-            smelt__sb_printf(b, "smelt_f2%s(v%d)", smelt__dtypes[op->dtype].name, op->in[0]);
-        else
-            smelt__sb_printf(b, "(%s)v%d", dl->type[op->dtype], op->in[0]);
-        smelt__sb_puts(b, ";\n");
+    smelt_dtype ct;
+    const char *t = op_template(d, k, &ct);
+    if (!t) { /* cast */
+        if (op->dtype == SMELT_BOOL) {
+            smelt__sb_puts(b, "(");
+            value_ref(b, e, op->in[0]);
+            smelt__sb_puts(b, " != 0)");
+        } else if (smelt__is_float(ct) && !smelt__is_float(op->dtype)) {
+            smelt__sb_printf(b, "smelt_f2%s(", smelt__dtypes[op->dtype].name);
+            value_ref(b, e, op->in[0]);
+            smelt__sb_puts(b, ")");
+        } else {
+            smelt__sb_printf(b, "((%s)", e->dl->type[op->dtype]);
+            value_ref(b, e, op->in[0]);
+            smelt__sb_puts(b, ")");
+        }
         return;
     }
-    smelt_dtype ct = value_dtype(d, op->in[oi->rule == SMELT_RULE_WHERE ? 1 : 0]);
-    const char *t = smelt__is_float(ct) ? oi->c_float : oi->c_int;
-    if (!strcmp(t, "="))
-        t = oi->c_float;
     bool to_bool = op->dtype == SMELT_BOOL && oi->rule != SMELT_RULE_CMP;
     if (to_bool)
         smelt__sb_puts(b, "(");
-    expand(b, dl, t, ct, op->in);
+    expand(b, e, t, ct, op->in);
     if (to_bool)
         smelt__sb_puts(b, " != 0)");
-    smelt__sb_puts(b, ";\n");
 }
 
-static void operand_ref(smelt__sb *b, const smelt__kdesc *d, int k)
+/* Which values are written inline (see ectx). */
+static void plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons_op, int *cons_slot)
 {
-    switch (d->mode[k]) {
-    case SMELT_MODE_CONTIG: smelt__sb_printf(b, "q%d[j]", k); break;
-    case SMELT_MODE_BCAST: smelt__sb_printf(b, "b%d", k); break;
-    default: smelt__sb_printf(b, "q%d[j * s%d]", k, k);
+    int nv = d->n_in + d->n_ops;
+    for (int v = 0; v < nv; v++) {
+        uses[v] = 0;
+        inl[v] = false;
+    }
+    for (int o = 0; o < d->n_out; o++)
+        uses[d->out_val[o]] += 2; /* never inline an output */
+    for (int k = 0; k < d->n_ops; k++)
+        for (int j = 0; j < d->ops[k].nin; j++) {
+            int v = d->ops[k].in[j];
+            if (uses[v]++ == 0) {
+                cons_op[v] = k;
+                cons_slot[v] = j;
+            }
+        }
+    for (int v = 0; v < nv; v++) {
+        if (uses[v] != 1 || is_const(d, v))
+            continue;
+        smelt_dtype ct;
+        const char *t = op_template(d, cons_op[v], &ct);
+        int refs = 1; /* a cast names its operand once */
+        if (t) {
+            char tok[3] = {'%', (char)('0' + cons_slot[v]), 0};
+            refs = 0;
+            for (const char *p = t; (p = strstr(p, tok)); p += 2)
+                refs++;
+        }
+        inl[v] = refs == 1;
+    }
+}
+
+/* Loads, operators and stores of one lane. */
+static void emit_lane(smelt__sb *b, const ectx *e)
+{
+    const smelt__kdesc *d = e->d;
+    const smelt__dialect *dl = e->dl;
+    for (int v = 0; v < d->n_in + d->n_ops; v++) {
+        if (e->inl[v] || is_const(d, v) || (v < d->n_in && e->uses[v] == 0))
+            continue;
+        smelt__sb_printf(b, "            %s ", dl->type[value_dtype(d, v)]);
+        if (e->lane < 0)
+            smelt__sb_printf(b, "v%d = ", v);
+        else
+            smelt__sb_printf(b, "v%d_%d = ", v, e->lane);
+        if (v < d->n_in)
+            operand_ref(b, e, v);
+        else
+            op_expr(b, e, v - d->n_in);
+        smelt__sb_puts(b, ";\n");
+    }
+    for (int o = 0; o < d->n_out; o++) {
+        smelt__sb_puts(b, "            ");
+        operand_ref(b, e, d->n_in + o);
+        smelt__sb_puts(b, " = ");
+        value_ref(b, e, d->out_val[o]);
+        smelt__sb_puts(b, ";\n");
     }
 }
 
@@ -176,9 +291,10 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
 {
     int nops = d->n_in + d->n_out, R = d->rank, st;
     bool flat = is_flat(d);
-    smelt__sb math, prelude, setup, row, body, text;
+    int unroll = d->unroll > 1 ? d->unroll : 1;
+    smelt__sb math, prelude, setup, row, body, body_u, text;
     smelt__sb_init(&math), smelt__sb_init(&prelude), smelt__sb_init(&setup);
-    smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
+    smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&body_u), smelt__sb_init(&text);
 
     /* prelude */
 #define SMELT_MATHFN(fn, n)                                                                 \
@@ -235,30 +351,36 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
         }
     }
 
-    /* body: loads, operators, stores */
-    for (int k = 0; k < d->n_in; k++) {
-        smelt__sb_printf(&body, "            %s v%d = ", dl->type[d->in_dt[k]], k);
-        operand_ref(&body, d, k);
-        smelt__sb_puts(&body, ";\n");
-    }
-    for (int i = 0; i < d->n_ops; i++)
-        if (d->ops[i].op != SMELT_OP_CONST)
-            emit_op(&body, dl, d, i);
-    for (int o = 0; o < d->n_out; o++) {
-        smelt__sb_puts(&body, "            ");
-        operand_ref(&body, d, d->n_in + o);
-        smelt__sb_printf(&body, " = v%d;\n", d->out_val[o]);
+    /* body: one lane for the scalar loop, unroll lanes for the unrolled one */
+    {
+        int nv = d->n_in + d->n_ops;
+        int *uses = malloc(sizeof(int) * (size_t)(3 * nv + 1));
+        bool *inl = malloc(sizeof(bool) * (size_t)(nv + 1));
+        if (!uses || !inl) {
+            free(uses), free(inl);
+            st = SMELT_ERR_NOMEM;
+            goto done;
+        }
+        plan_inlining(d, uses, inl, uses + nv, uses + 2 * nv);
+        ectx e = {dl, d, uses, inl, -1};
+        emit_lane(&body, &e);
+        for (int L = 0; L < unroll; L++) {
+            e.lane = L;
+            emit_lane(&body_u, &e);
+        }
+        free(uses), free(inl);
     }
 
     {
-        char nops_s[16], rank_s[16];
+        char nops_s[16], rank_s[16], unroll_s[16];
         snprintf(nops_s, sizeof nops_s, "%d", n_real);
         snprintf(rank_s, sizeof rank_s, "%d", R);
-        const char *k[] = {"PRELUDE", "NAME", "NOPS", "RANK", "SETUP", "ROW", "BODY"};
+        snprintf(unroll_s, sizeof unroll_s, "%d", unroll);
+        const char *k[] = {"PRELUDE", "NAME", "NOPS", "RANK", "SETUP", "ROW", "BODY", "UNROLL", "BODY_UNROLLED"};
         const char *v[] = {smelt__sb_str(&prelude), NAME_TOKEN,          nops_s,
                            rank_s,                  smelt__sb_str(&setup), smelt__sb_str(&row),
-                           smelt__sb_str(&body)};
-        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 7, err)))
+                           smelt__sb_str(&body),    unroll_s,            smelt__sb_str(&body_u)};
+        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 9, err)))
             goto done;
     }
     if (text.oom) {
@@ -279,6 +401,6 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     st = src->oom ? SMELT_ERR_NOMEM : SMELT_OK;
 done:
     smelt__sb_free(&math), smelt__sb_free(&prelude), smelt__sb_free(&setup);
-    smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
+    smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&body_u), smelt__sb_free(&text);
     return st;
 }

@@ -90,6 +90,8 @@ static void tcc_destroy(smelt__backend *be) { free(be); }
 static const smelt__backend_i tcc_iface = {
     .name = "TCC",
     .dialect = &smelt__dialect_c,
+    /* TinyCC spills every statement; unrolled, independent lanes run ~2x faster */
+    .unroll = 8,
     .available = tcc_available,
     .compile = tcc_compile,
     .release = tcc_release,

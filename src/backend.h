@@ -6,6 +6,7 @@
 typedef struct smelt__backend_i {
     const char *name;
     const smelt__dialect *dialect;
+    int unroll; /* lanes of the unrolled loop body the emitter writes */
     /* 1 if usable here; otherwise 0 with the reason in why. */
     int (*available)(smelt__backend *be, smelt__sb *why);
     /* Compile source; look up fn_name; *fn the entry point, *handle what

@@ -197,6 +197,7 @@ typedef struct smelt__kdesc {
     /* layout variant */
     int rank;                              /* merged rank; 1 and all CONTIG = flat */
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS]; /* inputs then outputs */
+    int unroll;                            /* body lanes per unrolled step (backend's) */
 } smelt__kdesc;
 
 /* The generated kernel's C signature (C dialect):

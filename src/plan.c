@@ -109,6 +109,7 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode,
             return SMELT_OK;
         }
     k->desc.rank = rank;
+    k->desc.unroll = p->be->iface->unroll;
     memcpy(k->desc.mode, mode, (size_t)n);
     smelt__sb err;
     smelt__sb_init(&err);
