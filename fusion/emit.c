@@ -20,7 +20,13 @@ typedef struct ectx {
     int *uses;
     bool *inl;
     int lane; /* -1: the scalar loop */
+    int form; /* how operands are named: FORM_* */
 } ectx;
+
+/* Operand references: C kernels follow the operand's mode (q0[j], b0,
+ * q0[j * s0]); device nd kernels index every operand by its own offset
+ * (q0[o0]); device vector bodies read and write lanes of vectors (l0.v[2]). */
+enum { FORM_C, FORM_OFFSET, FORM_VEC };
 
 static smelt_dtype value_dtype(const smelt__kdesc *d, int v)
 {
@@ -48,6 +54,14 @@ static const char *op_template(const smelt__kdesc *d, int k, smelt_dtype *ct)
 
 static void operand_ref(smelt__sb *b, const ectx *e, int k)
 {
+    if (e->form == FORM_OFFSET) {
+        smelt__sb_printf(b, "q%d[o%d]", k, k);
+        return;
+    }
+    if (e->form == FORM_VEC) {
+        smelt__sb_printf(b, "l%d.v[%d]", k, e->lane);
+        return;
+    }
     char j[32];
     if (e->lane > 0)
         snprintf(j, sizeof j, "(j + %d)", e->lane);
@@ -232,6 +246,94 @@ static void emit_lane(smelt__sb *b, const ectx *e)
     }
 }
 
+static smelt_dtype operand_dtype(const smelt__kdesc *d, int k)
+{
+    return k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+}
+
+/* Device nd kernels: each element's operand offsets from its linear index j
+ * (divisions by the merged shape, innermost dimension first). */
+static void device_offsets(smelt__sb *b, const smelt__kdesc *d)
+{
+    int R = d->rank, n = d->n_in + d->n_out;
+    if (R > 1)
+        smelt__sb_printf(b, "        smelt_idx r = j / a.shape[%d];\n"
+                            "        const smelt_idx c = j - r * a.shape[%d];\n", R - 1, R - 1);
+    else
+        smelt__sb_puts(b, "        const smelt_idx c = j;\n");
+    for (int k = 0; k < n; k++) {
+        if (d->mode[k] == SMELT_MODE_CONTIG)
+            smelt__sb_printf(b, "        smelt_idx o%d = c;\n", k);
+        else if (d->mode[k] == SMELT_MODE_BCAST)
+            smelt__sb_printf(b, "        smelt_idx o%d = 0;\n", k);
+        else
+            smelt__sb_printf(b, "        smelt_idx o%d = c * a.strides[%d];\n", k, k * R + R - 1);
+    }
+    for (int dd = R - 2; dd >= 0; dd--) {
+        if (dd > 0)
+            smelt__sb_printf(b, "        {\n"
+                                "            const smelt_idx t = r / a.shape[%d], x = r - t * a.shape[%d];\n"
+                                "            r = t;\n", dd, dd);
+        else
+            smelt__sb_puts(b, "        {\n            const smelt_idx x = r;\n");
+        for (int k = 0; k < n; k++)
+            smelt__sb_printf(b, "            o%d += x * a.strides[%d];\n", k, k * R + dd);
+        smelt__sb_puts(b, "        }\n");
+    }
+}
+
+/* Device flat kernels: elements per vector (16 bytes of the widest operand)
+ * and the vector body: whole-vector loads, the lanes, whole-vector stores.
+ * aligned gets the run-time test that every operand is aligned for it. */
+static int device_vec_width(const smelt__kdesc *d)
+{
+    size_t w = 1;
+    for (int k = 0; k < d->n_in + d->n_out; k++)
+        w = SMELT_MAX(w, smelt__dtypes[operand_dtype(d, k)].size);
+    return (int)(16 / w);
+}
+
+static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
+{
+    const smelt__kdesc *d = e->d;
+    int n = d->n_in + d->n_out;
+    for (int k = 0; k < n; k++) {
+        if (k < d->n_in && e->uses[k] == 0)
+            continue;
+        smelt_dtype dt = operand_dtype(d, k);
+        const char *t = e->dl->type[dt];
+        smelt__sb_printf(aligned, "%s(unsigned long long)q%d %% %d == 0", aligned->len ? " && " : "",
+                         k, V * (int)smelt__dtypes[dt].size);
+        if (k < d->n_in)
+            smelt__sb_printf(b, "            const smelt_vec<%s, %d> l%d = ((const smelt_vec<%s, %d> *)q%d)[i];\n",
+                             t, V, k, t, V, k);
+        else
+            smelt__sb_printf(b, "            smelt_vec<%s, %d> l%d;\n", t, V, k);
+    }
+    for (int L = 0; L < V; L++) {
+        e->lane = L;
+        emit_lane(b, e);
+    }
+    for (int k = d->n_in; k < n; k++)
+        smelt__sb_printf(b, "            ((smelt_vec<%s, %d> *)q%d)[i] = l%d;\n",
+                         e->dl->type[operand_dtype(d, k)], V, k, k);
+}
+
+/* glibc's libmvec has vector versions of these; declared with a simd
+ * attribute, the system compiler vectorises loops that call them. */
+static const char *vec_attr(const smelt__kdesc *d, const char *fn)
+{
+    static const char *const mvec[] = {"exp",  "exp2",  "expm1", "log",   "log2",  "log10", "log1p",
+                                       "sin",  "cos",   "tan",   "asin",  "acos",  "atan",  "sinh",
+                                       "cosh", "tanh",  "asinh", "acosh", "atanh", "erf",   "erfc",
+                                       "pow",  "atan2", NULL};
+    if (d->vec_math)
+        for (int i = 0; mvec[i]; i++)
+            if (!strcmp(mvec[i], fn))
+                return " __attribute__((simd(\"notinbranch\")))";
+    return "";
+}
+
 static bool is_flat(const smelt__kdesc *d)
 {
     if (d->rank != 1)
@@ -292,15 +394,19 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     int nops = d->n_in + d->n_out, R = d->rank, st;
     bool flat = is_flat(d);
     int unroll = d->unroll > 1 ? d->unroll : 1;
-    smelt__sb math, prelude, setup, row, body, body_u, text;
+    smelt__sb math, prelude, setup, row, body, body_u, text, vbody, valigned;
     smelt__sb_init(&math), smelt__sb_init(&prelude), smelt__sb_init(&setup);
     smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&body_u), smelt__sb_init(&text);
+    smelt__sb_init(&vbody), smelt__sb_init(&valigned);
+    int vec = dl->device && flat ? device_vec_width(d) : 1;
 
     /* prelude */
 #define SMELT_MATHFN(fn, n)                                                                 \
-    smelt__sb_printf(&math, "double %s(%s);\nfloat %sf(%s);\n", #fn,                       \
+    smelt__sb_printf(&math, "double %s(%s)%s;\nfloat %sf(%s)%s;\n", #fn,                   \
                      n == 1 ? "double" : n == 2 ? "double, double" : "double, double, double", \
-                     #fn, n == 1 ? "float" : n == 2 ? "float, float" : "float, float, float");
+                     vec_attr(d, #fn), #fn,                                                     \
+                     n == 1 ? "float" : n == 2 ? "float, float" : "float, float, float",        \
+                     vec_attr(d, #fn));
 #include "../src/mathfns.def"
 #undef SMELT_MATHFN
     {
@@ -313,9 +419,9 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     for (int k = 0; k < nops; k++) {
         smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
         const char *cq = k < d->n_in ? "const " : "";
-        if (flat)
-            smelt__sb_printf(&setup, "    %s%s *%s q%d = (%s%s *)ptrs[%d];\n", cq, dl->type[dt],
-                             dl->restrict_kw, k, cq, dl->type[dt], k);
+        if (flat || dl->device)
+            smelt__sb_printf(&setup, "    %s%s *%s q%d = (%s%s *)%sptrs[%d];\n", cq, dl->type[dt],
+                             dl->restrict_kw, k, cq, dl->type[dt], dl->device ? "a." : "", k);
         else if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(&setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
     }
@@ -330,8 +436,10 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
         smelt__sb_puts(&setup, ";\n");
     }
 
-    /* per-row offsets (nd only) */
-    if (!flat) {
+    /* per-row offsets (nd only; device kernels: per element) */
+    if (!flat && dl->device) {
+        device_offsets(&row, d);
+    } else if (!flat) {
         for (int k = 0; k < nops; k++)
             smelt__sb_printf(&row, "        int64_t o%d = col * strides[%d];\n", k, k * R + R - 1);
         if (R > 1) {
@@ -362,25 +470,39 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
             goto done;
         }
         plan_inlining(d, uses, inl, uses + nv, uses + 2 * nv);
-        ectx e = {dl, d, uses, inl, -1};
+        ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C};
         emit_lane(&body, &e);
         for (int L = 0; L < unroll; L++) {
             e.lane = L;
             emit_lane(&body_u, &e);
         }
+        if (vec > 1) {
+            e.form = FORM_VEC;
+            device_vec_body(&vbody, &valigned, &e, vec);
+        }
         free(uses), free(inl);
     }
 
     {
-        char nops_s[16], rank_s[16], unroll_s[16];
+        char nops_s[16], rank_s[16], unroll_s[16], noper_s[16], nstr_s[16], vec_s[16];
         snprintf(nops_s, sizeof nops_s, "%d", n_real);
         snprintf(rank_s, sizeof rank_s, "%d", R);
         snprintf(unroll_s, sizeof unroll_s, "%d", unroll);
-        const char *k[] = {"PRELUDE", "NAME", "NOPS", "RANK", "SETUP", "ROW", "BODY", "UNROLL", "BODY_UNROLLED"};
+        /* device templates: the parameter block and the index width */
+        snprintf(noper_s, sizeof noper_s, "%d", nops);
+        snprintf(nstr_s, sizeof nstr_s, "%d", nops * R);
+        snprintf(vec_s, sizeof vec_s, "%d", vec);
+        bool by_value = smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX;
+        const char *k[] = {"PRELUDE", "NAME", "NOPS", "RANK", "SETUP", "ROW", "BODY", "UNROLL",
+                           "BODY_UNROLLED", "INDEX", "NOPERANDS", "NSTRIDES", "BY_VALUE", "VEC",
+                           "VEC_ALIGNED", "BODY_VEC"};
         const char *v[] = {smelt__sb_str(&prelude), NAME_TOKEN,          nops_s,
                            rank_s,                  smelt__sb_str(&setup), smelt__sb_str(&row),
-                           smelt__sb_str(&body),    unroll_s,            smelt__sb_str(&body_u)};
-        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 9, err)))
+                           smelt__sb_str(&body),    unroll_s,            smelt__sb_str(&body_u),
+                           d->idx32 ? "unsigned int" : "long long", noper_s, nstr_s,
+                           by_value ? "1" : "0",    vec_s,               smelt__sb_str(&valigned),
+                           smelt__sb_str(&vbody)};
+        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 16, err)))
             goto done;
     }
     if (text.oom) {
@@ -402,5 +524,6 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
 done:
     smelt__sb_free(&math), smelt__sb_free(&prelude), smelt__sb_free(&setup);
     smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&body_u), smelt__sb_free(&text);
+    smelt__sb_free(&vbody), smelt__sb_free(&valigned);
     return st;
 }

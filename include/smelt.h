@@ -201,8 +201,16 @@ typedef struct smelt_plan_stats {
     int cse;            /* nodes removed by common-subexpression elimination */
     int dce;            /* nodes removed as dead */
     const char *backend;
+    /* tiered compilation (AUTO on a CPU: TCC first, CC in the background) */
+    const char *tier_backend; /* the optimising tier, NULL if none */
+    int kernels_fast;         /* kernels now running the optimising tier's code */
+    int tier_pending;         /* background compiles not finished */
+    double tier_compile_ms;   /* background compile time so far */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
+/* Block until the plan's background (optimising-tier) compiles are done;
+ * the next run uses their kernels.  SMELT_OK at once for untiered plans. */
+int smelt_plan_wait(smelt_plan *p);
 /* Text: passes, clusters, their operators, inputs, outputs, kernel names;
  * warnings (e.g. fallbacks).  Owned by the plan. */
 const char *smelt_plan_describe(smelt_plan *p);
@@ -230,6 +238,65 @@ int smelt_trace_call(smelt_trace *t, int n_in, smelt_tensor *const *inputs, int 
 /* The plan used by the last call (NULL before the first), owned by the trace. */
 smelt_plan *smelt_trace_last_plan(smelt_trace *t);
 int smelt_trace_num_plans(const smelt_trace *t); /* distinct signatures seen */
+
+/* ---- expressions, .npy files, graph files, plan introspection ---------
+ * (src/expr.c, src/npy.c, src/graphio.c; the `smelt` command-line tool is
+ * built on these.  See docs/expressions.md and docs/formats.md.) */
+
+/* Free memory that smelt allocated for the caller (text, output arrays). */
+void smelt_free(void *ptr);
+
+/* An expression in numexpr / NumPy syntax over nodes of g, e.g.
+ * "where(a > 0, a*b, exp(c)) + 1" (docs/expressions.md).  A name is looked
+ * up in names[0..n-1] (bound to nodes[i]), then among the graph's inputs by
+ * name.  Number literals are weak scalars (NEP 50): a * 2.5 stays f32 when a
+ * is f32.  Errors (syntax, unknown names, argument counts, dtypes, shapes)
+ * are sticky on the graph; the message says what and where ("unexpected '*'
+ * at column 5") and is followed by the expression and a caret line. */
+smelt_node *smelt_expr(smelt_graph *g, const char *expr, const char *const *names,
+                       smelt_node *const *nodes, int n);
+/* Evaluate an expression on tensors (names[i] names tensors[i]) with the
+ * context's backend at opt_level 3.  *out is a new tensor the caller frees. */
+int smelt_eval(smelt_ctx *ctx, const char *expr, const char *const *names,
+               smelt_tensor *const *tensors, int n, smelt_tensor **out);
+
+/* .npy files (format versions 1.0, 2.0, 3.0; dtypes <f4 <f8 <i4 <i8 |u1 |b1;
+ * big-endian data is byte-swapped; Fortran-order data loads as a strided
+ * view).  Truncated, oversized or inconsistent files are SMELT_ERR_IO errors
+ * that say what is wrong; unsupported dtypes are SMELT_ERR_DTYPE. */
+int smelt_npy_load(smelt_ctx *ctx, const char *path, smelt_tensor **out);
+/* The same from a whole .npy file in memory. */
+int smelt_npy_read(smelt_ctx *ctx, const void *data, size_t size, smelt_tensor **out);
+/* Only the header: dtype, rank and shape (SMELT_MAX_DIMS entries). */
+int smelt_npy_info(smelt_ctx *ctx, const char *path, smelt_dtype *dtype, int *ndim,
+                   int64_t *shape);
+/* Write t (any strides) as a C-order .npy file, version 1.0. */
+int smelt_npy_save(smelt_ctx *ctx, const char *path, const smelt_tensor *t);
+
+/* Graph files: a versioned text format (docs/formats.md) holding every
+ * node of g and the outputs given; constants round-trip bit-exactly. */
+int smelt_graph_save(smelt_graph *g, int n_out, smelt_node *const *outputs, const char *path);
+/* The same text in memory; *text is freed with smelt_free. */
+int smelt_graph_to_text(smelt_graph *g, int n_out, smelt_node *const *outputs, char **text);
+/* Read a graph file into a new graph.  *outputs (n_out nodes) is freed with
+ * smelt_free; the nodes belong to *g. */
+int smelt_graph_load(smelt_ctx *ctx, const char *path, smelt_graph **g, int *n_out,
+                     smelt_node ***outputs);
+int smelt_graph_from_text(smelt_ctx *ctx, const char *text, smelt_graph **g, int *n_out,
+                          smelt_node ***outputs);
+/* Graph input i (creation order; NULL if out of range) and a node's name
+ * (inputs; NULL for other nodes). */
+smelt_node *smelt_graph_input(const smelt_graph *g, int i);
+const char *smelt_node_name(const smelt_node *n);
+/* Save the graph recorded for the signature of the trace's last call, with
+ * its outputs (SMELT_ERR_INVALID_ARG before the first call). */
+int smelt_trace_save(smelt_trace *t, const char *path);
+
+/* The kernels of a plan, in launch order: name and generated source (of the
+ * layout compiled when the plan was built).  NULL if i is out of range. */
+int smelt_plan_num_kernels(const smelt_plan *p);
+const char *smelt_plan_kernel_name(const smelt_plan *p, int i);
+const char *smelt_plan_kernel_source(const smelt_plan *p, int i);
 
 #ifdef __cplusplus
 }

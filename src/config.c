@@ -30,7 +30,27 @@ static int parse(smelt_ctx *ctx, const char *name, const char *source, int *kind
                       "%s: unknown backend '%s'; valid values are " VALID_NAMES, source, name);
 }
 
+static const char *name_in_force(smelt_ctx *ctx, const char *explicit_name, const char **source);
+
+bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name)
+{
+    const char *source;
+    return !strcasecmp(name_in_force(ctx, explicit_name, &source), "AUTO");
+}
+
 int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind)
+{
+    const char *source = NULL;
+    const char *name = name_in_force(ctx, explicit_name, &source);
+    int st = parse(ctx, name, source, kind);
+    if (st)
+        return st;
+    if (*kind == SMELT_BK_AUTO)
+        *kind = SMELT_BK_TCC; /* the first CPU tier; CC follows in the background */
+    return SMELT_OK;
+}
+
+static const char *name_in_force(smelt_ctx *ctx, const char *explicit_name, const char **src)
 {
     const char *name = NULL, *source = NULL;
     if (explicit_name) {
@@ -47,12 +67,8 @@ int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind)
         name = "AUTO";
         source = "default";
     }
-    int st = parse(ctx, name, source, kind);
-    if (st)
-        return st;
-    if (*kind == SMELT_BK_AUTO)
-        *kind = SMELT_BK_TCC; /* the only CPU tier in this build */
-    return SMELT_OK;
+    *src = source;
+    return name;
 }
 
 int smelt_ctx_set_backend(smelt_ctx *ctx, const char *name)

@@ -21,6 +21,7 @@ void smelt_ctx_free(smelt_ctx *ctx)
 {
     if (!ctx)
         return;
+    smelt__bg_free(ctx->bg); /* before the kernels its jobs would write */
     smelt__kcache_free(ctx->kcache);
     for (int i = 0; i < (int)(sizeof ctx->backends / sizeof ctx->backends[0]); i++)
         if (ctx->backends[i])
@@ -77,9 +78,8 @@ int smelt__backend_get(smelt_ctx *ctx, int kind, smelt__backend **out)
             be = smelt__backend_tcc_new(ctx);
             break;
         case SMELT_BK_CC:
-            return smelt__err(ctx, SMELT_ERR_BACKEND,
-                              "backend CC (system C compiler) is not available in this build of "
-                              "smelt; use TCC or AUTO");
+            be = smelt__backend_cc_new(ctx);
+            break;
         case SMELT_BK_NVRTC:
             return smelt__err(ctx, SMELT_ERR_BACKEND,
                               "backend NVRTC (CUDA) is not available in this build of smelt; use "

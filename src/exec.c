@@ -252,6 +252,7 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
                           p->prog.nout, n_out, outputs ? "" : " (outputs is NULL)");
     if ((st = infer_shapes(p, inputs)))
         return st;
+    smelt__tier_apply(p);
     bool allocated[SMELT_MAX_KERNEL_OPERANDS * 4] = {0};
     bool *alloc = n_out <= (int)(sizeof allocated / sizeof *allocated) ? allocated
                                                                          : calloc((size_t)n_out, 1);

@@ -77,7 +77,9 @@ struct smelt_ctx {
     smelt__backend *backends[4];
     smelt__kcache *kcache;
     pthread_mutex_t lock;
+    struct smelt__bg *bg; /* background compiler (src/tier.c), started on demand */
 };
+void smelt__bg_free(struct smelt__bg *bg);
 /* Record an error on ctx (if not NULL) and return status. */
 int smelt__err(smelt_ctx *ctx, int status, const char *fmt, ...) SMELT_PRINTF(3, 4);
 void smelt__clear_err(smelt_ctx *ctx);
@@ -87,6 +89,7 @@ typedef struct smelt__buffer {
     int refs;
     void *mem;  /* owned allocation, or NULL when wrapped */
     size_t bytes;
+    smelt__backend *dev; /* device memory of this backend (NULL: host memory) */
 } smelt__buffer;
 
 struct smelt_tensor {
@@ -198,7 +201,22 @@ typedef struct smelt__kdesc {
     int rank;                              /* merged rank; 1 and all CONTIG = flat */
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS]; /* inputs then outputs */
     int unroll;                            /* body lanes per unrolled step (backend's) */
+    bool vec_math;                         /* declare vector math (backend's) */
+    bool idx32; /* iteration space and every operand offset fit in 31 bits: device
+                 * dialects index with 32-bit arithmetic (C kernels ignore it) */
 } smelt__kdesc;
+
+/* Device kernels (CUDA dialect) take one parameter block:
+ *   struct { char *ptrs[nops]; idx n; idx shape[rank]; idx strides[nops * rank]; }
+ * idx is 4 bytes for 32-bit index variants, else 8.  It is passed by value
+ * when it fits in SMELT_KPARAM_MAX bytes (the classic kernel-parameter limit),
+ * otherwise through a buffer in device memory. */
+#define SMELT_KPARAM_MAX 4096
+static inline size_t smelt__kparam_bytes(int nops, int rank, bool idx32)
+{
+    size_t isz = idx32 ? 4 : 8, n = (size_t)nops, r = (size_t)rank;
+    return (8 * n + isz * (1 + r + n * r) + 7) & ~(size_t)7;
+}
 
 /* The generated kernel's C signature (C dialect):
  *   void name(int64_t start, int64_t end, char *const *ptrs,
@@ -210,6 +228,7 @@ typedef void (*smelt__kfn)(int64_t start, int64_t end, char *const *ptrs, const 
 
 typedef struct smelt__dialect smelt__dialect;
 extern const smelt__dialect smelt__dialect_c;
+extern const smelt__dialect smelt__dialect_cuda;
 /* Emit source for d.  The function is named "smelt_ew_<hash of the source>",
  * written to *name (at least 32 bytes).  Returns 0 or a status with err set. */
 int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src, char *name,
@@ -245,11 +264,20 @@ void smelt__kdesc_free(smelt__kdesc *d);
 /* ---- backends -------------------------------------------------------- */
 #include "backend.h"
 
+/* ---- persistent kernel cache (src/diskcache.c) ----------------------- */
+/* The cache folder (created) in buf; -1 when the cache is off or unusable. */
+int smelt__dcache_dir(char *buf, size_t n);
+/* 0 and a malloc'd payload on a hit; -1 on a miss (a bad entry is deleted). */
+int smelt__dcache_load(const char *key, char **data, size_t *size);
+int smelt__dcache_store(const char *key, const char *data, size_t size);
+
 /* ---- config ---------------------------------------------------------- */
 enum { SMELT_BK_AUTO = 0, SMELT_BK_TCC, SMELT_BK_CC, SMELT_BK_NVRTC, SMELT_BK_COUNT };
 /* Resolve the backend name in force (explicit > ctx > SMELT_JIT_BACKEND >
  * MGB_JIT_BACKEND > AUTO) to a concrete kind.  Errors name the valid values. */
 int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind);
+/* Whether the name in force is AUTO (tiered compilation on a CPU). */
+bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name);
 const char *smelt__backend_kind_name(int kind);
 
 /* ---- thread pool ----------------------------------------------------- */
@@ -278,5 +306,28 @@ typedef struct smelt__kernel {
 int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
                       smelt__kernel **out, bool *compiled, double *ms, smelt__sb *err);
 void smelt__kcache_free(smelt__kcache *c);
+/* Release and drop every cached kernel of be (before be is destroyed). */
+void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be);
+
+/* ---- device tensors (src/tensor-device.c) ------------------------------ */
+static inline bool smelt__is_device(const smelt_tensor *t) { return t && t->buf && t->buf->dev; }
+/* A new contiguous tensor in be's device memory. */
+int smelt__tensor_new_on(smelt_ctx *ctx, smelt__backend *be, smelt_dtype dt, int ndim,
+                         const int64_t *shape, smelt_tensor **out);
+/* For plans of a device backend: *din / *dout are the tensors the kernels
+ * use, host tensors replaced by device copies (inputs copied in).  unstage
+ * copies the device results of host outputs back (status OK only), frees the
+ * copies and returns status or the first error of its own. */
+int smelt__device_stage(smelt__backend *be, int n_in, smelt_tensor *const *inputs, int n_out,
+                        smelt_tensor **outputs, smelt_tensor ***din, smelt_tensor ***dout);
+int smelt__device_unstage(smelt__backend *be, int n_in, smelt_tensor *const *inputs,
+                          smelt_tensor **din, int n_out, smelt_tensor **outputs,
+                          smelt_tensor **dout, int status);
+
+/* ---- text helpers (src/expr.c) -------------------------------------- */
+/* strtod in the "C" locale, whatever LC_NUMERIC says. */
+double smelt__strtod(const char *s, char **end);
+/* The expression language's alias table: entry i (NULL past the end). */
+const char *smelt__expr_alias(int i, const char **op);
 
 #endif

@@ -13,6 +13,14 @@ void smelt_plan_opts_init(smelt_plan_opts *opts)
     }
 }
 
+static void kernel_free(smelt__pkernel *k);
+
+static void tier_init(smelt_plan *p)
+{
+    pthread_mutex_init(&p->up_mu, NULL);
+    pthread_cond_init(&p->up_cv, NULL);
+}
+
 static void kernel_free(smelt__pkernel *k)
 {
     free(k->cl.members), free(k->cl.inputs), free(k->cl.outputs);
@@ -24,6 +32,10 @@ void smelt_plan_free(smelt_plan *p)
 {
     if (!p)
         return;
+    smelt__tier_cancel(p);
+    pthread_mutex_destroy(&p->up_mu);
+    pthread_cond_destroy(&p->up_cv);
+    free(p->ups);
     for (int i = 0; i < p->nkern; i++)
         kernel_free(&p->kern[i]);
     free(p->kern);
@@ -110,6 +122,7 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode,
         }
     k->desc.rank = rank;
     k->desc.unroll = p->be->iface->unroll;
+    k->desc.vec_math = p->be->iface->vec_math;
     memcpy(k->desc.mode, mode, (size_t)n);
     smelt__sb err;
     smelt__sb_init(&err);
@@ -128,7 +141,10 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode,
         v[k->nvar].rank = rank;
         memcpy(v[k->nvar].mode, mode, sizeof v[k->nvar].mode);
         v[k->nvar].k = kk;
+        v[k->nvar].base = kk;
         k->nvar++;
+        if (p->up_be && smelt__tier_submit(p, &k->desc, kk))
+            smelt__sb_puts(&p->log, "warning: cannot queue a kernel for the optimising tier\n");
         if (compiled)
             p->stats.compiles++;
         else
@@ -174,8 +190,9 @@ static void describe(smelt_plan *p)
                      s->cache_hits, s->compile_ms, s->fallbacks);
     for (int i = 0; i < p->nkern; i++) {
         smelt__pkernel *k = &p->kern[i];
-        smelt__sb_printf(b, "kernel %d %s: %d operators [", i,
-                         k->nvar ? k->var[0].k->name : "(not compiled)", k->cl.nmem);
+        smelt__sb_printf(b, "kernel %d %s [%s]: %d operators [", i,
+                         k->nvar ? k->var[0].k->name : "(not compiled)",
+                         k->nvar ? k->var[0].k->backend->iface->name : "-", k->cl.nmem);
         for (int j = 0; j < k->cl.nmem; j++)
             smelt__sb_printf(b, j ? " %s" : "%s", smelt__ops[p->prog.v[k->cl.members[j]].op].name);
         smelt__sb_puts(b, "] inputs [");
@@ -215,11 +232,19 @@ int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
 {
     if (!p || !out)
         return SMELT_ERR_INVALID_ARG;
+    smelt_plan *mp = (smelt_plan *)p; /* the tier lock only */
+    pthread_mutex_lock(&mp->up_mu);
     *out = p->stats;
+    out->tier_pending = p->pending;
+    pthread_mutex_unlock(&mp->up_mu);
     out->kernels = p->nkern;
     out->ops = 0;
-    for (int i = 0; i < p->nkern; i++)
+    out->kernels_fast = 0;
+    out->tier_backend = p->up_be ? p->up_be->iface->name : NULL;
+    for (int i = 0; i < p->nkern; i++) {
         out->ops += p->kern[i].cl.nmem;
+        out->kernels_fast += p->up_be && p->kern[i].nvar && p->kern[i].var[0].k->backend == p->up_be;
+    }
     return SMELT_OK;
 }
 
@@ -262,6 +287,14 @@ int smelt_plan_new(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const 
     p->ctx = ctx;
     p->be = be;
     p->opt_level = o.opt_level;
+    tier_init(p);
+    if (kind == SMELT_BK_TCC && smelt__backend_is_auto(ctx, o.backend)) {
+        smelt__backend *up; /* the optimising tier, where this machine has one */
+        if (smelt__backend_get(ctx, SMELT_BK_CC, &up) == SMELT_OK)
+            p->up_be = up;
+        else
+            smelt__clear_err(ctx);
+    }
     p->stats.backend = be->iface->name;
     smelt__sb err;
     smelt__sb_init(&err);

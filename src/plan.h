@@ -6,8 +6,14 @@
 typedef struct smelt__variant {
     int rank;
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
-    smelt__kernel *k;
+    smelt__kernel *k;    /* what runs now */
+    smelt__kernel *base; /* the first tier's kernel (upgrades are keyed by it) */
 } smelt__variant;
+
+/* An optimising-tier kernel compiled in the background for base. */
+typedef struct smelt__upgrade {
+    smelt__kernel *base, *fast;
+} smelt__upgrade;
 
 typedef struct smelt__pkernel {
     smelt__cluster cl;  /* prog values it reads and writes */
@@ -33,11 +39,25 @@ struct smelt_plan {
     smelt__sb log;  /* warnings */
     smelt__sb desc; /* smelt_plan_describe */
     int *out_slot;  /* prog value -> output index, or -1 */
+    /* tiered compilation (AUTO on a CPU): TCC kernels run at once while the
+     * CC backend compiles in the background; finished kernels are switched
+     * in together at the start of a run. */
+    smelt__backend *up_be;
+    pthread_mutex_t up_mu;
+    pthread_cond_t up_cv;
+    int pending;            /* background compiles not finished */
+    smelt__upgrade *ups;    /* finished ones */
+    int nups, napplied;
     /* run state */
     smelt__rshape *rs; /* runtime shape of each value */
     void **buf;        /* intermediate storage per value */
     size_t *bufsize;
 };
+
+/* Background compiler of a context (src/tier.c). */
+int smelt__tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base);
+void smelt__tier_cancel(smelt_plan *p); /* drop queued jobs, wait for a running one */
+void smelt__tier_apply(smelt_plan *p);  /* switch in finished upgrades */
 
 /* Compile the variant of kernel ki for a layout; on failure of a fused
  * kernel, replace it by its unfused kernels (logged) and report *split. */
