@@ -301,10 +301,18 @@ smelt_node *smelt_cast(smelt_graph *g, smelt_node *a, smelt_dtype dt)
         return NULL;
     if (!smelt__dtype_valid((int)dt))
         return fail(g, SMELT_ERR_DTYPE, "cast: invalid dtype %d", (int)dt);
-    if (a->dtype == dt)
+    /* a weak scalar cast to its own dtype becomes strongly typed, as
+     * np.int64(1) is: a new node, not a itself */
+    if (a->dtype == dt && !a->weak)
         return a;
-    if (a->op == SMELT_OP_CONST)
-        return make_const(g, smelt__is_float(a->dtype) ? a->fval : (double)a->ival, dt, false);
+    if (a->op == SMELT_OP_CONST) {
+        smelt_node *c = make_const(g, smelt__is_float(a->dtype) ? a->fval : (double)a->ival, dt, false);
+        if (c && a->dtype == dt) { /* every bit, beyond 2^53 too */
+            c->fval = a->fval;
+            c->ival = a->ival;
+        }
+        return c;
+    }
     smelt_node *n = new_node(g, SMELT_OP_CAST, dt, a->ndim, a->shape);
     if (n) {
         n->nin = 1;

@@ -12,6 +12,8 @@ typedef struct tentry {
     int ndim[64];
     uint8_t ones[64]; /* bit d: dimension d has size 1 */
     smelt_plan *plan;
+    smelt_graph *g;    /* the recorded graph and its outputs (smelt_trace_save) */
+    smelt_node **outs;
 } tentry;
 
 struct smelt_trace {
@@ -24,6 +26,7 @@ struct smelt_trace {
     tentry *e;
     int ne;
     smelt_plan *last;
+    int last_entry;
 };
 
 int smelt_trace_new(smelt_ctx *ctx, smelt_trace_fn fn, void *user, int n_in, int n_out,
@@ -64,8 +67,11 @@ void smelt_trace_free(smelt_trace *t)
 {
     if (!t)
         return;
-    for (int i = 0; i < t->ne; i++)
+    for (int i = 0; i < t->ne; i++) {
         smelt_plan_free(t->e[i].plan);
+        smelt_graph_free(t->e[i].g);
+        free(t->e[i].outs);
+    }
     free(t->e);
     free(t->backend);
     free(t);
@@ -91,7 +97,8 @@ static bool same_sig(const tentry *a, const tentry *b)
            !memcmp(a->ones, b->ones, (size_t)a->n);
 }
 
-static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out)
+static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out,
+                  smelt_graph **gout, smelt_node ***outs_out)
 {
     smelt_graph *g;
     int st = smelt_graph_new(t->ctx, &g);
@@ -120,10 +127,31 @@ static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out)
         smelt_plan_opts o = {t->opt_level, t->backend};
         st = smelt_plan_new(t->ctx, g, t->n_out, outs, &o, out);
     }
+    /* keep the graph for smelt_trace_save */
+    smelt_node **kept = st ? NULL : malloc(sizeof *kept * (size_t)t->n_out);
+    if (kept) {
+        memcpy(kept, outs, sizeof *kept * (size_t)t->n_out);
+        *gout = g;
+        *outs_out = kept;
+        g = NULL;
+    }
     if (outs != outs_stack)
         free(outs);
     smelt_graph_free(g);
     return st;
+}
+
+int smelt_trace_save(smelt_trace *t, const char *path)
+{
+    if (!t)
+        return SMELT_ERR_INVALID_ARG;
+    if (!t->last)
+        return smelt__err(t->ctx, SMELT_ERR_INVALID_ARG,
+                          "smelt_trace_save: the trace has not been called yet");
+    tentry *e = &t->e[t->last_entry];
+    if (!e->g)
+        return smelt__err(t->ctx, SMELT_ERR_NOMEM, "smelt_trace_save: the graph was not kept (out of memory)");
+    return smelt_graph_save(e->g, t->n_out, e->outs, path);
 }
 
 int smelt_trace_call(smelt_trace *t, int n_in, smelt_tensor *const *inputs, int n_out,
@@ -141,23 +169,30 @@ int smelt_trace_call(smelt_trace *t, int n_in, smelt_tensor *const *inputs, int 
     tentry s;
     signature(&s, n_in, inputs);
     smelt_plan *p = NULL;
+    int at = -1;
     for (int i = 0; i < t->ne && !p; i++)
-        if (same_sig(&t->e[i], &s))
+        if (same_sig(&t->e[i], &s)) {
             p = t->e[i].plan;
+            at = i;
+        }
     if (!p) {
-        int st = record(t, inputs, &p);
+        int st = record(t, inputs, &p, &s.g, &s.outs);
         if (st)
             return st;
         tentry *e = realloc(t->e, sizeof *e * (size_t)(t->ne + 1));
         if (!e) {
             smelt_plan_free(p);
+            smelt_graph_free(s.g);
+            free(s.outs);
             return smelt__err(t->ctx, SMELT_ERR_NOMEM, "out of memory");
         }
         t->e = e;
         s.plan = p;
+        at = t->ne;
         t->e[t->ne++] = s;
     }
     t->last = p;
+    t->last_entry = at;
     return smelt_plan_run(p, n_in, inputs, n_out, outputs);
 }
 

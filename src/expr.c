@@ -1,0 +1,849 @@
+/* The expression language: numexpr / NumPy syntax parsed into graph nodes.
+ *
+ *   where(a > 0, a*b, exp(c)) + 1
+ *
+ * Grammar (Python's precedence, lowest first):
+ *   expr       := or_test
+ *   or_test    := and_test ('or' and_test)*
+ *   and_test   := not_test ('and' not_test)*
+ *   not_test   := 'not' not_test | comparison
+ *   comparison := bor (('<'|'<='|'>'|'>='|'=='|'!=') bor)*     chained as in Python
+ *   bor        := bxor ('|' bxor)*
+ *   bxor       := band ('^' band)*
+ *   band       := shift ('&' shift)*
+ *   shift      := arith (('<<'|'>>') arith)*
+ *   arith      := term (('+'|'-') term)*
+ *   term       := factor (('*'|'/'|'//'|'%') factor)*
+ *   factor     := ('+'|'-'|'~') factor | power
+ *   power      := primary ['**' factor]
+ *   primary    := NUMBER | NAME | NAME '(' [expr (',' expr)* [',']] ')' | '(' expr ')'
+ *
+ * Functions are the elementwise (and opaque: barrier) operators of
+ * src/ops.def under their own names, plus the NumPy spellings of the alias
+ * table below (the only other list of names), plus the dtype names as casts
+ * (float32(x), i64(x), ...).  & | ^ ~ are logical on bool operands and
+ * bitwise otherwise; number literals are weak scalars (NEP 50).
+ *
+ * The expression is parsed twice: a check pass that builds nothing (so a
+ * syntax error leaves the graph untouched), then a build pass.  Recursion is
+ * bounded (MAX_DEPTH); every loop over binary operators is iterative, so no
+ * input can exhaust the stack. */
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_DEPTH 200
+
+/* NumPy / numexpr spellings of operators of the table. */
+static const struct {
+    const char *alias, *op;
+} aliases[] = {
+    {"negative", "neg"},          {"absolute", "abs"},
+    {"fabs", "abs"},              {"subtract", "sub"},
+    {"multiply", "mul"},          {"divide", "div"},
+    {"true_divide", "div"},       {"floor_divide", "floor_div"},
+    {"remainder", "mod"},         {"power", "pow"},
+    {"arcsin", "asin"},           {"arccos", "acos"},
+    {"arctan", "atan"},           {"arctan2", "atan2"},
+    {"arcsinh", "asinh"},         {"arccosh", "acosh"},
+    {"arctanh", "atanh"},         {"equal", "eq"},
+    {"not_equal", "ne"},          {"less", "lt"},
+    {"less_equal", "le"},         {"greater", "gt"},
+    {"greater_equal", "ge"},      {"rint", "round"},
+    {"around", "round"},          {"clip", "clamp"},
+    {"invert", "bitwise_not"},    {"bitwise_invert", "bitwise_not"},
+    {"bitwise_left_shift", "left_shift"},
+    {"bitwise_right_shift", "right_shift"},
+};
+
+/* For tests: the alias table, one entry per call (NULL past the end). */
+const char *smelt__expr_alias(int i, const char **op)
+{
+    if (i < 0 || i >= (int)(sizeof aliases / sizeof aliases[0]))
+        return NULL;
+    *op = aliases[i].op;
+    return aliases[i].alias;
+}
+
+/* strtod in the "C" locale whatever LC_NUMERIC says. */
+double smelt__strtod(const char *s, char **end)
+{
+    const char *dp = localeconv()->decimal_point;
+    if (!dp || !strcmp(dp, ".") || !strchr(s, '.'))
+        return strtod(s, end);
+    size_t n = strlen(s), dl = strlen(dp);
+    char *t = malloc(n * dl + 1);
+    if (!t) {
+        *end = (char *)s;
+        return 0;
+    }
+    size_t k = 0, dot = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '.' && dot == (size_t)-1) {
+            dot = i;
+            memcpy(t + k, dp, dl);
+            k += dl;
+        } else {
+            t[k++] = s[i];
+        }
+    }
+    t[k] = 0;
+    char *e;
+    double v = strtod(t, &e);
+    size_t used = (size_t)(e - t);
+    if (dot != (size_t)-1 && used > dot)
+        used = used - dl + 1;
+    *end = (char *)s + used;
+    free(t);
+    return v;
+}
+
+enum { T_END, T_INT, T_FLOAT, T_NAME, T_OP };
+
+typedef struct tok {
+    int kind;
+    size_t pos, len;
+    int64_t ival;
+    double fval;
+} tok;
+
+/* A parsed value: a node (a placeholder in the check pass); lit marks a
+ * number literal just made, which a unary minus negates in place. */
+typedef struct val {
+    smelt_node *n;
+    bool lit;
+} val;
+
+typedef struct P {
+    const char *s;
+    size_t len, pos;
+    tok t;
+    smelt_graph *g;
+    bool build;
+    const char *const *names;
+    smelt_node *const *nodes;
+    int n;
+    int depth;
+    int status;
+    smelt__sb msg;
+    size_t errpos;
+} P;
+
+static smelt_node placeholder; /* never written */
+#define CHECKED ((val){&placeholder, false})
+#define NONE ((val){NULL, false})
+
+static val fail(P *p, size_t pos, int status, const char *fmt, ...) SMELT_PRINTF(4, 5);
+static val fail(P *p, size_t pos, int status, const char *fmt, ...)
+{
+    if (p->status)
+        return NONE;
+    p->status = status;
+    p->errpos = pos;
+    va_list ap;
+    va_start(ap, fmt);
+    smelt__sb_vprintf(&p->msg, fmt, ap);
+    va_end(ap);
+    return NONE;
+}
+
+static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool is_digit(int c) { return c >= '0' && c <= '9'; }
+static bool is_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* The current token as text for a message. */
+static void tok_text(P *p, const tok *t, char *buf, size_t n)
+{
+    if (t->kind == T_END) {
+        snprintf(buf, n, "end of expression");
+        return;
+    }
+    unsigned char c = (unsigned char)p->s[t->pos];
+    if (t->len == 1 && (c < 0x20 || c > 0x7e)) {
+        snprintf(buf, n, "byte 0x%02x", c);
+        return;
+    }
+    snprintf(buf, n, "'%.*s'", (int)SMELT_MIN(t->len, 40), p->s + t->pos);
+}
+
+static val unexpected(P *p, const char *extra)
+{
+    char b[64];
+    tok_text(p, &p->t, b, sizeof b);
+    return fail(p, p->t.pos, SMELT_ERR_PARSE, "unexpected %s at column %zu%s", b, p->t.pos + 1,
+                extra ? extra : "");
+}
+
+static void lex_number(P *p)
+{
+    const char *s = p->s;
+    size_t i = p->pos, start = i;
+    tok *t = &p->t;
+    t->kind = T_INT;
+    t->pos = start;
+    int base = 0;
+    if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'x')
+        base = 16;
+    else if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'o')
+        base = 8;
+    else if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'b')
+        base = 2;
+    if (base) {
+        i += 2;
+        uint64_t v = 0;
+        size_t d0 = i;
+        for (; i < p->len; i++) {
+            int c = s[i], d = is_digit(c) ? c - '0' : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') ? (c | 0x20) - 'a' + 10 : 99;
+            if (d >= base)
+                break;
+            if (v > (uint64_t)INT64_MAX / (uint64_t)base ||
+                v * (uint64_t)base > (uint64_t)INT64_MAX - (uint64_t)d) {
+                t->len = i - start;
+                fail(p, start, SMELT_ERR_PARSE, "integer literal at column %zu does not fit in int64",
+                     start + 1);
+                return;
+            }
+            v = v * (uint64_t)base + (uint64_t)d;
+        }
+        if (i == d0) {
+            t->pos = i;
+            t->len = i < p->len ? 1 : 0;
+            t->kind = i < p->len ? T_OP : T_END;
+            unexpected(p, NULL);
+            return;
+        }
+        t->ival = (int64_t)v;
+    } else {
+        bool is_float = false;
+        while (i < p->len && is_digit(s[i]))
+            i++;
+        if (i < p->len && s[i] == '.') {
+            is_float = true;
+            i++;
+            while (i < p->len && is_digit(s[i]))
+                i++;
+        }
+        if (i < p->len && (s[i] | 0x20) == 'e') {
+            size_t e = i + 1;
+            if (e < p->len && (s[e] == '+' || s[e] == '-'))
+                e++;
+            if (e < p->len && is_digit(s[e])) {
+                is_float = true;
+                i = e;
+                while (i < p->len && is_digit(s[i]))
+                    i++;
+            }
+        }
+        t->len = i - start;
+        if (is_float) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            smelt__sb_putn(&b, s + start, t->len);
+            char *end;
+            t->kind = T_FLOAT;
+            t->fval = b.oom ? 0 : smelt__strtod(b.s, &end);
+            if (b.oom)
+                fail(p, start, SMELT_ERR_NOMEM, "out of memory");
+            smelt__sb_free(&b);
+        } else {
+            uint64_t v = 0;
+            for (size_t k = start; k < i; k++) {
+                uint64_t d = (uint64_t)(s[k] - '0');
+                if (v > ((uint64_t)INT64_MAX - d) / 10) {
+                    fail(p, start, SMELT_ERR_PARSE,
+                         "integer literal %.*s at column %zu does not fit in int64",
+                         (int)SMELT_MIN(t->len, 40), s + start, start + 1);
+                    return;
+                }
+                v = v * 10 + d;
+            }
+            t->ival = (int64_t)v;
+        }
+    }
+    t->len = i - start;
+    p->pos = i;
+    if (i < p->len && (is_alpha(s[i]) || is_digit(s[i]))) {
+        if ((s[i] | 0x20) == 'j')
+            fail(p, start, SMELT_ERR_PARSE, "complex literal at column %zu: complex numbers are not supported",
+                 start + 1);
+        else
+            fail(p, i, SMELT_ERR_PARSE, "unexpected '%c' at column %zu (invalid number literal)", s[i], i + 1);
+    }
+}
+
+static void next(P *p)
+{
+    const char *s = p->s;
+    while (p->pos < p->len && is_space((unsigned char)s[p->pos]))
+        p->pos++;
+    tok *t = &p->t;
+    memset(t, 0, sizeof *t);
+    t->pos = p->pos;
+    if (p->pos >= p->len) {
+        t->kind = T_END;
+        return;
+    }
+    int c = (unsigned char)s[p->pos];
+    if (is_digit(c) || (c == '.' && p->pos + 1 < p->len && is_digit(s[p->pos + 1]))) {
+        lex_number(p);
+        if (p->status)
+            t->kind = T_END; /* stop the parse; the error is recorded */
+        return;
+    }
+    if (is_alpha(c)) {
+        size_t i = p->pos;
+        while (i < p->len && (is_alpha(s[i]) || is_digit(s[i])))
+            i++;
+        t->kind = T_NAME;
+        t->len = i - p->pos;
+        p->pos = i;
+        return;
+    }
+    static const char *const two[] = {"**", "//", "<<", ">>", "<=", ">=", "==", "!="};
+    t->kind = T_OP;
+    for (size_t k = 0; k < sizeof two / sizeof two[0]; k++)
+        if (p->pos + 1 < p->len && s[p->pos] == two[k][0] && s[p->pos + 1] == two[k][1]) {
+            t->len = 2;
+            p->pos += 2;
+            return;
+        }
+    t->len = 1;
+    p->pos++;
+    if (!strchr("+-*/%<>&|^~(),", c) || c == 0) {
+        unexpected(p, c == '=' ? " (use == to compare)" : c == '!' ? " (use ~ or 'not' to negate)" : NULL);
+        t->kind = T_END; /* stop the parse; the error is recorded */
+    }
+}
+
+static bool is_op(P *p, const char *op)
+{
+    size_t n = strlen(op);
+    return p->t.kind == T_OP && p->t.len == n && !memcmp(p->s + p->t.pos, op, n);
+}
+
+static bool is_kw(P *p, const char *kw)
+{
+    size_t n = strlen(kw);
+    return p->t.kind == T_NAME && p->t.len == n && !memcmp(p->s + p->t.pos, kw, n);
+}
+
+static bool name_is(const char *s, size_t len, const char *name)
+{
+    return strlen(name) == len && !memcmp(s, name, len);
+}
+
+/* A builder error of the graph, located at pos. */
+static val graph_fail(P *p, size_t pos, const char *sym)
+{
+    if (p->status)
+        return NONE;
+    int st = p->g->status ? p->g->status : SMELT_ERR_INVALID_ARG;
+    const char *m = smelt__sb_str(&p->g->err);
+    if (sym)
+        return fail(p, pos, st, "%s at column %zu ('%s')", m, pos + 1, sym);
+    return fail(p, pos, st, "%s at column %zu", m, pos + 1);
+}
+
+static val apply(P *p, smelt_op op, int n, const val *a, size_t pos, const char *sym)
+{
+    if (!p->build)
+        return CHECKED;
+    smelt_node *args[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < n; i++)
+        args[i] = a[i].n;
+    smelt_node *r = smelt_op_apply(p->g, op, n, args);
+    if (!r)
+        return graph_fail(p, pos, sym);
+    return (val){r, false};
+}
+
+static val apply2(P *p, smelt_op op, val a, val b, size_t pos, const char *sym)
+{
+    val v[2] = {a, b};
+    return apply(p, op, 2, v, pos, sym);
+}
+
+/* & | ^ ~: logical on bool operands, bitwise otherwise. */
+static bool both_bool(P *p, val a, val b)
+{
+    return p->build && a.n->dtype == SMELT_BOOL && b.n->dtype == SMELT_BOOL;
+}
+
+static val literal(P *p, const tok *t)
+{
+    if (!p->build)
+        return CHECKED;
+    smelt_node *n;
+    if (t->kind == T_FLOAT) {
+        n = smelt_const(p->g, t->fval, SMELT_F64);
+    } else {
+        n = smelt_const(p->g, (double)t->ival, SMELT_I64);
+        if (n) { /* exact, beyond 2^53 too */
+            n->ival = t->ival;
+            n->fval = (double)t->ival;
+        }
+    }
+    if (!n)
+        return graph_fail(p, t->pos, NULL);
+    n->weak = true; /* a Python number: NEP 50 weak scalar */
+    return (val){n, true};
+}
+
+static val expr(P *p);
+static val factor(P *p);
+
+static smelt_node *lookup_var(P *p, const char *s, size_t len)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->names[i] && name_is(s, len, p->names[i]))
+            return p->nodes[i];
+    for (int i = 0; i < p->g->nin; i++)
+        if (name_is(s, len, p->g->inputs[i]->name))
+            return p->g->inputs[i];
+    return NULL;
+}
+
+/* A named constant (after the variables): True, False, inf, nan, pi. */
+static val named_const(P *p, const char *s, size_t len, bool *found)
+{
+    *found = true;
+    if (name_is(s, len, "True") || name_is(s, len, "False")) {
+        if (!p->build)
+            return CHECKED;
+        smelt_node *n = smelt_const(p->g, s[0] == 'T' ? 1 : 0, SMELT_BOOL);
+        return n ? (val){n, false} : graph_fail(p, (size_t)(s - p->s), NULL);
+    }
+    double v;
+    if (name_is(s, len, "inf"))
+        v = INFINITY;
+    else if (name_is(s, len, "nan"))
+        v = NAN;
+    else if (name_is(s, len, "pi"))
+        v = 3.14159265358979323846;
+    else {
+        *found = false;
+        return NONE;
+    }
+    tok t = {.kind = T_FLOAT, .pos = (size_t)(s - p->s), .len = len, .fval = v};
+    return literal(p, &t);
+}
+
+static val call(P *p, size_t npos, size_t nlen)
+{
+    const char *name = p->s + npos;
+    char fname[64];
+    snprintf(fname, sizeof fname, "%.*s", (int)SMELT_MIN(nlen, 40), name);
+    /* resolve: alias, operator of the table, dtype name (a cast) */
+    const char *canon = fname;
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(fname, aliases[i].alias))
+            canon = aliases[i].op;
+    int op = nlen < 40 ? smelt_op_from_name(canon) : -1;
+    int cast_dt = -1;
+    if (op >= 0 && smelt__ops[op].cls != SMELT_CLASS_ELEMWISE && smelt__ops[op].cls != SMELT_CLASS_OPAQUE)
+        op = -1;
+    if (op < 0 && nlen < 40)
+        cast_dt = smelt_dtype_from_name(fname);
+    if (op < 0 && cast_dt < 0)
+        return fail(p, npos, SMELT_ERR_PARSE, "unknown function '%s' at column %zu", fname, npos + 1);
+    int arity = op >= 0 ? smelt__ops[op].arity : 1;
+
+    next(p); /* '(' */
+    val a[3] = {NONE, NONE, NONE};
+    int n = 0;
+    while (!p->status && !is_op(p, ")")) {
+        val v = expr(p);
+        if (!v.n)
+            return v;
+        if (n < 3)
+            a[n] = v;
+        n++;
+        if (is_op(p, ","))
+            next(p);
+        else if (!is_op(p, ")"))
+            return unexpected(p, n == 1 && p->t.kind == T_END ? " (expected ')')" : " (expected ',' or ')')");
+    }
+    if (p->status)
+        return NONE;
+    next(p); /* ')' */
+    if (n != arity)
+        return fail(p, npos, SMELT_ERR_PARSE, "%s() takes %d argument%s, got %d at column %zu", fname,
+                    arity, arity == 1 ? "" : "s", n, npos + 1);
+    if (op >= 0)
+        return apply(p, (smelt_op)op, n, a, npos, NULL);
+    if (!p->build)
+        return CHECKED;
+    smelt_node *r = smelt_cast(p->g, a[0].n, (smelt_dtype)cast_dt);
+    return r ? (val){r, false} : graph_fail(p, npos, NULL);
+}
+
+static val primary(P *p)
+{
+    tok t = p->t;
+    if (t.kind == T_INT || t.kind == T_FLOAT) {
+        next(p);
+        return literal(p, &t);
+    }
+    if (t.kind == T_NAME) {
+        const char *s = p->s + t.pos;
+        if (name_is(s, t.len, "and") || name_is(s, t.len, "or") || name_is(s, t.len, "not"))
+            return unexpected(p, NULL);
+        next(p);
+        if (is_op(p, "("))
+            return call(p, t.pos, t.len);
+        smelt_node *v = lookup_var(p, s, t.len);
+        if (v)
+            return p->build ? (val){v, false} : CHECKED;
+        bool found;
+        val c = named_const(p, s, t.len, &found);
+        if (found)
+            return c;
+        return fail(p, t.pos, SMELT_ERR_PARSE, "unknown name '%.*s' at column %zu",
+                    (int)SMELT_MIN(t.len, 40), s, t.pos + 1);
+    }
+    if (is_op(p, "(")) {
+        next(p);
+        val v = expr(p);
+        if (!v.n)
+            return v;
+        if (!is_op(p, ")"))
+            return unexpected(p, " (expected ')')");
+        next(p);
+        return v;
+    }
+    return unexpected(p, NULL);
+}
+
+static val power(P *p)
+{
+    val a = primary(p);
+    if (!a.n || !is_op(p, "**"))
+        return a;
+    size_t pos = p->t.pos;
+    next(p);
+    val b = factor(p); /* right-associative; binds a following unary minus */
+    if (!b.n)
+        return b;
+    return apply2(p, SMELT_OP_POW, a, b, pos, "**");
+}
+
+static val factor(P *p)
+{
+    if (p->depth >= MAX_DEPTH)
+        return fail(p, p->t.pos, SMELT_ERR_PARSE,
+                    "expression nested too deeply (more than %d levels) at column %zu", MAX_DEPTH,
+                    p->t.pos + 1);
+    p->depth++;
+    val r;
+    if (is_op(p, "-") || is_op(p, "+") || is_op(p, "~")) {
+        char c = p->s[p->t.pos];
+        size_t pos = p->t.pos;
+        next(p);
+        val a = factor(p);
+        if (!a.n || c == '+') {
+            r = a;
+        } else if (c == '-' && a.lit && p->build) {
+            smelt_node *n = a.n; /* a literal made just now: negate it */
+            if (n->dtype == SMELT_F64) {
+                n->fval = -n->fval;
+            } else {
+                n->ival = (int64_t)(0 - (uint64_t)n->ival);
+                n->fval = (double)n->ival;
+            }
+            r = a;
+        } else if (c == '-') {
+            r = apply(p, SMELT_OP_NEG, 1, &a, pos, "-");
+        } else {
+            bool b = p->build && a.n->dtype == SMELT_BOOL;
+            r = apply(p, b ? SMELT_OP_LOGICAL_NOT : SMELT_OP_BITWISE_NOT, 1, &a, pos, "~");
+        }
+    } else {
+        r = power(p);
+    }
+    p->depth--;
+    return r;
+}
+
+static val term(P *p)
+{
+    val a = factor(p);
+    while (a.n) {
+        smelt_op op;
+        if (is_op(p, "*"))
+            op = SMELT_OP_MUL;
+        else if (is_op(p, "/"))
+            op = SMELT_OP_DIV;
+        else if (is_op(p, "//"))
+            op = SMELT_OP_FLOOR_DIV;
+        else if (is_op(p, "%"))
+            op = SMELT_OP_MOD;
+        else
+            break;
+        char sym[3] = {0};
+        memcpy(sym, p->s + p->t.pos, p->t.len);
+        size_t pos = p->t.pos;
+        next(p);
+        val b = factor(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, op, a, b, pos, sym);
+    }
+    return a;
+}
+
+static val arith(P *p)
+{
+    val a = term(p);
+    while (a.n && (is_op(p, "+") || is_op(p, "-"))) {
+        bool add = is_op(p, "+");
+        size_t pos = p->t.pos;
+        next(p);
+        val b = term(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, add ? SMELT_OP_ADD : SMELT_OP_SUB, a, b, pos, add ? "+" : "-");
+    }
+    return a;
+}
+
+static val shift(P *p)
+{
+    val a = arith(p);
+    while (a.n && (is_op(p, "<<") || is_op(p, ">>"))) {
+        bool left = is_op(p, "<<");
+        size_t pos = p->t.pos;
+        next(p);
+        val b = arith(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, left ? SMELT_OP_LEFT_SHIFT : SMELT_OP_RIGHT_SHIFT, a, b, pos, left ? "<<" : ">>");
+    }
+    return a;
+}
+
+/* One level of & ^ |: sub parses the operands. */
+static val bitwise(P *p, val (*sub)(P *), const char *sym, smelt_op logical, smelt_op bitop)
+{
+    val a = sub(p);
+    while (a.n && is_op(p, sym)) {
+        size_t pos = p->t.pos;
+        next(p);
+        val b = sub(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, both_bool(p, a, b) ? logical : bitop, a, b, pos, sym);
+    }
+    return a;
+}
+
+static val band(P *p) { return bitwise(p, shift, "&", SMELT_OP_LOGICAL_AND, SMELT_OP_BITWISE_AND); }
+static val bxor(P *p) { return bitwise(p, band, "^", SMELT_OP_LOGICAL_XOR, SMELT_OP_BITWISE_XOR); }
+static val bor(P *p) { return bitwise(p, bxor, "|", SMELT_OP_LOGICAL_OR, SMELT_OP_BITWISE_OR); }
+
+static val comparison(P *p)
+{
+    static const struct {
+        const char *sym;
+        smelt_op op;
+    } cmp[] = {{"<", SMELT_OP_LT}, {"<=", SMELT_OP_LE}, {">", SMELT_OP_GT},
+               {">=", SMELT_OP_GE}, {"==", SMELT_OP_EQ}, {"!=", SMELT_OP_NE}};
+    val a = bor(p), acc = NONE;
+    while (a.n) {
+        int k = -1;
+        for (int i = 0; i < 6 && k < 0; i++)
+            if (is_op(p, cmp[i].sym))
+                k = i;
+        if (k < 0)
+            break;
+        size_t pos = p->t.pos;
+        next(p);
+        val b = bor(p);
+        if (!b.n)
+            return b;
+        val c = apply2(p, cmp[k].op, a, b, pos, cmp[k].sym);
+        if (!c.n)
+            return c;
+        /* a < b < c means (a < b) and (b < c), as in Python */
+        acc = acc.n ? apply2(p, SMELT_OP_LOGICAL_AND, acc, c, pos, cmp[k].sym) : c;
+        if (!acc.n)
+            return acc;
+        a = b;
+    }
+    return acc.n ? acc : a;
+}
+
+static val not_test(P *p)
+{
+    if (!is_kw(p, "not"))
+        return comparison(p);
+    if (p->depth >= MAX_DEPTH)
+        return fail(p, p->t.pos, SMELT_ERR_PARSE,
+                    "expression nested too deeply (more than %d levels) at column %zu", MAX_DEPTH,
+                    p->t.pos + 1);
+    size_t pos = p->t.pos;
+    next(p);
+    p->depth++;
+    val a = not_test(p);
+    p->depth--;
+    if (!a.n)
+        return a;
+    return apply(p, SMELT_OP_LOGICAL_NOT, 1, &a, pos, "not");
+}
+
+static val and_test(P *p)
+{
+    val a = not_test(p);
+    while (a.n && is_kw(p, "and")) {
+        size_t pos = p->t.pos;
+        next(p);
+        val b = not_test(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, SMELT_OP_LOGICAL_AND, a, b, pos, "and");
+    }
+    return a;
+}
+
+static val expr(P *p)
+{
+    val a = and_test(p);
+    while (a.n && is_kw(p, "or")) {
+        size_t pos = p->t.pos;
+        next(p);
+        val b = and_test(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, SMELT_OP_LOGICAL_OR, a, b, pos, "or");
+    }
+    return a;
+}
+
+static val parse(P *p)
+{
+    p->pos = 0;
+    p->depth = 0;
+    next(p);
+    if (p->status)
+        return NONE;
+    if (p->t.kind == T_END)
+        return fail(p, p->t.pos, SMELT_ERR_PARSE, "empty expression");
+    val v = expr(p);
+    if (v.n && p->t.kind != T_END)
+        return unexpected(p, NULL);
+    return v;
+}
+
+/* The message with the expression and a caret under the error. */
+static void full_message(const P *p, smelt__sb *out)
+{
+    smelt__sb_printf(out, "%s\n  ", smelt__sb_str((smelt__sb *)&p->msg));
+    size_t from = 0, to = p->len, at = SMELT_MIN(p->errpos, p->len);
+    if (to > 100) {
+        from = at > 50 ? at - 50 : 0;
+        to = SMELT_MIN(p->len, from + 100);
+    }
+    size_t caret = 2 + (at - from);
+    if (from > 0) {
+        smelt__sb_puts(out, "...");
+        caret += 3;
+    }
+    for (size_t i = from; i < to; i++) {
+        unsigned char c = (unsigned char)p->s[i];
+        char ch = is_space(c) ? ' ' : (c < 0x20 || c > 0x7e) ? '?' : (char)c;
+        smelt__sb_putn(out, &ch, 1);
+    }
+    if (to < p->len)
+        smelt__sb_puts(out, "...");
+    smelt__sb_puts(out, "\n");
+    for (size_t i = 0; i < caret; i++)
+        smelt__sb_puts(out, " ");
+    smelt__sb_puts(out, "^");
+}
+
+static smelt_node *graph_error(smelt_graph *g, int st, const char *msg)
+{
+    g->status = st;
+    smelt__sb_free(&g->err);
+    smelt__sb_puts(&g->err, msg);
+    smelt__err(g->ctx, st, "%s", msg);
+    return NULL;
+}
+
+smelt_node *smelt_expr(smelt_graph *g, const char *expression, const char *const *names,
+                       smelt_node *const *nodes, int n)
+{
+    if (!g || g->status)
+        return NULL;
+    if (!expression)
+        return graph_error(g, SMELT_ERR_INVALID_ARG, "smelt_expr: expression is NULL");
+    if (n < 0 || (n > 0 && (!names || !nodes)))
+        return graph_error(g, SMELT_ERR_INVALID_ARG, "smelt_expr: names or nodes is NULL");
+    for (int i = 0; i < n; i++) {
+        if (!names[i])
+            return graph_error(g, SMELT_ERR_INVALID_ARG, "smelt_expr: name is NULL");
+        if (!nodes[i] || nodes[i]->g != g) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            smelt__sb_printf(&b, "smelt_expr: the node for '%s' is %s", names[i],
+                             nodes[i] ? "a node of another graph" : "NULL");
+            graph_error(g, SMELT_ERR_INVALID_ARG, smelt__sb_str(&b));
+            smelt__sb_free(&b);
+            return NULL;
+        }
+    }
+    P p = {.s = expression, .len = strlen(expression), .g = g, .names = names, .nodes = nodes, .n = n};
+    smelt__sb_init(&p.msg);
+    val v = parse(&p); /* check pass: builds nothing */
+    if (!p.status) {
+        p.build = true;
+        v = parse(&p);
+    }
+    if (p.status) {
+        smelt__sb full;
+        smelt__sb_init(&full);
+        full_message(&p, &full);
+        graph_error(g, p.status, smelt__sb_str(&full));
+        smelt__sb_free(&full);
+        smelt__sb_free(&p.msg);
+        return NULL;
+    }
+    smelt__sb_free(&p.msg);
+    return v.n;
+}
+
+int smelt_eval(smelt_ctx *ctx, const char *expression, const char *const *names,
+               smelt_tensor *const *tensors, int n, smelt_tensor **out)
+{
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    if (!out)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_eval: out is NULL");
+    *out = NULL;
+    if (n < 0 || (n > 0 && (!names || !tensors)))
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_eval: names or tensors is NULL");
+    for (int i = 0; i < n; i++)
+        if (!names[i] || !tensors[i])
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_eval: %s %d is NULL",
+                              names[i] ? "tensor" : "name", i);
+    smelt_graph *g;
+    int st = smelt_graph_new(ctx, &g);
+    if (st)
+        return st;
+    for (int i = 0; i < n; i++)
+        smelt_input(g, names[i], tensors[i]->dtype, tensors[i]->ndim, tensors[i]->shape);
+    smelt_node *r = smelt_expr(g, expression, NULL, NULL, 0);
+    smelt_plan *plan = NULL;
+    if (!r)
+        st = g->status ? g->status : SMELT_ERR_INVALID_ARG; /* message already on ctx */
+    else
+        st = smelt_plan_new(ctx, g, 1, &r, NULL, &plan);
+    if (!st)
+        st = smelt_plan_run(plan, n, tensors, 1, out);
+    smelt_plan_free(plan);
+    smelt_graph_free(g);
+    return st;
+}

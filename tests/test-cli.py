@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the `smelt` command-line tool against NumPy.
+
+    test-cli.py PATH/TO/smelt
+
+Inputs are fresh random arrays (the seed is printed; SMELT_TEST_SEED=N
+repeats a run) written with numpy.save; results are compared with what
+NumPy computes from the same expression.  Also: printing, graph files
+(`smelt run`), `smelt explain`, `smelt info`, --help, --time, --dump, and
+the error messages and exit statuses (0 ok, 1 bad input, 2 bad usage).
+
+Needs NumPy in the interpreter that runs it (meson uses /usr/bin/python3);
+without it the test is skipped (exit status 77).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+except ImportError:
+    print("test-cli: skipped: numpy is not installed for %s" % sys.executable)
+    sys.exit(77)
+
+SMELT = os.path.abspath(sys.argv[1])
+SEED = int(os.environ.get("SMELT_TEST_SEED", "0")) or int.from_bytes(os.urandom(4), "little")
+rng = np.random.default_rng(SEED)
+print("test-cli: seed %d (SMELT_TEST_SEED=%d repeats this run)" % (SEED, SEED))
+
+failures = []
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+        print("FAIL: " + what)
+
+
+TMP = tempfile.mkdtemp(prefix="smelt-cli-")
+BASE_ENV = dict(os.environ)
+BASE_ENV["SMELT_JIT_BACKEND"] = "TCC"  # deterministic and fast; one run below uses AUTO
+BASE_ENV["SMELT_CACHE_DIR"] = os.path.join(TMP, "cache")
+BASE_ENV.pop("MGB_JIT_BACKEND", None)
+BASE_ENV.pop("SMELT_DUMP_DIR", None)
+
+
+def smelt(*args, env=None):
+    e = dict(BASE_ENV)
+    if env:
+        for k, v in env.items():
+            if v is None:
+                e.pop(k, None)
+            else:
+                e[k] = v
+    p = subprocess.run([SMELT] + list(args), capture_output=True, text=True, cwd=TMP, env=e)
+    return p.returncode, p.stdout, p.stderr
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def save(name, arr):
+    np.save(path(name), arr)
+    return "%s=%s" % (name.split(".")[0], path(name))
+
+
+def nonzero_normal(shape, dtype):
+    x = rng.standard_normal(shape)
+    x[np.abs(x) < 1e-3] = 0.5
+    return x.astype(dtype)
+
+
+# ---- data -------------------------------------------------------------------------
+S = (50, 40)
+data = {
+    "a": nonzero_normal(S, np.float32),
+    "b": nonzero_normal(S, np.float32),
+    "c": nonzero_normal((40,), np.float32),
+    "d": nonzero_normal(S, np.float64),
+    "i": rng.integers(-1000, 1000, S).astype(np.int32),
+    "j": rng.integers(1, 100, S).astype(np.int32),
+    "k": rng.integers(-2**40, 2**40, (40,)).astype(np.int64),
+    "u": rng.integers(1, 256, S).astype(np.uint8),
+    "m": rng.integers(0, 2, S).astype(np.bool_),
+}
+ARGS = {n: save(n + ".npy", v) for n, v in data.items()}
+
+NS = {
+    "where": np.where, "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "exp": np.exp,
+    "sqrt": np.sqrt, "abs": np.abs, "arctan2": np.arctan2, "maximum": np.maximum,
+    "minimum": np.minimum, "log1p": np.log1p, "expm1": np.expm1, "floor": np.floor,
+    "ceil": np.ceil, "log": np.log, "arcsin": np.arcsin, "power": np.power,
+}
+
+
+def close(got, want, what, f32=False):
+    """Equal dtype and shape; integers and bool exact; floats within a few
+    units of the precision (f32's if f32 values took part), relative to the
+    result's magnitude (cancellation)."""
+    check(got.shape == want.shape, "%s: shape %s, NumPy %s" % (what, got.shape, want.shape))
+    check(got.dtype == want.dtype, "%s: dtype %s, NumPy %s" % (what, got.dtype, want.dtype))
+    if got.shape != want.shape:
+        return
+    if got.dtype.kind == "f":
+        eps = np.finfo(np.float32 if f32 or got.dtype == np.float32 else np.float64).eps
+        finite = np.abs(want[np.isfinite(want)]) if want.size else np.zeros(1)
+        scale = max(1.0, float(finite.max()) if finite.size else 1.0)
+        ok = np.allclose(got, want, rtol=8 * eps, atol=8 * eps * scale, equal_nan=True)
+        with np.errstate(all="ignore"):
+            err = np.nanmax(np.abs(got.astype(np.float64) - want)) if got.size else 0
+        check(ok, "%s: max error %g" % (what, err))
+    else:
+        check(np.array_equal(got, want), "%s: %d elements differ" % (what, np.sum(got != want)))
+
+
+def eval_case(expr, names, extra=()):
+    out = path("out.npy")
+    if os.path.exists(out):
+        os.remove(out)
+    rc, so, se = smelt("eval", expr, *[ARGS[n] for n in names], "-o", out, *extra)
+    check(rc == 0, "eval %r: exit %d: %s" % (expr, rc, se))
+    if rc:
+        return
+    with np.errstate(all="ignore"):
+        want = eval(expr, dict(NS), {n: data[n] for n in names})
+    close(np.load(out), np.asarray(want), "eval %r" % expr, any(data[n].dtype == np.float32 for n in names))
+
+
+# ---- eval against NumPy ----------------------------------------------------------------
+cases = [
+    ("where(a > 0, a*b, exp(c)) + 1", "abc"),
+    ("sin(a)**2 + cos(b)**2 - tanh(c)", "abc"),
+    ("a * 2.5 + d", "ad"),
+    ("arctan2(a, b) + sqrt(abs(d))", "abd"),
+    ("(i // 3 + j % 7 - (i << 2)) ^ (k & 255)", "ijk"),
+    ("i // -3 + k % 7 - (j >> 1)", "ijk"),
+    ("(m & (a > b)) | ~m", "abm"),
+    ("u + 7", "u"),
+    ("u * 3 - 1", "u"),
+    ("maximum(a, b) - minimum(c, 0.5)", "abc"),
+    ("log1p(abs(a)) * expm1(b / 4)", "ab"),
+    ("floor(d) + ceil(a)", "ad"),
+    ("where(m, i, k)", "ikm"),
+    ("-a ** 2", "a"),
+    ("a / i", "ai"),
+    ("i * 2.5", "i"),
+    ("where(a > 0.5, 1, 0)", "a"),
+    ("(a > b) == m", "abm"),
+    ("a < b", "ab"),
+    ("~i | 5", "i"),
+    ("d ** 2 - d * 3 + 0.5", "d"),
+    ("power(abs(a) + 1, 1.5) - i", "ai"),
+]
+for expr, names in cases:
+    eval_case(expr, names)
+
+# opt levels and thread counts give the same results
+for lvl in ("0", "1", "2"):
+    eval_case("where(a > 0, a*b, exp(c)) + 1 + 2*3", "abc", ("--opt-level", lvl))
+eval_case("sin(a) + d", "ad", ("--threads", "1"))
+eval_case("sin(a) + d", "ad", ("-O2",))
+
+# NumPy's layouts: Fortran order, big-endian, 0-d, empty
+F = np.asfortranarray(nonzero_normal((6, 7), np.float64))
+BE = nonzero_normal((6, 7), ">f4")
+rc, so, se = smelt("eval", "f * 2 + e", save("f.npy", F), save("e.npy", BE), "-o", path("fe.npy"))
+check(rc == 0, "fortran/big-endian inputs: exit %d: %s" % (rc, se))
+if rc == 0:
+    close(np.load(path("fe.npy")), F * 2 + BE.astype(np.float32), "fortran/big-endian inputs")
+rc, so, se = smelt("eval", "z + 1", save("z.npy", np.float64(2.5)), "-o", path("z1.npy"))
+check(rc == 0 and np.load(path("z1.npy")).shape == () and np.load(path("z1.npy")) == 3.5, "0-d input: %s" % se)
+rc, so, se = smelt("eval", "y * 2", save("y.npy", np.zeros((0, 3), np.float32)), "-o", path("y2.npy"))
+check(rc == 0 and np.load(path("y2.npy")).shape == (0, 3), "empty input: %s" % se)
+
+# ---- printing ----------------------------------------------------------------------------
+rc, so, se = smelt("eval", "x", save("x.npy", np.array([1.5, -2.0, 3.25], np.float32)))
+check(rc == 0 and so == "[1.5 -2.0 3.25]\n", "print f32: %r %s" % (so, se))
+rc, so, se = smelt("eval", "x + 1", save("x.npy", np.array([[1, 2], [3, 4]], np.int32)))
+check(rc == 0 and so == "[[2 3]\n [4 5]]\n", "print 2-D: %r" % so)
+rc, so, se = smelt("eval", "x > 2", save("x.npy", np.array([1, 3], np.int64)))
+check(rc == 0 and so == "[False True]\n", "print bool: %r" % so)
+rc, so, se = smelt("eval", "2 ** 10")
+check(rc == 0 and so == "1024\n", "print a scalar: %r %s" % (so, se))
+rc, so, se = smelt("eval", "0.1 + 0.2")
+check(rc == 0 and so == "0.30000000000000004\n", "shortest round-trip float: %r" % so)
+rc, so, se = smelt("eval", "x * 2", save("x.npy", nonzero_normal((40, 50), np.float64)))
+check(rc == 0 and "..." in so and len(so.splitlines()) < 30, "large results are summarised: %d lines" % len(so.splitlines()))
+
+# ---- graph files: eval --save-graph, run, explain ------------------------------------------
+g = path("g.smelt")
+rc, so, se = smelt("eval", "where(a > 0, a*b, exp(c)) + 1", ARGS["a"], ARGS["b"], ARGS["c"], "--save-graph", g, "-o", path("o.npy"))
+check(rc == 0 and os.path.exists(g), "--save-graph: %s" % se)
+check(open(g).read().startswith("smelt-graph 1\n"), "graph file header")
+a2, b2, c2 = nonzero_normal((7, 9), np.float32), nonzero_normal((7, 9), np.float32), nonzero_normal((9,), np.float32)
+rc, so, se = smelt("run", g, save("a2.npy", a2).replace("a2=", "a="), save("b2.npy", b2).replace("b2=", "b="),
+                   save("c2.npy", c2).replace("c2=", "c="), "-o", path("r.npy"))
+check(rc == 0, "run: exit %d: %s" % (rc, se))
+if rc == 0:
+    close(np.load(path("r.npy")), np.where(a2 > 0, a2 * b2, np.exp(c2)) + 1, "run on new data")
+
+two = path("two.smelt")
+with open(two, "w") as f:
+    f.write("smelt-graph 1\n%0 = input \"x\" f64 [5]\n%1 = exp %0 : f64 [5]\n"
+            "%2 = neg %0 : f64 [5]\noutput %1\noutput %2\n")
+xv = nonzero_normal((5,), np.float64)
+xa = save("xv.npy", xv).replace("xv=", "x=")
+rc, so, se = smelt("run", two, xa, "-o", path("o1.npy"), "-o", path("o2.npy"))
+check(rc == 0, "run with two outputs: %s" % se)
+if rc == 0:
+    close(np.load(path("o1.npy")), np.exp(xv), "output 1")
+    close(np.load(path("o2.npy")), -xv, "output 2")
+rc, so, se = smelt("run", two, xa)
+check(rc == 0 and so.count("output") == 2, "run prints every output: %r" % so)
+
+rc, so, se = smelt("explain", "where(a > 0, a*b, exp(c)) + 1 + 2*3", "a=f32[1000,1000]", "b=f32[1000,1000]", "c=f32[1000]")
+check(rc == 0, "explain: exit %d: %s" % (rc, se))
+for needle in ("== graph", "== plan ==", "what each stage did", "constant folding", "fusion",
+               "kernel 0", "void smelt_ew_", "2 kernels"):
+    check(needle in so, "explain output lacks %r" % needle)
+rc, so, se = smelt("explain", "sin(a) * b", ARGS["a"], ARGS["b"], "--no-source", "--opt-level", "0")
+check(rc == 0 and "void smelt_ew_" not in so and "2 operators in 2 kernels" in so, "explain --no-source -O0: %r" % so[-400:])
+rc, so, se = smelt("explain", g)
+check(rc == 0 and "kernel" in so, "explain a graph file: %s" % se)
+rc, so, se = smelt("explain", g, "a=f32[2,2]", "b=f32[2,2]", "c=f32[2]", "--full-source")
+check(rc == 0 and "typedef" in so, "explain GRAPH with inputs, --full-source: %s" % se)
+
+# ---- --time, --dump, AUTO ----------------------------------------------------------------
+rc, so, se = smelt("eval", "where(a > 0, a*b, exp(c)) + 1", ARGS["a"], ARGS["b"], ARGS["c"], "-o", path("t.npy"), "--time")
+check(rc == 0 and "compile" in so and "unfused" in so and "run" in so, "--time: %r %s" % (so, se))
+dump = path("dump")
+rc, so, se = smelt("eval", "sin(a) + b", ARGS["a"], ARGS["b"], "-o", path("t.npy"), "--dump", dump)
+check(rc == 0 and os.path.exists(os.path.join(dump, "graph.smelt")) and
+      any(n.endswith(".c") for n in os.listdir(dump)), "--dump: %s" % (os.listdir(dump) if os.path.isdir(dump) else se))
+rc, so, se = smelt("eval", "sin(a) + b", ARGS["a"], ARGS["b"], "-o", path("t.npy"), "--time", env={"SMELT_JIT_BACKEND": None})
+check(rc == 0, "AUTO backend with --time: %s" % se)
+if rc == 0:
+    close(np.load(path("t.npy")), np.sin(data["a"]) + data["b"], "AUTO backend")
+
+# ---- info, help, version -----------------------------------------------------------------
+rc, so, se = smelt("info")
+check(rc == 0, "info: %s" % se)
+for needle in ("smelt 0.1.0", "TCC", "CC", "NVRTC", "threads", "SMELT_CACHE_DIR", "SMELT_CACHE ", "persistent"):
+    check(needle in so, "info lacks %r" % needle)
+rc, so, se = smelt("info", env={"SMELT_CACHE": "0"})
+check(rc == 0 and "off" in so, "info with SMELT_CACHE=0: %r" % so)
+rc, so, se = smelt("info", "--ops")
+check(rc == 0 and "bitwise_and" in so and "where" in so, "info --ops")
+for cmd in ([], ["eval"], ["run"], ["explain"], ["info"]):
+    rc, so, se = smelt(*(cmd + ["--help"]))
+    check(rc == 0 and so.startswith("usage: smelt") and not se, "%s --help" % " ".join(["smelt"] + cmd))
+rc, so, se = smelt("help", "explain")
+check(rc == 0 and so.startswith("usage: smelt explain"), "smelt help explain")
+rc, so, se = smelt("--version")
+check(rc == 0 and so.startswith("smelt "), "--version")
+
+# ---- errors: messages and exit statuses ------------------------------------------------------
+bad = path("bad.npy")
+with open(bad, "wb") as f:
+    f.write(b"this is not an npy file at all")
+np.save(path("half.npy"), np.ones(3, np.float16))
+with open(path("notgraph.smelt"), "w") as f:
+    f.write("hello\n")
+np.save(path("i8.npy"), np.ones((7, 9), np.int32))
+
+errors = [
+    # (args, exit status, text the first stderr line contains)
+    ([], 2, "usage: smelt"),
+    (["frobnicate"], 2, "smelt: error: unknown command 'frobnicate'"),
+    (["eval"], 2, "smelt: error: no expression given"),
+    (["eval", "a +* b", ARGS["a"], ARGS["b"]], 1, "smelt: error: unexpected '*' at column 4"),
+    (["eval", "a + q", ARGS["a"]], 1, "smelt: error: unknown name 'q' at column 5"),
+    (["eval", "foo(a)", ARGS["a"]], 1, "smelt: error: unknown function 'foo' at column 1"),
+    (["eval", "sin(a, a)", ARGS["a"]], 1, "sin() takes 1 argument, got 2 at column 1"),
+    (["eval", "a & 1", ARGS["a"]], 1, "bitwise_and does not support dtype f32 at column 3"),
+    (["eval", "a + c", ARGS["a"], "c=" + path("y.npy")], 1, "not broadcastable"),
+    (["eval", "a", "a=" + path("missing.npy")], 1, "input 'a': cannot open"),
+    (["eval", "a", "a=" + bad], 1, "not a .npy file"),
+    (["eval", "a", "a=" + path("half.npy")], 1, "float16"),
+    (["eval", "a", "a"], 2, "'a' is not name=file.npy"),
+    (["eval", "a", "1a=x.npy"], 2, "is not name=file.npy"),
+    (["eval", "a", ARGS["a"], ARGS["a"]], 2, "input 'a' is given twice"),
+    (["eval", "a", ARGS["a"], "--opt-level", "7"], 2, "--opt-level needs a number in 0..3"),
+    (["eval", "a", ARGS["a"], "--opt-level"], 2, "--opt-level needs a value"),
+    (["eval", "a", ARGS["a"], "--bogus"], 2, "unknown option '--bogus'"),
+    (["eval", "-a", ARGS["a"]], 2, "an expression that looks like an option goes after '--'"),
+    (["eval", "a", ARGS["a"], "--time=yes"], 2, "--time takes no value"),
+    (["eval", "a", ARGS["a"], "--backend", "HALIDE"], 2, "unknown backend 'HALIDE'"),
+    (["eval", "a", ARGS["a"], "--backend", "NVRTC"], 1, "NVRTC"),
+    (["eval", "a", ARGS["a"], "-o", path("x.npy"), "-o", path("y.npy")], 2, "give -o once"),
+    (["eval", "a", ARGS["a"], "-o", "/nonexistent-dir/x.npy"], 1, "for writing"),
+    (["eval", "a", ARGS["a"], "--save-graph", "/nonexistent-dir/g.smelt"], 1, "for writing"),
+    (["run"], 2, "no graph file given"),
+    (["run", g, ARGS["a"], ARGS["b"]], 2, "input 'c' (f32 [40]) is not given"),
+    (["run", g, ARGS["a"], ARGS["b"], ARGS["c"], ARGS["d"]], 2, "the graph has no input 'd'"),
+    (["run", g, "a=" + path("i8.npy"), ARGS["b"], ARGS["c"]], 1, "input 'a': the graph takes f32"),
+    (["run", two, xa, "-o", path("o1.npy")], 2, "give -o 2 times or not at all"),
+    (["run", path("missing.smelt")], 1, "cannot open"),
+    (["run", path("notgraph.smelt")], 1, "not a smelt graph file"),
+    (["explain"], 2, "no expression or graph file given"),
+    (["explain", "a * 2", "a=f32[3,x]"], 2, "not a valid DTYPE[SHAPE]"),
+    (["explain", "a * 2", "a=f99[3]"], 2, "not a valid DTYPE[SHAPE]"),
+    (["explain", "a * 2", "a=f32[3]", "--time"], 2, "unknown option '--time'"),
+    (["info", "extra"], 2, "unexpected argument 'extra'"),
+]
+for args, status, text in errors:
+    rc, so, se = smelt(*args)
+    what = "smelt %s" % " ".join(args)
+    check(rc == status, "%s: exit %d, expected %d (stderr %r)" % (what, rc, status, se))
+    lines = se.splitlines()
+    check(bool(lines) and text in lines[0], "%s: stderr %r lacks %r" % (what, se, text))
+    if status and args:
+        check(lines[0].startswith("smelt: "), "%s: the error line does not start with 'smelt: ': %r" % (what, se))
+        check(len(lines) in (1, 3), "%s: %d lines on stderr: %r" % (what, len(lines), se))
+        check(so == "", "%s: output on stdout besides the error: %r" % (what, so))
+
+# the caret line of an expression error
+rc, so, se = smelt("eval", "a + * b", ARGS["a"], ARGS["b"])
+lines = se.splitlines()
+check(lines == ["smelt: error: unexpected '*' at column 5", "  a + * b", "      ^"], "caret lines: %r" % lines)
+# an expression that starts with '-' after '--'
+rc, so, se = smelt("eval", "-o", path("neg.npy"), "--", "-a", ARGS["a"])
+check(rc == 0, "'--' before an expression: %s" % se)
+if rc == 0:
+    close(np.load(path("neg.npy")), -data["a"], "-a")
+
+# files smelt writes are what NumPy writes
+np.save(path("np.npy"), data["d"])
+rc, so, se = smelt("eval", "d", ARGS["d"], "-o", path("sm.npy"))
+check(rc == 0 and open(path("sm.npy"), "rb").read() == open(path("np.npy"), "rb").read(),
+      "smelt writes the same bytes as numpy.save")
+
+shutil.rmtree(TMP, ignore_errors=True)
+print("test-cli: %d checks, %d failed" % (checks, len(failures)))
+sys.exit(1 if failures else 0)
