@@ -11,5 +11,10 @@ struct smelt__dialect {
     const char *utype[SMELT_DTYPE_COUNT];  /* unsigned counterpart (wrapping arithmetic) */
     const char *fn_suffix[SMELT_DTYPE_COUNT]; /* math functions: expf vs exp */
     const char *restrict_kw;
+    /* Device dialect (CUDA): kernels read one parameter block `a` (see
+     * smelt__kparam_bytes), run one element per thread in a grid-stride loop,
+     * come in 32- and 64-bit index variants and use vector loads when every
+     * operand is contiguous.  The templates hold the rest of the spelling. */
+    bool device;
 };
 #endif

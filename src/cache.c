@@ -27,6 +27,26 @@ void smelt__kcache_free(smelt__kcache *c)
     free(c);
 }
 
+void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be)
+{
+    pthread_mutex_lock(&ctx->lock);
+    smelt__kcache *c = ctx->kcache;
+    int n = 0;
+    for (int i = 0; c && i < c->n; i++) {
+        smelt__kernel *k = c->v[i];
+        if (k->backend != be) {
+            c->v[n++] = k;
+            continue;
+        }
+        be->iface->release(be, k->handle);
+        free(k->source);
+        free(k);
+    }
+    if (c)
+        c->n = n;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 static smelt__kernel *lookup(smelt__kcache *c, smelt__backend *be, const char *name,
                              const char *src)
 {

@@ -143,7 +143,10 @@ void smelt_tensor_free(smelt_tensor *t)
     if (!t)
         return;
     if (t->buf && --t->buf->refs == 0) {
-        free(t->buf->mem);
+        if (t->buf->dev) /* device memory (src/tensor-device.c) */
+            t->buf->dev->iface->free(t->buf->dev, t->buf->mem);
+        else
+            free(t->buf->mem);
         free(t->buf);
     }
     free(t);
@@ -296,13 +299,24 @@ double smelt_tensor_get(const smelt_tensor *t, int64_t i)
     if (!t || i < 0 || i >= smelt_tensor_numel(t))
         return 0;
     size_t es = smelt__dtypes[t->dtype].size;
-    return load_as_double(t->dtype, t->data + offset_of(t, i) * (int64_t)es);
+    const char *p = t->data + offset_of(t, i) * (int64_t)es;
+    _Alignas(8) char elem[8];
+    if (smelt__is_device(t)) { /* one element copied from device memory */
+        smelt__backend *be = t->buf->dev;
+        if (be->iface->copy(be, elem, p, es, SMELT_COPY_D2H))
+            return 0;
+        p = elem;
+    }
+    return load_as_double(t->dtype, p);
 }
 
 int smelt_tensor_contiguous(const smelt_tensor *t, smelt_tensor **out)
 {
     if (!t || !out)
         return SMELT_ERR_INVALID_ARG;
+    if (smelt__is_device(t))
+        return smelt__err(t->ctx, SMELT_ERR_UNSUPPORTED,
+                          "smelt_tensor_contiguous: a device tensor (use smelt_tensor_copy_to_host)");
     int st = smelt_tensor_new(t->ctx, t->dtype, t->ndim, t->shape, out);
     if (st)
         return st;

@@ -1,0 +1,271 @@
+/* A stand-in for libcuda.so.1 and libnvrtc, for running the CUDA backend
+ * on machines without a GPU (tests/test-cuda.c, suite cuda_fake; loaded
+ * through SMELT_CUDA_DRIVER_LIB and SMELT_NVRTC_LIB).
+ *
+ * "Device memory" is host memory.  "NVRTC" compiles the generated CUDA
+ * source with the host C++ compiler behind a small emulation prelude
+ * (__global__, blockIdx, ...) and returns the shared object, behind a header
+ * giving its size, as its "CUBIN"; cuModuleLoadData opens it (from a temporary
+ * file); cuLaunchKernel runs every
+ * (block, thread) of the grid in turn on the calling thread, passing the
+ * parameter block exactly as the driver would.  So the emitted kernels, the
+ * parameter packing, the grid-stride loops, the index variants and the
+ * executor's device path all run here, checked against the reference. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- driver ------------------------------------------------------------- */
+
+EXPORT int cuInit(unsigned flags) { return flags ? 1 : 0; }
+EXPORT int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+EXPORT int cuGetErrorName(int r, const char **s)
+{
+    *s = r == 0 ? "CUDA_SUCCESS" : r == 2 ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_FAKE";
+    return 0;
+}
+EXPORT int cuDeviceGetCount(int *n) { *n = 1; return 0; }
+EXPORT int cuDeviceGet(int *d, int i) { *d = i; return i == 0 ? 0 : 101; }
+EXPORT int cuDeviceGetAttribute(int *v, int attr, int dev)
+{
+    (void)dev;
+    *v = attr == 75 ? 8 : attr == 76 ? 0 : 0; /* compute capability 8.0 */
+    return 0;
+}
+static int ctx_token, depth;
+EXPORT int cuDevicePrimaryCtxRetain(void **ctx, int dev)
+{
+    (void)dev;
+    *ctx = &ctx_token;
+    return 0;
+}
+EXPORT int cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return 0; }
+EXPORT int cuCtxPushCurrent_v2(void *ctx) { depth++; return ctx == &ctx_token ? 0 : 201; }
+EXPORT int cuCtxPopCurrent_v2(void **ctx)
+{
+    *ctx = &ctx_token;
+    return depth-- > 0 ? 0 : 201;
+}
+static int stream_token;
+EXPORT int cuStreamCreate(void **s, unsigned flags) { (void)flags; *s = &stream_token; return 0; }
+EXPORT int cuStreamDestroy_v2(void *s) { return s == &stream_token ? 0 : 400; }
+EXPORT int cuStreamSynchronize(void *s) { return s == &stream_token ? 0 : 400; }
+
+EXPORT int cuMemAlloc_v2(unsigned long long *p, size_t n)
+{
+    void *m = aligned_alloc(256, (n + 255) / 256 * 256);
+    if (!m)
+        return 2;
+    memset(m, 0xA5, n); /* not zero: kernels must write every element */
+    *p = (unsigned long long)(size_t)m;
+    return 0;
+}
+EXPORT int cuMemFree_v2(unsigned long long p)
+{
+    free((void *)(size_t)p);
+    return 0;
+}
+EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long d, const void *s, size_t n, void *st)
+{
+    memcpy((void *)(size_t)d, s, n);
+    return st == &stream_token ? 0 : 400;
+}
+EXPORT int cuMemcpyDtoHAsync_v2(void *d, unsigned long long s, size_t n, void *st)
+{
+    memcpy(d, (const void *)(size_t)s, n);
+    return st == &stream_token ? 0 : 400;
+}
+EXPORT int cuMemcpyDtoDAsync_v2(unsigned long long d, unsigned long long s, size_t n, void *st)
+{
+    memmove((void *)(size_t)d, (const void *)(size_t)s, n);
+    return st == &stream_token ? 0 : 400;
+}
+
+/* An "image": this magic, the size of the shared object, the shared object. */
+static const char magic[8] = {'S', 'M', 'E', 'L', 'T', 'E', 'M', 'U'};
+
+static int temp_path(char *path, size_t n, const char *suffix)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, n, "%s/smelt-fakecuda-XXXXXX%s", tmp && *tmp ? tmp : "/tmp", suffix);
+    int fd = mkstemps(path, (int)strlen(suffix));
+    if (fd >= 0)
+        close(fd);
+    return fd < 0 ? -1 : 0;
+}
+
+EXPORT int cuModuleLoadData(void **mod, const void *image)
+{
+    char path[300];
+    unsigned long long size;
+    memcpy(&size, (const char *)image + 8, 8);
+    if (memcmp(image, magic, 8) || temp_path(path, sizeof path, ".so"))
+        return 200; /* CUDA_ERROR_INVALID_IMAGE */
+    FILE *f = fopen(path, "wb");
+    size_t w = f ? fwrite((const char *)image + 16, 1, size, f) : 0;
+    if (f)
+        fclose(f);
+    *mod = w == size ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    unlink(path);
+    return *mod ? 0 : 200;
+}
+EXPORT int cuModuleUnload(void *mod) { return dlclose(mod) ? 400 : 0; }
+
+typedef void (*emu_launch)(void *arg, unsigned grid, unsigned block);
+EXPORT int cuModuleGetFunction(void **fn, void *mod, const char *name)
+{
+    if (!dlsym(mod, name)) /* the kernel must exist under its own name */
+        return 500;
+    *fn = dlsym(mod, "smelt_emu_launch");
+    return *fn ? 0 : 500;
+}
+EXPORT int cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block, void *fn, void *b2d,
+                                            size_t smem, int limit)
+{
+    (void)fn, (void)b2d, (void)smem, (void)limit;
+    *min_grid = 3; /* a small grid: the grid-stride loops go round many times */
+    *block = 64;
+    return 0;
+}
+EXPORT int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                          unsigned by, unsigned bz, unsigned smem, void *st, void **params,
+                          void **extra)
+{
+    if (gy != 1 || gz != 1 || by != 1 || bz != 1 || smem || extra || st != &stream_token ||
+        !gx || !bx || bx > 1024)
+        return 1;
+    emu_launch f;
+    memcpy(&f, &fn, sizeof f);
+    f(params[0], gx, bx);
+    return 0;
+}
+
+/* ---- NVRTC --------------------------------------------------------------- */
+
+typedef struct prog {
+    char *src, name[128], *log, *bin;
+    size_t binsize;
+} prog;
+
+EXPORT const char *nvrtcGetErrorString(int r) { return r ? "NVRTC_ERROR_COMPILATION" : "NVRTC_SUCCESS"; }
+EXPORT int nvrtcVersion(int *major, int *minor)
+{
+    *major = 13;
+    *minor = 0;
+    return 0;
+}
+EXPORT int nvrtcGetNumSupportedArchs(int *n) { *n = 2; return 0; }
+EXPORT int nvrtcGetSupportedArchs(int *a)
+{
+    a[0] = 80;
+    a[1] = 90;
+    return 0;
+}
+EXPORT int nvrtcCreateProgram(prog **p, const char *src, const char *name, int nh,
+                              const char *const *h, const char *const *hn)
+{
+    (void)h, (void)hn;
+    if (nh)
+        return 3;
+    *p = calloc(1, sizeof **p);
+    if (!*p || !((*p)->src = strdup(src)))
+        return 1;
+    snprintf((*p)->name, sizeof (*p)->name, "%.*s", (int)(strlen(name) - 3), name); /* "x.cu" */
+    return 0;
+}
+EXPORT int nvrtcDestroyProgram(prog **p)
+{
+    free((*p)->src);
+    free((*p)->log);
+    free((*p)->bin);
+    free(*p);
+    *p = NULL;
+    return 0;
+}
+
+static const char *const emu_prelude =
+    "#define __global__\n#define __device__\n#define __forceinline__ inline\n"
+    "#define __restrict__ __restrict\n"
+    "struct smelt_emu_dim3 { unsigned x, y, z; };\n"
+    "static smelt_emu_dim3 blockIdx, threadIdx, blockDim, gridDim;\n"
+    "static inline float __uint_as_float(unsigned u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
+    "static inline double __longlong_as_double(long long u) { double f; __builtin_memcpy(&f, &u, 8); return f; }\n";
+static const char *const mathfns[][2] = {
+    {"fabs", "1"}, {"sqrt", "1"}, {"exp", "1"}, {"exp2", "1"}, {"expm1", "1"}, {"log", "1"},
+    {"log2", "1"}, {"log10", "1"}, {"log1p", "1"}, {"sin", "1"}, {"cos", "1"}, {"tan", "1"},
+    {"asin", "1"}, {"acos", "1"}, {"atan", "1"}, {"sinh", "1"}, {"cosh", "1"}, {"tanh", "1"},
+    {"asinh", "1"}, {"acosh", "1"}, {"atanh", "1"}, {"erf", "1"}, {"erfc", "1"}, {"floor", "1"},
+    {"ceil", "1"}, {"rint", "1"}, {"trunc", "1"}, {"pow", "2"}, {"atan2", "2"}, {"fmod", "2"},
+    {"copysign", "2"}, {"fmax", "2"}, {"fmin", "2"}, {"fma", "3"}};
+static const char *const emu_launcher =
+    "\nstatic void smelt_emu_call(void (*f)(smelt_args), void *arg) { f(*(const smelt_args *)arg); }\n"
+    "static void smelt_emu_call(void (*f)(const smelt_args *), void *arg)\n"
+    "{ f(*(const smelt_args *const *)arg); }\n"
+    "extern \"C\" void smelt_emu_launch(void *arg, unsigned grid, unsigned block)\n{\n"
+    "    gridDim = {grid, 1, 1};\n    blockDim = {block, 1, 1};\n"
+    "    for (unsigned b = 0; b < grid; b++)\n        for (unsigned t = 0; t < block; t++) {\n"
+    "            blockIdx = {b, 0, 0};\n            threadIdx = {t, 0, 0};\n"
+    "            smelt_emu_call(%s, arg);\n        }\n}\n";
+
+EXPORT int nvrtcCompileProgram(prog *p, int nopt, const char *const *opts)
+{
+    (void)nopt, (void)opts;
+    char so[300], cpp[300], logf[300], cmd[1024];
+    if (temp_path(so, sizeof so, ".so") || temp_path(cpp, sizeof cpp, ".cpp") ||
+        temp_path(logf, sizeof logf, ".log"))
+        return 1;
+    FILE *f = fopen(cpp, "w");
+    if (!f)
+        return 1;
+    fputs(emu_prelude, f);
+    fputs("extern \"C\" {\n", f);
+    for (size_t i = 0; i < sizeof mathfns / sizeof *mathfns; i++) {
+        int n = mathfns[i][1][0] - '0';
+        fprintf(f, "double %s(double%s%s);\nfloat %sf(float%s%s);\n", mathfns[i][0],
+                n > 1 ? ", double" : "", n > 2 ? ", double" : "", mathfns[i][0],
+                n > 1 ? ", float" : "", n > 2 ? ", float" : "");
+    }
+    fputs("}\n", f);
+    fputs(p->src, f);
+    fprintf(f, emu_launcher, p->name);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -shared -fPIC -O1 -w -o %s %s > %s 2>&1", so, cpp, logf);
+    int rc = system(cmd);
+    unlink(cpp);
+    if ((f = fopen(logf, "r"))) {
+        size_t cap = 1 << 16;
+        if ((p->log = calloc(1, cap)) && fread(p->log, 1, cap - 1, f) == 0)
+            p->log[0] = 0;
+        fclose(f);
+    }
+    unlink(logf);
+    if (!rc && (f = fopen(so, "rb"))) { /* the image: header, then the shared object */
+        fseek(f, 0, SEEK_END);
+        unsigned long long size = (unsigned long long)ftell(f);
+        fseek(f, 0, SEEK_SET);
+        if ((p->bin = malloc(16 + size))) {
+            memcpy(p->bin, magic, 8);
+            memcpy(p->bin + 8, &size, 8);
+            p->binsize = 16 + size;
+            if (fread(p->bin + 16, 1, size, f) != size)
+                rc = 1;
+        }
+        fclose(f);
+    }
+    unlink(so);
+    return rc || !p->bin ? 6 : 0; /* NVRTC_ERROR_COMPILATION */
+}
+EXPORT int nvrtcGetProgramLogSize(prog *p, size_t *n) { *n = p->log ? strlen(p->log) + 1 : 1; return 0; }
+EXPORT int nvrtcGetProgramLog(prog *p, char *log) { strcpy(log, p->log ? p->log : ""); return 0; }
+EXPORT int nvrtcGetCUBINSize(prog *p, size_t *n) { *n = p->binsize; return 0; }
+EXPORT int nvrtcGetCUBIN(prog *p, char *out)
+{
+    memcpy(out, p->bin, p->binsize);
+    return 0;
+}
+EXPORT int nvrtcGetPTXSize(prog *p, size_t *n) { return nvrtcGetCUBINSize(p, n); }
+EXPORT int nvrtcGetPTX(prog *p, char *out) { return nvrtcGetCUBIN(p, out); }

@@ -1,0 +1,884 @@
+/* The CUDA backend.
+ *
+ * cuda_emit: every kind of cluster is emitted as CUDA and compiled by NVRTC
+ * to CUBIN for sm_80 and sm_90 on any machine (no GPU needed): each operator
+ * in each dtype it accepts, casts, broadcast patterns up to rank 8, strided
+ * operands, multi-output kernels, 32- and 64-bit index variants, parameter
+ * blocks passed by value and through device memory, vector loads.  Skipped
+ * with a message when libnvrtc cannot be loaded.
+ * cuda_loader: what a machine without a GPU reports.
+ * cuda_gpu: plans run on the GPU against the float64 reference; skipped
+ * with a message when there is no GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "internal.h"
+
+static const char *const archs[] = {"sm_80", "sm_90"};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Skip the test when libnvrtc cannot be loaded. */
+static void need_nvrtc(void)
+{
+    char *img = NULL;
+    size_t n;
+    smelt__sb log;
+    smelt__sb_init(&log);
+    int st = smelt__nvrtc_compile("extern \"C\" __global__ void probe() {}\n", "probe",
+                                  "compute_80", &img, &n, &log);
+    free(img);
+    if (st == SMELT_ERR_BACKEND) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", smelt__sb_str(&log));
+        smelt__sb_free(&log);
+        cr_skip_test("%s", why);
+    }
+    cr_assert_eq(st, SMELT_OK, "NVRTC cannot compile an empty kernel: %s", smelt__sb_str(&log));
+    smelt__sb_free(&log);
+}
+
+static bool gpu_present(void)
+{
+    smelt_ctx *ctx = t_ctx_raw();
+    bool ok = smelt_backend_check(ctx, "NVRTC") == SMELT_OK;
+    smelt_ctx_free(ctx);
+    return ok;
+}
+
+/* Emit g's kernels and compile them for every arch; the report must say
+ * that NVRTC accepted all of them and contain each of the must[] strings. */
+static void emit_ok(const char *label, smelt_ctx *ctx, smelt_graph *g, int n_out,
+                    smelt_node *const *outs, const char *const *must, int nmust)
+{
+    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+        char *report = NULL;
+        int st = smelt_plan_emit_only(ctx, g, n_out, outs, NULL, archs[a], &report);
+        if (st && report)
+            fprintf(stderr, "---- %s, %s: report\n%s\n", label, archs[a], report);
+        cr_assert_eq(st, SMELT_OK, "%s, %s: smelt_plan_emit_only returned %d: %s", label, archs[a],
+                     st, smelt_errmsg(ctx));
+        cr_assert_not_null(report, "%s: no report", label);
+        cr_assert(t_contains(report, " 0 rejected"), "%s, %s: %.200s", label, archs[a], report);
+        for (int i = 0; i < nmust; i++)
+            cr_assert(t_contains(report, must[i]), "%s, %s: the generated source lacks \"%s\"",
+                      label, archs[a], must[i]);
+        smelt_free(report);
+    }
+}
+
+/* Does the operator take compute dtype dt (ops.def's F I U B letters)? */
+static bool takes(smelt_op op, smelt_dtype dt)
+{
+    return (smelt__ops[op].dtypes & smelt__dtypes[dt].kind) != 0;
+}
+
+/* One graph applying every elementwise operator that takes dt to inputs of
+ * dt, all results summed (cast back to dt) into one output: one fused
+ * kernel whose body holds every operator's CUDA spelling. */
+static void all_ops(smelt_dtype dt)
+{
+    need_nvrtc();
+    smelt_ctx *ctx = t_ctx_raw();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *in[3];
+    for (int i = 0; i < 3; i++)
+        in[i] = smelt_input(g, NULL, dt, SHP(1000));
+    smelt_node *acc = NULL;
+    int nops = 0;
+    for (int op = 0; op < SMELT_OP_COUNT; op++) {
+        int cls = smelt__ops[op].cls;
+        if ((cls != SMELT_CLASS_ELEMWISE && cls != SMELT_CLASS_OPAQUE) || !takes((smelt_op)op, dt))
+            continue;
+        smelt_node *r = smelt_op_apply(g, (smelt_op)op, smelt__ops[op].arity, in);
+        cr_assert_not_null(r, "%s on %s: %s", smelt__ops[op].name, smelt_dtype_name(dt),
+                           smelt_graph_errmsg(g));
+        if (smelt_node_dtype(r) != dt)
+            r = smelt_cast(g, r, dt);
+        acc = acc ? smelt_add(g, acc, r) : r;
+        nops++;
+    }
+    cr_assert_gt(nops, 3);
+    /* constants that need more than a literal: non-finite floats, INT64_MIN */
+    double special[] = {INFINITY, -INFINITY, NAN, -9223372036854775808.0};
+    for (int i = smelt__is_float(dt) ? 0 : 3; i < (dt == SMELT_I64 || smelt__is_float(dt) ? 4 : 3); i++)
+        acc = smelt_add(g, acc, smelt_const(g, special[i], dt));
+    T_OK(ctx, smelt_graph_status(g));
+    char label[64];
+    snprintf(label, sizeof label, "%d operators on %s", nops, smelt_dtype_name(dt));
+    const char *must[] = {"extern \"C\" __global__ void smelt_ew_", "smelt_vec<"};
+    emit_ok(label, ctx, g, 1, &acc, must, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* A kernel description: a chain of adds over n_in inputs of dt, one output,
+ * the given layout. */
+typedef struct kd {
+    smelt__kdesc d;
+    smelt__kop ops[SMELT_MAX_KERNEL_OPERANDS];
+} kd;
+
+static void kd_chain(kd *k, int n_in, smelt_dtype dt, int rank, const uint8_t *modes, bool idx32)
+{
+    memset(k, 0, sizeof *k);
+    smelt__kdesc *d = &k->d;
+    d->n_in = n_in;
+    d->n_out = 1;
+    d->n_ops = n_in - 1;
+    d->ops = k->ops;
+    for (int i = 0; i < n_in; i++)
+        d->in_dt[i] = dt;
+    for (int i = 0; i < n_in - 1; i++)
+        k->ops[i] = (smelt__kop){.op = SMELT_OP_ADD, .dtype = dt, .nin = 2,
+                                 .in = {i ? n_in + i - 1 : 0, i + 1}};
+    d->out_val[0] = n_in + n_in - 2;
+    d->rank = rank;
+    d->unroll = 1;
+    d->idx32 = idx32;
+    memcpy(d->mode, modes, (size_t)n_in + 1);
+}
+
+/* Emit d as CUDA and compile it for arch; returns the source (caller frees)
+ * and, for compute_* archs, the PTX in *ptx. */
+static char *emit_compile(const kd *k, const char *arch, char **ptx)
+{
+    smelt__sb src, err;
+    smelt__sb_init(&src);
+    smelt__sb_init(&err);
+    char name[40];
+    int st = smelt__emit(&smelt__dialect_cuda, &k->d, &src, name, &err);
+    cr_assert_eq(st, SMELT_OK, "emit: %s", smelt__sb_str(&err));
+    char *img = NULL;
+    size_t n = 0;
+    st = smelt__nvrtc_compile(smelt__sb_str(&src), name, arch, &img, &n, &err);
+    if (st)
+        fprintf(stderr, "---- %s\n%s\n", name, smelt__sb_str(&src));
+    cr_assert_eq(st, SMELT_OK, "NVRTC (%s) rejected %s: %s", arch, name, smelt__sb_str(&err));
+    cr_assert_gt(n, 0);
+    if (ptx)
+        *ptx = img;
+    else
+        free(img);
+    smelt__sb_free(&err);
+    return smelt__sb_take(&src);
+}
+
+/* ---- cuda_emit: NVRTC compiles what the CUDA emitter writes --------------- */
+
+Test(cuda_emit, ops_f32, .timeout = 120) { all_ops(SMELT_F32); }
+Test(cuda_emit, ops_f64, .timeout = 120) { all_ops(SMELT_F64); }
+Test(cuda_emit, ops_i32, .timeout = 120) { all_ops(SMELT_I32); }
+Test(cuda_emit, ops_i64, .timeout = 120) { all_ops(SMELT_I64); }
+Test(cuda_emit, ops_u8, .timeout = 120) { all_ops(SMELT_U8); }
+Test(cuda_emit, ops_bool, .timeout = 120) { all_ops(SMELT_BOOL); }
+
+/* Every cast from each dtype, in one multi-output kernel per source dtype:
+ * the casts are outputs and also summed into one more. */
+Test(cuda_emit, casts_multi_output, .timeout = 120)
+{
+    need_nvrtc();
+    smelt_ctx *ctx = t_ctx_raw();
+    for (int from = 0; from < SMELT_DTYPE_COUNT; from++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, NULL, (smelt_dtype)from, SHP(7, 9));
+        smelt_node *outs[SMELT_DTYPE_COUNT + 1], *acc = NULL;
+        int n = 1;
+        for (int to = 0; to < SMELT_DTYPE_COUNT; to++) {
+            if (to == from)
+                continue;
+            smelt_node *c = smelt_cast(g, a, (smelt_dtype)to);
+            outs[n++] = c;
+            smelt_node *back = smelt_cast(g, smelt_unary(g, SMELT_OP_ABS, c), (smelt_dtype)from);
+            acc = acc ? smelt_add(g, acc, back) : back;
+        }
+        outs[0] = acc;
+        T_OK(ctx, smelt_graph_status(g));
+        char label[64];
+        snprintf(label, sizeof label, "casts from %s", smelt_dtype_name((smelt_dtype)from));
+        char ptrs[32];
+        snprintf(ptrs, sizeof ptrs, "char *ptrs[%d];", n + 1); /* one input, n outputs */
+        const char *must[] = {ptrs};
+        emit_ok(label, ctx, g, n, outs, must, 1);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}
+
+/* Broadcast patterns: row, column, scalar, several in one kernel, rank 8. */
+Test(cuda_emit, broadcasts, .timeout = 120)
+{
+    need_nvrtc();
+    smelt_ctx *ctx = t_ctx_raw();
+    struct {
+        const char *label;
+        int na, nb, nc;
+        int64_t a[8], b[8], c[8];
+        const char *must;
+    } cases[] = {
+        {"row (4,5)+(1,5)", 2, 2, 0, {4, 5}, {1, 5}, {0}, "smelt_idx shape[2];"},
+        {"column (4,5)+(4,1)", 2, 2, 0, {4, 5}, {4, 1}, {0}, "smelt_idx o1 = 0;"},
+        {"scalar (6,7)+(1,)", 2, 1, 0, {6, 7}, {1}, {0}, "smelt_idx o1 = 0;"},
+        {"three (3,4,5)+(4,1)+(5,)", 3, 2, 1, {3, 4, 5}, {4, 1}, {5}, "smelt_idx shape[3];"},
+        {"rank 8", 8, 8, 1, {2, 1, 2, 1, 2, 1, 2, 1}, {1, 3, 1, 3, 1, 3, 1, 3}, {3},
+         "smelt_idx shape[8];"},
+    };
+    for (int i = 0; i < NELEMS(cases); i++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, NULL, SMELT_F32, cases[i].na, cases[i].a);
+        smelt_node *b = smelt_input(g, NULL, SMELT_F32, cases[i].nb, cases[i].b);
+        smelt_node *y = smelt_mul(g, smelt_unary(g, SMELT_OP_EXP, a), b);
+        if (cases[i].nc) {
+            smelt_node *c = smelt_input(g, NULL, SMELT_F64, cases[i].nc, cases[i].c);
+            y = smelt_where(g, smelt_binary(g, SMELT_OP_GT, c, smelt_scalar(g, 0)), y,
+                            smelt_sub(g, y, c));
+        }
+        smelt_node *outs[] = {y, smelt_add(g, a, smelt_scalar(g, 1))};
+        T_OK(ctx, smelt_graph_status(g));
+        const char *must[] = {cases[i].must};
+        emit_ok(cases[i].label, ctx, g, 2, outs, must, 1);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}
+
+/* broadcast_to as an operator inside a cluster. */
+Test(cuda_emit, broadcast_to_op, .timeout = 60)
+{
+    need_nvrtc();
+    smelt_ctx *ctx = t_ctx_raw();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_I32, SHP(1, 8));
+    smelt_node *b = smelt_broadcast_to(g, smelt_unary(g, SMELT_OP_NEG, a), SHP(5, 8));
+    smelt_node *y = smelt_binary(g, SMELT_OP_MAXIMUM, b, smelt_scalar(g, 3));
+    const char *must[] = {"smelt_idx o0 = c;"};
+    emit_ok("broadcast_to", ctx, g, 1, &y, must, 1);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* Strided operands (as transposed or sliced views give at run time), every
+ * mode combination, ranks 1 to 8, both index widths. */
+Test(cuda_emit, strided_layouts, .timeout = 120)
+{
+    need_nvrtc();
+    static const uint8_t S = SMELT_MODE_STRIDED, B = SMELT_MODE_BCAST, C = SMELT_MODE_CONTIG;
+    struct {
+        int n_in, rank;
+        smelt_dtype dt;
+        uint8_t modes[4];
+    } cases[] = {
+        {1, 1, SMELT_F32, {S, C}},    {2, 1, SMELT_F64, {S, B, S}}, {2, 2, SMELT_I32, {S, C, C}},
+        {3, 3, SMELT_I64, {S, B, C, S}}, {2, 8, SMELT_U8, {S, S, S}}, {3, 5, SMELT_BOOL, {B, S, C, C}},
+    };
+    for (int i = 0; i < NELEMS(cases); i++)
+        for (int w = 0; w < 2; w++) {
+            kd k;
+            kd_chain(&k, cases[i].n_in, cases[i].dt, cases[i].rank, cases[i].modes, w == 0);
+            char *src = emit_compile(&k, archs[(i + w) % 2], NULL); /* both archs, alternately */
+            cr_assert(t_contains(src, w == 0 ? "typedef unsigned int smelt_idx;"
+                                             : "typedef long long smelt_idx;"));
+            cr_assert(t_contains(src, "* a.strides["), "case %d: no strided offset", i);
+            free(src);
+        }
+}
+
+/* The index width follows the iteration space: a graph of 2^32 elements
+ * gets the 64-bit variant, a small one the 32-bit variant. */
+Test(cuda_emit, index_width, .timeout = 60)
+{
+    need_nvrtc();
+    smelt_ctx *ctx = t_ctx_raw();
+    for (int big = 0; big < 2; big++) {
+        smelt_graph *g = t_graph(ctx);
+        int64_t shape[2] = {big ? 65536 : 64, 65536};
+        smelt_node *a = smelt_input(g, NULL, SMELT_F32, 2, shape);
+        smelt_node *b = smelt_input(g, NULL, SMELT_F32, 1, shape + 1);
+        smelt_node *y = smelt_add(g, smelt_unary(g, SMELT_OP_TANH, a), b);
+        const char *must[] = {big ? "typedef long long smelt_idx;" : "typedef unsigned int smelt_idx;"};
+        emit_ok(big ? "2^32 elements" : "2^22 elements", ctx, g, 1, &y, must, 1);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}
+
+/* 64 operands at rank 8 with 64-bit indices need 4680 bytes of parameters:
+ * more than the 4 KB limit, so they go through device memory; the 32-bit
+ * variant (2632 bytes) is passed by value. */
+Test(cuda_emit, parameter_block, .timeout = 120)
+{
+    need_nvrtc();
+    uint8_t modes[SMELT_MAX_KERNEL_OPERANDS];
+    for (int i = 0; i < SMELT_MAX_KERNEL_OPERANDS; i++)
+        modes[i] = i % 3 == 0 ? SMELT_MODE_BCAST : SMELT_MODE_STRIDED;
+    int n_in = SMELT_MAX_KERNEL_OPERANDS - 1;
+    modes[n_in] = SMELT_MODE_STRIDED; /* the output */
+    cr_assert_gt(smelt__kparam_bytes(n_in + 1, 8, false), SMELT_KPARAM_MAX);
+    cr_assert_leq(smelt__kparam_bytes(n_in + 1, 8, true), SMELT_KPARAM_MAX);
+    for (int w = 0; w < 2; w++) {
+        kd k;
+        kd_chain(&k, n_in, SMELT_F32, 8, modes, w == 1);
+        char *src = emit_compile(&k, w == 0 ? "sm_90" : "sm_80", NULL);
+        cr_assert(t_contains(src, w == 0 ? "#if 0\n" : "#if 1\n"), "%s parameters",
+                  w == 0 ? "64-bit: buffer" : "32-bit: by value");
+        free(src);
+    }
+}
+
+/* Contiguous kernels load and store 16 bytes at a time (PTX checked). */
+Test(cuda_emit, vector_loads, .timeout = 60)
+{
+    need_nvrtc();
+    struct {
+        smelt_dtype dt;
+        const char *ld, *st;
+    } cases[] = {
+        {SMELT_F32, "ld.global.nc.v4.f32", "st.global.v4.f32"},
+        {SMELT_F64, "ld.global.nc.v2.f64", "st.global.v2.f64"},
+    };
+    uint8_t modes[3] = {SMELT_MODE_CONTIG, SMELT_MODE_CONTIG, SMELT_MODE_CONTIG};
+    for (int i = 0; i < NELEMS(cases); i++) {
+        kd k;
+        kd_chain(&k, 2, cases[i].dt, 1, modes, true);
+        char *ptx = NULL;
+        char *src = emit_compile(&k, "compute_80", &ptx);
+        cr_assert(t_contains(src, "smelt_vec<"));
+        cr_assert(t_contains(ptx, cases[i].ld), "%s: no %s in the PTX:\n%s",
+                  smelt_dtype_name(cases[i].dt), cases[i].ld, ptx);
+        cr_assert(t_contains(ptx, cases[i].st), "%s: no %s in the PTX", smelt_dtype_name(cases[i].dt),
+                  cases[i].st);
+        free(ptx);
+        free(src);
+    }
+}
+
+/* A kernel NVRTC rejects: the report shows the log and the source, the plan
+ * falls back to unfused kernels, and the status says so. */
+Test(cuda_emit, rejected_kernel_report, .timeout = 60)
+{
+    need_nvrtc();
+    char dir[] = "/tmp/smelt-cuda-tpl-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char sub[256], path[300];
+    snprintf(sub, sizeof sub, "%s/cuda", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    const char *names[] = {"kernel_flat.cu.in", "kernel_nd.cu.in"};
+    for (int i = 0; i < 2; i++) {
+        char tname[64];
+        snprintf(tname, sizeof tname, "cuda/%s", names[i]);
+        const char *builtin = smelt__template_builtin(tname);
+        cr_assert_not_null(builtin);
+        char *text = malloc(strlen(builtin) + 100);
+        sprintf(text, "#if {{NOPS}} > 1\n#error injected failure\n#endif\n%s", builtin);
+        snprintf(path, sizeof path, "%s/%s", sub, names[i]);
+        t_write_file(path, text);
+        free(text);
+    }
+    setenv("SMELT_TEMPLATE_DIR", dir, 1);
+    smelt_ctx *ctx = t_ctx_raw();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(100));
+    smelt_node *y = smelt_unary(g, SMELT_OP_EXP, smelt_mul(g, a, a));
+    char *report = NULL;
+    T_ERR(ctx, smelt_plan_emit_only(ctx, g, 1, &y, NULL, "sm_80", &report), SMELT_ERR_COMPILE,
+          "NVRTC rejected 1 of 3 kernels");
+    cr_assert_not_null(report);
+    cr_assert(t_contains(report, "rejected\n"), "%s", report);
+    cr_assert(t_contains(report, "injected failure"), "%s", report);
+    cr_assert(t_contains(report, "running them unfused"), "%s", report);
+    smelt_free(report);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", sub, names[i]);
+        unlink(path);
+    }
+    rmdir(sub);
+    rmdir(dir);
+}
+
+Test(cuda_emit, bad_arguments)
+{
+    smelt_ctx *ctx = t_ctx_raw();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(4));
+    smelt_node *y = smelt_unary(g, SMELT_OP_NEG, a);
+    char *report = NULL;
+    T_ERR(ctx, smelt_plan_emit_only(ctx, g, 1, &y, NULL, "gfx90a", &report), SMELT_ERR_INVALID_ARG,
+          "sm_XY");
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "TCC";
+    T_ERR(ctx, smelt_plan_emit_only(ctx, g, 1, &y, &o, "sm_80", &report), SMELT_ERR_UNSUPPORTED,
+          "only NVRTC");
+    cr_assert_null(report);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- cuda_loader: no GPU is an answer, not a crash ------------------------ */
+
+Test(cuda_loader, check_gives_reason)
+{
+    smelt_ctx *ctx = t_ctx_raw();
+    int st = smelt_backend_check(ctx, "NVRTC");
+    if (st == SMELT_OK) {
+        smelt_ctx_free(ctx);
+        cr_skip_test("a GPU is present");
+    }
+    cr_assert_eq(st, SMELT_ERR_BACKEND, "%d: %s", st, smelt_errmsg(ctx));
+    const char *msg = smelt_errmsg(ctx);
+    cr_assert(t_contains(msg, "backend NVRTC is not available: "), "%s", msg);
+    cr_assert(t_contains(msg, "no GPU") || t_contains(msg, "NVRTC not found"), "%s", msg);
+    /* the context stays usable */
+    T_OK(ctx, smelt_backend_check(ctx, "TCC"));
+    smelt_ctx_free(ctx);
+}
+
+Test(cuda_loader, stub_driver)
+{
+    const char *stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+    if (access(stub, R_OK))
+        cr_skip_test("no CUDA stub driver at %s", stub);
+    setenv("SMELT_CUDA_DRIVER_LIB", stub, 1); /* read once per process: this test's */
+    smelt_ctx *ctx = t_ctx_raw();
+    T_ERR(ctx, smelt_backend_check(ctx, "NVRTC"), SMELT_ERR_BACKEND, "CUDA_ERROR_STUB_LIBRARY");
+    smelt_ctx_free(ctx);
+}
+
+Test(cuda_loader, env_selects_nvrtc)
+{
+    if (gpu_present())
+        cr_skip_test("a GPU is present");
+    setenv("SMELT_JIT_BACKEND", "NVRTC", 1);
+    smelt_ctx *ctx = t_ctx_raw();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(4));
+    smelt_node *y = smelt_unary(g, SMELT_OP_EXP, a);
+    smelt_plan *p = NULL;
+    T_ERR(ctx, smelt_plan_new(ctx, g, 1, &y, NULL, &p), SMELT_ERR_BACKEND,
+          "backend NVRTC is not available");
+    cr_assert_null(p);
+    smelt_tensor *dev = NULL;
+    T_ERR(ctx, smelt_tensor_new_device(ctx, SMELT_F32, SHP(4), &dev), SMELT_ERR_BACKEND,
+          "NVRTC");
+    cr_assert_null(dev);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(cuda_loader, auto_falls_back_to_cpu)
+{
+    if (gpu_present())
+        cr_skip_test("a GPU is present: AUTO picks it");
+    unsetenv("SMELT_JIT_BACKEND");
+    unsetenv("MGB_JIT_BACKEND");
+    smelt_ctx *ctx = t_ctx_raw();
+    T_OK(ctx, smelt_ctx_set_backend(ctx, "AUTO"));
+    T_OK(ctx, smelt_backend_check(ctx, "AUTO"));
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F64, SHP(3, 4));
+    smelt_node *y = smelt_add(g, smelt_unary(g, SMELT_OP_SIN, a), smelt_scalar(g, 1));
+    trng r;
+    trng_init(&r, 1);
+    smelt_tensor *x = t_rand(ctx, &r, SMELT_F64, SHP(3, 4));
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    cr_assert_str_eq(t_stats(p).backend, "TCC");
+    smelt_plan_free(p);
+    t_check_plan("AUTO", ctx, g, 1, &y, 3, 1, &x, (t_tol){.ulps = 16, .atol = 1e-13});
+    smelt_tensor_free(x);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- cuda_gpu / cuda_fake: plans on a device ------------------------------
+ * Each test runs twice: on the GPU (cuda_gpu, skipped without one) and on
+ * tests/fakecuda.c (cuda_fake), a stand-in driver and NVRTC that compile the
+ * generated CUDA with the host C++ compiler and run the grid on the CPU:
+ * the kernels' arithmetic and indexing, the parameter blocks and the
+ * executor's device path checked against the reference on any machine. */
+
+static smelt_ctx *device_ctx(bool fake)
+{
+    if (fake) {
+        const char *lib = getenv("SMELT_TEST_FAKECUDA");
+        if (!lib || !*lib)
+            cr_skip_test("SMELT_TEST_FAKECUDA is not set (tests/meson.build sets it)");
+        if (system("c++ --version > /dev/null 2>&1"))
+            cr_skip_test("no host C++ compiler for the fake NVRTC");
+        setenv("SMELT_CUDA_DRIVER_LIB", lib, 1); /* read once per process: this test's */
+        setenv("SMELT_NVRTC_LIB", lib, 1);
+    }
+    smelt_ctx *ctx = t_ctx_raw();
+    if (smelt_backend_check(ctx, "NVRTC") != SMELT_OK) {
+        cr_assert(!fake, "the fake CUDA library does not load: %s", smelt_errmsg(ctx));
+        char why[512];
+        snprintf(why, sizeof why, "%s", smelt_errmsg(ctx));
+        smelt_ctx_free(ctx);
+        cr_skip_test("%s", why);
+    }
+    T_OK(ctx, smelt_ctx_set_backend(ctx, "NVRTC"));
+    return ctx;
+}
+
+#define DEVICE_TEST(name, timeout_s)                                                      \
+    static void name##_body(smelt_ctx *ctx);                                              \
+    Test(cuda_gpu, name, .timeout = timeout_s)                                            \
+    {                                                                                     \
+        smelt_ctx *ctx = device_ctx(false);                                               \
+        name##_body(ctx);                                                                 \
+        smelt_ctx_free(ctx);                                                              \
+    }                                                                                     \
+    Test(cuda_fake, name, .timeout = timeout_s)                                           \
+    {                                                                                     \
+        smelt_ctx *ctx = device_ctx(true);                                                \
+        name##_body(ctx);                                                                 \
+        smelt_ctx_free(ctx);                                                              \
+    }                                                                                     \
+    static void name##_body(smelt_ctx *ctx)
+
+static smelt_tensor *to_device(smelt_ctx *ctx, const smelt_tensor *h)
+{
+    smelt_tensor *d = NULL;
+    T_OK(ctx, smelt_tensor_new_device(ctx, smelt_tensor_dtype(h), smelt_tensor_ndim(h),
+                                      smelt_tensor_shape(h), &d));
+    T_OK(ctx, smelt_tensor_copy_from_host(d, h));
+    cr_assert(smelt_tensor_is_device(d));
+    return d;
+}
+
+static smelt_tensor *to_host(smelt_ctx *ctx, const smelt_tensor *d)
+{
+    smelt_tensor *h = t_tensor(ctx, smelt_tensor_dtype(d), smelt_tensor_ndim(d), smelt_tensor_shape(d));
+    T_OK(ctx, smelt_tensor_copy_to_host(h, d));
+    return h;
+}
+
+/* Device tensors in and out of a fused, broadcasting, multi-output plan. */
+DEVICE_TEST(device_tensors, 120)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(257, 33));
+    smelt_node *b = smelt_input(g, "b", SMELT_F32, SHP(33));
+    smelt_node *e = smelt_unary(g, SMELT_OP_EXP, a);
+    smelt_node *outs[] = {smelt_add(g, smelt_mul(g, e, b), smelt_scalar(g, 1)), e};
+    trng r;
+    trng_init(&r, 2);
+    smelt_tensor *hin[] = {t_rand(ctx, &r, SMELT_F32, SHP(257, 33)), t_rand(ctx, &r, SMELT_F32, SHP(33))};
+    smelt_tensor *din[] = {to_device(ctx, hin[0]), to_device(ctx, hin[1])};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    cr_assert_str_eq(t_stats(p).backend, "NVRTC");
+    smelt_tensor *dout[2] = {NULL, NULL}, *ref[2];
+    t_run(p, 2, din, 2, dout);
+    cr_assert(smelt_tensor_is_device(dout[0]) && smelt_tensor_is_device(dout[1]));
+    t_reference(ctx, g, 2, outs, 2, hin, ref);
+    for (int i = 0; i < 2; i++) {
+        smelt_tensor *h = to_host(ctx, dout[i]);
+        t_expect_match("device tensors", h, ref[i], (t_tol){.ulps = 16, .atol = 1e-5});
+        smelt_tensor_free(h);
+    }
+    t_run(p, 2, din, 2, dout); /* again, into the same device outputs */
+    t_free_all(dout, 2), t_free_all(ref, 2), t_free_all(din, 2), t_free_all(hin, 2);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+}
+
+/* Host tensors on a device plan are copied in and out: every dtype, with
+ * the vector path and its tail (n is not a multiple of any vector width). */
+DEVICE_TEST(host_tensors_all_dtypes, 120)
+{
+    for (int dt = 0; dt < SMELT_DTYPE_COUNT; dt++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, NULL, (smelt_dtype)dt, SHP(10007));
+        smelt_node *b = smelt_input(g, NULL, (smelt_dtype)dt, SHP(10007));
+        smelt_node *y = smelt_binary(g, SMELT_OP_MAXIMUM, smelt_add(g, a, b), a);
+        smelt_node *z = smelt_binary(g, SMELT_OP_LT, a, b); /* a bool output beside */
+        trng r;
+        trng_init(&r, (uint64_t)dt);
+        smelt_tensor *in[] = {t_rand(ctx, &r, (smelt_dtype)dt, SHP(10007)),
+                              t_rand(ctx, &r, (smelt_dtype)dt, SHP(10007))};
+        smelt_node *outs[] = {y, z};
+        t_check_plan(smelt_dtype_name((smelt_dtype)dt), ctx, g, 2, outs, 3, 2, in,
+                     (t_tol){.ulps = 1});
+        t_free_all(in, 2);
+        smelt_graph_free(g);
+    }
+}
+
+/* Every operator that takes f64, in one fused multi-output kernel (each
+ * result an output, all summed into one more), against the reference. */
+DEVICE_TEST(all_ops_f64, 300)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *in[3], *outs[SMELT_OP_COUNT + 1], *acc = NULL;
+    for (int i = 0; i < 3; i++)
+        in[i] = smelt_input(g, NULL, SMELT_F64, SHP(3, 41));
+    int n = 0;
+    for (int op = 0; op < SMELT_OP_COUNT; op++) {
+        if (smelt__ops[op].cls != SMELT_CLASS_ELEMWISE || !takes((smelt_op)op, SMELT_F64))
+            continue;
+        smelt_node *r = smelt_op_apply(g, (smelt_op)op, smelt__ops[op].arity, in);
+        outs[n++] = r;
+        r = smelt_node_dtype(r) == SMELT_F64 ? r : smelt_cast(g, r, SMELT_F64);
+        acc = acc ? smelt_add(g, acc, r) : r;
+    }
+    outs[n++] = acc;
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, 5);
+    smelt_tensor *x[3];
+    for (int i = 0; i < 3; i++)
+        x[i] = t_rand(ctx, &r, SMELT_F64, SHP(3, 41));
+    t_check_plan("f64 operators", ctx, g, n, outs, 3, 3, x, (t_tol){.ulps = 4, .atol = 1e-12});
+    t_free_all(x, 3);
+    smelt_graph_free(g);
+}
+
+/* Every operator that takes an integer or bool dtype, in one fused
+ * multi-output kernel per dtype (each result an output, all summed into one
+ * more), on small operands; integer results must be exact. */
+DEVICE_TEST(all_ops_int, 300)
+{
+    smelt_dtype dts[] = {SMELT_I32, SMELT_I64, SMELT_U8, SMELT_BOOL};
+    for (int t = 0; t < NELEMS(dts); t++) {
+        smelt_dtype dt = dts[t];
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *in[3], *outs[SMELT_OP_COUNT + 1], *acc = NULL;
+        for (int i = 0; i < 3; i++)
+            in[i] = smelt_input(g, NULL, dt, SHP(5, 37));
+        int n = 0;
+        for (int op = 0; op < SMELT_OP_COUNT; op++) {
+            if (smelt__ops[op].cls != SMELT_CLASS_ELEMWISE || !takes((smelt_op)op, dt) ||
+                smelt__is_float(t_compute_dtype((smelt_op)op, dt)))
+                continue;
+            smelt_node *r = smelt_op_apply(g, (smelt_op)op, smelt__ops[op].arity, in);
+            outs[n++] = r;
+            r = smelt_node_dtype(r) == dt ? r : smelt_cast(g, r, dt);
+            acc = acc ? smelt_add(g, acc, r) : r;
+        }
+        outs[n++] = acc;
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 8 + (uint64_t)t);
+        smelt_tensor *x[3];
+        for (int i = 0; i < 3; i++) {
+            x[i] = t_tensor(ctx, dt, SHP(5, 37));
+            t_fill_uniform(x[i], &r, dt == SMELT_U8 ? 0 : -3, 3);
+        }
+        t_check_plan(smelt_dtype_name(dt), ctx, g, n, outs, 3, 3, x, T_EXACT);
+        t_free_all(x, 3);
+        smelt_graph_free(g);
+    }
+}
+
+/* Transposed and sliced device views: strided operands at run time. */
+DEVICE_TEST(strided_views, 120)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F64, SHP(40, 50));
+    smelt_node *b = smelt_input(g, NULL, SMELT_F64, SHP(40, 50));
+    smelt_node *y = smelt_sub(g, smelt_unary(g, SMELT_OP_TANH, a), b);
+    trng r;
+    trng_init(&r, 3);
+    smelt_tensor *ha = t_rand(ctx, &r, SMELT_F64, SHP(50, 40)), *hb = t_rand(ctx, &r, SMELT_F64, SHP(40, 51));
+    smelt_tensor *da = to_device(ctx, ha), *db = to_device(ctx, hb);
+    smelt_tensor *va, *vb, *hva, *hvb;
+    int perm[] = {1, 0};
+    T_OK(ctx, smelt_tensor_transpose(da, perm, &va));
+    T_OK(ctx, smelt_tensor_slice(db, 1, 1, 51, 1, &vb));
+    T_OK(ctx, smelt_tensor_transpose(ha, perm, &hva));
+    T_OK(ctx, smelt_tensor_slice(hb, 1, 1, 51, 1, &hvb));
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    smelt_tensor *in[] = {va, vb}, *hin[] = {hva, hvb}, *out = NULL, *ref;
+    t_run(p, 2, in, 1, &out);
+    t_reference(ctx, g, 1, &y, 2, hin, &ref);
+    smelt_tensor *h = to_host(ctx, out);
+    t_expect_match("strided views", h, ref, (t_tol){.ulps = 16, .atol = 1e-13});
+    cr_assert_eq(smelt_tensor_get(out, 7), smelt_tensor_get(h, 7));
+    smelt_tensor *hout = NULL; /* the host views themselves: staged through copies */
+    t_run(p, 2, hin, 1, &hout);
+    cr_assert(!smelt_tensor_is_device(hout));
+    t_expect_match("strided host views", hout, ref, (t_tol){.ulps = 16, .atol = 1e-13});
+    smelt_tensor *all[] = {hout, h, ref, out, va, vb, hva, hvb, da, db, ha, hb};
+    t_free_all(all, NELEMS(all));
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+}
+
+/* Broadcasts up to rank 8, several in one kernel, into a transposed host
+ * output (copied back element by element). */
+DEVICE_TEST(broadcast_rank8, 120)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_I32, SHP(2, 1, 2, 1, 2, 1, 2, 1));
+    smelt_node *b = smelt_input(g, NULL, SMELT_I64, SHP(1, 3, 1, 3, 1, 3, 1, 3));
+    smelt_node *c = smelt_input(g, NULL, SMELT_I64, SHP(3));
+    smelt_node *y = smelt_mul(g, smelt_sub(g, a, b), c);
+    trng r;
+    trng_init(&r, 6);
+    smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_I32, SHP(2, 1, 2, 1, 2, 1, 2, 1)),
+                          t_rand(ctx, &r, SMELT_I64, SHP(1, 3, 1, 3, 1, 3, 1, 3)),
+                          t_rand(ctx, &r, SMELT_I64, SHP(3))};
+    smelt_tensor *base = t_tensor(ctx, SMELT_I64, SHP(3, 2, 3, 2, 3, 2, 3, 2)), *out, *ref;
+    int perm[] = {1, 0, 3, 2, 5, 4, 7, 6};
+    T_OK(ctx, smelt_tensor_transpose(base, perm, &out));
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    t_run(p, 3, in, 1, &out);
+    t_reference(ctx, g, 1, &y, 3, in, &ref);
+    t_expect_match("rank 8", out, ref, T_EXACT);
+    smelt_tensor *all[] = {out, base, ref};
+    t_free_all(all, 3);
+    t_free_all(in, 3);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+}
+
+/* A contiguous operand that starts one element off 16-byte alignment: the
+ * flat kernel takes its scalar path. */
+DEVICE_TEST(misaligned_flat, 60)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(1000));
+    smelt_node *y = smelt_unary(g, SMELT_OP_SQRT, smelt_unary(g, SMELT_OP_ABS, a));
+    trng r;
+    trng_init(&r, 4);
+    smelt_tensor *h = t_rand(ctx, &r, SMELT_F32, SHP(1001)), *d = to_device(ctx, h), *hv, *dv;
+    T_OK(ctx, smelt_tensor_slice(h, 0, 1, 1001, 1, &hv));
+    T_OK(ctx, smelt_tensor_slice(d, 0, 1, 1001, 1, &dv));
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    smelt_tensor *out = NULL, *ref;
+    t_run(p, 1, &dv, 1, &out);
+    t_reference(ctx, g, 1, &y, 1, &hv, &ref);
+    smelt_tensor *ho = to_host(ctx, out);
+    t_expect_match("misaligned", ho, ref, (t_tol){.ulps = 2});
+    smelt_tensor *all[] = {ho, ref, out, dv, hv, d, h};
+    t_free_all(all, NELEMS(all));
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+}
+
+/* 63 inputs and one output at rank 8 with 64-bit indices: 4680 bytes of
+ * parameters, passed through device memory.  (The executor picks 32-bit
+ * indices for anything that fits, so the 64-bit variant is launched here
+ * directly through the backend.) */
+DEVICE_TEST(parameter_buffer, 300)
+{
+    enum { NIN = SMELT_MAX_KERNEL_OPERANDS - 1, N = 256 };
+    uint8_t modes[SMELT_MAX_KERNEL_OPERANDS];
+    for (int i = 0; i <= NIN; i++)
+        modes[i] = i % 2 && i < NIN ? SMELT_MODE_BCAST : SMELT_MODE_STRIDED;
+    kd k;
+    kd_chain(&k, NIN, SMELT_F32, 8, modes, false);
+    cr_assert_gt(smelt__kparam_bytes(NIN + 1, 8, false), SMELT_KPARAM_MAX);
+    smelt__backend *be;
+    T_OK(ctx, smelt__backend_get(ctx, SMELT_BK_NVRTC, &be));
+    smelt__kernel *kk;
+    bool compiled;
+    double ms;
+    smelt__sb err;
+    smelt__sb_init(&err);
+    int st = smelt__kcache_get(ctx, be, &k.d, &kk, &compiled, &ms, &err);
+    cr_assert_eq(st, SMELT_OK, "%s", smelt__sb_str(&err));
+    smelt__sb_free(&err);
+    /* inputs: (2,)*8 contiguous, or broadcast along the innermost axis
+     * (stride 0 there); the output transposed: innermost stride 128 */
+    int64_t shape[8], strides[SMELT_MAX_KERNEL_OPERANDS * 8];
+    for (int d = 0; d < 8; d++)
+        shape[d] = 2;
+    char *ptrs[SMELT_MAX_KERNEL_OPERANDS];
+    float host[SMELT_MAX_KERNEL_OPERANDS][N], expect[N];
+    smelt_tensor *dev[SMELT_MAX_KERNEL_OPERANDS];
+    trng r;
+    trng_init(&r, 7);
+    for (int i = 0; i <= NIN; i++) {
+        for (int d = 0; d < 8; d++)
+            strides[i * 8 + d] = (int64_t)1 << (7 - d);
+        if (modes[i] == SMELT_MODE_BCAST)
+            strides[i * 8 + 7] = 0;
+        if (i == NIN) /* the output, its axes reversed */
+            for (int d = 0; d < 8; d++)
+                strides[i * 8 + d] = (int64_t)1 << d;
+        for (int e = 0; e < N; e++)
+            host[i][e] = (float)trng_uniform(&r, -1, 1);
+        T_OK(ctx, smelt_tensor_new_device(ctx, SMELT_F32, SHP(N), &dev[i]));
+        smelt_tensor *h;
+        T_OK(ctx, smelt_tensor_wrap(ctx, SMELT_F32, SHP(N), NULL, host[i], &h));
+        T_OK(ctx, smelt_tensor_copy_from_host(dev[i], h));
+        smelt_tensor_free(h);
+        ptrs[i] = smelt_tensor_data(dev[i]);
+    }
+    for (int e = 0; e < N; e++) { /* element e at coordinates = its bits */
+        float acc = 0;
+        for (int i = 0; i < NIN; i++) {
+            int64_t off = 0;
+            for (int d = 0; d < 8; d++)
+                off += ((e >> (7 - d)) & 1) * strides[i * 8 + d];
+            acc = i ? acc + host[i][off] : host[i][off];
+        }
+        int64_t off = 0;
+        for (int d = 0; d < 8; d++)
+            off += ((e >> (7 - d)) & 1) * strides[NIN * 8 + d];
+        expect[off] = acc;
+    }
+    smelt__devlaunch l = {N, NIN + 1, 8, false, ptrs, shape, strides};
+    T_OK(ctx, be->iface->launch(be, kk, &l));
+    T_OK(ctx, be->iface->sync(be));
+    smelt_tensor *h;
+    T_OK(ctx, smelt_tensor_wrap(ctx, SMELT_F32, SHP(N), NULL, host[NIN], &h));
+    T_OK(ctx, smelt_tensor_copy_to_host(h, dev[NIN]));
+    smelt_tensor_free(h);
+    for (int e = 0; e < N; e++)
+        cr_assert_eq(host[NIN][e], expect[e], "element %d: %g, expected %g", e, host[NIN][e],
+                     expect[e]);
+    t_free_all(dev, NIN + 1);
+}
+
+/* AUTO picks the GPU; emitting kernels without running them (a
+ * compile-only backend of its own) leaves the context's kernels intact. */
+DEVICE_TEST(auto_and_emit_only, 120)
+{
+    T_OK(ctx, smelt_ctx_set_backend(ctx, "AUTO"));
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(300));
+    smelt_node *y = smelt_unary(g, SMELT_OP_SIGMOID, smelt_mul(g, a, a));
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    cr_assert_str_eq(t_stats(p).backend, "NVRTC");
+    char *report = NULL;
+    T_OK(ctx, smelt_plan_emit_only(ctx, g, 1, &y, NULL, NULL, &report));
+    cr_assert(t_contains(report, "1 kernels compiled, 0 rejected"), "%s", report);
+    smelt_free(report);
+    trng r;
+    trng_init(&r, 9);
+    smelt_tensor *x = t_rand(ctx, &r, SMELT_F32, SHP(300)), *out = NULL, *ref;
+    t_run(p, 1, &x, 1, &out);
+    t_reference(ctx, g, 1, &y, 1, &x, &ref);
+    t_expect_match("AUTO", out, ref, (t_tol){.ulps = 4});
+    smelt_tensor *all[] = {x, out, ref};
+    t_free_all(all, 3);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+}
+
+/* A device tensor given to a CPU plan is an error, not a crash. */
+DEVICE_TEST(device_tensor_on_cpu_plan, 60)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(8));
+    smelt_node *y = smelt_unary(g, SMELT_OP_NEG, a);
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "TCC";
+    smelt_plan *p = NULL;
+    T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &p));
+    smelt_tensor *d = NULL, *out = NULL;
+    T_OK(ctx, smelt_tensor_new_device(ctx, SMELT_F32, SHP(8), &d));
+    T_ERR(ctx, smelt_plan_run(p, 1, &d, 1, &out), SMELT_ERR_INVALID_ARG, "device tensor");
+    smelt_tensor_free(d);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+}
