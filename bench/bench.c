@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAXIO 8
 
@@ -134,7 +135,7 @@ static const wl workloads[] = {
     {"adam", 4, 3, b_adam, sh_flat, 0, 28},
     {"bias_relu", 2, 1, b_bias_relu, sh_rows, 0, 8},
     /* 700 values: smaller so that the unfused path's intermediates fit */
-    {"layers100", 3, 1, b_layers100, sh_rows, 1 << 18, 8},
+    {"layers100", 3, 1, b_layers100, sh_rows, 1 << 18, 100 * 16}, /* 100 x (layer + barrier) */
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 
@@ -241,14 +242,17 @@ static void unmake(setup *s, int n_in)
 }
 
 /* ‖fused − ref‖∞ / ‖ref‖∞ over all outputs, on a small instance */
-static double check_error(const wl *w)
+static double check_error(const wl *w, const char *backend)
 {
     smelt_ctx *ctx;
     smelt_ctx_new(&ctx);
     setup s;
     make(ctx, w, 65536, &s);
     smelt_plan *p;
-    CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, NULL, &p));
+    smelt_plan_opts po;
+    smelt_plan_opts_init(&po);
+    po.backend = backend;
+    CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &po, &p));
     smelt_tensor *o[MAXIO] = {0}, *r[MAXIO] = {0};
     CHECK(smelt_plan_run(p, w->n_in, s.tin, w->n_out, o));
     CHECK(smelt_reference_eval(ctx, s.g, w->n_out, s.out, w->n_in, s.tin, r));
@@ -274,13 +278,51 @@ static double check_error(const wl *w)
 typedef struct row {
     const wl *w;
     int64_t n;
-    double unfused_ms, fused_ms, copy_gbps, compile_ms, max_rel_err;
+    double unfused_ms, fused_ms, copy_gbps, compile_ms, max_rel_err, first_call_ms;
     int compiles, k_unf, k_fus, threads;
     const char *backend;
     double numpy_ms, numexpr_ms;
 } row;
 
-static void run_workload(const wl *w, int64_t n, int runs, int threads, row *r)
+/* A new process's first call: context, plan (kernels from the persistent
+ * cache where the backend has one) and one run on a small instance. */
+static int first_call(const wl *w, const char *backend)
+{
+    double t0 = now_ms();
+    smelt_ctx *ctx;
+    smelt_ctx_new(&ctx);
+    setup s;
+    make(ctx, w, 4096, &s);
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = backend;
+    smelt_plan *p;
+    double t1 = now_ms(); /* input set-up excluded */
+    CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &o, &p));
+    smelt_tensor *outs[MAXIO] = {0};
+    CHECK(smelt_plan_run(p, w->n_in, s.tin, w->n_out, outs));
+    double t2 = now_ms();
+    printf("first_call_ms %.3f\n", (t2 - t1) + 0 * t0);
+    return 0;
+}
+
+static double spawn_first_call(const wl *w, const char *backend)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "/proc/%d/exe --first-call %s --backend %s", (int)getpid(), w->name,
+             backend);
+    FILE *f = popen(cmd, "r");
+    double ms = NAN;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "first_call_ms ", 14))
+            ms = atof(line + 14);
+    if (f)
+        pclose(f);
+    return ms;
+}
+
+static void run_workload(const wl *w, int64_t n, int runs, int threads, const char *backend, row *r)
 {
     smelt_ctx *ctx;
     smelt_ctx_new(&ctx);
@@ -292,6 +334,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, row *r)
     smelt_plan_opts_init(&o0);
     smelt_plan_opts_init(&o3);
     o0.opt_level = 0;
+    o0.backend = o3.backend = backend;
     smelt_plan *pu, *pf;
     CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &o0, &pu));
     /* the fused plan in a context of its own: its compile is cold */
@@ -314,9 +357,13 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, row *r)
     r->backend = sf.backend;
     r->threads = smelt_ctx_threads(ctx);
 
-    /* cold compile time: median over fresh contexts */
+    /* cold compile time: median over fresh contexts, persistent cache off */
     double cms[7];
-    for (int i = 0; i < 7; i++) {
+    int ncold = strcmp(backend, "TCC") ? 3 : 7;
+    const char *cache_env = getenv("SMELT_CACHE");
+    char *saved = cache_env ? strdup(cache_env) : NULL;
+    setenv("SMELT_CACHE", "0", 1);
+    for (int i = 0; i < ncold; i++) {
         smelt_ctx *c2;
         smelt_ctx_new(&c2);
         smelt_plan *p2;
@@ -330,7 +377,14 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, row *r)
         smelt_plan_free(p2);
         smelt_ctx_free(c2);
     }
-    r->compile_ms = median(cms, 7);
+    if (saved) {
+        setenv("SMELT_CACHE", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("SMELT_CACHE");
+    }
+    r->compile_ms = median(cms, ncold);
+    r->first_call_ms = spawn_first_call(w, backend);
 
     /* outputs preallocated (both paths write into the same tensors) */
     smelt_tensor *outs[MAXIO] = {0};
@@ -369,13 +423,18 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, row *r)
     unmake(&s, w->n_in);
     smelt_ctx_free(ctx3);
     smelt_ctx_free(ctx);
-    r->max_rel_err = check_error(w);
+    r->max_rel_err = check_error(w, backend);
 }
 
 /* numpy / numexpr through bench/peers/peers.py (Debian's python3) */
-static void run_peers(row *rows, int nrows, int runs, int threads)
+static void run_peers(row *rows, int nrows, int runs, int threads, int per_workload)
 {
     for (int i = 0; i < nrows; i++) {
+        if (i % per_workload) { /* one peer run per workload */
+            rows[i].numpy_ms = rows[i - 1].numpy_ms;
+            rows[i].numexpr_ms = rows[i - 1].numexpr_ms;
+            continue;
+        }
         rows[i].numpy_ms = rows[i].numexpr_ms = NAN;
         char cmd[1024];
         snprintf(cmd, sizeof cmd,
@@ -401,7 +460,8 @@ static void run_peers(row *rows, int nrows, int runs, int threads)
 
 static void usage(void)
 {
-    printf("usage: smelt-bench [--json] [--workload NAME] [--peers] [--n N] [--runs R] [--threads T]\n"
+    printf("usage: smelt-bench [--json] [--workload NAME] [--backend TCC|CC|all] [--peers] [--n N]\n"
+           "                   [--runs R] [--threads T]\n"
            "workloads:");
     for (int i = 0; i < NWL; i++)
         printf(" %s", workloads[i].name);
@@ -412,7 +472,7 @@ int main(int argc, char **argv)
 {
     int json = 0, peers = 0, runs = 9, threads = 0;
     int64_t n = 16 << 20;
-    const char *only = NULL;
+    const char *only = NULL, *backend = "all", *first = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
@@ -426,6 +486,10 @@ int main(int argc, char **argv)
             runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+            backend = argv[++i];
+        else if (!strcmp(argv[i], "--first-call") && i + 1 < argc)
+            first = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage();
             return 0;
@@ -439,13 +503,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "smelt-bench: need --n >= 1024, --runs >= 1, --threads >= 0\n");
         return 2;
     }
-    row rows[NWL];
+    if (first) {
+        for (int i = 0; i < NWL; i++)
+            if (!strcmp(first, workloads[i].name))
+                return first_call(&workloads[i], backend);
+        return 2;
+    }
+    static const char *const all[] = {"TCC", "CC"};
+    const char *const *bks = all;
+    int nb = 2;
+    if (strcmp(backend, "all")) {
+        bks = (const char *const *)&backend;
+        nb = 1;
+    }
+    row rows[NWL * 2];
     int nr = 0;
     for (int i = 0; i < NWL; i++) {
         if (only && strcmp(only, workloads[i].name))
             continue;
         int64_t wn = workloads[i].n_default && workloads[i].n_default < n ? workloads[i].n_default : n;
-        run_workload(&workloads[i], wn, runs, threads, &rows[nr++]);
+        for (int b = 0; b < nb; b++)
+            run_workload(&workloads[i], wn, runs, threads, bks[b], &rows[nr++]);
     }
     if (!nr) {
         fprintf(stderr, "smelt-bench: no workload named '%s'\n", only);
@@ -453,11 +531,11 @@ int main(int argc, char **argv)
         return 2;
     }
     if (peers)
-        run_peers(rows, nr, runs, rows[0].threads);
+        run_peers(rows, nr, runs, rows[0].threads, nb);
     if (!json) {
-        printf("%-10s %9s %8s %10s %10s %8s %9s %9s %10s %8s %9s %12s%s\n", "workload", "n",
+        printf("%-10s %9s %7s %10s %10s %8s %9s %9s %10s %9s %8s %9s %12s%s\n", "workload", "n",
                "backend", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs",
-               "compile_ms", "compiles", "kern u/f", "max_rel_err",
+               "compile_ms", "1st_call", "compiles", "kern u/f", "max_rel_err",
                peers ? "   numpy_ms numexpr_ms vs_numpy vs_numexpr" : "");
     }
     for (int i = 0; i < nr; i++) {
@@ -468,18 +546,18 @@ int main(int argc, char **argv)
                    "\"threads\": %d, \"unfused_ms\": %.3f, \"fused_ms\": %.3f, \"speedup\": %.2f, "
                    "\"fused_gbps\": %.1f, \"copy_gbps\": %.1f, \"compile_ms\": %.3f, "
                    "\"compiles\": %d, \"kernels_unfused\": %d, \"kernels_fused\": %d, "
-                   "\"max_rel_err\": %.3g",
+                   "\"max_rel_err\": %.3g, \"tier\": \"%s\", \"warm_first_call_ms\": %.3f",
                    r->w->name, (long long)r->n, r->backend, r->threads, r->unfused_ms, r->fused_ms,
                    r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, r->compile_ms, r->compiles,
-                   r->k_unf, r->k_fus, r->max_rel_err);
+                   r->k_unf, r->k_fus, r->max_rel_err, r->backend, r->first_call_ms);
             if (peers)
                 printf(", \"numpy_ms\": %.3f, \"numexpr_ms\": %.3f", r->numpy_ms, r->numexpr_ms);
             printf("}\n");
         } else {
-            printf("%-10s %9lld %8s %10.2f %10.2f %7.2fx %9.1f %9.1f %10.3f %8d %4d/%-4d %12.2e",
+            printf("%-10s %9lld %7s %10.2f %10.2f %7.2fx %9.1f %9.1f %10.3f %9.3f %8d %4d/%-4d %12.2e",
                    r->w->name, (long long)r->n, r->backend, r->unfused_ms, r->fused_ms,
-                   r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, r->compile_ms, r->compiles,
-                   r->k_unf, r->k_fus, r->max_rel_err);
+                   r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, r->compile_ms, r->first_call_ms,
+                   r->compiles, r->k_unf, r->k_fus, r->max_rel_err);
             if (peers)
                 printf(" %10.2f %10.2f %7.2fx %9.2fx", r->numpy_ms, r->numexpr_ms,
                        r->numpy_ms / r->fused_ms, r->numexpr_ms / r->fused_ms);

@@ -121,13 +121,31 @@ static void expand(smelt__sb *b, const ectx *e, const char *t, smelt_dtype ct, c
     }
 }
 
+/* A finite double as a C hexadecimal literal, whatever the locale ("%a"
+ * would use the locale's decimal point). */
+static void hexfloat(smelt__sb *b, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    int e = (int)((u >> 52) & 0x7ff);
+    uint64_t m = u & 0xfffffffffffffULL;
+    const char *sign = (u >> 63) ? "-" : "";
+    if (e == 0 && m == 0)
+        smelt__sb_printf(b, "%s0x0p+0", sign);
+    else if (e == 0)
+        smelt__sb_printf(b, "%s0x0.%013" PRIx64 "p-1022", sign, m);
+    else
+        smelt__sb_printf(b, "%s0x1.%013" PRIx64 "p%+d", sign, m, e - 1023);
+}
+
 static void literal(smelt__sb *b, const smelt__dialect *dl, const smelt__kop *k)
 {
     switch (k->dtype) {
     case SMELT_F32: {
         float f = (float)k->fval;
         if (isfinite(f)) {
-            smelt__sb_printf(b, "(float)%a", (double)f);
+            smelt__sb_puts(b, "(float)");
+            hexfloat(b, (double)f);
         } else {
             uint32_t u;
             memcpy(&u, &f, 4);
@@ -137,7 +155,7 @@ static void literal(smelt__sb *b, const smelt__dialect *dl, const smelt__kop *k)
     }
     case SMELT_F64:
         if (isfinite(k->fval)) {
-            smelt__sb_printf(b, "%a", k->fval);
+            hexfloat(b, k->fval);
         } else {
             uint64_t u;
             memcpy(&u, &k->fval, 8);
@@ -388,6 +406,217 @@ static int load_render(smelt__sb *out, const smelt__dialect *dl, const char *bas
     return st;
 }
 
+/* ---- block form (TinyCC): the kernel walks its elements SMELT_BLOCK at a
+ * time and calls, per operator, a vectorised primitive compiled into smelt
+ * (smelt_blk_<op>_<dtype>, generated from ops.def by scripts/embed.py).
+ * TinyCC's own code is scalar and spills every value; this way it only
+ * sequences calls, and the arithmetic runs at the speed of gcc -O3 code. */
+#define SMELT_BLOCK 512
+
+/* The name substituted for NAME_TOKEN: a hash of the text.  */
+static int finish_name(smelt__sb *text, smelt__sb *src, char *name)
+{
+    if (text->oom)
+        return SMELT_ERR_NOMEM;
+    uint64_t h = smelt__hash(text->s, text->len, 0x5eed);
+    snprintf(name, 32, "smelt_ew_%016" PRIx64, h);
+    const char *p = text->s;
+    for (const char *s; (s = strstr(p, NAME_TOKEN)); p = s + strlen(NAME_TOKEN)) {
+        smelt__sb_putn(src, p, (size_t)(s - p));
+        smelt__sb_puts(src, name);
+    }
+    smelt__sb_puts(src, p);
+    return src->oom ? SMELT_ERR_NOMEM : SMELT_OK;
+}
+
+static void declare_once(smelt__sb *decls, const char *fn, const char *args)
+{
+    char line[160];
+    snprintf(line, sizeof line, "void %s(%s);\n", fn, args);
+    if (!strstr(smelt__sb_str(decls), line))
+        smelt__sb_puts(decls, line);
+}
+
+#define BLK_ARGS "int64_t, char *, const char *, const char *, const char *"
+#define MOV_ARGS "int64_t, char *, const char *, int64_t"
+
+static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
+                       char *name, smelt__sb *err)
+{
+    int nops = d->n_in + d->n_out, R = d->rank, nv = d->n_in + d->n_ops, st = SMELT_OK;
+    smelt__sb decls, setup, row, body, text;
+    smelt__sb_init(&decls), smelt__sb_init(&setup);
+    smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
+    int *last = malloc(sizeof(int) * (size_t)(nv + 1)), *bufof = malloc(sizeof(int) * (size_t)(nv + 1));
+    char **loc = calloc((size_t)nv + 1, sizeof *loc); /* where each value's block lives */
+    int *freeb = malloc(sizeof(int) * (size_t)(nv + 2));
+    int nbuf = 0, nfree = 0;
+    if (!last || !bufof || !loc || !freeb) {
+        st = SMELT_ERR_NOMEM;
+        goto done;
+    }
+    /* last use of every value: operators, then the output copies (at nv) */
+    for (int v = 0; v < nv; v++)
+        last[v] = -1, bufof[v] = -1;
+    for (int k = 0; k < d->n_ops; k++)
+        for (int j = 0; j < d->ops[k].nin; j++)
+            last[d->ops[k].in[j]] = k;
+    for (int o = 0; o < d->n_out; o++)
+        last[d->out_val[o]] = d->n_ops;
+
+    /* per-row pointers and innermost strides */
+    for (int k = 0; k < nops; k++)
+        smelt__sb_printf(&row, "        int64_t o%d = col * strides[%d];\n", k, k * R + R - 1);
+    if (R > 1) {
+        smelt__sb_printf(&row, "        for (int d = %d; d >= 0; d--) {\n", R - 2);
+        smelt__sb_puts(&row, "            int64_t idx = row % shape[d];\n            row /= shape[d];\n");
+        for (int k = 0; k < nops; k++)
+            smelt__sb_printf(&row, "            o%d += idx * strides[%d + d];\n", k, k * R);
+        smelt__sb_puts(&row, "        }\n");
+    }
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt__sb_printf(&row, "        char *q%d = ptrs[%d] + o%d * %zu;\n", k, k, k, smelt__dtypes[dt].size);
+        if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(&setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
+    }
+
+    /* constants: a block each, filled once */
+    for (int k = 0; k < d->n_ops; k++) {
+        const smelt__kop *op = &d->ops[k];
+        if (op->op != SMELT_OP_CONST)
+            continue;
+        int v = d->n_in + k;
+        size_t sz = smelt__dtypes[op->dtype].size;
+        bufof[v] = nbuf++;
+        smelt__sb_printf(&setup, "    const %s v%d = ", dl->type[op->dtype], v);
+        literal(&setup, dl, op);
+        smelt__sb_printf(&setup, ";\n    smelt_blk_fill_%zu(%d, (char *)buf[%d], (const char *)&v%d);\n", sz,
+                         SMELT_BLOCK, bufof[v], v);
+        char fn[40];
+        snprintf(fn, sizeof fn, "smelt_blk_fill_%zu", sz);
+        declare_once(&decls, fn, "int64_t, char *, const char *");
+    }
+    /* inputs: contiguous ones are read in place, the others staged */
+    for (int k = 0; k < d->n_in; k++) {
+        size_t sz = smelt__dtypes[d->in_dt[k]].size;
+        char fn[40], *l = malloc(64);
+        if (!l) {
+            st = SMELT_ERR_NOMEM;
+            goto done;
+        }
+        loc[k] = l;
+        if (d->mode[k] == SMELT_MODE_CONTIG || last[k] < 0) {
+            snprintf(l, 64, "(q%d + j * %zu)", k, sz);
+            continue;
+        }
+        bufof[k] = nbuf++;
+        snprintf(l, 64, "(char *)buf[%d]", bufof[k]);
+        if (d->mode[k] == SMELT_MODE_BCAST) {
+            snprintf(fn, sizeof fn, "smelt_blk_fill_%zu", sz);
+            declare_once(&decls, fn, "int64_t, char *, const char *");
+            smelt__sb_printf(&body, "            %s(m, %s, q%d);\n", fn, l, k);
+        } else {
+            snprintf(fn, sizeof fn, "smelt_blk_gather_%zu", sz);
+            declare_once(&decls, fn, MOV_ARGS);
+            smelt__sb_printf(&body, "            %s(m, %s, q%d + j * s%d * %zu, s%d);\n", fn, l, k, k, sz, k);
+        }
+    }
+    for (int k = 0; k < d->n_ops; k++) {
+        const smelt__kop *op = &d->ops[k];
+        int v = d->n_in + k;
+        if (op->op == SMELT_OP_CONST) {
+            loc[v] = malloc(32);
+            if (!loc[v]) {
+                st = SMELT_ERR_NOMEM;
+                goto done;
+            }
+            snprintf(loc[v], 32, "(char *)buf[%d]", bufof[v]);
+            continue;
+        }
+        /* destination: a contiguous output written in place, else a block */
+        char *l = malloc(64);
+        if (!l) {
+            st = SMELT_ERR_NOMEM;
+            goto done;
+        }
+        loc[v] = l;
+        int out = -1;
+        for (int o = 0; o < d->n_out && out < 0; o++)
+            if (d->out_val[o] == v && d->mode[d->n_in + o] == SMELT_MODE_CONTIG)
+                out = d->n_in + o;
+        if (out >= 0) {
+            snprintf(l, 64, "(q%d + j * %zu)", out, smelt__dtypes[op->dtype].size);
+        } else {
+            bufof[v] = nfree ? freeb[--nfree] : nbuf++;
+            snprintf(l, 64, "(char *)buf[%d]", bufof[v]);
+        }
+        char fn[64];
+        smelt_dtype ct;
+        op_template(d, k, &ct);
+        if (op->op == SMELT_OP_CAST)
+            snprintf(fn, sizeof fn, "smelt_blk_cast_%s_%s", smelt__dtypes[ct].name,
+                     smelt__dtypes[op->dtype].name);
+        else
+            snprintf(fn, sizeof fn, "smelt_blk_%s_%s", smelt__ops[op->op].name, smelt__dtypes[ct].name);
+        declare_once(&decls, fn, BLK_ARGS);
+        smelt__sb_printf(&body, "            %s(m, %s", fn, l);
+        for (int j = 0; j < 3; j++)
+            smelt__sb_printf(&body, ", %s", j < op->nin ? loc[op->in[j]] : "0");
+        smelt__sb_puts(&body, ");\n");
+        /* blocks whose last reader this was are free for later values */
+        for (int j = 0; j < op->nin; j++) {
+            int x = op->in[j];
+            bool again = false;
+            for (int jj = 0; jj < j; jj++)
+                again = again || op->in[jj] == x;
+            if (!again && last[x] == k && bufof[x] >= 0 && !is_const(d, x))
+                freeb[nfree++] = bufof[x];
+        }
+    }
+    /* outputs not written in place */
+    for (int o = 0; o < d->n_out; o++) {
+        int v = d->out_val[o], q = d->n_in + o;
+        size_t sz = smelt__dtypes[value_dtype(d, v)].size;
+        char want[64];
+        snprintf(want, sizeof want, "(q%d + j * %zu)", q, sz);
+        if (!strcmp(loc[v], want))
+            continue;
+        char fn[40];
+        if (d->mode[q] == SMELT_MODE_STRIDED) {
+            snprintf(fn, sizeof fn, "smelt_blk_scatter_%zu", sz);
+            smelt__sb_printf(&body, "            %s(m, q%d + j * s%d * %zu, %s, s%d);\n", fn, q, q, sz, loc[v], q);
+        } else {
+            snprintf(fn, sizeof fn, "smelt_blk_gather_%zu", sz);
+            smelt__sb_printf(&body, "            %s(m, %s, %s, 1);\n", fn, want, loc[v]);
+        }
+        declare_once(&decls, fn, MOV_ARGS);
+    }
+    {
+        char nops_s[16], rank_s[16], nbuf_s[16], block_s[16];
+        int n_real = 0;
+        for (int k = 0; k < d->n_ops; k++)
+            n_real += d->ops[k].op != SMELT_OP_CONST;
+        snprintf(nops_s, sizeof nops_s, "%d", n_real);
+        snprintf(rank_s, sizeof rank_s, "%d", R);
+        snprintf(nbuf_s, sizeof nbuf_s, "%d", nbuf ? nbuf : 1);
+        snprintf(block_s, sizeof block_s, "%d", SMELT_BLOCK);
+        const char *k[] = {"DECLS", "NAME", "NOPS", "RANK", "NBUF", "BLOCK", "SETUP", "ROW", "BODY"};
+        const char *v[] = {smelt__sb_str(&decls), NAME_TOKEN, nops_s, rank_s, nbuf_s,
+                           block_s, smelt__sb_str(&setup), smelt__sb_str(&row), smelt__sb_str(&body)};
+        if ((st = load_render(&text, dl, "kernel_block", k, v, 9, err)))
+            goto done;
+    }
+    st = finish_name(&text, src, name);
+done:
+    for (int v = 0; loc && v < nv; v++)
+        free(loc[v]);
+    free(loc), free(last), free(bufof), free(freeb);
+    smelt__sb_free(&decls), smelt__sb_free(&setup);
+    smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
+    return st;
+}
+
 int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err)
 {
@@ -409,6 +638,10 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
                      vec_attr(d, #fn));
 #include "../src/mathfns.def"
 #undef SMELT_MATHFN
+    if (d->blocks) {
+        st = emit_blocks(dl, d, src, name, err);
+        goto done;
+    }
     {
         const char *k[] = {"MATH_DECLS"}, *v[] = {smelt__sb_str(&math)};
         if ((st = load_render(&prelude, dl, "prelude", k, v, 1, err)))

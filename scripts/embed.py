@@ -45,9 +45,191 @@ def ops_header(out, ops_def):
         f.write("    SMELT_OP_COUNT\n} smelt_op;\n#endif\n")
 
 
+def parse_ops(ops_def):
+    """Rows of ops.def as lists of fields (top-level commas split)."""
+    rows = []
+    text = open(ops_def).read()
+    i = 0
+    while True:
+        i = text.find("\nSMELT_OP(", i)
+        if i < 0:
+            break
+        j = i + len("\nSMELT_OP(")
+        depth, q, field, fields = 0, False, "", []
+        while True:
+            ch = text[j]
+            j += 1
+            if q:
+                field += ch
+                if ch == "\\":
+                    field += text[j]
+                    j += 1
+                elif ch == '"':
+                    q = False
+                continue
+            if ch == '"':
+                q = True
+                field += ch
+            elif ch == "(":
+                depth += 1
+                field += ch
+            elif ch == ")":
+                if depth == 0:
+                    fields.append(field.strip())
+                    break
+                depth -= 1
+                field += ch
+            elif ch == "," and depth == 0:
+                fields.append(field.strip())
+                field = ""
+            else:
+                field += ch
+        rows.append(fields)
+        i = j
+    return rows
+
+
+CTYPE = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t", "bool": "uint8_t"}
+UTYPE = {"f32": "float", "f64": "double", "i32": "uint32_t", "i64": "uint64_t", "u8": "uint8_t", "bool": "uint8_t"}
+KIND = {"f32": "F", "f64": "F", "i32": "I", "i64": "I", "u8": "U", "bool": "B"}
+DTYPES = ["f32", "f64", "i32", "i64", "u8", "bool"]
+MVEC = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos",
+        "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "pow", "atan2"]
+
+
+def expand(t, ct, args):
+    out, k = "", 0
+    while k < len(t):
+        c = t[k]
+        if c == "%" and t[k + 1] in "012":
+            out += args[int(t[k + 1])]
+            k += 2
+        elif c == "%" and t[k + 1] == "T":
+            out += CTYPE[ct]
+            k += 2
+        elif c == "%" and t[k + 1] == "U":
+            out += UTYPE[ct]
+            k += 2
+        elif c == "%" and t[k + 1] == "S":
+            out += ct
+            k += 2
+        elif c == "@":
+            e = t.index("(", k)
+            out += t[k + 1:e] + ("f" if ct == "f32" else "")
+            k = e
+        else:
+            out += c
+            k += 1
+    return out
+
+
+GROUP = 16
+
+
+def primitive(fn, sig, tout, tin, e):
+    """One primitive: O[i] = e over n elements.
+
+    Where e calls a vector math function, every element goes through the
+    same compiled code: one non-inlined function computing a whole group of
+    GROUP elements (the tail padded to a group in local arrays).  A
+    compiler's own epilogue would compute the last elements with other
+    (scalar or narrower) math functions than the vector body, so a result
+    would depend on the element's position: fused and unfused kernels, or
+    two thread counts, could then differ in the last bits."""
+    arity = len(tin)
+    ins = "".join("    const %s *A%d = (const %s *)%s;\n" % (tin[k], k, tin[k], "abc"[k]) for k in range(arity))
+    unused = "".join("    (void)%s;\n" % "abc"[k] for k in range(arity, 3))
+    if not any(re.search(r"\b%sf?\(" % m, e) for m in MVEC):
+        return ("void %s%s\n{\n    %s *restrict O = (%s *)o;\n%s%s    for (int64_t i = 0; i < n; i++)\n"
+                "        O[i] = %s;\n}\n" % (fn, sig, tout, tout, ins.replace(" *A", " *restrict A"), unused, e))
+    params = ", ".join(["%s *restrict O" % tout] + ["const %s *restrict A%d" % (tin[k], k) for k in range(arity)])
+    ge = e
+    for k in range(arity):
+        ge = ge.replace("A%d[i]" % k, "A%d[k]" % k)
+    grp = ("static __attribute__((noinline)) void group_%s(%s)\n{\n    for (int k = 0; k < %d; k++)\n"
+           "        O[k] = %s;\n}\n" % (fn, params, GROUP, ge))
+    call = lambda o, a: "group_%s(%s)" % (fn, ", ".join([o] + a))
+    pad = "".join("        %s T%d[%d];\n" % (tin[k], k, GROUP) for k in range(arity))
+    fill = "".join("            T%d[k] = A%d[i + (k < n - i ? k : 0)];\n" % (k, k) for k in range(arity))
+    return (grp + "void %s%s\n{\n    %s *O = (%s *)o;\n%s%s    int64_t i = 0;\n"
+            "    for (; i + %d <= n; i += %d)\n        %s;\n"
+            "    if (i < n) {\n%s        %s U[%d];\n        for (int k = 0; k < %d; k++) {\n%s        }\n"
+            "        %s;\n        for (int k = 0; k < n - i; k++)\n            O[i + k] = U[k];\n    }\n}\n"
+            % (fn, sig, tout, tout, ins, unused, GROUP, GROUP,
+               call("O + i", ["A%d + i" % k for k in range(arity)]),
+               pad, tout, GROUP, GROUP, fill, call("U", ["T%d" % k for k in range(arity)])))
+
+
+def blocks(out, prelude, ops_def):
+    """Block primitives for the TinyCC tier: one vectorisable loop per
+    (operator, compute dtype), casts, fills, gathers and scatters."""
+    pre = open(prelude).read()
+    decls = "#include <math.h>\n"
+    for fn in MVEC:  # libmvec's vector versions (glibc declares them only under -ffast-math)
+        n = 2 if fn in ("pow", "atan2") else 1
+        decls += "float %sf(%s) __attribute__((simd(\"notinbranch\")));\n" % (fn, ", ".join(["float"] * n))
+        decls += "double %s(%s) __attribute__((simd(\"notinbranch\")));\n" % (fn, ", ".join(["double"] * n))
+    pre = pre.replace("{{MATH_DECLS}}", decls)
+    sig = "(int64_t n, char *restrict o, const char *restrict a, const char *restrict b, const char *restrict c)"
+    fns, body = [], []
+    for f in parse_ops(ops_def):
+        ident, name, arity, cls, rule, dts, cf, ci = f[0], f[1], int(f[2]), f[3], f[4], f[5], f[6], f[7]
+        if cls in ("SOURCE", "CAST"):
+            continue
+        cf, ci = cf.strip('"'), ci.strip('"')
+        for ct in DTYPES:
+            if KIND[ct] not in dts or (rule == "FLOAT" and KIND[ct] != "F"):
+                continue
+            t = cf if ct in ("f32", "f64") else ci
+            if t == "=":
+                t = cf
+            if not t:
+                continue
+            tin = [CTYPE[ct]] * arity
+            if rule == "WHERE":
+                tin[0] = "uint8_t"
+            tout = "uint8_t" if rule == "CMP" else CTYPE[ct]
+            args = ["A%d[i]" % k for k in range(arity)]
+            e = expand(t, ct, args)
+            if tout == "uint8_t" and rule != "CMP" and ct == "bool":
+                e = "((%s) != 0)" % e
+            fn = "smelt_blk_%s_%s" % (name, ct)
+            body.append(primitive(fn, sig, tout, tin, e))
+            fns.append(fn)
+    for fr in DTYPES:
+        for to in DTYPES:
+            if to == "bool":
+                e = "(A0[i] != 0)"
+            elif fr in ("f32", "f64") and to not in ("f32", "f64"):
+                e = "smelt_f2%s(A0[i])" % to
+            else:
+                e = "(%s)A0[i]" % CTYPE[to]
+            fn = "smelt_blk_cast_%s_%s" % (fr, to)
+            body.append(primitive(fn, sig, CTYPE[to], [CTYPE[fr]], e))
+            fns.append(fn)
+    for size, t in ((1, "uint8_t"), (4, "uint32_t"), (8, "uint64_t")):
+        body.append("void smelt_blk_fill_%d(int64_t n, char *restrict o, const char *restrict v)\n{\n    %s *restrict O = (%s *)o, x = *(const %s *)v;\n    for (int64_t i = 0; i < n; i++)\n        O[i] = x;\n}\n" % (size, t, t, t))
+        body.append("void smelt_blk_gather_%d(int64_t n, char *restrict o, const char *restrict a, int64_t s)\n{\n    %s *restrict O = (%s *)o;\n    const %s *restrict A = (const %s *)a;\n    for (int64_t i = 0; i < n; i++)\n        O[i] = A[i * s];\n}\n" % (size, t, t, t, t))
+        body.append("void smelt_blk_scatter_%d(int64_t n, char *restrict o, const char *restrict a, int64_t s)\n{\n    %s *restrict O = (%s *)o;\n    const %s *restrict A = (const %s *)a;\n    for (int64_t i = 0; i < n; i++)\n        O[i * s] = A[i];\n}\n" % (size, t, t, t, t))
+        fns += ["smelt_blk_fill_%d" % size, "smelt_blk_gather_%d" % size, "smelt_blk_scatter_%d" % size]
+    with open(out, "w") as f:
+        f.write("/* generated by scripts/embed.py from src/ops.def and templates/c/prelude.c.in; do not edit */\n")
+        f.write("#pragma GCC diagnostic ignored \"-Wpedantic\"\n#pragma GCC diagnostic ignored \"-Wunused-function\"\n")
+        f.write("#pragma GCC diagnostic ignored \"-Wtype-limits\"\n#pragma GCC diagnostic ignored \"-Wsign-compare\"\n")
+        f.write(pre + "\n")
+        f.write("\n".join(body))
+        f.write("\ntypedef void (*smelt__blk_fn)(void);\n")
+        f.write("const struct { const char *name; smelt__blk_fn fn; } smelt__blk_syms[] = {\n")
+        for fn in fns:
+            f.write('    {"%s", (smelt__blk_fn)%s},\n' % (fn, fn))
+        f.write("    {0, 0}\n};\n")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "templates":
         templates(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif sys.argv[1] == "blocks":
+        blocks(sys.argv[2], sys.argv[3], sys.argv[4])
     elif sys.argv[1] == "ops-header":
         ops_header(sys.argv[2], sys.argv[3])
     else:

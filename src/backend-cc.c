@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +25,8 @@ typedef struct cc_state {
     char tmpdir[256];
     unsigned serial;
 } cc_state;
+
+const char *smelt__cc_flags(void) { return CC_FLAGS; }
 
 static int find_compiler(cc_state *s, smelt__sb *why)
 {
@@ -137,30 +138,46 @@ static char *read_file(const char *path, size_t *n)
     return smelt__sb_take(&b);
 }
 
-/* dlopen a shared object held in memory (through a memfd). */
-static void *open_image(const char *data, size_t n, smelt__sb *log)
+static int ensure_tmpdir(cc_state *s, smelt__sb *log)
 {
-    int fd = memfd_create("smelt-kernel", MFD_CLOEXEC);
+    if (s->tmpdir[0])
+        return 0;
+    const char *t = getenv("TMPDIR");
+    snprintf(s->tmpdir, sizeof s->tmpdir, "%s/smelt-cc-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(s->tmpdir)) {
+        smelt__sb_printf(log, "cannot make a temporary folder: %s\n", strerror(errno));
+        s->tmpdir[0] = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* dlopen a shared object held in memory.  Through a file of a name never
+ * used before: the dynamic loader reuses a loaded object of the same name. */
+static void *open_image(cc_state *s, const char *data, size_t n, smelt__sb *log)
+{
+    if (ensure_tmpdir(s, log))
+        return NULL;
+    char path[512];
+    snprintf(path, sizeof path, "%s/cached-%u.so", s->tmpdir,
+             __atomic_fetch_add(&s->serial, 1, __ATOMIC_RELAXED));
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
     if (fd < 0) {
-        smelt__sb_printf(log, "memfd_create: %s\n", strerror(errno));
+        smelt__sb_printf(log, "cannot write %s: %s\n", path, strerror(errno));
         return NULL;
     }
     size_t put = 0;
     while (put < n) {
         ssize_t w = write(fd, data + put, n - put);
-        if (w <= 0) {
-            close(fd);
-            smelt__sb_puts(log, "cannot write the kernel image\n");
-            return NULL;
-        }
+        if (w <= 0)
+            break;
         put += (size_t)w;
     }
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        smelt__sb_printf(log, "dlopen: %s\n", dlerror());
     close(fd);
+    void *h = put == n ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!h)
+        smelt__sb_printf(log, "loading a cached kernel: %s\n", put == n ? dlerror() : "short write");
+    unlink(path);
     return h;
 }
 
@@ -175,20 +192,13 @@ static int cc_compile(smelt__backend *be, const char *source, const char *fn_nam
     size_t n = 0;
     void *h = NULL;
     if (smelt__dcache_load(key, &img, &n) == 0) {
-        h = open_image(img, n, log);
+        h = open_image(s, img, n, log);
         free(img);
         img = NULL;
     }
     if (!h) {
-        if (!s->tmpdir[0]) {
-            const char *t = getenv("TMPDIR");
-            snprintf(s->tmpdir, sizeof s->tmpdir, "%s/smelt-cc-XXXXXX", t && *t ? t : "/tmp");
-            if (!mkdtemp(s->tmpdir)) {
-                smelt__sb_printf(log, "cannot make a temporary folder: %s\n", strerror(errno));
-                s->tmpdir[0] = 0;
-                return SMELT_ERR_COMPILE;
-            }
-        }
+        if (ensure_tmpdir(s, log))
+            return SMELT_ERR_COMPILE;
         char src[512], so[512];
         unsigned id = __atomic_fetch_add(&s->serial, 1, __ATOMIC_RELAXED);
         snprintf(src, sizeof src, "%s/%s-%u.c", s->tmpdir, fn_name, id);

@@ -14,12 +14,14 @@ typedef struct smelt__devlaunch {
 } smelt__devlaunch;
 
 enum { SMELT_COPY_H2D, SMELT_COPY_D2H, SMELT_COPY_D2D };
+struct smelt__kernel;
 
 typedef struct smelt__backend_i {
     const char *name;
     const smelt__dialect *dialect;
     int unroll; /* lanes of the unrolled loop body the emitter writes */
     bool vec_math; /* declare libmvec's vector math functions (simd attributes) */
+    bool blocks;   /* kernels call the library's vectorised block primitives */
     /* 1 if usable here; otherwise 0 with the reason in why. */
     int (*available)(smelt__backend *be, smelt__sb *why);
     /* Compile source; look up fn_name; *fn the entry point, *handle what
@@ -50,6 +52,7 @@ struct smelt__backend {
 smelt__backend *smelt__backend_tcc_new(smelt_ctx *ctx);
 /* The system C compiler (src/backend-cc.c). */
 smelt__backend *smelt__backend_cc_new(smelt_ctx *ctx);
+const char *smelt__cc_flags(void); /* the optimisation flags it compiles with */
 /* CUDA through the driver API and NVRTC, both loaded with dlopen
  * (src/backend-cuda.c).  target NULL: the GPU of this machine; otherwise a
  * compile-only backend for that arch ("sm_90" CUBIN, "compute_90" PTX) that

@@ -45,8 +45,18 @@ int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind)
     int st = parse(ctx, name, source, kind);
     if (st)
         return st;
-    if (*kind == SMELT_BK_AUTO)
-        *kind = SMELT_BK_TCC; /* the first CPU tier; CC follows in the background */
+    if (*kind == SMELT_BK_AUTO) {
+        /* a usable GPU when there is one (probed once per process), else the
+         * first CPU tier; CC follows in the background */
+        smelt__backend *gpu;
+        *kind = SMELT_BK_TCC;
+        if (smelt__cuda_present(NULL) && ctx) {
+            if (smelt__backend_get(ctx, SMELT_BK_NVRTC, &gpu) == SMELT_OK)
+                *kind = SMELT_BK_NVRTC;
+            else
+                smelt__clear_err(ctx); /* e.g. an NVRTC too old for this GPU */
+        }
+    }
     return SMELT_OK;
 }
 

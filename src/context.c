@@ -81,9 +81,8 @@ int smelt__backend_get(smelt_ctx *ctx, int kind, smelt__backend **out)
             be = smelt__backend_cc_new(ctx);
             break;
         case SMELT_BK_NVRTC:
-            return smelt__err(ctx, SMELT_ERR_BACKEND,
-                              "backend NVRTC (CUDA) is not available in this build of smelt; use "
-                              "TCC or AUTO");
+            be = smelt__backend_cuda_new(ctx, NULL);
+            break;
         }
         if (!be)
             return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");

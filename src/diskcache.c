@@ -207,3 +207,19 @@ int smelt__dcache_store(const char *key, const char *data, size_t size)
     evict(dir);
     return 0;
 }
+
+int smelt_cache_dir(smelt_ctx *ctx, char *buf, size_t n)
+{
+    if (!buf || !n)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_cache_dir: buf is NULL");
+    buf[0] = 0;
+    const char *off = getenv("SMELT_CACHE");
+    if (off && !strcmp(off, "0"))
+        return smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "turned off by SMELT_CACHE=0");
+    if (smelt__dcache_dir(buf, n)) {
+        buf[0] = 0;
+        return smelt__err(ctx, SMELT_ERR_IO, "no usable folder (SMELT_CACHE_DIR, XDG_CACHE_HOME "
+                                             "and HOME give none that can be created)");
+    }
+    return SMELT_OK;
+}

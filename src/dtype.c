@@ -87,11 +87,18 @@ static double wrap_int(double v, int bits, bool is_signed)
 {
     if (!isfinite(v))
         return 0;
-    double m = ldexp(1.0, bits);
-    double r = fmod(trunc(v), m);
-    if (r < 0)
+    /* Values already in range are returned as they are: going through
+     * [0, 2^64) would round, e.g. -3 + 2^64 is 2^64 in double (so every
+     * small negative i64 became 0). Otherwise fmod is exact and one
+     * correction by m is exact too (Sterbenz). */
+    double m = ldexp(1.0, bits), t = trunc(v);
+    double lo = is_signed ? -m / 2 : 0, hi = is_signed ? m / 2 : m;
+    if (t >= lo && t < hi)
+        return t;
+    double r = fmod(t, m);
+    if (r < lo)
         r += m;
-    if (is_signed && r >= m / 2)
+    else if (r >= hi)
         r -= m;
     return r;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "../fusion/dialect.h"
 
 /* Tensors smaller than this stay on the calling thread. */
 #define SMALL_ELEMS 32768
@@ -101,6 +102,25 @@ static int value_view(smelt_plan *p, runstate *rs, int v, view *out, int64_t *sc
     return SMELT_OK;
 }
 
+/* Device dialects have 32-bit index variants: usable when the element count
+ * and every operand's largest offset fit in 31 bits (strides >= 0). */
+static bool fits_idx32(int64_t N, int rank, const int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS])
+{
+    if (N > INT32_MAX)
+        return false;
+    for (int o = 0; o < n; o++) {
+        int64_t span = 0;
+        for (int d = 0; d < rank; d++) {
+            if (st[o][d] < 0 || st[o][d] > INT32_MAX)
+                return false;
+            span += (S[d] - 1) * st[o][d];
+            if (span > INT32_MAX)
+                return false;
+        }
+    }
+    return true;
+}
+
 /* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
 static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
@@ -135,8 +155,9 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
     }
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     int rank = smelt__merge_layout(r, S, n, st, mode);
+    bool idx32 = p->be->iface->dialect->device && fits_idx32(N, rank, S, n, st);
     smelt__kernel *kk;
-    int stt = smelt__plan_variant(p, ki, rank, mode, &kk, split);
+    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, &kk, split);
     if (stt || *split)
         return stt;
     l.fn = kk->fn;
@@ -144,6 +165,10 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
     for (int o = 0; o < n; o++)
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.n = N;
+    if (kk->backend->iface->launch) { /* a device kernel: queued on the backend's stream */
+        smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides};
+        return kk->backend->iface->launch(kk->backend, kk, &dl);
+    }
     int threads = smelt_ctx_threads(p->ctx);
     if (N < SMALL_ELEMS || threads <= 1) {
         l.fn(0, N, l.ptrs, l.shape, l.strides);
@@ -172,6 +197,11 @@ static int check_inputs(smelt_plan *p, int n_in, smelt_tensor *const *inputs)
         smelt_tensor *t = inputs[i];
         if (!t)
             return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "input %d is NULL", i);
+        if (smelt__is_device(t) && !p->be->iface->launch)
+            return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
+                              "input %d is a device tensor but the plan runs on %s (host "
+                              "memory); copy it with smelt_tensor_copy_to_host",
+                              i, p->be->iface->name);
         if (t->dtype != p->prog.in_dtypes[i])
             return smelt__err(p->ctx, SMELT_ERR_DTYPE, "input %d: expected dtype %s, got %s", i,
                               smelt__dtypes[p->prog.in_dtypes[i]].name, smelt__dtypes[t->dtype].name);
@@ -253,6 +283,11 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
     if ((st = infer_shapes(p, inputs)))
         return st;
     smelt__tier_apply(p);
+    /* device plans: outputs the plan allocates live on the device when an
+     * input does; host tensors are staged through device copies */
+    bool dev = p->be->iface->launch != NULL, on_dev = false;
+    for (int i = 0; dev && i < n_in; i++)
+        on_dev = on_dev || smelt__is_device(inputs[i]);
     bool allocated[SMELT_MAX_KERNEL_OPERANDS * 4] = {0};
     bool *alloc = n_out <= (int)(sizeof allocated / sizeof *allocated) ? allocated
                                                                          : calloc((size_t)n_out, 1);
@@ -263,8 +298,13 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
         const smelt__rshape *r = &p->rs[v];
         smelt_dtype dt = p->prog.v[v].dtype;
         if (!outputs[i]) {
-            st = smelt_tensor_new(p->ctx, dt, r->ndim, r->shape, &outputs[i]);
+            st = on_dev ? smelt__tensor_new_on(p->ctx, p->be, dt, r->ndim, r->shape, &outputs[i])
+                        : smelt_tensor_new(p->ctx, dt, r->ndim, r->shape, &outputs[i]);
             alloc[i] = st == SMELT_OK;
+        } else if (!dev && smelt__is_device(outputs[i])) {
+            st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
+                            "output %d is a device tensor but the plan runs on %s (host memory)",
+                            i, p->be->iface->name);
         } else if (outputs[i]->dtype != dt || outputs[i]->ndim != r->ndim ||
                    memcmp(outputs[i]->shape, r->shape, sizeof(int64_t) * (size_t)r->ndim)) {
             smelt__sb b;
@@ -278,12 +318,17 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
         }
     }
     runstate rs = {.inputs = inputs, .outputs = outputs};
+    smelt_tensor **din = NULL, **dout = NULL;
+    if (dev && !st && !(st = smelt__device_stage(p->be, n_in, inputs, n_out, outputs, &din, &dout)))
+        rs.inputs = din, rs.outputs = dout;
     for (int ki = 0; ki < p->nkern && !st; ki++) {
         bool split = false;
         st = run_kernel(p, &rs, ki, &split);
         if (split)
             ki--;
     }
+    if (din) /* waits for the device, copies host outputs back */
+        st = smelt__device_unstage(p->be, n_in, inputs, din, n_out, outputs, dout, st);
     if (st)
         for (int i = 0; i < n_out; i++)
             if (alloc[i]) {

@@ -202,6 +202,7 @@ typedef struct smelt__kdesc {
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS]; /* inputs then outputs */
     int unroll;                            /* body lanes per unrolled step (backend's) */
     bool vec_math;                         /* declare vector math (backend's) */
+    bool blocks;                           /* block form: calls to smelt_blk_* (backend's) */
     bool idx32; /* iteration space and every operand offset fit in 31 bits: device
                  * dialects index with 32-bit arithmetic (C kernels ignore it) */
 } smelt__kdesc;

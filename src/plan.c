@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "../fusion/dialect.h"
 
 void smelt_plan_opts_init(smelt_plan_opts *opts)
 {
@@ -40,7 +41,7 @@ void smelt_plan_free(smelt_plan *p)
         kernel_free(&p->kern[i]);
     free(p->kern);
     for (int i = 0; p->buf && i < p->prog.n; i++)
-        free(p->buf[i]);
+        p->be->iface->free(p->be, p->buf[i]);
     free(p->buf);
     free(p->bufsize);
     free(p->rs);
@@ -109,20 +110,23 @@ void smelt__plan_default_layout(const smelt_plan *p, int ki, int *rank, uint8_t 
     *rank = smelt__merge_layout(r, S, n, st, mode);
 }
 
-int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode,
+int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32,
                         smelt__kernel **out, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
     int n = k->cl.nin + k->cl.nout;
     *split = false;
     for (int i = 0; i < k->nvar; i++)
-        if (k->var[i].rank == rank && !memcmp(k->var[i].mode, mode, (size_t)n)) {
+        if (k->var[i].rank == rank && k->var[i].idx32 == idx32 &&
+            !memcmp(k->var[i].mode, mode, (size_t)n)) {
             *out = k->var[i].k;
             return SMELT_OK;
         }
     k->desc.rank = rank;
+    k->desc.idx32 = idx32;
     k->desc.unroll = p->be->iface->unroll;
     k->desc.vec_math = p->be->iface->vec_math;
+    k->desc.blocks = p->be->iface->blocks;
     memcpy(k->desc.mode, mode, (size_t)n);
     smelt__sb err;
     smelt__sb_init(&err);
@@ -139,6 +143,7 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode,
         }
         k->var = v;
         v[k->nvar].rank = rank;
+        v[k->nvar].idx32 = idx32;
         memcpy(v[k->nvar].mode, mode, sizeof v[k->nvar].mode);
         v[k->nvar].k = kk;
         v[k->nvar].base = kk;
@@ -214,7 +219,8 @@ static void describe(smelt_plan *p)
         smelt__sb_printf(b, "] shape ");
         const smelt__inst *it = &p->prog.v[k->cl.members[0]];
         smelt__shape_str(b, it->ndim, it->shape);
-        smelt__sb_printf(b, " %s\n", smelt__dtypes[it->dtype].name);
+        /* the dtype the kernel writes (its first member may be a comparison) */
+        smelt__sb_printf(b, " %s\n", smelt__dtypes[p->prog.v[k->cl.outputs[0]].dtype].name);
     }
     if (p->log.len)
         smelt__sb_puts(b, smelt__sb_str(&p->log));
@@ -251,6 +257,12 @@ int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
 int smelt_plan_new(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
                    const smelt_plan_opts *opts, smelt_plan **out)
 {
+    return smelt__plan_new_be(ctx, g, n_out, outputs, opts, NULL, out);
+}
+
+int smelt__plan_new_be(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                       const smelt_plan_opts *opts, smelt__backend *forced, smelt_plan **out)
+{
     if (!ctx)
         return SMELT_ERR_INVALID_ARG;
     if (!out)
@@ -274,12 +286,13 @@ int smelt_plan_new(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const 
     if (o.opt_level < 0 || o.opt_level > 3)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", o.opt_level);
     int kind;
-    int st = smelt__resolve_backend(ctx, o.backend, &kind);
+    int st = SMELT_OK;
+    smelt__backend *be = forced;
+    if (!be && !(st = smelt__resolve_backend(ctx, o.backend, &kind)))
+        st = smelt__backend_get(ctx, kind, &be);
     if (st)
         return st;
-    smelt__backend *be;
-    if ((st = smelt__backend_get(ctx, kind, &be)))
-        return st;
+    kind = be->kind;
 
     smelt_plan *p = calloc(1, sizeof *p);
     if (!p)
@@ -340,9 +353,11 @@ int smelt_plan_new(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const 
         int rank;
         uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
         smelt__plan_default_layout(p, i, &rank, mode);
+        const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
+        bool idx32 = be->iface->dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
         smelt__kernel *k;
         bool split;
-        if ((st = smelt__plan_variant(p, i, rank, mode, &k, &split)))
+        if ((st = smelt__plan_variant(p, i, rank, mode, idx32, &k, &split)))
             goto fail;
         if (split)
             i--; /* compile the replacements */
@@ -354,4 +369,25 @@ fail:
     smelt__sb_free(&err);
     smelt_plan_free(p);
     return st;
+}
+
+int smelt_plan_num_kernels(const smelt_plan *p) { return p ? p->nkern : 0; }
+
+static const smelt__kernel *plan_kernel(const smelt_plan *p, int i)
+{
+    if (!p || i < 0 || i >= p->nkern || !p->kern[i].nvar)
+        return NULL;
+    return p->kern[i].var[0].k;
+}
+
+const char *smelt_plan_kernel_name(const smelt_plan *p, int i)
+{
+    const smelt__kernel *k = plan_kernel(p, i);
+    return k ? k->name : NULL;
+}
+
+const char *smelt_plan_kernel_source(const smelt_plan *p, int i)
+{
+    const smelt__kernel *k = plan_kernel(p, i);
+    return k ? k->source : NULL;
 }

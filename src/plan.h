@@ -5,6 +5,7 @@
 
 typedef struct smelt__variant {
     int rank;
+    bool idx32; /* the 32-bit index variant (device dialects) */
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     smelt__kernel *k;    /* what runs now */
     smelt__kernel *base; /* the first tier's kernel (upgrades are keyed by it) */
@@ -61,8 +62,12 @@ void smelt__tier_apply(smelt_plan *p);  /* switch in finished upgrades */
 
 /* Compile the variant of kernel ki for a layout; on failure of a fused
  * kernel, replace it by its unfused kernels (logged) and report *split. */
-int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode,
+int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32,
                         smelt__kernel **out, bool *split);
+/* smelt_plan_new on a given backend (NULL: the one opts, the context or the
+ * environment name). */
+int smelt__plan_new_be(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                       const smelt_plan_opts *opts, smelt__backend *forced, smelt_plan **out);
 /* The layout a kernel has when every operand is contiguous, given the
  * example shapes of the graph. */
 void smelt__plan_default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode);

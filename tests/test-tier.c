@@ -1,0 +1,429 @@
+/* The optimising CPU tier: the CC backend (system C compiler), tiered
+ * compilation under AUTO, and the persistent kernel cache. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "internal.h"
+
+/* A fresh cache folder and a compiler wrapper that counts its calls. */
+static char dir[256], counter[300], wrapper[300];
+
+static void fresh_cache(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/smelt-test-cache-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    snprintf(counter, sizeof counter, "%s/calls", dir);
+    snprintf(wrapper, sizeof wrapper, "%s/cc-wrapper", dir);
+    char text[1024];
+    snprintf(text, sizeof text, "#!/bin/sh\necho x >> '%s'\nexec cc \"$@\"\n", counter);
+    t_write_file(wrapper, text);
+    chmod(wrapper, 0755);
+    char cache[300];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    setenv("SMELT_CACHE_DIR", cache, 1);
+    unsetenv("SMELT_CACHE");
+    unsetenv("SMELT_CACHE_MAX_MB");
+    setenv("CC", wrapper, 1);
+}
+
+static int compiler_calls(void)
+{
+    FILE *f = fopen(counter, "r");
+    int n = 0, c;
+    while (f && (c = fgetc(f)) != EOF)
+        n += c == '\n';
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static int cache_entries(char names[][300], int max)
+{
+    char cache[300];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    DIR *d = opendir(cache);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, ".ske")) {
+            if (n < max)
+                snprintf(names[n], 300, "%.200s/%.90s", cache, e->d_name);
+            n++;
+        }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static smelt_plan *plan_with(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node **outs,
+                             const char *backend)
+{
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = backend;
+    smelt_plan *p = NULL;
+    T_OK(ctx, smelt_plan_new(ctx, g, n_out, outs, &o, &p));
+    return p;
+}
+
+/* ((a*b + c)*a - b) ... in dtype dt: the same C on both tiers */
+static smelt_node *chain(smelt_graph *g, smelt_node *a, smelt_node *b, smelt_node *c)
+{
+    smelt_node *x = smelt_add(g, smelt_mul(g, a, b), c);
+    x = smelt_sub(g, smelt_mul(g, x, a), b);
+    x = smelt_add(g, smelt_mul(g, x, c), a);
+    return smelt_binary(g, SMELT_OP_MAXIMUM, smelt_sub(g, smelt_mul(g, x, b), c), a);
+}
+
+Test(tier, cc_equals_tcc_bitwise_on_arithmetic)
+{
+    fresh_cache();
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_I32, SMELT_I64};
+    for (int k = 0; k < NELEMS(dts); k++) {
+        trng r;
+        trng_init(&r, (uint64_t)k);
+        smelt_ctx *ctx = t_ctx();
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, NULL, dts[k], SHP(777, 33));
+        smelt_node *b = smelt_input(g, NULL, dts[k], SHP(777, 33));
+        smelt_node *c = smelt_input(g, NULL, dts[k], SHP(1, 33));
+        smelt_node *y = chain(g, a, b, c);
+        smelt_tensor *in[3] = {t_rand(ctx, &r, dts[k], SHP(777, 33)),
+                               t_rand(ctx, &r, dts[k], SHP(777, 33)),
+                               t_rand(ctx, &r, dts[k], SHP(1, 33))};
+        smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC");
+        smelt_tensor *ot = NULL, *oc = NULL;
+        t_run(pt, 3, in, 1, &ot);
+        t_run(pc, 3, in, 1, &oc);
+        cr_assert(t_bitwise_equal(ot, oc), "dtype %s: TCC and CC differ at %lld",
+                  smelt_dtype_name(dts[k]), (long long)t_first_difference(ot, oc));
+        smelt_plan_stats s = t_stats(pc);
+        cr_assert_str_eq(s.backend, "CC");
+        smelt_tensor_free(ot), smelt_tensor_free(oc);
+        t_free_all(in, 3);
+        smelt_plan_free(pt), smelt_plan_free(pc);
+        smelt_graph_free(g);
+        smelt_ctx_free(ctx);
+    }
+}
+
+/* libmvec's vector functions are within 4 ULP of glibc's scalar ones
+ * (glibc's documented bound; docs/numerics.md). */
+Test(tier, vector_math_within_stated_ulp_bound)
+{
+    fresh_cache();
+    const smelt_op ops[] = {SMELT_OP_EXP,  SMELT_OP_EXPM1, SMELT_OP_LOG,  SMELT_OP_LOG1P,
+                            SMELT_OP_SIN,  SMELT_OP_COS,   SMELT_OP_TANH, SMELT_OP_ERF,
+                            SMELT_OP_ATAN, SMELT_OP_SIGMOID, SMELT_OP_GELU_TANH, SMELT_OP_SILU};
+    smelt_ctx *ctx = t_ctx();
+    for (int k = 0; k < NELEMS(ops); k++) {
+        trng r;
+        trng_init(&r, (uint64_t)k);
+        smelt_graph *g = t_graph(ctx);
+        int64_t n = 1 << 14;
+        smelt_node *x = smelt_input(g, NULL, SMELT_F32, 1, &n);
+        smelt_node *y = smelt_unary(g, ops[k], x);
+        smelt_tensor *in = t_tensor(ctx, SMELT_F32, 1, &n);
+        bool pos = ops[k] == SMELT_OP_LOG || ops[k] == SMELT_OP_LOG1P;
+        for (int64_t i = 0; i < n; i++)
+            t_set(in, i, trng_logmag(&r, 1e-3, 20, pos));
+        smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC");
+        smelt_tensor *ot = NULL, *oc = NULL;
+        t_run(pt, 1, &in, 1, &ot);
+        t_run(pc, 1, &in, 1, &oc);
+        int64_t worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t d = t_ulp_distance(smelt_tensor_get(ot, i), smelt_tensor_get(oc, i), SMELT_F32);
+            worst = d > worst ? d : worst;
+        }
+        cr_assert(worst <= 4, "%s: CC tier is %lld ULP from TCC", smelt_op_name(ops[k]),
+                  (long long)worst);
+        smelt_tensor_free(ot), smelt_tensor_free(oc), smelt_tensor_free(in);
+        smelt_plan_free(pt), smelt_plan_free(pc);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}
+
+/* The hot loop of an emitted kernel must vectorise with the CC flags. */
+Test(tier, hot_loop_vectorises)
+{
+    fresh_cache();
+    char dump[300];
+    snprintf(dump, sizeof dump, "%s/dump", dir);
+    mkdir(dump, 0755);
+    setenv("SMELT_DUMP_DIR", dump, 1);
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(4096));
+    smelt_node *b = smelt_input(g, NULL, SMELT_F32, SHP(4096));
+    smelt_node *y = smelt_unary(g, SMELT_OP_TANH, smelt_add(g, smelt_mul(g, a, b), a));
+    smelt_plan *p = plan_with(ctx, g, 1, &y, "CC");
+    unsetenv("SMELT_DUMP_DIR");
+    DIR *d = opendir(dump);
+    struct dirent *e;
+    char src[600] = "";
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".c"))
+            snprintf(src, sizeof src, "%s/%s", dump, e->d_name);
+    closedir(d);
+    cr_assert(src[0], "no kernel source was dumped");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cc %s -fopt-info-vec-optimized -o /dev/null '%s' -lmvec -lm 2>&1",
+             smelt__cc_flags(), src);
+    FILE *f = popen(cmd, "r");
+    char line[1024];
+    bool vec = false;
+    while (f && fgets(line, sizeof line, f))
+        vec = vec || strstr(line, "loop vectorized");
+    cr_assert(f && pclose(f) == 0, "%s failed", cmd);
+    cr_assert(vec, "the kernel's loop did not vectorise (%s)", cmd);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(tier, auto_runs_tcc_first_then_switches_to_cc)
+{
+    fresh_cache();
+    setenv("SMELT_JIT_BACKEND", "AUTO", 1);
+    trng r;
+    trng_init(&r, 7);
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(300, 70));
+    smelt_node *b = smelt_input(g, NULL, SMELT_F32, SHP(300, 70));
+    smelt_node *y = smelt_unary(g, SMELT_OP_EXP, chain(g, a, b, a));
+    smelt_node *outs[2] = {y, smelt_add(g, a, b)};
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(300, 70)),
+                           t_rand(ctx, &r, SMELT_F32, SHP(300, 70))};
+    smelt_plan *p = plan_with(ctx, g, 2, outs, "AUTO");
+    smelt_tensor *o1[2] = {0}, *o2[2] = {0};
+    t_run(p, 2, in, 2, o1);
+    smelt_plan_stats s = t_stats(p);
+    cr_assert_str_eq(s.backend, "TCC");
+    cr_assert(s.tier_backend && !strcmp(s.tier_backend, "CC"), "AUTO has no optimising tier");
+    T_OK(ctx, smelt_plan_wait(p));
+    s = t_stats(p);
+    cr_assert_eq(s.tier_pending, 0);
+    t_run(p, 2, in, 2, o2); /* switched in at the start of this run */
+    s = t_stats(p);
+    cr_assert_eq(s.kernels_fast, s.kernels, "%d of %d kernels on CC after the wait",
+                 s.kernels_fast, s.kernels);
+    cr_assert(t_contains(smelt_plan_describe(p), "[CC]"));
+    cr_assert(t_bitwise_equal(o1[1], o2[1]), "arithmetic differs between tiers");
+    for (int64_t i = 0; i < smelt_tensor_numel(o1[0]); i++)
+        cr_assert(t_ulp_distance(smelt_tensor_get(o1[0], i), smelt_tensor_get(o2[0], i), SMELT_F32) <= 4);
+    t_free_all(o1, 2), t_free_all(o2, 2), t_free_all(in, 2);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    unsetenv("SMELT_JIT_BACKEND");
+}
+
+/* a plan freed while its background compile is queued or running */
+Test(tier, free_while_compiling_is_safe)
+{
+    fresh_cache();
+    setenv("SMELT_JIT_BACKEND", "AUTO", 1);
+    smelt_ctx *ctx = t_ctx();
+    for (int i = 0; i < 4; i++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, NULL, SMELT_F64, SHP(10));
+        smelt_node *y = smelt_binary(g, SMELT_OP_ADD, smelt_unary(g, SMELT_OP_SIN, a),
+                                     smelt_scalar(g, (double)i));
+        smelt_plan *p = plan_with(ctx, g, 1, &y, "AUTO");
+        smelt_plan_free(p);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+    unsetenv("SMELT_JIT_BACKEND");
+}
+
+static smelt_plan *one_kernel(smelt_ctx *ctx, smelt_graph **gp, double k)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(64));
+    smelt_node *y = smelt_mul(g, smelt_add(g, a, smelt_scalar(g, k)), a);
+    *gp = g;
+    return plan_with(ctx, g, 1, &y, "CC");
+}
+
+Test(cache, warm_cache_needs_no_compiler)
+{
+    fresh_cache();
+    smelt_graph *g;
+    smelt_ctx *c1 = t_ctx();
+    smelt_plan *p = one_kernel(c1, &g, 1.5);
+    cr_assert_eq(compiler_calls(), 1);
+    char names[8][300];
+    cr_assert_eq(cache_entries(names, 8), 1, "one entry expected in the cache");
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c1);
+    smelt_ctx *c2 = t_ctx(); /* as a new process: an empty in-memory cache */
+    p = one_kernel(c2, &g, 1.5);
+    cr_assert_eq(compiler_calls(), 1, "the compiler ran although the cache was warm");
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c2);
+}
+
+Test(cache, corrupt_or_truncated_entries_are_rebuilt)
+{
+    fresh_cache();
+    smelt_graph *g;
+    smelt_ctx *c1 = t_ctx();
+    smelt_plan *p = one_kernel(c1, &g, 2.5);
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c1);
+    char names[8][300];
+    cr_assert_eq(cache_entries(names, 8), 1);
+    struct stat st;
+    stat(names[0], &st);
+    off_t good = st.st_size;
+    /* truncated */
+    cr_assert_eq(truncate(names[0], good / 2), 0);
+    c1 = t_ctx();
+    p = one_kernel(c1, &g, 2.5);
+    cr_assert_eq(compiler_calls(), 2, "a truncated entry was not rebuilt");
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c1);
+    stat(names[0], &st);
+    cr_assert_eq(st.st_size, good, "the rebuilt entry is not whole");
+    /* one flipped byte in the payload */
+    FILE *f = fopen(names[0], "r+b");
+    fseek(f, 100, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, 100, SEEK_SET);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+    c1 = t_ctx();
+    p = one_kernel(c1, &g, 2.5);
+    cr_assert_eq(compiler_calls(), 3, "a corrupt entry was trusted");
+    smelt_tensor *in = t_tensor(c1, SMELT_F32, SHP(64)), *out = NULL;
+    for (int i = 0; i < 64; i++)
+        t_set(in, i, 0.25 * (i + 1));
+    t_run(p, 1, &in, 1, &out);
+    for (int i = 0; i < 64; i++)
+        cr_assert_eq(smelt_tensor_get(out, i), (float)((float)(0.25 * (i + 1)) + 2.5f) * (float)(0.25 * (i + 1)));
+    smelt_tensor_free(in), smelt_tensor_free(out);
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c1);
+}
+
+Test(cache, two_processes_fill_it_at_once)
+{
+    fresh_cache();
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            smelt_ctx *c = NULL;
+            smelt_ctx_new(&c);
+            int bad = 0;
+            for (int i = 0; i < 6; i++) { /* the same kernels in both, in other orders */
+                smelt_graph *g = NULL;
+                smelt_graph_new(c, &g);
+                int64_t n = 64;
+                smelt_node *a = smelt_input(g, NULL, SMELT_F32, 1, &n);
+                double kk = k ? 5 - i : i;
+                smelt_node *y = smelt_mul(g, smelt_add(g, a, smelt_scalar(g, kk + 0.5)), a);
+                smelt_plan_opts o;
+                smelt_plan_opts_init(&o);
+                o.backend = "CC";
+                smelt_plan *p = NULL;
+                bad |= smelt_plan_new(c, g, 1, &y, &o, &p) != SMELT_OK;
+                smelt_plan_free(p);
+                smelt_graph_free(g);
+            }
+            smelt_ctx_free(c);
+            _exit(bad);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int st;
+        waitpid(kids[k], &st, 0);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d failed", k);
+    }
+    char names[16][300];
+    cr_assert_eq(cache_entries(names, 16), 6, "6 distinct kernels, 6 entries");
+    int before = compiler_calls();
+    smelt_ctx *c = t_ctx();
+    for (int i = 0; i < 6; i++) { /* every entry is whole: no compile needed */
+        smelt_graph *g;
+        smelt_plan *p = one_kernel(c, &g, i + 0.5);
+        smelt_plan_free(p), smelt_graph_free(g);
+    }
+    cr_assert_eq(compiler_calls(), before, "an entry written concurrently was unusable");
+    smelt_ctx_free(c);
+}
+
+Test(cache, size_cap_evicts_least_recently_used)
+{
+    fresh_cache();
+    smelt_graph *g;
+    smelt_ctx *c = t_ctx();
+    smelt_plan *p = one_kernel(c, &g, 10.5);
+    smelt_plan_free(p), smelt_graph_free(g);
+    char names[8][300];
+    cache_entries(names, 8);
+    struct stat st;
+    stat(names[0], &st);
+    char cap[64]; /* room for two entries, not three */
+    snprintf(cap, sizeof cap, "%.6f", 2.5 * (double)st.st_size / 1048576.0);
+    setenv("SMELT_CACHE_MAX_MB", cap, 1);
+    for (int i = 0; i < 3; i++) {
+        usleep(20000); /* distinct modification times */
+        p = one_kernel(c, &g, 20.5 + i);
+        smelt_plan_free(p), smelt_graph_free(g);
+    }
+    int n = cache_entries(names, 8);
+    cr_assert(n >= 1 && n <= 2, "%d entries left under a cap of about two", n);
+    unsetenv("SMELT_CACHE_MAX_MB");
+    int before = compiler_calls();
+    smelt_ctx *c2 = t_ctx(); /* the newest survives */
+    p = one_kernel(c2, &g, 22.5);
+    cr_assert_eq(compiler_calls(), before, "the most recent entry was evicted");
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c2);
+    smelt_ctx_free(c);
+}
+
+Test(cache, off_writes_nothing)
+{
+    fresh_cache();
+    setenv("SMELT_CACHE", "0", 1);
+    smelt_graph *g;
+    smelt_ctx *c = t_ctx();
+    smelt_plan *p = one_kernel(c, &g, 3.5);
+    char names[8][300];
+    cr_assert_eq(cache_entries(names, 8), 0);
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
+    unsetenv("SMELT_CACHE");
+}
+
+Test(tier, compiler_errors_and_missing_compiler_are_clear)
+{
+    fresh_cache();
+    setenv("CC", "/nonexistent/cc", 1);
+    smelt_ctx *c = t_ctx();
+    T_ERR(c, smelt_backend_check(c, "CC"), SMELT_ERR_BACKEND, "/nonexistent/cc");
+    char fake[320];
+    snprintf(fake, sizeof fake, "%s/badcc", dir);
+    t_write_file(fake, "#!/bin/sh\necho 'badcc: internal compiler error: testing' >&2\nexit 1\n");
+    chmod(fake, 0755);
+    setenv("CC", fake, 1);
+    smelt_ctx *c2 = t_ctx();
+    smelt_graph *g = t_graph(c2);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(8));
+    smelt_node *y = smelt_unary(g, SMELT_OP_NEG, a);
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "CC";
+    smelt_plan *p = NULL;
+    T_ERR(c2, smelt_plan_new(c2, g, 1, &y, &o, &p), SMELT_ERR_COMPILE, "internal compiler error: testing");
+    cr_assert_null(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(c), smelt_ctx_free(c2);
+    unsetenv("CC");
+}
