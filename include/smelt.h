@@ -208,8 +208,10 @@ typedef struct smelt_plan_stats {
     double tier_compile_ms;   /* background compile time so far */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
-/* Block until the plan's background (optimising-tier) compiles are done;
- * the next run uses their kernels.  SMELT_OK at once for untiered plans. */
+/* Tiered plans (AUTO on a CPU) queue their kernels for the optimising tier
+ * when they are run a second time; this blocks until those background
+ * compiles are done (the next run uses their kernels).  SMELT_OK at once for
+ * untiered plans or when nothing is queued. */
 int smelt_plan_wait(smelt_plan *p);
 /* Text: passes, clusters, their operators, inputs, outputs, kernel names;
  * warnings (e.g. fallbacks).  Owned by the plan. */

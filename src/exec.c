@@ -282,6 +282,7 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
                           p->prog.nout, n_out, outputs ? "" : " (outputs is NULL)");
     if ((st = infer_shapes(p, inputs)))
         return st;
+    smelt__tier_start(p);
     smelt__tier_apply(p);
     /* device plans: outputs the plan allocates live on the device when an
      * input does; host tensors are staged through device copies */

@@ -148,8 +148,8 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
         v[k->nvar].k = kk;
         v[k->nvar].base = kk;
         k->nvar++;
-        if (p->up_be && smelt__tier_submit(p, &k->desc, kk))
-            smelt__sb_puts(&p->log, "warning: cannot queue a kernel for the optimising tier\n");
+        if (p->up_be && p->runs >= 2)
+            smelt__tier_submit_variant(p, ki, k->nvar - 1);
         if (compiled)
             p->stats.compiles++;
         else

@@ -47,6 +47,7 @@ struct smelt_plan {
     pthread_mutex_t up_mu;
     pthread_cond_t up_cv;
     int pending;            /* background compiles not finished */
+    int runs;               /* runs started: the tier-up begins with the second */
     smelt__upgrade *ups;    /* finished ones */
     int nups, napplied;
     /* run state */
@@ -57,8 +58,11 @@ struct smelt_plan {
 
 /* Background compiler of a context (src/tier.c). */
 int smelt__tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base);
+/* Queue variant vi of kernel ki (a warning in the plan's log if that fails). */
+void smelt__tier_submit_variant(smelt_plan *p, int ki, int vi);
 void smelt__tier_cancel(smelt_plan *p); /* drop queued jobs, wait for a running one */
 void smelt__tier_apply(smelt_plan *p);  /* switch in finished upgrades */
+void smelt__tier_start(smelt_plan *p);  /* count a run; queue the kernels on the second */
 
 /* Compile the variant of kernel ki for a layout; on failure of a fused
  * kernel, replace it by its unfused kernels (logged) and report *split. */

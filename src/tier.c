@@ -133,6 +133,29 @@ int smelt__tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base
     return SMELT_OK;
 }
 
+void smelt__tier_submit_variant(smelt_plan *p, int ki, int vi)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    smelt__variant *v = &k->var[vi];
+    smelt__kdesc d = k->desc; /* the variant's layout; the job copies the operators */
+    d.rank = v->rank;
+    d.idx32 = v->idx32;
+    memcpy(d.mode, v->mode, sizeof d.mode);
+    if (smelt__tier_submit(p, &d, v->base))
+        smelt__sb_puts(&p->log, "warning: cannot queue a kernel for the optimising tier\n");
+}
+
+/* A plan is tiered up from its second run: a plan run once (a one-shot
+ * evaluation) never waits for, or pays for, the optimising compiler. */
+void smelt__tier_start(smelt_plan *p)
+{
+    if (!p->up_be || ++p->runs != 2)
+        return;
+    for (int i = 0; i < p->nkern; i++)
+        for (int v = 0; v < p->kern[i].nvar; v++)
+            smelt__tier_submit_variant(p, i, v);
+}
+
 void smelt__tier_cancel(smelt_plan *p)
 {
     struct smelt__bg *bg = p->ctx->bg;

@@ -210,6 +210,11 @@ Test(tier, auto_runs_tcc_first_then_switches_to_cc)
     smelt_plan_stats s = t_stats(p);
     cr_assert_str_eq(s.backend, "TCC");
     cr_assert(s.tier_backend && !strcmp(s.tier_backend, "CC"), "AUTO has no optimising tier");
+    cr_assert_eq(s.tier_pending, 0, "a plan run once queues nothing");
+    t_free_all(o1, 2);
+    t_run(p, 2, in, 2, o1); /* the second run queues the tier-up */
+    s = t_stats(p);
+    cr_assert_eq(s.kernels_fast, 0);
     T_OK(ctx, smelt_plan_wait(p));
     s = t_stats(p);
     cr_assert_eq(s.tier_pending, 0);
@@ -240,6 +245,15 @@ Test(tier, free_while_compiling_is_safe)
         smelt_node *y = smelt_binary(g, SMELT_OP_ADD, smelt_unary(g, SMELT_OP_SIN, a),
                                      smelt_scalar(g, (double)i));
         smelt_plan *p = plan_with(ctx, g, 1, &y, "AUTO");
+        smelt_tensor *in = t_tensor(ctx, SMELT_F64, SHP(10)), *out = NULL;
+        for (int k = 0; k < 10; k++)
+            t_set(in, k, 0.5 + k);
+        for (int run = 0; run < 2; run++) { /* the second run queues the CC compile */
+            t_run(p, 1, &in, 1, &out);
+            smelt_tensor_free(out);
+            out = NULL;
+        }
+        smelt_tensor_free(in);
         smelt_plan_free(p);
         smelt_graph_free(g);
     }
