@@ -62,11 +62,7 @@ static void operand_ref(smelt__sb *b, const ectx *e, int k)
         smelt__sb_printf(b, "l%d.v[%d]", k, e->lane);
         return;
     }
-    char j[32];
-    if (e->lane > 0)
-        snprintf(j, sizeof j, "(j + %d)", e->lane);
-    else
-        snprintf(j, sizeof j, "j");
+    const char *j = "j";
     switch (e->d->mode[k]) {
     case SMELT_MODE_CONTIG: smelt__sb_printf(b, "q%d[%s]", k, j); break;
     case SMELT_MODE_BCAST: smelt__sb_printf(b, "b%d", k); break;
@@ -617,16 +613,76 @@ done:
     return st;
 }
 
+/* ---- loop form for C (the CC tier): groups of C_GROUP elements ---------
+ * The loop body lives in one non-inlined function computing C_GROUP
+ * elements; the kernel calls it for every whole group and, for the last
+ * elements, on copies padded to a whole group.  Every element so goes
+ * through the same compiled code: the compiler's own scalar epilogue would
+ * call other (scalar) math functions than the vectorised body, and results
+ * would depend on where a chunk or a row starts. */
+#define C_GROUP 16
+
+static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char *consts,
+                    const char *body, smelt__sb *group, smelt__sb *call, smelt__sb *tail)
+{
+    int nops = d->n_in + d->n_out;
+    smelt__sb_puts(group, "static __attribute__((noinline)) void smelt_group(");
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        const char *sep = k ? ", " : "", *cq = k < d->n_in ? "const " : "";
+        if (d->mode[k] == SMELT_MODE_BCAST) {
+            smelt__sb_printf(group, "%s%s b%d", sep, dl->type[dt], k);
+            smelt__sb_printf(call, "%sb%d", sep, k);
+        } else if (d->mode[k] == SMELT_MODE_STRIDED) {
+            smelt__sb_printf(group, "%s%s%s *%s q%d, int64_t s%d", sep, cq, dl->type[dt], dl->restrict_kw, k, k);
+            smelt__sb_printf(call, "%sq%d + j * s%d, s%d", sep, k, k, k);
+        } else {
+            smelt__sb_printf(group, "%s%s%s *%s q%d", sep, cq, dl->type[dt], dl->restrict_kw, k);
+            smelt__sb_printf(call, "%sq%d + j", sep, k);
+        }
+    }
+    smelt__sb_printf(group, ")\n{\n%s    for (int64_t j = 0; j < %d; j++) {\n%s    }\n}\n", consts, C_GROUP, body);
+    /* the tail: gather (index clamped into the valid part), compute, scatter */
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        if (d->mode[k] != SMELT_MODE_BCAST)
+            smelt__sb_printf(tail, "        %s t%d[%d];\n", dl->type[dt], k, C_GROUP);
+    }
+    smelt__sb_printf(tail, "        for (int64_t k = 0; k < %d; k++) {\n            const int64_t x = j + (k < m ? k : 0);\n", C_GROUP);
+    for (int k = 0; k < d->n_in; k++) {
+        if (d->mode[k] == SMELT_MODE_CONTIG)
+            smelt__sb_printf(tail, "            t%d[k] = q%d[x];\n", k, k);
+        else if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(tail, "            t%d[k] = q%d[x * s%d];\n", k, k, k);
+    }
+    smelt__sb_puts(tail, "        }\n        smelt_group(");
+    for (int k = 0; k < nops; k++) {
+        const char *sep = k ? ", " : "";
+        if (d->mode[k] == SMELT_MODE_BCAST)
+            smelt__sb_printf(tail, "%sb%d", sep, k);
+        else
+            smelt__sb_printf(tail, d->mode[k] == SMELT_MODE_STRIDED ? "%st%d, 1" : "%st%d", sep, k);
+    }
+    smelt__sb_puts(tail, ");\n        for (int64_t k = 0; k < m; k++) {\n");
+    for (int k = d->n_in; k < nops; k++) {
+        if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(tail, "            q%d[(j + k) * s%d] = t%d[k];\n", k, k, k);
+        else
+            smelt__sb_printf(tail, "            q%d[j + k] = t%d[k];\n", k, k);
+    }
+    smelt__sb_puts(tail, "        }\n");
+}
+
 int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err)
 {
     int nops = d->n_in + d->n_out, R = d->rank, st;
     bool flat = is_flat(d);
-    int unroll = d->unroll > 1 ? d->unroll : 1;
-    smelt__sb math, prelude, setup, row, body, body_u, text, vbody, valigned;
+    smelt__sb math, prelude, setup, row, body, text, vbody, valigned, gconst, group, call, tail;
     smelt__sb_init(&math), smelt__sb_init(&prelude), smelt__sb_init(&setup);
-    smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&body_u), smelt__sb_init(&text);
-    smelt__sb_init(&vbody), smelt__sb_init(&valigned);
+    smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
+    smelt__sb_init(&vbody), smelt__sb_init(&valigned), smelt__sb_init(&gconst);
+    smelt__sb_init(&group), smelt__sb_init(&call), smelt__sb_init(&tail);
     int vec = dl->device && flat ? device_vec_width(d) : 1;
 
     /* prelude */
@@ -664,9 +720,10 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
             n_real++;
             continue;
         }
-        smelt__sb_printf(&setup, "    const %s v%d = ", dl->type[d->ops[i].dtype], d->n_in + i);
-        literal(&setup, dl, &d->ops[i]);
-        smelt__sb_puts(&setup, ";\n");
+        smelt__sb *cb = dl->device ? &setup : &gconst;
+        smelt__sb_printf(cb, "    const %s v%d = ", dl->type[d->ops[i].dtype], d->n_in + i);
+        literal(cb, dl, &d->ops[i]);
+        smelt__sb_puts(cb, ";\n");
     }
 
     /* per-row offsets (nd only; device kernels: per element) */
@@ -692,7 +749,7 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
         }
     }
 
-    /* body: one lane for the scalar loop, unroll lanes for the unrolled one */
+    /* body: the statements for one element */
     {
         int nv = d->n_in + d->n_ops;
         int *uses = malloc(sizeof(int) * (size_t)(3 * nv + 1));
@@ -705,10 +762,6 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
         plan_inlining(d, uses, inl, uses + nv, uses + 2 * nv);
         ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C};
         emit_lane(&body, &e);
-        for (int L = 0; L < unroll; L++) {
-            e.lane = L;
-            emit_lane(&body_u, &e);
-        }
         if (vec > 1) {
             e.form = FORM_VEC;
             device_vec_body(&vbody, &valigned, &e, vec);
@@ -717,25 +770,28 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     }
 
     {
-        char nops_s[16], rank_s[16], unroll_s[16], noper_s[16], nstr_s[16], vec_s[16];
+        if (!dl->device)
+            c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), &group, &call, &tail);
+        char nops_s[16], rank_s[16], w_s[16], noper_s[16], nstr_s[16], vec_s[16];
         snprintf(nops_s, sizeof nops_s, "%d", n_real);
         snprintf(rank_s, sizeof rank_s, "%d", R);
-        snprintf(unroll_s, sizeof unroll_s, "%d", unroll);
+        snprintf(w_s, sizeof w_s, "%d", C_GROUP);
         /* device templates: the parameter block and the index width */
         snprintf(noper_s, sizeof noper_s, "%d", nops);
         snprintf(nstr_s, sizeof nstr_s, "%d", nops * R);
         snprintf(vec_s, sizeof vec_s, "%d", vec);
         bool by_value = smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX;
-        const char *k[] = {"PRELUDE", "NAME", "NOPS", "RANK", "SETUP", "ROW", "BODY", "UNROLL",
-                           "BODY_UNROLLED", "INDEX", "NOPERANDS", "NSTRIDES", "BY_VALUE", "VEC",
-                           "VEC_ALIGNED", "BODY_VEC"};
+        const char *k[] = {"PRELUDE", "NAME", "NOPS", "RANK", "SETUP", "ROW", "BODY", "W",
+                           "GROUP", "CALL", "TAIL", "INDEX", "NOPERANDS", "NSTRIDES", "BY_VALUE",
+                           "VEC", "VEC_ALIGNED", "BODY_VEC"};
         const char *v[] = {smelt__sb_str(&prelude), NAME_TOKEN,          nops_s,
                            rank_s,                  smelt__sb_str(&setup), smelt__sb_str(&row),
-                           smelt__sb_str(&body),    unroll_s,            smelt__sb_str(&body_u),
+                           smelt__sb_str(&body),    w_s,                 smelt__sb_str(&group),
+                           smelt__sb_str(&call),    smelt__sb_str(&tail),
                            d->idx32 ? "unsigned int" : "long long", noper_s, nstr_s,
                            by_value ? "1" : "0",    vec_s,               smelt__sb_str(&valigned),
                            smelt__sb_str(&vbody)};
-        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 16, err)))
+        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 18, err)))
             goto done;
     }
     if (text.oom) {
@@ -756,7 +812,8 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     st = src->oom ? SMELT_ERR_NOMEM : SMELT_OK;
 done:
     smelt__sb_free(&math), smelt__sb_free(&prelude), smelt__sb_free(&setup);
-    smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&body_u), smelt__sb_free(&text);
-    smelt__sb_free(&vbody), smelt__sb_free(&valigned);
+    smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
+    smelt__sb_free(&vbody), smelt__sb_free(&valigned), smelt__sb_free(&gconst);
+    smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail);
     return st;
 }

@@ -266,7 +266,6 @@ static void cc_destroy(smelt__backend *be)
 static const smelt__backend_i cc_iface = {
     .name = "CC",
     .dialect = &smelt__dialect_c,
-    .unroll = 1, /* the compiler vectorises the plain loop */
     .vec_math = true,
     .available = cc_available,
     .compile = cc_compile,

@@ -641,7 +641,6 @@ static void cuda_destroy(smelt__backend *be)
 static const smelt__backend_i cuda_iface = {
     .name = "NVRTC",
     .dialect = &smelt__dialect_cuda,
-    .unroll = 1,
     .available = cuda_available,
     .compile = cuda_compile,
     .release = cuda_release,

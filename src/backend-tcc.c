@@ -133,7 +133,6 @@ static const smelt__backend_i tcc_iface = {
     .dialect = &smelt__dialect_c,
     /* kernels sequence calls to the library's vectorised block primitives:
      * TinyCC's own code is scalar and spills every value */
-    .unroll = 1,
     .blocks = true,
     .available = tcc_available,
     .compile = tcc_compile,

@@ -200,7 +200,6 @@ typedef struct smelt__kdesc {
     /* layout variant */
     int rank;                              /* merged rank; 1 and all CONTIG = flat */
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS]; /* inputs then outputs */
-    int unroll;                            /* body lanes per unrolled step (backend's) */
     bool vec_math;                         /* declare vector math (backend's) */
     bool blocks;                           /* block form: calls to smelt_blk_* (backend's) */
     bool idx32; /* iteration space and every operand offset fit in 31 bits: device

@@ -45,17 +45,10 @@ int smelt_tensor_new_device(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int6
 
 int smelt_tensor_is_device(const smelt_tensor *t) { return smelt__is_device(t); }
 
-/* dst and src: one on the device (contiguous), the other on the host. */
-static int check_pair(const smelt_tensor *dst, const smelt_tensor *src, bool to_device,
-                      const char *fn)
+/* dst and src: the same dtype and shape. */
+static int check_like(const smelt_tensor *dst, const smelt_tensor *src, const char *fn)
 {
-    if (!dst || !src)
-        return SMELT_ERR_INVALID_ARG;
     smelt_ctx *ctx = dst->ctx;
-    const smelt_tensor *d = to_device ? dst : src, *h = to_device ? src : dst;
-    if (!smelt__is_device(d) || smelt__is_device(h))
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s: %s must be a device tensor and %s a host tensor",
-                          fn, to_device ? "dst" : "src", to_device ? "src" : "dst");
     if (dst->dtype != src->dtype)
         return smelt__err(ctx, SMELT_ERR_DTYPE, "%s: dtypes differ (%s and %s)", fn,
                           smelt__dtypes[dst->dtype].name, smelt__dtypes[src->dtype].name);
@@ -70,11 +63,40 @@ static int check_pair(const smelt_tensor *dst, const smelt_tensor *src, bool to_
         smelt__sb_free(&b);
         return st;
     }
+    return SMELT_OK;
+}
+
+/* dst and src: one on the device (contiguous), the other on the host. */
+static int check_pair(const smelt_tensor *dst, const smelt_tensor *src, bool to_device,
+                      const char *fn)
+{
+    if (!dst || !src)
+        return SMELT_ERR_INVALID_ARG;
+    smelt_ctx *ctx = dst->ctx;
+    const smelt_tensor *d = to_device ? dst : src, *h = to_device ? src : dst;
+    if (!smelt__is_device(d) || smelt__is_device(h))
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s: %s must be a device tensor and %s a host tensor",
+                          fn, to_device ? "dst" : "src", to_device ? "src" : "dst");
+    int st = check_like(dst, src, fn);
+    if (st)
+        return st;
     if (!smelt_tensor_is_contiguous(d))
         return smelt__err(ctx, SMELT_ERR_UNSUPPORTED,
                           "%s: the device tensor is a non-contiguous view; copy it with a plan first",
                           fn);
     return SMELT_OK;
+}
+
+/* Element i (row-major index into the logical shape) of t: its offset in
+ * elements from t->data. */
+static int64_t elem_offset(const smelt_tensor *t, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        off += (i % t->shape[d]) * t->strides[d];
+        i /= t->shape[d];
+    }
+    return off;
 }
 
 int smelt_tensor_copy_from_host(smelt_tensor *dst, const smelt_tensor *src)
@@ -107,16 +129,45 @@ int smelt_tensor_copy_to_host(smelt_tensor *dst, const smelt_tensor *src)
     if ((st = smelt_tensor_new(dst->ctx, dst->dtype, dst->ndim, dst->shape, &tmp)))
         return st;
     st = be->iface->copy(be, tmp->data, src->data, (size_t)n * es, SMELT_COPY_D2H);
-    for (int64_t i = 0; !st && i < n; i++) {
-        int64_t off = 0, r = i;
-        for (int d = dst->ndim - 1; d >= 0; d--) {
-            off += (r % dst->shape[d]) * dst->strides[d];
-            r /= dst->shape[d];
-        }
-        memcpy(dst->data + off * (int64_t)es, tmp->data + i * (int64_t)es, es);
-    }
+    for (int64_t i = 0; !st && i < n; i++)
+        memcpy(dst->data + elem_offset(dst, i) * (int64_t)es, tmp->data + i * (int64_t)es, es);
     smelt_tensor_free(tmp);
     return st;
+}
+
+int smelt_tensor_copy(smelt_tensor *dst, const smelt_tensor *src)
+{
+    if (!dst || !src)
+        return SMELT_ERR_INVALID_ARG;
+    bool dd = smelt__is_device(dst), sd = smelt__is_device(src);
+    if (dd != sd)
+        return dd ? smelt_tensor_copy_from_host(dst, src) : smelt_tensor_copy_to_host(dst, src);
+    const char *fn = "smelt_tensor_copy";
+    int st = check_like(dst, src, fn);
+    if (st)
+        return st;
+    size_t es = smelt__dtypes[src->dtype].size;
+    int64_t n = smelt_tensor_numel(src);
+    bool contig = smelt_tensor_is_contiguous(dst) && smelt_tensor_is_contiguous(src);
+    if (dd) { /* device to device, on the device */
+        smelt__backend *be = dst->buf->dev;
+        if (src->buf->dev != be)
+            return smelt__err(dst->ctx, SMELT_ERR_INVALID_ARG,
+                              "%s: the device tensors belong to different contexts", fn);
+        if (!contig)
+            return smelt__err(dst->ctx, SMELT_ERR_UNSUPPORTED,
+                              "%s: a device tensor is a non-contiguous view; copy it with a plan "
+                              "first", fn);
+        return be->iface->copy(be, dst->data, src->data, (size_t)n * es, SMELT_COPY_D2D);
+    }
+    if (contig) {
+        memcpy(dst->data, src->data, (size_t)n * es);
+        return SMELT_OK;
+    }
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst->data + elem_offset(dst, i) * (int64_t)es,
+               src->data + elem_offset(src, i) * (int64_t)es, es);
+    return SMELT_OK;
 }
 
 /* ---- executor support -------------------------------------------------- */

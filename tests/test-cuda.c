@@ -139,7 +139,6 @@ static void kd_chain(kd *k, int n_in, smelt_dtype dt, int rank, const uint8_t *m
                                  .in = {i ? n_in + i - 1 : 0, i + 1}};
     d->out_val[0] = n_in + n_in - 2;
     d->rank = rank;
-    d->unroll = 1;
     d->idx32 = idx32;
     memcpy(d->mode, modes, (size_t)n_in + 1);
 }

@@ -1,5 +1,7 @@
 /* Constant folding: an operator whose operands are all constants becomes a
- * constant (computed with the reference semantics, rounded to its dtype). */
+ * constant (computed with the reference semantics, rounded to its dtype).
+ * An output that folds is written by the copy kernel smelt__prog_finalize
+ * gives it. */
 #include "../internal.h"
 
 int smelt__pass_fold(smelt__prog *p)
@@ -8,7 +10,7 @@ int smelt__pass_fold(smelt__prog *p)
     smelt__prog_uses(p);
     for (int i = 0; i < p->n; i++) {
         smelt__inst *in = &p->v[i];
-        if (smelt__ops[in->op].cls == SMELT_CLASS_SOURCE || in->is_output)
+        if (smelt__ops[in->op].cls == SMELT_CLASS_SOURCE)
             continue;
         double a[3] = {0, 0, 0};
         bool all_const = true;
