@@ -1,0 +1,692 @@
+/* Error paths: every failure gives a status code and a message that says
+ * what is wrong (smelt_errmsg); sticky builder errors; run-time checks of
+ * inputs and outputs; NULL arguments everywhere; backend selection from the
+ * environment and the API; kernels that fail to compile (the unfused
+ * fallback). */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+
+/* ---- sticky builder errors ----------------------------------------------------------------- */
+
+Test(errors, non_broadcastable_is_sticky)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(3, 4));
+    smelt_node *b = smelt_input(g, "b", SMELT_F32, SHP(5));
+    smelt_node *ok = smelt_unary(g, SMELT_OP_EXP, a);
+    cr_assert_not_null(ok);
+    cr_assert_null(smelt_add(g, a, b));
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_SHAPE);
+    const char *m = smelt_graph_errmsg(g);
+    cr_assert(t_contains(m, "add") && t_contains(m, "(3, 4)") && t_contains(m, "(5,)") &&
+                  t_contains(m, "not broadcastable"),
+              "message: %s", m);
+    cr_assert_str_eq(smelt_errmsg(ctx), m, "the context carries the same message");
+
+    /* later builder calls return NULL and keep the first error */
+    cr_assert_null(smelt_unary(g, SMELT_OP_NEG, a));
+    cr_assert_null(smelt_input(g, "c", SMELT_F32, SHP(2)));
+    cr_assert_null(smelt_const(g, 1, SMELT_F32));
+    cr_assert_null(smelt_scalar(g, 1));
+    cr_assert_null(smelt_cast(g, a, SMELT_F64));
+    cr_assert_null(smelt_broadcast_to(g, a, SHP(2, 3, 4)));
+    cr_assert_null(smelt_mul(g, NULL, a));
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_SHAPE);
+    cr_assert_str_eq(smelt_graph_errmsg(g), m);
+    cr_assert_eq(smelt_graph_num_inputs(g), 2);
+
+    /* the plan and the reference report it */
+    smelt_plan *p = NULL;
+    T_ERR(ctx, smelt_plan_new(ctx, g, 1, &ok, NULL, &p), SMELT_ERR_SHAPE, "not broadcastable");
+    cr_assert_null(p);
+    smelt_tensor *res = NULL, *in[2] = {t_tensor(ctx, SMELT_F32, SHP(3, 4)), t_tensor(ctx, SMELT_F32, SHP(5))};
+    T_ERR(ctx, smelt_reference_eval(ctx, g, 1, &ok, 2, in, &res), SMELT_ERR_SHAPE, "not broadcastable");
+    cr_assert_null(res);
+    t_free_all(in, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(errors, null_operand_keeps_the_first_error)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(3));
+    /* a failed builder call returns NULL; passing it on records one error */
+    smelt_node *bad = smelt_unary(g, SMELT_OP_LOGICAL_NOT, smelt_broadcast_to(g, a, SHP(4)));
+    cr_assert_null(bad);
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_SHAPE, "the first error (broadcast_to) wins: %s",
+                 smelt_graph_errmsg(g));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "broadcast_to"), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+
+    g = t_graph(ctx);
+    a = smelt_input(g, NULL, SMELT_F32, SHP(3));
+    cr_assert_null(smelt_add(g, a, NULL));
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_INVALID_ARG);
+    cr_assert(t_contains(smelt_graph_errmsg(g), "operand 1 is NULL"), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(errors, dtype_errors)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *b = smelt_input(g, NULL, SMELT_BOOL, SHP(3));
+    cr_assert_null(smelt_sub(g, b, b));
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_DTYPE);
+    cr_assert(t_contains(smelt_graph_errmsg(g), "sub does not support dtype bool"), "%s",
+              smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- plan_new and plan_run checks ---------------------------------------------------------- */
+
+Test(errors, plan_new_arguments)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx), *g2 = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(3));
+    smelt_node *y = smelt_unary(g, SMELT_OP_EXP, x);
+    smelt_node *other = smelt_input(g2, NULL, SMELT_F32, SHP(3));
+    smelt_plan *p = (smelt_plan *)&p; /* must be reset to NULL on failure */
+    T_ERR(ctx, smelt_plan_new(ctx, g, 0, &y, NULL, &p), SMELT_ERR_INVALID_ARG, "no outputs");
+    cr_assert_null(p);
+    T_ERR(ctx, smelt_plan_new(ctx, g, 1, NULL, NULL, &p), SMELT_ERR_INVALID_ARG, "no outputs");
+    smelt_node *nul = NULL;
+    T_ERR(ctx, smelt_plan_new(ctx, g, 1, &nul, NULL, &p), SMELT_ERR_INVALID_ARG, "output 0 is NULL");
+    smelt_node *mixed[] = {y, other};
+    T_ERR(ctx, smelt_plan_new(ctx, g, 2, mixed, NULL, &p), SMELT_ERR_INVALID_ARG, "another graph");
+    T_ERR(ctx, smelt_plan_new(ctx, NULL, 1, &y, NULL, &p), SMELT_ERR_INVALID_ARG, "graph is NULL");
+    T_ERR(ctx, smelt_plan_new(ctx, g, 1, &y, NULL, NULL), SMELT_ERR_INVALID_ARG, "out is NULL");
+    cr_assert_eq(smelt_plan_new(NULL, g, 1, &y, NULL, &p), SMELT_ERR_INVALID_ARG);
+    cr_assert_null(p);
+    smelt_graph_free(g);
+    smelt_graph_free(g2);
+    smelt_ctx_free(ctx);
+}
+
+Test(errors, run_time_inputs)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(4, 6));
+    smelt_node *b = smelt_input(g, NULL, SMELT_F32, SHP(4, 1));
+    smelt_node *y = smelt_add(g, a, b);
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    smelt_tensor *good[2] = {t_rand(ctx, &r, SMELT_F32, SHP(4, 6)), t_rand(ctx, &r, SMELT_F32, SHP(4, 1))};
+    smelt_tensor *out = NULL;
+
+    T_ERR(ctx, smelt_plan_run(p, 1, good, 1, &out), SMELT_ERR_INVALID_ARG, "takes 2 inputs, got 1");
+    T_ERR(ctx, smelt_plan_run(p, 3, good, 1, &out), SMELT_ERR_INVALID_ARG, "takes 2 inputs, got 3");
+    T_ERR(ctx, smelt_plan_run(p, 2, NULL, 1, &out), SMELT_ERR_INVALID_ARG, "inputs is NULL");
+    smelt_tensor *with_null[2] = {good[0], NULL};
+    T_ERR(ctx, smelt_plan_run(p, 2, with_null, 1, &out), SMELT_ERR_INVALID_ARG, "input 1 is NULL");
+
+    smelt_tensor *f64 = t_rand(ctx, &r, SMELT_F64, SHP(4, 6));
+    smelt_tensor *wrong_dt[2] = {f64, good[1]};
+    T_ERR(ctx, smelt_plan_run(p, 2, wrong_dt, 1, &out), SMELT_ERR_DTYPE, "input 0: expected dtype f32, got f64");
+
+    smelt_tensor *rank3 = t_rand(ctx, &r, SMELT_F32, SHP(1, 4, 6));
+    smelt_tensor *wrong_rank[2] = {rank3, good[1]};
+    T_ERR(ctx, smelt_plan_run(p, 2, wrong_rank, 1, &out), SMELT_ERR_SHAPE, "input 0");
+    cr_assert(t_contains(smelt_errmsg(ctx), "(1, 4, 6)"), "%s", smelt_errmsg(ctx));
+
+    /* same rank, but the size-1 pattern changed: (4, 6) where (4, 1) was */
+    smelt_tensor *full = t_rand(ctx, &r, SMELT_F32, SHP(4, 6));
+    smelt_tensor *wrong_pattern[2] = {good[0], full};
+    T_ERR(ctx, smelt_plan_run(p, 2, wrong_pattern, 1, &out), SMELT_ERR_SHAPE, "size-1");
+    /* new sizes that do not broadcast together */
+    smelt_tensor *a5 = t_rand(ctx, &r, SMELT_F32, SHP(5, 6));
+    smelt_tensor *mismatch[2] = {a5, good[1]};
+    T_ERR(ctx, smelt_plan_run(p, 2, mismatch, 1, &out), SMELT_ERR_SHAPE, "not broadcastable");
+    cr_assert_null(out, "no output is left behind by a failed run");
+
+    /* still usable afterwards */
+    t_run(p, 2, good, 1, &out);
+    smelt_tensor_free(out);
+    smelt_tensor *all[] = {good[0], good[1], f64, rank3, full, a5};
+    t_free_all(all, NELEMS(all));
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(errors, run_time_outputs)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_I32, SHP(4, 6));
+    smelt_node *y = smelt_mul(g, a, a);
+    smelt_node *z = smelt_binary(g, SMELT_OP_GT, a, smelt_scalar(g, 0));
+    smelt_node *outs[] = {y, z};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_I32, SHP(4, 6));
+    smelt_tensor *o[2] = {NULL, NULL};
+    T_ERR(ctx, smelt_plan_run(p, 1, &in, 1, o), SMELT_ERR_INVALID_ARG, "2 outputs, got 1");
+    T_ERR(ctx, smelt_plan_run(p, 1, &in, 2, NULL), SMELT_ERR_INVALID_ARG, "outputs is NULL");
+
+    smelt_tensor *wrong_shape = t_tensor(ctx, SMELT_I32, SHP(6, 4));
+    o[0] = wrong_shape;
+    T_ERR(ctx, smelt_plan_run(p, 1, &in, 2, o), SMELT_ERR_SHAPE, "output 0: expected i32 (4, 6), got i32 (6, 4)");
+    cr_assert_eq(o[0], wrong_shape, "a caller's tensor is never freed or replaced");
+    cr_assert_null(o[1], "the output allocated before the error is released");
+    smelt_tensor *wrong_dt = t_tensor(ctx, SMELT_F32, SHP(4, 6));
+    o[0] = NULL;
+    o[1] = wrong_dt;
+    T_ERR(ctx, smelt_plan_run(p, 1, &in, 2, o), SMELT_ERR_SHAPE, "output 1: expected bool (4, 6), got f32 (4, 6)");
+    cr_assert_null(o[0]);
+    smelt_tensor *all[] = {in, wrong_shape, wrong_dt};
+    t_free_all(all, 3);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- NULL arguments everywhere --------------------------------------------------------------- */
+
+static int traced_add(smelt_graph *g, int n_in, smelt_node *const *in, int n_out, smelt_node **out,
+                      void *user)
+{
+    (void)n_in, (void)n_out, (void)user;
+    out[0] = smelt_add(g, in[0], in[0]);
+    return SMELT_OK;
+}
+
+Test(errors, null_arguments_everywhere)
+{
+    smelt_ctx *ctx = t_ctx();
+    /* contexts */
+    cr_assert_eq(smelt_ctx_new(NULL), SMELT_ERR_INVALID_ARG);
+    smelt_ctx_free(NULL);
+    cr_assert_not_null(smelt_errmsg(NULL));
+    cr_assert_eq(smelt_ctx_set_backend(NULL, "TCC"), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_ctx_set_threads(NULL, 1), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_ctx_threads(NULL), 0);
+    cr_assert_neq(smelt_backend_check(NULL, "TCC"), SMELT_OK);
+    T_ERR(ctx, smelt_backend_check(ctx, NULL), SMELT_ERR_INVALID_ARG, "NULL");
+    /* tensors */
+    smelt_tensor *t = (smelt_tensor *)&t;
+    T_ERR(ctx, smelt_tensor_new(ctx, SMELT_F32, 2, NULL, &t), SMELT_ERR_INVALID_ARG, "shape is NULL");
+    cr_assert_null(t);
+    cr_assert_eq(smelt_tensor_new(ctx, SMELT_F32, SHP(2), NULL), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_new(NULL, SMELT_F32, 2, NULL, &t), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_wrap(ctx, SMELT_F32, SHP(2), NULL, NULL, &t), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_wrap(ctx, SMELT_F32, SHP(2), NULL, ctx, NULL), SMELT_ERR_INVALID_ARG);
+    smelt_tensor_free(NULL);
+    cr_assert_eq(smelt_tensor_ndim(NULL), 0);
+    cr_assert_null(smelt_tensor_shape(NULL));
+    cr_assert_null(smelt_tensor_strides(NULL));
+    cr_assert_null(smelt_tensor_data(NULL));
+    cr_assert_eq(smelt_tensor_numel(NULL), 0);
+    cr_assert_eq(smelt_tensor_is_contiguous(NULL), 0);
+    cr_assert_eq(smelt_tensor_get(NULL, 0), 0);
+    (void)smelt_tensor_dtype(NULL);
+    smelt_tensor *real = t_tensor(ctx, SMELT_F32, SHP(2, 3));
+    cr_assert_eq(smelt_tensor_transpose(NULL, (const int[]){1, 0}, &t), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_transpose(real, NULL, &t), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_transpose(real, (const int[]){1, 0}, NULL), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_slice(NULL, 0, 0, 1, 1, &t), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_slice(real, 0, 0, 1, 1, NULL), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_broadcast_to(NULL, SHP(2, 3), &t), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_broadcast_to(real, 2, NULL, &t), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_broadcast_to(real, SHP(2, 3), NULL), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_contiguous(NULL, &t), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_tensor_contiguous(real, NULL), SMELT_ERR_INVALID_ARG);
+    /* graphs and nodes */
+    smelt_graph *g = (smelt_graph *)&g;
+    cr_assert_eq(smelt_graph_new(NULL, &g), SMELT_ERR_INVALID_ARG);
+    cr_assert_null(g);
+    cr_assert_eq(smelt_graph_new(ctx, NULL), SMELT_ERR_INVALID_ARG);
+    smelt_graph_free(NULL);
+    cr_assert_neq(smelt_graph_status(NULL), SMELT_OK);
+    cr_assert_not_null(smelt_graph_errmsg(NULL));
+    cr_assert_eq(smelt_graph_num_inputs(NULL), 0);
+    cr_assert_null(smelt_input(NULL, NULL, SMELT_F32, SHP(2)));
+    cr_assert_null(smelt_const(NULL, 1, SMELT_F32));
+    cr_assert_null(smelt_scalar(NULL, 1));
+    cr_assert_null(smelt_op_apply(NULL, SMELT_OP_ADD, 0, NULL));
+    cr_assert_null(smelt_unary(NULL, SMELT_OP_NEG, NULL));
+    cr_assert_null(smelt_binary(NULL, SMELT_OP_ADD, NULL, NULL));
+    cr_assert_null(smelt_ternary(NULL, SMELT_OP_WHERE, NULL, NULL, NULL));
+    cr_assert_null(smelt_cast(NULL, NULL, SMELT_F32));
+    cr_assert_null(smelt_broadcast_to(NULL, NULL, SHP(2)));
+    (void)smelt_node_dtype(NULL);
+    (void)smelt_node_op(NULL);
+    cr_assert_eq(smelt_node_ndim(NULL), 0);
+    cr_assert_null(smelt_node_shape(NULL));
+    g = t_graph(ctx);
+    cr_assert_null(smelt_op_apply(g, SMELT_OP_ADD, 2, NULL));
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_INVALID_ARG);
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    cr_assert_null(smelt_unary(g, SMELT_OP_NEG, NULL));
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    cr_assert_null(smelt_cast(g, NULL, SMELT_F32));
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_INVALID_ARG);
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    cr_assert_null(smelt_broadcast_to(g, NULL, SHP(2)));
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_INVALID_ARG);
+    smelt_graph_free(g);
+    /* plans */
+    g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(2, 3));
+    smelt_node *y = smelt_unary(g, SMELT_OP_NEG, x);
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    smelt_plan_free(NULL);
+    smelt_plan_opts_init(NULL);
+    smelt_plan_stats st;
+    cr_assert_eq(smelt_plan_get_stats(NULL, &st), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_plan_get_stats(p, NULL), SMELT_ERR_INVALID_ARG);
+    cr_assert_not_null(smelt_plan_describe(NULL));
+    cr_assert_eq(smelt_plan_run(NULL, 1, &real, 1, &t), SMELT_ERR_INVALID_ARG);
+    cr_assert_eq(smelt_plan_num_kernels(NULL), 0);
+    cr_assert_null(smelt_plan_kernel_name(NULL, 0));
+    cr_assert_null(smelt_plan_kernel_source(NULL, 0));
+    cr_assert_null(smelt_plan_kernel_name(p, -1));
+    cr_assert_neq(smelt_plan_wait(NULL), SMELT_OK);
+    /* reference */
+    smelt_tensor *res = NULL;
+    cr_assert_eq(smelt_reference_eval(NULL, g, 1, &y, 1, &real, &res), SMELT_ERR_INVALID_ARG);
+    T_ERR(ctx, smelt_reference_eval(ctx, NULL, 1, &y, 1, &real, &res), SMELT_ERR_INVALID_ARG, "NULL");
+    T_ERR(ctx, smelt_reference_eval(ctx, g, 1, NULL, 1, &real, &res), SMELT_ERR_INVALID_ARG, "NULL");
+    T_ERR(ctx, smelt_reference_eval(ctx, g, 1, &y, 1, NULL, &res), SMELT_ERR_INVALID_ARG, "NULL");
+    T_ERR(ctx, smelt_reference_eval(ctx, g, 1, &y, 1, &real, NULL), SMELT_ERR_INVALID_ARG, "NULL");
+    smelt_node *nul = NULL;
+    T_ERR(ctx, smelt_reference_eval(ctx, g, 1, &nul, 1, &real, &res), SMELT_ERR_INVALID_ARG, "output 0");
+    /* traces */
+    smelt_trace *tr = (smelt_trace *)&tr;
+    cr_assert_eq(smelt_trace_new(NULL, traced_add, NULL, 1, 1, NULL, &tr), SMELT_ERR_INVALID_ARG);
+    T_ERR(ctx, smelt_trace_new(ctx, NULL, NULL, 1, 1, NULL, &tr), SMELT_ERR_INVALID_ARG, "fn is NULL");
+    T_ERR(ctx, smelt_trace_new(ctx, traced_add, NULL, 1, 1, NULL, NULL), SMELT_ERR_INVALID_ARG, "out is NULL");
+    T_ERR(ctx, smelt_trace_new(ctx, traced_add, NULL, 1, 0, NULL, &tr), SMELT_ERR_INVALID_ARG, "output");
+    smelt_trace_free(NULL);
+    cr_assert_eq(smelt_trace_call(NULL, 1, &real, 1, &t), SMELT_ERR_INVALID_ARG);
+    cr_assert_null(smelt_trace_last_plan(NULL));
+    cr_assert_eq(smelt_trace_num_plans(NULL), 0);
+    T_OK(ctx, smelt_trace_new(ctx, traced_add, NULL, 1, 1, NULL, &tr));
+    smelt_tensor *out = NULL, *nul_in = NULL;
+    T_ERR(ctx, smelt_trace_call(tr, 1, NULL, 1, &out), SMELT_ERR_INVALID_ARG, "trace takes");
+    T_ERR(ctx, smelt_trace_call(tr, 1, &nul_in, 1, &out), SMELT_ERR_INVALID_ARG, "input 0 is NULL");
+    T_ERR(ctx, smelt_trace_call(tr, 1, &real, 1, NULL), SMELT_ERR_INVALID_ARG, "trace takes");
+    cr_assert_null(out);
+    smelt_trace_free(tr);
+    /* misc */
+    smelt_free(NULL);
+    cr_assert_null(smelt_dtype_name((smelt_dtype)-3));
+    cr_assert_null(smelt_op_name((smelt_op)9999));
+    smelt_tensor_free(real);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- backend selection -------------------------------------------------------------------- */
+
+/* A plan of a small graph on a context with no backend override. */
+static int try_plan(smelt_ctx *ctx, const char *backend, smelt_plan_stats *stats)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(10));
+    smelt_node *y = smelt_add(g, smelt_mul(g, x, x), smelt_scalar(g, 1));
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = backend;
+    smelt_plan *p = NULL;
+    int st = smelt_plan_new(ctx, g, 1, &y, &o, &p);
+    if (st == SMELT_OK) {
+        trng r;
+        trng_init(&r, 0);
+        smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(10)), *got = NULL, *ref = NULL;
+        t_run(p, 1, &in, 1, &got);
+        t_reference(ctx, g, 1, &y, 1, &in, &ref);
+        t_expect_match(backend ? backend : "environment's backend", got, ref, T_CHAIN);
+        if (stats) {
+            *stats = t_stats(p);
+        }
+        smelt_tensor *all[] = {in, got, ref};
+        t_free_all(all, 3);
+    } else {
+        cr_assert_null(p);
+    }
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    return st;
+}
+
+static void clean_env(void)
+{
+    unsetenv("SMELT_JIT_BACKEND");
+    unsetenv("MGB_JIT_BACKEND");
+    setenv("SMELT_CACHE", "0", 1); /* keep the user's kernel cache out of it */
+}
+
+Test(backend, invalid_smelt_jit_backend_lists_the_valid_names)
+{
+    clean_env();
+    setenv("SMELT_JIT_BACKEND", "FOO", 1);
+    smelt_ctx *ctx = t_ctx_raw();
+    T_ERR(ctx, try_plan(ctx, NULL, NULL), SMELT_ERR_INVALID_ARG, "SMELT_JIT_BACKEND");
+    const char *m = smelt_errmsg(ctx);
+    cr_assert(t_contains(m, "FOO"), "%s", m);
+    static const char *valid[] = {"TCC", "CC", "NVRTC", "AUTO"};
+    for (int i = 0; i < 4; i++)
+        cr_assert(t_contains(m, valid[i]), "the message lists %s: %s", valid[i], m);
+    T_ERR(ctx, smelt_backend_check(ctx, "FOO"), SMELT_ERR_INVALID_ARG, "FOO");
+    smelt_ctx_free(ctx);
+}
+
+Test(backend, mgb_jit_backend_when_smelt_jit_backend_is_unset)
+{
+    clean_env();
+    setenv("MGB_JIT_BACKEND", "bogus", 1);
+    smelt_ctx *ctx = t_ctx_raw();
+    T_ERR(ctx, try_plan(ctx, NULL, NULL), SMELT_ERR_INVALID_ARG, "MGB_JIT_BACKEND");
+    cr_assert(t_contains(smelt_errmsg(ctx), "bogus"), "%s", smelt_errmsg(ctx));
+    /* a valid MegEngine name works */
+    setenv("MGB_JIT_BACKEND", "tcc", 1);
+    smelt_plan_stats s;
+    T_OK(ctx, try_plan(ctx, NULL, &s));
+    cr_assert_str_eq(s.backend, "TCC");
+    /* SMELT_JIT_BACKEND wins over it */
+    setenv("MGB_JIT_BACKEND", "bogus", 1);
+    setenv("SMELT_JIT_BACKEND", "TCC", 1);
+    T_OK(ctx, try_plan(ctx, NULL, &s));
+    /* an empty SMELT_JIT_BACKEND counts as unset */
+    setenv("SMELT_JIT_BACKEND", "", 1);
+    T_ERR(ctx, try_plan(ctx, NULL, NULL), SMELT_ERR_INVALID_ARG, "MGB_JIT_BACKEND");
+    smelt_ctx_free(ctx);
+}
+
+Test(backend, halide_and_mlir_are_not_smelt_backends)
+{
+    clean_env();
+    static const char *names[] = {"HALIDE", "MLIR", "halide"};
+    for (int i = 0; i < 3; i++) {
+        setenv("MGB_JIT_BACKEND", names[i], 1);
+        smelt_ctx *ctx = t_ctx_raw();
+        T_ERR(ctx, try_plan(ctx, NULL, NULL), SMELT_ERR_BACKEND, "does not have");
+        cr_assert(t_contains(smelt_errmsg(ctx), names[i]), "%s", smelt_errmsg(ctx));
+        T_ERR(ctx, smelt_ctx_set_backend(ctx, names[i]), SMELT_ERR_BACKEND, "does not have");
+        T_ERR(ctx, try_plan(ctx, names[i], NULL), SMELT_ERR_BACKEND, "does not have");
+        smelt_ctx_free(ctx);
+    }
+}
+
+Test(backend, unavailable_cc_is_a_clear_error)
+{
+    clean_env();
+    setenv("CC", "/nonexistent/smelt-test-cc", 1);
+    smelt_ctx *ctx = t_ctx_raw();
+    T_ERR(ctx, try_plan(ctx, "CC", NULL), SMELT_ERR_BACKEND, "not available");
+    cr_assert(t_contains(smelt_errmsg(ctx), "CC"), "%s", smelt_errmsg(ctx));
+    T_ERR(ctx, smelt_backend_check(ctx, "cc"), SMELT_ERR_BACKEND, "not available");
+    smelt_ctx_free(ctx);
+}
+
+Test(backend, cc_when_available_gives_the_right_answer)
+{
+    clean_env();
+    smelt_ctx *ctx = t_ctx_raw();
+    if (smelt_backend_check(ctx, "CC") != SMELT_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", smelt_errmsg(ctx));
+        smelt_ctx_free(ctx);
+        cr_assert(t_contains(why, "not available"), "%s", why);
+        cr_skip_test("no C compiler: %s", why);
+    }
+    smelt_plan_stats s;
+    T_OK(ctx, try_plan(ctx, "CC", &s));
+    cr_assert_str_eq(s.backend, "CC");
+    smelt_ctx_free(ctx);
+}
+
+Test(backend, nvrtc_without_a_gpu_is_a_clear_error)
+{
+    clean_env();
+    smelt_ctx *ctx = t_ctx_raw();
+    int st = try_plan(ctx, "NVRTC", NULL);
+    if (st == SMELT_OK) {
+        smelt_ctx_free(ctx);
+        cr_skip_test("this machine has a usable GPU (NVRTC plans ran and matched the reference)");
+    }
+    cr_assert_eq(st, SMELT_ERR_BACKEND, "%d: %s", st, smelt_errmsg(ctx));
+    cr_assert(t_contains(smelt_errmsg(ctx), "NVRTC"), "%s", smelt_errmsg(ctx));
+    cr_assert(t_contains(smelt_errmsg(ctx), "not available"), "%s", smelt_errmsg(ctx));
+    T_ERR(ctx, smelt_backend_check(ctx, "NVRTC"), SMELT_ERR_BACKEND, "not available");
+    smelt_ctx_free(ctx);
+}
+
+Test(backend, set_backend_overrides_the_environment)
+{
+    clean_env();
+    setenv("SMELT_JIT_BACKEND", "FOO", 1);
+    smelt_ctx *ctx = t_ctx_raw();
+    T_ERR(ctx, try_plan(ctx, NULL, NULL), SMELT_ERR_INVALID_ARG, "FOO");
+    T_OK(ctx, smelt_ctx_set_backend(ctx, "tcc"));
+    smelt_plan_stats s;
+    T_OK(ctx, try_plan(ctx, NULL, &s));
+    cr_assert_str_eq(s.backend, "TCC");
+    /* an invalid name is refused and leaves the previous choice */
+    T_ERR(ctx, smelt_ctx_set_backend(ctx, "BAR"), SMELT_ERR_INVALID_ARG, "BAR");
+    T_OK(ctx, try_plan(ctx, NULL, &s));
+    /* the plan option overrides the context */
+    T_ERR(ctx, try_plan(ctx, "MLIR", NULL), SMELT_ERR_BACKEND, "does not have");
+    T_ERR(ctx, try_plan(ctx, "nope", NULL), SMELT_ERR_INVALID_ARG, "nope");
+    /* NULL returns to the environment */
+    T_OK(ctx, smelt_ctx_set_backend(ctx, NULL));
+    T_ERR(ctx, try_plan(ctx, NULL, NULL), SMELT_ERR_INVALID_ARG, "FOO");
+    /* and an explicit plan option works whatever the environment says */
+    T_OK(ctx, try_plan(ctx, "TCC", &s));
+    cr_assert_str_eq(s.backend, "TCC");
+    smelt_ctx_free(ctx);
+}
+
+Test(backend, default_is_auto)
+{
+    clean_env();
+    smelt_ctx *ctx = t_ctx_raw();
+    T_OK(ctx, smelt_backend_check(ctx, "AUTO"));
+    T_OK(ctx, smelt_backend_check(ctx, "TCC"));
+    smelt_plan_stats s;
+    T_OK(ctx, try_plan(ctx, NULL, &s));
+    cr_assert_not_null(s.backend);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- kernels that do not compile ------------------------------------------------------------ */
+
+static smelt_node *chain(smelt_graph *g, smelt_node *x, smelt_node *w)
+{
+    smelt_node *v = smelt_mul(g, x, w);
+    v = smelt_unary(g, SMELT_OP_SIN, v);
+    v = smelt_add(g, v, x);
+    v = smelt_unary(g, SMELT_OP_EXP, v);
+    v = smelt_sub(g, v, w);
+    return smelt_unary(g, SMELT_OP_TANH, v);
+}
+
+Test(fallback, fused_kernel_that_fails_to_compile_runs_unfused)
+{
+    t_use_failing_templates();
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(30, 20));
+    smelt_node *w = smelt_input(g, NULL, SMELT_F32, SHP(20));
+    smelt_node *y = chain(g, x, w);
+    smelt_node *outs[] = {y, smelt_unary(g, SMELT_OP_NEG, x)};
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(30, 20)), t_rand(ctx, &r, SMELT_F32, SHP(20))};
+    smelt_plan_stats s = t_check_plan("fallback", ctx, g, 2, outs, 3, 2, in, T_CHAIN);
+    cr_assert_geq(s.fallbacks, 1, "no fallback recorded");
+    cr_assert_eq(s.kernels, 7, "the cluster's 6 operators and neg, one kernel each: %d", s.kernels);
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    const char *d = smelt_plan_describe(p);
+    cr_assert(t_contains(d, "warning"), "the description warns about the fallback: %s", d);
+    cr_assert(t_contains(d, "unfused"), "%s", d);
+    smelt_plan_free(p);
+    /* single-operator kernels (opt_level 0) are not affected */
+    smelt_plan_stats s0 = t_check_plan("fallback, opt 0", ctx, g, 2, outs, 0, 2, in, T_CHAIN);
+    cr_assert_eq(s0.fallbacks, 0);
+    t_free_all(in, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* A folder with kernel templates made from the failing test templates:
+ * replace "#if {{NOPS}} > 1" by cond (NULL: the original, no failure). */
+static char *template_dir(const char *cond_rank1, const char *cond_nd)
+{
+    const char *src = t_use_failing_templates();
+    char *dir = malloc(256);
+    snprintf(dir, 256, "/tmp/smelt-test-tpl-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    char path[512];
+    snprintf(path, sizeof path, "%s/c", dir);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    static const char *names[] = {"kernel_flat", "kernel_nd", "kernel_block"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/c/%s.c.in", src, names[i]);
+        if (access(path, R_OK))
+            continue;
+        char *text = t_read_file(path);
+        const char *cond = i == 0 ? cond_rank1 : cond_nd;
+        char *at = strstr(text, "#if {{NOPS}} > 1\n");
+        cr_assert_not_null(at, "%s has no injected #if", path);
+        char out[65536];
+        snprintf(out, sizeof out, "%.*s#if %s\n%s", (int)(at - text), text,
+                 cond ? cond : "0", at + strlen("#if {{NOPS}} > 1\n"));
+        snprintf(path, sizeof path, "%s/c/%s.c.in", dir, names[i]);
+        t_write_file(path, out);
+        free(text);
+    }
+    setenv("SMELT_TEMPLATE_DIR", dir, 1);
+    return dir;
+}
+
+static void remove_dir(char *dir)
+{
+    static const char *names[] = {"kernel_flat", "kernel_nd", "kernel_block"};
+    char path[512];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/c/%s.c.in", dir, names[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/c", dir);
+    rmdir(path);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(fallback, at_run_time_for_a_new_layout)
+{
+    /* fused kernels compile for rank 1 (contiguous) but not for rank > 1 */
+    char *dir = template_dir(NULL, "{{NOPS}} > 1 && {{RANK}} > 1");
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F64, SHP(12, 9));
+    smelt_node *w = smelt_input(g, NULL, SMELT_F64, SHP(12, 9));
+    smelt_node *y = chain(g, x, w);
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    smelt_plan_stats s = t_stats(p);
+    cr_assert_eq(s.kernels, 1);
+    cr_assert_eq(s.fallbacks, 0, "%s", smelt_plan_describe(p));
+    /* a transposed input needs the rank-2 variant, which fails: split at run time */
+    smelt_tensor *base = t_rand(ctx, &r, SMELT_F64, SHP(9, 12)), *xt = NULL;
+    T_OK(ctx, smelt_tensor_transpose(base, (const int[]){1, 0}, &xt));
+    smelt_tensor *in[2] = {xt, t_rand(ctx, &r, SMELT_F64, SHP(12, 9))};
+    for (int k = 0; k < 2; k++) {
+        smelt_tensor *got = NULL, *ref = NULL;
+        t_run(p, 2, in, 1, &got);
+        t_reference(ctx, g, 1, &y, 2, in, &ref);
+        t_expect_match("run-time fallback", got, ref, t_chain_tol(SMELT_F64));
+        smelt_tensor_free(got);
+        smelt_tensor_free(ref);
+    }
+    s = t_stats(p);
+    cr_assert_eq(s.fallbacks, 1);
+    cr_assert_eq(s.kernels, 6);
+    cr_assert(t_contains(smelt_plan_describe(p), "warning"), "%s", smelt_plan_describe(p));
+    /* contiguous inputs still run (now unfused) */
+    smelt_tensor *cin[2] = {NULL, in[1]};
+    T_OK(ctx, smelt_tensor_contiguous(xt, &cin[0]));
+    smelt_tensor *got = NULL, *ref = NULL;
+    t_run(p, 2, cin, 1, &got);
+    t_reference(ctx, g, 1, &y, 2, cin, &ref);
+    t_expect_match("after the fallback", got, ref, t_chain_tol(SMELT_F64));
+    smelt_tensor *all[] = {got, ref, cin[0], base, xt, in[1]};
+    t_free_all(all, 6);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    remove_dir(dir);
+}
+
+Test(fallback, single_kernel_that_fails_is_a_compile_error)
+{
+    char *dir = template_dir("1", "1");
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(8));
+    smelt_node *y = smelt_unary(g, SMELT_OP_EXP, x);
+    smelt_plan *p = NULL;
+    T_ERR(ctx, smelt_plan_new(ctx, g, 1, &y, NULL, &p), SMELT_ERR_COMPILE, "injected failure");
+    cr_assert(t_contains(smelt_errmsg(ctx), "TCC"), "the message names the compiler: %s", smelt_errmsg(ctx));
+    cr_assert_null(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    remove_dir(dir);
+}
+
+Test(fallback, test_templates_are_copies_of_the_real_ones)
+{
+    /* tests/templates/c/X is templates/c/X plus the injected lines after its
+     * first line; when a template changes, copy it again and re-insert them. */
+    const char *dir = t_use_failing_templates();
+    char src_dir[512];
+    snprintf(src_dir, sizeof src_dir, "%s/../../templates/c", dir);
+    DIR *d = opendir(src_dir);
+    cr_assert_not_null(d, "cannot open %s", src_dir);
+    int checked = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "kernel_", 7) || !strstr(e->d_name, ".c.in"))
+            continue;
+        char a[768], b[768];
+        snprintf(a, sizeof a, "%s/%s", src_dir, e->d_name);
+        snprintf(b, sizeof b, "%s/c/%s", dir, e->d_name);
+        cr_assert_eq(access(b, R_OK), 0, "tests/templates/c/%s is missing", e->d_name);
+        char *orig = t_read_file(a), *copy = t_read_file(b);
+        char *block = strstr(copy, "#endif\n");
+        const char *nl = strchr(copy, '\n');
+        cr_assert(block && nl, "%s has no injected block", b);
+        /* remove the injected lines: from after the first line to the #endif */
+        char joined[65536];
+        snprintf(joined, sizeof joined, "%.*s%s", (int)(nl + 1 - copy), copy, block + strlen("#endif\n"));
+        cr_assert(t_contains(copy, "#error injected failure for fused kernels"), "%s", b);
+        cr_assert_str_eq(joined, orig, "tests/templates/c/%s is out of date with templates/c/%s",
+                         e->d_name, e->d_name);
+        free(orig);
+        free(copy);
+        checked++;
+    }
+    closedir(d);
+    cr_assert_geq(checked, 2);
+}

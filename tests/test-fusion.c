@@ -1,0 +1,640 @@
+/* Fusion: kernel counts (smelt_plan_get_stats), multi-output kernels, the
+ * operand limit, the kernel cache across clusters, plans and shapes, the
+ * passes (constant folding, CSE, DCE), fused == unfused bitwise, and
+ * threading. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+/* The describe line of kernel k ("kernel <k> ...\n"), copied into buf. */
+static const char *describe_line(smelt_plan *p, int k, char *buf, size_t n)
+{
+    char key[32];
+    snprintf(key, sizeof key, "kernel %d ", k);
+    const char *d = smelt_plan_describe(p), *s = strstr(d, key);
+    buf[0] = 0;
+    if (s) {
+        size_t len = strcspn(s, "\n");
+        if (len >= n)
+            len = n - 1;
+        memcpy(buf, s, len);
+        buf[len] = 0;
+    }
+    return buf;
+}
+
+/* ---- kernel counts ------------------------------------------------------------------ */
+
+/* 8 elementwise operators in a chain: x -> ... -> y, reading x and w */
+static smelt_node *chain8(smelt_graph *g, smelt_node *x, smelt_node *w)
+{
+    smelt_node *v = smelt_mul(g, x, w);                  /* 1 */
+    v = smelt_unary(g, SMELT_OP_SIN, v);                 /* 2 */
+    v = smelt_add(g, v, x);                              /* 3 */
+    v = smelt_unary(g, SMELT_OP_EXP, v);                 /* 4 */
+    v = smelt_sub(g, v, w);                              /* 5 */
+    v = smelt_unary(g, SMELT_OP_TANH, v);                /* 6 */
+    v = smelt_binary(g, SMELT_OP_MAXIMUM, v, x);         /* 7 */
+    return smelt_mul(g, v, smelt_scalar(g, 0.5));        /* 8 */
+}
+
+Test(fusion, chain_of_eight_is_one_kernel)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(40, 50));
+    smelt_node *w = smelt_input(g, "w", SMELT_F32, SHP(40, 50));
+    smelt_node *y = chain8(g, x, w);
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(40, 50)), t_rand(ctx, &r, SMELT_F32, SHP(40, 50))};
+    smelt_plan_stats s3 = t_check_plan("chain8", ctx, g, 1, &y, 3, 2, in, T_CHAIN);
+    smelt_plan_stats s0 = t_check_plan("chain8", ctx, g, 1, &y, 0, 2, in, T_CHAIN);
+    cr_assert_eq(s3.kernels, 1, "opt_level 3: %d kernels", s3.kernels);
+    cr_assert_eq(s3.ops, 8, "opt_level 3: %d operators", s3.ops);
+    cr_assert_eq(s0.kernels, 8, "opt_level 0: %d kernels", s0.kernels);
+    cr_assert_eq(s0.ops, 8);
+    for (int opt = 1; opt <= 2; opt++) {
+        smelt_plan_stats s = t_check_plan("chain8", ctx, g, 1, &y, opt, 2, in, T_CHAIN);
+        cr_assert_eq(s.kernels, 8, "opt_level %d does not fuse: %d kernels", opt, s.kernels);
+    }
+
+    /* the description names the kernels */
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    const char *d = smelt_plan_describe(p);
+    cr_assert(t_contains(d, "kernel 0"), "%s", d);
+    cr_assert(t_contains(d, "smelt_ew_"), "%s", d);
+    cr_assert(t_contains(d, "1 kernels") || t_contains(d, "1 kernel"), "%s", d);
+    cr_assert_eq(smelt_plan_num_kernels(p), 1);
+    cr_assert(t_contains(d, smelt_plan_kernel_name(p, 0)), "%s", d);
+    cr_assert_null(smelt_plan_kernel_name(p, 1));
+    const char *src = smelt_plan_kernel_source(p, 0);
+    cr_assert(t_contains(src, smelt_plan_kernel_name(p, 0)), "the source defines the kernel");
+    smelt_plan_free(p);
+    p = t_plan(ctx, g, 1, &y, 0);
+    d = smelt_plan_describe(p);
+    cr_assert(t_contains(d, "kernel 7"), "%s", d);
+    cr_assert_not(t_contains(d, "kernel 8"), "%s", d);
+    smelt_plan_free(p);
+
+    t_free_all(in, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(fusion, value_used_outside_its_chain_is_an_extra_output)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F64, SHP(1000));
+    smelt_node *t = smelt_unary(g, SMELT_OP_EXP, smelt_unary(g, SMELT_OP_NEG, x));
+    smelt_node *y = smelt_add(g, smelt_mul(g, t, x), smelt_scalar(g, 1));
+    smelt_node *outs[] = {y, t}; /* t is used inside the chain and requested */
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F64, SHP(1000));
+    smelt_plan_stats s = t_check_plan("extra output", ctx, g, 2, outs, 3, 1, &in, t_chain_tol(SMELT_F64));
+    cr_assert_eq(s.kernels, 1, "a 2-output kernel, not %d kernels", s.kernels);
+    cr_assert_eq(s.ops, 4);
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    char line[512];
+    describe_line(p, 0, line, sizeof line);
+    cr_assert(t_contains(line, "out0") && t_contains(line, "out1"), "kernel 0 writes both outputs: %s",
+              smelt_plan_describe(p));
+    smelt_plan_free(p);
+
+    /* also when the inner value feeds two consumers but is not requested */
+    smelt_node *z = smelt_add(g, smelt_unary(g, SMELT_OP_SIN, t), smelt_unary(g, SMELT_OP_COS, t));
+    s = t_check_plan("shared inner value", ctx, g, 1, &z, 3, 1, &in, t_chain_tol(SMELT_F64));
+    cr_assert_eq(s.kernels, 1);
+    smelt_tensor_free(in);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(fusion, sum_of_120_inputs_splits_at_the_operand_limit)
+{
+    enum { N = 120 };
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x[N];
+    smelt_tensor *in[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = smelt_input(g, NULL, SMELT_I32, SHP(33));
+        in[i] = t_rand(ctx, &r, SMELT_I32, SHP(33));
+    }
+    smelt_node *s = x[0];
+    for (int i = 1; i < N; i++)
+        s = smelt_add(g, s, x[i]);
+    smelt_plan_stats st = t_check_plan("120 inputs", ctx, g, 1, &s, 3, N, in, T_EXACT);
+    cr_assert_geq(st.kernels, 2, "120 inputs cannot be one kernel (at most %d operands)",
+                  SMELT_MAX_KERNEL_OPERANDS);
+    cr_assert_leq(st.kernels, 3, "but it should not fall apart either: %d kernels", st.kernels);
+    cr_assert_eq(st.ops, N - 1);
+    /* the answer by hand too */
+    smelt_plan *p = t_plan(ctx, g, 1, &s, 3);
+    smelt_tensor *got = NULL;
+    t_run(p, N, in, 1, &got);
+    for (int j = 0; j < 33; j++) {
+        int64_t e = 0;
+        for (int i = 0; i < N; i++)
+            e += ((int32_t *)smelt_tensor_data(in[i]))[j];
+        cr_assert_eq(((int32_t *)smelt_tensor_data(got))[j], e);
+    }
+    smelt_tensor_free(got);
+    smelt_plan_free(p);
+
+    /* the same with a balanced tree and f64 */
+    smelt_graph *g2 = t_graph(ctx);
+    smelt_node *v[N];
+    smelt_tensor *in2[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = smelt_input(g2, NULL, SMELT_F64, SHP(17));
+        in2[i] = t_rand(ctx, &r, SMELT_F64, SHP(17));
+    }
+    int n = N;
+    while (n > 1) {
+        int m = 0;
+        for (int i = 0; i + 1 < n; i += 2)
+            v[m++] = smelt_add(g2, v[i], v[i + 1]);
+        if (n % 2)
+            v[m++] = v[n - 1];
+        n = m;
+    }
+    st = t_check_plan("120 inputs, tree", ctx, g2, 1, &v[0], 3, N, in2, t_chain_tol(SMELT_F64));
+    cr_assert_geq(st.kernels, 2);
+    t_free_all(in, N);
+    t_free_all(in2, N);
+    smelt_graph_free(g);
+    smelt_graph_free(g2);
+    smelt_ctx_free(ctx);
+}
+
+Test(fusion, diamond_near_the_operand_limit_stays_acyclic)
+{
+    /* a = sum of 60 inputs (one big cluster); b = a * w1 + w2 ... (may not fit
+     * with a); c = a + b: merging c into a's cluster through its first operand
+     * would need b inside too -- a cycle if b is elsewhere. */
+    enum { N = 60 };
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x[N + 8];
+    smelt_tensor *in[N + 8];
+    for (int i = 0; i < N + 8; i++) {
+        x[i] = smelt_input(g, NULL, SMELT_I64, SHP(8));
+        in[i] = t_rand(ctx, &r, SMELT_I64, SHP(8));
+    }
+    smelt_node *a = x[0];
+    for (int i = 1; i < N; i++)
+        a = smelt_add(g, a, x[i]);
+    smelt_node *b = a;
+    for (int i = N; i < N + 8; i++)
+        b = smelt_add(g, smelt_mul(g, b, x[i]), x[i]);
+    smelt_node *c = smelt_sub(g, a, b);
+    smelt_node *outs[] = {c, a};
+    smelt_plan_stats st = t_check_plan("diamond", ctx, g, 2, outs, 3, N + 8, in, T_EXACT);
+    cr_assert_geq(st.kernels, 2);
+    t_free_all(in, N + 8);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- the kernel cache ----------------------------------------------------------------- */
+
+/* A 6-operator layer. */
+static smelt_node *layer(smelt_graph *g, smelt_node *x)
+{
+    smelt_node *v = smelt_add(g, smelt_mul(g, x, smelt_scalar(g, 1.5)), smelt_scalar(g, 0.25));
+    v = smelt_unary(g, SMELT_OP_TANH, v);
+    v = smelt_mul(g, v, x);
+    v = smelt_unary(g, SMELT_OP_RELU, v);
+    return smelt_sub(g, v, smelt_scalar(g, 0.125));
+}
+
+Test(fusion, identical_clusters_compile_once)
+{
+    enum { L = 100 };
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *outs[L];
+    smelt_tensor *in[L];
+    for (int i = 0; i < L; i++) {
+        outs[i] = layer(g, smelt_input(g, NULL, SMELT_F32, SHP(64)));
+        in[i] = t_rand(ctx, &r, SMELT_F32, SHP(64));
+    }
+    smelt_plan_stats st = t_check_plan("100 layers", ctx, g, L, outs, 3, L, in, T_CHAIN);
+    cr_assert_eq(st.kernels, L, "one kernel per independent layer, got %d", st.kernels);
+    cr_assert_eq(st.ops, 6 * L);
+    cr_assert_eq(st.compiles, 1, "the same layer compiled %d times", st.compiles);
+    cr_assert_eq(st.cache_hits, L - 1);
+    /* a second plan in the same context compiles nothing */
+    smelt_plan_stats st2 = t_check_plan("100 layers again", ctx, g, L, outs, 3, L, in, T_CHAIN);
+    cr_assert_eq(st2.compiles, 0);
+    cr_assert_eq(st2.cache_hits, L);
+    /* and a new context starts empty */
+    smelt_ctx *ctx2 = t_ctx();
+    smelt_graph *g2 = t_graph(ctx2);
+    smelt_node *y = layer(g2, smelt_input(g2, NULL, SMELT_F32, SHP(64)));
+    smelt_plan *p = t_plan(ctx2, g2, 1, &y, 3);
+    cr_assert_eq(t_stats(p).compiles, 1);
+    smelt_plan_free(p);
+    smelt_graph_free(g2);
+    smelt_ctx_free(ctx2);
+    t_free_all(in, L);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(fusion, three_hundred_outputs)
+{
+    /* more outputs than the executor's fixed-size bookkeeping */
+    enum { L = 300 };
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *outs[L];
+    smelt_tensor *in[L];
+    for (int i = 0; i < L; i++) {
+        smelt_node *x = smelt_input(g, NULL, SMELT_I64, SHP(3));
+        outs[i] = smelt_sub(g, smelt_unary(g, SMELT_OP_NEG, x), smelt_scalar(g, i % 2));
+        in[i] = t_rand(ctx, &r, SMELT_I64, SHP(3));
+    }
+    smelt_plan_stats st = t_check_plan("300 outputs", ctx, g, L, outs, 3, L, in, T_EXACT);
+    cr_assert_eq(st.kernels, L);
+    cr_assert_eq(st.compiles, 2, "two distinct layers: %d compiles", st.compiles);
+    t_free_all(in, L);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+static smelt_graph *bcast_graph(smelt_ctx *ctx, int64_t rows, int64_t cols, smelt_node **y)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(rows, cols));
+    smelt_node *b = smelt_input(g, NULL, SMELT_F32, SHP(rows, 1));
+    smelt_node *c = smelt_input(g, NULL, SMELT_F32, SHP(cols));
+    *y = smelt_add(g, smelt_unary(g, SMELT_OP_EXP, smelt_mul(g, a, b)), c);
+    return g;
+}
+
+Test(fusion, new_shape_same_pattern_does_not_recompile)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_node *y1, *y2;
+    smelt_graph *g1 = bcast_graph(ctx, 64, 32, &y1);
+    smelt_graph *g2 = bcast_graph(ctx, 100, 7, &y2);
+    smelt_tensor *in1[] = {t_rand(ctx, &r, SMELT_F32, SHP(64, 32)), t_rand(ctx, &r, SMELT_F32, SHP(64, 1)),
+                           t_rand(ctx, &r, SMELT_F32, SHP(32))};
+    smelt_tensor *in2[] = {t_rand(ctx, &r, SMELT_F32, SHP(100, 7)), t_rand(ctx, &r, SMELT_F32, SHP(100, 1)),
+                           t_rand(ctx, &r, SMELT_F32, SHP(7))};
+    smelt_plan_stats s1 = t_check_plan("64x32", ctx, g1, 1, &y1, 3, 3, in1, T_CHAIN);
+    cr_assert_geq(s1.compiles, 1);
+    smelt_plan_stats s2 = t_check_plan("100x7", ctx, g2, 1, &y2, 3, 3, in2, T_CHAIN);
+    cr_assert_eq(s2.compiles, 0, "a new shape with the same pattern compiled %d kernels", s2.compiles);
+    cr_assert_eq(s2.cache_hits, s2.kernels);
+    /* contiguous 1-D of any length: one flat kernel */
+    smelt_graph *g3 = t_graph(ctx), *g4 = t_graph(ctx);
+    smelt_node *y3 = smelt_unary(g3, SMELT_OP_SQRT, smelt_input(g3, NULL, SMELT_F64, SHP(1000)));
+    smelt_node *y4 = smelt_unary(g4, SMELT_OP_SQRT, smelt_input(g4, NULL, SMELT_F64, SHP(3, 5, 7)));
+    smelt_plan *p3 = t_plan(ctx, g3, 1, &y3, 3), *p4 = t_plan(ctx, g4, 1, &y4, 3);
+    cr_assert_eq(t_stats(p3).compiles, 1);
+    cr_assert_eq(t_stats(p4).compiles, 0, "contiguous 3-D merges to the same flat kernel");
+    smelt_plan_free(p3);
+    smelt_plan_free(p4);
+    smelt_graph_free(g3);
+    smelt_graph_free(g4);
+    t_free_all(in1, 3);
+    t_free_all(in2, 3);
+    smelt_graph_free(g1);
+    smelt_graph_free(g2);
+    smelt_ctx_free(ctx);
+}
+
+Test(fusion, run_with_new_layout_compiles_a_variant_once)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(16, 24));
+    smelt_node *y = smelt_unary(g, SMELT_OP_EXP, smelt_unary(g, SMELT_OP_NEG, x));
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    int c0 = t_stats(p).compiles;
+    smelt_tensor *base = t_rand(ctx, &r, SMELT_F32, SHP(24, 16)), *tr = NULL;
+    T_OK(ctx, smelt_tensor_transpose(base, (const int[]){1, 0}, &tr));
+    for (int k = 0; k < 3; k++) {
+        smelt_tensor *got = NULL, *ref = NULL;
+        t_run(p, 1, &tr, 1, &got);
+        t_reference(ctx, g, 1, &y, 1, &tr, &ref);
+        t_expect_match("transposed input", got, ref, T_CHAIN);
+        smelt_tensor_free(got);
+        smelt_tensor_free(ref);
+    }
+    cr_assert_eq(t_stats(p).compiles, c0 + 1, "the strided variant is compiled once, at its first run");
+    smelt_tensor_free(tr);
+    smelt_tensor_free(base);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- passes --------------------------------------------------------------------------- */
+
+Test(passes, constant_folding)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(100));
+    smelt_node *k1 = smelt_mul(g, smelt_const(g, 3, SMELT_F32), smelt_const(g, 0.5, SMELT_F32));
+    smelt_node *k2 = smelt_unary(g, SMELT_OP_SQRT, smelt_const(g, 2.25, SMELT_F32));
+    smelt_node *k3 = smelt_sub(g, k1, k2); /* 1.5 - 1.5 = 0 */
+    smelt_node *k4 = smelt_add(g, smelt_scalar(g, 2), smelt_scalar(g, 3)); /* weak: 5 */
+    smelt_node *y = smelt_add(g, smelt_mul(g, x, k1), smelt_add(g, k3, k4));
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(100));
+    smelt_plan_stats s0 = t_check_plan("fold", ctx, g, 1, &y, 0, 1, &in, T_CHAIN);
+    smelt_plan_stats s1 = t_check_plan("fold", ctx, g, 1, &y, 1, 1, &in, T_CHAIN);
+    smelt_plan_stats s3 = t_check_plan("fold", ctx, g, 1, &y, 3, 1, &in, T_CHAIN);
+    cr_assert_eq(s0.folded, 0, "opt_level 0 runs no passes");
+    cr_assert_geq(s1.folded, 5, "mul, sqrt, sub, add and the two adds of constants: %d folded", s1.folded);
+    cr_assert_eq(s3.folded, s1.folded);
+    cr_assert_eq(s3.ops, 2, "x * 1.5 + 5: %d operators left", s3.ops);
+    cr_assert_eq(s3.kernels, 1);
+    /* the folded value is the f32 value */
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    smelt_tensor *got = NULL;
+    t_run(p, 1, &in, 1, &got);
+    for (int i = 0; i < 100; i++) {
+        volatile float m = ((float *)smelt_tensor_data(in))[i] * 1.5f;
+        cr_assert_eq(((float *)smelt_tensor_data(got))[i], m + 5.0f, "[%d]", i);
+    }
+    smelt_tensor_free(got);
+    smelt_plan_free(p);
+    /* a graph of constants only */
+    smelt_node *c = smelt_unary(g, SMELT_OP_EXP, smelt_const(g, 1, SMELT_F64));
+    smelt_plan_stats sc = t_check_plan("constant output", ctx, g, 1, &c, 3, 1, &in, (t_tol){4, 0, 0, false});
+    cr_assert_leq(sc.kernels, 1);
+    smelt_tensor_free(in);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(passes, common_subexpressions)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F64, SHP(3, 100));
+    smelt_node *b = smelt_input(g, NULL, SMELT_F64, SHP(100));
+    smelt_node *e1 = smelt_unary(g, SMELT_OP_EXP, smelt_add(g, x, b));
+    smelt_node *e2 = smelt_unary(g, SMELT_OP_EXP, smelt_add(g, x, b)); /* the same */
+    smelt_node *e3 = smelt_unary(g, SMELT_OP_EXP, smelt_add(g, b, x)); /* not the same order */
+    smelt_node *y = smelt_add(g, smelt_mul(g, e1, e2), e3);
+    smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F64, SHP(3, 100)), t_rand(ctx, &r, SMELT_F64, SHP(100))};
+    smelt_plan_stats s0 = t_check_plan("cse", ctx, g, 1, &y, 0, 2, in, t_chain_tol(SMELT_F64));
+    smelt_plan_stats s3 = t_check_plan("cse", ctx, g, 1, &y, 3, 2, in, t_chain_tol(SMELT_F64));
+    cr_assert_eq(s0.cse, 0);
+    cr_assert_geq(s3.cse, 2, "add and exp computed twice: cse %d", s3.cse);
+    cr_assert_eq(s0.ops, 8);
+    cr_assert_eq(s3.ops, 6, "%d operators after CSE", s3.ops);
+    /* CSE keeps distinct outputs distinct */
+    smelt_node *outs[] = {e1, e2};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    smelt_tensor *got[2] = {0};
+    t_run(p, 2, in, 2, got);
+    cr_assert_neq(smelt_tensor_data(got[0]), smelt_tensor_data(got[1]));
+    cr_assert(t_bitwise_equal(got[0], got[1]));
+    t_free_all(got, 2);
+    smelt_plan_free(p);
+    t_free_all(in, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(passes, dead_code)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(50));
+    smelt_node *unused_in = smelt_input(g, NULL, SMELT_F32, SHP(7));
+    smelt_node *dead = smelt_unary(g, SMELT_OP_SIN, smelt_unary(g, SMELT_OP_LOG, x));
+    smelt_node *dead2 = smelt_mul(g, unused_in, unused_in);
+    smelt_node *y = smelt_unary(g, SMELT_OP_COS, x);
+    cr_assert(dead && dead2);
+    smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F32, SHP(50)), t_rand(ctx, &r, SMELT_F32, SHP(7))};
+    smelt_plan_stats s0 = t_check_plan("dce", ctx, g, 1, &y, 0, 2, in, (t_tol){4, 0, 0, false});
+    smelt_plan_stats s1 = t_check_plan("dce", ctx, g, 1, &y, 1, 2, in, (t_tol){4, 0, 0, false});
+    cr_assert_eq(s0.dce, 0);
+    cr_assert_eq(s0.ops, 4, "opt_level 0 runs every node: %d", s0.ops);
+    cr_assert_geq(s1.dce, 3, "log, sin, mul are dead: dce %d", s1.dce);
+    cr_assert_eq(s1.ops, 1);
+    cr_assert_eq(s1.kernels, 1);
+    /* inputs stay numbered even when dead: the plan still takes two */
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    smelt_tensor *got = NULL;
+    T_ERR(ctx, smelt_plan_run(p, 1, in, 1, &got), SMELT_ERR_INVALID_ARG, "2 inputs");
+    smelt_plan_free(p);
+    t_free_all(in, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- fused == unfused, bitwise -------------------------------------------------------- */
+
+typedef smelt_node *(*graph_fn)(smelt_graph *g, smelt_node *const *x);
+
+static smelt_node *gelu_like(smelt_graph *g, smelt_node *const *x)
+{
+    smelt_node *a = x[0], *b = x[1];
+    smelt_node *t = smelt_unary(g, SMELT_OP_TANH, smelt_mul(g, a, b));
+    smelt_node *u = smelt_add(g, smelt_mul(g, a, t), smelt_unary(g, SMELT_OP_SIGMOID, b));
+    smelt_node *d = smelt_add(g, smelt_unary(g, SMELT_OP_EXP, a), smelt_mul(g, b, b)); /* > 0 */
+    smelt_node *v = smelt_div(g, u, d);
+    return smelt_sub(g, smelt_unary(g, SMELT_OP_LOG1P, smelt_unary(g, SMELT_OP_ABS, v)), a);
+}
+
+static smelt_node *trig_mix(smelt_graph *g, smelt_node *const *x)
+{
+    smelt_node *a = x[0], *b = x[1];
+    smelt_node *s = smelt_unary(g, SMELT_OP_SIN, a), *c = smelt_unary(g, SMELT_OP_COS, b);
+    smelt_node *h = smelt_ternary(g, SMELT_OP_FMA, s, c, smelt_unary(g, SMELT_OP_SQRT, smelt_unary(g, SMELT_OP_ABS, a)));
+    smelt_node *w = smelt_where(g, smelt_binary(g, SMELT_OP_GT, h, b), h, smelt_unary(g, SMELT_OP_ERF, b));
+    smelt_node *p = smelt_binary(g, SMELT_OP_POW, smelt_unary(g, SMELT_OP_ABS, w), b);
+    return smelt_binary(g, SMELT_OP_ATAN2, p, smelt_ternary(g, SMELT_OP_CLAMP, a, b, smelt_unary(g, SMELT_OP_ABS, b)));
+}
+
+static smelt_node *int_mix(smelt_graph *g, smelt_node *const *x)
+{
+    smelt_node *a = x[0], *b = x[1];
+    smelt_node *q = smelt_binary(g, SMELT_OP_FLOOR_DIV, smelt_mul(g, a, b), smelt_add(g, b, smelt_scalar(g, 3)));
+    smelt_node *m = smelt_binary(g, SMELT_OP_MOD, q, b);
+    smelt_node *f = smelt_unary(g, SMELT_OP_SQRT, smelt_unary(g, SMELT_OP_ABS, m)); /* f64 */
+    return smelt_add(g, f, smelt_cast(g, smelt_binary(g, SMELT_OP_MAXIMUM, a, m), SMELT_F32));
+}
+
+static void fused_equals_unfused(const char *label, smelt_dtype dt, graph_fn fn)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, (uint64_t)dt);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x[2] = {smelt_input(g, NULL, dt, SHP(37, 41)), smelt_input(g, NULL, dt, SHP(41))};
+    smelt_node *y = fn(g, x);
+    cr_assert_not_null(y, "%s", smelt_graph_errmsg(g));
+    smelt_tensor *in[2] = {t_rand(ctx, &r, dt, SHP(37, 41)), t_rand(ctx, &r, dt, SHP(41))};
+    smelt_tensor *got[4] = {0};
+    int kernels[4];
+    for (int opt = 0; opt <= 3; opt++) {
+        smelt_plan *p = t_plan(ctx, g, 1, &y, opt);
+        kernels[opt] = t_stats(p).kernels;
+        t_run(p, 2, in, 1, &got[opt]);
+        smelt_plan_free(p);
+    }
+    cr_assert_lt(kernels[3], kernels[0], "%s: nothing was fused (%d kernels)", label, kernels[3]);
+    for (int opt = 1; opt <= 3; opt++) {
+        int64_t at = t_first_difference(got[0], got[opt]);
+        cr_expect_eq(at, -1, "%s: opt_level %d differs from unfused at [%lld]: %a vs %a", label, opt,
+                     (long long)at, smelt_tensor_get(got[opt], at), smelt_tensor_get(got[0], at));
+    }
+    /* and both are right */
+    smelt_tensor *ref = NULL;
+    t_reference(ctx, g, 1, &y, 2, in, &ref);
+    smelt_dtype od = smelt_node_dtype(y);
+    t_tol tol = t_chain_tol(od);
+    tol.rtol = 64 * t_eps(od); /* pow, exp and atan2 of rounded values */
+    t_expect_match(label, got[3], ref, tol);
+    smelt_tensor_free(ref);
+    t_free_all(got, 4);
+    t_free_all(in, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(fusion, fused_equals_unfused_bitwise)
+{
+    fused_equals_unfused("gelu-like f32", SMELT_F32, gelu_like);
+    fused_equals_unfused("gelu-like f64", SMELT_F64, gelu_like);
+    fused_equals_unfused("trig f32", SMELT_F32, trig_mix);
+    fused_equals_unfused("trig f64", SMELT_F64, trig_mix);
+    fused_equals_unfused("integers i32", SMELT_I32, int_mix);
+    fused_equals_unfused("integers u8", SMELT_U8, int_mix);
+}
+
+Test(fusion, fused_equals_unfused_on_views)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x[2] = {smelt_input(g, NULL, SMELT_F32, SHP(20, 30)), smelt_input(g, NULL, SMELT_F32, SHP(30))};
+    smelt_node *y = gelu_like(g, x);
+    smelt_tensor *base = t_rand(ctx, &r, SMELT_F32, SHP(30, 40)), *tr = NULL, *v = NULL;
+    T_OK(ctx, smelt_tensor_transpose(base, (const int[]){1, 0}, &tr)); /* (40, 30) */
+    T_OK(ctx, smelt_tensor_slice(tr, 0, 0, 40, 2, &v));                  /* (20, 30) */
+    smelt_tensor *b = t_rand(ctx, &r, SMELT_F32, SHP(30));
+    smelt_tensor *in[2] = {v, b};
+    smelt_tensor *got[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        smelt_plan *p = t_plan(ctx, g, 1, &y, k ? 3 : 0);
+        t_run(p, 2, in, 1, &got[k]);
+        smelt_plan_free(p);
+    }
+    cr_assert(t_bitwise_equal(got[0], got[1]), "fused and unfused differ on strided inputs");
+    t_free_all(got, 2);
+    smelt_tensor *all[] = {base, tr, v, b};
+    t_free_all(all, 4);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- threads -------------------------------------------------------------------------- */
+
+Test(threads, one_and_two_threads_agree)
+{
+    enum { N = 1 << 20 };
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(N));
+    smelt_node *w = smelt_input(g, NULL, SMELT_F32, SHP(N));
+    smelt_node *y = chain8(g, x, w);
+    smelt_node *z = smelt_binary(g, SMELT_OP_LT, x, w);
+    smelt_node *outs[] = {y, z};
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(N)), t_rand(ctx, &r, SMELT_F32, SHP(N))};
+    smelt_tensor *got[3][2] = {{0}};
+    static const int threads[] = {1, 2, 0};
+    for (int k = 0; k < 3; k++) {
+        T_OK(ctx, smelt_ctx_set_threads(ctx, threads[k]));
+        if (threads[k])
+            cr_assert_eq(smelt_ctx_threads(ctx), threads[k]);
+        else
+            cr_assert_geq(smelt_ctx_threads(ctx), 1, "0 means all cores");
+        smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+        t_run(p, 2, in, 2, got[k]);
+        smelt_plan_free(p);
+    }
+    for (int k = 1; k < 3; k++)
+        for (int o = 0; o < 2; o++) {
+            int64_t at = t_first_difference(got[0][o], got[k][o]);
+            cr_assert_eq(at, -1, "%d threads differ from 1 at [%lld] of output %d", threads[k],
+                         (long long)at, o);
+        }
+    /* spot-check against the reference */
+    smelt_tensor *ref[2] = {0};
+    t_reference(ctx, g, 2, outs, 2, in, ref);
+    t_expect_match("1M elements, 2 threads", got[1][0], ref[0], T_CHAIN);
+    t_expect_match("1M elements, 2 threads", got[1][1], ref[1], T_EXACT);
+    t_free_all(ref, 2);
+    for (int k = 0; k < 3; k++)
+        t_free_all(got[k], 2);
+    t_free_all(in, 2);
+    T_ERR(ctx, smelt_ctx_set_threads(ctx, -1), SMELT_ERR_INVALID_ARG, "threads");
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(threads, broadcast_and_strided_large)
+{
+    /* the nd kernels split rows across threads too */
+    smelt_ctx *ctx = t_ctx();
+    T_OK(ctx, smelt_ctx_set_threads(ctx, 2));
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F64, SHP(1023, 257));
+    smelt_node *b = smelt_input(g, NULL, SMELT_F64, SHP(1023, 1));
+    smelt_node *y = smelt_add(g, smelt_unary(g, SMELT_OP_SIN, a), b);
+    smelt_tensor *base = t_rand(ctx, &r, SMELT_F64, SHP(257, 1023)), *at = NULL;
+    T_OK(ctx, smelt_tensor_transpose(base, (const int[]){1, 0}, &at));
+    smelt_tensor *in[] = {at, t_rand(ctx, &r, SMELT_F64, SHP(1023, 1))};
+    smelt_tensor *got2 = NULL, *got1 = NULL;
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    t_run(p, 2, in, 1, &got2);
+    T_OK(ctx, smelt_ctx_set_threads(ctx, 1));
+    t_run(p, 2, in, 1, &got1);
+    cr_assert(t_bitwise_equal(got1, got2));
+    smelt_tensor *ref = NULL;
+    t_reference(ctx, g, 1, &y, 2, in, &ref);
+    t_expect_match("strided, 2 threads", got2, ref, t_chain_tol(SMELT_F64));
+    smelt_tensor *all[] = {got1, got2, ref, base, at, in[1]};
+    t_free_all(all, 6);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}

@@ -1,0 +1,271 @@
+/* Traced functions: recorded and compiled once per input signature (dtypes,
+ * ranks, broadcast pattern), reused for new sizes, re-recorded for new
+ * dtypes; errors from the traced function are reported clearly. */
+#include <string.h>
+
+#include "common.h"
+
+typedef struct calls {
+    int n;         /* how many times the function was traced */
+    int fail_with; /* return this status */
+    bool leave_unset, bad_shapes;
+} calls;
+
+/* y = tanh(a * b + 1) - a, z = a > b */
+static int fn(smelt_graph *g, int n_in, smelt_node *const *in, int n_out, smelt_node **out, void *user)
+{
+    calls *c = user;
+    c->n++;
+    cr_assert_eq(n_in, 2);
+    cr_assert_eq(n_out, 2);
+    if (c->fail_with)
+        return c->fail_with;
+    smelt_node *a = in[0], *b = in[1];
+    if (c->bad_shapes)
+        b = smelt_input(g, "extra", SMELT_F32, SHP(3, 3, 3));
+    smelt_node *t = smelt_unary(g, SMELT_OP_TANH, smelt_add(g, smelt_mul(g, a, b), smelt_scalar(g, 1)));
+    out[0] = smelt_sub(g, t, a);
+    if (!c->leave_unset)
+        out[1] = smelt_binary(g, SMELT_OP_GT, a, b);
+    return SMELT_OK;
+}
+
+/* Call the trace and compare both outputs with the reference of fn on a
+ * freshly built graph of the same signature. */
+static void call_and_check(smelt_ctx *ctx, smelt_trace *t, smelt_tensor *const *in)
+{
+    smelt_tensor *out[2] = {NULL, NULL};
+    T_OK(ctx, smelt_trace_call(t, 2, in, 2, out));
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x[2], *y[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++)
+        x[i] = smelt_input(g, NULL, smelt_tensor_dtype(in[i]), smelt_tensor_ndim(in[i]),
+                           smelt_tensor_shape(in[i]));
+    calls c = {0, 0, false, false};
+    cr_assert_eq(fn(g, 2, x, 2, y, &c), SMELT_OK);
+    smelt_tensor *ref[2] = {NULL, NULL};
+    t_reference(ctx, g, 2, y, 2, in, ref);
+    t_expect_match("trace output 0", out[0], ref[0], t_chain_tol(smelt_node_dtype(y[0])));
+    t_expect_match("trace output 1", out[1], ref[1], T_EXACT);
+    t_free_all(ref, 2);
+    t_free_all(out, 2);
+    smelt_graph_free(g);
+}
+
+Test(trace, records_once_per_signature)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    calls c = {0, 0, false, false};
+    smelt_trace *t = NULL;
+    T_OK(ctx, smelt_trace_new(ctx, fn, &c, 2, 2, NULL, &t));
+    cr_assert_eq(smelt_trace_num_plans(t), 0);
+    cr_assert_null(smelt_trace_last_plan(t));
+
+    smelt_tensor *in1[2] = {t_rand(ctx, &r, SMELT_F32, SHP(8, 16)), t_rand(ctx, &r, SMELT_F32, SHP(16))};
+    call_and_check(ctx, t, in1);
+    cr_assert_eq(c.n, 1);
+    cr_assert_eq(smelt_trace_num_plans(t), 1);
+    smelt_plan *p1 = smelt_trace_last_plan(t);
+    cr_assert_not_null(p1);
+    smelt_plan_stats s = t_stats(p1);
+    cr_assert_geq(s.compiles, 1, "the first call compiles");
+    cr_assert_leq(s.kernels, 2, "opt_level 3 by default: %d kernels for 5 operators", s.kernels);
+
+    /* the same signature: no new recording, the same plan */
+    call_and_check(ctx, t, in1);
+    cr_assert_eq(c.n, 1);
+    cr_assert_eq(smelt_trace_num_plans(t), 1);
+    cr_assert_eq(smelt_trace_last_plan(t), p1);
+
+    /* new sizes, same ranks and broadcast pattern: reused */
+    smelt_tensor *in2[2] = {t_rand(ctx, &r, SMELT_F32, SHP(3, 5)), t_rand(ctx, &r, SMELT_F32, SHP(5))};
+    call_and_check(ctx, t, in2);
+    cr_assert_eq(c.n, 1);
+    cr_assert_eq(smelt_trace_num_plans(t), 1);
+    cr_assert_eq(smelt_trace_last_plan(t), p1);
+    cr_assert_eq(t_stats(p1).compiles, s.compiles, "no recompilation for new sizes");
+
+    /* a new dtype: a new plan */
+    smelt_tensor *in3[2] = {t_rand(ctx, &r, SMELT_F64, SHP(8, 16)), t_rand(ctx, &r, SMELT_F32, SHP(16))};
+    call_and_check(ctx, t, in3);
+    cr_assert_eq(c.n, 2);
+    cr_assert_eq(smelt_trace_num_plans(t), 2);
+    cr_assert_neq(smelt_trace_last_plan(t), p1);
+
+    /* a new broadcast pattern: a new plan */
+    smelt_tensor *in4[2] = {t_rand(ctx, &r, SMELT_F32, SHP(8, 16)), t_rand(ctx, &r, SMELT_F32, SHP(1))};
+    call_and_check(ctx, t, in4);
+    cr_assert_eq(smelt_trace_num_plans(t), 3);
+    smelt_tensor *in5[2] = {t_rand(ctx, &r, SMELT_F32, SHP(8, 1)), t_rand(ctx, &r, SMELT_F32, SHP(16))};
+    call_and_check(ctx, t, in5);
+    cr_assert_eq(smelt_trace_num_plans(t), 4);
+    /* a new rank: a new plan */
+    smelt_tensor *in6[2] = {t_rand(ctx, &r, SMELT_F32, SHP(2, 8, 16)), t_rand(ctx, &r, SMELT_F32, SHP(16))};
+    call_and_check(ctx, t, in6);
+    cr_assert_eq(smelt_trace_num_plans(t), 5);
+    cr_assert_eq(c.n, 5);
+
+    /* back to the first signature: the first plan again */
+    call_and_check(ctx, t, in2);
+    cr_assert_eq(smelt_trace_last_plan(t), p1);
+    cr_assert_eq(smelt_trace_num_plans(t), 5);
+    cr_assert_eq(c.n, 5);
+
+    smelt_tensor **all[] = {in1, in2, in3, in4, in5, in6};
+    for (int i = 0; i < 6; i++)
+        t_free_all(all[i], 2);
+    smelt_trace_free(t);
+    smelt_ctx_free(ctx);
+}
+
+Test(trace, integer_dtypes_and_given_outputs)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    calls c = {0, 0, false, false};
+    smelt_trace *t = NULL;
+    T_OK(ctx, smelt_trace_new(ctx, fn, &c, 2, 2, NULL, &t));
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_I32, SHP(6, 7)), t_rand(ctx, &r, SMELT_U8, SHP(6, 1))};
+    call_and_check(ctx, t, in);
+    /* outputs given by the caller are written in place */
+    smelt_tensor *out[2] = {t_tensor(ctx, SMELT_F64, SHP(6, 7)), t_tensor(ctx, SMELT_BOOL, SHP(6, 7))};
+    smelt_tensor *keep[2] = {out[0], out[1]};
+    T_OK(ctx, smelt_trace_call(t, 2, in, 2, out));
+    cr_assert_eq(out[0], keep[0]);
+    cr_assert_eq(out[1], keep[1]);
+    for (int i = 0; i < 42; i++) {
+        double a = smelt_tensor_get(in[0], i), b = smelt_tensor_get(in[1], i / 7);
+        cr_assert_eq(smelt_tensor_get(out[1], i), a > b, "[%d]", i);
+    }
+    cr_assert_eq(smelt_trace_num_plans(t), 1);
+    /* a wrong output shape is an error from the plan */
+    smelt_tensor *bad[2] = {t_tensor(ctx, SMELT_F64, SHP(7, 6)), NULL};
+    T_ERR(ctx, smelt_trace_call(t, 2, in, 2, bad), SMELT_ERR_SHAPE, "output 0");
+    smelt_tensor_free(bad[0]);
+    t_free_all(out, 2);
+    t_free_all(in, 2);
+    smelt_trace_free(t);
+    smelt_ctx_free(ctx);
+}
+
+Test(trace, opt_level_and_backend_options)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    calls c = {0, 0, false, false};
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.opt_level = 0;
+    smelt_trace *t = NULL;
+    T_OK(ctx, smelt_trace_new(ctx, fn, &c, 2, 2, &o, &t));
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(4, 4)), t_rand(ctx, &r, SMELT_F32, SHP(4, 4))};
+    call_and_check(ctx, t, in);
+    cr_assert_eq(t_stats(smelt_trace_last_plan(t)).kernels, 5, "opt_level 0: one kernel per operator");
+    smelt_trace_free(t);
+
+    o.opt_level = 7;
+    T_ERR(ctx, smelt_trace_new(ctx, fn, &c, 2, 2, &o, &t), SMELT_ERR_INVALID_ARG, "opt_level");
+    cr_assert_null(t);
+    o.opt_level = 3;
+    o.backend = "MLIR";
+    T_OK(ctx, smelt_trace_new(ctx, fn, &c, 2, 2, &o, &t));
+    smelt_tensor *out[2] = {NULL, NULL};
+    T_ERR(ctx, smelt_trace_call(t, 2, in, 2, out), SMELT_ERR_BACKEND, "does not have");
+    cr_assert_eq(smelt_trace_num_plans(t), 0, "a failed recording is not kept");
+    smelt_trace_free(t);
+    t_free_all(in, 2);
+    smelt_ctx_free(ctx);
+}
+
+Test(trace, function_errors_are_clear)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(4, 4)), t_rand(ctx, &r, SMELT_F32, SHP(4))};
+    smelt_tensor *out[2] = {NULL, NULL};
+    smelt_trace *t = NULL;
+
+    /* the function returns an error */
+    calls c = {0, SMELT_ERR_UNSUPPORTED, false, false};
+    T_OK(ctx, smelt_trace_new(ctx, fn, &c, 2, 2, NULL, &t));
+    T_ERR(ctx, smelt_trace_call(t, 2, in, 2, out), SMELT_ERR_UNSUPPORTED, "traced function");
+    cr_assert(t_contains(smelt_errmsg(ctx), smelt_strerror(SMELT_ERR_UNSUPPORTED)), "%s",
+              smelt_errmsg(ctx));
+    cr_assert_null(out[0]);
+    cr_assert_eq(smelt_trace_num_plans(t), 0);
+    cr_assert_null(smelt_trace_last_plan(t));
+    /* it is traced again next time (and may succeed then) */
+    c.fail_with = SMELT_OK;
+    T_OK(ctx, smelt_trace_call(t, 2, in, 2, out));
+    cr_assert_eq(c.n, 2);
+    cr_assert_eq(smelt_trace_num_plans(t), 1);
+    t_free_all(out, 2);
+    smelt_trace_free(t);
+
+    /* the function leaves an output unset */
+    calls c2 = {0, 0, true, false};
+    T_OK(ctx, smelt_trace_new(ctx, fn, &c2, 2, 2, NULL, &t));
+    T_ERR(ctx, smelt_trace_call(t, 2, in, 2, out), SMELT_ERR_INVALID_ARG, "left output 1 unset");
+    cr_assert_null(out[0]);
+    cr_assert_null(out[1]);
+    cr_assert_eq(smelt_trace_num_plans(t), 0);
+    smelt_trace_free(t);
+
+    /* a builder error inside the function (it returns OK regardless) */
+    calls c3 = {0, 0, false, true};
+    T_OK(ctx, smelt_trace_new(ctx, fn, &c3, 2, 2, NULL, &t));
+    T_ERR(ctx, smelt_trace_call(t, 2, in, 2, out), SMELT_ERR_SHAPE, "not broadcastable");
+    cr_assert(t_contains(smelt_errmsg(ctx), "traced function"), "%s", smelt_errmsg(ctx));
+    cr_assert_eq(smelt_trace_num_plans(t), 0);
+    smelt_trace_free(t);
+
+    /* wrong counts at the call */
+    calls c4 = {0, 0, false, false};
+    T_OK(ctx, smelt_trace_new(ctx, fn, &c4, 2, 2, NULL, &t));
+    T_ERR(ctx, smelt_trace_call(t, 1, in, 2, out), SMELT_ERR_INVALID_ARG, "2 inputs and 2 outputs, got 1 and 2");
+    T_ERR(ctx, smelt_trace_call(t, 2, in, 1, out), SMELT_ERR_INVALID_ARG, "got 2 and 1");
+    cr_assert_eq(c4.n, 0);
+    /* a run-time error of a recorded plan (a new size that does not broadcast) */
+    T_OK(ctx, smelt_trace_call(t, 2, in, 2, out));
+    t_free_all(out, 2);
+    smelt_tensor *bad[2] = {t_rand(ctx, &r, SMELT_F32, SHP(4, 5)), in[1]};
+    T_ERR(ctx, smelt_trace_call(t, 2, bad, 2, out), SMELT_ERR_SHAPE, "not broadcastable");
+    cr_assert_eq(smelt_trace_num_plans(t), 1);
+    smelt_tensor_free(bad[0]);
+    smelt_trace_free(t);
+
+    T_ERR(ctx, smelt_trace_new(ctx, fn, &c4, 65, 1, NULL, &t), SMELT_ERR_INVALID_ARG, "inputs");
+    T_ERR(ctx, smelt_trace_new(ctx, fn, &c4, -1, 1, NULL, &t), SMELT_ERR_INVALID_ARG, "inputs");
+    t_free_all(in, 2);
+    smelt_ctx_free(ctx);
+}
+
+static int no_inputs(smelt_graph *g, int n_in, smelt_node *const *in, int n_out, smelt_node **out,
+                     void *user)
+{
+    (void)n_in, (void)in, (void)n_out, (void)user;
+    out[0] = smelt_unary(g, SMELT_OP_EXP, smelt_const(g, 1, SMELT_F64));
+    return SMELT_OK;
+}
+
+Test(trace, no_inputs)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_trace *t = NULL;
+    T_OK(ctx, smelt_trace_new(ctx, no_inputs, NULL, 0, 1, NULL, &t));
+    for (int k = 0; k < 2; k++) {
+        smelt_tensor *out = NULL;
+        T_OK(ctx, smelt_trace_call(t, 0, NULL, 1, &out));
+        cr_assert_eq(smelt_tensor_ndim(out), 0);
+        cr_assert_float_eq(smelt_tensor_get(out, 0), 2.718281828459045, 1e-15);
+        smelt_tensor_free(out);
+    }
+    cr_assert_eq(smelt_trace_num_plans(t), 1);
+    smelt_trace_free(t);
+    smelt_ctx_free(ctx);
+}
