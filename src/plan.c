@@ -162,12 +162,13 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
         smelt__sb_free(&err);
         return st;
     }
-    /* fall back: the cluster's operators as separate kernels */
-    const char *msg = smelt__sb_str(&err);
-    const char *nl = strchr(msg, '\n');
+    /* fall back: the cluster's operators as separate kernels; the warning
+     * quotes the compiler's first error line */
+    const char *msg = smelt__sb_str(&err), *nl = strchr(msg, '\n');
+    const char *why = nl && nl[1] ? nl + 1 : msg, *end = strchr(why, '\n');
     smelt__sb_printf(&p->log, "warning: fused kernel of %d operators failed to compile (%.*s); "
                               "running them unfused\n",
-                     k->cl.nmem, nl ? (int)(nl - msg) : (int)strlen(msg), msg);
+                     k->cl.nmem, end ? (int)(end - why) : (int)strlen(why), why);
     smelt__sb_free(&err);
     smelt__partition pt;
     st = smelt__partition_split(&p->prog, &k->cl, &pt);

@@ -1,7 +1,10 @@
 /* Constant folding: an operator whose operands are all constants becomes a
  * constant (computed with the reference semantics, rounded to its dtype).
- * An output that folds is written by the copy kernel smelt__prog_finalize
- * gives it. */
+ * Integers are folded only while exact in double (below 2^53); larger ones
+ * are left to the kernel's exact integer arithmetic.  An output that folds
+ * is written by the copy kernel smelt__prog_finalize gives it. */
+#include <math.h>
+
 #include "../internal.h"
 
 int smelt__pass_fold(smelt__prog *p)
@@ -13,16 +16,21 @@ int smelt__pass_fold(smelt__prog *p)
         if (smelt__ops[in->op].cls == SMELT_CLASS_SOURCE)
             continue;
         double a[3] = {0, 0, 0};
-        bool all_const = true;
+        bool ok = true; /* all operands constant, integers exact in double */
+        const double exact = 9007199254740992.0; /* 2^53 */
         for (int j = 0; j < in->nin; j++) {
             const smelt__inst *s = &p->v[in->in[j]];
-            all_const = all_const && s->op == SMELT_OP_CONST;
+            ok = ok && s->op == SMELT_OP_CONST;
             a[j] = smelt__is_float(s->dtype) ? s->fval : (double)s->ival;
+            ok = ok && (smelt__is_float(s->dtype) || fabs(a[j]) < exact);
         }
-        if (!all_const)
+        if (!ok)
             continue;
         smelt_dtype in_dt = p->v[in->in[in->op == SMELT_OP_WHERE ? 1 : 0]].dtype;
-        double y = smelt__dtype_round(in->dtype, smelt__eval_scalar(in->op, in_dt, in->dtype, a));
+        double y0 = smelt__eval_scalar(in->op, in_dt, in->dtype, a);
+        if (!smelt__is_float(in->dtype) && !(fabs(y0) < exact))
+            continue; /* the kernel's integer arithmetic is exact (and wraps) */
+        double y = smelt__dtype_round(in->dtype, y0);
         in->op = SMELT_OP_CONST;
         in->nin = 0;
         in->fval = y;
