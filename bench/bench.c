@@ -6,16 +6,22 @@
  * timed on the same inputs, alternating, median of --runs runs after warm-up.
  * The machine's copy bandwidth is measured in the same run.  With --peers,
  * bench/peers/peers.py times numpy and numexpr on the same workloads.
+ *
+ * --device cuda runs the same workloads on the GPU (backend NVRTC, device
+ * tensors; see the GPU section below and docs/cuda.md); with --peers,
+ * bench/peers/gpu_peers.py times PyTorch, torch.compile, CuPy and JAX.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <smelt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -461,18 +467,390 @@ static void run_peers(row *rows, int nrows, int runs, int threads, int per_workl
 static void usage(void)
 {
     printf("usage: smelt-bench [--json] [--workload NAME] [--backend TCC|CC|all] [--peers] [--n N]\n"
-           "                   [--runs R] [--threads T]\n"
+           "                   [--runs R] [--threads T] [--device cpu|cuda]\n"
+           "--device cuda: backend NVRTC on device tensors, default n 64M (docs/cuda.md)\n"
            "workloads:");
     for (int i = 0; i < NWL; i++)
         printf(" %s", workloads[i].name);
     printf("\n");
 }
 
+/* ---- the GPU: --device cuda ----------------------------------------------
+ * The same workloads on device tensors: inputs copied to the device once,
+ * outputs preallocated there; backend NVRTC, fused (opt_level 3) against
+ * unfused (opt_level 0).  Each run is timed with the host clock around
+ * smelt_plan_run, which returns when the device has finished.  The copy
+ * bandwidth is that of smelt_tensor_copy between two device tensors of n
+ * f32 (cuMemcpyDtoDAsync), measured in the same loop. */
+#define GPU_N_DEFAULT ((int64_t)64 << 20)
+#define GPU_N_SMALL ((int64_t)4 << 20) /* workloads that are smaller on the CPU too */
+#define NPEER 4
+static const char *const gpu_peer_keys[NPEER] = {"torch_eager_ms", "torch_compile_ms", "cupy_ms",
+                                                 "jax_ms"};
+
+typedef struct gpu_row {
+    const wl *w;
+    int64_t n;
+    double unfused_ms, fused_ms, copy_gbps, max_rel_err;
+    double compile_ms;      /* cold: fresh context, SMELT_CACHE=0, median of 3 */
+    double warm_compile_ms; /* a second fresh context of this process, cache as configured */
+    int warm_compiles;      /* NVRTC compiles in it (0: every kernel came from a cache) */
+    double cached_plan_ms;  /* smelt_plan_new again in the fused plan's context (memory cache) */
+    double first_call_ms;   /* a new process: CUDA start-up, plan, one small run */
+    int compiles, k_unf, k_fus;
+    double peer[NPEER];
+} gpu_row;
+
+/* The GPU's name from the driver (smelt does not expose it), else "cuda". */
+static void gpu_name(char *buf, size_t n)
+{
+    snprintf(buf, n, "cuda");
+    const char *lib = getenv("SMELT_CUDA_DRIVER_LIB");
+    void *h = dlopen(lib && *lib ? lib : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return;
+    int (*init)(unsigned) = NULL, (*get)(int *, int) = NULL, (*name)(char *, int, int) = NULL;
+    void *p;
+    if ((p = dlsym(h, "cuInit")))
+        memcpy(&init, &p, sizeof p);
+    if ((p = dlsym(h, "cuDeviceGet")))
+        memcpy(&get, &p, sizeof p);
+    if ((p = dlsym(h, "cuDeviceGetName")))
+        memcpy(&name, &p, sizeof p);
+    char tmp[256] = "";
+    int dev = 0;
+    if (init && get && name && !init(0) && !get(&dev, 0) && !name(tmp, (int)sizeof tmp - 1, dev) &&
+        tmp[0]) {
+        for (char *c = tmp; *c; c++) /* keep the JSON string simple */
+            if (*c == '"' || *c == '\\' || (unsigned char)*c < 32)
+                *c = ' ';
+        snprintf(buf, n, "%s", tmp);
+    }
+    dlclose(h);
+}
+
+/* SMELT_OK, or exit status 1 with one line saying why there is no GPU. */
+static int gpu_check(void)
+{
+    smelt_ctx *ctx;
+    if (smelt_ctx_new(&ctx)) {
+        fprintf(stderr, "smelt-bench: --device cuda: cannot create a smelt context\n");
+        return 1;
+    }
+    int st = smelt_backend_check(ctx, "NVRTC");
+    if (st)
+        fprintf(stderr, "smelt-bench: --device cuda: %s\n",
+                *smelt_errmsg(ctx) ? smelt_errmsg(ctx) : smelt_strerror(st));
+    smelt_ctx_free(ctx);
+    return st ? 1 : 0;
+}
+
+/* make() on the host, then device copies of the inputs (host copies freed) */
+static void gpu_make(smelt_ctx *ctx, const wl *w, int64_t n, setup *s, smelt_tensor **din)
+{
+    make(ctx, w, n, s);
+    for (int i = 0; i < w->n_in; i++) {
+        smelt_tensor *h = s->tin[i];
+        CHECK(smelt_tensor_new_device(ctx, SMELT_F32, smelt_tensor_ndim(h), smelt_tensor_shape(h),
+                                      &din[i]));
+        CHECK(smelt_tensor_copy_from_host(din[i], h));
+        smelt_tensor_free(h);
+        s->tin[i] = NULL;
+    }
+}
+
+static void gpu_free(smelt_tensor **t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        smelt_tensor_free(t[i]);
+        t[i] = NULL;
+    }
+}
+
+/* max_rel_err of the fused plan on the device, on a small instance */
+static double gpu_check_error(const wl *w)
+{
+    smelt_ctx *ctx;
+    smelt_ctx_new(&ctx);
+    setup s;
+    make(ctx, w, 65536, &s);
+    smelt_tensor *din[MAXIO] = {0}, *dout[MAXIO] = {0}, *r[MAXIO] = {0};
+    for (int i = 0; i < w->n_in; i++) {
+        smelt_tensor *h = s.tin[i];
+        CHECK(smelt_tensor_new_device(ctx, SMELT_F32, smelt_tensor_ndim(h), smelt_tensor_shape(h),
+                                      &din[i]));
+        CHECK(smelt_tensor_copy_from_host(din[i], h));
+    }
+    smelt_plan_opts po;
+    smelt_plan_opts_init(&po);
+    po.backend = "NVRTC";
+    smelt_plan *p;
+    CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &po, &p));
+    CHECK(smelt_plan_run(p, w->n_in, din, w->n_out, dout));
+    CHECK(smelt_reference_eval(ctx, s.g, w->n_out, s.out, w->n_in, s.tin, r));
+    double worst = 0;
+    for (int k = 0; k < w->n_out; k++) {
+        smelt_tensor *o;
+        CHECK(smelt_tensor_new(ctx, smelt_tensor_dtype(dout[k]), smelt_tensor_ndim(dout[k]),
+                               smelt_tensor_shape(dout[k]), &o));
+        CHECK(smelt_tensor_copy_to_host(o, dout[k]));
+        const float *f = smelt_tensor_data(o);
+        const double *e = smelt_tensor_data(r[k]);
+        double num = 0, den = 0;
+        for (int64_t i = 0, cnt = smelt_tensor_numel(r[k]); i < cnt; i++) {
+            num = fmax(num, isnan(f[i]) != isnan(e[i]) ? INFINITY : fabs(f[i] - e[i]));
+            den = fmax(den, fabs(e[i]));
+        }
+        worst = fmax(worst, num / (den > 0 ? den : 1));
+        smelt_tensor_free(o);
+        smelt_tensor_free(r[k]);
+    }
+    smelt_plan_free(p);
+    gpu_free(dout, w->n_out);
+    gpu_free(din, w->n_in);
+    unmake(&s, w->n_in);
+    smelt_ctx_free(ctx);
+    return worst;
+}
+
+/* a fused plan in a fresh context: its compile time and NVRTC compiles */
+static double gpu_fresh_compile(setup *s, const wl *w, const smelt_plan_opts *o3, int *compiles)
+{
+    smelt_ctx *ctx;
+    smelt_ctx_new(&ctx);
+    smelt_plan *p;
+    CHECK(smelt_plan_new(ctx, s->g, w->n_out, s->out, o3, &p));
+    smelt_plan_stats st;
+    smelt_plan_get_stats(p, &st);
+    *compiles = st.compiles;
+    smelt_plan_free(p);
+    smelt_ctx_free(ctx);
+    return st.compile_ms;
+}
+
+static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
+{
+    smelt_ctx *ctx;
+    smelt_ctx_new(&ctx);
+    setup s;
+    smelt_tensor *din[MAXIO] = {0}, *dout[MAXIO] = {0}, *csrc = NULL, *cdst = NULL;
+    gpu_make(ctx, w, n, &s, din);
+    smelt_plan_opts o0, o3;
+    smelt_plan_opts_init(&o0);
+    smelt_plan_opts_init(&o3);
+    o0.opt_level = 0;
+    o0.backend = o3.backend = "NVRTC";
+
+    /* cold compile: fresh contexts, persistent cache off (CUBINs are not
+     * kept on disk in any case), median of 3 */
+    double cms[3];
+    const char *cache_env = getenv("SMELT_CACHE");
+    char *saved = cache_env ? strdup(cache_env) : NULL;
+    setenv("SMELT_CACHE", "0", 1);
+    for (int i = 0; i < 3; i++)
+        cms[i] = gpu_fresh_compile(&s, w, &o3, &r->compiles);
+    if (saved) {
+        setenv("SMELT_CACHE", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("SMELT_CACHE");
+    }
+    r->compile_ms = median(cms, 3);
+    /* warm: a second context of this process, the cache as configured */
+    r->warm_compile_ms = gpu_fresh_compile(&s, w, &o3, &r->warm_compiles);
+
+    smelt_plan *pu, *pf, *again;
+    CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &o0, &pu));
+    CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &o3, &pf));
+    double t0 = now_ms();
+    CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &o3, &again)); /* in-memory cache */
+    r->cached_plan_ms = now_ms() - t0;
+    smelt_plan_free(again);
+    smelt_plan_stats su, sf;
+    smelt_plan_get_stats(pu, &su);
+    smelt_plan_get_stats(pf, &sf);
+    r->k_unf = su.kernels;
+    r->k_fus = sf.kernels;
+    r->first_call_ms = spawn_first_call(w, "NVRTC");
+
+    /* outputs on the device (both plans write into the same tensors) */
+    CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, dout));
+    int64_t flat[1] = {n};
+    CHECK(smelt_tensor_new_device(ctx, SMELT_F32, 1, flat, &csrc));
+    CHECK(smelt_tensor_new_device(ctx, SMELT_F32, 1, flat, &cdst));
+    for (int i = 0; i < 2; i++) { /* warm-up */
+        CHECK(smelt_plan_run(pu, w->n_in, din, w->n_out, dout));
+        CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, dout));
+        CHECK(smelt_tensor_copy(cdst, csrc));
+    }
+    double *tu = malloc(sizeof(double) * (size_t)runs), *tf = malloc(sizeof(double) * (size_t)runs),
+           *tc = malloc(sizeof(double) * (size_t)runs);
+    for (int i = 0; i < runs; i++) {
+        double a = now_ms();
+        CHECK(smelt_plan_run(pu, w->n_in, din, w->n_out, dout));
+        double b = now_ms();
+        CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, dout));
+        double c = now_ms();
+        CHECK(smelt_tensor_copy(cdst, csrc));
+        double d = now_ms();
+        tu[i] = b - a;
+        tf[i] = c - b;
+        tc[i] = d - c;
+    }
+    r->unfused_ms = median(tu, runs);
+    r->fused_ms = median(tf, runs);
+    r->copy_gbps = 2.0 * (double)n * 4 / (median(tc, runs) * 1e6);
+    r->n = n;
+    r->w = w;
+    free(tu), free(tf), free(tc);
+    smelt_tensor_free(csrc);
+    smelt_tensor_free(cdst);
+    gpu_free(dout, w->n_out);
+    gpu_free(din, w->n_in);
+    smelt_plan_free(pu);
+    smelt_plan_free(pf);
+    unmake(&s, w->n_in);
+    smelt_ctx_free(ctx);
+    r->max_rel_err = gpu_check_error(w);
+}
+
+/* the number after "key": in a JSON line; NAN when absent or null */
+static double json_num(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(line, pat);
+    if (!p)
+        return NAN;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    char *end;
+    double v = strtod(p, &end);
+    return end == p ? NAN : v;
+}
+
+/* PyTorch, torch.compile, CuPy, JAX through bench/peers/gpu_peers.py, with
+ * the python3 of PATH (where those packages are installed) */
+static void gpu_run_peers(gpu_row *rows, int nrows, int runs)
+{
+    for (int i = 0; i < nrows; i++) {
+        for (int k = 0; k < NPEER; k++)
+            rows[i].peer[k] = NAN;
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "python3 '%s/bench/peers/gpu_peers.py' --workload %s --n %lld --runs %d 2>&1",
+                 SMELT_SOURCE_DIR, rows[i].w->name, (long long)rows[i].n, runs);
+        FILE *f = popen(cmd, "r");
+        if (!f)
+            continue;
+        char line[16384];
+        int got = 0;
+        while (fgets(line, sizeof line, f)) {
+            if (strstr(line, "\"torch_eager_ms\":")) {
+                got = 1;
+                int missing = 0;
+                for (int k = 0; k < NPEER; k++)
+                    missing |= isnan(rows[i].peer[k] = json_num(line, gpu_peer_keys[k]));
+                if (missing) /* the notes say why */
+                    fprintf(stderr, "gpu peers: %s", line);
+            } else if (strstr(line, "rror")) {
+                fprintf(stderr, "gpu peers: %s", line);
+            }
+        }
+        if (pclose(f) != 0 || !got)
+            fprintf(stderr, "gpu peers: %s: bench/peers/gpu_peers.py gave no result\n",
+                    rows[i].w->name);
+    }
+}
+
+/* , "key": v  (null when v is not finite: JSON has no nan or inf) */
+static void jnum(const char *key, const char *fmt, double v)
+{
+    printf(", \"%s\": ", key);
+    if (isfinite(v))
+        printf(fmt, v);
+    else
+        printf("null");
+}
+
+static void gpu_print(const gpu_row *rows, int nr, int json, int peers)
+{
+    char dev[256];
+    gpu_name(dev, sizeof dev);
+    if (!json)
+        printf("device: %s\n%-10s %9s %10s %10s %8s %9s %9s %10s %10s %9s %9s %8s %9s %12s%s\n", dev,
+               "workload", "n", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs",
+               "compile_ms", "2nd_ctx_ms", "cached_ms", "1st_call", "compiles", "kern u/f",
+               "max_rel_err", peers ? "   eager_ms compile_ms    cupy_ms     jax_ms" : "");
+    for (int i = 0; i < nr; i++) {
+        const gpu_row *r = &rows[i];
+        double gbps = r->w->bytes_per_elem * (double)r->n / (r->fused_ms * 1e6);
+        if (json) {
+            printf("{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"NVRTC\", "
+                   "\"device\": \"%s\"",
+                   r->w->name, (long long)r->n, dev);
+            jnum("unfused_ms", "%.3f", r->unfused_ms);
+            jnum("fused_ms", "%.3f", r->fused_ms);
+            jnum("speedup", "%.2f", r->unfused_ms / r->fused_ms);
+            jnum("fused_gbps", "%.1f", gbps);
+            jnum("copy_gbps", "%.1f", r->copy_gbps);
+            jnum("compile_ms", "%.3f", r->compile_ms);
+            printf(", \"compiles\": %d", r->compiles);
+            jnum("warm_compile_ms", "%.3f", r->warm_compile_ms);
+            printf(", \"warm_compiles\": %d, \"warm_compile\": \"%s\"", r->warm_compiles,
+                   r->warm_compiles ? "cold NVRTC" : "persistent cache");
+            jnum("cached_plan_ms", "%.3f", r->cached_plan_ms);
+            jnum("first_call_ms", "%.3f", r->first_call_ms);
+            printf(", \"kernels_unfused\": %d, \"kernels_fused\": %d", r->k_unf, r->k_fus);
+            jnum("max_rel_err", "%.3g", r->max_rel_err);
+            for (int k = 0; peers && k < NPEER; k++)
+                jnum(gpu_peer_keys[k], "%.3f", r->peer[k]);
+            printf("}\n");
+        } else {
+            printf("%-10s %9lld %10.3f %10.3f %7.2fx %9.1f %9.1f %10.3f %10.3f %9.3f %9.1f %8d "
+                   "%4d/%-4d %12.2e",
+                   r->w->name, (long long)r->n, r->unfused_ms, r->fused_ms,
+                   r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, r->compile_ms,
+                   r->warm_compile_ms, r->cached_plan_ms, r->first_call_ms, r->compiles, r->k_unf,
+                   r->k_fus, r->max_rel_err);
+            for (int k = 0; peers && k < NPEER; k++)
+                isnan(r->peer[k]) ? printf(" %10s", "-") : printf(" %10.3f", r->peer[k]);
+            printf("\n");
+        }
+    }
+}
+
+/* --device cuda: every workload (or one) on the GPU */
+static int gpu_main(const char *only, int64_t n, int runs, int json, int peers)
+{
+    if (gpu_check())
+        return 1;
+    gpu_row rows[NWL];
+    int nr = 0;
+    for (int i = 0; i < NWL; i++) {
+        if (only && strcmp(only, workloads[i].name))
+            continue;
+        int64_t wn = workloads[i].n_default && GPU_N_SMALL < n ? GPU_N_SMALL : n;
+        gpu_run_workload(&workloads[i], wn, runs, &rows[nr++]);
+    }
+    if (!nr) {
+        fprintf(stderr, "smelt-bench: no workload named '%s'\n", only);
+        usage();
+        return 2;
+    }
+    if (peers)
+        gpu_run_peers(rows, nr, runs);
+    gpu_print(rows, nr, json, peers);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int json = 0, peers = 0, runs = 9, threads = 0;
     int64_t n = 16 << 20;
-    const char *only = NULL, *backend = "all", *first = NULL;
+    int n_given = 0;
+    const char *only = NULL, *backend = "all", *first = NULL, *device = "cpu";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
@@ -481,7 +859,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--workload") && i + 1 < argc)
             only = argv[++i];
         else if (!strcmp(argv[i], "--n") && i + 1 < argc)
-            n = atoll(argv[++i]);
+            n = atoll(argv[++i]), n_given = 1;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            device = argv[++i];
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
@@ -501,6 +881,17 @@ int main(int argc, char **argv)
     }
     if (n < 1024 || runs < 1 || threads < 0) {
         fprintf(stderr, "smelt-bench: need --n >= 1024, --runs >= 1, --threads >= 0\n");
+        return 2;
+    }
+    if (!strcmp(device, "cuda")) {
+        if (strcmp(backend, "all") && strcasecmp(backend, "NVRTC")) {
+            fprintf(stderr, "smelt-bench: --device cuda runs the NVRTC backend, not %s\n", backend);
+            return 2;
+        }
+        if (!first)
+            return gpu_main(only, n_given ? n : GPU_N_DEFAULT, runs, json, peers);
+    } else if (strcmp(device, "cpu")) {
+        fprintf(stderr, "smelt-bench: --device: cpu or cuda, not '%s'\n", device);
         return 2;
     }
     if (first) {

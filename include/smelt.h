@@ -327,6 +327,12 @@ int smelt_tensor_is_device(const smelt_tensor *t);
  * (any strides) of the same dtype and shape. */
 int smelt_tensor_copy_from_host(smelt_tensor *dst_device, const smelt_tensor *src_host);
 int smelt_tensor_copy_to_host(smelt_tensor *dst_host, const smelt_tensor *src_device);
+/* Copy all elements of src into dst (same dtype and shape; they must not
+ * overlap).  Two device tensors: a device-to-device copy on the device (both
+ * contiguous, of one context); it returns when the copy is done.  A device
+ * and a host tensor: as smelt_tensor_copy_from_host / _to_host.  Two host
+ * tensors: any strides. */
+int smelt_tensor_copy(smelt_tensor *dst, const smelt_tensor *src);
 
 /* Emit the CUDA kernels a plan of g would run and compile each with NVRTC
  * for arch, without running anything: no GPU is needed, only libnvrtc.

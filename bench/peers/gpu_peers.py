@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""GPU peers on smelt's benchmark workloads (same formulas, n and inputs).
+
+PyTorch eager, torch.compile, CuPy (one ElementwiseKernel per workload) and
+JAX jit, in float32 on the first GPU, as `smelt-bench --device cuda --peers`
+runs them.  Prints one JSON object per workload:
+
+  {"workload", "n", "device", "runs",
+   "torch_eager_ms", "torch_compile_ms", "cupy_ms", "jax_ms",   # medians
+   "first_call_ms": {...},  # the first call, compilation included
+   "max_rel_err": {...},    # against a float64 NumPy reference, small instance
+   "versions": {...}, "notes": {...}}
+
+A time is the median of --runs runs after warm-up, measured with the host
+clock between two device synchronisations (torch.cuda.synchronize, the CuPy
+stream's synchronize, block_until_ready), as smelt's times are measured
+around smelt_plan_run.  Inputs are copied to the device once.  Every peer is
+optional: a missing package, a framework without a GPU or a failure gives
+null and a note saying why.
+
+layers100's barrier (a non-fusible copy between layers in smelt): x.clone()
+for PyTorch eager, and torch.compile compiles one layer that is called 100
+times with a clone between calls; CuPy runs the layer kernel then x.copy();
+JAX jits all 100 layers with lax.optimization_barrier between them (XLA keeps
+the layers apart without a copy).
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+# JAX would otherwise reserve 75% of GPU memory at import, starving the others
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+WORKLOADS = ["add", "chain8", "gelu_tanh", "swish", "adam", "bias_relu", "layers100"]
+SMALL_N = 4 << 20   # layers100 on the GPU (bench/bench.c: GPU_N_SMALL)
+CHECK_N = 65536     # instance for max_rel_err
+PEERS = ["torch_eager", "torch_compile", "cupy", "jax"]
+
+LR, B1, B2, EPS, T = 1e-3, 0.9, 0.999, 1e-8, 10
+C1, C2 = 1 - B1 ** T, 1 - B2 ** T
+
+
+def side(n):
+    c = int(math.isqrt(n))
+    while n % c:
+        c -= 1
+    return c
+
+
+def inputs(np, name, n, rng):
+    """float32 host arrays, as bench/peers/peers.py makes them"""
+    f = lambda *s: (rng.random(s, dtype=np.float32) * 2 - 1)
+    if name == "add":
+        return [f(n), f(n)]
+    if name == "chain8":
+        return [f(n), f(n), f(n)]
+    if name in ("gelu_tanh", "swish"):
+        return [f(n)]
+    if name == "adam":
+        return [f(n), f(n), f(n), rng.random(n, dtype=np.float32) + np.float32(0.01)]
+    c = side(n)
+    if name == "bias_relu":
+        return [f(n // c, c), f(1, c)]
+    if name == "layers100":
+        return [f(n // c, c), f(1, c), f(1, c)]
+    raise SystemExit("gpu_peers: unknown workload " + name)
+
+
+# ---- the formulas, once, over a small table of operations (o) -------------
+# Constants are Python floats: weakly typed in NumPy 2, PyTorch and JAX, so
+# float32 stays float32 (and the float64 reference stays float64).
+
+def layer(o, x, w, b):
+    return o.relu(x * w + b) * 0.5 + x * 0.5
+
+
+def formula(o, name):
+    if name == "add":
+        return lambda a, b: a + b
+    if name == "chain8":
+        return lambda a, b, c: ((((a * b + c) * a - b) * c + a) * b - c)
+    if name == "gelu_tanh":
+        return lambda x: 0.5 * x * (1.0 + o.tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))
+    if name == "swish":
+        return lambda x: x / (1.0 + o.exp(-x))
+    if name == "adam":
+        def adam(p, g, m, v):
+            m2 = B1 * m + (1 - B1) * g
+            v2 = B2 * v + (1 - B2) * (g * g)
+            p2 = p - LR * ((m2 / C1) / (o.sqrt(v2 / C2) + EPS))
+            return p2, m2, v2
+        return adam
+    if name == "bias_relu":
+        return lambda m, r: o.relu(m + r)
+    if name == "layers100":
+        def layers(x, w, b):
+            for _ in range(100):
+                x = o.barrier(layer(o, x, w, b))
+            return x
+        return layers
+    raise SystemExit("gpu_peers: unknown workload " + name)
+
+
+class Ops:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+# ---- CuPy: one ElementwiseKernel per workload ------------------------------
+
+def _f(v):
+    return repr(float(v)) + "f"
+
+
+CUPY_SRC = {
+    "add": ("float32 a, float32 b", "float32 y", "y = a + b"),
+    "chain8": ("float32 a, float32 b, float32 c", "float32 y",
+               "y = ((((a * b + c) * a - b) * c + a) * b - c)"),
+    "gelu_tanh": ("float32 x", "float32 y",
+                  "y = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * (x * x * x))))"),
+    "swish": ("float32 x", "float32 y", "y = x / (1.0f + expf(-x))"),
+    "adam": ("float32 p, float32 g, float32 m, float32 v", "float32 p2, float32 m2, float32 v2",
+             "m2 = {b1} * m + {nb1} * g; v2 = {b2} * v + {nb2} * (g * g); "
+             "p2 = p - {lr} * ((m2 / {c1}) / (sqrtf(v2 / {c2}) + {eps}));".format(
+                 b1=_f(B1), nb1=_f(1 - B1), b2=_f(B2), nb2=_f(1 - B2), lr=_f(LR), c1=_f(C1),
+                 c2=_f(C2), eps=_f(EPS))),
+    "bias_relu": ("float32 m, float32 r", "float32 y", "y = fmaxf(m + r, 0.0f)"),
+    "layers100": ("float32 x, float32 w, float32 b", "float32 y",
+                  "y = fmaxf(x * w + b, 0.0f) * 0.5f + x * 0.5f"),
+}
+
+
+def cupy_fn(cp, name):
+    ins, outs, body = CUPY_SRC[name]
+    k = cp.ElementwiseKernel(ins, outs, body, "peer_" + name)
+    if name == "layers100":
+        def layers(x, w, b):
+            for _ in range(100):
+                x = k(x, w, b).copy()  # the barrier
+            return x
+        return layers
+    return k
+
+
+# ---- timing ----------------------------------------------------------------
+
+def timeit(fn, args, runs, sync, warmup=2):
+    """(median ms, first call ms): host clock between two synchronisations"""
+    sync()
+    t0 = time.perf_counter()
+    fn(*args)
+    sync()
+    first = (time.perf_counter() - t0) * 1e3
+    for _ in range(warmup - 1):
+        fn(*args)
+    ts = []
+    for _ in range(runs):
+        sync()
+        t0 = time.perf_counter()
+        fn(*args)
+        sync()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts), first
+
+
+def rel_err(np, outs, refs):
+    """max over outputs of ||out - ref||inf / ||ref||inf"""
+    if not isinstance(outs, (tuple, list)):
+        outs, refs = [outs], [refs]
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        o = np.asarray(o, dtype=np.float64)
+        if o.shape != r.shape or np.isnan(o).any() != np.isnan(r).any():
+            return float("inf")
+        den = float(np.max(np.abs(r))) or 1.0
+        worst = max(worst, float(np.max(np.abs(o - r))) / den)
+    return worst
+
+
+def note_of(e):
+    s = "%s: %s" % (type(e).__name__, e)
+    return s.splitlines()[0][:300] if s.strip() else type(e).__name__
+
+
+# ---- the peers ---------------------------------------------------------------
+# Each returns (median ms, first call ms, max_rel_err, device name) or raises.
+
+def run_torch(np, name, host, small, refs, runs, compiled, versions):
+    import torch
+    versions["torch"] = torch.__version__
+    if not torch.cuda.is_available():
+        raise RuntimeError("torch sees no CUDA device")
+    dev = torch.device("cuda")
+    o = Ops(relu=torch.relu, tanh=torch.tanh, exp=torch.exp, sqrt=torch.sqrt,
+            barrier=lambda x: x.clone())
+    if not compiled:
+        fn = formula(o, name)
+    elif name == "layers100":
+        lay = torch.compile(lambda x, w, b: layer(o, x, w, b), dynamic=False)
+
+        def fn(x, w, b):
+            for _ in range(100):
+                x = lay(x, w, b).clone()  # the barrier, outside the compiled layer
+            return x
+    else:
+        fn = torch.compile(formula(o, name), dynamic=False)
+    sync = torch.cuda.synchronize
+    with torch.no_grad():
+        args = [torch.from_numpy(a).to(dev) for a in host]
+        ms, first = timeit(fn, args, runs, sync, warmup=3 if compiled else 2)
+        del args
+        sargs = [torch.from_numpy(a).to(dev) for a in small]
+        out = fn(*sargs)
+        out = [t.cpu().numpy() for t in out] if isinstance(out, tuple) else out.cpu().numpy()
+        err = rel_err(np, out, refs)
+        del sargs
+    gpu = torch.cuda.get_device_name(0)
+    torch.cuda.empty_cache()
+    return ms, first, err, gpu
+
+
+def run_cupy(np, name, host, small, refs, runs, versions):
+    import cupy as cp
+    versions["cupy"] = cp.__version__
+    if cp.cuda.runtime.getDeviceCount() < 1:
+        raise RuntimeError("cupy sees no CUDA device")
+    fn = cupy_fn(cp, name)
+    sync = lambda: cp.cuda.get_current_stream().synchronize()
+    args = [cp.asarray(a) for a in host]
+    if name != "layers100":  # outputs preallocated, as smelt's are
+        nout = 3 if name == "adam" else 1
+        shape = args[0].shape
+        args += [cp.empty(shape, dtype=cp.float32) for _ in range(nout)]
+    ms, first = timeit(fn, args, runs, sync)
+    del args
+    out = fn(*[cp.asarray(a) for a in small])
+    out = [cp.asnumpy(t) for t in out] if isinstance(out, tuple) else cp.asnumpy(out)
+    err = rel_err(np, out, refs)
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    gpu = props["name"].decode() if isinstance(props.get("name"), bytes) else props.get("name")
+    cp.get_default_memory_pool().free_all_blocks()
+    return ms, first, err, gpu
+
+
+def run_jax(np, name, host, small, refs, runs, versions):
+    import jax
+    import jax.numpy as jnp
+    versions["jax"] = jax.__version__
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        raise RuntimeError("JAX has no GPU backend (devices: %s)" % jax.devices())
+    o = Ops(relu=lambda x: jnp.maximum(x, 0.0), tanh=jnp.tanh, exp=jnp.exp, sqrt=jnp.sqrt,
+            barrier=jax.lax.optimization_barrier)
+    fn = jax.jit(formula(o, name))
+
+    def block(out):
+        for leaf in jax.tree_util.tree_leaves(out):
+            leaf.block_until_ready()
+
+    args = [jax.device_put(a, gpus[0]) for a in host]
+    block(args)
+    state = {}
+
+    def call(*a):
+        state["out"] = fn(*a)
+
+    sync = lambda: block(state.get("out"))
+    ms, first = timeit(call, args, runs, sync)
+    state.clear()
+    del args
+    out = fn(*[jax.device_put(a, gpus[0]) for a in small])
+    out = [np.asarray(t) for t in out] if isinstance(out, tuple) else np.asarray(out)
+    err = rel_err(np, out, refs)
+    return ms, first, err, getattr(gpus[0], "device_kind", None)
+
+
+def run_workload(name, n, runs, which):
+    row = {"workload": name, "n": n, "device": None, "runs": runs}
+    for p in PEERS:
+        row[p + "_ms"] = None
+    row["first_call_ms"], row["max_rel_err"] = {}, {}
+    versions, notes = {}, {}
+    try:
+        import numpy as np
+        versions["numpy"] = np.__version__
+    except Exception as e:  # no NumPy: nothing can run
+        for p in PEERS:
+            notes[p] = "skipped: numpy is needed for the inputs (%s)" % note_of(e)
+        row["versions"], row["notes"] = versions, notes
+        return row
+    rng = np.random.default_rng(1)
+    host = inputs(np, name, n, rng)
+    small = inputs(np, name, min(n, CHECK_N), np.random.default_rng(2))
+    o64 = Ops(relu=lambda x: np.maximum(x, 0.0), tanh=np.tanh, exp=np.exp, sqrt=np.sqrt,
+              barrier=lambda x: x)
+    refs = formula(o64, name)(*[a.astype(np.float64) for a in small])
+    runners = {
+        "torch_eager": lambda: run_torch(np, name, host, small, refs, runs, False, versions),
+        "torch_compile": lambda: run_torch(np, name, host, small, refs, runs, True, versions),
+        "cupy": lambda: run_cupy(np, name, host, small, refs, runs, versions),
+        "jax": lambda: run_jax(np, name, host, small, refs, runs, versions),
+    }
+    for p in PEERS:
+        if p not in which:
+            notes[p] = "not requested"
+            continue
+        try:
+            ms, first, err, gpu = runners[p]()
+        except ImportError as e:
+            notes[p] = "skipped: %s" % note_of(e)
+            continue
+        except Exception as e:  # no GPU, compiler missing, out of memory, ...
+            notes[p] = "failed: %s" % note_of(e)
+            continue
+        row[p + "_ms"] = round(ms, 3)
+        row["first_call_ms"][p] = round(first, 3)
+        row["max_rel_err"][p] = float("%.3g" % err)
+        row["device"] = row["device"] or gpu
+    if "cupy" in row["first_call_ms"]:
+        notes.setdefault("cupy_first_call", "CuPy keeps compiled kernels in ~/.cupy/kernel_cache: "
+                                            "its first call may not compile")
+    row["versions"], row["notes"] = versions, notes
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", default="all", help="one of %s, or all" % ", ".join(WORKLOADS))
+    ap.add_argument("--n", type=int, default=64 << 20)
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
+    a = ap.parse_args()
+    names = WORKLOADS if a.workload == "all" else [a.workload]
+    if any(w not in WORKLOADS for w in names):
+        ap.error("unknown workload %s" % a.workload)
+    which = set(a.peers.split(","))
+    if a.n < 1024 or a.runs < 1 or not which <= set(PEERS):
+        ap.error("need --n >= 1024, --runs >= 1 and peers among " + ",".join(PEERS))
+    for w in names:
+        # as bench/bench.c: layers100 is smaller (its unfused intermediates)
+        n = min(a.n, SMALL_N) if w == "layers100" and a.workload == "all" else a.n
+        print(json.dumps(run_workload(w, n, a.runs, which)), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
