@@ -122,22 +122,6 @@ static int write_file(const char *path, const char *data, size_t n)
     return (fclose(f) == 0 && w == n) ? 0 : -1;
 }
 
-static char *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    smelt__sb b;
-    smelt__sb_init(&b);
-    char buf[65536];
-    size_t r;
-    while ((r = fread(buf, 1, sizeof buf, f)) > 0)
-        smelt__sb_putn(&b, buf, r);
-    fclose(f);
-    *n = b.len;
-    return smelt__sb_take(&b);
-}
-
 static int ensure_tmpdir(cc_state *s, smelt__sb *log)
 {
     if (s->tmpdir[0])
@@ -226,7 +210,7 @@ static int cc_compile(smelt__backend *be, const char *source, const char *fn_nam
             unlink(so);
             return SMELT_ERR_COMPILE;
         }
-        img = read_file(so, &n);
+        img = smelt__read_file(so, (size_t)1 << 30, &n);
         if (img)
             smelt__dcache_store(key, img, n);
         free(img);

@@ -27,23 +27,6 @@
 #define MAGIC "SMELTKC1"
 #define HDR 24
 
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n >= sizeof buf)
-        return -1;
-    memcpy(buf, path, n + 1);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return (mkdir(buf, 0755) && errno != EEXIST) ? -1 : 0;
-}
-
 int smelt__dcache_dir(char *buf, size_t n)
 {
     const char *off = getenv("SMELT_CACHE");
@@ -61,7 +44,7 @@ int smelt__dcache_dir(char *buf, size_t n)
         return -1;
     if (w < 0 || (size_t)w >= n)
         return -1;
-    return mkdir_p(buf);
+    return smelt__mkdir_p(buf);
 }
 
 static void entry_path(char *buf, size_t n, const char *dir, const char *key)

@@ -19,21 +19,6 @@ const char *smelt__template_builtin(const char *name)
     return NULL;
 }
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    smelt__sb b;
-    smelt__sb_init(&b);
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        smelt__sb_putn(&b, buf, n);
-    fclose(f);
-    return smelt__sb_take(&b);
-}
-
 char *smelt__template_load(const char *name, smelt__sb *err)
 {
     const char *dir = getenv("SMELT_TEMPLATE_DIR");
@@ -41,7 +26,7 @@ char *smelt__template_load(const char *name, smelt__sb *err)
         smelt__sb path;
         smelt__sb_init(&path);
         smelt__sb_printf(&path, "%s/%s", dir, name);
-        char *t = read_file(smelt__sb_str(&path));
+        char *t = smelt__read_file(smelt__sb_str(&path), (size_t)1 << 24, NULL);
         smelt__sb_free(&path);
         if (t)
             return t;

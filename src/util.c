@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "internal.h"
@@ -120,6 +122,45 @@ uint64_t smelt__hash(const void *data, size_t n, uint64_t seed)
     h *= 0x94d049bb133111ebULL;
     h ^= h >> 31;
     return h;
+}
+
+char *smelt__read_file(const char *path, size_t max, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    smelt__sb b;
+    smelt__sb_init(&b);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && b.len <= max)
+        smelt__sb_putn(&b, buf, n);
+    bool bad = ferror(f) || b.len > max;
+    fclose(f);
+    if (bad) {
+        smelt__sb_free(&b);
+        return NULL;
+    }
+    if (len)
+        *len = b.len;
+    return smelt__sb_take(&b);
+}
+
+int smelt__mkdir_p(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof buf)
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0755) && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return (mkdir(buf, 0755) && errno != EEXIST) ? -1 : 0;
 }
 
 double smelt__now_ms(void)

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "internal.h" /* smelt__mkdir_p */
 #include "smelt.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -528,23 +529,6 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n >= sizeof buf)
-        return -1;
-    memcpy(buf, path, n + 1);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return (mkdir(buf, 0755) && errno != EEXIST) ? -1 : 0;
-}
-
 static int new_ctx(const opts *o, smelt_ctx **ctx)
 {
     if (smelt_ctx_new(ctx))
@@ -646,7 +630,7 @@ static int report_time(const opts *o, smelt_ctx *ctx, smelt_graph *g, int n_out,
 
 static int setup_dump(const char *dir)
 {
-    if (mkdir_p(dir))
+    if (smelt__mkdir_p(dir))
         return input_error("--dump: cannot create '%s': %s", dir, strerror(errno));
     if (setenv("SMELT_DUMP_DIR", dir, 1))
         return input_error("--dump: cannot set SMELT_DUMP_DIR");
