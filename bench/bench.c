@@ -934,15 +934,23 @@ int main(int argc, char **argv)
         double gbps = r->w->bytes_per_elem * (double)r->n / (r->fused_ms * 1e6);
         if (json) {
             printf("{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\", "
-                   "\"threads\": %d, \"unfused_ms\": %.3f, \"fused_ms\": %.3f, \"speedup\": %.2f, "
-                   "\"fused_gbps\": %.1f, \"copy_gbps\": %.1f, \"compile_ms\": %.3f, "
-                   "\"compiles\": %d, \"kernels_unfused\": %d, \"kernels_fused\": %d, "
-                   "\"max_rel_err\": %.3g, \"tier\": \"%s\", \"warm_first_call_ms\": %.3f",
-                   r->w->name, (long long)r->n, r->backend, r->threads, r->unfused_ms, r->fused_ms,
-                   r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, r->compile_ms, r->compiles,
-                   r->k_unf, r->k_fus, r->max_rel_err, r->backend, r->first_call_ms);
-            if (peers)
-                printf(", \"numpy_ms\": %.3f, \"numexpr_ms\": %.3f", r->numpy_ms, r->numexpr_ms);
+                   "\"threads\": %d",
+                   r->w->name, (long long)r->n, r->backend, r->threads);
+            jnum("unfused_ms", "%.3f", r->unfused_ms);
+            jnum("fused_ms", "%.3f", r->fused_ms);
+            jnum("speedup", "%.2f", r->unfused_ms / r->fused_ms);
+            jnum("fused_gbps", "%.1f", gbps);
+            jnum("copy_gbps", "%.1f", r->copy_gbps);
+            jnum("compile_ms", "%.3f", r->compile_ms);
+            printf(", \"compiles\": %d, \"kernels_unfused\": %d, \"kernels_fused\": %d", r->compiles,
+                   r->k_unf, r->k_fus);
+            jnum("max_rel_err", "%.3g", r->max_rel_err);
+            printf(", \"tier\": \"%s\"", r->backend);
+            jnum("warm_first_call_ms", "%.3f", r->first_call_ms);
+            if (peers) {
+                jnum("numpy_ms", "%.3f", r->numpy_ms);
+                jnum("numexpr_ms", "%.3f", r->numexpr_ms);
+            }
             printf("}\n");
         } else {
             printf("%-10s %9lld %7s %10.2f %10.2f %7.2fx %9.1f %9.1f %10.3f %9.3f %8d %4d/%-4d %12.2e",
