@@ -260,7 +260,9 @@ int smelt__nvrtc_compile(const char *source, const char *name, const char *arch,
     char file[64], archopt[64];
     snprintf(file, sizeof file, "%s.cu", name);
     snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-    const char *opts[] = {archopt, "--std=c++17"};
+    /* no contraction of a * b + c: fused and unfused kernels (and the CPU
+     * backends) round every operation the same way */
+    const char *opts[] = {archopt, "--std=c++17", "--fmad=false"};
     nvrtcProgram prog = NULL;
     nvrtcResult r = g.nvCreateProgram(&prog, source, file, 0, NULL, NULL);
     if (r) {
@@ -268,7 +270,7 @@ int smelt__nvrtc_compile(const char *source, const char *name, const char *arch,
         return SMELT_ERR_COMPILE;
     }
     int st = SMELT_OK;
-    r = g.nvCompileProgram(prog, 2, opts);
+    r = g.nvCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
     if (r) {
         size_t n = 0;
         smelt__sb_printf(log, "NVRTC %d.%d (%s): %s\n", g.nvrtc_major, g.nvrtc_minor, arch,

@@ -900,6 +900,24 @@ static int cmd_explain(int argc, char **argv)
         rc = input_error_msg(smelt_errmsg(ctx));
         goto done;
     }
+    if (o.backend && !strcasecmp(o.backend, "NVRTC") && smelt_backend_check(ctx, "NVRTC")) {
+        /* no GPU here: emit the CUDA kernels and let NVRTC check them */
+        smelt_plan_opts po;
+        smelt_plan_opts_init(&po);
+        po.opt_level = o.opt_level;
+        po.backend = "NVRTC";
+        char *report = NULL;
+        int st = smelt_plan_emit_only(ctx, g, n_out, outs, &po, NULL, &report);
+        if (!graph_file)
+            printf("expression: %s\n", o.pos[0]);
+        printf("\n== graph (smelt-graph format, docs/formats.md) ==\n%s", text);
+        if (report)
+            printf("\n== CUDA kernels (no GPU here: compiled by NVRTC, not run) ==\n%s", report);
+        if (st)
+            rc = input_error_msg(smelt_errmsg(ctx));
+        smelt_free(report);
+        goto done;
+    }
     if ((rc = make_plan(ctx, g, n_out, outs, o.opt_level, o.backend, &p, &ms)))
         goto done;
     smelt_plan_stats s;
