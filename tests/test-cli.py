@@ -242,6 +242,17 @@ check(rc == 0, "AUTO backend with --time: %s" % se)
 if rc == 0:
     close(np.load(path("t.npy")), np.sin(data["a"]) + data["b"], "AUTO backend")
 
+# ---- explain --backend NVRTC: the CUDA source and NVRTC's verdict, GPU or not -------------
+rc, so, se = smelt("explain", "where(a > 0, a*b, exp(b)) + 1", "a=f32[64,8]", "b=f32[1,8]",
+                   "--backend", "NVRTC")
+nvrtc_line = smelt("info")[1].split("NVRTC", 1)[1].split("\n", 1)[0]
+gpu = "not available" not in nvrtc_line
+if rc == 0 and not gpu:
+    check("accepted" in so and "__global__" in so and ", 0 rejected" in so,
+          "explain --backend NVRTC prints the CUDA kernels NVRTC accepted: %r" % so[-400:])
+elif not gpu:  # no libnvrtc on this machine: a clear error
+    check(rc == 1 and "NVRTC" in se, "explain --backend NVRTC without NVRTC: %r" % se)
+
 # ---- info, help, version -----------------------------------------------------------------
 rc, so, se = smelt("info")
 check(rc == 0, "info: %s" % se)
