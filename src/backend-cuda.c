@@ -427,10 +427,31 @@ static int cuda_compile(smelt__backend *be, const char *source, const char *fn_n
 {
     cuda_be *c = be->context;
     *fn = *handle = NULL;
-    char *image;
-    size_t size;
+    char *image = NULL;
+    size_t size = 0;
     double t0 = smelt__now_ms();
-    int st = smelt__nvrtc_compile(source, fn_name, c->arch, &image, &size, log);
+    /* the persistent cache (src/diskcache.c): key = the source, the arch,
+     * NVRTC's version and smelt's, never the compiler's output */
+    char key[40] = "";
+    if (!c->compile_only && nvrtc_ready()) {
+        smelt__sb k;
+        smelt__sb_init(&k);
+        smelt__sb_printf(&k, "smelt %s\nnvrtc %d.%d\narch %s\n", SMELT_VERSION, g.nvrtc_major,
+                         g.nvrtc_minor, c->arch);
+        smelt__sb_puts(&k, source);
+        const char *t = smelt__sb_str(&k);
+        snprintf(key, sizeof key, "cu%015llx%016llx",
+                 (unsigned long long)(smelt__hash(t, strlen(t), 3) >> 4),
+                 (unsigned long long)smelt__hash(t, strlen(t), 4));
+        smelt__sb_free(&k);
+    }
+    int st = SMELT_OK;
+    if (!key[0] || smelt__dcache_load(key, &image, &size)) {
+        image = NULL;
+        st = smelt__nvrtc_compile(source, fn_name, c->arch, &image, &size, log);
+        if (st == SMELT_OK && key[0])
+            smelt__dcache_store(key, image, size);
+    }
     if (c->compile_only)
         record(c, fn_name, source, log, st == SMELT_OK, size, smelt__now_ms() - t0);
     if (st)

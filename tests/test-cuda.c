@@ -9,6 +9,7 @@
  * cuda_loader: what a machine without a GPU reports.
  * cuda_gpu: plans run on the GPU against the float64 reference; skipped
  * with a message when there is no GPU. */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -880,4 +881,59 @@ DEVICE_TEST(device_tensor_on_cpu_plan, 60)
     smelt_tensor_free(d);
     smelt_plan_free(p);
     smelt_graph_free(g);
+}
+
+/* CUBINs go through the persistent kernel cache: an entry per kernel, a
+ * truncated entry is rebuilt, and a kernel loaded from the cache computes
+ * the same results. */
+static int cu_entries(const char *dir, char *first, size_t n)
+{
+    DIR *d = opendir(dir);
+    int count = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (!strncmp(e->d_name, "cu", 2) && strstr(e->d_name, ".ske")) {
+            if (!count)
+                snprintf(first, n, "%.200s/%.90s", dir, e->d_name);
+            count++;
+        }
+    if (d)
+        closedir(d);
+    return count;
+}
+
+DEVICE_TEST(cubin_persistent_cache, 120)
+{
+    char dir[] = "/tmp/smelt-test-cubin-XXXXXX", entry[320] = "";
+    cr_assert_not_null(mkdtemp(dir));
+    setenv("SMELT_CACHE_DIR", dir, 1);
+    unsetenv("SMELT_CACHE");
+    trng r;
+    trng_init(&r, 9);
+    smelt_tensor *h = t_rand(ctx, &r, SMELT_F32, SHP(1000));
+    smelt_tensor *out[3] = {NULL, NULL, NULL};
+    for (int round = 0; round < 3; round++) {
+        smelt_ctx *c = round ? t_ctx_raw() : ctx; /* later rounds: like a new process */
+        if (round)
+            T_OK(c, smelt_ctx_set_backend(c, "NVRTC"));
+        smelt_graph *g = t_graph(c);
+        smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(1000));
+        smelt_node *y = smelt_unary(g, SMELT_OP_TANH, smelt_mul(g, a, smelt_scalar(g, 3.0)));
+        smelt_plan *p = t_plan(c, g, 1, &y, 3);
+        t_run(p, 1, &h, 1, &out[round]);
+        cr_assert_eq(cu_entries(dir, entry, sizeof entry), 1, "one CUBIN entry in %s", dir);
+        struct stat st;
+        cr_assert_eq(stat(entry, &st), 0);
+        cr_assert_gt(st.st_size, 24, "a whole entry");
+        if (round == 0)
+            cr_assert_eq(truncate(entry, st.st_size / 2), 0); /* round 1 must rebuild it */
+        if (round)
+            cr_assert(t_bitwise_equal(out[0], out[round]), "round %d differs", round);
+        smelt_plan_free(p);
+        smelt_graph_free(g);
+        if (round)
+            smelt_ctx_free(c);
+    }
+    t_free_all(out, 3);
+    smelt_tensor_free(h);
+    unsetenv("SMELT_CACHE_DIR");
 }
