@@ -685,7 +685,11 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     smelt__sb_init(&group), smelt__sb_init(&call), smelt__sb_init(&tail);
     int vec = dl->device && flat ? device_vec_width(d) : 1;
 
-    /* prelude */
+    if (d->blocks) {
+        st = emit_blocks(dl, d, src, name, err);
+        goto done;
+    }
+    /* prelude (the block form needs none) */
 #define SMELT_MATHFN(fn, n)                                                                 \
     smelt__sb_printf(&math, "double %s(%s)%s;\nfloat %sf(%s)%s;\n", #fn,                   \
                      n == 1 ? "double" : n == 2 ? "double, double" : "double, double, double", \
@@ -694,10 +698,6 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
                      vec_attr(d, #fn));
 #include "../src/mathfns.def"
 #undef SMELT_MATHFN
-    if (d->blocks) {
-        st = emit_blocks(dl, d, src, name, err);
-        goto done;
-    }
     {
         const char *k[] = {"MATH_DECLS"}, *v[] = {smelt__sb_str(&math)};
         if ((st = load_render(&prelude, dl, "prelude", k, v, 1, err)))

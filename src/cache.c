@@ -21,6 +21,7 @@ void smelt__kcache_free(smelt__kcache *c)
     for (int i = 0; i < c->n; i++) {
         c->v[i]->backend->iface->release(c->v[i]->backend, c->v[i]->handle);
         free(c->v[i]->source);
+        free(c->v[i]->desc);
         free(c->v[i]);
     }
     free(c->v);
@@ -40,11 +41,43 @@ void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be)
         }
         be->iface->release(be, k->handle);
         free(k->source);
+        free(k->desc);
         free(k);
     }
     if (c)
         c->n = n;
     pthread_mutex_unlock(&ctx->lock);
+}
+
+/* A kernel description as bytes, field by field, with what else decides
+ * its source (the template override folder). */
+static void serialise(smelt__sb *b, const smelt__kdesc *d)
+{
+    int head[] = {d->n_in, d->n_out, d->n_ops, d->rank, d->vec_math, d->blocks, d->idx32};
+    smelt__sb_putn(b, (const char *)head, sizeof head);
+    smelt__sb_putn(b, (const char *)d->in_dt, sizeof d->in_dt[0] * (size_t)d->n_in);
+    smelt__sb_putn(b, (const char *)d->out_val, sizeof d->out_val[0] * (size_t)d->n_out);
+    smelt__sb_putn(b, (const char *)d->mode, (size_t)(d->n_in + d->n_out));
+    for (int i = 0; i < d->n_ops; i++) {
+        const smelt__kop *k = &d->ops[i];
+        int f[] = {(int)k->op, (int)k->dtype, k->nin, k->in[0], k->in[1], k->in[2]};
+        smelt__sb_putn(b, (const char *)f, sizeof(int) * (size_t)(3 + k->nin));
+        if (k->op == SMELT_OP_CONST) {
+            smelt__sb_putn(b, (const char *)&k->fval, sizeof k->fval);
+            smelt__sb_putn(b, (const char *)&k->ival, sizeof k->ival);
+        }
+    }
+    const char *tdir = getenv("SMELT_TEMPLATE_DIR");
+    smelt__sb_puts(b, tdir ? tdir : "");
+}
+
+static smelt__kernel *lookup_desc(smelt__kcache *c, smelt__backend *be, const smelt__sb *desc)
+{
+    for (int i = 0; c && i < c->n; i++)
+        if (c->v[i]->backend == be && c->v[i]->desc_len == desc->len &&
+            !memcmp(c->v[i]->desc, desc->s, desc->len))
+            return c->v[i];
+    return NULL;
 }
 
 static smelt__kernel *lookup(smelt__kcache *c, smelt__backend *be, const char *name,
@@ -76,19 +109,40 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     *out = NULL;
     *compiled = false;
     *ms = 0;
+    /* the same description again (a repeated layer): no emission at all */
+    smelt__sb desc;
+    smelt__sb_init(&desc);
+    serialise(&desc, d);
+    if (desc.oom) {
+        smelt__sb_free(&desc);
+        smelt__sb_puts(err, "out of memory");
+        return SMELT_ERR_NOMEM;
+    }
+    pthread_mutex_lock(&ctx->lock);
+    smelt__kernel *k = lookup_desc(ctx->kcache, be, &desc);
+    pthread_mutex_unlock(&ctx->lock);
+    if (k) {
+        smelt__sb_free(&desc);
+        *out = k;
+        return SMELT_OK;
+    }
     smelt__sb src;
     smelt__sb_init(&src);
     char name[40];
     int st = smelt__emit(be->iface->dialect, d, &src, name, err);
     if (st) {
         smelt__sb_free(&src);
+        smelt__sb_free(&desc);
         return st;
     }
+    /* another description with the same source (e.g. other operand modes
+     * that the source does not distinguish) */
     pthread_mutex_lock(&ctx->lock);
-    smelt__kernel *k = lookup(ctx->kcache, be, name, src.s);
+    k = lookup(ctx->kcache, be, name, src.s);
     pthread_mutex_unlock(&ctx->lock);
     if (k) {
         smelt__sb_free(&src);
+        smelt__sb_free(&desc);
         *out = k;
         return SMELT_OK;
     }
@@ -104,6 +158,7 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
                          smelt__sb_str(&log));
         smelt__sb_free(&log);
         smelt__sb_free(&src);
+        smelt__sb_free(&desc);
         return SMELT_ERR_COMPILE;
     }
     smelt__sb_free(&log);
@@ -125,10 +180,13 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
         be->iface->release(be, handle);
         free(k);
         smelt__sb_free(&src);
+        smelt__sb_free(&desc);
         smelt__sb_puts(err, "out of memory");
         return SMELT_ERR_NOMEM;
     }
     memcpy(k->name, name, sizeof k->name);
+    k->desc_len = desc.len;
+    k->desc = smelt__sb_take(&desc);
     k->source = smelt__sb_take(&src);
     memcpy(&k->fn, &fn, sizeof k->fn); /* object to function pointer, as dlsym */
     k->handle = handle;

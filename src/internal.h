@@ -303,6 +303,8 @@ typedef struct smelt__kernel {
     smelt__backend *backend;
     int n_operands;
     int rank;
+    char *desc;      /* the description it was emitted from (serialised) ... */
+    size_t desc_len; /* ... so that a repeat finds it without emitting again */
 } smelt__kernel;
 
 /* Find or compile.  *compiled tells whether this call compiled it; ms the
