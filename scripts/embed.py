@@ -178,7 +178,7 @@ def blocks(out, prelude, ops_def):
             continue
         cf, ci = cf.strip('"'), ci.strip('"')
         for ct in DTYPES:
-            if KIND[ct] not in dts or (rule == "FLOAT" and KIND[ct] != "F"):
+            if KIND[ct] not in dts or (rule in ("FLOAT", "TRUEDIV") and KIND[ct] != "F"):
                 continue
             t = cf if ct in ("f32", "f64") else ci
             if t == "=":

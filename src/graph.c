@@ -186,8 +186,16 @@ static smelt_node *convert(smelt_graph *g, smelt_node *a, smelt_dtype dt)
 {
     if (a->dtype == dt)
         return a;
-    if (a->op == SMELT_OP_CONST && a->weak)
+    if (a->op == SMELT_OP_CONST && a->weak) {
+        /* NumPy 2: a Python int that the array's integer dtype cannot hold
+         * is an error (u8 + 300), not a silent wrap */
+        int64_t lo = dt == SMELT_U8 ? 0 : INT32_MIN, hi = dt == SMELT_U8 ? 255 : INT32_MAX;
+        if (!smelt__is_float(a->dtype) && (dt == SMELT_U8 || dt == SMELT_I32) &&
+            (a->ival < lo || a->ival > hi))
+            return fail(g, SMELT_ERR_DTYPE, "the scalar %lld does not fit in %s", (long long)a->ival,
+                        smelt__dtypes[dt].name);
         return make_const(g, smelt__is_float(a->dtype) ? a->fval : (double)a->ival, dt, false);
+    }
     smelt_node *n = new_node(g, SMELT_OP_CAST, dt, a->ndim, a->shape);
     if (!n)
         return NULL;
@@ -231,6 +239,8 @@ smelt_node *smelt_op_apply(smelt_graph *g, smelt_op op, int n, smelt_node *const
         ct = promote_args(n, args);
     if (oi->rule == SMELT_RULE_FLOAT && !smelt__is_float(ct))
         ct = (ct == SMELT_U8 || ct == SMELT_BOOL) ? SMELT_F32 : SMELT_F64;
+    if (oi->rule == SMELT_RULE_TRUEDIV && !smelt__is_float(ct))
+        ct = SMELT_F64; /* NumPy's true_divide: every integer and bool pair */
     if (!(oi->dtypes & smelt__dtypes[ct].kind))
         return fail(g, SMELT_ERR_DTYPE, "%s does not support dtype %s", oi->name,
                     smelt__dtypes[ct].name);

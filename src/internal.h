@@ -47,7 +47,7 @@ void *smelt__aligned_alloc(size_t bytes); /* 64-byte aligned, freed with free() 
 
 /* ---- op and dtype tables --------------------------------------------- */
 enum { SMELT_CLASS_SOURCE, SMELT_CLASS_ELEMWISE, SMELT_CLASS_LAYOUT, SMELT_CLASS_CAST, SMELT_CLASS_OPAQUE };
-enum { SMELT_RULE_NONE, SMELT_RULE_SAME, SMELT_RULE_FLOAT, SMELT_RULE_CMP, SMELT_RULE_WHERE };
+enum { SMELT_RULE_NONE, SMELT_RULE_SAME, SMELT_RULE_FLOAT, SMELT_RULE_TRUEDIV, SMELT_RULE_CMP, SMELT_RULE_WHERE };
 enum { SMELT_DT_F = 1, SMELT_DT_I = 2, SMELT_DT_U = 4, SMELT_DT_B = 8 };
 
 typedef struct smelt__opinfo {

@@ -38,6 +38,8 @@ smelt_dtype t_compute_dtype(smelt_op op, smelt_dtype dt)
 {
     if (!strcmp(test_ops[op].rule, "FLOAT") && !t_is_float(dt))
         return (dt == SMELT_U8 || dt == SMELT_BOOL) ? SMELT_F32 : SMELT_F64;
+    if (!strcmp(test_ops[op].rule, "TRUEDIV") && !t_is_float(dt))
+        return SMELT_F64;
     return dt;
 }
 

@@ -49,7 +49,7 @@ typedef struct test_op {
     const char *name;
     int arity;
     const char *cls;    /* "SOURCE", "ELEMWISE", "LAYOUT", "CAST" */
-    const char *rule;   /* "SAME", "FLOAT", "CMP", "WHERE", "NONE" */
+    const char *rule;   /* "SAME", "FLOAT", "TRUEDIV", "CMP", "WHERE", "NONE" */
     const char *dtypes; /* letters of F I U B */
 } test_op;
 extern const test_op test_ops[SMELT_OP_COUNT];

@@ -690,3 +690,26 @@ Test(fallback, test_templates_are_copies_of_the_real_ones)
     closedir(d);
     cr_assert_geq(checked, 2);
 }
+
+/* NumPy 2 (NEP 50): a Python int the array's dtype cannot hold is an error */
+Test(builder_errors, weak_scalar_out_of_range)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *u = smelt_input(g, NULL, SMELT_U8, SHP(4));
+    cr_assert_null(smelt_add(g, u, smelt_scalar(g, 300)));
+    T_ERR(ctx, smelt_graph_status(g), SMELT_ERR_DTYPE, "300 does not fit in u8");
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    smelt_node *i = smelt_input(g, NULL, SMELT_I32, SHP(4));
+    cr_assert_null(smelt_mul(g, i, smelt_scalar(g, 3e9)));
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_DTYPE);
+    smelt_graph_free(g);
+    g = t_graph(ctx); /* in range: fine, and the dtype stays */
+    u = smelt_input(g, NULL, SMELT_U8, SHP(4));
+    smelt_node *y = smelt_add(g, u, smelt_scalar(g, 255));
+    cr_assert_not_null(y);
+    cr_assert_eq(smelt_node_dtype(y), SMELT_U8);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}

@@ -145,9 +145,12 @@ Test(builder, dtype_rules)
                          smelt_dtype_promote((smelt_dtype)a, (smelt_dtype)b));
     /* CMP: bool */
     cr_assert_eq(binary_dtype(g, SMELT_OP_LT, in[SMELT_F32], in[SMELT_I32]), SMELT_BOOL);
-    /* FLOAT: integers become floating point (u8 and bool: f32, others f64) */
+    /* FLOAT: integers become floating point (u8 and bool: f32, others f64);
+     * TRUEDIV (div): every integer pair gives f64, as NumPy's true_divide */
     cr_assert_eq(binary_dtype(g, SMELT_OP_DIV, in[SMELT_I32], in[SMELT_I32]), SMELT_F64);
-    cr_assert_eq(binary_dtype(g, SMELT_OP_DIV, in[SMELT_U8], in[SMELT_U8]), SMELT_F32);
+    cr_assert_eq(binary_dtype(g, SMELT_OP_DIV, in[SMELT_U8], in[SMELT_U8]), SMELT_F64);
+    cr_assert_eq(binary_dtype(g, SMELT_OP_ATAN2, in[SMELT_U8], in[SMELT_U8]), SMELT_F32);
+    cr_assert_eq(binary_dtype(g, SMELT_OP_ATAN2, in[SMELT_I32], in[SMELT_I32]), SMELT_F64);
     cr_assert_eq(binary_dtype(g, SMELT_OP_DIV, in[SMELT_F32], in[SMELT_F32]), SMELT_F32);
     cr_assert_eq(smelt_node_dtype(smelt_unary(g, SMELT_OP_EXP, in[SMELT_BOOL])), SMELT_F32);
     cr_assert_eq(smelt_node_dtype(smelt_unary(g, SMELT_OP_EXP, in[SMELT_I64])), SMELT_F64);

@@ -125,7 +125,8 @@ static void arg_int_range(smelt_op op, const dom *d, int k, smelt_dtype dt, int6
     int64_t blo, bhi;
     int_bounds(dt, &blo, &bhi);
     *lo = blo, *hi = bhi;
-    if (!strcmp(test_ops[op].rule, "FLOAT")) { /* the float domain, truncated */
+    if (!strcmp(test_ops[op].rule, "FLOAT") || !strcmp(test_ops[op].rule, "TRUEDIV")) {
+        /* the float domain, truncated */
         *lo = (int64_t)ceil(d->flo[k]);
         *hi = (int64_t)floor(d->fhi[k]);
     } else if (d->ranged[k]) {
