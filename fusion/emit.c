@@ -402,6 +402,22 @@ static int load_render(smelt__sb *out, const smelt__dialect *dl, const char *bas
     return st;
 }
 
+/* The element offsets of a row's first element (C kernels, both forms):
+ * o<k> for every operand, from the row and column the kernel computed. */
+static void row_offsets(smelt__sb *row, const smelt__kdesc *d)
+{
+    int nops = d->n_in + d->n_out, R = d->rank;
+    for (int k = 0; k < nops; k++)
+        smelt__sb_printf(row, "        int64_t o%d = col * strides[%d];\n", k, k * R + R - 1);
+    if (R > 1) {
+        smelt__sb_printf(row, "        for (int d = %d; d >= 0; d--) {\n", R - 2);
+        smelt__sb_puts(row, "            int64_t idx = row % shape[d];\n            row /= shape[d];\n");
+        for (int k = 0; k < nops; k++)
+            smelt__sb_printf(row, "            o%d += idx * strides[%d + d];\n", k, k * R);
+        smelt__sb_puts(row, "        }\n");
+    }
+}
+
 /* ---- block form (TinyCC): the kernel walks its elements SMELT_BLOCK at a
  * time and calls, per operator, a vectorised primitive compiled into smelt
  * (smelt_blk_<op>_<dtype>, generated from ops.def by scripts/embed.py).
@@ -461,15 +477,7 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
         last[d->out_val[o]] = d->n_ops;
 
     /* per-row pointers and innermost strides */
-    for (int k = 0; k < nops; k++)
-        smelt__sb_printf(&row, "        int64_t o%d = col * strides[%d];\n", k, k * R + R - 1);
-    if (R > 1) {
-        smelt__sb_printf(&row, "        for (int d = %d; d >= 0; d--) {\n", R - 2);
-        smelt__sb_puts(&row, "            int64_t idx = row % shape[d];\n            row /= shape[d];\n");
-        for (int k = 0; k < nops; k++)
-            smelt__sb_printf(&row, "            o%d += idx * strides[%d + d];\n", k, k * R);
-        smelt__sb_puts(&row, "        }\n");
-    }
+    row_offsets(&row, d);
     for (int k = 0; k < nops; k++) {
         smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
         smelt__sb_printf(&row, "        char *q%d = ptrs[%d] + o%d * %zu;\n", k, k, k, smelt__dtypes[dt].size);
@@ -730,15 +738,7 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     if (!flat && dl->device) {
         device_offsets(&row, d);
     } else if (!flat) {
-        for (int k = 0; k < nops; k++)
-            smelt__sb_printf(&row, "        int64_t o%d = col * strides[%d];\n", k, k * R + R - 1);
-        if (R > 1) {
-            smelt__sb_printf(&row, "        for (int d = %d; d >= 0; d--) {\n", R - 2);
-            smelt__sb_puts(&row, "            int64_t idx = row % shape[d];\n            row /= shape[d];\n");
-            for (int k = 0; k < nops; k++)
-                smelt__sb_printf(&row, "            o%d += idx * strides[%d + d];\n", k, k * R);
-            smelt__sb_puts(&row, "        }\n");
-        }
+        row_offsets(&row, d);
         for (int k = 0; k < nops; k++) {
             smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
             const char *cq = k < d->n_in ? "const " : "";

@@ -703,25 +703,15 @@ int smelt_graph_load(smelt_ctx *ctx, const char *path, smelt_graph **g, int *n_o
         return st;
     if (!path)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_graph_load: path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return smelt__err(ctx, SMELT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    smelt__sb b;
-    smelt__sb_init(&b);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && b.len <= MAX_FILE)
-        smelt__sb_putn(&b, buf, n);
-    bool err = ferror(f);
-    fclose(f);
-    if (err)
-        st = smelt__err(ctx, SMELT_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-    else if (b.len > MAX_FILE)
-        st = smelt__err(ctx, SMELT_ERR_IO, "%s: larger than %u MiB; not a graph file", path, MAX_FILE >> 20);
-    else if (b.oom)
-        st = smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
-    else
-        st = read_text(ctx, path, b.s ? b.s : "", b.len, g, n_out, outputs);
-    smelt__sb_free(&b);
+    size_t len = 0;
+    errno = 0;
+    char *text = smelt__read_file(path, MAX_FILE, &len);
+    if (!text && errno == EFBIG)
+        return smelt__err(ctx, SMELT_ERR_IO, "%s: larger than %u MiB; not a graph file", path, MAX_FILE >> 20);
+    if (!text)
+        return smelt__err(ctx, errno == ENOMEM ? SMELT_ERR_NOMEM : SMELT_ERR_IO, "cannot open '%s': %s",
+                          path, strerror(errno ? errno : EIO));
+    st = read_text(ctx, path, text, len, g, n_out, outputs);
+    free(text);
     return st;
 }

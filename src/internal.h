@@ -38,8 +38,8 @@ char *smelt__sb_take(smelt__sb *b);       /* caller frees; NULL on OOM */
 
 uint64_t smelt__hash(const void *data, size_t n, uint64_t seed);
 double smelt__now_ms(void);
-/* A whole file (NUL-terminated; *len its size), or NULL (errno says why;
- * also when it is larger than max). */
+/* A whole file (NUL-terminated; *len its size), or NULL with errno set
+ * (EFBIG when it is larger than max). */
 char *smelt__read_file(const char *path, size_t max, size_t *len);
 int smelt__mkdir_p(const char *path); /* mkdir -p; 0 or -1 */
 char *smelt__strdup(const char *s);

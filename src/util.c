@@ -135,10 +135,11 @@ char *smelt__read_file(const char *path, size_t max, size_t *len)
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0 && b.len <= max)
         smelt__sb_putn(&b, buf, n);
-    bool bad = ferror(f) || b.len > max;
+    int e = ferror(f) ? (errno ? errno : EIO) : b.len > max ? EFBIG : b.oom ? ENOMEM : 0;
     fclose(f);
-    if (bad) {
+    if (e) {
         smelt__sb_free(&b);
+        errno = e;
         return NULL;
     }
     if (len)

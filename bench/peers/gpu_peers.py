@@ -26,7 +26,6 @@ the layers apart without a copy).
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -42,32 +41,6 @@ PEERS = ["torch_eager", "torch_compile", "cupy", "jax"]
 
 LR, B1, B2, EPS, T = 1e-3, 0.9, 0.999, 1e-8, 10
 C1, C2 = 1 - B1 ** T, 1 - B2 ** T
-
-
-def side(n):
-    c = int(math.isqrt(n))
-    while n % c:
-        c -= 1
-    return c
-
-
-def inputs(np, name, n, rng):
-    """float32 host arrays, as bench/peers/peers.py makes them"""
-    f = lambda *s: (rng.random(s, dtype=np.float32) * 2 - 1)
-    if name == "add":
-        return [f(n), f(n)]
-    if name == "chain8":
-        return [f(n), f(n), f(n)]
-    if name in ("gelu_tanh", "swish"):
-        return [f(n)]
-    if name == "adam":
-        return [f(n), f(n), f(n), rng.random(n, dtype=np.float32) + np.float32(0.01)]
-    c = side(n)
-    if name == "bias_relu":
-        return [f(n // c, c), f(1, c)]
-    if name == "layers100":
-        return [f(n // c, c), f(1, c), f(1, c)]
-    raise SystemExit("gpu_peers: unknown workload " + name)
 
 
 # ---- the formulas, once, over a small table of operations (o) -------------
@@ -292,9 +265,12 @@ def run_workload(name, n, runs, which):
             notes[p] = "skipped: numpy is needed for the inputs (%s)" % note_of(e)
         row["versions"], row["notes"] = versions, notes
         return row
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from peers import inputs  # the CPU peers' inputs: the same data on the GPU
+
     rng = np.random.default_rng(1)
-    host = inputs(np, name, n, rng)
-    small = inputs(np, name, min(n, CHECK_N), np.random.default_rng(2))
+    host = inputs(name, n, rng)
+    small = inputs(name, min(n, CHECK_N), np.random.default_rng(2))
     o64 = Ops(relu=lambda x: np.maximum(x, 0.0), tanh=np.tanh, exp=np.exp, sqrt=np.sqrt,
               barrier=lambda x: x)
     refs = formula(o64, name)(*[a.astype(np.float64) for a in small])

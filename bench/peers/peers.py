@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """numpy and numexpr on smelt's benchmark workloads (same n, same formulas).
 
+inputs() is shared with gpu_peers.py.
+
 Prints one JSON object: {"workload", "n", "numpy_ms", "numexpr_ms", ...},
 medians of --runs runs after warm-up.  Uses Debian's python3-numpy and
 python3-numexpr; numexpr runs with --threads threads.
@@ -12,7 +14,6 @@ import statistics
 import time
 
 import numpy as np
-import numexpr as ne
 
 
 def side(n):
@@ -73,6 +74,8 @@ def numpy_fn(name):
 
 
 def numexpr_fn(name):
+    import numexpr as ne
+
     e = ne.evaluate
     if name == "add":
         return lambda a, b: e("a + b")
@@ -119,6 +122,8 @@ def main():
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--threads", type=int, default=0)
     a = ap.parse_args()
+    import numexpr as ne  # here: bench/peers/gpu_peers.py imports this file for inputs()
+
     if a.threads:
         ne.set_num_threads(a.threads)
     rng = np.random.default_rng(1)
