@@ -7,7 +7,10 @@ struct smelt__dialect {
     const char *name;                      /* "c" */
     const char *dir;                       /* template folder: "c" */
     const char *ext;                       /* template file extension: "c" */
-    const char *type[SMELT_DTYPE_COUNT];   /* storage and compute type */
+    const char *type[SMELT_DTYPE_COUNT];   /* compute type (values in the kernel body) */
+    const char *stype[SMELT_DTYPE_COUNT];  /* storage type (memory); differs for f16/bf16,
+                                            * which are bit patterns converted by the
+                                            * prelude's smelt_h2f_* / smelt_f2h_* */
     const char *utype[SMELT_DTYPE_COUNT];  /* unsigned counterpart (wrapping arithmetic) */
     const char *fn_suffix[SMELT_DTYPE_COUNT]; /* math functions: expf vs exp */
     const char *restrict_kw;

@@ -21,12 +21,18 @@ typedef struct ectx {
     bool *inl;
     int lane; /* -1: the scalar loop */
     int form; /* how operands are named: FORM_* */
+    bool stage;  /* C loop form: f16/bf16 operands staged in float arrays h<k> */
+    bool arrays; /* C loop form with f16/bf16 results: one loop per operator over
+                  * arrays v<k>[j], each f16/bf16 array rounded as a whole */
 } ectx;
 
 /* Operand references: C kernels follow the operand's mode (q0[j], b0,
  * q0[j * s0]); device nd kernels index every operand by its own offset
  * (q0[o0]); device vector bodies read and write lanes of vectors (l0.v[2]). */
 enum { FORM_C, FORM_OFFSET, FORM_VEC };
+
+/* Elements per call of a C loop-form kernel's group function (c_group). */
+#define C_GROUP 16
 
 static smelt_dtype value_dtype(const smelt__kdesc *d, int v)
 {
@@ -70,16 +76,46 @@ static void operand_ref(smelt__sb *b, const ectx *e, int k)
     }
 }
 
+/* Whether operand k of a C loop-form kernel is an f16/bf16 one that the
+ * group function converts as a whole (c_group): h<k>[j]. */
+static bool staged(const ectx *e, int k, smelt_dtype dt)
+{
+    return e->stage && smelt__is_half(dt) && (k >= e->d->n_in || e->d->mode[k] != SMELT_MODE_BCAST);
+}
+
+/* Input k read as a value of its compute type: f16/bf16 operands are
+ * converted from their bit patterns (a C kernel's broadcast operand b<k> is
+ * converted once per row, the others once per group when staged). */
+static void input_ref(smelt__sb *b, const ectx *e, int k)
+{
+    smelt_dtype dt = e->d->in_dt[k];
+    if (staged(e, k, dt)) {
+        smelt__sb_printf(b, "h%d[j]", k);
+        return;
+    }
+    bool conv = smelt__is_half(dt) && !(e->form == FORM_C && e->d->mode[k] == SMELT_MODE_BCAST);
+    if (conv)
+        smelt__sb_printf(b, "smelt_h2f_%s(", smelt__dtypes[dt].name);
+    operand_ref(b, e, k);
+    if (conv)
+        smelt__sb_puts(b, ")");
+}
+
 static void op_expr(smelt__sb *b, const ectx *e, int k);
 
 static void value_ref(smelt__sb *b, const ectx *e, int v)
 {
     if (e->inl[v]) {
         if (v < e->d->n_in) {
-            operand_ref(b, e, v);
+            input_ref(b, e, v);
         } else {
             op_expr(b, e, v - e->d->n_in);
         }
+    } else if (e->arrays && !is_const(e->d, v)) {
+        if (v < e->d->n_in)
+            input_ref(b, e, v);
+        else
+            smelt__sb_printf(b, "v%d[j]", v);
     } else if (is_const(e->d, v) || e->lane < 0) {
         smelt__sb_printf(b, "v%d", v);
     } else {
@@ -102,7 +138,7 @@ static void expand(smelt__sb *b, const ectx *e, const char *t, smelt_dtype ct, c
             smelt__sb_puts(b, dl->utype[ct]);
             p++;
         } else if (p[0] == '%' && p[1] == 'S') {
-            smelt__sb_puts(b, smelt__dtypes[ct].name);
+            smelt__sb_puts(b, smelt__dtypes[smelt__compute_dtype(ct)].name);
             p++;
         } else if (p[0] == '@') {
             const char *q = p + 1;
@@ -137,6 +173,8 @@ static void hexfloat(smelt__sb *b, double v)
 static void literal(smelt__sb *b, const smelt__dialect *dl, const smelt__kop *k)
 {
     switch (k->dtype) {
+    case SMELT_F16: /* a value of the compute type, f32 (exact) */
+    case SMELT_BF16:
     case SMELT_F32: {
         float f = (float)k->fval;
         if (isfinite(f)) {
@@ -175,10 +213,19 @@ static void op_expr(smelt__sb *b, const ectx *e, int k)
     smelt_dtype ct;
     const char *t = op_template(d, k, &ct);
     if (!t) { /* cast */
+        const char *to = smelt__dtypes[op->dtype].name;
         if (op->dtype == SMELT_BOOL) {
             smelt__sb_puts(b, "(");
             value_ref(b, e, op->in[0]);
             smelt__sb_puts(b, " != 0)");
+        } else if (smelt__is_half(op->dtype) && (ct == SMELT_F32 || smelt__is_half(ct))) {
+            smelt__sb_printf(b, e->arrays ? "((float)" : "smelt_rnd_%s(", to); /* from an exact f32 value */
+            value_ref(b, e, op->in[0]);
+            smelt__sb_puts(b, ")");
+        } else if (smelt__is_half(op->dtype)) { /* one rounding, from double */
+            smelt__sb_printf(b, "smelt_h2f_%s(smelt_d2h_%s((double)", to, to);
+            value_ref(b, e, op->in[0]);
+            smelt__sb_puts(b, "))");
         } else if (smelt__is_float(ct) && !smelt__is_float(op->dtype)) {
             smelt__sb_printf(b, "smelt_f2%s(", smelt__dtypes[op->dtype].name);
             value_ref(b, e, op->in[0]);
@@ -191,11 +238,14 @@ static void op_expr(smelt__sb *b, const ectx *e, int k)
         return;
     }
     bool to_bool = op->dtype == SMELT_BOOL && oi->rule != SMELT_RULE_CMP;
+    bool rnd = smelt__is_half(op->dtype) && !e->arrays; /* computed in f32, rounded to f16/bf16 */
     if (to_bool)
         smelt__sb_puts(b, "(");
+    if (rnd)
+        smelt__sb_printf(b, "smelt_rnd_%s(", smelt__dtypes[op->dtype].name);
     expand(b, e, t, ct, op->in);
-    if (to_bool)
-        smelt__sb_puts(b, " != 0)");
+    if (to_bool || rnd)
+        smelt__sb_puts(b, rnd ? ")" : " != 0)");
 }
 
 /* Which values are written inline (see ectx). */
@@ -246,18 +296,63 @@ static void emit_lane(smelt__sb *b, const ectx *e)
         else
             smelt__sb_printf(b, "v%d_%d = ", v, e->lane);
         if (v < d->n_in)
-            operand_ref(b, e, v);
+            input_ref(b, e, v);
         else
             op_expr(b, e, v - d->n_in);
         smelt__sb_puts(b, ";\n");
     }
     for (int o = 0; o < d->n_out; o++) {
+        smelt_dtype dt = value_dtype(d, d->out_val[o]);
         smelt__sb_puts(b, "            ");
+        if (staged(e, d->n_in + o, dt)) { /* converted after the loop */
+            smelt__sb_printf(b, "h%d[j] = ", d->n_in + o);
+            value_ref(b, e, d->out_val[o]);
+            smelt__sb_puts(b, ";\n");
+            continue;
+        }
         operand_ref(b, e, d->n_in + o);
         smelt__sb_puts(b, " = ");
+        if (smelt__is_half(dt))
+            smelt__sb_printf(b, "smelt_f2h_%s(", smelt__dtypes[dt].name);
+        value_ref(b, e, d->out_val[o]);
+        smelt__sb_puts(b, smelt__is_half(dt) ? ");\n" : ";\n");
+    }
+}
+
+/* The C loop form's body with f16/bf16 results (ectx.arrays): one loop
+ * over the group per operator that is not written inline, into an array;
+ * f16/bf16 arrays are then rounded as a whole (the prelude's smelt_rnd16_*,
+ * F16C where the compiler has it: the per-value bit manipulation would
+ * cost more than the arithmetic); then the stores. */
+static void emit_arrays(smelt__sb *b, const ectx *e)
+{
+    const smelt__kdesc *d = e->d;
+    for (int k = 0; k < d->n_ops; k++) {
+        int v = d->n_in + k;
+        if (e->inl[v] || is_const(d, v))
+            continue;
+        smelt_dtype dt = value_dtype(d, v);
+        smelt__sb_printf(b, "    %s v%d[%d];\n    for (int64_t j = 0; j < %d; j++)\n        v%d[j] = ",
+                         e->dl->type[dt], v, C_GROUP, C_GROUP, v);
+        op_expr(b, e, k);
+        smelt__sb_puts(b, ";\n");
+        if (smelt__is_half(dt))
+            smelt__sb_printf(b, "    smelt_rnd16_%s(v%d);\n", smelt__dtypes[dt].name, v);
+    }
+    smelt__sb_printf(b, "    for (int64_t j = 0; j < %d; j++) {\n", C_GROUP);
+    for (int o = 0; o < d->n_out; o++) {
+        smelt_dtype dt = value_dtype(d, d->out_val[o]);
+        if (staged(e, d->n_in + o, dt))
+            smelt__sb_printf(b, "        h%d[j] = ", d->n_in + o);
+        else {
+            smelt__sb_puts(b, "        ");
+            operand_ref(b, e, d->n_in + o);
+            smelt__sb_puts(b, " = ");
+        }
         value_ref(b, e, d->out_val[o]);
         smelt__sb_puts(b, ";\n");
     }
+    smelt__sb_puts(b, "    }\n");
 }
 
 static smelt_dtype operand_dtype(const smelt__kdesc *d, int k)
@@ -315,7 +410,7 @@ static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
         if (k < d->n_in && e->uses[k] == 0)
             continue;
         smelt_dtype dt = operand_dtype(d, k);
-        const char *t = e->dl->type[dt];
+        const char *t = e->dl->stype[dt];
         smelt__sb_printf(aligned, "%s(unsigned long long)q%d %% %d == 0", aligned->len ? " && " : "",
                          k, V * (int)smelt__dtypes[dt].size);
         if (k < d->n_in)
@@ -330,7 +425,7 @@ static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
     }
     for (int k = d->n_in; k < n; k++)
         smelt__sb_printf(b, "            ((smelt_vec<%s, %d> *)q%d)[i] = l%d;\n",
-                         e->dl->type[operand_dtype(d, k)], V, k, k);
+                         e->dl->stype[operand_dtype(d, k)], V, k, k);
 }
 
 /* glibc's libmvec has vector versions of these; declared with a simd
@@ -493,8 +588,13 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
         int v = d->n_in + k;
         size_t sz = smelt__dtypes[op->dtype].size;
         bufof[v] = nbuf++;
-        smelt__sb_printf(&setup, "    const %s v%d = ", dl->type[op->dtype], v);
-        literal(&setup, dl, op);
+        smelt__sb_printf(&setup, "    const %s v%d = ", dl->stype[op->dtype], v);
+        if (op->dtype == SMELT_F16 || op->dtype == SMELT_BF16) /* the block holds bit patterns */
+            smelt__sb_printf(&setup, "(uint16_t)0x%04xu", (unsigned)(op->dtype == SMELT_F16
+                                                                        ? smelt__f16_from_double(op->fval)
+                                                                        : smelt__bf16_from_double(op->fval)));
+        else
+            literal(&setup, dl, op);
         smelt__sb_printf(&setup, ";\n    smelt_blk_fill_%zu(%d, (char *)buf[%d], (const char *)&v%d);\n", sz,
                          SMELT_BLOCK, bufof[v], v);
         char fn[40];
@@ -628,10 +728,8 @@ done:
  * through the same compiled code: the compiler's own scalar epilogue would
  * call other (scalar) math functions than the vectorised body, and results
  * would depend on where a chunk or a row starts. */
-#define C_GROUP 16
-
 static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char *consts,
-                    const char *body, smelt__sb *group, smelt__sb *call, smelt__sb *tail)
+                    const char *body, bool arrays, smelt__sb *group, smelt__sb *call, smelt__sb *tail)
 {
     int nops = d->n_in + d->n_out;
     smelt__sb_puts(group, "static __attribute__((noinline)) void smelt_group(");
@@ -642,19 +740,42 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
             smelt__sb_printf(group, "%s%s b%d", sep, dl->type[dt], k);
             smelt__sb_printf(call, "%sb%d", sep, k);
         } else if (d->mode[k] == SMELT_MODE_STRIDED) {
-            smelt__sb_printf(group, "%s%s%s *%s q%d, int64_t s%d", sep, cq, dl->type[dt], dl->restrict_kw, k, k);
+            smelt__sb_printf(group, "%s%s%s *%s q%d, int64_t s%d", sep, cq, dl->stype[dt], dl->restrict_kw, k, k);
             smelt__sb_printf(call, "%sq%d + j * s%d, s%d", sep, k, k, k);
         } else {
-            smelt__sb_printf(group, "%s%s%s *%s q%d", sep, cq, dl->type[dt], dl->restrict_kw, k);
+            smelt__sb_printf(group, "%s%s%s *%s q%d", sep, cq, dl->stype[dt], dl->restrict_kw, k);
             smelt__sb_printf(call, "%sq%d + j", sep, k);
         }
     }
-    smelt__sb_printf(group, ")\n{\n%s    for (int64_t j = 0; j < %d; j++) {\n%s    }\n}\n", consts, C_GROUP, body);
+    /* f16/bf16 operands: converted a group at a time (the prelude's
+     * smelt_load16_* / smelt_store16_*, F16C where the compiler has it) */
+    smelt__sb stage_in, stage_out;
+    smelt__sb_init(&stage_in), smelt__sb_init(&stage_out);
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        if (!smelt__is_half(dt) || (k < d->n_in && d->mode[k] == SMELT_MODE_BCAST))
+            continue;
+        char stride[16] = "1";
+        if (d->mode[k] == SMELT_MODE_STRIDED)
+            snprintf(stride, sizeof stride, "s%d", k);
+        smelt__sb_printf(&stage_in, "    float h%d[%d];\n", k, C_GROUP);
+        if (k < d->n_in)
+            smelt__sb_printf(&stage_in, "    smelt_load16_%s(h%d, q%d, %s);\n", smelt__dtypes[dt].name, k, k, stride);
+        else
+            smelt__sb_printf(&stage_out, "    smelt_store16_%s(q%d, h%d, %s);\n", smelt__dtypes[dt].name, k, k, stride);
+    }
+    if (arrays) /* the body has its own loops */
+        smelt__sb_printf(group, ")\n{\n%s%s%s%s}\n", consts, smelt__sb_str(&stage_in), body,
+                         smelt__sb_str(&stage_out));
+    else
+        smelt__sb_printf(group, ")\n{\n%s%s    for (int64_t j = 0; j < %d; j++) {\n%s    }\n%s}\n", consts,
+                         smelt__sb_str(&stage_in), C_GROUP, body, smelt__sb_str(&stage_out));
+    smelt__sb_free(&stage_in), smelt__sb_free(&stage_out);
     /* the tail: gather (index clamped into the valid part), compute, scatter */
     for (int k = 0; k < nops; k++) {
         smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
         if (d->mode[k] != SMELT_MODE_BCAST)
-            smelt__sb_printf(tail, "        %s t%d[%d];\n", dl->type[dt], k, C_GROUP);
+            smelt__sb_printf(tail, "        %s t%d[%d];\n", dl->stype[dt], k, C_GROUP);
     }
     smelt__sb_printf(tail, "        for (int64_t k = 0; k < %d; k++) {\n            const int64_t x = j + (k < m ? k : 0);\n", C_GROUP);
     for (int k = 0; k < d->n_in; k++) {
@@ -717,8 +838,8 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
         smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
         const char *cq = k < d->n_in ? "const " : "";
         if (flat || dl->device)
-            smelt__sb_printf(&setup, "    %s%s *%s q%d = (%s%s *)%sptrs[%d];\n", cq, dl->type[dt],
-                             dl->restrict_kw, k, cq, dl->type[dt], dl->device ? "a." : "", k);
+            smelt__sb_printf(&setup, "    %s%s *%s q%d = (%s%s *)%sptrs[%d];\n", cq, dl->stype[dt],
+                             dl->restrict_kw, k, cq, dl->stype[dt], dl->device ? "a." : "", k);
         else if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(&setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
     }
@@ -743,13 +864,17 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
             smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
             const char *cq = k < d->n_in ? "const " : "";
             smelt__sb_printf(&row, "        %s%s *%s q%d = (%s%s *)ptrs[%d] + o%d;\n", cq,
-                             dl->type[dt], dl->restrict_kw, k, cq, dl->type[dt], k, k);
-            if (d->mode[k] == SMELT_MODE_BCAST)
+                             dl->stype[dt], dl->restrict_kw, k, cq, dl->stype[dt], k, k);
+            if (d->mode[k] == SMELT_MODE_BCAST && smelt__is_half(dt))
+                smelt__sb_printf(&row, "        const %s b%d = smelt_h2f_%s(q%d[0]);\n", dl->type[dt], k,
+                                 smelt__dtypes[dt].name, k);
+            else if (d->mode[k] == SMELT_MODE_BCAST)
                 smelt__sb_printf(&row, "        const %s b%d = q%d[0];\n", dl->type[dt], k, k);
         }
     }
 
-    /* body: the statements for one element */
+    /* body: the statements for one element (or, arrays, for a group) */
+    bool arrays = false;
     {
         int nv = d->n_in + d->n_ops;
         int *uses = malloc(sizeof(int) * (size_t)(3 * nv + 1));
@@ -760,8 +885,16 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
             goto done;
         }
         plan_inlining(d, uses, inl, uses + nv, uses + 2 * nv);
-        ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C};
-        emit_lane(&body, &e);
+        ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C, !dl->device, false};
+        for (int k = 0; k < d->n_ops && !dl->device; k++)
+            e.arrays = e.arrays || (smelt__is_half(d->ops[k].dtype) && d->ops[k].op != SMELT_OP_CONST);
+        for (int v = d->n_in; v < nv && e.arrays; v++) /* each f16/bf16 result its own rounded array */
+            inl[v] = inl[v] && !smelt__is_half(value_dtype(d, v));
+        arrays = e.arrays;
+        if (e.arrays)
+            emit_arrays(&body, &e);
+        else
+            emit_lane(&body, &e);
         if (vec > 1) {
             e.form = FORM_VEC;
             device_vec_body(&vbody, &valigned, &e, vec);
@@ -771,7 +904,7 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
 
     {
         if (!dl->device)
-            c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), &group, &call, &tail);
+            c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &call, &tail);
         char nops_s[16], rank_s[16], w_s[16], noper_s[16], nstr_s[16], vec_s[16];
         snprintf(nops_s, sizeof nops_s, "%d", n_real);
         snprintf(rank_s, sizeof rank_s, "%d", R);

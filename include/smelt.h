@@ -58,14 +58,17 @@ typedef enum smelt_dtype {
     SMELT_I64,
     SMELT_U8,
     SMELT_BOOL, /* one byte, 0 or 1 */
+    SMELT_F16,  /* IEEE binary16, computed in f32 (each result rounded to f16) */
+    SMELT_BF16, /* bfloat16 (8-bit exponent, 7-bit mantissa), computed in f32 likewise */
     SMELT_DTYPE_COUNT
 } smelt_dtype;
 
 const char *smelt_dtype_name(smelt_dtype dt);      /* "f32", ... ; NULL if invalid */
 int smelt_dtype_from_name(const char *name);       /* dtype or SMELT_ERR_DTYPE */
 size_t smelt_dtype_size(smelt_dtype dt);           /* bytes; 0 if invalid */
-/* NumPy promotion of two dtypes (bool < u8 < i32 < i64, ints with f32 -> f64
- * except u8 -> f32). */
+/* NumPy promotion of two dtypes (bool < u8 < i32 < i64; f16 < f32 < f64;
+ * i32/i64 with any float but f64 -> f64, u8/bool keep the float type;
+ * f16 with bf16 -> f32, as PyTorch; bf16 promotes like f16). */
 smelt_dtype smelt_dtype_promote(smelt_dtype a, smelt_dtype b);
 
 /* ---- operators --------------------------------------------------------- */
@@ -123,7 +126,8 @@ int smelt_tensor_broadcast_to(const smelt_tensor *t, int ndim, const int64_t *sh
                               smelt_tensor **out);
 /* A C-contiguous copy. */
 int smelt_tensor_contiguous(const smelt_tensor *t, smelt_tensor **out);
-/* Element i (row-major index into the logical shape) as a double. */
+/* Element i (row-major index into the logical shape) as a double (f16 and
+ * bf16 converted exactly). */
 double smelt_tensor_get(const smelt_tensor *t, int64_t i);
 
 /* ---- graph builder ----------------------------------------------------- */
@@ -219,7 +223,8 @@ const char *smelt_plan_describe(smelt_plan *p);
 
 /* ---- float64 reference interpreter --------------------------------------
  * Evaluates outputs of g on inputs (one per graph input) in double precision
- * (integer dtypes wrap as they do in kernels; explicit casts round).  Each
+ * (integer dtypes wrap as they do in kernels; explicit casts round; f16 and
+ * bf16 results are rounded as kernels round them, through f32).  Each
  * result is a new contiguous f64 tensor. */
 int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out,
                          smelt_node *const *outputs, int n_in, smelt_tensor *const *inputs,
@@ -262,7 +267,7 @@ smelt_node *smelt_expr(smelt_graph *g, const char *expr, const char *const *name
 int smelt_eval(smelt_ctx *ctx, const char *expr, const char *const *names,
                smelt_tensor *const *tensors, int n, smelt_tensor **out);
 
-/* .npy files (format versions 1.0, 2.0, 3.0; dtypes <f4 <f8 <i4 <i8 |u1 |b1;
+/* .npy files (format versions 1.0, 2.0, 3.0; dtypes <f2 <f4 <f8 <i4 <i8 |u1 |b1;
  * big-endian data is byte-swapped; Fortran-order data loads as a strided
  * view).  Truncated, oversized or inconsistent files are SMELT_ERR_IO errors
  * that say what is wrong; unsupported dtypes are SMELT_ERR_DTYPE. */
@@ -273,7 +278,8 @@ int smelt_npy_read(smelt_ctx *ctx, const void *data, size_t size, smelt_tensor *
 int smelt_npy_info(smelt_ctx *ctx, const char *path, smelt_dtype *dtype, int *ndim,
                    int64_t *shape);
 /* Write t (any strides; a device tensor through a host copy) as a C-order
- * .npy file, version 1.0. */
+ * .npy file, version 1.0.  bf16 has no NumPy dtype: SMELT_ERR_DTYPE (cast
+ * it to f32 first). */
 int smelt_npy_save(smelt_ctx *ctx, const char *path, const smelt_tensor *t);
 
 /* Graph files: a versioned text format (docs/formats.md) holding every

@@ -89,10 +89,14 @@ def parse_ops(ops_def):
     return rows
 
 
-CTYPE = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t", "bool": "uint8_t"}
+# storage types; f16 and bf16 are uint16_t bit patterns computed in f32 (HALF)
+CTYPE = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t", "bool": "uint8_t",
+         "f16": "uint16_t", "bf16": "uint16_t"}
 UTYPE = {"f32": "float", "f64": "double", "i32": "uint32_t", "i64": "uint64_t", "u8": "uint8_t", "bool": "uint8_t"}
-KIND = {"f32": "F", "f64": "F", "i32": "I", "i64": "I", "u8": "U", "bool": "B"}
-DTYPES = ["f32", "f64", "i32", "i64", "u8", "bool"]
+KIND = {"f32": "F", "f64": "F", "i32": "I", "i64": "I", "u8": "U", "bool": "B", "f16": "F", "bf16": "F"}
+DTYPES = ["f32", "f64", "i32", "i64", "u8", "bool", "f16", "bf16"]
+HALF = ("f16", "bf16")
+FLOATS = ("f32", "f64") + HALF
 MVEC = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos",
         "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "pow", "atan2"]
 
@@ -160,9 +164,89 @@ def primitive(fn, sig, tout, tin, e):
                pad, tout, GROUP, GROUP, fill, call("U", ["T%d" % k for k in range(arity)])))
 
 
+CHUNK = 512  # elements an f16/bf16 primitive converts at a time (the kernels' block size)
+
+# f16/bf16 blocks to and from f32: F16C's vcvtph2ps / vcvtps2ph where the
+# compiler targets it (exact, and rounding to nearest even like the
+# prelude's code, which does the rest and every element elsewhere)
+HALF_IO = r"""
+/* smelt_v8sf, smelt_v8hi: the prelude's (gcc's builtins: <immintrin.h>
+ * would clash with the prelude's typedefs) */
+static void smelt_load_f16(int64_t n, float *restrict o, const uint16_t *restrict a)
+{
+    int64_t i = 0;
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8) {
+        smelt_v8hi h;
+        smelt_v8sf f;
+        __builtin_memcpy(&h, a + i, sizeof h);
+        f = __builtin_ia32_vcvtph2ps256(h);
+        __builtin_memcpy(o + i, &f, sizeof f);
+    }
+#endif
+    for (; i < n; i++)
+        o[i] = smelt_h2f_f16(a[i]);
+}
+static void smelt_store_f16(int64_t n, uint16_t *restrict o, const float *restrict a)
+{
+    int64_t i = 0;
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8) {
+        smelt_v8sf f;
+        smelt_v8hi h;
+        __builtin_memcpy(&f, a + i, sizeof f);
+        h = __builtin_ia32_vcvtps2ph256(f, 0); /* to nearest even, whatever MXCSR says */
+        __builtin_memcpy(o + i, &h, sizeof h);
+    }
+#endif
+    for (; i < n; i++)
+        o[i] = smelt_f2h_f16(a[i]);
+}
+static void smelt_load_bf16(int64_t n, float *restrict o, const uint16_t *restrict a)
+{
+    for (int64_t i = 0; i < n; i++)
+        o[i] = smelt_h2f_bf16(a[i]);
+}
+static void smelt_store_bf16(int64_t n, uint16_t *restrict o, const float *restrict a)
+{
+    for (int64_t i = 0; i < n; i++)
+        o[i] = smelt_f2h_bf16(a[i]);
+}
+"""
+
+
+def half_wrapper(fn, sig, ct, arity, rule, inner, to_size=None):
+    """An f16/bf16 primitive: CHUNK elements at a time, the operands loaded
+    into f32 blocks, the f32 primitive inner, the result rounded and stored
+    (CMP: inner writes the bools itself; where's condition is read as it
+    is).  Every element goes through the same conversions and the same f32
+    primitive, so the f32 primitive's position independence carries over."""
+    conv = [k for k in range(arity) if not (rule == "WHERE" and k == 0)]
+    store = rule != "CMP" and to_size is None
+    decl = ", ".join(["x%d[%d]" % (k, CHUNK) for k in conv] + (["y[%d]" % CHUNK] if store else []))
+    body = "".join("        smelt_load_%s(m, x%d, (const uint16_t *)%s + i);\n" % (ct, k, "abc"[k]) for k in conv)
+    args = ["(const char *)x%d" % k if k in conv else "%s + i" % "abc"[k] for k in range(arity)] + ["0"] * (3 - arity)
+    if store:
+        dst = "(char *)y"
+    elif to_size is not None:
+        dst = "o + i * %d" % to_size
+    else:
+        dst = "o + i"
+    body += "        %s(m, %s, %s);\n" % (inner, dst, ", ".join(args))
+    if store:
+        body += "        smelt_store_%s(m, (uint16_t *)o + i, y);\n" % ct
+    unused = "".join("    (void)%s;\n" % "abc"[k] for k in range(arity, 3))
+    return ("void %s%s\n{\n    float %s;\n%s    for (int64_t i = 0; i < n; i += %d) {\n"
+            "        const int64_t m = n - i < %d ? n - i : %d;\n%s    }\n}\n"
+            % (fn, sig, decl, unused, CHUNK, CHUNK, CHUNK, body))
+
+
 def blocks(out, prelude, ops_def):
     """Block primitives for the TinyCC tier: one vectorisable loop per
-    (operator, compute dtype), casts, fills, gathers and scatters."""
+    (operator, compute dtype), casts, fills, gathers and scatters.  An f16
+    or bf16 primitive converts its operands to f32 blocks, calls the f32
+    primitive and rounds the result back (half_wrapper): the f32 arithmetic
+    and rounding of the loop form's code, with vectorised conversions."""
     pre = open(prelude).read()
     decls = "#include <math.h>\n"
     for fn in MVEC:  # libmvec's vector versions (glibc declares them only under -ffast-math)
@@ -180,7 +264,7 @@ def blocks(out, prelude, ops_def):
         for ct in DTYPES:
             if KIND[ct] not in dts or (rule in ("FLOAT", "TRUEDIV") and KIND[ct] != "F"):
                 continue
-            t = cf if ct in ("f32", "f64") else ci
+            t = cf if ct in FLOATS else ci
             if t == "=":
                 t = cf
             if not t:
@@ -189,25 +273,42 @@ def blocks(out, prelude, ops_def):
             if rule == "WHERE":
                 tin[0] = "uint8_t"
             tout = "uint8_t" if rule == "CMP" else CTYPE[ct]
-            args = ["A%d[i]" % k for k in range(arity)]
-            e = expand(t, ct, args)
+            fn = "smelt_blk_%s_%s" % (name, ct)
+            if ct in HALF:  # the f32 primitive (made above), on converted blocks
+                body.append(half_wrapper(fn, sig, ct, arity, rule, "smelt_blk_%s_f32" % name))
+                fns.append(fn)
+                continue
+            e = expand(t, ct, ["A%d[i]" % k for k in range(arity)])
             if tout == "uint8_t" and rule != "CMP" and ct == "bool":
                 e = "((%s) != 0)" % e
-            fn = "smelt_blk_%s_%s" % (name, ct)
             body.append(primitive(fn, sig, tout, tin, e))
             fns.append(fn)
     for fr in DTYPES:
         for to in DTYPES:
+            fn = "smelt_blk_cast_%s_%s" % (fr, to)
+            fns.append(fn)
+            if fr in HALF and to == "f32":
+                body.append("void %s%s\n{\n    (void)b;\n    (void)c;\n    smelt_load_%s(n, (float *)o, (const uint16_t *)a);\n}\n"
+                            % (fn, sig, fr))
+                continue
+            if fr in HALF:  # to f32 blocks, then the f32 cast
+                body.append(half_wrapper(fn, sig, fr, 1, "CAST", "smelt_blk_cast_f32_%s" % to,
+                                         {"f64": 8, "i32": 4, "i64": 8, "u8": 1, "bool": 1, "f16": 2, "bf16": 2}[to]))
+                continue
+            if fr == "f32" and to in HALF:
+                body.append("void %s%s\n{\n    (void)b;\n    (void)c;\n    smelt_store_%s(n, (uint16_t *)o, (const float *)a);\n}\n"
+                            % (fn, sig, to))
+                continue
             if to == "bool":
                 e = "(A0[i] != 0)"
-            elif fr in ("f32", "f64") and to not in ("f32", "f64"):
+            elif to in HALF:  # from f64 and the integers: one rounding, from the double
+                e = "smelt_d2h_%s((double)A0[i])" % to
+            elif fr in FLOATS and to not in FLOATS:
                 e = "smelt_f2%s(A0[i])" % to
             else:
                 e = "(%s)A0[i]" % CTYPE[to]
-            fn = "smelt_blk_cast_%s_%s" % (fr, to)
             body.append(primitive(fn, sig, CTYPE[to], [CTYPE[fr]], e))
-            fns.append(fn)
-    for size, t in ((1, "uint8_t"), (4, "uint32_t"), (8, "uint64_t")):
+    for size, t in ((1, "uint8_t"), (2, "uint16_t"), (4, "uint32_t"), (8, "uint64_t")):
         body.append("void smelt_blk_fill_%d(int64_t n, char *restrict o, const char *restrict v)\n{\n    %s *restrict O = (%s *)o, x = *(const %s *)v;\n    for (int64_t i = 0; i < n; i++)\n        O[i] = x;\n}\n" % (size, t, t, t))
         body.append("void smelt_blk_gather_%d(int64_t n, char *restrict o, const char *restrict a, int64_t s)\n{\n    %s *restrict O = (%s *)o;\n    const %s *restrict A = (const %s *)a;\n    for (int64_t i = 0; i < n; i++)\n        O[i] = A[i * s];\n}\n" % (size, t, t, t, t))
         body.append("void smelt_blk_scatter_%d(int64_t n, char *restrict o, const char *restrict a, int64_t s)\n{\n    %s *restrict O = (%s *)o;\n    const %s *restrict A = (const %s *)a;\n    for (int64_t i = 0; i < n; i++)\n        O[i * s] = A[i];\n}\n" % (size, t, t, t, t))
@@ -216,7 +317,7 @@ def blocks(out, prelude, ops_def):
         f.write("/* generated by scripts/embed.py from src/ops.def and templates/c/prelude.c.in; do not edit */\n")
         f.write("#pragma GCC diagnostic ignored \"-Wpedantic\"\n#pragma GCC diagnostic ignored \"-Wunused-function\"\n")
         f.write("#pragma GCC diagnostic ignored \"-Wtype-limits\"\n#pragma GCC diagnostic ignored \"-Wsign-compare\"\n")
-        f.write(pre + "\n")
+        f.write(pre + "\n" + HALF_IO + "\n")
         f.write("\n".join(body))
         f.write("\ntypedef void (*smelt__blk_fn)(void);\n")
         f.write("const struct { const char *name; smelt__blk_fn fn; } smelt__blk_syms[] = {\n")

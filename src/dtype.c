@@ -22,6 +22,7 @@ const smelt__opinfo smelt__ops[SMELT_OP_COUNT] = {
 const smelt__dtinfo smelt__dtypes[SMELT_DTYPE_COUNT] = {
     [SMELT_F32] = {"f32", 4, F},  [SMELT_F64] = {"f64", 8, F}, [SMELT_I32] = {"i32", 4, I},
     [SMELT_I64] = {"i64", 8, I},  [SMELT_U8] = {"u8", 1, U},   [SMELT_BOOL] = {"bool", 1, B},
+    [SMELT_F16] = {"f16", 2, F},  [SMELT_BF16] = {"bf16", 2, F},
 };
 
 bool smelt__dtype_valid(int d) { return d >= 0 && d < SMELT_DTYPE_COUNT; }
@@ -37,7 +38,8 @@ int smelt_dtype_from_name(const char *name)
         const char *alias;
         smelt_dtype dt;
     } aliases[] = {{"float32", SMELT_F32}, {"float64", SMELT_F64}, {"int32", SMELT_I32},
-                   {"int64", SMELT_I64},   {"uint8", SMELT_U8},    {"bool_", SMELT_BOOL}};
+                   {"int64", SMELT_I64},   {"uint8", SMELT_U8},    {"bool_", SMELT_BOOL},
+                   {"float16", SMELT_F16}, {"bfloat16", SMELT_BF16}};
     if (!name)
         return SMELT_ERR_DTYPE;
     for (int d = 0; d < SMELT_DTYPE_COUNT; d++)
@@ -53,14 +55,18 @@ size_t smelt_dtype_size(smelt_dtype dt) { return smelt__dtype_valid((int)dt) ? s
 
 smelt_dtype smelt_dtype_promote(smelt_dtype a, smelt_dtype b)
 {
-    /* rows/cols: f32 f64 i32 i64 u8 bool */
-    static const unsigned char t[6][6] = {
-        /* f32 */ {SMELT_F32, SMELT_F64, SMELT_F64, SMELT_F64, SMELT_F32, SMELT_F32},
-        /* f64 */ {SMELT_F64, SMELT_F64, SMELT_F64, SMELT_F64, SMELT_F64, SMELT_F64},
-        /* i32 */ {SMELT_F64, SMELT_F64, SMELT_I32, SMELT_I64, SMELT_I32, SMELT_I32},
-        /* i64 */ {SMELT_F64, SMELT_F64, SMELT_I64, SMELT_I64, SMELT_I64, SMELT_I64},
-        /* u8  */ {SMELT_F32, SMELT_F64, SMELT_I32, SMELT_I64, SMELT_U8, SMELT_U8},
-        /* bool*/ {SMELT_F32, SMELT_F64, SMELT_I32, SMELT_I64, SMELT_U8, SMELT_BOOL},
+    /* rows/cols: f32 f64 i32 i64 u8 bool f16 bf16 */
+    enum { f32 = SMELT_F32, f64 = SMELT_F64, i32 = SMELT_I32, i64 = SMELT_I64, u8 = SMELT_U8,
+           bo = SMELT_BOOL, f16 = SMELT_F16, bf16 = SMELT_BF16 };
+    static const unsigned char t[8][8] = {
+        /* f32 */ {f32, f64, f64, f64, f32, f32, f32, f32},
+        /* f64 */ {f64, f64, f64, f64, f64, f64, f64, f64},
+        /* i32 */ {f64, f64, i32, i64, i32, i32, f64, f64},
+        /* i64 */ {f64, f64, i64, i64, i64, i64, f64, f64},
+        /* u8  */ {f32, f64, i32, i64, u8, u8, f16, bf16},
+        /* bool*/ {f32, f64, i32, i64, u8, bo, f16, bf16},
+        /* f16 */ {f32, f64, f64, f64, f16, f16, f16, f32},
+        /* bf16*/ {f32, f64, f64, f64, bf16, bf16, f32, bf16},
     };
     if (!smelt__dtype_valid((int)a) || !smelt__dtype_valid((int)b))
         return SMELT_F64;
@@ -103,9 +109,88 @@ static double wrap_int(double v, int bits, bool is_signed)
     return r;
 }
 
+/* ---- f16 and bf16 -------------------------------------------------------
+ * Rounding from a double as the kernels' helpers (templates/c/prelude.c.in)
+ * round: rebias the exponent and round the dropped bits to nearest even.
+ * Subnormal results here come from one addition that rounds at the
+ * subnormal spacing (2^-24 for f16, 2^-133 for bf16); the kernels shift
+ * instead (integer code vectorises).  Both agree on every f32 and on random
+ * doubles (checked exhaustively when written; tests/test-half.c checks both
+ * against a third, plain implementation). */
+static uint64_t dbits(double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    return u;
+}
+
+static double bitsd(uint64_t u)
+{
+    double v;
+    memcpy(&v, &u, 8);
+    return v;
+}
+
+uint16_t smelt__f16_from_double(double v)
+{
+    uint64_t u = dbits(v), a = u & 0x7fffffffffffffffULL;
+    unsigned s = (unsigned)(u >> 48) & 0x8000u, r;
+    if (a > 0x7ff0000000000000ULL) /* NaN */
+        r = 0x7e00u | (unsigned)((a >> 42) & 0x1ffu);
+    else if (a >= 0x40effe0000000000ULL) /* 65520 and beyond: infinity */
+        r = 0x7c00u;
+    else if (a >= 0x3f10000000000000ULL) { /* normal: 2^-14 and beyond */
+        uint64_t t = a - 0x3f00000000000000ULL;
+        r = (unsigned)((t + 0x1ffffffffffULL + ((t >> 42) & 1)) >> 42);
+    } else /* subnormal or zero, in units of 2^-24 */
+        r = (unsigned)(dbits(bitsd(a) + 0x1p28) - dbits(0x1p28));
+    return (uint16_t)(s | r);
+}
+
+uint16_t smelt__bf16_from_double(double v)
+{
+    uint64_t u = dbits(v), a = u & 0x7fffffffffffffffULL;
+    unsigned s = (unsigned)(u >> 48) & 0x8000u, r;
+    if (a > 0x7ff0000000000000ULL)
+        r = 0x7fc0u | (unsigned)((a >> 45) & 0x7fu);
+    else if (a >= 0x47eff00000000000ULL) /* 2^128 - 2^119 and beyond: infinity */
+        r = 0x7f80u;
+    else if (a >= 0x3810000000000000ULL) { /* normal: 2^-126 and beyond */
+        uint64_t t = a - 0x3800000000000000ULL;
+        r = (unsigned)((t + 0xfffffffffffULL + ((t >> 45) & 1)) >> 45);
+    } else /* subnormal or zero, in units of 2^-133 */
+        r = (unsigned)(dbits(bitsd(a) + 0x1p-81) - dbits(0x1p-81));
+    return (uint16_t)(s | r);
+}
+
+double smelt__f16_to_double(uint16_t h)
+{
+    unsigned e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    double v;
+    if (e == 31)
+        return bitsd(((uint64_t)(h & 0x8000u) << 48) | 0x7ff0000000000000ULL | ((uint64_t)m << 42));
+    v = e ? ldexp((double)(m | 0x400u), (int)e - 25) : ldexp((double)m, -24);
+    return (h & 0x8000u) ? -v : v;
+}
+
+double smelt__bf16_to_double(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return (double)f;
+}
+
+double smelt__dtype_round_result(smelt_dtype d, double v)
+{
+    return smelt__dtype_round(d, smelt__is_half(d) ? (double)(float)v : v);
+}
+
 double smelt__dtype_round(smelt_dtype d, double v)
 {
     switch (d) {
+    case SMELT_F16: return smelt__f16_to_double(smelt__f16_from_double(v));
+    case SMELT_BF16: return smelt__bf16_to_double(smelt__bf16_from_double(v));
     case SMELT_F32: return (double)(float)v;
     case SMELT_F64: return v;
     case SMELT_I32: return wrap_int(v, 32, true);

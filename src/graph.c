@@ -238,7 +238,7 @@ smelt_node *smelt_op_apply(smelt_graph *g, smelt_op op, int n, smelt_node *const
     else
         ct = promote_args(n, args);
     if (oi->rule == SMELT_RULE_FLOAT && !smelt__is_float(ct))
-        ct = (ct == SMELT_U8 || ct == SMELT_BOOL) ? SMELT_F32 : SMELT_F64;
+        ct = (ct == SMELT_U8 || ct == SMELT_BOOL) ? SMELT_F16 : SMELT_F64; /* as NumPy */
     if (oi->rule == SMELT_RULE_TRUEDIV && !smelt__is_float(ct))
         ct = SMELT_F64; /* NumPy's true_divide: every integer and bool pair */
     if (!(oi->dtypes & smelt__dtypes[ct].kind))

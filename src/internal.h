@@ -63,10 +63,30 @@ typedef struct smelt__dtinfo {
     int kind; /* SMELT_DT_F / I / U / B */
 } smelt__dtinfo;
 extern const smelt__dtinfo smelt__dtypes[SMELT_DTYPE_COUNT];
-static inline bool smelt__is_float(smelt_dtype d) { return d == SMELT_F32 || d == SMELT_F64; }
+static inline bool smelt__is_float(smelt_dtype d)
+{
+    return d == SMELT_F32 || d == SMELT_F64 || d == SMELT_F16 || d == SMELT_BF16;
+}
+/* f16 and bf16 are storage types: kernels load them into f32, compute in
+ * f32 and round each result back (docs/numerics.md). */
+static inline bool smelt__is_half(smelt_dtype d) { return d == SMELT_F16 || d == SMELT_BF16; }
+/* The dtype an operator on operands of dtype d computes in. */
+static inline smelt_dtype smelt__compute_dtype(smelt_dtype d) { return smelt__is_half(d) ? SMELT_F32 : d; }
 bool smelt__dtype_valid(int d);
-/* Round a double to what dtype d can hold (integers wrap, floats round). */
+/* Round a double to what dtype d can hold (integers wrap, floats round to
+ * nearest even; f16/bf16 directly from the double, as a cast does). */
 double smelt__dtype_round(smelt_dtype d, double v);
+/* Round an operator's result, computed in double, as a kernel would: f16
+ * and bf16 through f32 first (the kernel's compute type), other dtypes as
+ * smelt__dtype_round. */
+double smelt__dtype_round_result(smelt_dtype d, double v);
+/* IEEE binary16 and bfloat16 bit patterns: round to nearest even from a
+ * double (overflow gives infinity, NaN stays NaN with its sign and top
+ * payload bits, quieted), and the exact value of a pattern. */
+uint16_t smelt__f16_from_double(double v);
+uint16_t smelt__bf16_from_double(double v);
+double smelt__f16_to_double(uint16_t h);
+double smelt__bf16_to_double(uint16_t h);
 
 /* ---- context --------------------------------------------------------- */
 typedef struct smelt__pool smelt__pool;

@@ -109,11 +109,12 @@ static int parse_descr(hp *h, const char *d, npyhdr *out)
         int size;
         smelt_dtype dt;
     } known[] = {{'f', 4, SMELT_F32}, {'f', 8, SMELT_F64}, {'i', 4, SMELT_I32},
-                 {'i', 8, SMELT_I64}, {'u', 1, SMELT_U8},  {'b', 1, SMELT_BOOL}};
+                 {'i', 8, SMELT_I64}, {'u', 1, SMELT_U8},  {'b', 1, SMELT_BOOL},
+                 {'f', 2, SMELT_F16}};
     char order = d[0] && strchr("<>|=", d[0]) ? d[0] : '=';
     const char *k = d[0] && strchr("<>|=", d[0]) ? d + 1 : d;
     if (!*k)
-        return herr(h, SMELT_ERR_DTYPE, "unsupported dtype '%s'; smelt supports <f4 <f8 <i4 <i8 |u1 |b1", d);
+        return herr(h, SMELT_ERR_DTYPE, "unsupported dtype '%s'; smelt supports <f2 <f4 <f8 <i4 <i8 |u1 |b1", d);
     char *end;
     long size = strtol(k + 1, &end, 10);
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
@@ -131,15 +132,15 @@ static int parse_descr(hp *h, const char *d, npyhdr *out)
         return SMELT_OK;
     }
     const char *hint = "";
-    if (!strcmp(k, "f2"))
-        hint = " (float16)";
+    if (!strcmp(k, "f16") || !strcmp(k, "f12"))
+        hint = " (long double)";
     else if (k[0] == 'c')
         hint = " (complex)";
     else if (k[0] == 'U' || k[0] == 'S')
         hint = " (strings)";
     else if (k[0] == 'O')
         hint = " (Python objects)";
-    return herr(h, SMELT_ERR_DTYPE, "unsupported dtype '%s'%s; smelt supports <f4 <f8 <i4 <i8 |u1 |b1",
+    return herr(h, SMELT_ERR_DTYPE, "unsupported dtype '%s'%s; smelt supports <f2 <f4 <f8 <i4 <i8 |u1 |b1",
                 d, hint);
 }
 
@@ -461,8 +462,12 @@ int smelt_npy_save(smelt_ctx *ctx, const char *path, const smelt_tensor *t)
         return st;
     }
     static const char *const descr[SMELT_DTYPE_COUNT] = {
-        [SMELT_F32] = "<f4", [SMELT_F64] = "<f8", [SMELT_I32] = "<i4",
-        [SMELT_I64] = "<i8", [SMELT_U8] = "|u1", [SMELT_BOOL] = "|b1"};
+        [SMELT_F32] = "<f4", [SMELT_F64] = "<f8", [SMELT_I32] = "<i4", [SMELT_I64] = "<i8",
+        [SMELT_U8] = "|u1",  [SMELT_BOOL] = "|b1", [SMELT_F16] = "<f2"};
+    if (!smelt__dtype_valid((int)t->dtype) || !descr[t->dtype])
+        return smelt__err(ctx, SMELT_ERR_DTYPE,
+                          "cannot save a %s tensor as .npy: NumPy has no %s dtype (cast it to f32 first)",
+                          smelt_dtype_name(t->dtype), smelt_dtype_name(t->dtype));
     smelt__sb h;
     smelt__sb_init(&h);
     smelt__sb_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr[t->dtype]);

@@ -180,8 +180,12 @@ int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
                 a[j] = s->data[bcast_offset(s, n->ndim, n->shape, i)];
             }
             double y = smelt__eval_scalar(n->op, in_dt, n->dtype, a);
-            /* integers wrap as in kernels; floats keep double precision */
-            r->data[i] = smelt__is_float(n->dtype) ? y : smelt__dtype_round(n->dtype, y);
+            /* integers wrap as in kernels; f32 and f64 keep double precision;
+             * f16 and bf16 results are rounded as kernels round them (through
+             * f32, their compute type): they are storage types */
+            r->data[i] = smelt__is_half(n->dtype)    ? smelt__dtype_round_result(n->dtype, y)
+                         : smelt__is_float(n->dtype) ? y
+                                                     : smelt__dtype_round(n->dtype, y);
         }
     }
     for (int i = 0; i < n_out && !st; i++) {

@@ -290,6 +290,8 @@ static double load_as_double(smelt_dtype dt, const char *p)
     case SMELT_I64: return (double)*(const int64_t *)p;
     case SMELT_U8: return *(const uint8_t *)p;
     case SMELT_BOOL: return *(const uint8_t *)p != 0;
+    case SMELT_F16: return smelt__f16_to_double(*(const uint16_t *)p);
+    case SMELT_BF16: return smelt__bf16_to_double(*(const uint16_t *)p);
     default: return 0;
     }
 }

@@ -20,13 +20,20 @@ const test_op test_ops[SMELT_OP_COUNT] = {
 #undef SMELT_OP
 };
 
-bool t_is_float(smelt_dtype dt) { return dt == SMELT_F32 || dt == SMELT_F64; }
+bool t_is_float(smelt_dtype dt)
+{
+    return dt == SMELT_F32 || dt == SMELT_F64 || dt == SMELT_F16 || dt == SMELT_BF16;
+}
+
+bool t_is_half(smelt_dtype dt) { return dt == SMELT_F16 || dt == SMELT_BF16; }
 
 static char kind_letter(smelt_dtype dt)
 {
     switch (dt) {
     case SMELT_F32:
-    case SMELT_F64: return 'F';
+    case SMELT_F64:
+    case SMELT_F16:
+    case SMELT_BF16: return 'F';
     case SMELT_I32:
     case SMELT_I64: return 'I';
     case SMELT_U8: return 'U';
@@ -37,7 +44,7 @@ static char kind_letter(smelt_dtype dt)
 smelt_dtype t_compute_dtype(smelt_op op, smelt_dtype dt)
 {
     if (!strcmp(test_ops[op].rule, "FLOAT") && !t_is_float(dt))
-        return (dt == SMELT_U8 || dt == SMELT_BOOL) ? SMELT_F32 : SMELT_F64;
+        return (dt == SMELT_U8 || dt == SMELT_BOOL) ? SMELT_F16 : SMELT_F64; /* as NumPy */
     if (!strcmp(test_ops[op].rule, "TRUEDIV") && !t_is_float(dt))
         return SMELT_F64;
     return dt;
@@ -53,6 +60,67 @@ smelt_dtype t_result_dtype(smelt_op op, smelt_dtype dt)
     if (!strcmp(test_ops[op].rule, "CMP"))
         return SMELT_BOOL;
     return t_compute_dtype(op, dt);
+}
+
+/* ---- f16 / bf16, written independently of the library ---------------------
+ * Rounding by scaling to the format's spacing at v's exponent (exact: a
+ * power of two) and nearbyint (to nearest even); the bit patterns from
+ * frexp.  The library and the kernels use bit manipulation instead. */
+static void half_fmt(smelt_dtype dt, int *p, int *emin, int *ebits)
+{
+    *p = dt == SMELT_F16 ? 11 : 8; /* significand bits, the implicit one included */
+    *emin = dt == SMELT_F16 ? -14 : -126;
+    *ebits = dt == SMELT_F16 ? 5 : 8;
+}
+
+double t_half_max(smelt_dtype dt) { return dt == SMELT_F16 ? 65504.0 : 0x1.fep127; }
+
+double t_round_half(smelt_dtype dt, double v)
+{
+    if (isnan(v) || isinf(v) || v == 0)
+        return v;
+    int p, emin, ebits, e;
+    half_fmt(dt, &p, &emin, &ebits);
+    frexp(fabs(v), &e); /* |v| in [2^(e-1), 2^e) */
+    int E = e - 1 < emin ? emin : e - 1;
+    double spacing = ldexp(1.0, E - (p - 1));
+    double r = nearbyint(v / spacing) * spacing;
+    return fabs(r) > t_half_max(dt) ? copysign(INFINITY, v) : r;
+}
+
+uint16_t t_half_bits(smelt_dtype dt, double v)
+{
+    int p, emin, ebits, e;
+    half_fmt(dt, &p, &emin, &ebits);
+    double r = t_round_half(dt, v);
+    unsigned sign = signbit(r) ? 0x8000u : 0, inf = ((1u << ebits) - 1) << (p - 1);
+    if (isnan(r))
+        return (uint16_t)(sign | inf | (1u << (p - 2)));
+    if (isinf(r))
+        return (uint16_t)(sign | inf);
+    if (r == 0)
+        return (uint16_t)sign;
+    frexp(fabs(r), &e);
+    int E = e - 1, bias = (1 << (ebits - 1)) - 1;
+    if (E < emin) /* subnormal: a multiple of the smallest spacing */
+        return (uint16_t)(sign | (unsigned)ldexp(fabs(r), -(emin - (p - 1))));
+    unsigned frac = (unsigned)(ldexp(fabs(r), -E) * (1 << (p - 1))) - (1u << (p - 1));
+    return (uint16_t)(sign | (unsigned)(E + bias) << (p - 1) | frac);
+}
+
+double t_half_value(smelt_dtype dt, uint16_t h)
+{
+    int p, emin, ebits;
+    half_fmt(dt, &p, &emin, &ebits);
+    unsigned emask = (1u << ebits) - 1, e = (h >> (p - 1)) & emask, m = h & ((1u << (p - 1)) - 1);
+    double v;
+    if (e == emask)
+        v = m ? NAN : INFINITY;
+    else if (e == 0)
+        v = ldexp((double)m, emin - (p - 1));
+    else
+        v = ldexp((double)(m | 1u << (p - 1)), (int)e - ((1 << (ebits - 1)) - 1) - (p - 1));
+    return (h & 0x8000u) ? -v : v;
 }
 
 /* ---- PRNG ---------------------------------------------------------------- */
@@ -171,6 +239,8 @@ void t_set(smelt_tensor *t, int64_t i, double v)
     case SMELT_I32: *(int32_t *)p = (int32_t)clamp_i64(v, INT32_MIN, INT32_MAX); break;
     case SMELT_I64: *(int64_t *)p = clamp_i64(v, -9223372036854775808.0, 9223372036854775807.0); break;
     case SMELT_U8: *(uint8_t *)p = (uint8_t)clamp_i64(v, 0, 255); break;
+    case SMELT_F16:
+    case SMELT_BF16: *(uint16_t *)p = t_half_bits(smelt_tensor_dtype(t), v); break;
     default: *(uint8_t *)p = v != 0; break;
     }
 }
@@ -184,6 +254,8 @@ void t_set_i64(smelt_tensor *t, int64_t i, int64_t v)
     case SMELT_I32: *(int32_t *)p = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v); break;
     case SMELT_I64: *(int64_t *)p = v; break;
     case SMELT_U8: *(uint8_t *)p = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); break;
+    case SMELT_F16:
+    case SMELT_BF16: *(uint16_t *)p = t_half_bits(smelt_tensor_dtype(t), (double)v); break;
     default: *(uint8_t *)p = v != 0; break;
     }
 }
@@ -209,7 +281,9 @@ smelt_tensor *t_rand(smelt_ctx *ctx, trng *r, smelt_dtype dt, int ndim, const in
     for (int64_t i = 0; i < n; i++) {
         switch (dt) {
         case SMELT_F32:
-        case SMELT_F64: {
+        case SMELT_F64:
+        case SMELT_F16:
+        case SMELT_BF16: {
             double m = trng_uniform(r, 0.25, 2.0);
             t_set(t, i, (trng_u64(r) & 1) ? -m : m);
             break;
@@ -291,7 +365,11 @@ int64_t t_ulp_distance(double a, double b, smelt_dtype dt)
     if (isnan(a) || isnan(b))
         return INT64_MAX;
     int64_t x, y;
-    if (dt == SMELT_F32) {
+    if (t_is_half(dt)) {
+        uint16_t ha = t_half_bits(dt, a), hb = t_half_bits(dt, b);
+        x = (ha & 0x8000) ? -(int64_t)(ha & 0x7fff) : ha;
+        y = (hb & 0x8000) ? -(int64_t)(hb & 0x7fff) : hb;
+    } else if (dt == SMELT_F32) {
         x = ordered_f32((float)a);
         y = ordered_f32((float)b);
     } else {
@@ -311,11 +389,17 @@ double t_rel_error(double got, double ref)
     return ref == 0 ? d : d / fabs(ref);
 }
 
-double t_eps(smelt_dtype dt) { return dt == SMELT_F32 ? (double)FLT_EPSILON : DBL_EPSILON; }
+double t_eps(smelt_dtype dt)
+{
+    return dt == SMELT_F32 ? (double)FLT_EPSILON : dt == SMELT_F16 ? 0x1p-10 : dt == SMELT_BF16 ? 0x1p-7 : DBL_EPSILON;
+}
 
 t_tol t_chain_tol(smelt_dtype dt) { return (t_tol){16, 64 * t_eps(dt), 0, false}; }
 
-static double round_to(smelt_dtype dt, double v) { return dt == SMELT_F32 ? (double)(float)v : v; }
+static double round_to(smelt_dtype dt, double v)
+{
+    return dt == SMELT_F32 ? (double)(float)v : t_is_half(dt) ? t_round_half(dt, v) : v;
+}
 
 bool t_close(double got, double ref, smelt_dtype dt, const t_tol *tol, double extra_atol)
 {

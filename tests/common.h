@@ -59,7 +59,16 @@ extern const test_op test_ops[SMELT_OP_COUNT];
 smelt_dtype t_compute_dtype(smelt_op op, smelt_dtype dt);
 bool t_op_supports(smelt_op op, smelt_dtype dt);
 smelt_dtype t_result_dtype(smelt_op op, smelt_dtype dt);
-bool t_is_float(smelt_dtype dt);
+bool t_is_float(smelt_dtype dt); /* f32 f64 f16 bf16 */
+bool t_is_half(smelt_dtype dt);  /* f16 bf16 */
+
+/* f16 / bf16 computed independently of the library: v rounded to dt (to
+ * nearest even; overflow to infinity), its bit pattern, a pattern's value,
+ * the largest finite value. */
+double t_round_half(smelt_dtype dt, double v);
+uint16_t t_half_bits(smelt_dtype dt, double v);
+double t_half_value(smelt_dtype dt, uint16_t h);
+double t_half_max(smelt_dtype dt);
 
 /* ---- PRNG (splitmix64), seeded per test ---------------------------------
  * The seed mixes the suite and test name, a salt (e.g. a parameter index)
@@ -127,7 +136,7 @@ typedef struct t_tol {
 t_tol t_chain_tol(smelt_dtype dt);
 #define T_CHAIN ((t_tol){16, 64 * 1.1920928955078125e-07, 0, false}) /* t_chain_tol(SMELT_F32) */
 
-/* Distance in units in the last place of dt (f32 or f64) between a and b
+/* Distance in units in the last place of dt (any float dtype) between a and b
  * (both rounded to dt); 0 for 0.0 vs -0.0; INT64_MAX when one is NaN. */
 int64_t t_ulp_distance(double a, double b, smelt_dtype dt);
 /* |got - ref| / |ref| (|got - ref| when ref is 0). */

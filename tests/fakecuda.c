@@ -193,7 +193,9 @@ static const char *const emu_prelude =
     "struct smelt_emu_dim3 { unsigned x, y, z; };\n"
     "static smelt_emu_dim3 blockIdx, threadIdx, blockDim, gridDim;\n"
     "static inline float __uint_as_float(unsigned u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
-    "static inline double __longlong_as_double(long long u) { double f; __builtin_memcpy(&f, &u, 8); return f; }\n";
+    "static inline double __longlong_as_double(long long u) { double f; __builtin_memcpy(&f, &u, 8); return f; }\n"
+    "static inline unsigned __float_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }\n"
+    "static inline long long __double_as_longlong(double f) { long long u; __builtin_memcpy(&u, &f, 8); return u; }\n";
 static const char *const mathfns[][2] = {
     {"fabs", "1"}, {"sqrt", "1"}, {"exp", "1"}, {"exp2", "1"}, {"expm1", "1"}, {"log", "1"},
     {"log2", "1"}, {"log10", "1"}, {"log1p", "1"}, {"sin", "1"}, {"cos", "1"}, {"tan", "1"},

@@ -88,6 +88,7 @@ data = {
     "k": rng.integers(-2**40, 2**40, (40,)).astype(np.int64),
     "u": rng.integers(1, 256, S).astype(np.uint8),
     "m": rng.integers(0, 2, S).astype(np.bool_),
+    "h": nonzero_normal(S, np.float16),
 }
 ARGS = {n: save(n + ".npy", v) for n, v in data.items()}
 
@@ -96,19 +97,21 @@ NS = {
     "sqrt": np.sqrt, "abs": np.abs, "arctan2": np.arctan2, "maximum": np.maximum,
     "minimum": np.minimum, "log1p": np.log1p, "expm1": np.expm1, "floor": np.floor,
     "ceil": np.ceil, "log": np.log, "arcsin": np.arcsin, "power": np.power,
+    "float16": lambda x: np.asarray(x).astype(np.float16),
 }
 
 
 def close(got, want, what, f32=False):
     """Equal dtype and shape; integers and bool exact; floats within a few
-    units of the precision (f32's if f32 values took part), relative to the
-    result's magnitude (cancellation)."""
+    units of the precision (f32's if f32 values took part, f16's for f16
+    results), relative to the result's magnitude (cancellation)."""
     check(got.shape == want.shape, "%s: shape %s, NumPy %s" % (what, got.shape, want.shape))
     check(got.dtype == want.dtype, "%s: dtype %s, NumPy %s" % (what, got.dtype, want.dtype))
     if got.shape != want.shape:
         return
     if got.dtype.kind == "f":
-        eps = np.finfo(np.float32 if f32 or got.dtype == np.float32 else np.float64).eps
+        eps = np.finfo(np.float16 if got.dtype == np.float16 else
+                       np.float32 if f32 or got.dtype == np.float32 else np.float64).eps
         finite = np.abs(want[np.isfinite(want)]) if want.size else np.zeros(1)
         scale = max(1.0, float(finite.max()) if finite.size else 1.0)
         ok = np.allclose(got, want, rtol=8 * eps, atol=8 * eps * scale, equal_nan=True)
@@ -156,6 +159,13 @@ cases = [
     ("~i | 5", "i"),
     ("d ** 2 - d * 3 + 0.5", "d"),
     ("power(abs(a) + 1, 1.5) - i", "ai"),
+    # float16: stored as f16, computed in f32 and rounded, as NumPy's float16 loops do
+    ("h * 2 + 1", "h"),
+    ("sin(h) + h / 3", "h"),
+    ("sqrt(u) + exp(m)", "um"),
+    ("h + a", "ah"),
+    ("h * i", "hi"),
+    ("where(h > 0, h, float16(a))", "ah"),
 ]
 for expr, names in cases:
     eval_case(expr, names)
@@ -165,6 +175,25 @@ for lvl in ("0", "1", "2"):
     eval_case("where(a > 0, a*b, exp(c)) + 1 + 2*3", "abc", ("--opt-level", lvl))
 eval_case("sin(a) + d", "ad", ("--threads", "1"))
 eval_case("sin(a) + d", "ad", ("-O2",))
+
+# float16 results: exactly NumPy's for + - * / (both compute in f32 and round once)
+out = path("hout.npy")
+rc, so, se = smelt("eval", "(h - 0.5) * h / 3", ARGS["h"], "-o", out)
+check(rc == 0, "float16 eval: %s" % se)
+if rc == 0:
+    h = data["h"]
+    want = (h - np.float16(0.5)) * h / np.float16(3)
+    got = np.load(out)
+    check(got.dtype == np.float16 and np.array_equal(got.view(np.uint16), want.view(np.uint16)),
+          "float16 arithmetic is bitwise NumPy's: %d differ" % np.sum(got != want))
+np.save(path("hnp.npy"), data["h"])
+rc, so, se = smelt("eval", "h", ARGS["h"], "-o", path("hsm.npy"))
+check(rc == 0 and open(path("hsm.npy"), "rb").read() == open(path("hnp.npy"), "rb").read(),
+      "a float16 array round-trips byte for byte: %s" % se)
+rc, so, se = smelt("eval", "bfloat16(x)", save("x.npy", np.array([1.5, -2.0, 3.25, 0.1], np.float32)))
+check(rc == 0 and so == "[1.5 -2.0 3.25 0.1]\n", "print bf16: %r %s" % (so, se))
+rc, so, se = smelt("eval", "float16(x) * 3", save("x.npy", np.array([30000, 2.5, -1e-9], np.float32)))
+check(rc == 0 and so == "[inf 7.5 -0.0]\n", "f16 overflow and underflow: %r %s" % (so, se))
 
 # NumPy's layouts: Fortran order, big-endian, 0-d, empty
 F = np.asfortranarray(nonzero_normal((6, 7), np.float64))
@@ -256,7 +285,8 @@ elif not gpu:  # no libnvrtc on this machine: a clear error
 # ---- info, help, version -----------------------------------------------------------------
 rc, so, se = smelt("info")
 check(rc == 0, "info: %s" % se)
-for needle in ("smelt 0.1.0", "TCC", "CC", "NVRTC", "threads", "SMELT_CACHE_DIR", "SMELT_CACHE ", "persistent"):
+for needle in ("smelt 0.1.0", "TCC", "CC", "NVRTC", "threads", "SMELT_CACHE_DIR", "SMELT_CACHE ", "persistent",
+               "dtypes: f32 f64 i32 i64 u8 bool f16 bf16"):
     check(needle in so, "info lacks %r" % needle)
 rc, so, se = smelt("info", env={"SMELT_CACHE": "0"})
 check(rc == 0 and "off" in so, "info with SMELT_CACHE=0: %r" % so)
@@ -274,7 +304,7 @@ check(rc == 0 and so.startswith("smelt "), "--version")
 bad = path("bad.npy")
 with open(bad, "wb") as f:
     f.write(b"this is not an npy file at all")
-np.save(path("half.npy"), np.ones(3, np.float16))
+np.save(path("short.npy"), np.ones(3, np.int16))
 with open(path("notgraph.smelt"), "w") as f:
     f.write("hello\n")
 np.save(path("i8.npy"), np.ones((7, 9), np.int32))
@@ -292,7 +322,8 @@ errors = [
     (["eval", "a + c", ARGS["a"], "c=" + path("y.npy")], 1, "not broadcastable"),
     (["eval", "a", "a=" + path("missing.npy")], 1, "input 'a': cannot open"),
     (["eval", "a", "a=" + bad], 1, "not a .npy file"),
-    (["eval", "a", "a=" + path("half.npy")], 1, "float16"),
+    (["eval", "a", "a=" + path("short.npy")], 1, "unsupported dtype '<i2'"),
+    (["eval", "bfloat16(a)", ARGS["a"], "-o", path("bf.npy")], 1, "NumPy has no bf16 dtype"),
     (["eval", "a", "a"], 2, "'a' is not name=file.npy"),
     (["eval", "a", "1a=x.npy"], 2, "is not name=file.npy"),
     (["eval", "a", ARGS["a"], ARGS["a"]], 2, "input 'a' is given twice"),

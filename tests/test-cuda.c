@@ -52,12 +52,15 @@ static bool gpu_present(void)
     return ok;
 }
 
-/* Emit g's kernels and compile them for every arch; the report must say
- * that NVRTC accepted all of them and contain each of the must[] strings. */
-static void emit_ok(const char *label, smelt_ctx *ctx, smelt_graph *g, int n_out,
-                    smelt_node *const *outs, const char *const *must, int nmust)
+/* Emit g's kernels and compile them for every arch (or only for arch); the
+ * report must say that NVRTC accepted all of them and contain each of the
+ * must[] strings. */
+static void emit_ok_arch(const char *label, smelt_ctx *ctx, smelt_graph *g, int n_out,
+                         smelt_node *const *outs, const char *const *must, int nmust, const char *arch)
 {
     for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+        if (arch && strcmp(arch, archs[a]))
+            continue;
         char *report = NULL;
         int st = smelt_plan_emit_only(ctx, g, n_out, outs, NULL, archs[a], &report);
         if (st && report)
@@ -73,6 +76,12 @@ static void emit_ok(const char *label, smelt_ctx *ctx, smelt_graph *g, int n_out
     }
 }
 
+static void emit_ok(const char *label, smelt_ctx *ctx, smelt_graph *g, int n_out,
+                    smelt_node *const *outs, const char *const *must, int nmust)
+{
+    emit_ok_arch(label, ctx, g, n_out, outs, must, nmust, NULL);
+}
+
 /* Does the operator take compute dtype dt (ops.def's F I U B letters)? */
 static bool takes(smelt_op op, smelt_dtype dt)
 {
@@ -81,8 +90,9 @@ static bool takes(smelt_op op, smelt_dtype dt)
 
 /* One graph applying every elementwise operator that takes dt to inputs of
  * dt, all results summed (cast back to dt) into one output: one fused
- * kernel whose body holds every operator's CUDA spelling. */
-static void all_ops(smelt_dtype dt)
+ * kernel whose body holds every operator's CUDA spelling.  Compiled for
+ * every arch, or only for arch. */
+static void all_ops_arch(smelt_dtype dt, const char *arch)
 {
     need_nvrtc();
     smelt_ctx *ctx = t_ctx_raw();
@@ -113,10 +123,12 @@ static void all_ops(smelt_dtype dt)
     char label[64];
     snprintf(label, sizeof label, "%d operators on %s", nops, smelt_dtype_name(dt));
     const char *must[] = {"extern \"C\" __global__ void smelt_ew_", "smelt_vec<"};
-    emit_ok(label, ctx, g, 1, &acc, must, 2);
+    emit_ok_arch(label, ctx, g, 1, &acc, must, 2, arch);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+static void all_ops(smelt_dtype dt) { all_ops_arch(dt, NULL); }
 
 /* A kernel description: a chain of adds over n_in inputs of dt, one output,
  * the given layout. */
@@ -177,6 +189,11 @@ Test(cuda_emit, ops_i32, .timeout = 120) { all_ops(SMELT_I32); }
 Test(cuda_emit, ops_i64, .timeout = 120) { all_ops(SMELT_I64); }
 Test(cuda_emit, ops_u8, .timeout = 120) { all_ops(SMELT_U8); }
 Test(cuda_emit, ops_bool, .timeout = 120) { all_ops(SMELT_BOOL); }
+/* f16 / bf16: unsigned short storage, f32 arithmetic, the prelude's own
+ * conversions (no cuda_fp16.h; PTX cvt from sm_53 / sm_80).  One arch each:
+ * their vector bodies have 8 lanes, and NVRTC takes seconds per arch. */
+Test(cuda_emit, ops_f16, .timeout = 120) { all_ops_arch(SMELT_F16, "sm_80"); }
+Test(cuda_emit, ops_bf16, .timeout = 120) { all_ops_arch(SMELT_BF16, "sm_90"); }
 
 /* Every cast from each dtype, in one multi-output kernel per source dtype:
  * the casts are outputs and also summed into one more. */
@@ -330,7 +347,8 @@ Test(cuda_emit, parameter_block, .timeout = 120)
     }
 }
 
-/* Contiguous kernels load and store 16 bytes at a time (PTX checked). */
+/* Contiguous kernels load and store 16 bytes at a time (PTX checked); f16
+ * and bf16 results are rounded by the hardware's conversions. */
 Test(cuda_emit, vector_loads, .timeout = 60)
 {
     need_nvrtc();
@@ -340,6 +358,8 @@ Test(cuda_emit, vector_loads, .timeout = 60)
     } cases[] = {
         {SMELT_F32, "ld.global.nc.v4.f32", "st.global.v4.f32"},
         {SMELT_F64, "ld.global.nc.v2.f64", "st.global.v2.f64"},
+        {SMELT_F16, "ld.global.nc.v4", "cvt.rn.f16.f32"}, /* 8 halves; the hardware's rounding */
+        {SMELT_BF16, "ld.global.nc.v4", "cvt.rn.bf16.f32"},
     };
     uint8_t modes[3] = {SMELT_MODE_CONTIG, SMELT_MODE_CONTIG, SMELT_MODE_CONTIG};
     for (int i = 0; i < NELEMS(cases); i++) {
@@ -637,6 +657,52 @@ DEVICE_TEST(all_ops_f64, 300)
     t_check_plan("f64 operators", ctx, g, n, outs, 3, 3, x, (t_tol){.ulps = 4, .atol = 1e-12});
     t_free_all(x, 3);
     smelt_graph_free(g);
+}
+
+/* Every operator that takes a float, on f16 and on bf16 operands, in one
+ * fused multi-output kernel per dtype (the results also summed, in f32, into
+ * one more output), against the reference, which rounds f16/bf16 results as
+ * the kernels do: 1 ulp of the storage type. */
+DEVICE_TEST(all_ops_half, 300)
+{
+    smelt_dtype dts[] = {SMELT_F16, SMELT_BF16};
+    for (int t = 0; t < NELEMS(dts); t++) {
+        smelt_dtype dt = dts[t];
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *in[3], *outs[SMELT_OP_COUNT + 1], *acc = NULL;
+        for (int i = 0; i < 3; i++)
+            in[i] = smelt_input(g, NULL, dt, SHP(3, 41));
+        int n = 0;
+        for (int op = 0; op < SMELT_OP_COUNT; op++) {
+            if (smelt__ops[op].cls != SMELT_CLASS_ELEMWISE || !takes((smelt_op)op, dt))
+                continue;
+            smelt_node *r = smelt_op_apply(g, (smelt_op)op, smelt__ops[op].arity, in);
+            outs[n++] = r;
+            r = smelt_cast(g, r, SMELT_F32);
+            acc = acc ? smelt_add(g, acc, r) : r;
+        }
+        outs[n] = acc;
+        T_OK(ctx, smelt_graph_status(g));
+        cr_assert_gt(n, 50);
+        trng r;
+        trng_init(&r, 12 + (uint64_t)t);
+        smelt_tensor *x[3], *got[SMELT_OP_COUNT + 1] = {0}, *ref[SMELT_OP_COUNT + 1] = {0};
+        for (int i = 0; i < 3; i++)
+            x[i] = t_rand(ctx, &r, dt, SHP(3, 41));
+        smelt_plan *p = t_plan(ctx, g, n + 1, outs, 3);
+        cr_assert_leq(t_stats(p).kernels, 4, "%s: %d operators in %d kernels", smelt_dtype_name(dt), n,
+                      t_stats(p).kernels);
+        t_run(p, 3, x, n + 1, got);
+        t_reference(ctx, g, n + 1, outs, 3, x, ref);
+        for (int i = 0; i < n; i++)
+            t_expect_match(smelt_op_name(smelt_node_op(outs[i])), got[i], ref[i],
+                           (t_tol){.ulps = 1, .atol = 1e-6});
+        /* the sum (the reference keeps double precision in f32): each term is 1 ulp of dt */
+        t_expect_match("sum", got[n], ref[n], (t_tol){.ulps = 16, .atol = 1.0, .rtol = 0.02});
+        t_free_all(got, n + 1), t_free_all(ref, n + 1), t_free_all(x, 3);
+        smelt_plan_free(p);
+        smelt_graph_free(g);
+    }
 }
 
 /* Every operator that takes an integer or bool dtype, in one fused

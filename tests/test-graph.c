@@ -33,8 +33,8 @@ Test(table, ops_match_ops_def)
 
 Test(table, dtypes)
 {
-    static const char *names[] = {"f32", "f64", "i32", "i64", "u8", "bool"};
-    static const size_t sizes[] = {4, 8, 4, 8, 1, 1};
+    static const char *names[] = {"f32", "f64", "i32", "i64", "u8", "bool", "f16", "bf16"};
+    static const size_t sizes[] = {4, 8, 4, 8, 1, 1, 2, 2};
     for (int d = 0; d < SMELT_DTYPE_COUNT; d++) {
         cr_assert_str_eq(smelt_dtype_name((smelt_dtype)d), names[d]);
         cr_assert_eq(smelt_dtype_size((smelt_dtype)d), sizes[d]);
@@ -42,7 +42,10 @@ Test(table, dtypes)
     }
     cr_assert_eq(smelt_dtype_from_name("float32"), SMELT_F32);
     cr_assert_eq(smelt_dtype_from_name("uint8"), SMELT_U8);
-    cr_assert_eq(smelt_dtype_from_name("f16"), SMELT_ERR_DTYPE);
+    cr_assert_eq(smelt_dtype_from_name("float16"), SMELT_F16);
+    cr_assert_eq(smelt_dtype_from_name("bfloat16"), SMELT_BF16);
+    cr_assert_eq(smelt_dtype_from_name("f128"), SMELT_ERR_DTYPE);
+    cr_assert_eq(smelt_dtype_from_name("half"), SMELT_ERR_DTYPE);
     cr_assert_eq(smelt_dtype_from_name(NULL), SMELT_ERR_DTYPE);
     cr_assert_null(smelt_dtype_name(SMELT_DTYPE_COUNT));
     cr_assert_eq(smelt_dtype_size(SMELT_DTYPE_COUNT), 0);
@@ -59,6 +62,15 @@ Test(table, promotion_is_numpy)
         {SMELT_I32, SMELT_I64, SMELT_I64}, {SMELT_U8, SMELT_I32, SMELT_I32},
         {SMELT_BOOL, SMELT_U8, SMELT_U8},  {SMELT_BOOL, SMELT_BOOL, SMELT_BOOL},
         {SMELT_U8, SMELT_U8, SMELT_U8},    {SMELT_I64, SMELT_F64, SMELT_F64},
+        /* f16 as NumPy; bf16 like f16; f16 with bf16 gives f32, as PyTorch */
+        {SMELT_F16, SMELT_F16, SMELT_F16}, {SMELT_F16, SMELT_F32, SMELT_F32},
+        {SMELT_F16, SMELT_F64, SMELT_F64}, {SMELT_U8, SMELT_F16, SMELT_F16},
+        {SMELT_BOOL, SMELT_F16, SMELT_F16}, {SMELT_I32, SMELT_F16, SMELT_F64},
+        {SMELT_I64, SMELT_F16, SMELT_F64}, {SMELT_F16, SMELT_BF16, SMELT_F32},
+        {SMELT_BF16, SMELT_BF16, SMELT_BF16}, {SMELT_BF16, SMELT_F32, SMELT_F32},
+        {SMELT_BF16, SMELT_F64, SMELT_F64}, {SMELT_U8, SMELT_BF16, SMELT_BF16},
+        {SMELT_BOOL, SMELT_BF16, SMELT_BF16}, {SMELT_I32, SMELT_BF16, SMELT_F64},
+        {SMELT_I64, SMELT_BF16, SMELT_F64},
     };
     for (int i = 0; i < NELEMS(cases); i++) {
         cr_assert_eq(smelt_dtype_promote(cases[i].a, cases[i].b), cases[i].r, "%s+%s",
@@ -145,14 +157,17 @@ Test(builder, dtype_rules)
                          smelt_dtype_promote((smelt_dtype)a, (smelt_dtype)b));
     /* CMP: bool */
     cr_assert_eq(binary_dtype(g, SMELT_OP_LT, in[SMELT_F32], in[SMELT_I32]), SMELT_BOOL);
-    /* FLOAT: integers become floating point (u8 and bool: f32, others f64);
+    /* FLOAT: integers become floating point (u8 and bool: f16, others f64, as NumPy);
      * TRUEDIV (div): every integer pair gives f64, as NumPy's true_divide */
     cr_assert_eq(binary_dtype(g, SMELT_OP_DIV, in[SMELT_I32], in[SMELT_I32]), SMELT_F64);
     cr_assert_eq(binary_dtype(g, SMELT_OP_DIV, in[SMELT_U8], in[SMELT_U8]), SMELT_F64);
-    cr_assert_eq(binary_dtype(g, SMELT_OP_ATAN2, in[SMELT_U8], in[SMELT_U8]), SMELT_F32);
+    cr_assert_eq(binary_dtype(g, SMELT_OP_ATAN2, in[SMELT_U8], in[SMELT_U8]), SMELT_F16);
     cr_assert_eq(binary_dtype(g, SMELT_OP_ATAN2, in[SMELT_I32], in[SMELT_I32]), SMELT_F64);
     cr_assert_eq(binary_dtype(g, SMELT_OP_DIV, in[SMELT_F32], in[SMELT_F32]), SMELT_F32);
-    cr_assert_eq(smelt_node_dtype(smelt_unary(g, SMELT_OP_EXP, in[SMELT_BOOL])), SMELT_F32);
+    cr_assert_eq(smelt_node_dtype(smelt_unary(g, SMELT_OP_EXP, in[SMELT_BOOL])), SMELT_F16);
+    cr_assert_eq(smelt_node_dtype(smelt_unary(g, SMELT_OP_EXP, in[SMELT_BF16])), SMELT_BF16);
+    cr_assert_eq(binary_dtype(g, SMELT_OP_DIV, in[SMELT_F16], in[SMELT_F16]), SMELT_F16);
+    cr_assert_eq(binary_dtype(g, SMELT_OP_LT, in[SMELT_F16], in[SMELT_BF16]), SMELT_BOOL);
     cr_assert_eq(smelt_node_dtype(smelt_unary(g, SMELT_OP_EXP, in[SMELT_I64])), SMELT_F64);
     /* WHERE: the condition becomes bool, the branches promote */
     smelt_node *w = smelt_where(g, in[SMELT_F32], in[SMELT_U8], in[SMELT_I32]);
@@ -163,6 +178,9 @@ Test(builder, dtype_rules)
     cr_assert_eq(binary_dtype(g, SMELT_OP_ADD, in[SMELT_U8], smelt_scalar(g, 3)), SMELT_U8);
     cr_assert_eq(binary_dtype(g, SMELT_OP_ADD, in[SMELT_I32], smelt_scalar(g, 2.5)), SMELT_F64);
     cr_assert_eq(binary_dtype(g, SMELT_OP_ADD, in[SMELT_U8], smelt_scalar(g, 2.5)), SMELT_F64);
+    cr_assert_eq(binary_dtype(g, SMELT_OP_MUL, in[SMELT_F16], smelt_scalar(g, 2.5)), SMELT_F16);
+    cr_assert_eq(binary_dtype(g, SMELT_OP_MUL, in[SMELT_BF16], smelt_scalar(g, 3)), SMELT_BF16);
+    cr_assert_eq(binary_dtype(g, SMELT_OP_ADD, in[SMELT_F16], smelt_scalar(g, 1e6)), SMELT_F16);
     cr_assert_eq(binary_dtype(g, SMELT_OP_ADD, in[SMELT_BOOL], smelt_scalar(g, 1)), SMELT_I64);
     cr_assert_eq(binary_dtype(g, SMELT_OP_ADD, smelt_scalar(g, 1), smelt_scalar(g, 2)), SMELT_I64);
     cr_assert_eq(binary_dtype(g, SMELT_OP_ADD, smelt_scalar(g, 1), smelt_scalar(g, 0.5)), SMELT_F64);

@@ -38,6 +38,9 @@ static smelt_graph *big_graph(smelt_ctx *ctx, smelt_node **outs, int *n_out)
     smelt_node *l = smelt_input(g, "l", SMELT_I64, 1, s1);
     smelt_node *u = smelt_input(g, "u", SMELT_U8, 2, s2);
     smelt_node *c = smelt_input(g, "c", SMELT_BOOL, 0, NULL);
+    smelt_node *h = smelt_input(g, "h", SMELT_F16, 2, s2);
+    smelt_node *bh = smelt_input(g, "bh", SMELT_BF16, 1, s1);
+    cr_assert(h && bh);
     double nan_payload;
     uint64_t bits = 0x7ff8000000abcdefull;
     memcpy(&nan_payload, &bits, 8);
@@ -47,6 +50,9 @@ static smelt_graph *big_graph(smelt_ctx *ctx, smelt_node **outs, int *n_out)
         fconst(g, -INFINITY, SMELT_F64), fconst(g, NAN, SMELT_F64), fconst(g, nan_payload, SMELT_F64),
         fconst(g, -2147483648.0, SMELT_I32), fconst(g, 255, SMELT_U8), fconst(g, 1, SMELT_BOOL),
         fconst(g, 0x1.fffffffffffffp+1023, SMELT_F64),
+        fconst(g, 0.1, SMELT_F16), fconst(g, 6e-8, SMELT_F16), fconst(g, 65504, SMELT_F16),
+        fconst(g, -INFINITY, SMELT_F16), fconst(g, NAN, SMELT_BF16), fconst(g, 1e-40, SMELT_BF16),
+        fconst(g, 0x1.fep127, SMELT_BF16), fconst(g, -0.0, SMELT_BF16),
     };
     smelt_node *w1 = smelt_scalar(g, 2.5), *w2 = smelt_scalar(g, -3);
     cr_assert(w1 && w2);
@@ -73,7 +79,12 @@ static smelt_graph *big_graph(smelt_ctx *ctx, smelt_node **outs, int *n_out)
     cr_assert(x && y && z && bc && br && q && sh && sk, "%s", smelt_graph_errmsg(g));
     outs[0] = br, outs[1] = sh, outs[2] = e, outs[3] = big, outs[4] = sk, outs[5] = ww;
     outs[6] = a; /* an input as an output */
-    *n_out = 7;
+    /* f16 and bf16: storage types computed in f32 */
+    smelt_node *hb = smelt_expr(g, "float16(h * bh) + sqrt(abs(h)) * 0.1 - bfloat16(a)", NULL, NULL, 0);
+    cr_assert_not_null(hb, "%s", smelt_graph_errmsg(g));
+    outs[7] = smelt_binary(g, SMELT_OP_ADD, h, k[13]);
+    outs[8] = hb;
+    *n_out = 9;
     return g;
 }
 
@@ -108,7 +119,7 @@ static void same_results(smelt_ctx *ctx, smelt_graph *g, smelt_node **go, smelt_
 Test(graphio, text_round_trip_is_exact)
 {
     smelt_ctx *ctx = t_ctx();
-    smelt_node *outs[8];
+    smelt_node *outs[16];
     int n_out;
     smelt_graph *g = big_graph(ctx, outs, &n_out);
     char *text = NULL, *again = NULL;
@@ -128,6 +139,9 @@ Test(graphio, text_round_trip_is_exact)
     }
     cr_assert(t_contains(text, "nan:0x7ff8000000abcdef"), "%s", text);
     cr_assert(t_contains(text, "const f64 -0x0p+0"), "%s", text);
+    cr_assert(t_contains(text, "const f16 0x1.998p-4"), "%s", text); /* 0.1 in f16 */
+    cr_assert(t_contains(text, "const bf16 -0x0p+0"), "%s", text);
+    cr_assert(t_contains(text, "input \"h\" f16 [3, 4]"), "%s", text);
     cr_assert(t_contains(text, "const i64 9223372036854775807 weak"), "%s", text);
     cr_assert(t_contains(text, "input \"b \\\"quoted\\\"\\\\ name\\x0a\" f64 [4]"), "%s", text);
     same_results(ctx, g, outs, h, houts, n_out);
@@ -145,7 +159,7 @@ Test(graphio, file_round_trip)
     const char *dir = tmpdir();
     char path[128];
     snprintf(path, sizeof path, "%s/g.smelt", dir);
-    smelt_node *outs[8];
+    smelt_node *outs[16];
     int n_out;
     smelt_graph *g = big_graph(ctx, outs, &n_out);
     T_OK(ctx, smelt_graph_save(g, n_out, outs, path));
@@ -252,7 +266,7 @@ Test(graphio, malformed_files_are_errors)
         {HDR "%2 = bitwise_and %0 %0 : f32 [3]\n", SMELT_ERR_DTYPE, ":4: bitwise_and does not support dtype f32"},
         {HDR "%2 = broadcast_to %0 : f32 [2]\n", SMELT_ERR_SHAPE, ":4: broadcast_to: cannot broadcast"},
         {HDR "%2 = input \"a\" f32 [3]\n", SMELT_ERR_INVALID_ARG, ":4: input: duplicate input name 'a'"},
-        {HDR "%2 = input \"c\" f16 [3]\n", SMELT_ERR_PARSE, ":4: unknown dtype 'f16'"},
+        {HDR "%2 = input \"c\" f128 [3]\n", SMELT_ERR_PARSE, ":4: unknown dtype 'f128'"},
         {HDR "%2 = input \"c\" f32 [3, -1]\n", SMELT_ERR_PARSE, "out of range"},
         {HDR "%2 = input \"c\" f32 [1,1,1,1,1,1,1,1,1]\n", SMELT_ERR_SHAPE, "more than 8 dimensions"},
         {HDR "%2 = input \"c\" f32 [3\n", SMELT_ERR_PARSE, "expected ',' or ']' in a shape"},
@@ -359,7 +373,7 @@ Test(graphio, fuzz_mutations)
     const char *e = getenv("SMELT_FUZZ_ITERS");
     int iters = e && atoi(e) > 0 ? atoi(e) : 2000;
     smelt_ctx *ctx = t_ctx();
-    smelt_node *outs[8];
+    smelt_node *outs[16];
     int n_out;
     smelt_graph *g = big_graph(ctx, outs, &n_out);
     char *text = NULL;

@@ -26,6 +26,14 @@
  *              2 eps * (1 + |x|) absolute for the cancellation in 1 + erf(x)
  *              and 1 + tanh(x) near zero results.
  *   integers and bool results are exact; NaN must match NaN.
+ *
+ * f16 and bf16 compute in f32 and round every result to the storage type;
+ * the reference rounds its double result the same way (through f32).  The
+ * exact class stays exact (an f32 + - * / sqrt of f16 values rounds like
+ * the double one, then both round to f16); every other class may differ by
+ * 1 ulp of the storage type (its half an ulp of rounding, plus the f32
+ * operator's error, lands on the other side of a rounding boundary), plus
+ * the formula class's absolute slack in f32 units (cancellation in f32).
  */
 #include <float.h>
 #include <math.h>
@@ -143,16 +151,29 @@ static const double spec_f32[] = {
     NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0,
     FLT_MAX, -FLT_MAX, FLT_MIN, 0x1p-149, -0x1p-149, 1e30, -1e-30,
 };
+static const double spec_f16[] = { /* overflow at 65520, subnormals below 2^-14 */
+    NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0,
+    65504.0, -65504.0, 0x1p-14, 0x1p-24, -0x1p-24, 60000.0, -1e-3,
+};
+static const double spec_bf16[] = {
+    NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0,
+    0x1.fep127, -0x1.fep127, 0x1p-126, 0x1p-133, -0x1p-133, 1e30, -1e-30,
+};
 static const double spec_f64[] = {
     NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0,
     DBL_MAX, -DBL_MAX, DBL_MIN, 0x1p-1074, -0x1p-1074, 1e300, -1e-300,
 };
 
+static const double *float_specials(smelt_dtype dt)
+{
+    return dt == SMELT_F32 ? spec_f32 : dt == SMELT_F16 ? spec_f16 : dt == SMELT_BF16 ? spec_bf16 : spec_f64;
+}
+
 /* Special values of operand k (integers: those inside its range). */
 static int specials(smelt_op op, const dom *d, int k, smelt_dtype dt, double *out)
 {
-    if (dt == SMELT_F32 || dt == SMELT_F64) {
-        const double *s = dt == SMELT_F32 ? spec_f32 : spec_f64;
+    if (t_is_float(dt)) {
+        const double *s = float_specials(dt);
         for (int i = 0; i < NELEMS(spec_f32); i++)
             out[i] = s[i];
         return NELEMS(spec_f32);
@@ -172,7 +193,7 @@ static int specials(smelt_op op, const dom *d, int k, smelt_dtype dt, double *ou
 
 static double draw(trng *r, smelt_op op, const dom *d, int k, smelt_dtype dt)
 {
-    if (dt == SMELT_F32 || dt == SMELT_F64) {
+    if (t_is_float(dt)) {
         if (!strcmp(test_ops[op].name, "pow")) {
             double v = trng_uniform(r, d->flo[k], d->fhi[k]);
             if (k == 0 && trng_unit(r) < 0.25)
@@ -181,8 +202,9 @@ static double draw(trng *r, smelt_op op, const dom *d, int k, smelt_dtype dt)
                 return round(v);
             return v;
         }
-        if (d->wide && trng_unit(r) < 0.25)
-            return trng_logmag(r, 1e-20, 1e20, d->flo[k] >= 0);
+        if (d->wide && trng_unit(r) < 0.25) /* f16: its own range, subnormals to overflow */
+            return dt == SMELT_F16 ? trng_logmag(r, 1e-8, 7e4, d->flo[k] >= 0)
+                                   : trng_logmag(r, 1e-20, 1e20, d->flo[k] >= 0);
         return trng_uniform(r, d->flo[k], d->fhi[k]);
     }
     int64_t lo, hi;
@@ -250,7 +272,8 @@ static int check_results(const char *label, const trng *r, smelt_op op, smelt_dt
 {
     optol ot = tol_of(test_ops[op].name);
     smelt_dtype odt = smelt_tensor_dtype(got);
-    t_tol tol = {odt == SMELT_F32 ? ot.ulps32 : ot.ulps64, 0, 0, ot.zero_sign};
+    bool half = t_is_half(odt); /* computed in f32, one rounding to the storage type */
+    t_tol tol = {half ? (ot.ulps32 > 0) : odt == SMELT_F32 ? ot.ulps32 : ot.ulps64, 0, 0, ot.zero_sign};
     int64_t n = smelt_tensor_numel(got), bad = 0;
     char msg[1200] = "";
     size_t len = 0;
@@ -262,9 +285,9 @@ static int check_results(const char *label, const trng *r, smelt_op op, smelt_dt
             if (isfinite(a[k]) && fabs(a[k]) > mag)
                 mag = fabs(a[k]);
         }
-        if (ot.f32_limit > 0 && odt == SMELT_F32 && mag > ot.f32_limit)
+        if (ot.f32_limit > 0 && (odt == SMELT_F32 || half) && mag > ot.f32_limit)
             continue;
-        double slack = t_is_float(odt) ? ot.absk * t_eps(odt) * (1 + mag) : 0;
+        double slack = t_is_float(odt) ? ot.absk * t_eps(half ? SMELT_F32 : odt) * (1 + mag) : 0;
         bool ok = t_close(g, rv, odt, &tol, slack);
         if (odt == SMELT_BOOL)
             ok = ok && *(const uint8_t *)t_elem(got, i) <= 1;
@@ -408,11 +431,11 @@ static backend_case backend_cases[2 * SMELT_DTYPE_COUNT];
 
 ParameterizedTestParameters(ops, fused_on_each_backend)
 {
-    /* TCC: every dtype; CC (seconds of gcc -O3 per dtype): f32 and i32 */
+    /* TCC: every dtype; CC (seconds of gcc -O3 per dtype): f32, i32 and f16 */
     int n = 0;
     for (int b = 0; b < 2; b++)
         for (int d = 0; d < SMELT_DTYPE_COUNT; d++)
-            if (b == 0 || d == SMELT_F32 || d == SMELT_I32)
+            if (b == 0 || d == SMELT_F32 || d == SMELT_I32 || d == SMELT_F16)
                 backend_cases[n++] = (backend_case){b, d};
     return cr_make_param_array(backend_case, backend_cases, (size_t)n);
 }
@@ -420,7 +443,7 @@ ParameterizedTestParameters(ops, fused_on_each_backend)
 static void fill_shared(trng *r, smelt_tensor *t, int k)
 {
     smelt_dtype dt = smelt_tensor_dtype(t);
-    const double *spec = dt == SMELT_F32 ? spec_f32 : spec_f64;
+    const double *spec = float_specials(dt);
     for (int64_t i = 0, n = smelt_tensor_numel(t); i < n; i++) {
         double v;
         if (t_is_float(dt)) {

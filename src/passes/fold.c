@@ -30,7 +30,7 @@ int smelt__pass_fold(smelt__prog *p)
         double y0 = smelt__eval_scalar(in->op, in_dt, in->dtype, a);
         if (!smelt__is_float(in->dtype) && !(fabs(y0) < exact))
             continue; /* the kernel's integer arithmetic is exact (and wraps) */
-        double y = smelt__dtype_round(in->dtype, y0);
+        double y = smelt__dtype_round_result(in->dtype, y0); /* f16/bf16: through f32 */
         in->op = SMELT_OP_CONST;
         in->nin = 0;
         in->fval = y;

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "internal.h" /* smelt__mkdir_p */
+#include "internal.h" /* smelt__mkdir_p, f16/bf16 conversions */
 #include "smelt.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -408,6 +408,8 @@ static double elem_double(smelt_dtype dt, const char *p, long long *iv)
     case SMELT_I32: { int32_t x; memcpy(&x, p, 4); *iv = x; return (double)x; }
     case SMELT_I64: { int64_t x; memcpy(&x, p, 8); *iv = x; return (double)x; }
     case SMELT_U8: *iv = *(const uint8_t *)p; return *iv;
+    case SMELT_F16: { uint16_t h; memcpy(&h, p, 2); return smelt__f16_to_double(h); }
+    case SMELT_BF16: { uint16_t h; memcpy(&h, p, 2); return smelt__bf16_to_double(h); }
     default: *iv = *(const uint8_t *)p != 0; return (double)*iv;
     }
 }
@@ -421,7 +423,7 @@ static void fmt_elem(char *buf, size_t n, smelt_dtype dt, const char *p)
         snprintf(buf, n, "%s", iv ? "True" : "False");
         return;
     }
-    if (dt != SMELT_F32 && dt != SMELT_F64) {
+    if (!smelt__is_float(dt)) {
         snprintf(buf, n, "%lld", iv);
         return;
     }
@@ -433,11 +435,11 @@ static void fmt_elem(char *buf, size_t n, smelt_dtype dt, const char *p)
         snprintf(buf, n, v < 0 ? "-inf" : "inf");
         return;
     }
-    int maxp = dt == SMELT_F32 ? 9 : 17;
+    int maxp = dt == SMELT_F64 ? 17 : 9;
     for (int prec = 1; prec <= maxp; prec++) {
         snprintf(buf, n, "%.*g", prec, v);
         double back = strtod(buf, NULL);
-        if (dt == SMELT_F32 ? (float)back == (float)v : back == v)
+        if (dt == SMELT_F64 ? back == v : smelt__dtype_round(dt, back) == v)
             break;
     }
     if (!strpbrk(buf, ".eni")) /* 1 -> 1.0, as Python and NumPy's repr */
@@ -1060,6 +1062,10 @@ static int cmd_info(int argc, char **argv)
     env_line("SMELT_CACHE_MAX_MB", "persistent cache size cap");
     env_line("SMELT_DUMP_DIR", "write generated kernel sources");
     env_line("SMELT_TEMPLATE_DIR", "kernel templates to use");
+    printf("\ndtypes:");
+    for (int d = 0; d < SMELT_DTYPE_COUNT; d++)
+        printf(" %s", smelt_dtype_name((smelt_dtype)d));
+    printf(" (f16 and bf16 compute in f32)\n");
     printf("\noperators: %d (smelt info --ops lists them)\n", SMELT_OP_COUNT);
     smelt_ctx_free(ctx);
     return 0;
