@@ -20,4 +20,18 @@ struct smelt__dialect {
      * operand is contiguous.  The templates hold the rest of the spelling. */
     bool device;
 };
+/* C's type and math-function names: storage (stype), compute (type), the
+ * unsigned type of wrapping integer arithmetic, expf vs exp.  CUDA shares them. */
+#define SMELT_C_NAMES \
+    .type = {[SMELT_F32] = "float", [SMELT_F64] = "double", [SMELT_I32] = "int32_t", \
+             [SMELT_I64] = "int64_t", [SMELT_U8] = "uint8_t", [SMELT_BOOL] = "uint8_t", \
+             [SMELT_F16] = "float", [SMELT_BF16] = "float"}, \
+    .stype = {[SMELT_F32] = "float", [SMELT_F64] = "double", [SMELT_I32] = "int32_t", \
+              [SMELT_I64] = "int64_t", [SMELT_U8] = "uint8_t", [SMELT_BOOL] = "uint8_t", \
+              [SMELT_F16] = "uint16_t", [SMELT_BF16] = "uint16_t"}, \
+    .utype = {[SMELT_F32] = "float", [SMELT_F64] = "double", [SMELT_I32] = "uint32_t", \
+              [SMELT_I64] = "uint64_t", [SMELT_U8] = "uint8_t", [SMELT_BOOL] = "uint8_t", \
+              [SMELT_F16] = "float", [SMELT_BF16] = "float"}, \
+    .fn_suffix = {[SMELT_F32] = "f", [SMELT_F64] = "", [SMELT_I32] = "", [SMELT_I64] = "", \
+                  [SMELT_U8] = "", [SMELT_BOOL] = "", [SMELT_F16] = "f", [SMELT_BF16] = "f"}
 #endif
