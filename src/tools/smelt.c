@@ -683,26 +683,44 @@ static int expr_graph(smelt_ctx *ctx, const char *expr, binding *b, int nb, smel
     return 0;
 }
 
+/* What eval, run and explain begin with: options, --help, the first
+ * positional argument, the name=file bindings after it (specs: name=DTYPE[SHAPE]
+ * allowed).  *done: return rc now (help printed, or a usage error). */
+static int command_start(int argc, char **argv, const char *flags, const char *help,
+                         const char *missing, bool specs, opts *o, binding *b, int *nb, bool *done)
+{
+    *done = true;
+    *nb = 0;
+    int rc = parse_opts(argc, argv, flags, o);
+    if (rc)
+        return rc;
+    if (o->help) {
+        fputs(help, stdout);
+        return 0;
+    }
+    if (o->npos < 1)
+        return usage_error("%s", missing);
+    *nb = o->npos - 1;
+    if (*nb > MAX_BIND)
+        return usage_error("more than %d inputs", MAX_BIND);
+    if ((rc = parse_bindings(o->pos + 1, *nb, specs, b)))
+        return rc;
+    *done = false;
+    return 0;
+}
+
 static int cmd_eval(int argc, char **argv)
 {
     opts o;
-    int rc = parse_opts(argc, argv, "hoObtdsj", &o);
-    if (rc)
+    binding b[MAX_BIND];
+    int nb;
+    bool done;
+    int rc = command_start(argc, argv, "hoObtdsj", help_eval, "no expression given", false, &o, b,
+                           &nb, &done);
+    if (done)
         return rc;
-    if (o.help) {
-        fputs(help_eval, stdout);
-        return 0;
-    }
-    if (o.npos < 1)
-        return usage_error("no expression given");
     if (o.nout > 1)
         return usage_error("an expression has one result: give -o once");
-    binding b[MAX_BIND];
-    int nb = o.npos - 1;
-    if (nb > MAX_BIND)
-        return usage_error("more than %d inputs", MAX_BIND);
-    if ((rc = parse_bindings(o.pos + 1, nb, false, b)))
-        return rc;
     smelt_ctx *ctx = NULL;
     smelt_graph *g = NULL;
     smelt_node *r;
@@ -773,20 +791,12 @@ static int match_inputs(smelt_graph *g, binding *b, int nb, int *order, bool all
 static int cmd_run(int argc, char **argv)
 {
     opts o;
-    int rc = parse_opts(argc, argv, "hoObtdj", &o);
-    if (rc)
-        return rc;
-    if (o.help) {
-        fputs(help_run, stdout);
-        return 0;
-    }
-    if (o.npos < 1)
-        return usage_error("no graph file given");
     binding b[MAX_BIND];
-    int nb = o.npos - 1;
-    if (nb > MAX_BIND)
-        return usage_error("more than %d inputs", MAX_BIND);
-    if ((rc = parse_bindings(o.pos + 1, nb, false, b)))
+    int nb;
+    bool done;
+    int rc = command_start(argc, argv, "hoObtdj", help_run, "no graph file given", false, &o, b,
+                           &nb, &done);
+    if (done)
         return rc;
     smelt_ctx *ctx = NULL;
     smelt_graph *g = NULL;
@@ -846,20 +856,12 @@ static bool is_graph_file(const char *arg)
 static int cmd_explain(int argc, char **argv)
 {
     opts o;
-    int rc = parse_opts(argc, argv, "hObnfsj", &o);
-    if (rc)
-        return rc;
-    if (o.help) {
-        fputs(help_explain, stdout);
-        return 0;
-    }
-    if (o.npos < 1)
-        return usage_error("no expression or graph file given");
     binding b[MAX_BIND];
-    int nb = o.npos - 1;
-    if (nb > MAX_BIND)
-        return usage_error("more than %d inputs", MAX_BIND);
-    if ((rc = parse_bindings(o.pos + 1, nb, true, b)))
+    int nb;
+    bool done;
+    int rc = command_start(argc, argv, "hObnfsj", help_explain, "no expression or graph file given",
+                           true, &o, b, &nb, &done);
+    if (done)
         return rc;
     bool graph_file = is_graph_file(o.pos[0]);
     if (graph_file && o.save_graph)
