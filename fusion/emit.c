@@ -428,21 +428,6 @@ static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
                          e->dl->stype[operand_dtype(d, k)], V, k, k);
 }
 
-/* glibc's libmvec has vector versions of these; declared with a simd
- * attribute, the system compiler vectorises loops that call them. */
-static const char *vec_attr(const smelt__kdesc *d, const char *fn)
-{
-    static const char *const mvec[] = {"exp",  "exp2",  "expm1", "log",   "log2",  "log10", "log1p",
-                                       "sin",  "cos",   "tan",   "asin",  "acos",  "atan",  "sinh",
-                                       "cosh", "tanh",  "asinh", "acosh", "atanh", "erf",   "erfc",
-                                       "pow",  "atan2", NULL};
-    if (d->vec_math)
-        for (int i = 0; mvec[i]; i++)
-            if (!strcmp(mvec[i], fn))
-                return " __attribute__((simd(\"notinbranch\")))";
-    return "";
-}
-
 static bool is_flat(const smelt__kdesc *d)
 {
     if (d->rank != 1)
@@ -451,6 +436,112 @@ static bool is_flat(const smelt__kdesc *d)
         if (d->mode[k] != SMELT_MODE_CONTIG)
             return false;
     return true;
+}
+
+/* smelt's math library (templates/common/math.h.in), cut to what a kernel
+ * uses: its top-level items (a function, table or macro, with the comment
+ * above it), those the kernel names and, transitively, those they name.
+ * Fewer lines for NVRTC and the C compiler to read. */
+#define MATH_MARK "\001SMELT_MATH\001"
+#define MAX_MATH_ITEMS 256
+typedef struct {
+    const char *s, *e;
+    char name[64];
+    bool used;
+} math_item;
+
+static bool ident_char(char c) { return c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z'); }
+
+static bool item_start(const char *l)
+{
+    return !strncmp(l, "SMELT_MF", 8) || !strncmp(l, "SMELT_MTAB", 10) || !strncmp(l, "#define", 7) ||
+           !strncmp(l, "SMELT__F32_", 11);
+}
+
+static void item_name(math_item *it)
+{
+    const char *p = it->s, *q;
+    while (!item_start(p)) /* skip the comment above */
+        p = strchr(p, '\n') + 1;
+    if (!strncmp(p, "#define ", 8)) {
+        for (q = p += 8; ident_char(*q); q++)
+            ;
+    } else if (!strncmp(p, "SMELT__F32_", 11)) { /* SMELT__F32_n(fn): smelt_fn_f32 */
+        p = strchr(p, '(') + 1;
+        q = strchr(p, ')');
+        snprintf(it->name, sizeof it->name, "smelt_%.*s_f32", (int)(q - p), p);
+        return;
+    } else {
+        for (q = p; *q && *q != '(' && *q != '['; q++)
+            ;
+        while (q > p && !ident_char(q[-1]))
+            q--;
+        for (p = q; p > it->s && ident_char(p[-1]); p--)
+            ;
+    }
+    snprintf(it->name, sizeof it->name, "%.*s", (int)(q - p), p);
+}
+
+/* Mark (and push) the items that text [s, e) names. */
+static void math_mark(math_item *it, int n, const char *s, const char *e, int *stack, int *top)
+{
+    for (const char *p = s; p < e; p++) {
+        if (ident_char(*p) && (p == s || !ident_char(p[-1])) && (*p == 's' || *p == 'S')) {
+            const char *q = p;
+            while (q < e && ident_char(*q))
+                q++;
+            char tok[64];
+            snprintf(tok, sizeof tok, "%.*s", (int)(q - p < 63 ? q - p : 63), p);
+            for (int i = 0; i < n; i++)
+                if (!it[i].used && !strcmp(it[i].name, tok))
+                    it[i].used = true, stack[(*top)++] = i;
+            p = q;
+        }
+    }
+}
+
+static void math_select(smelt__sb *out, const char *lib, const char *uses, const char *uses_end)
+{
+    math_item it[MAX_MATH_ITEMS];
+    int n = 0, stack[MAX_MATH_ITEMS], top = 0;
+    const char *pending = NULL;
+    for (const char *l = lib; *l && n < MAX_MATH_ITEMS;) {
+        const char *nl = strchr(l, '\n');
+        const char *next = nl ? nl + 1 : l + strlen(l);
+        if (!strncmp(l, "/*", 2) && !pending)
+            pending = l;
+        else if (item_start(l)) {
+            if (n)
+                it[n - 1].e = pending ? pending : l;
+            it[n].s = pending ? pending : l;
+            it[n].used = false;
+            n++;
+            pending = NULL;
+        } else if (*l != ' ' && *l != '}' && *l != '\n' && *l != '{')
+            pending = NULL;
+        l = next;
+    }
+    if (!n) {
+        smelt__sb_puts(out, lib);
+        return;
+    }
+    it[n - 1].e = lib + strlen(lib);
+    for (int i = 0; i < n; i++)
+        item_name(&it[i]);
+    math_mark(it, n, uses, uses_end, stack, &top);
+    while (top > 0) {
+        int i = stack[--top];
+        /* an f32 wrapper line "SMELT__F32_1(fn)" names smelt_fn_f64 */
+        if (!strncmp(it[i].name, "smelt_", 6) && strstr(it[i].s, "SMELT__F32_") == it[i].s) {
+            char f64[64];
+            snprintf(f64, sizeof f64, "%.*s64", (int)strlen(it[i].name) - 2, it[i].name);
+            math_mark(it, n, f64, f64 + strlen(f64), stack, &top);
+        }
+        math_mark(it, n, it[i].s, it[i].e, stack, &top);
+    }
+    for (int i = 0; i < n; i++)
+        if (it[i].used)
+            smelt__sb_putn(out, it[i].s, (size_t)(it[i].e - it[i].s));
 }
 
 /* Replace {{KEY}} slots.  Unknown slots are an error naming the template. */
@@ -808,6 +899,7 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     int nops = d->n_in + d->n_out, R = d->rank, st;
     bool flat = is_flat(d);
     smelt__sb math, prelude, setup, row, body, text, vbody, valigned, gconst, group, call, tail;
+    char *mathlib = NULL;
     smelt__sb_init(&math), smelt__sb_init(&prelude), smelt__sb_init(&setup);
     smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
     smelt__sb_init(&vbody), smelt__sb_init(&valigned), smelt__sb_init(&gconst);
@@ -820,17 +912,23 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     }
     /* prelude (the block form needs none) */
 #define SMELT_MATHFN(fn, n)                                                                 \
-    smelt__sb_printf(&math, "double %s(%s)%s;\nfloat %sf(%s)%s;\n", #fn,                   \
+    smelt__sb_printf(&math, "double %s(%s);\nfloat %sf(%s);\n", #fn,                       \
                      n == 1 ? "double" : n == 2 ? "double, double" : "double, double, double", \
-                     vec_attr(d, #fn), #fn,                                                     \
-                     n == 1 ? "float" : n == 2 ? "float, float" : "float, float, float",        \
-                     vec_attr(d, #fn));
+                     #fn, n == 1 ? "float" : n == 2 ? "float, float" : "float, float, float");
 #include "../src/mathfns.def"
 #undef SMELT_MATHFN
     {
-        const char *k[] = {"MATH_DECLS"}, *v[] = {smelt__sb_str(&math)};
-        if ((st = load_render(&prelude, dl, "prelude", k, v, 1, err)))
+        mathlib = smelt__template_load("common/math.h.in", err);
+        if (!mathlib) {
+            st = SMELT_ERR_COMPILE;
             goto done;
+        }
+        const char *k[] = {"MATH_DECLS", "MATH"}, *v[] = {smelt__sb_str(&math), MATH_MARK};
+        st = load_render(&prelude, dl, "prelude", k, v, 2, err);
+        if (st) {
+            free(mathlib);
+            goto done;
+        }
     }
 
     /* setup: operand pointers, inner strides, constants */
@@ -927,6 +1025,18 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
         if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 18, err)))
             goto done;
     }
+    if (mathlib) { /* the math the rest of the kernel names */
+        const char *m = strstr(smelt__sb_str(&text), MATH_MARK);
+        if (m) {
+            smelt__sb full;
+            smelt__sb_init(&full);
+            smelt__sb_putn(&full, text.s, (size_t)(m - text.s));
+            math_select(&full, mathlib, m + strlen(MATH_MARK), text.s + text.len);
+            smelt__sb_puts(&full, m + strlen(MATH_MARK));
+            smelt__sb_free(&text);
+            text = full;
+        }
+    }
     if (text.oom) {
         st = SMELT_ERR_NOMEM;
         goto done;
@@ -948,5 +1058,6 @@ done:
     smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
     smelt__sb_free(&vbody), smelt__sb_free(&valigned), smelt__sb_free(&gconst);
     smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail);
+    free(mathlib);
     return st;
 }

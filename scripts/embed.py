@@ -97,8 +97,6 @@ KIND = {"f32": "F", "f64": "F", "i32": "I", "i64": "I", "u8": "U", "bool": "B", 
 DTYPES = ["f32", "f64", "i32", "i64", "u8", "bool", "f16", "bf16"]
 HALF = ("f16", "bf16")
 FLOATS = ("f32", "f64") + HALF
-MVEC = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos",
-        "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "pow", "atan2"]
 
 
 def expand(t, ct, args):
@@ -127,41 +125,16 @@ def expand(t, ct, args):
     return out
 
 
-GROUP = 16
-
-
 def primitive(fn, sig, tout, tin, e):
-    """One primitive: O[i] = e over n elements.
-
-    Where e calls a vector math function, every element goes through the
-    same compiled code: one non-inlined function computing a whole group of
-    GROUP elements (the tail padded to a group in local arrays).  A
-    compiler's own epilogue would compute the last elements with other
-    (scalar or narrower) math functions than the vector body, so a result
-    would depend on the element's position: fused and unfused kernels, or
-    two thread counts, could then differ in the last bits."""
+    """One primitive: O[i] = e over n elements.  Every operator is plain C
+    arithmetic (smelt's own math included), so the compiler's vector body
+    and scalar epilogue compute the same bits: a result never depends on
+    an element's position."""
     arity = len(tin)
-    ins = "".join("    const %s *A%d = (const %s *)%s;\n" % (tin[k], k, tin[k], "abc"[k]) for k in range(arity))
+    ins = "".join("    const %s *restrict A%d = (const %s *)%s;\n" % (tin[k], k, tin[k], "abc"[k]) for k in range(arity))
     unused = "".join("    (void)%s;\n" % "abc"[k] for k in range(arity, 3))
-    if not any(re.search(r"\b%sf?\(" % m, e) for m in MVEC):
-        return ("void %s%s\n{\n    %s *restrict O = (%s *)o;\n%s%s    for (int64_t i = 0; i < n; i++)\n"
-                "        O[i] = %s;\n}\n" % (fn, sig, tout, tout, ins.replace(" *A", " *restrict A"), unused, e))
-    params = ", ".join(["%s *restrict O" % tout] + ["const %s *restrict A%d" % (tin[k], k) for k in range(arity)])
-    ge = e
-    for k in range(arity):
-        ge = ge.replace("A%d[i]" % k, "A%d[k]" % k)
-    grp = ("static __attribute__((noinline)) void group_%s(%s)\n{\n    for (int k = 0; k < %d; k++)\n"
-           "        O[k] = %s;\n}\n" % (fn, params, GROUP, ge))
-    call = lambda o, a: "group_%s(%s)" % (fn, ", ".join([o] + a))
-    pad = "".join("        %s T%d[%d];\n" % (tin[k], k, GROUP) for k in range(arity))
-    fill = "".join("            T%d[k] = A%d[i + (k < n - i ? k : 0)];\n" % (k, k) for k in range(arity))
-    return (grp + "void %s%s\n{\n    %s *O = (%s *)o;\n%s%s    int64_t i = 0;\n"
-            "    for (; i + %d <= n; i += %d)\n        %s;\n"
-            "    if (i < n) {\n%s        %s U[%d];\n        for (int k = 0; k < %d; k++) {\n%s        }\n"
-            "        %s;\n        for (int k = 0; k < n - i; k++)\n            O[i + k] = U[k];\n    }\n}\n"
-            % (fn, sig, tout, tout, ins, unused, GROUP, GROUP,
-               call("O + i", ["A%d + i" % k for k in range(arity)]),
-               pad, tout, GROUP, GROUP, fill, call("U", ["T%d" % k for k in range(arity)])))
+    return ("static void %s%s\n{\n    %s *restrict O = (%s *)o;\n%s%s    for (int64_t i = 0; i < n; i++)\n"
+            "        O[i] = %s;\n}\n" % (fn, sig, tout, tout, ins, unused, e))
 
 
 CHUNK = 512  # elements an f16/bf16 primitive converts at a time (the kernels' block size)
@@ -236,24 +209,19 @@ def half_wrapper(fn, sig, ct, arity, rule, inner, to_size=None):
     if store:
         body += "        smelt_store_%s(m, (uint16_t *)o + i, y);\n" % ct
     unused = "".join("    (void)%s;\n" % "abc"[k] for k in range(arity, 3))
-    return ("void %s%s\n{\n    float %s;\n%s    for (int64_t i = 0; i < n; i += %d) {\n"
+    return ("static void %s%s\n{\n    float %s;\n%s    for (int64_t i = 0; i < n; i += %d) {\n"
             "        const int64_t m = n - i < %d ? n - i : %d;\n%s    }\n}\n"
             % (fn, sig, decl, unused, CHUNK, CHUNK, CHUNK, body))
 
 
-def blocks(out, prelude, ops_def):
+def blocks(out, prelude, mathlib, ops_def):
     """Block primitives for the TinyCC tier: one vectorisable loop per
     (operator, compute dtype), casts, fills, gathers and scatters.  An f16
     or bf16 primitive converts its operands to f32 blocks, calls the f32
     primitive and rounds the result back (half_wrapper): the f32 arithmetic
     and rounding of the loop form's code, with vectorised conversions."""
-    pre = open(prelude).read()
-    decls = "#include <math.h>\n"
-    for fn in MVEC:  # libmvec's vector versions (glibc declares them only under -ffast-math)
-        n = 2 if fn in ("pow", "atan2") else 1
-        decls += "float %sf(%s) __attribute__((simd(\"notinbranch\")));\n" % (fn, ", ".join(["float"] * n))
-        decls += "double %s(%s) __attribute__((simd(\"notinbranch\")));\n" % (fn, ", ".join(["double"] * n))
-    pre = pre.replace("{{MATH_DECLS}}", decls)
+    pre = open(prelude).read().replace("{{MATH_DECLS}}", "#include <math.h>\n")
+    pre = pre.replace("{{MATH}}", open(mathlib).read())
     sig = "(int64_t n, char *restrict o, const char *restrict a, const char *restrict b, const char *restrict c)"
     fns, body = [], []
     for f in parse_ops(ops_def):
@@ -288,7 +256,7 @@ def blocks(out, prelude, ops_def):
             fn = "smelt_blk_cast_%s_%s" % (fr, to)
             fns.append(fn)
             if fr in HALF and to == "f32":
-                body.append("void %s%s\n{\n    (void)b;\n    (void)c;\n    smelt_load_%s(n, (float *)o, (const uint16_t *)a);\n}\n"
+                body.append("static void %s%s\n{\n    (void)b;\n    (void)c;\n    smelt_load_%s(n, (float *)o, (const uint16_t *)a);\n}\n"
                             % (fn, sig, fr))
                 continue
             if fr in HALF:  # to f32 blocks, then the f32 cast
@@ -296,7 +264,7 @@ def blocks(out, prelude, ops_def):
                                          {"f64": 8, "i32": 4, "i64": 8, "u8": 1, "bool": 1, "f16": 2, "bf16": 2}[to]))
                 continue
             if fr == "f32" and to in HALF:
-                body.append("void %s%s\n{\n    (void)b;\n    (void)c;\n    smelt_store_%s(n, (uint16_t *)o, (const float *)a);\n}\n"
+                body.append("static void %s%s\n{\n    (void)b;\n    (void)c;\n    smelt_store_%s(n, (uint16_t *)o, (const float *)a);\n}\n"
                             % (fn, sig, to))
                 continue
             if to == "bool":
@@ -309,9 +277,9 @@ def blocks(out, prelude, ops_def):
                 e = "(%s)A0[i]" % CTYPE[to]
             body.append(primitive(fn, sig, CTYPE[to], [CTYPE[fr]], e))
     for size, t in ((1, "uint8_t"), (2, "uint16_t"), (4, "uint32_t"), (8, "uint64_t")):
-        body.append("void smelt_blk_fill_%d(int64_t n, char *restrict o, const char *restrict v)\n{\n    %s *restrict O = (%s *)o, x = *(const %s *)v;\n    for (int64_t i = 0; i < n; i++)\n        O[i] = x;\n}\n" % (size, t, t, t))
-        body.append("void smelt_blk_gather_%d(int64_t n, char *restrict o, const char *restrict a, int64_t s)\n{\n    %s *restrict O = (%s *)o;\n    const %s *restrict A = (const %s *)a;\n    for (int64_t i = 0; i < n; i++)\n        O[i] = A[i * s];\n}\n" % (size, t, t, t, t))
-        body.append("void smelt_blk_scatter_%d(int64_t n, char *restrict o, const char *restrict a, int64_t s)\n{\n    %s *restrict O = (%s *)o;\n    const %s *restrict A = (const %s *)a;\n    for (int64_t i = 0; i < n; i++)\n        O[i * s] = A[i];\n}\n" % (size, t, t, t, t))
+        body.append("static void smelt_blk_fill_%d(int64_t n, char *restrict o, const char *restrict v)\n{\n    %s *restrict O = (%s *)o, x = *(const %s *)v;\n    for (int64_t i = 0; i < n; i++)\n        O[i] = x;\n}\n" % (size, t, t, t))
+        body.append("static void smelt_blk_gather_%d(int64_t n, char *restrict o, const char *restrict a, int64_t s)\n{\n    %s *restrict O = (%s *)o;\n    const %s *restrict A = (const %s *)a;\n    for (int64_t i = 0; i < n; i++)\n        O[i] = A[i * s];\n}\n" % (size, t, t, t, t))
+        body.append("static void smelt_blk_scatter_%d(int64_t n, char *restrict o, const char *restrict a, int64_t s)\n{\n    %s *restrict O = (%s *)o;\n    const %s *restrict A = (const %s *)a;\n    for (int64_t i = 0; i < n; i++)\n        O[i * s] = A[i];\n}\n" % (size, t, t, t, t))
         fns += ["smelt_blk_fill_%d" % size, "smelt_blk_gather_%d" % size, "smelt_blk_scatter_%d" % size]
     with open(out, "w") as f:
         f.write("/* generated by scripts/embed.py from src/ops.def and templates/c/prelude.c.in; do not edit */\n")
@@ -320,7 +288,9 @@ def blocks(out, prelude, ops_def):
         f.write(pre + "\n" + HALF_IO + "\n")
         f.write("\n".join(body))
         f.write("\ntypedef void (*smelt__blk_fn)(void);\n")
-        f.write("const struct { const char *name; smelt__blk_fn fn; } smelt__blk_syms[] = {\n")
+        f.write("/* one table per instruction-set variant: this file is compiled once for each\n"
+                " * (meson.build), SMELT_BLK_TABLE naming the table */\n")
+        f.write("const struct { const char *name; smelt__blk_fn fn; } SMELT_BLK_TABLE[] = {\n")
         for fn in fns:
             f.write('    {"%s", (smelt__blk_fn)%s},\n' % (fn, fn))
         f.write("    {0, 0}\n};\n")
@@ -330,7 +300,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "templates":
         templates(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif sys.argv[1] == "blocks":
-        blocks(sys.argv[2], sys.argv[3], sys.argv[4])
+        blocks(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif sys.argv[1] == "ops-header":
         ops_header(sys.argv[2], sys.argv[3])
     else:

@@ -1,9 +1,9 @@
 /* CC backend: the same emitted C, compiled by the system C compiler ($CC,
  * else cc) into a shared object and loaded with dlopen.  Flags are chosen
  * for speed without changing results: -O3 -march=native -fno-math-errno
- * -ffp-contract=off (no -ffast-math); math functions that glibc's libmvec
- * provides are declared with simd attributes so loops calling them
- * vectorise.  Shared objects go through the persistent cache
+ * -ffp-contract=off (no -ffast-math); transcendental functions are smelt's
+ * own plain C (templates/common/math.h.in), which gcc vectorises at any
+ * width with the same bits.  Shared objects go through the persistent cache
  * (src/diskcache.c): a warm cache costs no compiler start-up. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -16,8 +16,17 @@
 
 #include "internal.h"
 
-#define CC_FLAGS "-O3 -march=native -fno-math-errno -ffp-contract=off -fPIC -shared"
-#define CC_LIBS "-lmvec -lm"
+#define CC_FLAGS "-O3 -fno-math-errno -ffp-contract=off -fPIC -shared"
+#define CC_LIBS "-lm"
+
+/* -march=native, or SMELT_CC_MARCH (x86-64-v2, ...): results are the same
+ * bits at every level (smelt's own math, no contraction); tests compile the
+ * same kernels at several */
+static const char *cc_march(void)
+{
+    const char *m = getenv("SMELT_CC_MARCH");
+    return m && *m && strspn(m, "abcdefghijklmnopqrstuvwxyz0123456789-_") == strlen(m) ? m : "native";
+}
 
 typedef struct cc_state {
     char compiler[1024]; /* resolved path */
@@ -104,8 +113,8 @@ static void cache_key(const cc_state *s, const char *source, char *key)
 {
     smelt__sb b;
     smelt__sb_init(&b);
-    smelt__sb_printf(&b, "smelt %s\ncompiler %s\nflags %s %s\ntarget %s\n", SMELT_VERSION,
-                     s->ident, CC_FLAGS, CC_LIBS, cpu_target());
+    smelt__sb_printf(&b, "smelt %s\ncompiler %s\nflags %s -march=%s %s\ntarget %s\n", SMELT_VERSION,
+                     s->ident, CC_FLAGS, cc_march(), CC_LIBS, cpu_target());
     smelt__sb_puts(&b, source);
     const char *t = smelt__sb_str(&b);
     snprintf(key, 40, "%016llx%016llx", (unsigned long long)smelt__hash(t, strlen(t), 1),
@@ -193,7 +202,8 @@ static int cc_compile(smelt__backend *be, const char *source, const char *fn_nam
         }
         smelt__sb cmd;
         smelt__sb_init(&cmd);
-        smelt__sb_printf(&cmd, "'%s' " CC_FLAGS " -o '%s' '%s' " CC_LIBS " 2>&1", s->compiler, so, src);
+        smelt__sb_printf(&cmd, "'%s' " CC_FLAGS " -march=%s -o '%s' '%s' " CC_LIBS " 2>&1", s->compiler,
+                         cc_march(), so, src);
         FILE *p = popen(smelt__sb_str(&cmd), "r");
         smelt__sb_free(&cmd);
         int rc = -1;
@@ -250,7 +260,6 @@ static void cc_destroy(smelt__backend *be)
 static const smelt__backend_i cc_iface = {
     .name = "CC",
     .dialect = &smelt__dialect_c,
-    .vec_math = true,
     .available = cc_available,
     .compile = cc_compile,
     .release = cc_release,

@@ -50,26 +50,49 @@ static void bind_math(TCCState *s, const char *source)
 #undef SMELT_MATHFN
 }
 
-/* The block primitives (generated from ops.def, compiled by gcc -O3). */
+/* The block primitives (generated from ops.def, compiled by gcc -O3 once
+ * for each instruction-set level: meson.build). */
 typedef void (*smelt__blk_fn)(void);
-extern const struct {
+typedef struct {
     const char *name;
     smelt__blk_fn fn;
-} smelt__blk_syms[];
+} blk_sym;
+extern const blk_sym smelt__blk_syms_base[];
+#ifdef SMELT_BLK_X86_VARIANTS
+extern const blk_sym smelt__blk_syms_v3[], smelt__blk_syms_v4[];
+#endif
+
+/* The widest variant this CPU runs, or the one SMELT_BLOCKS_ISA names
+ * (x86-64, x86-64-v3, x86-64-v4) where the CPU runs it: every variant
+ * computes the same bits (tests/test-tier.c). */
+static const blk_sym *blk_table(void)
+{
+#ifdef SMELT_BLK_X86_VARIANTS
+    const char *want = getenv("SMELT_BLOCKS_ISA");
+    bool v4 = __builtin_cpu_supports("x86-64-v4"), v3 = __builtin_cpu_supports("x86-64-v3");
+    if (want && !strcmp(want, "x86-64"))
+        return smelt__blk_syms_base;
+    if (want && !strcmp(want, "x86-64-v3") && v3)
+        return smelt__blk_syms_v3;
+    return v4 ? smelt__blk_syms_v4 : v3 ? smelt__blk_syms_v3 : smelt__blk_syms_base;
+#else
+    return smelt__blk_syms_base;
+#endif
+}
 
 static void bind_blocks(TCCState *s, const char *source)
 {
     /* the kernel declares each primitive it calls: "void smelt_blk_...(" */
+    const blk_sym *syms = blk_table();
     for (const char *p = source; (p = strstr(p, "void smelt_blk_")); p += 5) {
         const char *name = p + 5, *e = strchr(name, '(');
         if (!e)
             break;
-        for (int i = 0; smelt__blk_syms[i].name; i++)
-            if (strlen(smelt__blk_syms[i].name) == (size_t)(e - name) &&
-                !strncmp(smelt__blk_syms[i].name, name, (size_t)(e - name))) {
+        for (int i = 0; syms[i].name; i++)
+            if (strlen(syms[i].name) == (size_t)(e - name) && !strncmp(syms[i].name, name, (size_t)(e - name))) {
                 void *fp;
-                memcpy(&fp, &smelt__blk_syms[i].fn, sizeof fp);
-                tcc_add_symbol(s, smelt__blk_syms[i].name, fp);
+                memcpy(&fp, &syms[i].fn, sizeof fp);
+                tcc_add_symbol(s, syms[i].name, fp);
                 break;
             }
     }

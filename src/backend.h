@@ -19,7 +19,6 @@ struct smelt__kernel;
 typedef struct smelt__backend_i {
     const char *name;
     const smelt__dialect *dialect;
-    bool vec_math; /* declare libmvec's vector math functions (simd attributes) */
     bool blocks;   /* kernels call the library's vectorised block primitives */
     /* 1 if usable here; otherwise 0 with the reason in why. */
     int (*available)(smelt__backend *be, smelt__sb *why);

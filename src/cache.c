@@ -53,7 +53,7 @@ void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be)
  * its source (the template override folder). */
 static void serialise(smelt__sb *b, const smelt__kdesc *d)
 {
-    int head[] = {d->n_in, d->n_out, d->n_ops, d->rank, d->vec_math, d->blocks, d->idx32};
+    int head[] = {d->n_in, d->n_out, d->n_ops, d->rank, d->blocks, d->idx32};
     smelt__sb_putn(b, (const char *)head, sizeof head);
     smelt__sb_putn(b, (const char *)d->in_dt, sizeof d->in_dt[0] * (size_t)d->n_in);
     smelt__sb_putn(b, (const char *)d->out_val, sizeof d->out_val[0] * (size_t)d->n_out);

@@ -201,6 +201,9 @@ int smelt__pass_dce(smelt__prog *p);
  * folding: op applied to already-rounded operand values of dtype in_dt,
  * result rounded to out_dt. */
 double smelt__eval_scalar(smelt_op op, smelt_dtype in_dt, smelt_dtype out_dt, const double *a);
+/* a transcendental operator computed by smelt's own math in compute dtype
+ * ct (f32 or f64), as kernels compute it; false for other operators */
+bool smelt__math_eval(smelt_op op, smelt_dtype ct, const double *a, double *y);
 
 /* ---- kernels ---------------------------------------------------------- */
 enum { SMELT_MODE_CONTIG = 0, SMELT_MODE_BCAST = 1, SMELT_MODE_STRIDED = 2 };
@@ -224,7 +227,6 @@ typedef struct smelt__kdesc {
     /* layout variant */
     int rank;                              /* merged rank; 1 and all CONTIG = flat */
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS]; /* inputs then outputs */
-    bool vec_math;                         /* declare vector math (backend's) */
     bool blocks;                           /* block form: calls to smelt_blk_* (backend's) */
     bool idx32; /* iteration space and every operand offset fit in 31 bits: device
                  * dialects index with 32-bit arithmetic (C kernels ignore it) */

@@ -124,7 +124,6 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
         }
     k->desc.rank = rank;
     k->desc.idx32 = idx32;
-    k->desc.vec_math = p->be->iface->vec_math;
     k->desc.blocks = p->be->iface->blocks;
     memcpy(k->desc.mode, mode, (size_t)n);
     smelt__sb err;

@@ -8,6 +8,16 @@
 
 static double ref_sign(double a) { return a > 0 ? 1.0 : (a < 0 ? -1.0 : (a == 0 ? 0.0 : a)); }
 static double ref_softplus(double a) { return fmax(a, 0.0) + log1p(exp(-fabs(a))); }
+/* the composites in forms without cancellation or overflow in their tails;
+ * at -inf silu, gelu and gelu_tanh give their limit, -0 */
+static double ref_sigmoid(double a) { return a < -40.0 ? exp(a) : 1.0 / (1.0 + exp(-a)); }
+static double ref_silu(double a) { return a < -800.0 ? -0.0 : a < -40.0 ? a * exp(a) : a / (1.0 + exp(-a)); }
+static double ref_gelu(double a) { return a < -60.0 ? -0.0 : 0.5 * a * erfc(-a * 0.70710678118654752440); }
+static double ref_gelu_tanh(double a)
+{
+    double z2 = 1.5957691216057307 * (a + 0.044715 * a * a * a); /* 2 sqrt(2/pi) (...) */
+    return a < -60.0 ? -0.0 : a < -10.0 ? a * exp(z2) : a / (1.0 + exp(-z2));
+}
 static double ref_maximum(double a, double b) { return (a > b || isnan(a)) ? a : b; }
 static double ref_minimum(double a, double b) { return (a < b || isnan(a)) ? a : b; }
 

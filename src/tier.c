@@ -70,7 +70,6 @@ static void *worker(void *arg)
         smelt__kernel *k = NULL;
         bool compiled;
         double ms;
-        j->desc.vec_math = p->up_be->iface->vec_math;
         j->desc.blocks = p->up_be->iface->blocks;
         int st = smelt__kcache_get(bg->ctx, p->up_be, &j->desc, &k, &compiled, &ms, &err);
         pthread_mutex_lock(&p->up_mu);

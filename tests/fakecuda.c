@@ -189,6 +189,7 @@ EXPORT int nvrtcDestroyProgram(prog **p)
 
 static const char *const emu_prelude =
     "#define __global__\n#define __device__\n#define __forceinline__ inline\n"
+    "#define __noinline__ __attribute__((noinline))\n"
     "#define __restrict__ __restrict\n"
     "struct smelt_emu_dim3 { unsigned x, y, z; };\n"
     "static smelt_emu_dim3 blockIdx, threadIdx, blockDim, gridDim;\n"
@@ -196,13 +197,11 @@ static const char *const emu_prelude =
     "static inline double __longlong_as_double(long long u) { double f; __builtin_memcpy(&f, &u, 8); return f; }\n"
     "static inline unsigned __float_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }\n"
     "static inline long long __double_as_longlong(double f) { long long u; __builtin_memcpy(&u, &f, 8); return u; }\n";
-static const char *const mathfns[][2] = {
-    {"fabs", "1"}, {"sqrt", "1"}, {"exp", "1"}, {"exp2", "1"}, {"expm1", "1"}, {"log", "1"},
-    {"log2", "1"}, {"log10", "1"}, {"log1p", "1"}, {"sin", "1"}, {"cos", "1"}, {"tan", "1"},
-    {"asin", "1"}, {"acos", "1"}, {"atan", "1"}, {"sinh", "1"}, {"cosh", "1"}, {"tanh", "1"},
-    {"asinh", "1"}, {"acosh", "1"}, {"atanh", "1"}, {"erf", "1"}, {"erfc", "1"}, {"floor", "1"},
-    {"ceil", "1"}, {"rint", "1"}, {"trunc", "1"}, {"pow", "2"}, {"atan2", "2"}, {"fmod", "2"},
-    {"copysign", "2"}, {"fmax", "2"}, {"fmin", "2"}, {"fma", "3"}};
+static const char *const mathfns[][2] = { /* the libm functions kernels may call */
+#define SMELT_MATHFN(fn, n) {#fn, #n},
+#include "../src/mathfns.def"
+#undef SMELT_MATHFN
+};
 static const char *const emu_launcher =
     "\nstatic void smelt_emu_call(void (*f)(smelt_args), void *arg) { f(*(const smelt_args *)arg); }\n"
     "static void smelt_emu_call(void (*f)(const smelt_args *), void *arg)\n"
@@ -235,7 +234,7 @@ EXPORT int nvrtcCompileProgram(prog *p, int nopt, const char *const *opts)
     fputs(p->src, f);
     fprintf(f, emu_launcher, p->name);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -shared -fPIC -O1 -w -o %s %s > %s 2>&1", so, cpp, logf);
+    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -shared -fPIC -O1 -ffp-contract=off -w -o %s %s > %s 2>&1", so, cpp, logf);
     int rc = system(cmd);
     unlink(cpp);
     if ((f = fopen(logf, "r"))) {

@@ -176,7 +176,7 @@ Test(tier, hot_loop_vectorises)
     closedir(d);
     cr_assert(src[0], "no kernel source was dumped");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cc %s -fopt-info-vec-optimized -o /dev/null '%s' -lmvec -lm 2>&1",
+    snprintf(cmd, sizeof cmd, "cc %s -march=native -fopt-info-vec-optimized -o /dev/null '%s' -lm 2>&1",
              smelt__cc_flags(), src);
     FILE *f = popen(cmd, "r");
     char line[1024];

@@ -1,5 +1,6 @@
 /* Constant folding: an operator whose operands are all constants becomes a
- * constant (computed with the reference semantics, rounded to its dtype).
+ * constant (computed with the reference semantics, rounded to its dtype;
+ * transcendental operators with smelt's own math, as kernels compute them).
  * Integers are folded only while exact in double (below 2^53); larger ones
  * are left to the kernel's exact integer arithmetic.  An output that folds
  * is written by the copy kernel smelt__prog_finalize gives it. */
@@ -27,7 +28,9 @@ int smelt__pass_fold(smelt__prog *p)
         if (!ok)
             continue;
         smelt_dtype in_dt = p->v[in->in[in->op == SMELT_OP_WHERE ? 1 : 0]].dtype;
-        double y0 = smelt__eval_scalar(in->op, in_dt, in->dtype, a);
+        double y0;
+        if (!smelt__math_eval(in->op, smelt__compute_dtype(in->dtype), a, &y0))
+            y0 = smelt__eval_scalar(in->op, in_dt, in->dtype, a);
         if (!smelt__is_float(in->dtype) && !(fabs(y0) < exact))
             continue; /* the kernel's integer arithmetic is exact (and wraps) */
         double y = smelt__dtype_round_result(in->dtype, y0); /* f16/bf16: through f32 */
