@@ -44,6 +44,8 @@
 
 #include <criterion/parameterized.h>
 
+#include "numpy-answers.h"
+
 #define NRAND 1024
 #define I52 4503599627370496LL /* 2^52: the reference reads i64 through double */
 
@@ -636,6 +638,29 @@ Test(ops, float_to_int_rules)
     smelt_plan_free(p);
     smelt_tensor_free(in);
     smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- NumPy 2's answers, bit for bit (tests/numpy-answers.h), on TCC and CC ---------- */
+ParameterizedTestParameters(numpy, answers)
+{
+    static int backends[] = {0, 1};
+    return cr_make_param_array(int, backends, 2);
+}
+
+ParameterizedTest(int *b, numpy, answers)
+{
+    const char *backend = backend_names[*b];
+    smelt_ctx *ctx = t_ctx_raw();
+    if (smelt_backend_check(ctx, backend) != SMELT_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", smelt_errmsg(ctx));
+        smelt_ctx_free(ctx);
+        cr_skip_test("backend %s: %s", backend, why);
+    }
+    T_OK(ctx, smelt_ctx_set_backend(ctx, backend));
+    for (int i = 0; i < NELEMS(np_cases); i++)
+        t_check_np_case(ctx, backend, &np_cases[i]);
     smelt_ctx_free(ctx);
 }
 
