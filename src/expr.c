@@ -20,9 +20,11 @@
  *
  * Functions are the elementwise (and opaque: barrier) operators of
  * src/ops.def under their own names, plus the NumPy spellings of the alias
- * table below (the only other list of names), plus the dtype names as casts
- * (float32(x), i64(x), ...).  & | ^ ~ are logical on bool operands and
- * bitwise otherwise; number literals are weak scalars (NEP 50).
+ * table below (the only other list of names, beside numexpr's functions
+ * that smelt refuses with a reason), plus the dtype names as casts
+ * (float32(x), i64(x), ...).  & | ^ ~ are logical on bool operands (the
+ * builder's doing) and bitwise otherwise; number literals are weak scalars
+ * (NEP 50), function results strong (NumPy scalars).
  *
  * The expression is parsed twice: a check pass that builds nothing (so a
  * syntax error leaves the graph untouched), then a build pass.  Recursion is
@@ -59,6 +61,15 @@ static const struct {
     {"invert", "bitwise_not"},    {"bitwise_invert", "bitwise_not"},
     {"bitwise_left_shift", "left_shift"},
     {"bitwise_right_shift", "right_shift"},
+};
+
+/* numexpr's functions that smelt does not have, and why. */
+static const struct {
+    const char *name, *why;
+} unsupported[] = {
+    {"real", "smelt has no complex dtypes"},    {"imag", "smelt has no complex dtypes"},
+    {"complex", "smelt has no complex dtypes"}, {"contains", "smelt has no string dtypes"},
+    {"sum", "it is a reduction"},               {"prod", "it is a reduction"},
 };
 
 /* For tests: the alias table, one entry per call (NULL past the end). */
@@ -469,6 +480,10 @@ static val call(P *p, size_t npos, size_t nlen)
         op = -1;
     if (op < 0 && nlen < 40)
         cast_dt = smelt_dtype_from_name(fname);
+    for (size_t i = 0; op < 0 && cast_dt < 0 && i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (!strcmp(fname, unsupported[i].name))
+            return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu is not supported: %s", fname,
+                        npos + 1, unsupported[i].why);
     if (op < 0 && cast_dt < 0)
         return fail(p, npos, SMELT_ERR_PARSE, "unknown function '%s' at column %zu", fname, npos + 1);
     int arity = op >= 0 ? smelt__ops[op].arity : 1;

@@ -477,6 +477,8 @@ Test(expr_errors, names_and_arguments)
     expect_error("foo(a)", SMELT_ERR_PARSE, "unknown function 'foo' at column 1", 1);
     expect_error("2 * input(a)", SMELT_ERR_PARSE, "unknown function 'input' at column 5", 5);
     expect_error("cast(a)", SMELT_ERR_PARSE, "unknown function 'cast' at column 1", 1);
+    expect_error("real(a)", SMELT_ERR_PARSE, "real() at column 1 is not supported: smelt has no complex dtypes", 1);
+    expect_error("1 + sum(a)", SMELT_ERR_PARSE, "sum() at column 5 is not supported: it is a reduction", 5);
     expect_error("sin(a, a)", SMELT_ERR_PARSE, "sin() takes 1 argument, got 2 at column 1", 1);
     expect_error("1 + where(a, a)", SMELT_ERR_PARSE, "where() takes 3 arguments, got 2 at column 5", 5);
     expect_error("arctan2(a)", SMELT_ERR_PARSE, "arctan2() takes 2 arguments, got 1 at column 1", 1);
