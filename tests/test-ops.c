@@ -431,6 +431,20 @@ static const char *const backend_names[] = {"TCC", "CC"};
 
 static backend_case backend_cases[2 * SMELT_DTYPE_COUNT];
 
+/* A context on backend, or the test skipped where this machine lacks it. */
+static smelt_ctx *backend_ctx(const char *backend)
+{
+    smelt_ctx *ctx = t_ctx_raw();
+    if (smelt_backend_check(ctx, backend) != SMELT_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", smelt_errmsg(ctx));
+        smelt_ctx_free(ctx);
+        cr_skip_test("backend %s: %s", backend, why);
+    }
+    T_OK(ctx, smelt_ctx_set_backend(ctx, backend));
+    return ctx;
+}
+
 ParameterizedTestParameters(ops, fused_on_each_backend)
 {
     /* TCC: every dtype; CC (seconds of gcc -O3 per dtype): f32, i32 and f16 */
@@ -475,14 +489,7 @@ ParameterizedTest(backend_case *bc, ops, fused_on_each_backend)
     setenv("SMELT_CACHE", "0", 1);
     smelt_dtype dt = (smelt_dtype)bc->dtype;
     const char *backend = backend_names[bc->backend];
-    smelt_ctx *ctx = t_ctx_raw();
-    if (smelt_backend_check(ctx, backend) != SMELT_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", smelt_errmsg(ctx));
-        smelt_ctx_free(ctx);
-        cr_skip_test("backend %s: %s", backend, why);
-    }
-    T_OK(ctx, smelt_ctx_set_backend(ctx, backend));
+    smelt_ctx *ctx = backend_ctx(backend);
     trng r;
     trng_init(&r, (uint64_t)bc->dtype);
     smelt_graph *g = t_graph(ctx);
@@ -651,14 +658,7 @@ ParameterizedTestParameters(numpy, answers)
 ParameterizedTest(int *b, numpy, answers)
 {
     const char *backend = backend_names[*b];
-    smelt_ctx *ctx = t_ctx_raw();
-    if (smelt_backend_check(ctx, backend) != SMELT_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", smelt_errmsg(ctx));
-        smelt_ctx_free(ctx);
-        cr_skip_test("backend %s: %s", backend, why);
-    }
-    T_OK(ctx, smelt_ctx_set_backend(ctx, backend));
+    smelt_ctx *ctx = backend_ctx(backend);
     for (int i = 0; i < NELEMS(np_cases); i++)
         t_check_np_case(ctx, backend, &np_cases[i]);
     smelt_ctx_free(ctx);
