@@ -85,9 +85,14 @@ static void t_check_np_case(smelt_ctx *ctx, const char *backend, const np_case *
             t_set(t[k], i, vals[k][i]);
     }
     smelt_node *y = smelt_expr(g, c->expr, names, in, 3);
-    cr_assert_not_null(y, "%s on %s: %s", c->expr, smelt_dtype_name(c->dt), smelt_graph_errmsg(g));
-    cr_assert_eq(smelt_node_dtype(y), c->out, "%s on %s gives %s, NumPy %s", c->expr,
-                 smelt_dtype_name(c->dt), smelt_dtype_name(smelt_node_dtype(y)), smelt_dtype_name(c->out));
+    cr_expect_not_null(y, "%s on %s: %s", c->expr, smelt_dtype_name(c->dt), smelt_graph_errmsg(g));
+    cr_expect(!y || smelt_node_dtype(y) == c->out, "%s on %s gives %s, NumPy %s", c->expr,
+              smelt_dtype_name(c->dt), smelt_dtype_name(smelt_node_dtype(y)), smelt_dtype_name(c->out));
+    if (!y || smelt_node_dtype(y) != c->out) { /* the next case */
+        t_free_all(t, 3);
+        smelt_graph_free(g);
+        return;
+    }
     smelt_tensor *got[3] = {0};
     t_reference(ctx, g, 1, &y, 3, t, &got[2]);
     for (int opt = 0; opt < 2; opt++) {
