@@ -140,6 +140,9 @@ static void expand(smelt__sb *b, const ectx *e, const char *t, smelt_dtype ct, c
         } else if (p[0] == '%' && p[1] == 'S') {
             smelt__sb_puts(b, smelt__dtypes[smelt__compute_dtype(ct)].name);
             p++;
+        } else if (p[0] == '%' && p[1] == 'H') {
+            smelt__sb_puts(b, ct == SMELT_F16 ? "1" : "0");
+            p++;
         } else if (p[0] == '@') {
             const char *q = p + 1;
             while (*q && *q != '(')

@@ -99,7 +99,9 @@ HALF = ("f16", "bf16")
 FLOATS = ("f32", "f64") + HALF
 
 
-def expand(t, ct, args):
+def expand(t, ct, args, f16=False):
+    """t with %0 %1 %2 %T %U %S %H and @fn( filled in for compute dtype ct;
+    f16: the f32 code of an f16 operator (%H is 1)."""
     out, k = "", 0
     while k < len(t):
         c = t[k]
@@ -114,6 +116,9 @@ def expand(t, ct, args):
             k += 2
         elif c == "%" and t[k + 1] == "S":
             out += ct
+            k += 2
+        elif c == "%" and t[k + 1] == "H":
+            out += "1" if f16 else "0"
             k += 2
         elif c == "@":
             e = t.index("(", k)
@@ -243,7 +248,12 @@ def blocks(out, prelude, mathlib, ops_def):
             tout = "uint8_t" if rule == "CMP" else CTYPE[ct]
             fn = "smelt_blk_%s_%s" % (name, ct)
             if ct in HALF:  # the f32 primitive (made above), on converted blocks
-                body.append(half_wrapper(fn, sig, ct, arity, rule, "smelt_blk_%s_f32" % name))
+                inner = "smelt_blk_%s_f32" % name
+                if ct == "f16" and "%H" in t:  # an f32 primitive of its own
+                    inner = "smelt_blk_%s_f16_in_f32" % name
+                    body.append(primitive(inner, sig, "float", ["float"] * arity,
+                                          expand(t, "f32", ["A%d[i]" % k for k in range(arity)], True)))
+                body.append(half_wrapper(fn, sig, ct, arity, rule, inner))
                 fns.append(fn)
                 continue
             e = expand(t, ct, ["A%d[i]" % k for k in range(arity)])

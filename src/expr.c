@@ -20,9 +20,11 @@
  *
  * Functions are the elementwise (and opaque: barrier) operators of
  * src/ops.def under their own names, plus the NumPy spellings of the alias
- * table below (the only other list of names), plus the dtype names as casts
- * (float32(x), i64(x), ...).  & | ^ ~ are logical on bool operands and
- * bitwise otherwise; number literals are weak scalars (NEP 50).
+ * table below (the only other list of names, beside numexpr's functions
+ * that smelt refuses with a reason), plus the dtype names as casts
+ * (float32(x), i64(x), ...).  & | ^ ~ are logical on bool operands (the
+ * builder's doing) and bitwise otherwise; number literals are weak scalars
+ * (NEP 50), function results strong (NumPy scalars).
  *
  * The expression is parsed twice: a check pass that builds nothing (so a
  * syntax error leaves the graph untouched), then a build pass.  Recursion is
@@ -53,11 +55,21 @@ static const struct {
     {"arctanh", "atanh"},         {"equal", "eq"},
     {"not_equal", "ne"},          {"less", "lt"},
     {"less_equal", "le"},         {"greater", "gt"},
-    {"greater_equal", "ge"},      {"rint", "round"},
-    {"around", "round"},          {"clip", "clamp"},
+    {"greater_equal", "ge"},      {"around", "round"},
+    {"clip", "clamp"},            {"conj", "copy"},
+    {"conjugate", "copy"},
     {"invert", "bitwise_not"},    {"bitwise_invert", "bitwise_not"},
     {"bitwise_left_shift", "left_shift"},
     {"bitwise_right_shift", "right_shift"},
+};
+
+/* numexpr's functions that smelt does not have, and why. */
+static const struct {
+    const char *name, *why;
+} unsupported[] = {
+    {"real", "smelt has no complex dtypes"},    {"imag", "smelt has no complex dtypes"},
+    {"complex", "smelt has no complex dtypes"}, {"contains", "smelt has no string dtypes"},
+    {"sum", "it is a reduction"},               {"prod", "it is a reduction"},
 };
 
 /* For tests: the alias table, one entry per call (NULL past the end). */
@@ -109,6 +121,7 @@ typedef struct tok {
     size_t pos, len;
     int64_t ival;
     double fval;
+    bool big; /* 2^63 (ival INT64_MIN): only as the operand of a unary minus */
 } tok;
 
 /* A parsed value: a node (a placeholder in the check pass); lit marks a
@@ -128,6 +141,7 @@ typedef struct P {
     smelt_node *const *nodes;
     int n;
     int depth;
+    size_t neg_at; /* 1 + the position of the operand of the last unary minus */
     int status;
     smelt__sb msg;
     size_t errpos;
@@ -178,6 +192,52 @@ static val unexpected(P *p, const char *extra)
                 extra ? extra : "");
 }
 
+static int digit_value(int c)
+{
+    c |= 0x20; /* lower case; digits keep their value */
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'z' ? c - 'a' + 10 : 99;
+}
+
+/* Digits of base from i to the returned end.  Underscores as in Python:
+ * one between two digits, or right after a base prefix (0x_ff). */
+static size_t scan_digits(P *p, size_t i, int base, bool prefixed)
+{
+    const char *s = p->s;
+    for (size_t start = i; i < p->len; i++) {
+        if (s[i] != '_') {
+            if (digit_value(s[i]) >= base)
+                break;
+            continue;
+        }
+        bool after = i > start ? s[i - 1] != '_' : prefixed;
+        if (!after || i + 1 >= p->len || digit_value(s[i + 1]) >= base) {
+            fail(p, i, SMELT_ERR_PARSE, "unexpected '_' at column %zu (invalid number literal)", i + 1);
+            return i;
+        }
+    }
+    return i;
+}
+
+/* The value of an integer literal's digits (underscores skipped): up to
+ * 2^63, which only a unary minus makes fit (t->big). */
+static void int_value(P *p, tok *t, size_t from, size_t to, int base)
+{
+    uint64_t v = 0, lim = (uint64_t)INT64_MAX + 1;
+    for (size_t k = from; k < to; k++) {
+        if (p->s[k] == '_')
+            continue;
+        uint64_t d = (uint64_t)digit_value(p->s[k]);
+        if (v > (lim - d) / (uint64_t)base) {
+            fail(p, t->pos, SMELT_ERR_PARSE, "integer literal %.*s at column %zu does not fit in int64",
+                 (int)SMELT_MIN(to - t->pos, 40), p->s + t->pos, t->pos + 1);
+            return;
+        }
+        v = v * (uint64_t)base + d;
+    }
+    t->ival = (int64_t)v; /* 2^63 wraps to INT64_MIN */
+    t->big = v == lim;
+}
+
 static void lex_number(P *p)
 {
     const char *s = p->s;
@@ -185,30 +245,18 @@ static void lex_number(P *p)
     tok *t = &p->t;
     t->kind = T_INT;
     t->pos = start;
-    int base = 0;
+    int base = 10;
     if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'x')
         base = 16;
     else if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'o')
         base = 8;
     else if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'b')
         base = 2;
-    if (base) {
-        i += 2;
-        uint64_t v = 0;
-        size_t d0 = i;
-        for (; i < p->len; i++) {
-            int c = s[i], d = is_digit(c) ? c - '0' : ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') ? (c | 0x20) - 'a' + 10 : 99;
-            if (d >= base)
-                break;
-            if (v > (uint64_t)INT64_MAX / (uint64_t)base ||
-                v * (uint64_t)base > (uint64_t)INT64_MAX - (uint64_t)d) {
-                t->len = i - start;
-                fail(p, start, SMELT_ERR_PARSE, "integer literal at column %zu does not fit in int64",
-                     start + 1);
-                return;
-            }
-            v = v * (uint64_t)base + (uint64_t)d;
-        }
+    if (base != 10) {
+        size_t d0 = i + 2;
+        i = scan_digits(p, d0, base, true);
+        if (p->status)
+            return;
         if (i == d0) {
             t->pos = i;
             t->len = i < p->len ? 1 : 0;
@@ -216,33 +264,32 @@ static void lex_number(P *p)
             unexpected(p, NULL);
             return;
         }
-        t->ival = (int64_t)v;
+        int_value(p, t, d0, i, base);
     } else {
         bool is_float = false;
-        while (i < p->len && is_digit(s[i]))
-            i++;
+        i = scan_digits(p, i, 10, false);
         if (i < p->len && s[i] == '.') {
             is_float = true;
-            i++;
-            while (i < p->len && is_digit(s[i]))
-                i++;
+            i = scan_digits(p, i + 1, 10, false);
         }
-        if (i < p->len && (s[i] | 0x20) == 'e') {
+        if (!p->status && i < p->len && (s[i] | 0x20) == 'e') {
             size_t e = i + 1;
             if (e < p->len && (s[e] == '+' || s[e] == '-'))
                 e++;
             if (e < p->len && is_digit(s[e])) {
                 is_float = true;
-                i = e;
-                while (i < p->len && is_digit(s[i]))
-                    i++;
+                i = scan_digits(p, e, 10, false);
             }
         }
+        if (p->status)
+            return;
         t->len = i - start;
         if (is_float) {
             smelt__sb b;
             smelt__sb_init(&b);
-            smelt__sb_putn(&b, s + start, t->len);
+            for (size_t k = start; k < i; k++)
+                if (s[k] != '_')
+                    smelt__sb_putn(&b, s + k, 1);
             char *end;
             t->kind = T_FLOAT;
             t->fval = b.oom ? 0 : smelt__strtod(b.s, &end);
@@ -250,20 +297,11 @@ static void lex_number(P *p)
                 fail(p, start, SMELT_ERR_NOMEM, "out of memory");
             smelt__sb_free(&b);
         } else {
-            uint64_t v = 0;
-            for (size_t k = start; k < i; k++) {
-                uint64_t d = (uint64_t)(s[k] - '0');
-                if (v > ((uint64_t)INT64_MAX - d) / 10) {
-                    fail(p, start, SMELT_ERR_PARSE,
-                         "integer literal %.*s at column %zu does not fit in int64",
-                         (int)SMELT_MIN(t->len, 40), s + start, start + 1);
-                    return;
-                }
-                v = v * 10 + d;
-            }
-            t->ival = (int64_t)v;
+            int_value(p, t, start, i, 10);
         }
     }
+    if (p->status)
+        return;
     t->len = i - start;
     p->pos = i;
     if (i < p->len && (is_alpha(s[i]) || is_digit(s[i]))) {
@@ -367,12 +405,6 @@ static val apply2(P *p, smelt_op op, val a, val b, size_t pos, const char *sym)
     return apply(p, op, 2, v, pos, sym);
 }
 
-/* & | ^ ~: logical on bool operands, bitwise otherwise. */
-static bool both_bool(P *p, val a, val b)
-{
-    return p->build && a.n->dtype == SMELT_BOOL && b.n->dtype == SMELT_BOOL;
-}
-
 static val literal(P *p, const tok *t)
 {
     if (!p->build)
@@ -448,6 +480,10 @@ static val call(P *p, size_t npos, size_t nlen)
         op = -1;
     if (op < 0 && nlen < 40)
         cast_dt = smelt_dtype_from_name(fname);
+    for (size_t i = 0; op < 0 && cast_dt < 0 && i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (!strcmp(fname, unsupported[i].name))
+            return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu is not supported: %s", fname,
+                        npos + 1, unsupported[i].why);
     if (op < 0 && cast_dt < 0)
         return fail(p, npos, SMELT_ERR_PARSE, "unknown function '%s' at column %zu", fname, npos + 1);
     int arity = op >= 0 ? smelt__ops[op].arity : 1;
@@ -473,8 +509,14 @@ static val call(P *p, size_t npos, size_t nlen)
     if (n != arity)
         return fail(p, npos, SMELT_ERR_PARSE, "%s() takes %d argument%s, got %d at column %zu", fname,
                     arity, arity == 1 ? "" : "s", n, npos + 1);
-    if (op >= 0)
-        return apply(p, (smelt_op)op, n, a, npos, NULL);
+    if (op >= 0) {
+        /* NumPy's functions return NumPy scalars, which are strongly typed:
+         * f32 * cos(3) is f64, where f32 * (3 + 5) is f32 */
+        val r = apply(p, (smelt_op)op, n, a, npos, NULL);
+        if (p->build && r.n)
+            r.n->weak = false;
+        return r;
+    }
     if (!p->build)
         return CHECKED;
     smelt_node *r = smelt_cast(p->g, a[0].n, (smelt_dtype)cast_dt);
@@ -486,6 +528,11 @@ static val primary(P *p)
     tok t = p->t;
     if (t.kind == T_INT || t.kind == T_FLOAT) {
         next(p);
+        if (t.big && (p->neg_at != t.pos + 1 || is_op(p, "**"))) /* Python's -2**63 is -(2**63) */
+            return fail(p, t.pos, SMELT_ERR_PARSE,
+                        "integer literal %.*s at column %zu does not fit in int64 (-%.*s does)",
+                        (int)SMELT_MIN(t.len, 40), p->s + t.pos, t.pos + 1, (int)SMELT_MIN(t.len, 40),
+                        p->s + t.pos);
         return literal(p, &t);
     }
     if (t.kind == T_NAME) {
@@ -543,6 +590,8 @@ static val factor(P *p)
         char c = p->s[p->t.pos];
         size_t pos = p->t.pos;
         next(p);
+        if (c == '-')
+            p->neg_at = p->t.pos + 1;
         val a = factor(p);
         if (!a.n || c == '+') {
             r = a;
@@ -557,9 +606,8 @@ static val factor(P *p)
             r = a;
         } else if (c == '-') {
             r = apply(p, SMELT_OP_NEG, 1, &a, pos, "-");
-        } else {
-            bool b = p->build && a.n->dtype == SMELT_BOOL;
-            r = apply(p, b ? SMELT_OP_LOGICAL_NOT : SMELT_OP_BITWISE_NOT, 1, &a, pos, "~");
+        } else { /* on bool, the builder makes it logical_not */
+            r = apply(p, SMELT_OP_BITWISE_NOT, 1, &a, pos, "~");
         }
     } else {
         r = power(p);
@@ -625,8 +673,9 @@ static val shift(P *p)
     return a;
 }
 
-/* One level of & ^ |: sub parses the operands. */
-static val bitwise(P *p, val (*sub)(P *), const char *sym, smelt_op logical, smelt_op bitop)
+/* One level of & ^ |: sub parses the operands (on bool operands the builder
+ * makes them logical_and, logical_xor, logical_or, as NumPy). */
+static val bitwise(P *p, val (*sub)(P *), const char *sym, smelt_op bitop)
 {
     val a = sub(p);
     while (a.n && is_op(p, sym)) {
@@ -635,14 +684,14 @@ static val bitwise(P *p, val (*sub)(P *), const char *sym, smelt_op logical, sme
         val b = sub(p);
         if (!b.n)
             return b;
-        a = apply2(p, both_bool(p, a, b) ? logical : bitop, a, b, pos, sym);
+        a = apply2(p, bitop, a, b, pos, sym);
     }
     return a;
 }
 
-static val band(P *p) { return bitwise(p, shift, "&", SMELT_OP_LOGICAL_AND, SMELT_OP_BITWISE_AND); }
-static val bxor(P *p) { return bitwise(p, band, "^", SMELT_OP_LOGICAL_XOR, SMELT_OP_BITWISE_XOR); }
-static val bor(P *p) { return bitwise(p, bxor, "|", SMELT_OP_LOGICAL_OR, SMELT_OP_BITWISE_OR); }
+static val band(P *p) { return bitwise(p, shift, "&", SMELT_OP_BITWISE_AND); }
+static val bxor(P *p) { return bitwise(p, band, "^", SMELT_OP_BITWISE_XOR); }
+static val bor(P *p) { return bitwise(p, bxor, "|", SMELT_OP_BITWISE_OR); }
 
 static val comparison(P *p)
 {
@@ -725,6 +774,7 @@ static val expr(P *p)
 static val parse(P *p)
 {
     p->pos = 0;
+    p->neg_at = 0;
     p->depth = 0;
     next(p);
     if (p->status)

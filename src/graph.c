@@ -181,6 +181,14 @@ static smelt_dtype promote_args(int n, smelt_node *const *a)
     return r;
 }
 
+/* Whether a is a weak integer scalar that dt (u8 or i32) cannot hold. */
+static bool weak_int_outside(const smelt_node *a, smelt_dtype dt)
+{
+    int64_t lo = dt == SMELT_U8 ? 0 : INT32_MIN, hi = dt == SMELT_U8 ? 255 : INT32_MAX;
+    return a->op == SMELT_OP_CONST && a->weak && !smelt__is_float(a->dtype) &&
+           (dt == SMELT_U8 || dt == SMELT_I32) && (a->ival < lo || a->ival > hi);
+}
+
 /* a converted to dt: a retyped weak constant, a cast node, or a itself. */
 static smelt_node *convert(smelt_graph *g, smelt_node *a, smelt_dtype dt)
 {
@@ -189,9 +197,7 @@ static smelt_node *convert(smelt_graph *g, smelt_node *a, smelt_dtype dt)
     if (a->op == SMELT_OP_CONST && a->weak) {
         /* NumPy 2: a Python int that the array's integer dtype cannot hold
          * is an error (u8 + 300), not a silent wrap */
-        int64_t lo = dt == SMELT_U8 ? 0 : INT32_MIN, hi = dt == SMELT_U8 ? 255 : INT32_MAX;
-        if (!smelt__is_float(a->dtype) && (dt == SMELT_U8 || dt == SMELT_I32) &&
-            (a->ival < lo || a->ival > hi))
+        if (weak_int_outside(a, dt))
             return fail(g, SMELT_ERR_DTYPE, "the scalar %lld does not fit in %s", (long long)a->ival,
                         smelt__dtypes[dt].name);
         return make_const(g, smelt__is_float(a->dtype) ? a->fval : (double)a->ival, dt, false);
@@ -231,16 +237,37 @@ smelt_node *smelt_op_apply(smelt_graph *g, smelt_op op, int n, smelt_node *const
     if (!args || !check_operands(g, oi->name, n, args))
         return args ? NULL : fail(g, SMELT_ERR_INVALID_ARG, "%s: operands are NULL", oi->name);
 
+    /* NumPy's bitwise operators on bool are the logical ones */
+    smelt_dtype ct = promote_args(n, args);
+    static const smelt_op logical[][2] = {
+        {SMELT_OP_BITWISE_AND, SMELT_OP_LOGICAL_AND}, {SMELT_OP_BITWISE_OR, SMELT_OP_LOGICAL_OR},
+        {SMELT_OP_BITWISE_XOR, SMELT_OP_LOGICAL_XOR}, {SMELT_OP_BITWISE_NOT, SMELT_OP_LOGICAL_NOT}};
+    for (size_t i = 0; i < sizeof logical / sizeof logical[0] && ct == SMELT_BOOL; i++)
+        if (op == logical[i][0])
+            return smelt_op_apply(g, logical[i][1], n, args);
+
     /* dtype */
-    smelt_dtype ct;
     if (oi->rule == SMELT_RULE_WHERE)
         ct = promote_args(2, args + 1);
-    else
-        ct = promote_args(n, args);
+    /* NumPy 2 compares an integer array with a Python int exactly, also one
+     * its dtype cannot hold (u8 < 300 is true): in i64, which holds both */
+    for (int i = 0; oi->rule == SMELT_RULE_CMP && i < n; i++)
+        if (weak_int_outside(args[i], ct))
+            ct = SMELT_I64;
+    if (op == SMELT_OP_ROUND && ct == SMELT_BOOL)
+        ct = SMELT_F16; /* as NumPy's round of bool */
     if (oi->rule == SMELT_RULE_FLOAT && !smelt__is_float(ct))
         ct = (ct == SMELT_U8 || ct == SMELT_BOOL) ? SMELT_F16 : SMELT_F64; /* as NumPy */
     if (oi->rule == SMELT_RULE_TRUEDIV && !smelt__is_float(ct))
         ct = SMELT_F64; /* NumPy's true_divide: every integer and bool pair */
+    static const smelt_op int8_of_bool[] = {SMELT_OP_FLOOR_DIV, SMELT_OP_MOD, SMELT_OP_POW,
+                                            SMELT_OP_SQUARE, SMELT_OP_RECIPROCAL, SMELT_OP_FMOD,
+                                            SMELT_OP_LEFT_SHIFT, SMELT_OP_RIGHT_SHIFT};
+    for (size_t i = 0; i < sizeof int8_of_bool / sizeof int8_of_bool[0] && ct == SMELT_BOOL; i++)
+        if (op == int8_of_bool[i])
+            return fail(g, SMELT_ERR_DTYPE,
+                        "%s does not support dtype bool (NumPy computes it in int8, which smelt "
+                        "does not have; cast to an integer dtype first, e.g. int32(x))", oi->name);
     if (!(oi->dtypes & smelt__dtypes[ct].kind))
         return fail(g, SMELT_ERR_DTYPE, "%s does not support dtype %s", oi->name,
                     smelt__dtypes[ct].name);

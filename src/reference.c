@@ -18,8 +18,22 @@ static double ref_gelu_tanh(double a)
     double z2 = 1.5957691216057307 * (a + 0.044715 * a * a * a); /* 2 sqrt(2/pi) (...) */
     return a < -60.0 ? -0.0 : a < -10.0 ? a * exp(z2) : a / (1.0 + exp(-z2));
 }
-static double ref_maximum(double a, double b) { return (a > b || isnan(a)) ? a : b; }
-static double ref_minimum(double a, double b) { return (a < b || isnan(a)) ? a : b; }
+/* NaN propagates; equal operands (0.0 and -0.0) give the second, or the
+ * first where NumPy's float16 loop does (tie_first) */
+static double ref_maximum(double a, double b, bool tie_first)
+{
+    return (a > b || isnan(a) || (tie_first && a == b)) ? a : b;
+}
+static double ref_minimum(double a, double b, bool tie_first)
+{
+    return (a < b || isnan(a) || (tie_first && a == b)) ? a : b;
+}
+
+/* C's fmod (the sign of the dividend); integer division by zero gives 0 */
+static double ref_fmod(double a, double b, bool isint)
+{
+    return isint && b == 0 ? 0 : fmod(a, b);
+}
 
 /* NumPy's floor_divide / remainder (npy_divmod for floats; integer division
  * by zero gives 0). */
@@ -72,16 +86,17 @@ static double ref_pow(double a, double b, bool isint)
 
 /* float -> integer conversion as the kernels do it: truncation; NaN and
  * out-of-range values give the most negative value (x86 behaviour, as in
- * NumPy on x86); u8 goes through i64 and wraps. */
+ * NumPy on x86); u8 goes through i32 and keeps the low 8 bits (as NumPy on
+ * x86: values beyond i32's range give 0). */
 static double to_int(smelt_dtype dt, double v, smelt_dtype from)
 {
     if (smelt__is_float(from)) {
         if (dt == SMELT_I32)
             return (v > -2147483649.0 && v < 2147483648.0) ? trunc(v) : -2147483648.0;
+        if (dt == SMELT_U8)
+            return smelt__dtype_round(SMELT_U8, to_int(SMELT_I32, v, from));
         bool in64 = v >= -9223372036854775808.0 && v < 9223372036854775808.0;
-        if (dt == SMELT_I64)
-            return in64 ? trunc(v) : -9223372036854775808.0;
-        return in64 ? smelt__dtype_round(SMELT_U8, trunc(v)) : 0;
+        return in64 ? trunc(v) : -9223372036854775808.0;
     }
     return smelt__dtype_round(dt, v);
 }

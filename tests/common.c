@@ -41,8 +41,24 @@ static char kind_letter(smelt_dtype dt)
     }
 }
 
+smelt_op t_builder_op(smelt_op op, smelt_dtype dt)
+{
+    if (dt != SMELT_BOOL)
+        return op;
+    switch (op) { /* NumPy's bitwise operators on bool are the logical ones */
+    case SMELT_OP_BITWISE_AND: return SMELT_OP_LOGICAL_AND;
+    case SMELT_OP_BITWISE_OR: return SMELT_OP_LOGICAL_OR;
+    case SMELT_OP_BITWISE_XOR: return SMELT_OP_LOGICAL_XOR;
+    case SMELT_OP_BITWISE_NOT: return SMELT_OP_LOGICAL_NOT;
+    default: return op;
+    }
+}
+
 smelt_dtype t_compute_dtype(smelt_op op, smelt_dtype dt)
 {
+    op = t_builder_op(op, dt);
+    if (op == SMELT_OP_ROUND && dt == SMELT_BOOL)
+        return SMELT_F16; /* NumPy's round of bool */
     if (!strcmp(test_ops[op].rule, "FLOAT") && !t_is_float(dt))
         return (dt == SMELT_U8 || dt == SMELT_BOOL) ? SMELT_F16 : SMELT_F64; /* as NumPy */
     if (!strcmp(test_ops[op].rule, "TRUEDIV") && !t_is_float(dt))
@@ -52,12 +68,12 @@ smelt_dtype t_compute_dtype(smelt_op op, smelt_dtype dt)
 
 bool t_op_supports(smelt_op op, smelt_dtype dt)
 {
-    return strchr(test_ops[op].dtypes, kind_letter(t_compute_dtype(op, dt))) != NULL;
+    return strchr(test_ops[t_builder_op(op, dt)].dtypes, kind_letter(t_compute_dtype(op, dt))) != NULL;
 }
 
 smelt_dtype t_result_dtype(smelt_op op, smelt_dtype dt)
 {
-    if (!strcmp(test_ops[op].rule, "CMP"))
+    if (!strcmp(test_ops[t_builder_op(op, dt)].rule, "CMP"))
         return SMELT_BOOL;
     return t_compute_dtype(op, dt);
 }

@@ -54,8 +54,10 @@ typedef struct test_op {
 } test_op;
 extern const test_op test_ops[SMELT_OP_COUNT];
 
-/* The compute dtype an operator applied to operands of dtype dt uses, whether
- * the table says it supports it, and the result dtype. */
+/* The operator the builder makes of op on operands of dtype dt (bitwise
+ * ones on bool are logical), the compute dtype it uses, whether the table
+ * says it supports it, and the result dtype. */
+smelt_op t_builder_op(smelt_op op, smelt_dtype dt);
 smelt_dtype t_compute_dtype(smelt_op op, smelt_dtype dt);
 bool t_op_supports(smelt_op op, smelt_dtype dt);
 smelt_dtype t_result_dtype(smelt_op op, smelt_dtype dt);

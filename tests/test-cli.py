@@ -170,6 +170,57 @@ cases = [
 for expr, names in cases:
     eval_case(expr, names)
 
+# NumPy's semantics on special values, bit for bit (the sign of zero too), on
+# the TCC and CC tiers: what NumPy 1.24 (this machine's) and NumPy 2 agree on
+# (tests/numpy-answers.h holds NumPy 2's answers where they differ)
+SPECIAL = [0.0, -0.0, 1.0, np.nan, -0.0, 2.0, np.inf, -np.inf, 0.5, -7.5]
+SPECIAL2 = [-0.0, 0.0, np.nan, 1.0, -0.0, -3.0, np.inf, 1.0, 0.0, 2.0]
+BIG = [2.0**31, 2**31 + 5, 2.0**40 + 3, 2.0**62, -1.0, -3.7, 255.9, 256.5, np.nan, 2**31 - 1.0, -2.0**31 - 1, 1e300]
+sdata = {
+    "hz": np.array(SPECIAL, np.float16), "hy": np.array(SPECIAL2, np.float16),
+    "dz": np.array(SPECIAL, np.float64), "dy": np.array(SPECIAL2, np.float64),
+    "big": np.array(BIG, np.float64), "p": np.array([True, True, False, False]), "q": np.array([True, False, True, False]),
+    "iz": np.array([7, -7, 7, -7, 5, -2**31, 0, 2**31 - 1], np.int32), "iy": np.array([3, 3, -3, 0, -1, -1, 5, 2], np.int32),
+    "uz": np.array([0, 1, 2, 255], np.uint8),
+}
+for n, v in sdata.items():
+    ARGS[n] = save(n + ".npy", v)
+SNS = dict(NS, uint8=lambda x: np.asarray(x).astype(np.uint8), float32=lambda x: np.asarray(x).astype(np.float32),
+           bitwise_and=np.bitwise_and, bitwise_or=np.bitwise_or, bitwise_xor=np.bitwise_xor, invert=np.invert,
+           bitwise_not=np.bitwise_not, fmod=np.fmod, reciprocal=np.reciprocal, rint=np.rint, round=np.round,
+           copy=np.copy, conj=np.conj, ones_like=np.ones_like)
+semantics = [
+    ("maximum(hz, hy)", ["hz", "hy"]), ("minimum(hz, hy)", ["hz", "hy"]),
+    ("maximum(dz, dy)", ["dz", "dy"]), ("minimum(dy, dz)", ["dz", "dy"]),
+    ("uint8(big)", ["big"]), ("uint8(float32(big))", ["big"]), ("uint8(hz * 1000)", ["hz"]),
+    ("bitwise_and(p, q)", "pq"), ("bitwise_or(p, q)", "pq"), ("bitwise_xor(p, q)", "pq"),
+    ("invert(p)", "p"), ("bitwise_not(q)", "q"),
+    ("fmod(iz, iy)", ["iz", "iy"]), ("fmod(dz, dy)", ["dz", "dy"]), ("fmod(hz, hy)", ["hz", "hy"]),
+    ("reciprocal(iz)", ["iz"]), ("reciprocal(uz)", ["uz"]), ("rint(iz)", ["iz"]), ("round(p)", ["p"]),
+    ("rint(q)", ["q"]), ("copy(dz) + conj(dy)", ["dz", "dy"]), ("ones_like(uz)", ["uz"]), ("ones_like(hz)", ["hz"]),
+]
+for tier in ("TCC", "CC"):
+    for expr, names in semantics:
+        out = path("sem.npy")
+        if os.path.exists(out):
+            os.remove(out)
+        rc, so, se = smelt("eval", expr, *[ARGS[n] for n in names], "-o", out, env={"SMELT_JIT_BACKEND": tier})
+        what = "%s: %s" % (tier, expr)
+        check(rc == 0, "%s: exit %d: %s" % (what, rc, se))
+        if rc:
+            continue
+        with np.errstate(all="ignore"):
+            want = np.asarray(eval(expr, dict(SNS), {n: sdata[n] for n in names}))
+        got = np.load(out)
+        check(got.dtype == want.dtype and got.shape == want.shape, "%s: %s %s, NumPy %s %s" % (what, got.dtype, got.shape, want.dtype, want.shape))
+        if got.dtype != want.dtype or got.shape != want.shape:
+            continue
+        if got.dtype.kind == "f":
+            same = (np.isnan(got) & np.isnan(want)) | ((got == want) & (np.signbit(got) == np.signbit(want)))
+        else:
+            same = got == want
+        check(bool(np.all(same)), "%s: %s, NumPy %s" % (what, got.tolist(), want.tolist()))
+
 # opt levels and thread counts give the same results
 for lvl in ("0", "1", "2"):
     eval_case("where(a > 0, a*b, exp(c)) + 1 + 2*3", "abc", ("--opt-level", lvl))

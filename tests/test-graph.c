@@ -206,6 +206,8 @@ Test(builder, every_operator_accepts_exactly_its_dtypes)
             if (t_op_supports((smelt_op)op, (smelt_dtype)d)) {
                 cr_assert_not_null(r, "%s on %s: %s", test_ops[op].name,
                                    smelt_dtype_name((smelt_dtype)d), smelt_graph_errmsg(g));
+                cr_assert_eq(smelt_node_op(r), t_builder_op((smelt_op)op, (smelt_dtype)d), "%s on %s",
+                             test_ops[op].name, smelt_dtype_name((smelt_dtype)d));
                 cr_assert_eq(smelt_node_dtype(r), t_result_dtype((smelt_op)op, (smelt_dtype)d),
                              "%s on %s gives %s", test_ops[op].name, smelt_dtype_name((smelt_dtype)d),
                              smelt_dtype_name(smelt_node_dtype(r)));

@@ -44,6 +44,8 @@
 
 #include <criterion/parameterized.h>
 
+#include "numpy-answers.h"
+
 #define NRAND 1024
 #define I52 4503599627370496LL /* 2^52: the reference reads i64 through double */
 
@@ -429,6 +431,20 @@ static const char *const backend_names[] = {"TCC", "CC"};
 
 static backend_case backend_cases[2 * SMELT_DTYPE_COUNT];
 
+/* A context on backend, or the test skipped where this machine lacks it. */
+static smelt_ctx *backend_ctx(const char *backend)
+{
+    smelt_ctx *ctx = t_ctx_raw();
+    if (smelt_backend_check(ctx, backend) != SMELT_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", smelt_errmsg(ctx));
+        smelt_ctx_free(ctx);
+        cr_skip_test("backend %s: %s", backend, why);
+    }
+    T_OK(ctx, smelt_ctx_set_backend(ctx, backend));
+    return ctx;
+}
+
 ParameterizedTestParameters(ops, fused_on_each_backend)
 {
     /* TCC: every dtype; CC (seconds of gcc -O3 per dtype): f32, i32 and f16 */
@@ -473,14 +489,7 @@ ParameterizedTest(backend_case *bc, ops, fused_on_each_backend)
     setenv("SMELT_CACHE", "0", 1);
     smelt_dtype dt = (smelt_dtype)bc->dtype;
     const char *backend = backend_names[bc->backend];
-    smelt_ctx *ctx = t_ctx_raw();
-    if (smelt_backend_check(ctx, backend) != SMELT_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", smelt_errmsg(ctx));
-        smelt_ctx_free(ctx);
-        cr_skip_test("backend %s: %s", backend, why);
-    }
-    T_OK(ctx, smelt_ctx_set_backend(ctx, backend));
+    smelt_ctx *ctx = backend_ctx(backend);
     trng r;
     trng_init(&r, (uint64_t)bc->dtype);
     smelt_graph *g = t_graph(ctx);
@@ -636,6 +645,22 @@ Test(ops, float_to_int_rules)
     smelt_plan_free(p);
     smelt_tensor_free(in);
     smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- NumPy 2's answers, bit for bit (tests/numpy-answers.h), on TCC and CC ---------- */
+ParameterizedTestParameters(numpy, answers)
+{
+    static int backends[] = {0, 1};
+    return cr_make_param_array(int, backends, 2);
+}
+
+ParameterizedTest(int *b, numpy, answers)
+{
+    const char *backend = backend_names[*b];
+    smelt_ctx *ctx = backend_ctx(backend);
+    for (int i = 0; i < NELEMS(np_cases); i++)
+        t_check_np_case(ctx, backend, &np_cases[i]);
     smelt_ctx_free(ctx);
 }
 
