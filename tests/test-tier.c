@@ -286,6 +286,84 @@ Test(cache, warm_cache_needs_no_compiler)
     smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c2);
 }
 
+/* A kernel loaded from the persistent cache is a disk hit, not a compile;
+ * the description says where each kernel came from. */
+Test(cache, disk_hits_are_counted_apart_from_compiles)
+{
+    fresh_cache();
+    smelt_graph *g, *g2;
+    smelt_ctx *c1 = t_ctx();
+    smelt_plan *p = one_kernel(c1, &g, 4.5);
+    smelt_plan_stats s = t_stats(p);
+    cr_assert(s.compiles == 1 && s.disk_hits == 0 && s.cache_hits == 0, "cold: %d %d %d",
+              s.compiles, s.disk_hits, s.cache_hits);
+    cr_assert(t_contains(smelt_plan_describe(p), "[CC] (compiled)"), "%s", smelt_plan_describe(p));
+    smelt_plan *again = one_kernel(c1, &g2, 4.5); /* the same context: its memory */
+    s = t_stats(again);
+    cr_assert(s.compiles == 0 && s.disk_hits == 0 && s.cache_hits == 1, "memory: %d %d %d",
+              s.compiles, s.disk_hits, s.cache_hits);
+    cr_assert(t_contains(smelt_plan_describe(again), "[CC] (from memory)"), "%s",
+              smelt_plan_describe(again));
+    smelt_plan_free(again), smelt_graph_free(g2);
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c1);
+    smelt_ctx *c2 = t_ctx(); /* as a new process */
+    p = one_kernel(c2, &g, 4.5);
+    s = t_stats(p);
+    cr_assert(s.compiles == 0 && s.disk_hits == 1 && s.cache_hits == 0, "disk: %d %d %d",
+              s.compiles, s.disk_hits, s.cache_hits);
+    const char *d = smelt_plan_describe(p);
+    cr_assert(t_contains(d, "[CC] (from disk)") && t_contains(d, "0 compiled, 0 from memory, 1 from disk"),
+              "%s", d);
+    cr_assert_eq(compiler_calls(), 1);
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c2);
+}
+
+/* A size cap that is not a positive number is ignored with a warning: the
+ * default holds and the cache keeps its entries. */
+Test(cache, bad_size_cap_keeps_the_default_with_a_warning)
+{
+    static const char *const bad[] = {"abc", "0", "-1", "12MB"};
+    for (int i = 0; i < NELEMS(bad); i++) {
+        fresh_cache();
+        setenv("SMELT_CACHE_MAX_MB", bad[i], 1);
+        smelt_ctx *c = t_ctx();
+        smelt_graph *g;
+        for (int k = 0; k < 3; k++) {
+            smelt_plan *p = one_kernel(c, &g, 30.5 + k);
+            if (k == 2) {
+                const char *d = smelt_plan_describe(p);
+                cr_assert(t_contains(d, "warning: SMELT_CACHE_MAX_MB=") && t_contains(d, bad[i]) &&
+                              t_contains(d, "512 MiB"),
+                          "%s: %s", bad[i], d);
+            }
+            smelt_plan_free(p), smelt_graph_free(g);
+        }
+        char names[8][300];
+        cr_assert_eq(cache_entries(names, 8), 3, "SMELT_CACHE_MAX_MB=%s emptied the cache", bad[i]);
+        smelt_ctx_free(c);
+        unsetenv("SMELT_CACHE_MAX_MB");
+    }
+}
+
+/* SMELT_CACHE=false, no, off turn the cache off as 0 does. */
+Test(cache, off_words)
+{
+    static const char *const off[] = {"false", "no", "off", "OFF", "0"};
+    for (int i = 0; i < NELEMS(off); i++) {
+        fresh_cache();
+        setenv("SMELT_CACHE", off[i], 1);
+        smelt_graph *g;
+        smelt_ctx *c = t_ctx();
+        smelt_plan *p = one_kernel(c, &g, 40.5);
+        char names[8][300], buf[512];
+        cr_assert_eq(cache_entries(names, 8), 0, "SMELT_CACHE=%s wrote an entry", off[i]);
+        cr_assert_neq(smelt_cache_dir(c, buf, sizeof buf), SMELT_OK);
+        cr_assert(t_contains(smelt_errmsg(c), off[i]), "%s", smelt_errmsg(c));
+        smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
+    }
+    unsetenv("SMELT_CACHE");
+}
+
 Test(cache, corrupt_or_truncated_entries_are_rebuilt)
 {
     fresh_cache();
