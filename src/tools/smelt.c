@@ -1101,9 +1101,9 @@ static int cmd_explain(int argc, char **argv)
     printf("fusion                  %d operator%s in %d kernel%s%s\n", s.ops, plural(s.ops, ""),
            s.kernels, plural(s.kernels, ""),
            o.opt_level >= 3 ? "" : " (fusion is off below opt-level 3)");
-    printf("compilation             %d compiled, %d from the cache, %.3f ms (%s%s%s)\n", s.compiles,
-           s.cache_hits, s.compile_ms, s.backend, s.tier_backend ? ", then in the background: " : "",
-           s.tier_backend ? s.tier_backend : "");
+    printf("compilation             %d compiled, %d from memory, %d from disk, %.3f ms (%s%s%s)\n",
+           s.compiles, s.cache_hits, s.disk_hits, s.compile_ms, s.backend,
+           s.tier_backend ? ", then in the background: " : "", s.tier_backend ? s.tier_backend : "");
     for (int i = 0; !o.no_source && i < smelt_plan_num_kernels(p); i++) {
         const char *src = smelt_plan_kernel_source(p, i), *name = smelt_plan_kernel_name(p, i);
         if (!src || !name) {
