@@ -114,6 +114,50 @@ Test(tier, cc_equals_tcc_bitwise_on_arithmetic)
     }
 }
 
+/* Streaming stores (SMELT_STREAM_STORES=1 forces them on every flat CC
+ * kernel) give the same bits as ordinary stores and TCC: several outputs
+ * of several dtypes, a size that is no multiple of the group, chunks over
+ * threads, and an output that starts off a cache line (a view at offset 3). */
+Test(tier, streaming_stores_give_the_same_results)
+{
+    fresh_cache();
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_U8};
+    for (int k = 0; k < NELEMS(dts); k++) {
+        trng r;
+        trng_init(&r, 100 + (uint64_t)k);
+        smelt_ctx *ctx = t_ctx();
+        smelt_ctx_set_threads(ctx, 2);
+        const int64_t n = 100003;
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, NULL, dts[k], SHP(n));
+        smelt_node *b = smelt_input(g, NULL, dts[k], SHP(n));
+        smelt_node *y[2] = {chain(g, a, b, a), smelt_mul(g, a, b)};
+        smelt_tensor *in[2] = {t_rand(ctx, &r, dts[k], SHP(n)), t_rand(ctx, &r, dts[k], SHP(n))};
+        smelt_plan *pt = plan_with(ctx, g, 2, y, "TCC"), *pc = plan_with(ctx, g, 2, y, "CC");
+        smelt_tensor *ot[2] = {0}, *os[2] = {0}, *big, *off[2];
+        t_run(pt, 2, in, 2, ot);
+        big = t_tensor(ctx, dts[k], SHP(n + 3));
+        T_OK(ctx, smelt_tensor_slice(big, 0, 3, n + 3, 1, &off[0]));
+        off[1] = t_tensor(ctx, dts[k], SHP(n));
+        setenv("SMELT_STREAM_STORES", "1", 1);
+        t_run(pc, 2, in, 2, os);
+        t_run(pc, 2, in, 2, off);
+        setenv("SMELT_STREAM_STORES", "0", 1);
+        for (int o = 0; o < 2; o++) {
+            cr_assert(t_bitwise_equal(ot[o], os[o]), "%s output %d: streamed CC differs from TCC at %lld",
+                      smelt_dtype_name(dts[k]), o, (long long)t_first_difference(ot[o], os[o]));
+            cr_assert(t_bitwise_equal(ot[o], off[o]), "%s output %d at offset 3 differs at %lld",
+                      smelt_dtype_name(dts[k]), o, (long long)t_first_difference(ot[o], off[o]));
+        }
+        unsetenv("SMELT_STREAM_STORES");
+        t_free_all(ot, 2), t_free_all(os, 2), t_free_all(off, 2), t_free_all(in, 2);
+        smelt_tensor_free(big);
+        smelt_plan_free(pt), smelt_plan_free(pc);
+        smelt_graph_free(g);
+        smelt_ctx_free(ctx);
+    }
+}
+
 /* libmvec's vector functions are within 4 ULP of glibc's scalar ones
  * (glibc's documented bound; docs/numerics.md). */
 Test(tier, vector_math_within_stated_ulp_bound)
