@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <smelt.h>
@@ -556,6 +557,7 @@ static void usage(void)
            "                   else TCC and CC.  NVRTC runs the GPU benchmark (--device cuda)\n"
            "  --peers          numpy and numexpr on the same workloads (GPU: PyTorch, CuPy, JAX)\n"
            "  --json           one JSON object per row\n"
+           "  --json-file F    also write the rows as JSON lines to F (the table still prints)\n"
            "  --n N            elements (default 16M; 64M on the GPU)   --runs R (default 9)\n"
            "  --threads T      worker threads (default: all cores)\n"
            "  --device cuda    the workloads on the GPU, backend NVRTC (docs/cuda.md)\n"
@@ -877,13 +879,17 @@ static void gpu_run_peers(gpu_row *rows, int nrows, int runs)
 }
 
 /* , "key": v  (null when v is not finite: JSON has no nan or inf) */
+static FILE *json_fp;      /* where jnum and the JSON writers print */
+static FILE *json_file;    /* --json-file: every row as JSON here too */
+
 static void jnum(const char *key, const char *fmt, double v)
 {
-    printf(", \"%s\": ", key);
+    FILE *f = json_fp;
+    fprintf(f, ", \"%s\": ", key);
     if (isfinite(v))
-        printf(fmt, v);
+        fprintf(f, fmt, v);
     else
-        printf("null");
+        fputs("null", f);
 }
 
 static void gpu_header(const char *dev, int json, int peers)
@@ -899,8 +905,10 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
 {
     double gbps = r->w->bytes_per_elem * (double)r->n / (r->fused_ms * 1e6);
     progress_clear();
-    if (json) {
-        printf("{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"NVRTC\", "
+    for (int pass = 0; pass < 2; pass++) {
+        if (!(json_fp = pass ? json_file : json ? stdout : NULL))
+            continue;
+        fprintf(json_fp, "{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"NVRTC\", "
                "\"device\": \"%s\"",
                r->w->name, (long long)r->n, dev);
         jnum("unfused_ms", "%.3f", r->unfused_ms);
@@ -909,18 +917,19 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
         jnum("fused_gbps", "%.1f", gbps);
         jnum("copy_gbps", "%.1f", r->copy_gbps);
         jnum("compile_ms", "%.3f", r->compile_ms);
-        printf(", \"compiles\": %d", r->compiles);
+        fprintf(json_fp, ", \"compiles\": %d", r->compiles);
         jnum("warm_compile_ms", "%.3f", r->warm_compile_ms);
-        printf(", \"warm_compiles\": %d, \"warm_compile\": \"%s\"", r->warm_compiles,
+        fprintf(json_fp, ", \"warm_compiles\": %d, \"warm_compile\": \"%s\"", r->warm_compiles,
                r->warm_compiles ? "cold NVRTC" : "persistent cache");
         jnum("cached_plan_ms", "%.3f", r->cached_plan_ms);
         jnum("first_call_ms", "%.3f", r->first_call_ms);
-        printf(", \"kernels_unfused\": %d, \"kernels_fused\": %d", r->k_unf, r->k_fus);
+        fprintf(json_fp, ", \"kernels_unfused\": %d, \"kernels_fused\": %d", r->k_unf, r->k_fus);
         jnum("max_rel_err", "%.3g", r->max_rel_err);
         for (int k = 0; peers && k < NPEER; k++)
             jnum(gpu_peer_keys[k], "%.3f", r->peer[k]);
-        printf("}\n");
-    } else {
+        fprintf(json_fp, "}\n");
+    }
+    if (!json) {
         printf("%-10s %9lld %10.3f %10.3f %7.2fx %9.1f %9.1f %10.3f %10.3f %9.3f %9.1f %8d "
                "%4d/%-4d %12.2e",
                r->w->name, (long long)r->n, r->unfused_ms, r->fused_ms, r->unfused_ms / r->fused_ms,
@@ -931,6 +940,8 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
         printf("\n");
     }
     fflush(stdout);
+    if (json_file)
+        fflush(json_file);
 }
 
 /* --device cuda: every workload (or one) on the GPU */
@@ -967,8 +978,10 @@ static void cpu_print(const row *r, int json, int peers)
 {
     double gbps = r->w->bytes_per_elem * (double)r->n / (r->fused_ms * 1e6);
     progress_clear();
-    if (json) {
-        printf("{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\", "
+    for (int pass = 0; pass < 2; pass++) {
+        if (!(json_fp = pass ? json_file : json ? stdout : NULL))
+            continue;
+        fprintf(json_fp, "{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\", "
                "\"threads\": %d",
                r->w->name, (long long)r->n, r->backend, r->threads);
         jnum("unfused_ms", "%.3f", r->unfused_ms);
@@ -980,17 +993,18 @@ static void cpu_print(const row *r, int json, int peers)
         jnum("nt_copy_gbps", "%.1f", r->nt_gbps);
         jnum("fraction_of_copy", "%.3f", gbps / r->copy_gbps);
         jnum("compile_ms", "%.3f", r->compile_ms);
-        printf(", \"compiles\": %d, \"kernels_unfused\": %d, \"kernels_fused\": %d", r->compiles,
+        fprintf(json_fp, ", \"compiles\": %d, \"kernels_unfused\": %d, \"kernels_fused\": %d", r->compiles,
                r->k_unf, r->k_fus);
         jnum("max_rel_err", "%.3g", r->max_rel_err);
-        printf(", \"tier\": \"%s\"", r->backend);
+        fprintf(json_fp, ", \"tier\": \"%s\"", r->backend);
         jnum("warm_first_call_ms", "%.3f", r->first_call_ms);
         if (peers) {
             jnum("numpy_ms", "%.3f", r->numpy_ms);
             jnum("numexpr_ms", "%.3f", r->numexpr_ms);
         }
-        printf("}\n");
-    } else {
+        fprintf(json_fp, "}\n");
+    }
+    if (!json) {
         printf("%-10s %9lld %7s %10.2f %10.2f %7.2fx %9.1f %9.1f %5.0f%% %10.3f %9.3f %8d %4d/%-4d "
                "%12.2e",
                r->w->name, (long long)r->n, r->backend, r->unfused_ms, r->fused_ms,
@@ -1002,6 +1016,8 @@ static void cpu_print(const row *r, int json, int peers)
         printf("\n");
     }
     fflush(stdout);
+    if (json_file)
+        fflush(json_file);
 }
 
 /* The backends to time: --backend, else SMELT_JIT_BACKEND, else
@@ -1097,6 +1113,14 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--backend")) {
             if (!(backend = opt_value(argc, argv, &i, "a backend name (TCC, CC, NVRTC, AUTO, all)")))
                 return 2;
+        } else if (!strcmp(a, "--json-file")) {
+            if (!(v = opt_value(argc, argv, &i, "a file name")))
+                return 2;
+            if (!(json_file = fopen(v, "w"))) {
+                fprintf(stderr, "smelt-bench: --json-file: cannot open '%s' for writing: %s\n", v,
+                        strerror(errno));
+                return 1;
+            }
         } else if (!strcmp(a, "--device")) {
             if (!(device = opt_value(argc, argv, &i, "cpu or cuda")))
                 return 2;

@@ -117,5 +117,28 @@ check(not se, "no progress when stderr is not a terminal: %r" % se)
 rc, so, se = bench("--workload", "add", *SMALL, env={"SMELT_JIT_BACKEND": "TCC"}, tty=True)
 check(rc == 0 and "[1/1] add TCC: " in se and "timing" in se, "progress on a terminal: %r" % se[:300])
 
+# --json-file: the rows as JSON beside the table; bench/plot.py draws them
+jf = os.path.join(TMP, "rows.json")
+rc, so, se = bench("--workload", "swish", *SMALL, "--peers", "--json-file", jf, env={"SMELT_JIT_BACKEND": "TCC"})
+jr = [json.loads(l) for l in open(jf)] if os.path.exists(jf) else []
+check(rc == 0 and "swish" in so and len(jr) == 1 and jr[0]["workload"] == "swish" and "numpy_ms" in jr[0],
+      "--json-file writes the rows: %r %r" % (jr, se))
+PLOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "plot.py")
+try:
+    import matplotlib  # noqa: F401 (Debian's python3-matplotlib; scripts/test installs it)
+    have_mpl = True
+except ImportError:
+    have_mpl = False
+    print("test-bench: matplotlib is missing: the chart is not checked")
+if have_mpl and jr:
+    for ext in ("svg", "png"):
+        out = os.path.join(TMP, "chart." + ext)
+        p = subprocess.run(["/usr/bin/python3", PLOT, jf, out], capture_output=True, text=True)
+        head = open(out, "rb").read(600) if os.path.exists(out) else b""
+        ok = (b"<svg" in head) if ext == "svg" else head.startswith(b"\x89PNG")
+        check(p.returncode == 0 and ok, "plot.py draws a .%s chart: %s" % (ext, p.stderr))
+    p = subprocess.run(["/usr/bin/python3", PLOT, jf, os.path.join(TMP, "chart.txt")], capture_output=True, text=True)
+    check(p.returncode != 0 and "FILE.svg or FILE.png" in p.stderr, "plot.py refuses other formats: %r" % p.stderr)
+
 print("test-bench: %d checks, %d failed" % (checks, len(failures)))
 sys.exit(1 if failures else 0)
