@@ -15,16 +15,7 @@ import tempfile
 
 BENCH = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="smelt-bench-test-")
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what)
+from checks import check, done  # noqa: E402 (tests/checks.py)
 
 
 def bench(*args, env=None, tty=False):
@@ -140,5 +131,4 @@ if have_mpl and jr:
     p = subprocess.run(["/usr/bin/python3", PLOT, jf, os.path.join(TMP, "chart.txt")], capture_output=True, text=True)
     check(p.returncode != 0 and "FILE.svg or FILE.png" in p.stderr, "plot.py refuses other formats: %r" % p.stderr)
 
-print("test-bench: %d checks, %d failed" % (checks, len(failures)))
-sys.exit(1 if failures else 0)
+done("test-bench")

@@ -29,16 +29,7 @@ SEED = int(os.environ.get("SMELT_TEST_SEED", "0")) or int.from_bytes(os.urandom(
 rng = np.random.default_rng(SEED)
 print("test-cli: seed %d (SMELT_TEST_SEED=%d repeats this run)" % (SEED, SEED))
 
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what)
+from checks import check, done  # noqa: E402 (tests/checks.py)
 
 
 TMP = tempfile.mkdtemp(prefix="smelt-cli-")
@@ -467,5 +458,4 @@ check(rc == 0 and open(path("sm.npy"), "rb").read() == open(path("np.npy"), "rb"
       "smelt writes the same bytes as numpy.save")
 
 shutil.rmtree(TMP, ignore_errors=True)
-print("test-cli: %d checks, %d failed" % (checks, len(failures)))
-sys.exit(1 if failures else 0)
+done("test-cli")

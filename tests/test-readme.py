@@ -28,16 +28,7 @@ import sys
 import tempfile
 
 SRC, BUILD = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what)
+from checks import check, done  # noqa: E402 (tests/checks.py)
 
 
 def blocks(path):
@@ -169,5 +160,4 @@ if example and os.path.exists(os.path.join(WORK, "example")):
     check(p.returncode == 0, "example.c and smelt.h compile warning-free (-std=c11 -Wall -Wextra -Wpedantic): %s" % p.stderr)
 
 shutil.rmtree(TMP, ignore_errors=True)
-print("test-readme: %d checks, %d failed" % (checks, len(failures)))
-sys.exit(1 if failures else 0)
+done("test-readme")
