@@ -580,13 +580,17 @@ static void usage(void)
 }
 
 /* One line under the table: what the columns are (--help has more). */
-static void legend(void)
+static void legend(int gpu)
 {
-    printf("legend: medians of timed runs; speedup = unfused_ms / fused_ms; copy_GBs = best of "
-           "memcpy and a streaming-store copy (same run), %%copy = fused_GBs / copy_GBs; "
-           "compile_ms = cold fused compile; 1st_call = new process, plan + first run (ms); "
+    printf("legend: medians of timed runs; speedup = unfused_ms / fused_ms; %s; "
+           "compile_ms = cold fused compile; %s1st_call = new process, plan + first run (ms); "
            "compiles = kernels compiled or loaded from disk; kern u/f = kernels per run unfused/fused; "
-           "max_rel_err against smelt's float64 reference (smelt-bench --help)\n");
+           "max_rel_err against smelt's float64 reference (smelt-bench --help)\n",
+           gpu ? "copy_GBs = a device-to-device copy (same run)"
+               : "copy_GBs = best of memcpy and a streaming-store copy (same run), %copy = fused_GBs / "
+                 "copy_GBs",
+           gpu ? "2nd_ctx_ms = the same in a second context (disk cache as configured); cached_ms = "
+                 "plan again in the same context; " : "");
 }
 
 /* ---- the GPU: --device cuda ----------------------------------------------
@@ -968,7 +972,7 @@ static int gpu_main(const char *only, int64_t n, int runs, int json, int peers)
         gpu_print(&r, dev, json, peers);
     }
     if (!json)
-        legend();
+        legend(1);
     return 0;
 }
 
@@ -1205,6 +1209,6 @@ int main(int argc, char **argv)
             cpu_print(&rows[b], json, peers);
     }
     if (!json)
-        legend();
+        legend(0);
     return 0;
 }

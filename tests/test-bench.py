@@ -2,7 +2,7 @@
 """The benchmark's front door: smelt-bench honours the backend variables,
 says what its columns are, reports the copy limit, shows progress.
 
-    test-bench.py PATH/TO/smelt-bench
+    test-bench.py PATH/TO/smelt-bench [PATH/TO/libsmelt-fakecuda.so]
 
 Tiny instances (--n 4096 --runs 1): this checks behaviour, not speed.
 """
@@ -14,6 +14,7 @@ import sys
 import tempfile
 
 BENCH = os.path.abspath(sys.argv[1])
+FAKECUDA = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else None  # a stand-in GPU (tests/fakecuda.c)
 TMP = tempfile.mkdtemp(prefix="smelt-bench-test-")
 from checks import check, done  # noqa: E402 (tests/checks.py)
 
@@ -83,6 +84,17 @@ if probe.returncode != 0 and "not available" in probe.stderr:
     rc, so, se = bench("--workload", "add", *SMALL, env={"SMELT_JIT_BACKEND": "NVRTC"})
     check(rc == 1 and "NVRTC" in se and "no GPU" in se and not so,
           "SMELT_JIT_BACKEND=NVRTC without a GPU: exit %d, %r %r" % (rc, se, so[:200]))
+
+# with a GPU (the stand-in), SMELT_JIT_BACKEND=NVRTC runs the GPU benchmark, row by row
+if FAKECUDA:
+    gpu_env = {"SMELT_JIT_BACKEND": "NVRTC", "SMELT_CUDA_DRIVER_LIB": FAKECUDA, "SMELT_NVRTC_LIB": FAKECUDA}
+    rc, so, se = bench("--workload", "add", *SMALL, "--json", env=gpu_env)
+    r = rows(so)
+    check(rc == 0 and len(r) == 1 and r[0]["backend"] == "NVRTC" and "device" in r[0],
+          "SMELT_JIT_BACKEND=NVRTC with a GPU: %r %s" % (so, se))
+    rc, so, se = bench("--workload", "add", *SMALL, env=gpu_env)
+    check(rc == 0 and so.startswith("device: ") and "legend: " in so and "device-to-device" in so,
+          "GPU table and its legend: %r %s" % (so, se))
 
 # usage errors say what is missing
 rc, so, se = bench("--workload")
