@@ -154,6 +154,9 @@ if example and os.path.exists(os.path.join(WORK, "example")):
     check(len(got) == 8 and all(abs(float(g) - w) < 1e-5 for g, w in zip(got, want)),
           "example prints swish(x)*w+1: %r" % got)
     check("1 kernel" in p.stdout, "one fused kernel: %r" % p.stdout)
+    p = subprocess.run([os.path.join(WORK, "example")], capture_output=True, text=True, cwd=WORK,
+                       env=dict(env, SMELT_JIT_BACKEND="TCC"))
+    check(p.returncode == 0 and "[TCC]" in p.stdout, "the TCC tier runs in the installed library: %r %s" % (p.stdout, p.stderr))
     # warning-free under strict flags, and as a static program too
     cflags = subprocess.run(["pkg-config", "--cflags", "smelt"], capture_output=True, text=True, env=env).stdout.split()
     p = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-c", "example.c", "-o",
