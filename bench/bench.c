@@ -896,6 +896,19 @@ static void jnum(const char *key, const char *fmt, double v)
         fputs("null", f);
 }
 
+/* A JSON row's first fields (to json_fp), the ones CPU and GPU rows share */
+static void jrow_start(const wl *w, int64_t n, const char *backend, double unfused_ms, double fused_ms,
+                       double copy_gbps)
+{
+    fprintf(json_fp, "{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\"",
+            w->name, (long long)n, backend);
+    jnum("unfused_ms", "%.3f", unfused_ms);
+    jnum("fused_ms", "%.3f", fused_ms);
+    jnum("speedup", "%.2f", unfused_ms / fused_ms);
+    jnum("fused_gbps", "%.1f", w->bytes_per_elem * (double)n / (fused_ms * 1e6));
+    jnum("copy_gbps", "%.1f", copy_gbps);
+}
+
 static void gpu_header(const char *dev, int json, int peers)
 {
     if (!json)
@@ -912,14 +925,8 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
     for (int pass = 0; pass < 2; pass++) {
         if (!(json_fp = pass ? json_file : json ? stdout : NULL))
             continue;
-        fprintf(json_fp, "{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"NVRTC\", "
-               "\"device\": \"%s\"",
-               r->w->name, (long long)r->n, dev);
-        jnum("unfused_ms", "%.3f", r->unfused_ms);
-        jnum("fused_ms", "%.3f", r->fused_ms);
-        jnum("speedup", "%.2f", r->unfused_ms / r->fused_ms);
-        jnum("fused_gbps", "%.1f", gbps);
-        jnum("copy_gbps", "%.1f", r->copy_gbps);
+        jrow_start(r->w, r->n, "NVRTC", r->unfused_ms, r->fused_ms, r->copy_gbps);
+        fprintf(json_fp, ", \"device\": \"%s\"", dev);
         jnum("compile_ms", "%.3f", r->compile_ms);
         fprintf(json_fp, ", \"compiles\": %d", r->compiles);
         jnum("warm_compile_ms", "%.3f", r->warm_compile_ms);
@@ -985,14 +992,8 @@ static void cpu_print(const row *r, int json, int peers)
     for (int pass = 0; pass < 2; pass++) {
         if (!(json_fp = pass ? json_file : json ? stdout : NULL))
             continue;
-        fprintf(json_fp, "{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\", "
-               "\"threads\": %d",
-               r->w->name, (long long)r->n, r->backend, r->threads);
-        jnum("unfused_ms", "%.3f", r->unfused_ms);
-        jnum("fused_ms", "%.3f", r->fused_ms);
-        jnum("speedup", "%.2f", r->unfused_ms / r->fused_ms);
-        jnum("fused_gbps", "%.1f", gbps);
-        jnum("copy_gbps", "%.1f", r->copy_gbps);
+        jrow_start(r->w, r->n, r->backend, r->unfused_ms, r->fused_ms, r->copy_gbps);
+        fprintf(json_fp, ", \"threads\": %d", r->threads);
         jnum("memcpy_gbps", "%.1f", r->memcpy_gbps);
         jnum("nt_copy_gbps", "%.1f", r->nt_gbps);
         jnum("fraction_of_copy", "%.3f", gbps / r->copy_gbps);
