@@ -466,6 +466,11 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
     size_t bytes = (size_t)n * 4;
     char *src = malloc(bytes), *dst = malloc(bytes);
+    if (!src || !dst) {
+        fprintf(stderr, "smelt-bench: cannot allocate 2 x %zu bytes for the copy measurement (--n "
+                        "smaller?)\n", bytes);
+        exit(1);
+    }
     memset(src, 1, bytes);
     memset(dst, 2, bytes);
     for (int i = 0; i < 2; i++) { /* warm-up */
