@@ -728,14 +728,38 @@ done:
  * through the same compiled code: the compiler's own scalar epilogue would
  * call other (scalar) math functions than the vectorised body, and results
  * would depend on where a chunk or a row starts. */
-/* Flat kernels: whole groups with streaming (non-temporal) stores, when the
- * executor sets shape[1] (outputs larger than the last-level cache, not read
- * by the next kernel).  Each group's outputs go to an aligned local buffer,
- * then to memory with 16-byte non-temporal stores once every output is
- * 64-byte aligned; GCC's and clang's x86-64 builtins, no header. */
-static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, smelt__sb *out)
+/* Whole groups with streaming (non-temporal) stores, for kernels whose
+ * outputs are contiguous, when the executor sets shape[rank] (outputs larger
+ * than the last-level cache, not read by the next kernel).  Each group's
+ * outputs go to an aligned local buffer, then to memory with 16-byte
+ * non-temporal stores once every output is 64-byte aligned; GCC's and
+ * clang's x86-64 builtins, no header.  bound: the loop's end ("end" in flat
+ * kernels, "n" in a row of an nd kernel). */
+static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, int rank, const char *bound,
+                     smelt__sb *out)
 {
     int nops = d->n_in + d->n_out;
+    if (rank >= SMELT_MAX_DIMS) /* no shape[rank] slot */
+        return;
+    for (int k = d->n_in; k < nops; k++)
+        if (d->mode[k] != SMELT_MODE_CONTIG)
+            return;
+    /* the arguments of smelt_group: outputs to memory (direct) or to w buffers */
+    smelt__sb args[2];
+    for (int direct = 0; direct < 2; direct++) {
+        smelt__sb_init(&args[direct]);
+        for (int k = 0; k < nops; k++) {
+            const char *sep = k ? ", " : "";
+            if (k >= d->n_in && !direct)
+                smelt__sb_printf(&args[direct], "%sw%d", sep, k);
+            else if (d->mode[k] == SMELT_MODE_BCAST)
+                smelt__sb_printf(&args[direct], "%sb%d", sep, k);
+            else if (d->mode[k] == SMELT_MODE_STRIDED)
+                smelt__sb_printf(&args[direct], "%sq%d + j * s%d, s%d", sep, k, k, k);
+            else
+                smelt__sb_printf(&args[direct], "%sq%d + j", sep, k);
+        }
+    }
     smelt__sb_puts(out, "#if defined(__x86_64__) && defined(__GNUC__)\n"
                         "    typedef long long smelt_v2di __attribute__((vector_size(16)));\n"
                         "#if defined(__clang__)\n"
@@ -743,25 +767,21 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, smelt__sb 
                         "#else\n"
                         "#define smelt_nt16(p, v) __builtin_ia32_movntdq((smelt_v2di *)(void *)(p), (v))\n"
                         "#endif\n");
-    smelt__sb_printf(out, "    if (shape[1] == 1) {\n        for (; j + %d <= end && (0", C_GROUP);
+    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n        for (; j + %d <= %s && (0", rank, C_GROUP, bound);
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, " | ((unsigned long)(q%d + j) & 63)", k);
-    smelt__sb_printf(out, "); j += %d)\n            smelt_group(", C_GROUP);
-    for (int k = 0; k < nops; k++)
-        smelt__sb_printf(out, "%sq%d + j", k ? ", " : "", k);
-    smelt__sb_printf(out, ");\n        for (; j + %d <= end; j += %d) {\n", C_GROUP, C_GROUP);
+    smelt__sb_printf(out, "); j += %d)\n            smelt_group(%s);\n", C_GROUP, smelt__sb_str(&args[1]));
+    smelt__sb_printf(out, "        for (; j + %d <= %s; j += %d) {\n", C_GROUP, bound, C_GROUP);
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, "            %s w%d[%d] __attribute__((aligned(64)));\n",
                          dl->stype[value_dtype(d, d->out_val[k - d->n_in])], k, C_GROUP);
-    smelt__sb_puts(out, "            smelt_group(");
-    for (int k = 0; k < nops; k++)
-        smelt__sb_printf(out, k < d->n_in ? "%sq%d + j" : "%sw%d", k ? ", " : "", k);
-    smelt__sb_puts(out, ");\n");
+    smelt__sb_printf(out, "            smelt_group(%s);\n", smelt__sb_str(&args[0]));
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, "            for (int i = 0; i < (int)(sizeof w%d / 16); i++)\n"
                               "                smelt_nt16((char *)(q%d + j) + 16 * i, ((const smelt_v2di *)(const void *)w%d)[i]);\n",
                          k, k, k);
     smelt__sb_puts(out, "        }\n        __builtin_ia32_sfence();\n    }\n#endif\n");
+    smelt__sb_free(&args[0]), smelt__sb_free(&args[1]);
 }
 
 static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char *consts,
@@ -943,8 +963,8 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     {
         if (!dl->device)
             c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &call, &tail);
-        if (!dl->device && flat)
-            c_stream(d, dl, &stream);
+        if (!dl->device)
+            c_stream(d, dl, R, flat ? "end" : "n", &stream);
         char nops_s[16], rank_s[16], w_s[16], noper_s[16], nstr_s[16], vec_s[16];
         snprintf(nops_s, sizeof nops_s, "%d", n_real);
         snprintf(rank_s, sizeof rank_s, "%d", R);

@@ -163,19 +163,19 @@ static int64_t llc_bytes(void)
     return v;
 }
 
-/* Streaming (non-temporal) stores for kernel ki: a flat kernel whose
- * outputs are larger than the last-level cache and not read by the next
- * kernel (they would be evicted before any use; streaming skips reading
- * each line before writing it).  Flat C kernels read the flag from
- * shape[1]; other kernels ignore it. */
+/* Streaming (non-temporal) stores for kernel ki: its outputs are contiguous
+ * rows, larger than the last-level cache and not read by the next kernel
+ * (they would be evicted before any use; streaming skips reading each line
+ * before writing it).  C kernels read the flag from shape[rank]; other
+ * kernels ignore it. */
 static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int64_t N, int rank,
                            const uint8_t *mode)
 {
     const smelt__pkernel *k = &p->kern[ki];
-    if (rank != 1 || !rs->stream)
+    if (rank >= SMELT_MAX_DIMS || !rs->stream)
         return false;
     int64_t bytes = 0;
-    for (int o = 0; o < k->cl.nin + k->cl.nout; o++)
+    for (int o = k->cl.nin; o < k->cl.nin + k->cl.nout; o++)
         if (mode[o] != SMELT_MODE_CONTIG)
             return false;
     if (rs->stream == 1)
@@ -236,7 +236,7 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
     l.fn = kk->fn;
     memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
     if (rank < SMELT_MAX_DIMS)
-        l.shape[rank] = rank == 1 && stream_outputs(p, rs, ki, N, rank, mode);
+        l.shape[rank] = stream_outputs(p, rs, ki, N, rank, mode);
     for (int o = 0; o < n; o++)
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.n = N;

@@ -158,6 +158,45 @@ Test(tier, streaming_stores_give_the_same_results)
     }
 }
 
+/* The same in row-by-row (nd) kernels: a row and a column broadcast, a
+ * transposed (strided) input; contiguous outputs are streamed. */
+Test(tier, streaming_stores_in_nd_kernels)
+{
+    fresh_cache();
+    trng r;
+    trng_init(&r, 7);
+    smelt_ctx *ctx = t_ctx();
+    smelt_ctx_set_threads(ctx, 2);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(301, 333));
+    smelt_node *b = smelt_input(g, NULL, SMELT_F32, SHP(1, 333));
+    smelt_node *c = smelt_input(g, NULL, SMELT_F32, SHP(301, 1));
+    smelt_node *y = smelt_unary(g, SMELT_OP_RELU, smelt_add(g, smelt_mul(g, a, b), c));
+    smelt_tensor *in[3] = {t_rand(ctx, &r, SMELT_F32, SHP(301, 333)), t_rand(ctx, &r, SMELT_F32, SHP(1, 333)),
+                           t_rand(ctx, &r, SMELT_F32, SHP(301, 1))};
+    smelt_tensor *at = t_rand(ctx, &r, SMELT_F32, SHP(333, 301)), *tr = NULL;
+    const int perm[2] = {1, 0};
+    T_OK(ctx, smelt_tensor_transpose(at, perm, &tr));
+    smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC");
+    for (int layout = 0; layout < 2; layout++) {
+        smelt_tensor *args[3] = {layout ? tr : in[0], in[1], in[2]}, *ot = NULL, *os = NULL;
+        t_run(pt, 3, args, 1, &ot);
+        setenv("SMELT_STREAM_STORES", "1", 1);
+        t_run(pc, 3, args, 1, &os);
+        unsetenv("SMELT_STREAM_STORES");
+        cr_assert(t_bitwise_equal(ot, os), "layout %d: streamed CC differs from TCC at %lld", layout,
+                  (long long)t_first_difference(ot, os));
+        smelt_tensor_free(ot), smelt_tensor_free(os);
+    }
+    cr_assert(t_contains(smelt_plan_kernel_source(pc, 0), "shape[2] == 1"), "%s",
+              smelt_plan_kernel_source(pc, 0));
+    t_free_all(in, 3);
+    smelt_tensor_free(tr), smelt_tensor_free(at);
+    smelt_plan_free(pt), smelt_plan_free(pc);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
 /* libmvec's vector functions are within 4 ULP of glibc's scalar ones
  * (glibc's documented bound; docs/numerics.md). */
 Test(tier, vector_math_within_stated_ulp_bound)
