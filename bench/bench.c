@@ -15,15 +15,20 @@
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <smelt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define MAXIO 8
 
@@ -165,6 +170,32 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* Progress on a terminal (stderr): one line, rewritten in place; cleared
+ * before a table row is printed.  Nothing when stderr is not a terminal. */
+static int progress_on = -1;
+
+static void progress(const char *fmt, ...)
+{
+    if (progress_on < 0)
+        progress_on = isatty(2);
+    if (!progress_on)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("\r\033[K", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+static void progress_clear(void)
+{
+    if (progress_on > 0) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+}
+
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static double urand(void)
 {
@@ -188,25 +219,57 @@ typedef struct copyjob {
     char *dst;
     const char *src;
     size_t bytes;
+    int nt;
 } copyjob;
+
+/* A copy with non-temporal (streaming) stores: the destination's lines are
+ * written without being read into the cache first. */
+static void nt_copy(char *dst, const char *src, size_t n)
+{
+#if defined(__SSE2__)
+    size_t i = 0;
+    while (i < n && ((uintptr_t)(dst + i) & 15))
+        dst[i] = src[i], i++;
+    for (; i + 64 <= n; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 48));
+        _mm_stream_si128((__m128i *)(void *)(dst + i), a);
+        _mm_stream_si128((__m128i *)(void *)(dst + i + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(dst + i + 32), c);
+        _mm_stream_si128((__m128i *)(void *)(dst + i + 48), d);
+    }
+    _mm_sfence();
+    memcpy(dst + i, src + i, n - i);
+#else
+    memcpy(dst, src, n);
+#endif
+}
 
 static void *copy_thread(void *a)
 {
     copyjob *j = a;
-    memcpy(j->dst, j->src, j->bytes);
+    if (j->nt)
+        nt_copy(j->dst, j->src, j->bytes);
+    else
+        memcpy(j->dst, j->src, j->bytes);
     return NULL;
 }
 
-/* memcpy of bytes split over threads; returns ms */
-static double timed_copy(char *dst, const char *src, size_t bytes, int threads)
+/* A copy of bytes split over threads (memcpy, or streaming stores when nt);
+ * returns ms */
+static double timed_copy(char *dst, const char *src, size_t bytes, int threads, int nt)
 {
     pthread_t th[64];
     copyjob jobs[64];
+    if (threads > 64)
+        threads = 64;
     size_t per = (bytes / (size_t)threads + 63) & ~(size_t)63;
     double t0 = now_ms();
     for (int i = 0; i < threads; i++) {
         size_t off = per * (size_t)i;
-        jobs[i] = (copyjob){dst + off, src + off, off < bytes ? (bytes - off < per ? bytes - off : per) : 0};
+        jobs[i] = (copyjob){dst + off, src + off, off < bytes ? (bytes - off < per ? bytes - off : per) : 0, nt};
         if (i)
             pthread_create(&th[i], NULL, copy_thread, &jobs[i]);
     }
@@ -284,10 +347,12 @@ static double check_error(const wl *w, const char *backend)
 typedef struct row {
     const wl *w;
     int64_t n;
-    double unfused_ms, fused_ms, copy_gbps, compile_ms, max_rel_err, first_call_ms;
+    double unfused_ms, fused_ms, compile_ms, max_rel_err, first_call_ms;
+    double memcpy_gbps, nt_gbps, copy_gbps; /* copy_gbps: the better of the two */
     int compiles, k_unf, k_fus, threads;
     const char *backend;
     double numpy_ms, numexpr_ms;
+    char label[96]; /* progress: "[i/n] workload backend" */
 } row;
 
 /* A new process's first call: context, plan (kernels from the persistent
@@ -335,6 +400,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     if (threads)
         CHECK(smelt_ctx_set_threads(ctx, threads));
     setup s;
+    progress("%s: inputs", r->label);
     make(ctx, w, n, &s);
     smelt_plan_opts o0, o3;
     smelt_plan_opts_init(&o0);
@@ -342,6 +408,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     o0.opt_level = 0;
     o0.backend = o3.backend = backend;
     smelt_plan *pu, *pf;
+    progress("%s: compiling the unfused and fused plans", r->label);
     CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &o0, &pu));
     /* the fused plan in a context of its own: its compile is cold */
     smelt_ctx *ctx3;
@@ -359,7 +426,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     smelt_plan_get_stats(pf, &sf);
     r->k_unf = su.kernels;
     r->k_fus = sf.kernels;
-    r->compiles = sf.compiles;
+    r->compiles = sf.compiles + sf.disk_hits;
     r->backend = sf.backend;
     r->threads = smelt_ctx_threads(ctx);
 
@@ -370,6 +437,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     char *saved = cache_env ? strdup(cache_env) : NULL;
     setenv("SMELT_CACHE", "0", 1);
     for (int i = 0; i < ncold; i++) {
+        progress("%s: cold compile %d of %d", r->label, i + 1, ncold);
         smelt_ctx *c2;
         smelt_ctx_new(&c2);
         smelt_plan *p2;
@@ -390,6 +458,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
         unsetenv("SMELT_CACHE");
     }
     r->compile_ms = median(cms, ncold);
+    progress("%s: first call in a new process", r->label);
     r->first_call_ms = spawn_first_call(w, backend);
 
     /* outputs preallocated (both paths write into the same tensors) */
@@ -397,16 +466,23 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
     size_t bytes = (size_t)n * 4;
     char *src = malloc(bytes), *dst = malloc(bytes);
+    if (!src || !dst) {
+        fprintf(stderr, "smelt-bench: cannot allocate 2 x %zu bytes for the copy measurement (--n "
+                        "smaller?)\n", bytes);
+        exit(1);
+    }
     memset(src, 1, bytes);
     memset(dst, 2, bytes);
     for (int i = 0; i < 2; i++) { /* warm-up */
         CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
         CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
-        timed_copy(dst, src, bytes, r->threads);
+        timed_copy(dst, src, bytes, r->threads, 0);
+        timed_copy(dst, src, bytes, r->threads, 1);
     }
     double *tu = malloc(sizeof(double) * (size_t)runs), *tf = malloc(sizeof(double) * (size_t)runs),
-           *tc = malloc(sizeof(double) * (size_t)runs);
+           *tc = malloc(sizeof(double) * (size_t)runs), *tn = malloc(sizeof(double) * (size_t)runs);
     for (int i = 0; i < runs; i++) {
+        progress("%s: timing run %d of %d", r->label, i + 1, runs);
         double t0 = now_ms();
         CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
         double t1 = now_ms();
@@ -414,14 +490,17 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
         double t2 = now_ms();
         tu[i] = t1 - t0;
         tf[i] = t2 - t1;
-        tc[i] = timed_copy(dst, src, bytes, r->threads);
+        tc[i] = timed_copy(dst, src, bytes, r->threads, 0);
+        tn[i] = timed_copy(dst, src, bytes, r->threads, 1);
     }
     r->unfused_ms = median(tu, runs);
     r->fused_ms = median(tf, runs);
-    r->copy_gbps = 2.0 * (double)bytes / (median(tc, runs) * 1e6);
+    r->memcpy_gbps = 2.0 * (double)bytes / (median(tc, runs) * 1e6);
+    r->nt_gbps = 2.0 * (double)bytes / (median(tn, runs) * 1e6);
+    r->copy_gbps = fmax(r->memcpy_gbps, r->nt_gbps);
     r->n = n;
     r->w = w;
-    free(tu), free(tf), free(tc), free(src), free(dst);
+    free(tu), free(tf), free(tc), free(tn), free(src), free(dst);
     for (int k = 0; k < w->n_out; k++)
         smelt_tensor_free(outs[k]);
     smelt_plan_free(pu);
@@ -429,6 +508,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     unmake(&s, w->n_in);
     smelt_ctx_free(ctx3);
     smelt_ctx_free(ctx);
+    progress("%s: error against the float64 reference", r->label);
     r->max_rel_err = check_error(w, backend);
 }
 
@@ -466,13 +546,56 @@ static void run_peers(row *rows, int nrows, int runs, int threads, int per_workl
 
 static void usage(void)
 {
-    printf("usage: smelt-bench [--json] [--workload NAME] [--backend TCC|CC|all] [--peers] [--n N]\n"
-           "                   [--runs R] [--threads T] [--device cpu|cuda]\n"
-           "--device cuda: backend NVRTC on device tensors, default n 64M (docs/cuda.md)\n"
-           "workloads:");
+    printf("usage: smelt-bench [--workload NAME] [--backend TCC|CC|NVRTC|AUTO|all] [--peers] [--json]\n"
+           "                   [--n N] [--runs R] [--threads T] [--device cpu|cuda]\n"
+           "\n"
+           "Fused (opt_level 3) against unfused (opt_level 0, one kernel per operator) on the\n"
+           "same backend, side by side in one run; one row per workload and backend, printed\n"
+           "as it completes (progress on stderr when it is a terminal).\n"
+           "\n"
+           "  --workload NAME  one workload:");
     for (int i = 0; i < NWL; i++)
         printf(" %s", workloads[i].name);
-    printf("\n");
+    printf("\n"
+           "  --backend NAME   the backend to time; default: SMELT_JIT_BACKEND, else\n"
+           "                   MGB_JIT_BACKEND, else all (TCC and CC).  AUTO: NVRTC with a GPU,\n"
+           "                   else TCC and CC.  NVRTC runs the GPU benchmark (--device cuda)\n"
+           "  --peers          numpy and numexpr on the same workloads (GPU: PyTorch, CuPy, JAX)\n"
+           "  --json           one JSON object per row\n"
+           "  --json-file F    also write the rows as JSON lines to F (the table still prints)\n"
+           "  --n N            elements (default 16M; 64M on the GPU)   --runs R (default 9)\n"
+           "  --threads T      worker threads (default: all cores)\n"
+           "  --device cuda    the workloads on the GPU, backend NVRTC (docs/cuda.md)\n"
+           "\n"
+           "columns:\n"
+           "  unfused_ms  median run time at opt_level 0 (every operator its own kernel)\n"
+           "  fused_ms    median run time at opt_level 3 (fused kernels); speedup = unfused/fused\n"
+           "  fused_GBs   bytes the workload must move (inputs read, outputs written) / fused_ms\n"
+           "  copy_GBs    the copy limit: the better of memcpy and a streaming-store copy of n\n"
+           "              f32 (read + write), measured in the same loop; %%copy = fused_GBs / copy_GBs\n"
+           "  compile_ms  cold compile of the fused plan: fresh context, persistent cache off, median\n"
+           "  1st_call    a new process: context, plan (kernels from the persistent cache where\n"
+           "              the backend has one) and the first run of a 4096-element instance, ms\n"
+           "  compiles    kernels the fused plan compiled or loaded from the persistent cache\n"
+           "  kern u/f    kernel launches per run, unfused / fused\n"
+           "  max_rel_err max |fused - ref| / max |ref| over the outputs of a 65536-element\n"
+           "              instance, ref = smelt's float64 reference interpreter\n"
+           "  numpy_ms, numexpr_ms (--peers) the same workload in numpy and numexpr, median;\n"
+           "              vs_numpy, vs_numexpr = their time / fused_ms\n");
+}
+
+/* One line under the table: what the columns are (--help has more). */
+static void legend(int gpu)
+{
+    printf("legend: medians of timed runs; speedup = unfused_ms / fused_ms; %s; "
+           "compile_ms = cold fused compile; %s1st_call = new process, plan + first run (ms); "
+           "compiles = kernels compiled or loaded from disk; kern u/f = kernels per run unfused/fused; "
+           "max_rel_err against smelt's float64 reference (smelt-bench --help)\n",
+           gpu ? "copy_GBs = a device-to-device copy (same run)"
+               : "copy_GBs = best of memcpy and a streaming-store copy (same run), %copy = fused_GBs / "
+                 "copy_GBs",
+           gpu ? "2nd_ctx_ms = the same in a second context (disk cache as configured); cached_ms = "
+                 "plan again in the same context; " : "");
 }
 
 /* ---- the GPU: --device cuda ----------------------------------------------
@@ -765,60 +888,76 @@ static void gpu_run_peers(gpu_row *rows, int nrows, int runs)
 }
 
 /* , "key": v  (null when v is not finite: JSON has no nan or inf) */
+static FILE *json_fp;      /* where jnum and the JSON writers print */
+static FILE *json_file;    /* --json-file: every row as JSON here too */
+
 static void jnum(const char *key, const char *fmt, double v)
 {
-    printf(", \"%s\": ", key);
+    FILE *f = json_fp;
+    fprintf(f, ", \"%s\": ", key);
     if (isfinite(v))
-        printf(fmt, v);
+        fprintf(f, fmt, v);
     else
-        printf("null");
+        fputs("null", f);
 }
 
-static void gpu_print(const gpu_row *rows, int nr, int json, int peers)
+/* A JSON row's first fields (to json_fp), the ones CPU and GPU rows share */
+static void jrow_start(const wl *w, int64_t n, const char *backend, double unfused_ms, double fused_ms,
+                       double copy_gbps)
 {
-    char dev[256];
-    gpu_name(dev, sizeof dev);
+    fprintf(json_fp, "{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\"",
+            w->name, (long long)n, backend);
+    jnum("unfused_ms", "%.3f", unfused_ms);
+    jnum("fused_ms", "%.3f", fused_ms);
+    jnum("speedup", "%.2f", unfused_ms / fused_ms);
+    jnum("fused_gbps", "%.1f", w->bytes_per_elem * (double)n / (fused_ms * 1e6));
+    jnum("copy_gbps", "%.1f", copy_gbps);
+}
+
+static void gpu_header(const char *dev, int json, int peers)
+{
     if (!json)
         printf("device: %s\n%-10s %9s %10s %10s %8s %9s %9s %10s %10s %9s %9s %8s %9s %12s%s\n", dev,
                "workload", "n", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs",
                "compile_ms", "2nd_ctx_ms", "cached_ms", "1st_call", "compiles", "kern u/f",
                "max_rel_err", peers ? "   eager_ms compile_ms    cupy_ms     jax_ms" : "");
-    for (int i = 0; i < nr; i++) {
-        const gpu_row *r = &rows[i];
-        double gbps = r->w->bytes_per_elem * (double)r->n / (r->fused_ms * 1e6);
-        if (json) {
-            printf("{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"NVRTC\", "
-                   "\"device\": \"%s\"",
-                   r->w->name, (long long)r->n, dev);
-            jnum("unfused_ms", "%.3f", r->unfused_ms);
-            jnum("fused_ms", "%.3f", r->fused_ms);
-            jnum("speedup", "%.2f", r->unfused_ms / r->fused_ms);
-            jnum("fused_gbps", "%.1f", gbps);
-            jnum("copy_gbps", "%.1f", r->copy_gbps);
-            jnum("compile_ms", "%.3f", r->compile_ms);
-            printf(", \"compiles\": %d", r->compiles);
-            jnum("warm_compile_ms", "%.3f", r->warm_compile_ms);
-            printf(", \"warm_compiles\": %d, \"warm_compile\": \"%s\"", r->warm_compiles,
-                   r->warm_compiles ? "cold NVRTC" : "persistent cache");
-            jnum("cached_plan_ms", "%.3f", r->cached_plan_ms);
-            jnum("first_call_ms", "%.3f", r->first_call_ms);
-            printf(", \"kernels_unfused\": %d, \"kernels_fused\": %d", r->k_unf, r->k_fus);
-            jnum("max_rel_err", "%.3g", r->max_rel_err);
-            for (int k = 0; peers && k < NPEER; k++)
-                jnum(gpu_peer_keys[k], "%.3f", r->peer[k]);
-            printf("}\n");
-        } else {
-            printf("%-10s %9lld %10.3f %10.3f %7.2fx %9.1f %9.1f %10.3f %10.3f %9.3f %9.1f %8d "
-                   "%4d/%-4d %12.2e",
-                   r->w->name, (long long)r->n, r->unfused_ms, r->fused_ms,
-                   r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, r->compile_ms,
-                   r->warm_compile_ms, r->cached_plan_ms, r->first_call_ms, r->compiles, r->k_unf,
-                   r->k_fus, r->max_rel_err);
-            for (int k = 0; peers && k < NPEER; k++)
-                isnan(r->peer[k]) ? printf(" %10s", "-") : printf(" %10.3f", r->peer[k]);
-            printf("\n");
-        }
+}
+
+static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
+{
+    double gbps = r->w->bytes_per_elem * (double)r->n / (r->fused_ms * 1e6);
+    progress_clear();
+    for (int pass = 0; pass < 2; pass++) {
+        if (!(json_fp = pass ? json_file : json ? stdout : NULL))
+            continue;
+        jrow_start(r->w, r->n, "NVRTC", r->unfused_ms, r->fused_ms, r->copy_gbps);
+        fprintf(json_fp, ", \"device\": \"%s\"", dev);
+        jnum("compile_ms", "%.3f", r->compile_ms);
+        fprintf(json_fp, ", \"compiles\": %d", r->compiles);
+        jnum("warm_compile_ms", "%.3f", r->warm_compile_ms);
+        fprintf(json_fp, ", \"warm_compiles\": %d, \"warm_compile\": \"%s\"", r->warm_compiles,
+               r->warm_compiles ? "cold NVRTC" : "persistent cache");
+        jnum("cached_plan_ms", "%.3f", r->cached_plan_ms);
+        jnum("first_call_ms", "%.3f", r->first_call_ms);
+        fprintf(json_fp, ", \"kernels_unfused\": %d, \"kernels_fused\": %d", r->k_unf, r->k_fus);
+        jnum("max_rel_err", "%.3g", r->max_rel_err);
+        for (int k = 0; peers && k < NPEER; k++)
+            jnum(gpu_peer_keys[k], "%.3f", r->peer[k]);
+        fprintf(json_fp, "}\n");
     }
+    if (!json) {
+        printf("%-10s %9lld %10.3f %10.3f %7.2fx %9.1f %9.1f %10.3f %10.3f %9.3f %9.1f %8d "
+               "%4d/%-4d %12.2e",
+               r->w->name, (long long)r->n, r->unfused_ms, r->fused_ms, r->unfused_ms / r->fused_ms,
+               gbps, r->copy_gbps, r->compile_ms, r->warm_compile_ms, r->cached_plan_ms,
+               r->first_call_ms, r->compiles, r->k_unf, r->k_fus, r->max_rel_err);
+        for (int k = 0; peers && k < NPEER; k++)
+            isnan(r->peer[k]) ? printf(" %10s", "-") : printf(" %10.3f", r->peer[k]);
+        printf("\n");
+    }
+    fflush(stdout);
+    if (json_file)
+        fflush(json_file);
 }
 
 /* --device cuda: every workload (or one) on the GPU */
@@ -826,22 +965,138 @@ static int gpu_main(const char *only, int64_t n, int runs, int json, int peers)
 {
     if (gpu_check())
         return 1;
-    gpu_row rows[NWL];
-    int nr = 0;
+    char dev[256];
+    gpu_name(dev, sizeof dev);
+    gpu_header(dev, json, peers);
+    int total = only ? 1 : NWL, done = 0;
     for (int i = 0; i < NWL; i++) {
         if (only && strcmp(only, workloads[i].name))
             continue;
         int64_t wn = workloads[i].n_default && GPU_N_SMALL < n ? GPU_N_SMALL : n;
-        gpu_run_workload(&workloads[i], wn, runs, &rows[nr++]);
+        gpu_row r;
+        progress("[%d/%d] %s NVRTC: compiling, timing", ++done, total, workloads[i].name);
+        gpu_run_workload(&workloads[i], wn, runs, &r);
+        if (peers) {
+            progress("[%d/%d] %s: peers (PyTorch, torch.compile, CuPy, JAX)", done, total,
+                     workloads[i].name);
+            gpu_run_peers(&r, 1, runs);
+        }
+        gpu_print(&r, dev, json, peers);
     }
-    if (!nr) {
-        fprintf(stderr, "smelt-bench: no workload named '%s'\n", only);
-        usage();
+    if (!json)
+        legend(1);
+    return 0;
+}
+
+static const char *const cpu_peer_hdr = "   numpy_ms numexpr_ms vs_numpy vs_numexpr";
+
+static void cpu_print(const row *r, int json, int peers)
+{
+    double gbps = r->w->bytes_per_elem * (double)r->n / (r->fused_ms * 1e6);
+    progress_clear();
+    for (int pass = 0; pass < 2; pass++) {
+        if (!(json_fp = pass ? json_file : json ? stdout : NULL))
+            continue;
+        jrow_start(r->w, r->n, r->backend, r->unfused_ms, r->fused_ms, r->copy_gbps);
+        fprintf(json_fp, ", \"threads\": %d", r->threads);
+        jnum("memcpy_gbps", "%.1f", r->memcpy_gbps);
+        jnum("nt_copy_gbps", "%.1f", r->nt_gbps);
+        jnum("fraction_of_copy", "%.3f", gbps / r->copy_gbps);
+        jnum("compile_ms", "%.3f", r->compile_ms);
+        fprintf(json_fp, ", \"compiles\": %d, \"kernels_unfused\": %d, \"kernels_fused\": %d", r->compiles,
+               r->k_unf, r->k_fus);
+        jnum("max_rel_err", "%.3g", r->max_rel_err);
+        fprintf(json_fp, ", \"tier\": \"%s\"", r->backend);
+        jnum("warm_first_call_ms", "%.3f", r->first_call_ms);
+        if (peers) {
+            jnum("numpy_ms", "%.3f", r->numpy_ms);
+            jnum("numexpr_ms", "%.3f", r->numexpr_ms);
+        }
+        fprintf(json_fp, "}\n");
+    }
+    if (!json) {
+        printf("%-10s %9lld %7s %10.2f %10.2f %7.2fx %9.1f %9.1f %5.0f%% %10.3f %9.3f %8d %4d/%-4d "
+               "%12.2e",
+               r->w->name, (long long)r->n, r->backend, r->unfused_ms, r->fused_ms,
+               r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, 100 * gbps / r->copy_gbps,
+               r->compile_ms, r->first_call_ms, r->compiles, r->k_unf, r->k_fus, r->max_rel_err);
+        if (peers)
+            printf(" %10.2f %10.2f %7.2fx %9.2fx", r->numpy_ms, r->numexpr_ms,
+                   r->numpy_ms / r->fused_ms, r->numexpr_ms / r->fused_ms);
+        printf("\n");
+    }
+    fflush(stdout);
+    if (json_file)
+        fflush(json_file);
+}
+
+/* The backends to time: --backend, else SMELT_JIT_BACKEND, else
+ * MGB_JIT_BACKEND (the library's own resolution and error messages), else
+ * both CPU tiers.  Returns 0, or an exit status after saying why. */
+static int choose_backends(const char *opt, const char **names, int *nb, int *gpu)
+{
+    *gpu = 0;
+    const char *env = getenv("SMELT_JIT_BACKEND");
+    if (!env || !*env)
+        env = getenv("MGB_JIT_BACKEND");
+    if ((opt && !strcmp(opt, "all")) || (!opt && (!env || !*env))) {
+        names[0] = "TCC", names[1] = "CC";
+        *nb = 2;
+        return 0;
+    }
+    smelt_ctx *ctx;
+    if (smelt_ctx_new(&ctx)) {
+        fprintf(stderr, "smelt-bench: cannot create a smelt context\n");
+        return 1;
+    }
+    /* NULL: the name in force (SMELT_JIT_BACKEND / MGB_JIT_BACKEND) */
+    int st = smelt_backend_check(ctx, opt);
+    if (st) {
+        const char *msg = *smelt_errmsg(ctx) ? smelt_errmsg(ctx) : smelt_strerror(st);
+        if (opt && !strncmp(msg, "backend option: ", 16))
+            msg += 16;
+        fprintf(stderr, "smelt-bench: %s%s\n", opt ? "--backend: " : "", msg);
+        smelt_ctx_free(ctx);
+        return st == SMELT_ERR_INVALID_ARG ? 2 : 1;
+    }
+    const char *name = opt ? opt : env;
+    if (!strcasecmp(name, "AUTO")) {
+        if (smelt_backend_check(ctx, "NVRTC") == SMELT_OK) {
+            *gpu = 1;
+        } else {
+            names[0] = "TCC", names[1] = "CC";
+            *nb = 2;
+        }
+    } else if (!strcasecmp(name, "NVRTC")) {
+        *gpu = 1;
+    } else {
+        names[0] = !strcasecmp(name, "TCC") ? "TCC" : "CC";
+        *nb = 1;
+    }
+    smelt_ctx_free(ctx);
+    return 0;
+}
+
+/* the value of option argv[*i] (its next argument), or NULL after saying
+ * it is missing */
+static const char *opt_value(int argc, char **argv, int *i, const char *what)
+{
+    if (*i + 1 >= argc || !strncmp(argv[*i + 1], "--", 2)) {
+        fprintf(stderr, "smelt-bench: %s needs %s (smelt-bench --help)\n", argv[*i], what);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_count(const char *opt, const char *v, long long lo, long long *out)
+{
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || x < lo) {
+        fprintf(stderr, "smelt-bench: %s needs a whole number >= %lld, got '%s'\n", opt, lo, v);
         return 2;
     }
-    if (peers)
-        gpu_run_peers(rows, nr, runs);
-    gpu_print(rows, nr, json, peers);
+    *out = x;
     return 0;
 }
 
@@ -850,118 +1105,116 @@ int main(int argc, char **argv)
     int json = 0, peers = 0, runs = 9, threads = 0;
     int64_t n = 16 << 20;
     int n_given = 0;
-    const char *only = NULL, *backend = "all", *first = NULL, *device = "cpu";
+    const char *only = NULL, *backend = NULL, *first = NULL, *device = "cpu";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json"))
+        const char *a = argv[i], *v = NULL;
+        long long x = 0;
+        if (!strcmp(a, "--json")) {
             json = 1;
-        else if (!strcmp(argv[i], "--peers"))
+        } else if (!strcmp(a, "--peers")) {
             peers = 1;
-        else if (!strcmp(argv[i], "--workload") && i + 1 < argc)
-            only = argv[++i];
-        else if (!strcmp(argv[i], "--n") && i + 1 < argc)
-            n = atoll(argv[++i]), n_given = 1;
-        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            device = argv[++i];
-        else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
-            runs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
-            backend = argv[++i];
-        else if (!strcmp(argv[i], "--first-call") && i + 1 < argc)
-            first = argv[++i];
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage();
             return 0;
+        } else if (!strcmp(a, "--workload") || !strcmp(a, "--first-call")) {
+            if (!(v = opt_value(argc, argv, &i, "a workload name")))
+                return 2;
+            *(a[2] == 'w' ? &only : &first) = v;
+        } else if (!strcmp(a, "--backend")) {
+            if (!(backend = opt_value(argc, argv, &i, "a backend name (TCC, CC, NVRTC, AUTO, all)")))
+                return 2;
+        } else if (!strcmp(a, "--json-file")) {
+            if (!(v = opt_value(argc, argv, &i, "a file name")))
+                return 2;
+            if (!(json_file = fopen(v, "w"))) {
+                fprintf(stderr, "smelt-bench: --json-file: cannot open '%s' for writing: %s\n", v,
+                        strerror(errno));
+                return 1;
+            }
+        } else if (!strcmp(a, "--device")) {
+            if (!(device = opt_value(argc, argv, &i, "cpu or cuda")))
+                return 2;
+        } else if (!strcmp(a, "--n") || !strcmp(a, "--runs") || !strcmp(a, "--threads")) {
+            if (!(v = opt_value(argc, argv, &i, "a number")))
+                return 2;
+            long long lo = a[2] == 'n' ? 1024 : a[2] == 'r' ? 1 : 0;
+            if (parse_count(a, v, lo, &x))
+                return 2;
+            if (a[2] == 'n')
+                n = x, n_given = 1;
+            else if (a[2] == 'r')
+                runs = (int)(x < 100000 ? x : 100000);
+            else
+                threads = (int)(x < 4096 ? x : 4096);
         } else {
-            fprintf(stderr, "smelt-bench: unknown argument '%s'\n", argv[i]);
-            usage();
+            fprintf(stderr, "smelt-bench: unknown argument '%s' (smelt-bench --help)\n", a);
             return 2;
         }
     }
-    if (n < 1024 || runs < 1 || threads < 0) {
-        fprintf(stderr, "smelt-bench: need --n >= 1024, --runs >= 1, --threads >= 0\n");
-        return 2;
-    }
-    if (!strcmp(device, "cuda")) {
-        if (strcmp(backend, "all") && strcasecmp(backend, "NVRTC")) {
-            fprintf(stderr, "smelt-bench: --device cuda runs the NVRTC backend, not %s\n", backend);
+    if (only) {
+        int found = 0;
+        for (int i = 0; i < NWL; i++)
+            found |= !strcmp(only, workloads[i].name);
+        if (!found) {
+            fprintf(stderr, "smelt-bench: no workload named '%s'; the workloads are", only);
+            for (int i = 0; i < NWL; i++)
+                fprintf(stderr, " %s", workloads[i].name);
+            fprintf(stderr, "\n");
             return 2;
         }
-        if (!first)
-            return gpu_main(only, n_given ? n : GPU_N_DEFAULT, runs, json, peers);
-    } else if (strcmp(device, "cpu")) {
-        fprintf(stderr, "smelt-bench: --device: cpu or cuda, not '%s'\n", device);
-        return 2;
     }
     if (first) {
         for (int i = 0; i < NWL; i++)
             if (!strcmp(first, workloads[i].name))
-                return first_call(&workloads[i], backend);
+                return first_call(&workloads[i], backend ? backend : "TCC");
         return 2;
     }
-    static const char *const all[] = {"TCC", "CC"};
-    const char *const *bks = all;
-    int nb = 2;
-    if (strcmp(backend, "all")) {
-        bks = (const char *const *)&backend;
-        nb = 1;
+    const char *bks[2];
+    int nb = 0, gpu = 0;
+    if (!strcmp(device, "cuda")) {
+        if (backend && strcmp(backend, "all") && strcasecmp(backend, "NVRTC") &&
+            strcasecmp(backend, "AUTO")) {
+            fprintf(stderr, "smelt-bench: --device cuda runs the NVRTC backend, not %s\n", backend);
+            return 2;
+        }
+        gpu = 1;
+    } else if (strcmp(device, "cpu")) {
+        fprintf(stderr, "smelt-bench: --device: cpu or cuda, not '%s'\n", device);
+        return 2;
+    } else {
+        int rc = choose_backends(backend, bks, &nb, &gpu);
+        if (rc)
+            return rc;
     }
-    row rows[NWL * 2];
-    int nr = 0;
+    if (gpu)
+        return gpu_main(only, n_given ? n : GPU_N_DEFAULT, runs, json, peers);
+
+    if (!json) {
+        printf("%-10s %9s %7s %10s %10s %8s %9s %9s %6s %10s %9s %8s %9s %12s%s\n", "workload", "n",
+               "backend", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs", "%copy",
+               "compile_ms", "1st_call", "compiles", "kern u/f", "max_rel_err",
+               peers ? cpu_peer_hdr : "");
+        fflush(stdout);
+    }
+    int total = (only ? 1 : NWL) * nb, done = 0;
     for (int i = 0; i < NWL; i++) {
         if (only && strcmp(only, workloads[i].name))
             continue;
         int64_t wn = workloads[i].n_default && workloads[i].n_default < n ? workloads[i].n_default : n;
-        for (int b = 0; b < nb; b++)
-            run_workload(&workloads[i], wn, runs, threads, bks[b], &rows[nr++]);
-    }
-    if (!nr) {
-        fprintf(stderr, "smelt-bench: no workload named '%s'\n", only);
-        usage();
-        return 2;
-    }
-    if (peers)
-        run_peers(rows, nr, runs, rows[0].threads, nb);
-    if (!json) {
-        printf("%-10s %9s %7s %10s %10s %8s %9s %9s %10s %9s %8s %9s %12s%s\n", "workload", "n",
-               "backend", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs",
-               "compile_ms", "1st_call", "compiles", "kern u/f", "max_rel_err",
-               peers ? "   numpy_ms numexpr_ms vs_numpy vs_numexpr" : "");
-    }
-    for (int i = 0; i < nr; i++) {
-        row *r = &rows[i];
-        double gbps = r->w->bytes_per_elem * (double)r->n / (r->fused_ms * 1e6);
-        if (json) {
-            printf("{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\", "
-                   "\"threads\": %d",
-                   r->w->name, (long long)r->n, r->backend, r->threads);
-            jnum("unfused_ms", "%.3f", r->unfused_ms);
-            jnum("fused_ms", "%.3f", r->fused_ms);
-            jnum("speedup", "%.2f", r->unfused_ms / r->fused_ms);
-            jnum("fused_gbps", "%.1f", gbps);
-            jnum("copy_gbps", "%.1f", r->copy_gbps);
-            jnum("compile_ms", "%.3f", r->compile_ms);
-            printf(", \"compiles\": %d, \"kernels_unfused\": %d, \"kernels_fused\": %d", r->compiles,
-                   r->k_unf, r->k_fus);
-            jnum("max_rel_err", "%.3g", r->max_rel_err);
-            printf(", \"tier\": \"%s\"", r->backend);
-            jnum("warm_first_call_ms", "%.3f", r->first_call_ms);
-            if (peers) {
-                jnum("numpy_ms", "%.3f", r->numpy_ms);
-                jnum("numexpr_ms", "%.3f", r->numexpr_ms);
-            }
-            printf("}\n");
-        } else {
-            printf("%-10s %9lld %7s %10.2f %10.2f %7.2fx %9.1f %9.1f %10.3f %9.3f %8d %4d/%-4d %12.2e",
-                   r->w->name, (long long)r->n, r->backend, r->unfused_ms, r->fused_ms,
-                   r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, r->compile_ms, r->first_call_ms,
-                   r->compiles, r->k_unf, r->k_fus, r->max_rel_err);
-            if (peers)
-                printf(" %10.2f %10.2f %7.2fx %9.2fx", r->numpy_ms, r->numexpr_ms,
-                       r->numpy_ms / r->fused_ms, r->numexpr_ms / r->fused_ms);
-            printf("\n");
+        row rows[2];
+        for (int b = 0; b < nb; b++) {
+            snprintf(rows[b].label, sizeof rows[b].label, "[%d/%d] %s %s", ++done, total,
+                     workloads[i].name, bks[b]);
+            run_workload(&workloads[i], wn, runs, threads, bks[b], &rows[b]);
         }
+        if (peers) {
+            progress("[%d/%d] %s: numpy and numexpr", done, total, workloads[i].name);
+            run_peers(rows, nb, runs, rows[0].threads, nb);
+        }
+        for (int b = 0; b < nb; b++)
+            cpu_print(&rows[b], json, peers);
     }
+    if (!json)
+        legend(0);
     return 0;
 }

@@ -822,6 +822,62 @@ done:
  * through the same compiled code: the compiler's own scalar epilogue would
  * call other (scalar) math functions than the vectorised body, and results
  * would depend on where a chunk or a row starts. */
+/* Whole groups with streaming (non-temporal) stores, for kernels whose
+ * outputs are contiguous, when the executor sets shape[rank] (outputs larger
+ * than the last-level cache, not read by the next kernel).  Each group's
+ * outputs go to an aligned local buffer, then to memory with 16-byte
+ * non-temporal stores once every output is 64-byte aligned; GCC's and
+ * clang's x86-64 builtins, no header.  bound: the loop's end ("end" in flat
+ * kernels, "n" in a row of an nd kernel). */
+static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, int rank, const char *bound,
+                     smelt__sb *out)
+{
+    int nops = d->n_in + d->n_out;
+    if (rank >= SMELT_MAX_DIMS) /* no shape[rank] slot */
+        return;
+    for (int k = d->n_in; k < nops; k++)
+        if (d->mode[k] != SMELT_MODE_CONTIG)
+            return;
+    /* the arguments of smelt_group: outputs to memory (direct) or to w buffers */
+    smelt__sb args[2];
+    for (int direct = 0; direct < 2; direct++) {
+        smelt__sb_init(&args[direct]);
+        for (int k = 0; k < nops; k++) {
+            const char *sep = k ? ", " : "";
+            if (k >= d->n_in && !direct)
+                smelt__sb_printf(&args[direct], "%sw%d", sep, k);
+            else if (d->mode[k] == SMELT_MODE_BCAST)
+                smelt__sb_printf(&args[direct], "%sb%d", sep, k);
+            else if (d->mode[k] == SMELT_MODE_STRIDED)
+                smelt__sb_printf(&args[direct], "%sq%d + j * s%d, s%d", sep, k, k, k);
+            else
+                smelt__sb_printf(&args[direct], "%sq%d + j", sep, k);
+        }
+    }
+    smelt__sb_puts(out, "#if defined(__x86_64__) && defined(__GNUC__)\n"
+                        "    typedef long long smelt_v2di __attribute__((vector_size(16)));\n"
+                        "#if defined(__clang__)\n"
+                        "#define smelt_nt16(p, v) __builtin_nontemporal_store((v), (smelt_v2di *)(void *)(p))\n"
+                        "#else\n"
+                        "#define smelt_nt16(p, v) __builtin_ia32_movntdq((smelt_v2di *)(void *)(p), (v))\n"
+                        "#endif\n");
+    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n        for (; j + %d <= %s && (0", rank, C_GROUP, bound);
+    for (int k = d->n_in; k < nops; k++)
+        smelt__sb_printf(out, " | ((unsigned long)(q%d + j) & 63)", k);
+    smelt__sb_printf(out, "); j += %d)\n            smelt_group(%s);\n", C_GROUP, smelt__sb_str(&args[1]));
+    smelt__sb_printf(out, "        for (; j + %d <= %s; j += %d) {\n", C_GROUP, bound, C_GROUP);
+    for (int k = d->n_in; k < nops; k++)
+        smelt__sb_printf(out, "            %s w%d[%d] __attribute__((aligned(64)));\n",
+                         dl->stype[value_dtype(d, d->out_val[k - d->n_in])], k, C_GROUP);
+    smelt__sb_printf(out, "            smelt_group(%s);\n", smelt__sb_str(&args[0]));
+    for (int k = d->n_in; k < nops; k++)
+        smelt__sb_printf(out, "            for (int i = 0; i < (int)(sizeof w%d / 16); i++)\n"
+                              "                smelt_nt16((char *)(q%d + j) + 16 * i, ((const smelt_v2di *)(const void *)w%d)[i]);\n",
+                         k, k, k);
+    smelt__sb_puts(out, "        }\n        __builtin_ia32_sfence();\n    }\n#endif\n");
+    smelt__sb_free(&args[0]), smelt__sb_free(&args[1]);
+}
+
 static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char *consts,
                     const char *body, bool arrays, smelt__sb *group, smelt__sb *call, smelt__sb *tail)
 {
@@ -907,6 +963,8 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
     smelt__sb_init(&vbody), smelt__sb_init(&valigned), smelt__sb_init(&gconst);
     smelt__sb_init(&group), smelt__sb_init(&call), smelt__sb_init(&tail);
+    smelt__sb stream;
+    smelt__sb_init(&stream);
     int vec = dl->device && flat ? device_vec_width(d) : 1;
 
     if (d->blocks) {
@@ -1006,6 +1064,8 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     {
         if (!dl->device)
             c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &call, &tail);
+        if (!dl->device)
+            c_stream(d, dl, R, flat ? "end" : "n", &stream);
         char nops_s[16], rank_s[16], w_s[16], noper_s[16], nstr_s[16], vec_s[16];
         snprintf(nops_s, sizeof nops_s, "%d", n_real);
         snprintf(rank_s, sizeof rank_s, "%d", R);
@@ -1017,15 +1077,15 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
         bool by_value = smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX;
         const char *k[] = {"PRELUDE", "NAME", "NOPS", "RANK", "SETUP", "ROW", "BODY", "W",
                            "GROUP", "CALL", "TAIL", "INDEX", "NOPERANDS", "NSTRIDES", "BY_VALUE",
-                           "VEC", "VEC_ALIGNED", "BODY_VEC"};
+                           "VEC", "VEC_ALIGNED", "BODY_VEC", "STREAM"};
         const char *v[] = {smelt__sb_str(&prelude), NAME_TOKEN,          nops_s,
                            rank_s,                  smelt__sb_str(&setup), smelt__sb_str(&row),
                            smelt__sb_str(&body),    w_s,                 smelt__sb_str(&group),
                            smelt__sb_str(&call),    smelt__sb_str(&tail),
                            d->idx32 ? "unsigned int" : "long long", noper_s, nstr_s,
                            by_value ? "1" : "0",    vec_s,               smelt__sb_str(&valigned),
-                           smelt__sb_str(&vbody)};
-        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 18, err)))
+                           smelt__sb_str(&vbody),   smelt__sb_str(&stream)};
+        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 19, err)))
             goto done;
     }
     if (mathlib) { /* the math the rest of the kernel names */
@@ -1061,6 +1121,7 @@ done:
     smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
     smelt__sb_free(&vbody), smelt__sb_free(&valigned), smelt__sb_free(&gconst);
     smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail);
+    smelt__sb_free(&stream);
     free(mathlib);
     return st;
 }

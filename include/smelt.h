@@ -94,7 +94,10 @@ const char *smelt_errmsg(const smelt_ctx *ctx);
  * NULL returns to the environment's choice. */
 int smelt_ctx_set_backend(smelt_ctx *ctx, const char *name);
 /* SMELT_OK if the named backend ("TCC", "CC", "NVRTC", "AUTO") can be used
- * on this machine; otherwise an error status whose smelt_errmsg says why. */
+ * on this machine; otherwise an error status whose smelt_errmsg says why
+ * (an unknown name: SMELT_ERR_INVALID_ARG, listing the valid ones).  NULL
+ * checks the backend in force: smelt_ctx_set_backend's, else
+ * SMELT_JIT_BACKEND's, else MGB_JIT_BACKEND's, else AUTO. */
 int smelt_backend_check(smelt_ctx *ctx, const char *name);
 /* Worker threads for kernels (0 = all cores, the default). */
 int smelt_ctx_set_threads(smelt_ctx *ctx, int threads);
@@ -197,8 +200,8 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
 typedef struct smelt_plan_stats {
     int kernels;        /* kernel launches per run */
     int ops;            /* operators executed by those kernels */
-    int compiles;       /* kernels this plan compiled (not found in the cache) */
-    int cache_hits;     /* kernels this plan found already compiled */
+    int compiles;       /* kernels this plan compiled (a compiler ran) */
+    int cache_hits;     /* kernels this plan found compiled in the context's memory */
     int fallbacks;      /* clusters that fell back to unfused kernels */
     double compile_ms;  /* time spent compiling for this plan */
     int folded;         /* nodes removed by constant folding */
@@ -210,6 +213,8 @@ typedef struct smelt_plan_stats {
     int kernels_fast;         /* kernels now running the optimising tier's code */
     int tier_pending;         /* background compiles not finished */
     double tier_compile_ms;   /* background compile time so far */
+    int disk_hits;      /* kernels this plan loaded from the persistent (disk) cache, no
+                           compiler run (the CC and NVRTC backends) */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
 /* Tiered plans (AUTO on a CPU) queue their kernels for the optimising tier

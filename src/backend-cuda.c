@@ -752,9 +752,10 @@ int smelt_plan_emit_only(smelt_ctx *ctx, smelt_graph *g_, int n_out, smelt_node 
     if (c->nrecs) {
         smelt__sb b;
         smelt__sb_init(&b);
-        smelt__sb_printf(&b, "NVRTC %d.%d, %s (%s): %d kernels compiled, %d rejected\n",
+        smelt__sb_printf(&b, "NVRTC %d.%d, %s (%s): %d kernel%s compiled, %d rejected\n",
                          g.nvrtc_major, g.nvrtc_minor, target,
-                         strncmp(target, "sm_", 3) ? "PTX" : "CUBIN", c->nrecs - rejected, rejected);
+                         strncmp(target, "sm_", 3) ? "PTX" : "CUBIN", c->nrecs - rejected,
+                         smelt__plural(c->nrecs - rejected), rejected);
         for (int i = 0; i < c->nrecs; i++) {
             const compile_rec *r = &c->recs[i];
             if (r->ok)

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "../fusion/dialect.h"
@@ -94,6 +96,7 @@ static void dump_source(const char *name, const char *ext, const char *src)
     const char *dir = getenv("SMELT_DUMP_DIR");
     if (!dir || !*dir)
         return;
+    smelt__mkdir_p(dir); /* as --dump does; describe warns when it cannot */
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
     FILE *f = fopen(path, "w");
@@ -101,6 +104,16 @@ static void dump_source(const char *name, const char *ext, const char *src)
         fputs(src, f);
         fclose(f);
     }
+}
+
+void smelt__dump_dir_warning(smelt__sb *warn)
+{
+    const char *dir = getenv("SMELT_DUMP_DIR");
+    struct stat st;
+    if (dir && *dir &&
+        (smelt__mkdir_p(dir) || stat(dir, &st) || !S_ISDIR(st.st_mode) || access(dir, W_OK)))
+        smelt__sb_printf(warn, "warning: SMELT_DUMP_DIR='%s' is not a folder that can be created "
+                               "and written: no kernel sources are written\n", dir);
 }
 
 int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
@@ -151,7 +164,9 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     void *fn = NULL, *handle = NULL;
     smelt__sb log;
     smelt__sb_init(&log);
+    unsigned long disk0 = smelt__dcache_thread_hits();
     st = be->iface->compile(be, src.s, name, &fn, &handle, &log);
+    bool from_disk = smelt__dcache_thread_hits() != disk0;
     *ms = smelt__now_ms() - t0;
     if (st) {
         smelt__sb_printf(err, "%s failed to compile %s:\n%s", be->iface->name, name,
@@ -191,6 +206,7 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     memcpy(&k->fn, &fn, sizeof k->fn); /* object to function pointer, as dlsym */
     k->handle = handle;
     k->backend = be;
+    k->from_disk = from_disk;
     k->n_operands = d->n_in + d->n_out;
     k->rank = d->rank;
     c->v[c->n++] = k;

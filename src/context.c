@@ -106,9 +106,7 @@ int smelt_backend_check(smelt_ctx *ctx, const char *name)
 {
     if (!ctx)
         return SMELT_ERR_INVALID_ARG;
-    if (!name)
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_backend_check: name is NULL");
-    int kind;
+    int kind; /* name NULL: the one in force (context, environment, AUTO) */
     int st = smelt__resolve_backend(ctx, name, &kind);
     if (st)
         return st;

@@ -3,8 +3,10 @@
  * smelt version) and never by compiler output.
  *
  *   dir      SMELT_CACHE_DIR, else $XDG_CACHE_HOME/smelt, else ~/.cache/smelt
- *   off      SMELT_CACHE=0
+ *   off      SMELT_CACHE=0 (or false, no, off; 1, true, yes, on: on)
  *   size cap SMELT_CACHE_MAX_MB (default 512); least recently used first out
+ * A value that is none of these is ignored (the default holds) and named in
+ * smelt__dcache_config's warning (plan descriptions and smelt info show it).
  *
  * An entry <key>.ske is "SMELTKC1", the payload size and checksum (u64 each),
  * then the payload.  It is written to a temporary file in the same folder and
@@ -14,6 +16,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +31,52 @@
 #define MAGIC "SMELTKC1"
 #define HDR 24
 
+#define DEFAULT_MAX_MB 512.0
+
+/* The settings from the environment: whether the cache is on, its cap in
+ * bytes; warn (may be NULL) gets a line for each value ignored. */
+static bool config(double *cap, smelt__sb *warn)
+{
+    static const char *const offs[] = {"0", "false", "no", "off"}, *const ons[] = {"1", "true", "yes", "on"};
+    bool on = true;
+    const char *v = getenv("SMELT_CACHE");
+    if (v && *v) {
+        bool known = false;
+        for (int i = 0; i < 4; i++) {
+            if (!strcasecmp(v, offs[i]))
+                on = false, known = true;
+            known |= !strcasecmp(v, ons[i]);
+        }
+        if (!known && warn)
+            smelt__sb_printf(warn, "warning: SMELT_CACHE='%s' is not 0/false/no/off or "
+                                   "1/true/yes/on: ignored, the persistent cache stays on\n", v);
+    }
+    *cap = DEFAULT_MAX_MB * 1048576.0;
+    v = getenv("SMELT_CACHE_MAX_MB");
+    if (v && *v) {
+        char *end;
+        double mb = strtod(v, &end);
+        while (*end == ' ')
+            end++;
+        if (end != v && !*end && isfinite(mb) && mb > 0 && mb < 1e12)
+            *cap = mb * 1048576.0;
+        else if (warn)
+            smelt__sb_printf(warn, "warning: SMELT_CACHE_MAX_MB='%s' is not a size in MiB above 0: "
+                                   "ignored, the cap stays %.0f MiB\n", v, DEFAULT_MAX_MB);
+    }
+    return on;
+}
+
+void smelt__dcache_config_warnings(smelt__sb *warn)
+{
+    double cap;
+    config(&cap, warn);
+}
+
 int smelt__dcache_dir(char *buf, size_t n)
 {
-    const char *off = getenv("SMELT_CACHE");
-    if (off && !strcmp(off, "0"))
+    double cap;
+    if (!config(&cap, NULL))
         return -1;
     const char *d = getenv("SMELT_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
     int w;
@@ -51,6 +97,10 @@ static void entry_path(char *buf, size_t n, const char *dir, const char *key)
 {
     snprintf(buf, n, "%s/%s.ske", dir, key);
 }
+
+static _Thread_local unsigned long thread_hits;
+
+unsigned long smelt__dcache_thread_hits(void) { return thread_hits; }
 
 int smelt__dcache_load(const char *key, char **data, size_t *size)
 {
@@ -91,6 +141,7 @@ int smelt__dcache_load(const char *key, char **data, size_t *size)
         return -1;
     }
     utimensat(AT_FDCWD, path, NULL, 0); /* most recently used */
+    thread_hits++;
     *data = buf;
     *size = len;
     return 0;
@@ -112,8 +163,8 @@ static int by_mtime(const void *a, const void *b)
 
 static void evict(const char *dir)
 {
-    const char *m = getenv("SMELT_CACHE_MAX_MB");
-    double cap = (m && *m ? atof(m) : 512.0) * 1048576.0;
+    double cap;
+    config(&cap, NULL);
     DIR *d = opendir(dir);
     if (!d)
         return;
@@ -196,9 +247,10 @@ int smelt_cache_dir(smelt_ctx *ctx, char *buf, size_t n)
     if (!buf || !n)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_cache_dir: buf is NULL");
     buf[0] = 0;
-    const char *off = getenv("SMELT_CACHE");
-    if (off && !strcmp(off, "0"))
-        return smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "turned off by SMELT_CACHE=0");
+    double cap;
+    if (!config(&cap, NULL))
+        return smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "turned off by SMELT_CACHE=%s",
+                          getenv("SMELT_CACHE"));
     if (smelt__dcache_dir(buf, n)) {
         buf[0] = 0;
         return smelt__err(ctx, SMELT_ERR_IO, "no usable folder (SMELT_CACHE_DIR, XDG_CACHE_HOME "

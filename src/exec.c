@@ -1,7 +1,9 @@
 /* The executor: checks inputs against the plan, infers run-time shapes,
  * allocates intermediates and runs the kernels in order on the thread pool. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plan.h"
 #include "../fusion/dialect.h"
@@ -73,6 +75,7 @@ typedef struct runstate {
     smelt_tensor *const *inputs;
     smelt_tensor **outputs;
     int64_t cstrides[SMELT_MAX_DIMS]; /* scratch */
+    int stream; /* SMELT_STREAM_STORES: -1 auto, 0 never, 1 every flat kernel */
 } runstate;
 
 static int value_view(smelt_plan *p, runstate *rs, int v, view *out, int64_t *scratch)
@@ -121,6 +124,76 @@ static bool fits_idx32(int64_t N, int rank, const int64_t *S, int n, int64_t (*s
     return true;
 }
 
+/* The last-level cache's size in bytes: sysfs's largest cache level of cpu0
+ * (sysconf's figure can be the whole package's), else sysconf, else 32 MiB. */
+static int64_t llc_bytes(void)
+{
+    static int64_t cached; /* 0: not read yet */
+    int64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v)
+        return v;
+    int best_level = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], buf[32];
+        int level = 0;
+        long long kb = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fscanf(f, "%d", &level) != 1)
+            level = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (level > best_level && (f = fopen(path, "r"))) {
+            if (fgets(buf, sizeof buf, f) && sscanf(buf, "%lld", &kb) == 1 && kb > 0) {
+                best_level = level;
+                v = (int64_t)kb * (strchr(buf, 'M') ? 1048576 : 1024);
+            }
+            fclose(f);
+        }
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (!v && sysconf(_SC_LEVEL3_CACHE_SIZE) > 0)
+        v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    if (!v)
+        v = (int64_t)32 << 20;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    return v;
+}
+
+/* Streaming (non-temporal) stores for kernel ki: its outputs are contiguous
+ * rows, larger than the last-level cache and not read by the next kernel
+ * (they would be evicted before any use; streaming skips reading each line
+ * before writing it).  C kernels read the flag from shape[rank]; other
+ * kernels ignore it. */
+static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int64_t N, int rank,
+                           const uint8_t *mode)
+{
+    const smelt__pkernel *k = &p->kern[ki];
+    if (rank >= SMELT_MAX_DIMS || !rs->stream)
+        return false;
+    int64_t bytes = 0;
+    for (int o = k->cl.nin; o < k->cl.nin + k->cl.nout; o++)
+        if (mode[o] != SMELT_MODE_CONTIG)
+            return false;
+    if (rs->stream == 1)
+        return true;
+    for (int o = 0; o < k->cl.nout; o++)
+        bytes += N * (int64_t)smelt__dtypes[p->prog.v[k->cl.outputs[o]].dtype].size;
+    if (bytes <= llc_bytes())
+        return false;
+    if (ki + 1 < p->nkern) {
+        const smelt__pkernel *next = &p->kern[ki + 1];
+        for (int i = 0; i < next->cl.nin; i++)
+            for (int o = 0; o < k->cl.nout; o++)
+                if (next->cl.inputs[i] == k->cl.outputs[o])
+                    return false;
+    }
+    return true;
+}
+
 /* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
 static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
@@ -162,6 +235,8 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
         return stt;
     l.fn = kk->fn;
     memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
+    if (rank < SMELT_MAX_DIMS)
+        l.shape[rank] = stream_outputs(p, rs, ki, N, rank, mode);
     for (int o = 0; o < n; o++)
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.n = N;
@@ -319,6 +394,8 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
         }
     }
     runstate rs = {.inputs = inputs, .outputs = outputs};
+    const char *sm = getenv("SMELT_STREAM_STORES"); /* auto (default), 0: never, 1: always */
+    rs.stream = sm && !strcmp(sm, "0") ? 0 : sm && !strcmp(sm, "1") ? 1 : -1;
     smelt_tensor **din = NULL, **dout = NULL;
     if (dev && !st && !(st = smelt__device_stage(p->be, n_in, inputs, n_out, outputs, &din, &dout)))
         rs.inputs = din, rs.outputs = dout;

@@ -69,7 +69,6 @@ static const struct {
 } unsupported[] = {
     {"real", "smelt has no complex dtypes"},    {"imag", "smelt has no complex dtypes"},
     {"complex", "smelt has no complex dtypes"}, {"contains", "smelt has no string dtypes"},
-    {"sum", "it is a reduction"},               {"prod", "it is a reduction"},
 };
 
 /* For tests: the alias table, one entry per call (NULL past the end). */
@@ -352,9 +351,93 @@ static void next(P *p)
     t->len = 1;
     p->pos++;
     if (!strchr("+-*/%<>&|^~(),", c) || c == 0) {
-        unexpected(p, c == '=' ? " (use == to compare)" : c == '!' ? " (use ~ or 'not' to negate)" : NULL);
+        /* NumPy syntax smelt does not have (yet): say so */
+        unexpected(p, c == '=' ? " (use == to compare; keyword arguments are not supported)"
+                      : c == '!' ? " (use ~ or 'not' to negate)"
+                      : c == '@' ? ": the matrix product (@) is not supported yet; smelt fuses "
+                                   "elementwise operations"
+                      : c == '.' ? ": attributes and methods (a.T, a.sum()) are not supported yet"
+                      : c == '[' ? ": indexing and slicing (a[0], a[:, 1]) are not supported yet"
+                                 : NULL);
         t->kind = T_END; /* stop the parse; the error is recorded */
     }
+}
+
+/* Edit distance of a and b (at most 40 characters each), for "did you mean". */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 40 || m > 40)
+        return 99;
+    int d[41][41];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            c = SMELT_MIN(c, d[i - 1][j] + 1);
+            c = SMELT_MIN(c, d[i][j - 1] + 1);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                c = SMELT_MIN(c, d[i - 2][j - 2] + 1); /* a transposition */
+            d[i][j] = c;
+        }
+    return d[n][m];
+}
+
+static bool callable_op(int op)
+{
+    return op >= 0 && (smelt__ops[op].cls == SMELT_CLASS_ELEMWISE || smelt__ops[op].cls == SMELT_CLASS_OPAQUE);
+}
+
+/* The function name nearest to name (operators, aliases, dtype names),
+ * if it is close enough to be a typo; NULL otherwise. */
+static void consider(const char *name, const char *cand, int *bd, const char **best)
+{
+    /* twice the edit distance, one less for a candidate of the same length
+     * (a transposition, "tahn" -> tanh, beats a deletion, -> tan) */
+    int d = 2 * edit_distance(name, cand) - (strlen(cand) == strlen(name));
+    if (d < *bd)
+        *bd = d, *best = cand;
+}
+
+static const char *nearest_function(const char *name)
+{
+    const char *best = NULL;
+    int bd = 2 * ((int)strlen(name) <= 4 ? 1 : 2) + 1; /* the most edits that count as a typo */
+    for (int op = 0; op < SMELT_OP_COUNT; op++)
+        if (callable_op(op))
+            consider(name, smelt__ops[op].name, &bd, &best);
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        consider(name, aliases[i].alias, &bd, &best);
+    for (int dt = 0; dt < SMELT_DTYPE_COUNT; dt++)
+        consider(name, smelt_dtype_name((smelt_dtype)dt), &bd, &best);
+    return best;
+}
+
+/* NumPy functions smelt does not have yet, and why. */
+static const char *unsupported_function(const char *name)
+{
+    static const char *const reductions[] = {"sum", "mean", "prod", "std", "var", "max", "min",
+                                             "amax", "amin", "argmax", "argmin", "any", "all",
+                                             "cumsum", "cumprod", "norm", "softmax", "logsumexp"};
+    static const char *const products[] = {"dot", "matmul", "einsum", "inner", "outer", "tensordot"};
+    static const char *const layout[] = {"transpose", "reshape", "concatenate", "stack", "squeeze",
+                                         "expand_dims", "flip", "roll", "take"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (!strcmp(name, unsupported[i].name))
+            return unsupported[i].why;
+    for (size_t i = 0; i < sizeof reductions / sizeof reductions[0]; i++)
+        if (!strcmp(name, reductions[i]))
+            return "reductions are not supported yet";
+    for (size_t i = 0; i < sizeof products / sizeof products[0]; i++)
+        if (!strcmp(name, products[i]))
+            return "matrix products are not supported yet";
+    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++)
+        if (!strcmp(name, layout[i]))
+            return "layout operations are not supported in expressions yet (pass views as inputs)";
+    return NULL;
 }
 
 static bool is_op(P *p, const char *op)
@@ -476,16 +559,19 @@ static val call(P *p, size_t npos, size_t nlen)
             canon = aliases[i].op;
     int op = nlen < 40 ? smelt_op_from_name(canon) : -1;
     int cast_dt = -1;
-    if (op >= 0 && smelt__ops[op].cls != SMELT_CLASS_ELEMWISE && smelt__ops[op].cls != SMELT_CLASS_OPAQUE)
+    if (!callable_op(op))
         op = -1;
     if (op < 0 && nlen < 40)
         cast_dt = smelt_dtype_from_name(fname);
-    for (size_t i = 0; op < 0 && cast_dt < 0 && i < sizeof unsupported / sizeof unsupported[0]; i++)
-        if (!strcmp(fname, unsupported[i].name))
-            return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu is not supported: %s", fname,
-                        npos + 1, unsupported[i].why);
-    if (op < 0 && cast_dt < 0)
-        return fail(p, npos, SMELT_ERR_PARSE, "unknown function '%s' at column %zu", fname, npos + 1);
+    if (op < 0 && cast_dt < 0) {
+        const char *why = unsupported_function(fname), *near = why ? NULL : nearest_function(fname);
+        if (why)
+            return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu: %s; smelt fuses elementwise "
+                        "operations (smelt info --ops lists them)", fname, npos + 1, why);
+        return fail(p, npos, SMELT_ERR_PARSE, "unknown function '%s' at column %zu (%s%s%s"
+                    "smelt info --ops lists the functions)", fname, npos + 1,
+                    near ? "did you mean " : "", near ? near : "", near ? "? " : "");
+    }
     int arity = op >= 0 ? smelt__ops[op].arity : 1;
 
     next(p); /* '(' */

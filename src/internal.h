@@ -38,6 +38,8 @@ char *smelt__sb_take(smelt__sb *b);       /* caller frees; NULL on OOM */
 
 uint64_t smelt__hash(const void *data, size_t n, uint64_t seed);
 double smelt__now_ms(void);
+/* "s" unless n is 1: "%d kernel%s", n, smelt__plural(n) */
+static inline const char *smelt__plural(long long n) { return n == 1 ? "" : "s"; }
 /* A whole file (NUL-terminated; *len its size), or NULL with errno set
  * (EFBIG when it is larger than max). */
 char *smelt__read_file(const char *path, size_t max, size_t *len);
@@ -293,8 +295,17 @@ void smelt__kdesc_free(smelt__kdesc *d);
 /* ---- persistent kernel cache (src/diskcache.c) ----------------------- */
 /* The cache folder (created) in buf; -1 when the cache is off or unusable. */
 int smelt__dcache_dir(char *buf, size_t n);
+/* A "warning: ..." line for each SMELT_CACHE / SMELT_CACHE_MAX_MB value
+ * that is ignored (not a valid setting). */
+void smelt__dcache_config_warnings(smelt__sb *warn);
+/* The same for SMELT_DUMP_DIR when it names no folder that can be written
+ * (src/cache.c, which creates it when it is missing). */
+void smelt__dump_dir_warning(smelt__sb *warn);
 /* 0 and a malloc'd payload on a hit; -1 on a miss (a bad entry is deleted). */
 int smelt__dcache_load(const char *key, char **data, size_t *size);
+/* Entries smelt__dcache_load has returned on the calling thread so far (a
+ * compile that loaded its object from disk is told apart by it). */
+unsigned long smelt__dcache_thread_hits(void);
 int smelt__dcache_store(const char *key, const char *data, size_t size);
 
 /* ---- config ---------------------------------------------------------- */
@@ -327,10 +338,12 @@ typedef struct smelt__kernel {
     int rank;
     char *desc;      /* the description it was emitted from (serialised) ... */
     size_t desc_len; /* ... so that a repeat finds it without emitting again */
+    bool from_disk;  /* the backend loaded it from the persistent cache */
 } smelt__kernel;
 
-/* Find or compile.  *compiled tells whether this call compiled it; ms the
- * compile time.  Fails with SMELT_ERR_COMPILE and the log in err. */
+/* Find or compile.  *compiled tells whether this call compiled it (or,
+ * with (*out)->from_disk, loaded it from the persistent cache); ms the
+ * time that took.  Fails with SMELT_ERR_COMPILE and the log in err. */
 int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
                       smelt__kernel **out, bool *compiled, double *ms, smelt__sb *err);
 void smelt__kcache_free(smelt__kcache *c);

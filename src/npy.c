@@ -164,8 +164,8 @@ static int parse_shape(hp *h, npyhdr *out)
         if (h->s < h->end && *h->s == 'L') /* written by Python 2 */
             h->s++;
         if (out->ndim == SMELT_MAX_DIMS)
-            return herr(h, SMELT_ERR_SHAPE, "array has more than %d dimensions (smelt's maximum)",
-                        SMELT_MAX_DIMS);
+            return herr(h, SMELT_ERR_SHAPE, "array has more than %d dimensions (smelt takes at most %d "
+                        "dimensions)", SMELT_MAX_DIMS, SMELT_MAX_DIMS);
         out->shape[out->ndim++] = v;
         if (eat(h, ')'))
             break;

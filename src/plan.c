@@ -145,13 +145,17 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
         memcpy(v[k->nvar].mode, mode, sizeof v[k->nvar].mode);
         v[k->nvar].k = kk;
         v[k->nvar].base = kk;
+        v[k->nvar].origin = !compiled ? SMELT__FROM_MEMORY
+                            : kk->from_disk ? SMELT__FROM_DISK : SMELT__COMPILED;
         k->nvar++;
         if (p->up_be && p->runs >= 2)
             smelt__tier_submit_variant(p, ki, k->nvar - 1);
-        if (compiled)
-            p->stats.compiles++;
-        else
+        if (!compiled)
             p->stats.cache_hits++;
+        else if (kk->from_disk)
+            p->stats.disk_hits++;
+        else
+            p->stats.compiles++;
         smelt__sb_free(&err);
         *out = kk;
         return SMELT_OK;
@@ -187,16 +191,24 @@ static void describe(smelt_plan *p)
     smelt__sb *b = &p->desc;
     smelt__sb_free(b);
     const smelt_plan_stats *s = &p->stats;
-    smelt__sb_printf(b, "plan: opt_level %d, backend %s, %d instructions, %d kernels\n",
-                     p->opt_level, s->backend, p->prog.n, p->nkern);
+    smelt__sb_printf(b, "plan: opt_level %d, backend %s, %d instruction%s, %d kernel%s\n",
+                     p->opt_level, s->backend, p->prog.n, smelt__plural(p->prog.n), p->nkern,
+                     smelt__plural(p->nkern));
     smelt__sb_printf(b, "passes: folded %d, cse %d, dce %d\n", s->folded, s->cse, s->dce);
-    smelt__sb_printf(b, "compiles %d, cache hits %d, compile %.3f ms, fallbacks %d\n", s->compiles,
-                     s->cache_hits, s->compile_ms, s->fallbacks);
+    smelt__sb_printf(b, "kernels: %d compiled, %d from memory, %d from disk; compile %.3f ms, "
+                        "fallbacks %d\n",
+                     s->compiles, s->cache_hits, s->disk_hits, s->compile_ms, s->fallbacks);
+    static const char *const origin[] = {"compiled", "from memory", "from disk"};
     for (int i = 0; i < p->nkern; i++) {
         smelt__pkernel *k = &p->kern[i];
-        smelt__sb_printf(b, "kernel %d %s [%s]: %d operators [", i,
-                         k->nvar ? k->var[0].k->name : "(not compiled)",
-                         k->nvar ? k->var[0].k->backend->iface->name : "-", k->cl.nmem);
+        const smelt__variant *v = k->nvar ? &k->var[0] : NULL;
+        const char *from = !v ? "-"
+                           : v->k == v->base ? origin[v->origin]
+                           : v->k->from_disk ? "from disk in the background"
+                                             : "compiled in the background";
+        smelt__sb_printf(b, "kernel %d %s [%s] (%s): %d operator%s [", i,
+                         v ? v->k->name : "(not compiled)", v ? v->k->backend->iface->name : "-",
+                         from, k->cl.nmem, smelt__plural(k->cl.nmem));
         for (int j = 0; j < k->cl.nmem; j++)
             smelt__sb_printf(b, j ? " %s" : "%s", smelt__ops[p->prog.v[k->cl.members[j]].op].name);
         smelt__sb_puts(b, "] inputs [");
@@ -223,6 +235,8 @@ static void describe(smelt_plan *p)
     }
     if (p->log.len)
         smelt__sb_puts(b, smelt__sb_str(&p->log));
+    smelt__dcache_config_warnings(b);
+    smelt__dump_dir_warning(b);
 }
 
 const char *smelt_plan_describe(smelt_plan *p)

@@ -9,7 +9,10 @@ typedef struct smelt__variant {
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     smelt__kernel *k;    /* what runs now */
     smelt__kernel *base; /* the first tier's kernel (upgrades are keyed by it) */
+    uint8_t origin;      /* of base: SMELT__COMPILED, SMELT__FROM_MEMORY, SMELT__FROM_DISK */
 } smelt__variant;
+
+enum { SMELT__COMPILED, SMELT__FROM_MEMORY, SMELT__FROM_DISK };
 
 /* An optimising-tier kernel compiled in the background for base. */
 typedef struct smelt__upgrade {

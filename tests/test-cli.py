@@ -29,16 +29,7 @@ SEED = int(os.environ.get("SMELT_TEST_SEED", "0")) or int.from_bytes(os.urandom(
 rng = np.random.default_rng(SEED)
 print("test-cli: seed %d (SMELT_TEST_SEED=%d repeats this run)" % (SEED, SEED))
 
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what)
+from checks import check, done  # noqa: E402 (tests/checks.py)
 
 
 TMP = tempfile.mkdtemp(prefix="smelt-cli-")
@@ -422,6 +413,95 @@ check(rc == 0, "'--' before an expression: %s" % se)
 if rc == 0:
     close(np.load(path("neg.npy")), -data["a"], "-a")
 
+# ---- inputs given inline, NumPy-style printing, the rough edges of issue 14 ---------------
+rc, so, se = smelt("eval", "a * 2", "a=arange:i32[2,3]")
+check(rc == 0 and so == "[[0 2 4]\n [6 8 10]]\n", "arange input: %r %s" % (so, se))
+rc, so, se = smelt("eval", "a + b", "a=zeros:f32[3]", "b=ones:f64[3]")
+check(rc == 0 and so == "[1.0 1.0 1.0]\n", "zeros/ones inputs: %r %s" % (so, se))
+rc, so, se = smelt("eval", "a", "a=random:f32[1000]", "-o", path("rnd.npy"))
+rnd = np.load(path("rnd.npy")) if rc == 0 else None
+check(rnd is not None and rnd.dtype == np.float32 and rnd.shape == (1000,) and rnd.min() >= -1 and
+      rnd.max() < 1 and len(np.unique(rnd)) > 900, "random input: uniform in [-1, 1): %s" % se)
+rc2, so, se = smelt("eval", "a", "a=random:f32[1000]", "-o", path("rnd2.npy"))
+check(rc2 == 0 and rnd is not None and np.array_equal(np.load(path("rnd2.npy")), rnd),
+      "random inputs are the same on every run")
+rc, so, se = smelt("eval", "a", "a=random:bool[64]", "-o", path("rb.npy"))
+check(rc == 0 and set(np.load(path("rb.npy")).tolist()) == {False, True}, "random bool: %s" % se)
+
+# floats print as NumPy prints a scalar: 10.0 (not 1e+01), 1e+16, 0.0001, 1e-05
+vals32 = np.array([10, 71, 1e10, 123456789, 0.001, 1e-5, -2.5, 1e16, 0.1, 3e-4], np.float32)
+vals64 = np.array([10, 1e15, 1e16, 0.1 + 0.2, 1e-4, 1.5e-5, -0.0, 123456789], np.float64)
+for vals in (vals32, vals64):
+    rc, so, se = smelt("eval", "v", save("v.npy", vals))
+    want = "[" + " ".join(str(x) for x in vals) + "]"
+    check(rc == 0 and " ".join(so.split()) == want, "prints as NumPy's scalars: %r, NumPy %r" % (so, want))
+
+rc, so, se = smelt("explain", "a + 1", "a=f32[5]", "--no-source")
+check(rc == 0 and "1 kernel\n" in so and "1 operator [" in so and "1 kernels" not in so and
+      "1 operators" not in so, "singular counts: %r" % so)
+
+# --time under AUTO times what it says: both plans on the optimising tier
+nvrtc_info = smelt("info")[1]
+if "CC     available" in nvrtc_info:
+    rc, so, se = smelt("eval", "sin(a) * b + 1", "a=random:f32[256,256]", "b=random:f32[256]",
+                       "-o", path("t.npy"), "--time", env={"SMELT_JIT_BACKEND": None})
+    run_line = [l for l in so.splitlines() if l.startswith("run")]
+    check(rc == 0 and run_line and "fused" in run_line[0] and run_line[0].count(" on CC") == 2,
+          "--time under AUTO times the CC kernels of both plans: %r %s" % (so, se))
+
+# SMELT_DUMP_DIR naming a missing folder: created, as --dump does
+dd = path("dumps/deeper")
+rc, so, se = smelt("eval", "a * 3", "a=arange:f32[4]", env={"SMELT_DUMP_DIR": dd})
+check(rc == 0 and os.path.isdir(dd) and any(n.endswith(".c") for n in os.listdir(dd)),
+      "SMELT_DUMP_DIR is created: %s" % se)
+rc, so, se = smelt("explain", "a * 3", "a=f32[4]", "--no-source", env={"SMELT_DUMP_DIR": "/proc/nope"})
+check(rc == 0 and "warning: SMELT_DUMP_DIR='/proc/nope'" in so, "unusable SMELT_DUMP_DIR is a warning: %r" % so)
+
+# bad cache settings: a warning, the default kept; false/no/off turn it off
+rc, so, se = smelt("info", env={"SMELT_CACHE_MAX_MB": "abc"})
+check(rc == 0 and "warning: SMELT_CACHE_MAX_MB='abc'" in so and "512 MiB" in so, "info warns: %r" % so)
+for word in ("false", "no", "off"):
+    rc, so, se = smelt("info", env={"SMELT_CACHE": word})
+    check(rc == 0 and "persistent           off: turned off by SMELT_CACHE=" + word in so,
+          "SMELT_CACHE=%s turns the cache off: %r" % (word, so))
+rc, so, se = smelt("info")
+check("not available: backend" not in so, "info says 'not available' once: %r" % so)
+
+# explain with NVRTC: --no-source leaves out the sources; SMELT_JIT_BACKEND=NVRTC does what --backend does
+if not gpu:
+    r1 = smelt("explain", "a * 2 + 1", "a=f32[10]", "--backend", "NVRTC", "--no-source")
+    r2 = smelt("explain", "a * 2 + 1", "a=f32[10]", "--no-source", env={"SMELT_JIT_BACKEND": "NVRTC"})
+    r3 = smelt("explain", "a * 2 + 1", "a=f32[10]", "--no-source", env={"SMELT_JIT_BACKEND": None,
+                                                                       "MGB_JIT_BACKEND": "NVRTC"})
+    check(r1[0] == r2[0] == r3[0] and "__global__" not in r1[1] and "__global__" not in r2[1],
+          "explain NVRTC --no-source, by option or variable: %r / %r" % (r1[1][-300:], r2[1][-300:]))
+    scrub = lambda t: "".join(c for c in t if not c.isdigit())  # compile times differ
+    check(scrub(r1[1]) == scrub(r2[1]) == scrub(r3[1]) and scrub(r1[2]) == scrub(r2[2]),
+          "SMELT_JIT_BACKEND=NVRTC explain == --backend NVRTC: %r %r" % (r1[2], r2[2]))
+
+np.save(path("arr.npy"), np.arange(3.0))
+many = ["x%d=zeros:f32[1]" % i for i in range(70)]
+errors2 = [
+    (["eval", "sigmod(a)", "a=arange:f32[3]"], 1, "did you mean sigmoid? smelt info --ops"),
+    (["eval", "a @ a", "a=arange:f32[3]"], 1, "the matrix product (@) is not supported yet"),
+    (["eval", "a.T", "a=arange:f32[3]"], 1, "(a.T, a.sum()) are not supported yet"),
+    (["eval", "a[0]", "a=arange:f32[3]"], 1, "indexing and slicing (a[0], a[:, 1]) are not supported yet"),
+    (["eval", "sum(a, axis=1)", "a=arange:f32[3]"], 1, "reductions are not supported yet"),
+    (["eval", "x0"] + many, 2, "at most 64 name=value inputs"),
+    (["eval", "a", "a=zeros:f32[1,1,1,1,1,1,1,1,1]"], 2, "at most 8 dimensions"),
+    (["explain", "a", "a=f32[1,1,1,1,1,1,1,1,1]"], 2, "at most 8 dimensions"),
+    (["eval", "a", "a=f32[3]"], 2, "no values: use a .npy file, or random:f32[3]"),
+    (["eval", "a", "a=random:f99[3]"], 2, "not a valid random:DTYPE[SHAPE]"),
+    (["run", path("arr.npy")], 1, "arr.npy is a .npy file, not a graph file"),
+    (["explain", path("arr.npy")], 1, "arr.npy is a .npy file, not a graph file"),
+]
+for args, status, text in errors2:
+    rc, so, se = smelt(*args)
+    what = "smelt %s" % " ".join(args)[:120]
+    lines = se.splitlines()
+    check(rc == status and bool(lines) and text in lines[0] and lines[0].startswith("smelt: error: "),
+          "%s: exit %d (expected %d), stderr %r lacks %r" % (what, rc, status, se, text))
+
 # files smelt writes are what NumPy writes
 np.save(path("np.npy"), data["d"])
 rc, so, se = smelt("eval", "d", ARGS["d"], "-o", path("sm.npy"))
@@ -429,5 +509,4 @@ check(rc == 0 and open(path("sm.npy"), "rb").read() == open(path("np.npy"), "rb"
       "smelt writes the same bytes as numpy.save")
 
 shutil.rmtree(TMP, ignore_errors=True)
-print("test-cli: %d checks, %d failed" % (checks, len(failures)))
-sys.exit(1 if failures else 0)
+done("test-cli")

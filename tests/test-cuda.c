@@ -926,7 +926,7 @@ DEVICE_TEST(auto_and_emit_only, 120)
     cr_assert_str_eq(t_stats(p).backend, "NVRTC");
     char *report = NULL;
     T_OK(ctx, smelt_plan_emit_only(ctx, g, 1, &y, NULL, NULL, &report));
-    cr_assert(t_contains(report, "1 kernels compiled, 0 rejected"), "%s", report);
+    cr_assert(t_contains(report, "1 kernel compiled, 0 rejected"), "%s", report);
     smelt_free(report);
     trng r;
     trng_init(&r, 9);

@@ -217,7 +217,7 @@ Test(errors, null_arguments_everywhere)
     cr_assert_eq(smelt_ctx_set_threads(NULL, 1), SMELT_ERR_INVALID_ARG);
     cr_assert_eq(smelt_ctx_threads(NULL), 0);
     cr_assert_neq(smelt_backend_check(NULL, "TCC"), SMELT_OK);
-    T_ERR(ctx, smelt_backend_check(ctx, NULL), SMELT_ERR_INVALID_ARG, "NULL");
+    T_OK(ctx, smelt_backend_check(ctx, NULL)); /* the one in force: SMELT_JIT_BACKEND=TCC */
     /* tensors */
     smelt_tensor *t = (smelt_tensor *)&t;
     T_ERR(ctx, smelt_tensor_new(ctx, SMELT_F32, 2, NULL, &t), SMELT_ERR_INVALID_ARG, "shape is NULL");
@@ -388,6 +388,21 @@ Test(backend, invalid_smelt_jit_backend_lists_the_valid_names)
     for (int i = 0; i < 4; i++)
         cr_assert(t_contains(m, valid[i]), "the message lists %s: %s", valid[i], m);
     T_ERR(ctx, smelt_backend_check(ctx, "FOO"), SMELT_ERR_INVALID_ARG, "FOO");
+    smelt_ctx_free(ctx);
+}
+
+/* smelt_backend_check(ctx, NULL) checks the backend in force (here the
+ * environment's), with the library's message */
+Test(backend, check_of_the_backend_in_force)
+{
+    clean_env();
+    setenv("SMELT_JIT_BACKEND", "bogus", 1);
+    smelt_ctx *ctx = t_ctx_raw();
+    T_ERR(ctx, smelt_backend_check(ctx, NULL), SMELT_ERR_INVALID_ARG, "SMELT_JIT_BACKEND");
+    cr_assert(t_contains(smelt_errmsg(ctx), "TCC, CC, NVRTC, AUTO"), "%s", smelt_errmsg(ctx));
+    setenv("SMELT_JIT_BACKEND", "TCC", 1);
+    T_OK(ctx, smelt_backend_check(ctx, NULL));
+    cr_assert_neq(smelt_ctx_set_backend(ctx, "bogus"), SMELT_OK);
     smelt_ctx_free(ctx);
 }
 

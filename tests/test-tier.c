@@ -114,6 +114,89 @@ Test(tier, cc_equals_tcc_bitwise_on_arithmetic)
     }
 }
 
+/* Streaming stores (SMELT_STREAM_STORES=1 forces them on every flat CC
+ * kernel) give the same bits as ordinary stores and TCC: several outputs
+ * of several dtypes, a size that is no multiple of the group, chunks over
+ * threads, and an output that starts off a cache line (a view at offset 3). */
+Test(tier, streaming_stores_give_the_same_results)
+{
+    fresh_cache();
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_U8};
+    for (int k = 0; k < NELEMS(dts); k++) {
+        trng r;
+        trng_init(&r, 100 + (uint64_t)k);
+        smelt_ctx *ctx = t_ctx();
+        smelt_ctx_set_threads(ctx, 2);
+        const int64_t n = 100003;
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, NULL, dts[k], SHP(n));
+        smelt_node *b = smelt_input(g, NULL, dts[k], SHP(n));
+        smelt_node *y[2] = {chain(g, a, b, a), smelt_mul(g, a, b)};
+        smelt_tensor *in[2] = {t_rand(ctx, &r, dts[k], SHP(n)), t_rand(ctx, &r, dts[k], SHP(n))};
+        smelt_plan *pt = plan_with(ctx, g, 2, y, "TCC"), *pc = plan_with(ctx, g, 2, y, "CC");
+        smelt_tensor *ot[2] = {0}, *os[2] = {0}, *big, *off[2];
+        t_run(pt, 2, in, 2, ot);
+        big = t_tensor(ctx, dts[k], SHP(n + 3));
+        T_OK(ctx, smelt_tensor_slice(big, 0, 3, n + 3, 1, &off[0]));
+        off[1] = t_tensor(ctx, dts[k], SHP(n));
+        setenv("SMELT_STREAM_STORES", "1", 1);
+        t_run(pc, 2, in, 2, os);
+        t_run(pc, 2, in, 2, off);
+        setenv("SMELT_STREAM_STORES", "0", 1);
+        for (int o = 0; o < 2; o++) {
+            cr_assert(t_bitwise_equal(ot[o], os[o]), "%s output %d: streamed CC differs from TCC at %lld",
+                      smelt_dtype_name(dts[k]), o, (long long)t_first_difference(ot[o], os[o]));
+            cr_assert(t_bitwise_equal(ot[o], off[o]), "%s output %d at offset 3 differs at %lld",
+                      smelt_dtype_name(dts[k]), o, (long long)t_first_difference(ot[o], off[o]));
+        }
+        unsetenv("SMELT_STREAM_STORES");
+        t_free_all(ot, 2), t_free_all(os, 2), t_free_all(off, 2), t_free_all(in, 2);
+        smelt_tensor_free(big);
+        smelt_plan_free(pt), smelt_plan_free(pc);
+        smelt_graph_free(g);
+        smelt_ctx_free(ctx);
+    }
+}
+
+/* The same in row-by-row (nd) kernels: a row and a column broadcast, a
+ * transposed (strided) input; contiguous outputs are streamed. */
+Test(tier, streaming_stores_in_nd_kernels)
+{
+    fresh_cache();
+    trng r;
+    trng_init(&r, 7);
+    smelt_ctx *ctx = t_ctx();
+    smelt_ctx_set_threads(ctx, 2);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(301, 333));
+    smelt_node *b = smelt_input(g, NULL, SMELT_F32, SHP(1, 333));
+    smelt_node *c = smelt_input(g, NULL, SMELT_F32, SHP(301, 1));
+    smelt_node *y = smelt_unary(g, SMELT_OP_RELU, smelt_add(g, smelt_mul(g, a, b), c));
+    smelt_tensor *in[3] = {t_rand(ctx, &r, SMELT_F32, SHP(301, 333)), t_rand(ctx, &r, SMELT_F32, SHP(1, 333)),
+                           t_rand(ctx, &r, SMELT_F32, SHP(301, 1))};
+    smelt_tensor *at = t_rand(ctx, &r, SMELT_F32, SHP(333, 301)), *tr = NULL;
+    const int perm[2] = {1, 0};
+    T_OK(ctx, smelt_tensor_transpose(at, perm, &tr));
+    smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC");
+    for (int layout = 0; layout < 2; layout++) {
+        smelt_tensor *args[3] = {layout ? tr : in[0], in[1], in[2]}, *ot = NULL, *os = NULL;
+        t_run(pt, 3, args, 1, &ot);
+        setenv("SMELT_STREAM_STORES", "1", 1);
+        t_run(pc, 3, args, 1, &os);
+        unsetenv("SMELT_STREAM_STORES");
+        cr_assert(t_bitwise_equal(ot, os), "layout %d: streamed CC differs from TCC at %lld", layout,
+                  (long long)t_first_difference(ot, os));
+        smelt_tensor_free(ot), smelt_tensor_free(os);
+    }
+    cr_assert(t_contains(smelt_plan_kernel_source(pc, 0), "shape[2] == 1"), "%s",
+              smelt_plan_kernel_source(pc, 0));
+    t_free_all(in, 3);
+    smelt_tensor_free(tr), smelt_tensor_free(at);
+    smelt_plan_free(pt), smelt_plan_free(pc);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
 /* libmvec's vector functions are within 4 ULP of glibc's scalar ones
  * (glibc's documented bound; docs/numerics.md). */
 Test(tier, vector_math_within_stated_ulp_bound)
@@ -284,6 +367,84 @@ Test(cache, warm_cache_needs_no_compiler)
     p = one_kernel(c2, &g, 1.5);
     cr_assert_eq(compiler_calls(), 1, "the compiler ran although the cache was warm");
     smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c2);
+}
+
+/* A kernel loaded from the persistent cache is a disk hit, not a compile;
+ * the description says where each kernel came from. */
+Test(cache, disk_hits_are_counted_apart_from_compiles)
+{
+    fresh_cache();
+    smelt_graph *g, *g2;
+    smelt_ctx *c1 = t_ctx();
+    smelt_plan *p = one_kernel(c1, &g, 4.5);
+    smelt_plan_stats s = t_stats(p);
+    cr_assert(s.compiles == 1 && s.disk_hits == 0 && s.cache_hits == 0, "cold: %d %d %d",
+              s.compiles, s.disk_hits, s.cache_hits);
+    cr_assert(t_contains(smelt_plan_describe(p), "[CC] (compiled)"), "%s", smelt_plan_describe(p));
+    smelt_plan *again = one_kernel(c1, &g2, 4.5); /* the same context: its memory */
+    s = t_stats(again);
+    cr_assert(s.compiles == 0 && s.disk_hits == 0 && s.cache_hits == 1, "memory: %d %d %d",
+              s.compiles, s.disk_hits, s.cache_hits);
+    cr_assert(t_contains(smelt_plan_describe(again), "[CC] (from memory)"), "%s",
+              smelt_plan_describe(again));
+    smelt_plan_free(again), smelt_graph_free(g2);
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c1);
+    smelt_ctx *c2 = t_ctx(); /* as a new process */
+    p = one_kernel(c2, &g, 4.5);
+    s = t_stats(p);
+    cr_assert(s.compiles == 0 && s.disk_hits == 1 && s.cache_hits == 0, "disk: %d %d %d",
+              s.compiles, s.disk_hits, s.cache_hits);
+    const char *d = smelt_plan_describe(p);
+    cr_assert(t_contains(d, "[CC] (from disk)") && t_contains(d, "0 compiled, 0 from memory, 1 from disk"),
+              "%s", d);
+    cr_assert_eq(compiler_calls(), 1);
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c2);
+}
+
+/* A size cap that is not a positive number is ignored with a warning: the
+ * default holds and the cache keeps its entries. */
+Test(cache, bad_size_cap_keeps_the_default_with_a_warning)
+{
+    static const char *const bad[] = {"abc", "0", "-1", "12MB"};
+    for (int i = 0; i < NELEMS(bad); i++) {
+        fresh_cache();
+        setenv("SMELT_CACHE_MAX_MB", bad[i], 1);
+        smelt_ctx *c = t_ctx();
+        smelt_graph *g;
+        for (int k = 0; k < 3; k++) {
+            smelt_plan *p = one_kernel(c, &g, 30.5 + k);
+            if (k == 2) {
+                const char *d = smelt_plan_describe(p);
+                cr_assert(t_contains(d, "warning: SMELT_CACHE_MAX_MB=") && t_contains(d, bad[i]) &&
+                              t_contains(d, "512 MiB"),
+                          "%s: %s", bad[i], d);
+            }
+            smelt_plan_free(p), smelt_graph_free(g);
+        }
+        char names[8][300];
+        cr_assert_eq(cache_entries(names, 8), 3, "SMELT_CACHE_MAX_MB=%s emptied the cache", bad[i]);
+        smelt_ctx_free(c);
+        unsetenv("SMELT_CACHE_MAX_MB");
+    }
+}
+
+/* SMELT_CACHE=false, no, off turn the cache off as 0 does. */
+Test(cache, off_words)
+{
+    static const char *const off[] = {"false", "no", "off", "OFF", "0"};
+    for (int i = 0; i < NELEMS(off); i++) {
+        fresh_cache();
+        setenv("SMELT_CACHE", off[i], 1);
+        smelt_graph *g;
+        smelt_ctx *c = t_ctx();
+        smelt_plan *p = one_kernel(c, &g, 40.5);
+        char names[8][300], buf[512];
+        cr_assert_eq(cache_entries(names, 8), 0, "SMELT_CACHE=%s wrote an entry", off[i]);
+        cr_assert_neq(smelt_cache_dir(c, buf, sizeof buf), SMELT_OK);
+        cr_assert(t_contains(smelt_errmsg(c), off[i]), "%s", smelt_errmsg(c));
+        smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
+    }
+    unsetenv("SMELT_CACHE");
 }
 
 Test(cache, corrupt_or_truncated_entries_are_rebuilt)

@@ -200,7 +200,7 @@ static int parse_opts(int argc, char **argv, const char *allowed, opts *o)
         const char *a = argv[i];
         if (dashdash || !looks_like_option(a)) {
             if (o->npos == MAX_BIND + 2)
-                return usage_error("too many arguments");
+                return usage_error("too many inputs: at most %d name=value inputs", MAX_BIND);
             o->pos[o->npos++] = a;
             continue;
         }
@@ -282,7 +282,8 @@ static int parse_opts(int argc, char **argv, const char *allowed, opts *o)
 typedef struct binding {
     char name[64];
     const char *value;
-    bool spec; /* DTYPE[SHAPE] (explain only) */
+    bool spec; /* DTYPE[SHAPE], with or without a generator */
+    int gen;   /* GEN_*: values made up from the spec */
     smelt_dtype dt;
     int ndim;
     int64_t shape[SMELT_MAX_DIMS];
@@ -301,7 +302,12 @@ static bool is_ident(const char *s, size_t n)
     return true;
 }
 
-/* DTYPE[d0,d1,...]: 1 if s is one (filled in), 0 if not, -1 on a bad one. */
+/* Inputs given inline: name=GEN:DTYPE[SHAPE] */
+enum { GEN_NONE, GEN_RANDOM, GEN_ARANGE, GEN_ZEROS, GEN_ONES };
+static const char *const gen_names[] = {"", "random:", "arange:", "zeros:", "ones:"};
+
+/* DTYPE[d0,d1,...]: 1 if s is one (filled in), 0 if not, -1 on a bad one,
+ * -2 with more than SMELT_MAX_DIMS dimensions. */
 static int parse_spec(const char *s, binding *b)
 {
     const char *lb = strchr(s, '[');
@@ -326,8 +332,10 @@ static int parse_spec(const char *s, binding *b)
         char *end;
         errno = 0;
         long long v = strtoll(p, &end, 10);
-        if (end == p || errno || v < 0 || b->ndim == SMELT_MAX_DIMS)
+        if (end == p || errno || v < 0)
             return -1;
+        if (b->ndim == SMELT_MAX_DIMS)
+            return -2;
         b->shape[b->ndim++] = v;
         p = end;
         while (*p == ' ')
@@ -345,7 +353,8 @@ static int parse_bindings(const char *const *args, int n, bool allow_spec, bindi
     for (int i = 0; i < n; i++) {
         const char *eq = strchr(args[i], '=');
         if (!eq || !is_ident(args[i], (size_t)(eq - args[i])))
-            return usage_error("'%s' is not name=%s", args[i], allow_spec ? "file.npy or name=DTYPE[SHAPE]" : "file.npy");
+            return usage_error("'%s' is not name=%s", args[i],
+                               allow_spec ? "file.npy or name=DTYPE[SHAPE]" : "file.npy or name=random:DTYPE[SHAPE]");
         memset(&b[i], 0, sizeof b[i]);
         snprintf(b[i].name, sizeof b[i].name, "%.*s", (int)(eq - args[i]), args[i]);
         b[i].value = eq + 1;
@@ -354,12 +363,24 @@ static int parse_bindings(const char *const *args, int n, bool allow_spec, bindi
         for (int j = 0; j < i; j++)
             if (!strcmp(b[j].name, b[i].name))
                 return usage_error("input '%s' is given twice", b[i].name);
-        if (allow_spec) {
-            int s = parse_spec(b[i].value, &b[i]);
-            if (s < 0)
-                return usage_error("'%s' is not a valid DTYPE[SHAPE] (e.g. f32[3,4], i64[])", b[i].value);
-            b[i].spec = s == 1;
-        }
+        const char *spec = b[i].value;
+        for (int k = GEN_RANDOM; k <= GEN_ONES; k++)
+            if (!strncmp(spec, gen_names[k], strlen(gen_names[k]))) {
+                b[i].gen = k;
+                spec += strlen(gen_names[k]);
+                break;
+            }
+        int s = parse_spec(spec, &b[i]);
+        if (s == -2)
+            return usage_error("'%s': at most %d dimensions", b[i].value, SMELT_MAX_DIMS);
+        if (s < 0 || (b[i].gen && !s))
+            return usage_error("'%s' is not a valid %sDTYPE[SHAPE] (e.g. f32[3,4], i64[])", b[i].value,
+                               gen_names[b[i].gen]);
+        b[i].spec = s == 1;
+        if (b[i].spec && !b[i].gen && !allow_spec)
+            return usage_error("'%s' gives a dtype and a shape but no values: use a .npy file, or "
+                               "random:%s, arange:%s, zeros:%s or ones:%s",
+                               args[i], spec, spec, spec, spec);
     }
     return 0;
 }
@@ -370,12 +391,55 @@ static void free_bindings(binding *b, int n)
         smelt_tensor_free(b[i].t);
 }
 
+/* The values of an inline input: random (uniform in [-1, 1) for floats,
+ * [-100, 100) for signed integers, [0, 256) for u8, 0/1 for bool; seeded by
+ * the input's name, so the same on every run), arange (0, 1, 2, ... in the
+ * dtype), zeros or ones. */
+static int make_input(smelt_ctx *ctx, binding *b)
+{
+    if (smelt_tensor_new(ctx, b->dt, b->ndim, b->shape, &b->t))
+        return input_error("input '%s': %s", b->name, smelt_errmsg(ctx));
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (const char *c = b->name; *c; c++)
+        x = (x ^ (unsigned char)*c) * 0x100000001b3ULL;
+    char *d = smelt_tensor_data(b->t);
+    size_t es = smelt_dtype_size(b->dt);
+    for (int64_t i = 0, n = smelt_tensor_numel(b->t); i < n; i++) {
+        double v = b->gen == GEN_ARANGE ? (double)i : b->gen == GEN_ONES ? 1.0 : 0.0;
+        if (b->gen == GEN_RANDOM) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+            double u = (double)(x >> 11) / 9007199254740992.0;
+            v = smelt__is_float(b->dt) ? 2 * u - 1
+                : b->dt == SMELT_BOOL  ? (double)(u < 0.5)
+                : b->dt == SMELT_U8    ? floor(256 * u)
+                                       : floor(200 * u) - 100;
+        }
+        char *p = d + (size_t)i * es;
+        switch (b->dt) {
+        case SMELT_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
+        case SMELT_F64: memcpy(p, &v, 8); break;
+        case SMELT_I32: { int32_t k = (int32_t)(int64_t)fmod(v, 4294967296.0); memcpy(p, &k, 4); break; }
+        case SMELT_I64: { int64_t k = (int64_t)v; memcpy(p, &k, 8); break; }
+        case SMELT_U8: *(uint8_t *)p = (uint8_t)fmod(v, 256.0); break;
+        case SMELT_BOOL: *(uint8_t *)p = b->gen == GEN_ARANGE ? (uint8_t)(i & 1) : v != 0; break;
+        case SMELT_F16: { uint16_t h = smelt__f16_from_double(v); memcpy(p, &h, 2); break; }
+        case SMELT_BF16: { uint16_t h = smelt__bf16_from_double(v); memcpy(p, &h, 2); break; }
+        default: break;
+        }
+    }
+    return 0;
+}
+
 /* Load the arrays (load) or only their headers. */
 static int load_bindings(smelt_ctx *ctx, binding *b, int n, bool load)
 {
     for (int i = 0; i < n; i++) {
-        if (b[i].spec)
+        if (b[i].spec) {
+            int rc = load && b[i].gen ? make_input(ctx, &b[i]) : 0;
+            if (rc)
+                return rc;
             continue;
+        }
         int st = load ? smelt_npy_load(ctx, b[i].value, &b[i].t)
                       : smelt_npy_info(ctx, b[i].value, &b[i].dt, &b[i].ndim, b[i].shape);
         if (st)
@@ -414,7 +478,9 @@ static double elem_double(smelt_dtype dt, const char *p, long long *iv)
     }
 }
 
-/* Shortest text that reads back as the same value (Python's repr style). */
+/* Shortest text that reads back as the same value, as NumPy's repr of a
+ * scalar writes it: positional for 1e-4 <= |v| < 1e16 ("10.0", "0.001",
+ * "123456790.0"), else scientific ("1e+16", "1.5e-05"). */
 static void fmt_elem(char *buf, size_t n, smelt_dtype dt, const char *p)
 {
     long long iv = 0;
@@ -436,14 +502,50 @@ static void fmt_elem(char *buf, size_t n, smelt_dtype dt, const char *p)
         return;
     }
     int maxp = dt == SMELT_F64 ? 17 : 9;
+    char sci[64];
     for (int prec = 1; prec <= maxp; prec++) {
-        snprintf(buf, n, "%.*g", prec, v);
-        double back = strtod(buf, NULL);
+        snprintf(sci, sizeof sci, "%.*e", prec - 1, v);
+        double back = strtod(sci, NULL);
         if (dt == SMELT_F64 ? back == v : smelt__dtype_round(dt, back) == v)
             break;
     }
-    if (!strpbrk(buf, ".eni")) /* 1 -> 1.0, as Python and NumPy's repr */
-        strncat(buf, ".0", n - strlen(buf) - 1);
+    /* sci is "-d.ddde+XX": its digits and exponent */
+    char *e = strchr(sci, 'e');
+    int ex = atoi(e + 1);
+    if (v != 0 && (fabs(v) < 1e-4 || fabs(v) >= 1e16)) {
+        *e = 0;
+        snprintf(buf, n, "%.40se%c%02d", sci, ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+        return;
+    }
+    if (v == 0) {
+        snprintf(buf, n, "%s0.0", signbit(v) ? "-" : "");
+        return;
+    }
+    /* positional: the digits with the point moved (-4 <= ex <= 15) */
+    char digits[24], out[64];
+    int nd = 0, k = 0;
+    for (const char *c = sci; c < e; c++)
+        if (*c >= '0' && *c <= '9' && nd < (int)sizeof digits)
+            digits[nd++] = *c;
+    if (v < 0)
+        out[k++] = '-';
+    if (ex < 0) {
+        out[k++] = '0', out[k++] = '.';
+        for (int z = 0; z < -ex - 1; z++)
+            out[k++] = '0';
+        for (int d = 0; d < nd; d++)
+            out[k++] = digits[d];
+    } else {
+        for (int d = 0; d <= ex || d < nd; d++) {
+            if (d == ex + 1)
+                out[k++] = '.';
+            out[k++] = d < nd ? digits[d] : '0';
+        }
+        if (nd <= ex + 1)
+            out[k++] = '.', out[k++] = '0';
+    }
+    out[k] = 0;
+    snprintf(buf, n, "%s", out);
 }
 
 typedef struct printer {
@@ -563,7 +665,12 @@ static int time_runs(smelt_ctx *ctx, smelt_plan *p, int n_in, smelt_tensor *cons
     double t[201];
     int n = 0;
     double total = 0;
-    smelt_plan_wait(p); /* the optimising tier, if any, before timing */
+    /* a tiered plan queues its kernels for the optimising tier on its second
+     * run: make that run, wait for those compiles, then time (the first
+     * timed run switches them in) */
+    if (smelt_plan_run(p, n_in, in, n_out, out))
+        return input_error_msg(smelt_errmsg(ctx));
+    smelt_plan_wait(p);
     while (n < 201 && (n < 5 || total < 500)) {
         double t0 = now_ms();
         if (smelt_plan_run(p, n_in, in, n_out, out))
@@ -578,6 +685,16 @@ static int time_runs(smelt_ctx *ctx, smelt_plan *p, int n_in, smelt_tensor *cons
 }
 
 static const char *plural(int n, const char *s) { return n == 1 ? s : "s"; }
+
+/* The backend whose kernels a plan runs now. */
+static const char *ran_on(const smelt_plan *p)
+{
+    smelt_plan_stats s;
+    smelt_plan_get_stats(p, &s);
+    if (!s.tier_backend || !s.kernels_fast)
+        return s.backend;
+    return s.kernels_fast == s.kernels ? s.tier_backend : "mixed tiers";
+}
 
 /* --time: build and time the unfused plan too, then report. */
 static int report_time(const opts *o, smelt_ctx *ctx, smelt_graph *g, int n_out,
@@ -617,10 +734,11 @@ static int report_time(const opts *o, smelt_ctx *ctx, smelt_graph *g, int n_out,
             if (su.tier_backend)
                 printf(", then %s in the background: %.3f ms", su.tier_backend, su.tier_compile_ms);
             printf(")\n");
-            printf("run      fused %.3f ms, unfused %.3f ms (medians of %d and %d runs): %.2fx\n",
-                   run_f, run_u, runs_f, runs_u, run_f > 0 ? run_u / run_f : 0.0);
+            printf("run      fused %.3f ms on %s, unfused %.3f ms on %s (medians of %d and %d runs): "
+                   "%.2fx\n",
+                   run_f, ran_on(p), run_u, ran_on(p0), runs_f, runs_u, run_f > 0 ? run_u / run_f : 0.0);
         } else {
-            printf("run      %.3f ms (median of %d runs)\n", run_f, runs_f);
+            printf("run      %.3f ms on %s (median of %d runs)\n", run_f, ran_on(p), runs_f);
         }
     }
     for (int i = 0; i < n_out; i++)
@@ -702,7 +820,7 @@ static int command_start(int argc, char **argv, const char *flags, const char *h
         return usage_error("%s", missing);
     *nb = o->npos - 1;
     if (*nb > MAX_BIND)
-        return usage_error("more than %d inputs", MAX_BIND);
+        return usage_error("too many inputs (%d): at most %d name=value inputs", *nb, MAX_BIND);
     if ((rc = parse_bindings(o->pos + 1, *nb, specs, b)))
         return rc;
     *done = false;
@@ -744,6 +862,33 @@ static int cmd_eval(int argc, char **argv)
     free_bindings(b, nb);
     smelt_ctx_free(ctx);
     return rc;
+}
+
+/* A graph file: named *.smelt, or a file that starts with "smelt-graph". */
+static bool starts_with(const char *path, const char *magic, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    char head[16] = {0};
+    size_t got = fread(head, 1, n, f);
+    fclose(f);
+    return got == n && !memcmp(head, magic, n);
+}
+
+static bool is_graph_file(const char *arg)
+{
+    size_t n = strlen(arg);
+    return (n > 6 && !strcmp(arg + n - 6, ".smelt")) || starts_with(arg, "smelt-graph", 11);
+}
+
+/* A .npy file where a graph file is expected: say what to do instead. */
+static int not_npy(const char *arg)
+{
+    if (!starts_with(arg, "\x93NUMPY", 6))
+        return 0;
+    return input_error("%s is a .npy file, not a graph file: give arrays as inputs (name=%s) to "
+                       "smelt eval, or a graph file written by --save-graph", arg, arg);
 }
 
 /* Match bindings to the graph's inputs by name; order[i] = binding of input i. */
@@ -803,7 +948,7 @@ static int cmd_run(int argc, char **argv)
     smelt_node **outs = NULL;
     int n_out = 0;
     int order[MAX_BIND + 1];
-    if ((rc = new_ctx(&o, &ctx)))
+    if ((rc = new_ctx(&o, &ctx)) || (rc = not_npy(o.pos[0])))
         goto done;
     if (smelt_graph_load(ctx, o.pos[0], &g, &n_out, &outs)) {
         rc = input_error_msg(smelt_errmsg(ctx));
@@ -819,7 +964,8 @@ static int cmd_run(int argc, char **argv)
         goto done;
     }
     if (smelt_graph_num_inputs(g) > MAX_BIND) {
-        rc = input_error("%s: more than %d inputs", o.pos[0], MAX_BIND);
+        rc = input_error("%s: the graph has %d inputs; smelt takes at most %d", o.pos[0],
+                         smelt_graph_num_inputs(g), MAX_BIND);
         goto done;
     }
     if (o.dump && (rc = setup_dump(o.dump)))
@@ -838,19 +984,24 @@ done:
     return rc;
 }
 
-/* A graph file: named *.smelt, or a file that starts with "smelt-graph". */
-static bool is_graph_file(const char *arg)
+
+/* smelt_plan_emit_only's report with the kernel sources left out: the
+ * first line, the "==== kernel: verdict" lines, the plan section. */
+static void print_report_without_source(const char *report)
 {
-    size_t n = strlen(arg);
-    if (n > 6 && !strcmp(arg + n - 6, ".smelt"))
-        return true;
-    FILE *f = fopen(arg, "rb");
-    if (!f)
-        return false;
-    char head[12] = {0};
-    size_t got = fread(head, 1, 11, f);
-    fclose(f);
-    return got == 11 && !memcmp(head, "smelt-graph", 11);
+    printf("\n== CUDA kernels (no GPU here: compiled by NVRTC, not run; sources left out) ==\n");
+    const char *plan = strstr(report, "\n==== plan\n");
+    bool first = true;
+    for (const char *l = report; *l && (!plan || l <= plan);) {
+        const char *nl = strchr(l, '\n');
+        int len = nl ? (int)(nl - l) : (int)strlen(l);
+        if (first || !strncmp(l, "==== ", 5))
+            printf("%.*s\n", len, l);
+        first = false;
+        l += len + (nl ? 1 : 0);
+    }
+    if (plan)
+        printf("%s", plan);
 }
 
 static int cmd_explain(int argc, char **argv)
@@ -864,6 +1015,8 @@ static int cmd_explain(int argc, char **argv)
     if (done)
         return rc;
     bool graph_file = is_graph_file(o.pos[0]);
+    if ((rc = not_npy(o.pos[0])))
+        return rc;
     if (graph_file && o.save_graph)
         return usage_error("--save-graph is for an expression");
     smelt_ctx *ctx = NULL;
@@ -884,7 +1037,8 @@ static int cmd_explain(int argc, char **argv)
             goto done;
         }
         if (smelt_graph_num_inputs(g) > MAX_BIND) {
-            rc = input_error("%s: more than %d inputs", o.pos[0], MAX_BIND);
+            rc = input_error("%s: the graph has %d inputs; smelt takes at most %d", o.pos[0],
+                         smelt_graph_num_inputs(g), MAX_BIND);
             goto done;
         }
         if ((rc = match_inputs(g, b, nb, order, false)))
@@ -904,8 +1058,12 @@ static int cmd_explain(int argc, char **argv)
         rc = input_error_msg(smelt_errmsg(ctx));
         goto done;
     }
-    if (o.backend && !strcasecmp(o.backend, "NVRTC") && smelt_backend_check(ctx, "NVRTC")) {
-        /* no GPU here: emit the CUDA kernels and let NVRTC check them */
+    /* NVRTC asked for (--backend, else SMELT_JIT_BACKEND / MGB_JIT_BACKEND)
+     * and no GPU here: emit the CUDA kernels and let NVRTC check them */
+    const char *bk = o.backend;
+    if (!bk && (!(bk = getenv("SMELT_JIT_BACKEND")) || !*bk))
+        bk = getenv("MGB_JIT_BACKEND");
+    if (bk && !strcasecmp(bk, "NVRTC") && smelt_backend_check(ctx, "NVRTC")) {
         smelt_plan_opts po;
         smelt_plan_opts_init(&po);
         po.opt_level = o.opt_level;
@@ -915,7 +1073,9 @@ static int cmd_explain(int argc, char **argv)
         if (!graph_file)
             printf("expression: %s\n", o.pos[0]);
         printf("\n== graph (smelt-graph format, docs/formats.md) ==\n%s", text);
-        if (report)
+        if (report && o.no_source) /* the summary, each kernel's verdict, the plan */
+            print_report_without_source(report);
+        else if (report)
             printf("\n== CUDA kernels (no GPU here: compiled by NVRTC, not run) ==\n%s", report);
         if (st)
             rc = input_error_msg(smelt_errmsg(ctx));
@@ -941,9 +1101,9 @@ static int cmd_explain(int argc, char **argv)
     printf("fusion                  %d operator%s in %d kernel%s%s\n", s.ops, plural(s.ops, ""),
            s.kernels, plural(s.kernels, ""),
            o.opt_level >= 3 ? "" : " (fusion is off below opt-level 3)");
-    printf("compilation             %d compiled, %d from the cache, %.3f ms (%s%s%s)\n", s.compiles,
-           s.cache_hits, s.compile_ms, s.backend, s.tier_backend ? ", then in the background: " : "",
-           s.tier_backend ? s.tier_backend : "");
+    printf("compilation             %d compiled, %d from memory, %d from disk, %.3f ms (%s%s%s)\n",
+           s.compiles, s.cache_hits, s.disk_hits, s.compile_ms, s.backend,
+           s.tier_backend ? ", then in the background: " : "", s.tier_backend ? s.tier_backend : "");
     for (int i = 0; !o.no_source && i < smelt_plan_num_kernels(p); i++) {
         const char *src = smelt_plan_kernel_source(p, i), *name = smelt_plan_kernel_name(p, i);
         if (!src || !name) {
@@ -1021,15 +1181,18 @@ static int cmd_info(int argc, char **argv)
     static const char *const what[] = {"TinyCC, in-process", "the system C compiler, optimising",
                                        "CUDA (NVRTC and the driver API)"};
     for (int i = 0; i < 3; i++) {
-        if (smelt_backend_check(ctx, names[i]) == SMELT_OK)
+        if (smelt_backend_check(ctx, names[i]) == SMELT_OK) {
             printf("  %-6s available      %s\n", names[i], what[i]);
-        else
-            printf("  %-6s not available: %s\n", names[i], smelt_errmsg(ctx));
+        } else { /* the library's "backend X is not available: why" */
+            const char *why = smelt_errmsg(ctx), *colon = strstr(why, "is not available: ");
+            printf("  %-6s not available: %s\n", names[i], colon ? colon + 18 : why);
+        }
     }
     /* what AUTO (or SMELT_JIT_BACKEND) gives: a tiny plan says */
     smelt_graph *g = NULL;
     smelt_plan *p = NULL;
     int64_t one = 1;
+    const char *warnings = NULL; /* settings the library ignored, from a plan's description */
     if (!smelt_graph_new(ctx, &g)) {
         smelt_node *x = smelt_input(g, "x", SMELT_F32, 1, &one);
         smelt_node *y = smelt_unary(g, SMELT_OP_NEG, x);
@@ -1042,10 +1205,13 @@ static int cmd_info(int argc, char **argv)
             printf("  in force: %s%s%s (%s)\n", s.backend, s.tier_backend ? ", then in the background: " : "",
                    s.tier_backend ? s.tier_backend : "",
                    env && *env ? "from SMELT_JIT_BACKEND / MGB_JIT_BACKEND" : "AUTO");
+            warnings = strstr(smelt_plan_describe(p), "warning: ");
         } else {
             printf("  in force: none: %s\n", smelt_errmsg(ctx));
         }
     }
+    if (warnings)
+        printf("\n%s", warnings);
     smelt_plan_free(p);
     smelt_graph_free(g);
     printf("\nthreads: %d%s\n", smelt_ctx_threads(ctx),
@@ -1059,9 +1225,9 @@ static int cmd_info(int argc, char **argv)
     printf("\nenvironment:\n");
     env_line("SMELT_JIT_BACKEND", "backend: TCC, CC, NVRTC, AUTO");
     env_line("MGB_JIT_BACKEND", "the same (MegEngine's name)");
-    env_line("SMELT_CACHE", "0 turns the persistent cache off");
+    env_line("SMELT_CACHE", "0, false, no or off turns the persistent cache off");
     env_line("SMELT_CACHE_DIR", "persistent cache folder");
-    env_line("SMELT_CACHE_MAX_MB", "persistent cache size cap");
+    env_line("SMELT_CACHE_MAX_MB", "persistent cache size cap in MiB (default 512)");
     env_line("SMELT_DUMP_DIR", "write generated kernel sources");
     env_line("SMELT_TEMPLATE_DIR", "kernel templates to use");
     printf("\ndtypes:");
