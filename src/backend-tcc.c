@@ -1,5 +1,6 @@
 /* TinyCC backend: in-memory compilation with libtcc, -nostdlib -Werror,
  * every math function bound with tcc_add_symbol. */
+#include <stdio.h>
 #include <libtcc.h>
 #include <math.h>
 #include <stdlib.h>
@@ -50,51 +51,21 @@ static void bind_math(TCCState *s, const char *source)
 #undef SMELT_MATHFN
 }
 
-/* The block primitives (generated from ops.def, compiled by gcc -O3 once
- * for each instruction-set level: meson.build). */
-typedef void (*smelt__blk_fn)(void);
-typedef struct {
-    const char *name;
-    smelt__blk_fn fn;
-} blk_sym;
-extern const blk_sym smelt__blk_syms_base[];
-#ifdef SMELT_BLK_X86_VARIANTS
-extern const blk_sym smelt__blk_syms_v3[], smelt__blk_syms_v4[];
-#endif
-
-/* The widest variant this CPU runs, or the one SMELT_BLOCKS_ISA names
- * (x86-64, x86-64-v3, x86-64-v4) where the CPU runs it: every variant
- * computes the same bits (tests/test-tier.c). */
-static const blk_sym *blk_table(void)
-{
-#ifdef SMELT_BLK_X86_VARIANTS
-    const char *want = getenv("SMELT_BLOCKS_ISA");
-    bool v4 = __builtin_cpu_supports("x86-64-v4"), v3 = __builtin_cpu_supports("x86-64-v3");
-    if (want && !strcmp(want, "x86-64"))
-        return smelt__blk_syms_base;
-    if (want && !strcmp(want, "x86-64-v3") && v3)
-        return smelt__blk_syms_v3;
-    return v4 ? smelt__blk_syms_v4 : v3 ? smelt__blk_syms_v3 : smelt__blk_syms_base;
-#else
-    return smelt__blk_syms_base;
-#endif
-}
-
 static void bind_blocks(TCCState *s, const char *source)
 {
     /* the kernel declares each primitive it calls: "void smelt_blk_...(" */
-    const blk_sym *syms = blk_table();
     for (const char *p = source; (p = strstr(p, "void smelt_blk_")); p += 5) {
         const char *name = p + 5, *e = strchr(name, '(');
-        if (!e)
+        char nm[128];
+        if (!e || e - name >= (ptrdiff_t)sizeof nm)
             break;
-        for (int i = 0; syms[i].name; i++)
-            if (strlen(syms[i].name) == (size_t)(e - name) && !strncmp(syms[i].name, name, (size_t)(e - name))) {
-                void *fp;
-                memcpy(&fp, &syms[i].fn, sizeof fp);
-                tcc_add_symbol(s, syms[i].name, fp);
-                break;
-            }
+        snprintf(nm, sizeof nm, "%.*s", (int)(e - name), name);
+        smelt__blk_prim f = smelt__blk_find(nm);
+        if (f) {
+            void *fp;
+            memcpy(&fp, &f, sizeof fp);
+            tcc_add_symbol(s, nm, fp);
+        }
     }
 }
 

@@ -203,9 +203,13 @@ int smelt__pass_dce(smelt__prog *p);
  * folding: op applied to already-rounded operand values of dtype in_dt,
  * result rounded to out_dt. */
 double smelt__eval_scalar(smelt_op op, smelt_dtype in_dt, smelt_dtype out_dt, const double *a);
-/* a transcendental operator computed by smelt's own math in compute dtype
- * ct (f32 or f64), as kernels compute it; false for other operators */
-bool smelt__math_eval(smelt_op op, smelt_dtype ct, const double *a, double *y);
+/* A block primitive by name (smelt_blk_<op>_<dtype>, ...): the TinyCC tier's
+ * kernels call them, constant folding runs them on one element (src/blocks.c). */
+typedef void (*smelt__blk_prim)(int64_t n, char *o, const char *a, const char *b, const char *c);
+smelt__blk_prim smelt__blk_find(const char *name);
+/* one element of dtype dt as a double, and back (v exact in dt) */
+double smelt__elem_load(smelt_dtype dt, const char *p);
+void smelt__elem_store(smelt_dtype dt, char *p, double v);
 
 /* ---- kernels ---------------------------------------------------------- */
 enum { SMELT_MODE_CONTIG = 0, SMELT_MODE_BCAST = 1, SMELT_MODE_STRIDED = 2 };

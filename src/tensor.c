@@ -281,7 +281,7 @@ static int64_t offset_of(const smelt_tensor *t, int64_t i)
     return off;
 }
 
-static double load_as_double(smelt_dtype dt, const char *p)
+double smelt__elem_load(smelt_dtype dt, const char *p)
 {
     switch (dt) {
     case SMELT_F32: return *(const float *)p;
@@ -293,6 +293,21 @@ static double load_as_double(smelt_dtype dt, const char *p)
     case SMELT_F16: return smelt__f16_to_double(*(const uint16_t *)p);
     case SMELT_BF16: return smelt__bf16_to_double(*(const uint16_t *)p);
     default: return 0;
+    }
+}
+
+void smelt__elem_store(smelt_dtype dt, char *p, double v)
+{
+    switch (dt) {
+    case SMELT_F32: *(float *)p = (float)v; break;
+    case SMELT_F64: *(double *)p = v; break;
+    case SMELT_I32: *(int32_t *)p = (int32_t)v; break;
+    case SMELT_I64: *(int64_t *)p = (int64_t)v; break;
+    case SMELT_U8: *(uint8_t *)p = (uint8_t)v; break;
+    case SMELT_BOOL: *(uint8_t *)p = v != 0; break;
+    case SMELT_F16: *(uint16_t *)p = smelt__f16_from_double(v); break;
+    case SMELT_BF16: *(uint16_t *)p = smelt__bf16_from_double(v); break;
+    default: break;
     }
 }
 
@@ -309,7 +324,7 @@ double smelt_tensor_get(const smelt_tensor *t, int64_t i)
             return 0;
         p = elem;
     }
-    return load_as_double(t->dtype, p);
+    return smelt__elem_load(t->dtype, p);
 }
 
 int smelt_tensor_contiguous(const smelt_tensor *t, smelt_tensor **out)

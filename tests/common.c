@@ -519,6 +519,68 @@ int64_t t_first_difference(const smelt_tensor *a, const smelt_tensor *b)
     return -1;
 }
 
+/* ---- bitwise results ------------------------------------------------------------ */
+int t_all_ops_graph(smelt_graph *g, smelt_dtype dt, int64_t n, smelt_node **outs)
+{
+    smelt_node *x[3];
+    for (int k = 0; k < 3; k++)
+        x[k] = smelt_input(g, NULL, dt, 1, &n);
+    int m = 0;
+    for (int op = 0; op < SMELT_OP_COUNT; op++)
+        if (!strcmp(test_ops[op].cls, "ELEMWISE") && t_op_supports((smelt_op)op, dt))
+            outs[m++] = smelt_op_apply(g, (smelt_op)op, test_ops[op].arity, x);
+    return m;
+}
+
+void t_mixed_inputs(trng *r, smelt_tensor **in, int n_in)
+{
+    static const double fspec[] = {
+        0.0, -0.0, INFINITY, -INFINITY, NAN, 1.0, -1.0, 0.5, -0.5, 2.0, 3.0, -3.0, 1e-310, -4e-320,
+        1.5e-39, 6e-8, 65504.0, 1e300, -1e300, DBL_MAX, FLT_MAX, DBL_MIN, FLT_MIN, 0.84375, -0.84375,
+        6.5, 27.3, 709.78, 709.79, -745.13, -745.14, 88.72, -103.97, 710.47, 1.5707963267948966,
+        3.141592653589793, 1e22, -1e22, 0x1.6a09e667f3bcdp-2, 0.975, -0.999999, 1.0000001, 22.0, -22.0,
+        0x1p52 + 1, -0x1p53, 0x1p63, -0x1p31, 255.5, 1e-8, -40.0, -60.0, -200.0, 0.9999999999999999};
+    smelt_dtype dt = smelt_tensor_dtype(in[0]);
+    int64_t n = smelt_tensor_numel(in[0]), ns = (int64_t)(sizeof fspec / sizeof fspec[0]);
+    for (int k = 0; k < n_in; k++)
+        for (int64_t i = 0; i < n; i++) {
+            int64_t j = (i * (k + 1) * 7 + k) % (3 * ns); /* specials, in other pairs per input */
+            double v;
+            if (!t_is_float(dt))
+                v = j < ns && i < 4 * ns ? fspec[j] : trng_uniform(r, -300, 300);
+            else if (i < 4 * ns && j < ns)
+                v = fspec[j];
+            else if (i % 3 == 0)
+                v = trng_logmag(r, 1e-12, 1e12, trng_unit(r) < 0.5);
+            else if (i % 3 == 1)
+                v = trng_uniform(r, -12, 12);
+            else
+                v = (double)trng_range(r, -20, 20);
+            if (!t_is_float(dt)) /* integers: wrap into the type (t_set reads a double) */
+                v = isfinite(v) ? fmod(trunc(v), 1e18) : 7;
+            if (dt == SMELT_I64)
+                t_set_i64(in[k], i, (int64_t)v);
+            else
+                t_set(in[k], i, v);
+        }
+}
+
+bool t_same_results(const smelt_tensor *a, const smelt_tensor *b, int64_t *where)
+{
+    *where = -1;
+    if (!a || !b || smelt_tensor_dtype(a) != smelt_tensor_dtype(b) || smelt_tensor_numel(a) != smelt_tensor_numel(b))
+        return false;
+    smelt_dtype dt = smelt_tensor_dtype(a);
+    size_t es = smelt_dtype_size(dt);
+    for (int64_t i = 0, n = smelt_tensor_numel(a); i < n; i++)
+        if (memcmp(t_elem(a, i), t_elem(b, i), es) &&
+            !(t_is_float(dt) && isnan(smelt_tensor_get(a, i)) && isnan(smelt_tensor_get(b, i)))) {
+            *where = i;
+            return false;
+        }
+    return true;
+}
+
 /* ---- templates ----------------------------------------------------------------- */
 const char *t_use_failing_templates(void)
 {

@@ -157,6 +157,17 @@ smelt_plan_stats t_check_plan(const char *label, smelt_ctx *ctx, smelt_graph *g,
                               smelt_tensor *const *in, t_tol tol);
 /* Same dtype, shape and bytes of every element. */
 bool t_bitwise_equal(const smelt_tensor *a, const smelt_tensor *b);
+/* ---- results as a function of the graph and the inputs only -----------------
+ * (tests/test-bitwise.c, test-cuda.c): every elementwise operator that takes
+ * dt, applied to three inputs x0 x1 x2 of dt and shape (n), one output each;
+ * returns the number of outputs.  t_mixed_inputs fills the inputs with
+ * special values (+-0, +-inf, NaN, subnormals, extremes, thresholds of the
+ * math functions) and random values over many magnitudes. */
+int t_all_ops_graph(smelt_graph *g, smelt_dtype dt, int64_t n, smelt_node **outs);
+void t_mixed_inputs(trng *r, smelt_tensor **in, int n_in);
+/* The same bits (NaN: any NaN, its payload aside), else the first index that
+ * differs through *where */
+bool t_same_results(const smelt_tensor *a, const smelt_tensor *b, int64_t *where);
 /* Index of the first element whose bytes differ (same dtype and shape
  * assumed), or -1. */
 int64_t t_first_difference(const smelt_tensor *a, const smelt_tensor *b);

@@ -1,12 +1,34 @@
 /* Constant folding: an operator whose operands are all constants becomes a
- * constant (computed with the reference semantics, rounded to its dtype;
- * transcendental operators with smelt's own math, as kernels compute them).
+ * constant, computed by the kernels' own code (the operator's block
+ * primitive on one element), so a folded value is the bits a kernel would
+ * compute (docs/numerics.md); operators without a primitive with the
+ * reference semantics, rounded to the dtype.
  * Integers are folded only while exact in double (below 2^53); larger ones
  * are left to the kernel's exact integer arithmetic.  An output that folds
  * is written by the copy kernel smelt__prog_finalize gives it. */
 #include <math.h>
+#include <stdio.h>
 
 #include "../internal.h"
+
+/* op(a...) by the kernels' block primitive for the operand dtype in_dt */
+static bool fold_by_kernel(const smelt__prog *p, const smelt__inst *in, smelt_dtype in_dt, const double *a,
+                           double *y)
+{
+    char name[96], arg[3][8] = {{0}}, out[8] = {0};
+    if (in->op == SMELT_OP_CAST)
+        snprintf(name, sizeof name, "smelt_blk_cast_%s_%s", smelt__dtypes[in_dt].name, smelt__dtypes[in->dtype].name);
+    else
+        snprintf(name, sizeof name, "smelt_blk_%s_%s", smelt__ops[in->op].name, smelt__dtypes[in_dt].name);
+    smelt__blk_prim f = smelt__blk_find(name);
+    if (!f)
+        return false;
+    for (int j = 0; j < in->nin; j++)
+        smelt__elem_store(p->v[in->in[j]].dtype, arg[j], a[j]);
+    f(1, out, arg[0], arg[1], arg[2]);
+    *y = smelt__elem_load(in->dtype, out);
+    return true;
+}
 
 int smelt__pass_fold(smelt__prog *p)
 {
@@ -29,7 +51,7 @@ int smelt__pass_fold(smelt__prog *p)
             continue;
         smelt_dtype in_dt = p->v[in->in[in->op == SMELT_OP_WHERE ? 1 : 0]].dtype;
         double y0;
-        if (!smelt__math_eval(in->op, smelt__compute_dtype(in->dtype), a, &y0))
+        if (!fold_by_kernel(p, in, in_dt, a, &y0))
             y0 = smelt__eval_scalar(in->op, in_dt, in->dtype, a);
         if (!smelt__is_float(in->dtype) && !(fabs(y0) < exact))
             continue; /* the kernel's integer arithmetic is exact (and wraps) */
