@@ -41,7 +41,7 @@ double smelt__now_ms(void);
 /* A whole file (NUL-terminated; *len its size), or NULL with errno set
  * (EFBIG when it is larger than max). */
 char *smelt__read_file(const char *path, size_t max, size_t *len);
-int smelt__mkdir_p(const char *path); /* mkdir -p; 0 or -1 */
+int smelt__mkdir_p(const char *path, unsigned mode); /* mkdir -p (new folders get mode); 0 or -1 */
 char *smelt__strdup(const char *s);
 void *smelt__aligned_alloc(size_t bytes); /* 64-byte aligned, freed with free() */
 
@@ -289,11 +289,18 @@ void smelt__kdesc_free(smelt__kdesc *d);
 #include "backend.h"
 
 /* ---- persistent kernel cache (src/diskcache.c) ----------------------- */
-/* The cache folder (created) in buf; -1 when the cache is off or unusable. */
-int smelt__dcache_dir(char *buf, size_t n);
+/* The cache folder (created 0700) in buf and an open descriptor of it, once
+ * checked: owned by this user, not writable by group or others.  -1 when
+ * the cache is off or unusable (why, if not NULL, says why). */
+int smelt__dcache_open(char *buf, size_t n, smelt__sb *why);
+/* 0 when the cache is usable, 1 when SMELT_CACHE=0 turns it off, -1 (and
+ * the reason in why) when its folder cannot be used. */
+int smelt__dcache_check(smelt__sb *why);
 /* 0 and a malloc'd payload on a hit; -1 on a miss (a bad entry is deleted). */
 int smelt__dcache_load(const char *key, char **data, size_t *size);
 int smelt__dcache_store(const char *key, const char *data, size_t size);
+/* Delete an entry (one that loaded but does not hold what its key says). */
+void smelt__dcache_remove(const char *key);
 
 /* ---- config ---------------------------------------------------------- */
 enum { SMELT_BK_AUTO = 0, SMELT_BK_TCC, SMELT_BK_CC, SMELT_BK_NVRTC, SMELT_BK_COUNT };

@@ -311,6 +311,11 @@ int smelt__plan_new_be(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     p->stats.backend = be->iface->name;
     smelt__sb err;
     smelt__sb_init(&err);
+    if (kind == SMELT_BK_CC || kind == SMELT_BK_NVRTC || p->up_be) {
+        if (smelt__dcache_check(&err) < 0) /* say why kernels are compiled every time */
+            smelt__sb_printf(&p->log, "warning: persistent kernel cache not used: %s\n", smelt__sb_str(&err));
+        smelt__sb_free(&err);
+    }
     if ((st = smelt__prog_from_graph(g, n_out, outputs, &p->prog, &err))) {
         smelt__err(ctx, st, "%s", smelt__sb_str(&err));
         goto fail;

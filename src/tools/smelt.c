@@ -632,7 +632,7 @@ static int report_time(const opts *o, smelt_ctx *ctx, smelt_graph *g, int n_out,
 
 static int setup_dump(const char *dir)
 {
-    if (smelt__mkdir_p(dir))
+    if (smelt__mkdir_p(dir, 0755))
         return input_error("--dump: cannot create '%s': %s", dir, strerror(errno));
     if (setenv("SMELT_DUMP_DIR", dir, 1))
         return input_error("--dump: cannot set SMELT_DUMP_DIR");
