@@ -126,6 +126,14 @@ struct smelt_tensor {
     smelt__buffer *buf;
 };
 int64_t smelt__numel(int ndim, const int64_t *shape);
+/* Every shape entering the library (tensors, views, graph inputs and
+ * broadcasts, .npy and graph files, the CLI) passes here: rank 0..8,
+ * dimensions >= 0, and the product of the dimensions (a zero one counted as
+ * 1, so strides cannot overflow either) at most SMELT_MAX_ELEMS, so element
+ * counts, strides and byte offsets (x 16) fit in int64.  SMELT_OK, or a
+ * status and a message naming the shape in why. */
+#define SMELT_MAX_ELEMS ((int64_t)1 << 59)
+int smelt__shape_check(int ndim, const int64_t *shape, smelt__sb *why);
 void smelt__contig_strides(int ndim, const int64_t *shape, int64_t *strides);
 /* Broadcast shapes (NumPy rules): 0 or SMELT_ERR_SHAPE. */
 int smelt__broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,

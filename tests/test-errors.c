@@ -713,3 +713,70 @@ Test(builder_errors, weak_scalar_out_of_range)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* Every shape entering the library is checked in one place
+ * (smelt__shape_check): dims >= 0, the element count (a zero dimension
+ * counted as 1, so strides fit too) and byte size within int64, rank <= 8. */
+Test(shape_checks, hostile_shapes_everywhere)
+{
+    const int64_t big = (int64_t)1 << 62;
+    smelt_ctx *ctx = t_ctx();
+    smelt_tensor *t = NULL, *v = NULL;
+    const int64_t huge[][3] = {{big, big, 1}, {0, big, big}, {3, -1, 2}, {1, 1, (int64_t)1 << 60}};
+    const char *text[] = {"is too large", "shape (0, 4611686018427387904, 4611686018427387904) is too large",
+                          "shape (3, -1, 2) has a negative dimension", "is too large"};
+    for (int k = 0; k < 4; k++) {
+        T_ERR(ctx, smelt_tensor_new(ctx, SMELT_F32, 3, huge[k], &t), SMELT_ERR_SHAPE, text[k]);
+        cr_assert_null(t);
+        smelt_graph *g = t_graph(ctx);
+        cr_assert_null(smelt_input(g, "x", SMELT_F32, 3, huge[k]));
+        cr_assert_eq(smelt_graph_status(g), SMELT_ERR_SHAPE);
+        cr_assert(t_contains(smelt_graph_errmsg(g), text[k]), "%s", smelt_graph_errmsg(g));
+        smelt_graph_free(g);
+        g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(1));
+        cr_assert_null(smelt_broadcast_to(g, a, 3, huge[k]));
+        cr_assert_eq(smelt_graph_status(g), SMELT_ERR_SHAPE);
+        cr_assert(t_contains(smelt_graph_errmsg(g), text[k]), "%s", smelt_graph_errmsg(g));
+        smelt_graph_free(g);
+        smelt_tensor *one = t_tensor(ctx, SMELT_F32, SHP(1));
+        T_ERR(ctx, smelt_tensor_broadcast_to(one, 3, huge[k], &v), SMELT_ERR_SHAPE, text[k]);
+        cr_assert_null(v);
+        smelt_tensor_free(one);
+    }
+    float buf[4];
+    const int64_t sh[2] = {2, 2}, bad_strides[][2] = {{INT64_MAX, 1}, {1, INT64_MIN}, {(int64_t)1 << 59, 3}};
+    for (int k = 0; k < 3; k++) {
+        T_ERR(ctx, smelt_tensor_wrap(ctx, SMELT_F32, 2, sh, bad_strides[k], buf, &t), SMELT_ERR_SHAPE,
+              "is too large for its size 2");
+        cr_assert_null(t);
+    }
+    int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    T_ERR(ctx, smelt_tensor_new(ctx, SMELT_F32, 9, nine, &t), SMELT_ERR_SHAPE, "rank 9 is outside 0..8");
+    smelt_ctx_free(ctx);
+}
+
+/* A step near INT64_MAX: one element, no overflow in the size or stride. */
+Test(shape_checks, slice_with_huge_step)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 11);
+    smelt_tensor *t = t_rand(ctx, &r, SMELT_F64, SHP(10, 3));
+    const int64_t steps[] = {INT64_MAX, INT64_MAX - 1, 9, 4};
+    const int64_t want[] = {1, 1, 1, 2};
+    for (int k = 0; k < 4; k++) {
+        smelt_tensor *v = NULL;
+        T_OK(ctx, smelt_tensor_slice(t, 0, 2, 10, steps[k], &v));
+        cr_assert_eq(smelt_tensor_shape(v)[0], want[k], "step %lld: %lld rows", (long long)steps[k],
+                     (long long)smelt_tensor_shape(v)[0]);
+        for (int64_t i = 0; i < smelt_tensor_numel(v); i++)
+            cr_assert_eq(smelt_tensor_get(v, i), smelt_tensor_get(t, (2 + (i / 3) * steps[k]) * 3 + i % 3));
+        smelt_tensor_free(v);
+        T_OK(ctx, smelt_tensor_slice(t, 0, 5, 5, steps[k], &v));
+        cr_assert_eq(smelt_tensor_shape(v)[0], 0);
+        smelt_tensor_free(v);
+    }
+    smelt_tensor_free(t);
+    smelt_ctx_free(ctx);
+}
