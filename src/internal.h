@@ -284,6 +284,8 @@ typedef struct smelt__partition {
     int n;
 } smelt__partition;
 
+/* Operators in one cluster at most (a larger fusible group splits). */
+#define SMELT_MAX_CLUSTER_OPS 256
 /* fuse=false: one cluster per operator (the unfused path). */
 int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);
 /* One cluster per member of c (the fallback when c fails to compile). */
