@@ -39,7 +39,11 @@ void smelt_graph_free(smelt_graph *g)
 int smelt_graph_status(const smelt_graph *g) { return g ? g->status : SMELT_ERR_INVALID_ARG; }
 const char *smelt_graph_errmsg(const smelt_graph *g)
 {
-    return g ? smelt__sb_str((smelt__sb *)&g->err) : "graph is NULL";
+    if (!g)
+        return "graph is NULL";
+    if (g->status && !g->err.len) /* the message could not be allocated */
+        return smelt_strerror(g->status);
+    return smelt__sb_str((smelt__sb *)&g->err);
 }
 int smelt_graph_num_inputs(const smelt_graph *g) { return g ? g->nin : 0; }
 

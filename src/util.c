@@ -188,6 +188,8 @@ int smelt__err(smelt_ctx *ctx, int status, const char *fmt, ...)
     va_start(ap, fmt);
     smelt__sb_vprintf(&ctx->err, fmt, ap);
     va_end(ap);
+    if (status != SMELT_OK && !ctx->err.len) /* every error has a message */
+        smelt__sb_puts(&ctx->err, smelt_strerror(status));
     return status;
 }
 
