@@ -126,6 +126,11 @@ struct smelt_tensor {
     smelt__buffer *buf;
 };
 int64_t smelt__numel(int ndim, const int64_t *shape);
+/* Whether the memory ranges of a's and b's elements intersect (host or
+ * device addresses alike; conservative for interleaved views). */
+bool smelt__tensors_overlap(const smelt_tensor *a, const smelt_tensor *b);
+/* Copy src's elements into dst (host tensors, same dtype and shape). */
+void smelt__tensor_copy_into(smelt_tensor *dst, const smelt_tensor *src);
 /* Every shape entering the library (tensors, views, graph inputs and
  * broadcasts, .npy and graph files, the CLI) passes here: rank 0..8,
  * dimensions >= 0, and the product of the dimensions (a zero one counted as

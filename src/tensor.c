@@ -345,6 +345,46 @@ double smelt_tensor_get(const smelt_tensor *t, int64_t i)
     return load_as_double(t->dtype, p);
 }
 
+/* The bytes [*lo, *hi) that t's elements lie in; false when it has none. */
+static bool extent(const smelt_tensor *t, const char **lo, const char **hi)
+{
+    int64_t min = 0, max = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0)
+            return false;
+        int64_t span = t->strides[d] * (t->shape[d] - 1);
+        if (span < 0)
+            min += span;
+        else
+            max += span;
+    }
+    int64_t es = (int64_t)smelt__dtypes[t->dtype].size;
+    *lo = t->data + min * es;
+    *hi = t->data + (max + 1) * es;
+    return true;
+}
+
+bool smelt__tensors_overlap(const smelt_tensor *a, const smelt_tensor *b)
+{
+    const char *alo, *ahi, *blo, *bhi;
+    if (!extent(a, &alo, &ahi) || !extent(b, &blo, &bhi))
+        return false;
+    /* compared as integers: the two may come from different allocations */
+    return (uintptr_t)alo < (uintptr_t)bhi && (uintptr_t)blo < (uintptr_t)ahi;
+}
+
+void smelt__tensor_copy_into(smelt_tensor *dst, const smelt_tensor *src)
+{
+    size_t es = smelt__dtypes[src->dtype].size;
+    int64_t n = smelt_tensor_numel(src);
+    if (smelt_tensor_is_contiguous(dst) && smelt_tensor_is_contiguous(src)) {
+        memmove(dst->data, src->data, (size_t)n * es);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst->data + offset_of(dst, i) * (int64_t)es, src->data + offset_of(src, i) * (int64_t)es, es);
+}
+
 int smelt_tensor_contiguous(const smelt_tensor *t, smelt_tensor **out)
 {
     if (!t || !out)

@@ -780,3 +780,80 @@ Test(shape_checks, slice_with_huge_step)
     smelt_tensor_free(t);
     smelt_ctx_free(ctx);
 }
+
+/* Outputs that overlap inputs are computed correctly (through a
+ * temporary): in place, as a transposed view of an input, in fused and in
+ * unfused plans.  Outputs that overlap each other or have a zero stride
+ * are errors. */
+Test(overlap, outputs_that_overlap_inputs_are_correct)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 21);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F64, SHP(9, 9)), *b = smelt_input(g, "b", SMELT_F64, SHP(9, 9));
+    /* every element of a is read by other elements' results too (b is its transpose) */
+    smelt_node *outs[2] = {smelt_add(g, smelt_mul(g, a, b), a), smelt_sub(g, b, smelt_scalar(g, 3))};
+    for (int opt = 0; opt <= 3; opt += 3) {
+        smelt_plan *p = t_plan(ctx, g, 2, outs, opt);
+        for (int mode = 0; mode < 3; mode++) {
+            smelt_tensor *x = t_rand(ctx, &r, SMELT_F64, SHP(9, 9)), *xt = NULL, *orig = NULL;
+            T_OK(ctx, smelt_tensor_transpose(x, (const int[]){1, 0}, &xt));
+            T_OK(ctx, smelt_tensor_contiguous(x, &orig));
+            smelt_tensor *in[2] = {x, xt};
+            /* 0: output 0 is x itself; 1: output 0 is x's transpose; 2: output 1 is x */
+            smelt_tensor *out[2] = {mode == 0 ? x : mode == 1 ? xt : NULL, mode == 2 ? x : NULL};
+            t_run(p, 2, in, 2, out);
+            for (int i = 0; i < 9; i++)
+                for (int j = 0; j < 9; j++) {
+                    double va = smelt_tensor_get(orig, i * 9 + j), vb = smelt_tensor_get(orig, j * 9 + i);
+                    cr_assert_eq(smelt_tensor_get(out[0], i * 9 + j), va * vb + va, "opt %d mode %d (%d, %d)",
+                                 opt, mode, i, j);
+                    cr_assert_eq(smelt_tensor_get(out[1], i * 9 + j), vb - 3, "opt %d mode %d (%d, %d)", opt,
+                                 mode, i, j);
+                }
+            for (int o = 0; o < 2; o++)
+                if (out[o] != x && out[o] != xt)
+                    smelt_tensor_free(out[o]);
+            smelt_tensor_free(xt), smelt_tensor_free(x), smelt_tensor_free(orig);
+        }
+        smelt_plan_free(p);
+    }
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(overlap, outputs_written_twice_are_errors)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 22);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(4, 6));
+    smelt_node *outs[2] = {smelt_mul(g, a, a), smelt_unary(g, SMELT_OP_NEG, a)};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    smelt_tensor *x = t_rand(ctx, &r, SMELT_F32, SHP(4, 6)), *row = t_rand(ctx, &r, SMELT_F32, SHP(1, 6));
+    smelt_tensor *wide = NULL, *y = t_tensor(ctx, SMELT_F32, SHP(4, 6)), *half = NULL;
+    T_OK(ctx, smelt_tensor_broadcast_to(row, 2, (const int64_t[]){4, 6}, &wide));
+    smelt_tensor *out[2] = {wide, NULL};
+    T_ERR(ctx, smelt_plan_run(p, 1, &x, 2, out), SMELT_ERR_INVALID_ARG, "output 0 has stride 0 on axis 0");
+    cr_assert_null(out[1], "a failed run left an output allocated");
+    out[0] = y, out[1] = y;
+    T_ERR(ctx, smelt_plan_run(p, 1, &x, 2, out), SMELT_ERR_INVALID_ARG, "outputs 0 and 1 overlap");
+    T_OK(ctx, smelt_tensor_slice(y, 0, 1, 4, 1, &half));
+    smelt_tensor *half2 = NULL;
+    T_OK(ctx, smelt_tensor_slice(y, 0, 0, 3, 1, &half2));
+    smelt_tensor *part[2] = {NULL, NULL};
+    smelt_graph *g2 = t_graph(ctx);
+    smelt_node *b = smelt_input(g2, "b", SMELT_F32, SHP(3, 6));
+    smelt_node *o2[2] = {smelt_mul(g2, b, b), smelt_unary(g2, SMELT_OP_NEG, b)};
+    smelt_plan *p2 = t_plan(ctx, g2, 2, o2, 3);
+    smelt_tensor *xb = t_rand(ctx, &r, SMELT_F32, SHP(3, 6));
+    part[0] = half, part[1] = half2; /* rows 1..3 and 0..2 of y */
+    T_ERR(ctx, smelt_plan_run(p2, 1, &xb, 2, part), SMELT_ERR_INVALID_ARG, "outputs 0 and 1 overlap");
+    smelt_tensor_free(xb), smelt_tensor_free(half), smelt_tensor_free(half2);
+    smelt_tensor_free(wide), smelt_tensor_free(row), smelt_tensor_free(x), smelt_tensor_free(y);
+    smelt_plan_free(p), smelt_plan_free(p2);
+    smelt_graph_free(g), smelt_graph_free(g2);
+    smelt_ctx_free(ctx);
+}
