@@ -290,6 +290,17 @@ for needle in ("smelt 0.1.0", "TCC", "CC", "NVRTC", "threads", "SMELT_CACHE_DIR"
     check(needle in so, "info lacks %r" % needle)
 rc, so, se = smelt("info", env={"SMELT_CACHE": "0"})
 check(rc == 0 and "off" in so, "info with SMELT_CACHE=0: %r" % so)
+# a cache folder others can write is not used, and info and explain say so
+open_dir = path("open-cache")
+os.mkdir(open_dir)
+os.chmod(open_dir, 0o777)
+rc, so, se = smelt("info", env={"SMELT_CACHE_DIR": open_dir})
+check(rc == 0 and "writable by group or others" in so, "info with a cache folder of mode 777: %r" % so)
+if shutil.which("cc"):
+    rc, so, se = smelt("explain", "a * 2 + 1", "a=f32[8]", "--backend", "CC", "--no-source",
+                       env={"SMELT_CACHE_DIR": open_dir})
+    check(rc == 0 and "warning: persistent kernel cache not used" in so, "explain with a cache of mode 777: %r %s" % (so, se))
+    check(os.listdir(open_dir) == [], "entries were written to a cache folder of mode 777: %r" % os.listdir(open_dir))
 rc, so, se = smelt("info", "--ops")
 check(rc == 0 and "bitwise_and" in so and "where" in so, "info --ops")
 for cmd in ([], ["eval"], ["run"], ["explain"], ["info"]):

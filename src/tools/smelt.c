@@ -1062,6 +1062,7 @@ static int cmd_info(int argc, char **argv)
     env_line("SMELT_CACHE", "0 turns the persistent cache off");
     env_line("SMELT_CACHE_DIR", "persistent cache folder");
     env_line("SMELT_CACHE_MAX_MB", "persistent cache size cap");
+    env_line("SMELT_CC_TIMEOUT", "seconds a CC compile may take (120)");
     env_line("SMELT_DUMP_DIR", "write generated kernel sources");
     env_line("SMELT_TEMPLATE_DIR", "kernel templates to use");
     printf("\ndtypes:");
