@@ -15,6 +15,12 @@
 /* A fresh cache folder and a compiler wrapper that counts its calls. */
 static char dir[256], counter[300], wrapper[300];
 
+static void write_script(const char *path, const char *text)
+{
+    t_write_file(path, text);
+    chmod(path, 0755);
+}
+
 static void fresh_cache(void)
 {
     snprintf(dir, sizeof dir, "/tmp/smelt-test-cache-XXXXXX");
@@ -23,8 +29,7 @@ static void fresh_cache(void)
     snprintf(wrapper, sizeof wrapper, "%s/cc-wrapper", dir);
     char text[1024];
     snprintf(text, sizeof text, "#!/bin/sh\necho x >> '%s'\nexec cc \"$@\"\n", counter);
-    t_write_file(wrapper, text);
-    chmod(wrapper, 0755);
+    write_script(wrapper, text);
     char cache[300];
     snprintf(cache, sizeof cache, "%s/cache", dir);
     setenv("SMELT_CACHE_DIR", cache, 1);
@@ -424,8 +429,7 @@ Test(tier, compiler_errors_and_missing_compiler_are_clear)
     T_ERR(c, smelt_backend_check(c, "CC"), SMELT_ERR_BACKEND, "/nonexistent/cc");
     char fake[320];
     snprintf(fake, sizeof fake, "%s/badcc", dir);
-    t_write_file(fake, "#!/bin/sh\necho 'badcc: internal compiler error: testing' >&2\nexit 1\n");
-    chmod(fake, 0755);
+    write_script(fake, "#!/bin/sh\necho 'badcc: internal compiler error: testing' >&2\nexit 1\n");
     setenv("CC", fake, 1);
     smelt_ctx *c2 = t_ctx();
     smelt_graph *g = t_graph(c2);
@@ -485,8 +489,7 @@ Test(tier, compiler_runs_without_a_shell)
     snprintf(args, sizeof args, "%s/args", dir);
     snprintf(wrap, sizeof wrap, "%s/cc-args", dir);
     snprintf(text, sizeof text, "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\" >> '%s'; done\nexec cc \"$@\"\n", args);
-    t_write_file(wrap, text);
-    chmod(wrap, 0755);
+    write_script(wrap, text);
     char cc[700];
     snprintf(cc, sizeof cc, "%s  -DSMELT_TEST_FLAG=1\t-DX=a;touch${IFS}INJECTED3", wrap);
     setenv("CC", cc, 1);
@@ -517,8 +520,7 @@ Test(tier, compiler_that_hangs_is_stopped)
     fresh_cache();
     char hang[320];
     snprintf(hang, sizeof hang, "%s/hangcc", dir);
-    t_write_file(hang, "#!/bin/sh\nsleep 600\n");
-    chmod(hang, 0755);
+    write_script(hang, "#!/bin/sh\nsleep 600\n");
     setenv("CC", hang, 1);
     setenv("SMELT_CC_TIMEOUT", "0.3", 1);
     smelt_ctx *c = t_ctx();

@@ -1,7 +1,5 @@
 /* smelt_eval of arbitrary expression text over a few small tensors of
  * different dtypes and broadcastable shapes. */
-#include <string.h>
-
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -17,11 +15,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int k = 0; k < 4; k++)
             fuzz_fill(t[k]);
     }
-    char *expr = malloc(size + 1);
+    char *expr = fuzz_cstr(data, size);
     if (!expr)
         return 0;
-    memcpy(expr, data, size);
-    expr[size] = 0;
     smelt_tensor *out = NULL;
     int st = smelt_eval(ctx, expr, names, t, 4, &out);
     fuzz_check_error(ctx, st, "smelt_eval");

@@ -1,17 +1,13 @@
 /* smelt_graph_from_text on arbitrary text, then a plan (TCC) of what it
  * read, run on small inputs, and the text written back. */
-#include <string.h>
-
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     smelt_ctx *ctx = fuzz_ctx();
-    char *text = malloc(size + 1);
+    char *text = fuzz_cstr(data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = 0;
     smelt_graph *g = NULL;
     smelt_node **outs = NULL;
     int n_out = 0;

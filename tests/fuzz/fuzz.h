@@ -36,6 +36,18 @@ static inline smelt_ctx *fuzz_ctx(void)
     return ctx;
 }
 
+/* The input as a NUL-terminated string (NULL when out of memory). */
+static inline char *fuzz_cstr(const uint8_t *data, size_t size)
+{
+    char *s = malloc(size + 1);
+    if (s) {
+        for (size_t i = 0; i < size; i++)
+            s[i] = (char)data[i];
+        s[size] = 0;
+    }
+    return s;
+}
+
 /* Fill a new (contiguous) tensor with small values of its dtype. */
 static inline void fuzz_fill(smelt_tensor *t)
 {
