@@ -134,6 +134,15 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
     smelt__kernel *kk;
     int st = smelt__kcache_get(p->ctx, p->be, &k->desc, &kk, &compiled, &ms, &err);
     p->stats.compile_ms += ms;
+    if (st && p->up_be) { /* AUTO: the other CPU tier compiles it now */
+        smelt__sb_printf(&p->log, "warning: %s failed for a kernel of %d operators (%s); compiled by %s\n",
+                         p->be->iface->name, k->cl.nmem, smelt_strerror(st), p->up_be->iface->name);
+        k->desc.vec_math = p->up_be->iface->vec_math;
+        k->desc.blocks = p->up_be->iface->blocks;
+        smelt__sb_free(&err);
+        st = smelt__kcache_get(p->ctx, p->up_be, &k->desc, &kk, &compiled, &ms, &err);
+        p->stats.compile_ms += ms;
+    }
     if (st == SMELT_OK) {
         smelt__variant *v = realloc(k->var, sizeof *v * (size_t)(k->nvar + 1));
         if (!v) {

@@ -690,3 +690,32 @@ Test(cache, entry_without_its_kernel_is_rebuilt)
     cr_assert_eq(plan_once(35.5), 1, "an entry without the kernel was not rebuilt");
     cr_assert_eq(plan_once(35.5), 0, "the rebuilt entry was not kept");
 }
+
+/* AUTO: a kernel that TinyCC cannot compile (here: a block template that
+ * fails; in the field, libtcc out of memory) is compiled by CC at once. */
+Test(tier, auto_compiles_with_cc_when_tcc_fails)
+{
+    fresh_cache();
+    char tdir[300], cdir[320], file[360];
+    snprintf(tdir, sizeof tdir, "%s/templates", dir);
+    snprintf(cdir, sizeof cdir, "%s/c", tdir);
+    snprintf(file, sizeof file, "%s/kernel_block.c.in", cdir);
+    cr_assert_eq(mkdir(tdir, 0700), 0);
+    cr_assert_eq(mkdir(cdir, 0700), 0);
+    t_write_file(file, "#error the TinyCC tier fails in this test\n");
+    setenv("SMELT_TEMPLATE_DIR", tdir, 1);
+    smelt_ctx *c = t_ctx();
+    smelt_graph *g = t_graph(c);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(64));
+    smelt_node *y = smelt_mul(g, smelt_add(g, a, smelt_scalar(g, 7.5)), a);
+    smelt_plan *p = plan_with(c, g, 1, &y, "AUTO");
+    for (int run = 0; run < 3; run++)
+        check_one_kernel(c, p, 7.5);
+    T_OK(c, smelt_plan_wait(p));
+    smelt_plan_stats s = t_stats(p);
+    cr_assert_eq(s.fallbacks, 0);
+    cr_assert_eq(s.kernels_fast, s.kernels, "%d of %d kernels on CC", s.kernels_fast, s.kernels);
+    cr_assert(t_contains(smelt_plan_describe(p), "compiled by CC"), "%s", smelt_plan_describe(p));
+    unsetenv("SMELT_TEMPLATE_DIR");
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
+}
