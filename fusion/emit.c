@@ -613,6 +613,8 @@ static void row_offsets(smelt__sb *row, const smelt__kdesc *d)
  * TinyCC's own code is scalar and spills every value; this way it only
  * sequences calls, and the arithmetic runs at the speed of gcc -O3 code. */
 #define SMELT_BLOCK 512
+#define SMELT_BLOCK_CONSTS 16   /* constants with a block filled once */
+#define SMELT_BLOCK_MAX_BUFS 96 /* 384 KiB of stack at most */
 
 /* The name substituted for NAME_TOKEN: a hash of the text.  */
 static int finish_name(smelt__sb *text, smelt__sb *src, char *name)
@@ -650,7 +652,7 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
     smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
     int *last = malloc(sizeof(int) * (size_t)(nv + 1)), *bufof = malloc(sizeof(int) * (size_t)(nv + 1));
     char **loc = calloc((size_t)nv + 1, sizeof *loc); /* where each value's block lives */
-    int *freeb = malloc(sizeof(int) * (size_t)(nv + 2));
+    int *freeb = malloc(sizeof(int) * (size_t)(nv + 4)); /* values' blocks and 3 temporaries */
     int nbuf = 0, nfree = 0;
     if (!last || !bufof || !loc || !freeb) {
         st = SMELT_ERR_NOMEM;
@@ -674,14 +676,15 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
             smelt__sb_printf(&setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
     }
 
-    /* constants: a block each, filled once */
+    /* constants: the first SMELT_BLOCK_CONSTS get a block each, filled once;
+     * the others are filled into a free block just before each use, so the
+     * kernel's stack does not grow with the number of constants */
+    int nconst = 0;
     for (int k = 0; k < d->n_ops; k++) {
         const smelt__kop *op = &d->ops[k];
         if (op->op != SMELT_OP_CONST)
             continue;
         int v = d->n_in + k;
-        size_t sz = smelt__dtypes[op->dtype].size;
-        bufof[v] = nbuf++;
         smelt__sb_printf(&setup, "    const %s v%d = ", dl->stype[op->dtype], v);
         if (op->dtype == SMELT_F16 || op->dtype == SMELT_BF16) /* the block holds bit patterns */
             smelt__sb_printf(&setup, "(uint16_t)0x%04xu", (unsigned)(op->dtype == SMELT_F16
@@ -689,11 +692,15 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
                                                                         : smelt__bf16_from_double(op->fval)));
         else
             literal(&setup, dl, op);
-        smelt__sb_printf(&setup, ";\n    smelt_blk_fill_%zu(%d, (char *)buf[%d], (const char *)&v%d);\n", sz,
-                         SMELT_BLOCK, bufof[v], v);
+        smelt__sb_puts(&setup, ";\n");
         char fn[40];
-        snprintf(fn, sizeof fn, "smelt_blk_fill_%zu", sz);
+        snprintf(fn, sizeof fn, "smelt_blk_fill_%zu", smelt__dtypes[op->dtype].size);
         declare_once(&decls, fn, "int64_t, char *, const char *");
+        if (nconst++ < SMELT_BLOCK_CONSTS) {
+            bufof[v] = nbuf++;
+            smelt__sb_printf(&setup, "    %s(%d, (char *)buf[%d], (const char *)&v%d);\n", fn, SMELT_BLOCK,
+                             bufof[v], v);
+        }
     }
     /* inputs: contiguous ones are read in place, the others staged */
     for (int k = 0; k < d->n_in; k++) {
@@ -729,8 +736,24 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
                 st = SMELT_ERR_NOMEM;
                 goto done;
             }
-            snprintf(loc[v], 32, "(char *)buf[%d]", bufof[v]);
+            if (bufof[v] >= 0)
+                snprintf(loc[v], 32, "(char *)buf[%d]", bufof[v]);
             continue;
+        }
+        /* constants without a block of their own: filled for this operator */
+        int temp[3], ntemp = 0;
+        for (int j = 0; j < op->nin; j++) {
+            int x = op->in[j];
+            bool again = false;
+            for (int jj = 0; jj < j; jj++)
+                again = again || op->in[jj] == x;
+            if (again || !is_const(d, x) || bufof[x] >= 0)
+                continue;
+            temp[ntemp] = nfree ? freeb[--nfree] : nbuf++;
+            snprintf(loc[x], 32, "(char *)buf[%d]", temp[ntemp]);
+            smelt__sb_printf(&body, "            smelt_blk_fill_%zu(m, %s, (const char *)&v%d);\n",
+                             smelt__dtypes[d->ops[x - d->n_in].dtype].size, loc[x], x);
+            ntemp++;
         }
         /* destination: a contiguous output written in place, else a block */
         char *l = malloc(64);
@@ -762,6 +785,8 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
         for (int j = 0; j < 3; j++)
             smelt__sb_printf(&body, ", %s", j < op->nin ? loc[op->in[j]] : "0");
         smelt__sb_puts(&body, ");\n");
+        for (int t = 0; t < ntemp; t++)
+            freeb[nfree++] = temp[t];
         /* blocks whose last reader this was are free for later values */
         for (int j = 0; j < op->nin; j++) {
             int x = op->in[j];
@@ -789,6 +814,12 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
             smelt__sb_printf(&body, "            %s(m, %s, %s, 1);\n", fn, want, loc[v]);
         }
         declare_once(&decls, fn, MOV_ARGS);
+    }
+    if (nbuf > SMELT_BLOCK_MAX_BUFS) {
+        smelt__sb_printf(err, "the kernel needs %d block buffers of %d elements on its stack, more than %d",
+                         nbuf, SMELT_BLOCK, SMELT_BLOCK_MAX_BUFS);
+        st = SMELT_ERR_COMPILE;
+        goto done;
     }
     {
         char nops_s[16], rank_s[16], nbuf_s[16], block_s[16];

@@ -7,7 +7,9 @@
  *     smaller, broadcast operand is read with stride 0;
  *   - a merge never creates a cycle: no path may leave a cluster and re-enter;
  *   - a value used inside and outside its cluster is an extra output;
- *   - at most SMELT_MAX_KERNEL_OPERANDS inputs + outputs per cluster.
+ *   - at most SMELT_MAX_KERNEL_OPERANDS inputs + outputs per cluster, and at
+ *     most SMELT_MAX_CLUSTER_OPS operators: a larger group splits into
+ *     several kernels (bounded compile time and kernel size).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@ typedef struct pstate {
     int *parent;              /* union-find over instruction indices */
     int *uoff, *users;        /* CSR user lists */
     int *stamp, epoch, *stack;
+    int *size; /* members of each union-find root */
 } pstate;
 
 static int find(pstate *s, int x)
@@ -270,13 +273,14 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     s.parent = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.stamp = calloc((size_t)p->n + 1, sizeof(int));
     s.stack = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.size = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
-    if (!s.parent || !s.stamp || !s.stack || !root) {
+    if (!s.parent || !s.stamp || !s.stack || !s.size || !root) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
     for (int i = 0; i < p->n; i++)
-        s.parent[i] = i;
+        s.parent[i] = i, s.size[i] = 1;
     for (int i = 0; fuse && i < p->n; i++) {
         if (!fusible(p, i))
             continue;
@@ -285,18 +289,20 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
             if (!fusible(p, x) || !same_shape(&p->v[x], &p->v[i]))
                 continue;
             int kx = find(&s, x), ki = find(&s, i);
-            if (kx == ki || creates_cycle(&s, kx, ki, i))
+            if (kx == ki || s.size[kx] + s.size[ki] > SMELT_MAX_CLUSTER_OPS ||
+                creates_cycle(&s, kx, ki, i))
                 continue;
             if (operand_count(&s, kx, ki, i) > SMELT_MAX_KERNEL_OPERANDS)
                 continue;
             s.parent[kx] = ki;
+            s.size[ki] += s.size[kx];
         }
     }
     for (int i = 0; i < p->n; i++)
         root[i] = is_op(p, i) ? find(&s, i) : -1;
     st = collect(p, root, s.uoff, s.users, out);
 done:
-    free(s.parent), free(s.stamp), free(s.stack), free(root), free(s.uoff), free(s.users);
+    free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
     return st;
 }
 

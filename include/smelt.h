@@ -193,7 +193,13 @@ void smelt_plan_free(smelt_plan *p);
  * dtypes of the graph and shapes of the same rank and the same broadcast
  * (size-1) pattern as the graph's inputs.  outputs[i] == NULL: the plan
  * allocates the output and stores it there (the caller frees it); otherwise
- * the tensor must have the output's dtype and shape and is written in place. */
+ * the tensor must have the output's dtype and shape and is written in place.
+ * Overlap: an output may share memory with inputs (x = f(x) in place, or a
+ * transposed view of an input): such an output is computed into a
+ * temporary and copied at the end, so the result is as if the inputs had
+ * been read first.  Outputs whose memory ranges intersect each other
+ * (interleaved views included) and outputs with a zero stride on an axis
+ * of size > 1 are SMELT_ERR_INVALID_ARG. */
 int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
                    smelt_tensor **outputs);
 

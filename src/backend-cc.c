@@ -8,16 +8,23 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "internal.h"
 
 #define CC_FLAGS "-O3 -fno-math-errno -ffp-contract=off -fPIC -shared"
 #define CC_LIBS "-lm"
+#define CC_MAX_WORDS 64          /* words of $CC */
+#define CC_TIMEOUT_S 120.0       /* default of SMELT_CC_TIMEOUT */
+#define CC_LOG_MAX (256u << 10) /* compiler output kept in the log */
 
 /* -march=native, or SMELT_CC_MARCH (x86-64-v2, ...): results are the same
  * bits at every level (smelt's own math, no contraction); tests compile the
@@ -30,7 +37,9 @@ static const char *cc_march(void)
 
 typedef struct cc_state {
     char compiler[1024]; /* resolved path */
-    char ident[1200];    /* path, size, mtime: changes whenever the compiler does */
+    char ident[2400];    /* path, size, mtime, flags of $CC: changes whenever the compiler does */
+    char words[1024];    /* $CC split on spaces: NUL-separated words */
+    int nwords;
     char tmpdir[256];
     unsigned serial;
 } cc_state;
@@ -39,13 +48,26 @@ const char *smelt__cc_flags(void) { return CC_FLAGS; }
 
 static int find_compiler(cc_state *s, smelt__sb *why)
 {
-    const char *cc = getenv("CC");
-    if (!cc || !*cc)
-        cc = "cc";
-    if (strchr(cc, ' ')) {
-        smelt__sb_printf(why, "CC='%s': give the compiler's name or path alone", cc);
-        return 0;
+    const char *env = getenv("CC");
+    if (!env || strspn(env, " \t") == strlen(env))
+        env = "cc";
+    /* $CC is a compiler and its flags, split on spaces and tabs: never a shell */
+    size_t used = 0;
+    s->nwords = 0;
+    for (const char *p = env + strspn(env, " \t"); *p; p += strspn(p, " \t")) {
+        size_t l = strcspn(p, " \t");
+        if (s->nwords == CC_MAX_WORDS || used + l + 1 > sizeof s->words) {
+            smelt__sb_printf(why, "CC='%.200s' is too long (at most %d words, %zu bytes)", env,
+                             CC_MAX_WORDS, sizeof s->words - 1);
+            return 0;
+        }
+        memcpy(s->words + used, p, l);
+        s->words[used + l] = 0;
+        used += l + 1;
+        s->nwords++;
+        p += l;
     }
+    const char *cc = s->words;
     struct stat st;
     if (strchr(cc, '/')) {
         if (stat(cc, &st) || !(st.st_mode & S_IXUSR)) {
@@ -61,8 +83,9 @@ static int find_compiler(cc_state *s, smelt__sb *why)
         while (*path && !found) {
             const char *e = strchr(path, ':');
             size_t l = e ? (size_t)(e - path) : strlen(path);
-            snprintf(s->compiler, sizeof s->compiler, "%.*s/%s", (int)l, path, cc);
-            found = stat(s->compiler, &st) == 0 && (st.st_mode & S_IXUSR);
+            int w = snprintf(s->compiler, sizeof s->compiler, "%.*s/%s", (int)l, path, cc);
+            found = w > 0 && (size_t)w < sizeof s->compiler && stat(s->compiler, &st) == 0 &&
+                    (st.st_mode & S_IXUSR);
             path += l + (e ? 1 : 0);
         }
         if (!found) {
@@ -70,8 +93,10 @@ static int find_compiler(cc_state *s, smelt__sb *why)
             return 0;
         }
     }
-    snprintf(s->ident, sizeof s->ident, "%s:%lld:%lld", s->compiler, (long long)st.st_size,
-             (long long)st.st_mtime);
+    int w = snprintf(s->ident, sizeof s->ident, "%s:%lld:%lld", s->compiler,
+                     (long long)st.st_size, (long long)st.st_mtime);
+    for (const char *p = s->words + strlen(s->words) + 1; p < s->words + used; p += strlen(p) + 1)
+        w += snprintf(s->ident + w, sizeof s->ident - (size_t)w, " %s", p);
     return 1;
 }
 
@@ -174,6 +199,122 @@ static void *open_image(cc_state *s, const char *data, size_t n, smelt__sb *log)
     return h;
 }
 
+/* SMELT_CC_TIMEOUT: seconds a compile may take (default CC_TIMEOUT_S). */
+static int compile_timeout(double *secs, smelt__sb *log)
+{
+    const char *t = getenv("SMELT_CC_TIMEOUT");
+    *secs = CC_TIMEOUT_S;
+    if (!t || !*t)
+        return 0;
+    char *end;
+    double v = smelt__strtod(t, &end);
+    if (*end || !(v > 0) || v > 1e6) {
+        smelt__sb_printf(log, "SMELT_CC_TIMEOUT='%.100s' is not a number of seconds in (0, 1e6]\n", t);
+        return -1;
+    }
+    *secs = v;
+    return 0;
+}
+
+/* Run the compiler on src, writing so: an argument vector and posix_spawn,
+ * no shell.  Its output goes to log.  The compiler runs in a process group
+ * of its own, killed whole (cc1, as, ld too) when it exceeds the timeout.
+ * 0, or -1 with the reason in log. */
+static int run_compiler(cc_state *s, const char *so, const char *src, smelt__sb *log)
+{
+    double secs;
+    if (compile_timeout(&secs, log))
+        return -1;
+    char flags[] = CC_FLAGS, libs[] = CC_LIBS, dash_o[] = "-o", march[80];
+    char *argv[CC_MAX_WORDS + 32];
+    snprintf(march, sizeof march, "-march=%s", cc_march());
+    int n = 0;
+    for (const char *p = s->words; n < s->nwords; p += strlen(p) + 1)
+        argv[n++] = (char *)p;
+    argv[0] = s->compiler; /* the resolved path */
+    char *save;
+    for (char *w = strtok_r(flags, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        argv[n++] = w;
+    argv[n++] = march;
+    argv[n++] = dash_o;
+    argv[n++] = (char *)so;
+    argv[n++] = (char *)src;
+    for (char *w = strtok_r(libs, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        argv[n++] = w;
+    argv[n] = NULL;
+
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC)) {
+        smelt__sb_printf(log, "cannot run %s: pipe: %s\n", s->compiler, strerror(errno));
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    sigset_t none;
+    sigemptyset(&none);
+    pid_t pid = -1;
+    int e = posix_spawn_file_actions_init(&fa);
+    if (!e && !(e = posix_spawnattr_init(&at))) {
+        if (!(e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) &&
+            !(e = posix_spawn_file_actions_adddup2(&fa, fds[1], 1)) &&
+            !(e = posix_spawn_file_actions_adddup2(&fa, fds[1], 2)) &&
+            !(e = posix_spawnattr_setpgroup(&at, 0)) && !(e = posix_spawnattr_setsigmask(&at, &none)) &&
+            !(e = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK)))
+            e = posix_spawn(&pid, s->compiler, &fa, &at, argv, environ);
+        posix_spawnattr_destroy(&at);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (e) {
+        close(fds[0]);
+        smelt__sb_printf(log, "cannot run %s: %s\n", s->compiler, strerror(e));
+        return -1;
+    }
+    /* its output until end of file, then its exit, both before the deadline */
+    double deadline = smelt__now_ms() + secs * 1000.0;
+    bool eof = false, timed_out = false;
+    int status = 0;
+    for (;;) {
+        double left = deadline - smelt__now_ms();
+        if (left <= 0) {
+            timed_out = true;
+            kill(-pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        if (eof) {
+            pid_t r = waitpid(pid, &status, WNOHANG);
+            if (r == pid || (r < 0 && errno != EINTR))
+                break;
+            struct timespec ts = {0, 5000000}; /* 5 ms */
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        struct pollfd pf = {.fd = fds[0], .events = POLLIN};
+        int pr = poll(&pf, 1, left > 1000 ? 1000 : (int)left + 1);
+        if (pr <= 0)
+            continue;
+        char buf[4096];
+        ssize_t r = read(fds[0], buf, sizeof buf);
+        if (r > 0 && log->len < CC_LOG_MAX)
+            smelt__sb_putn(log, buf, (size_t)r);
+        eof = r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN);
+    }
+    close(fds[0]);
+    if (timed_out) {
+        smelt__sb_printf(log, "%s did not finish within %g s and was stopped (SMELT_CC_TIMEOUT sets the "
+                              "limit)\n", s->compiler, secs);
+        return -1;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    if (WIFSIGNALED(status))
+        smelt__sb_printf(log, "%s was killed by signal %d\n", s->compiler, WTERMSIG(status));
+    else
+        smelt__sb_printf(log, "%s exited with status %d\n", s->compiler, WEXITSTATUS(status));
+    return -1;
+}
+
 static int cc_compile(smelt__backend *be, const char *source, const char *fn_name, void **fn,
                       void **handle, smelt__sb *log)
 {
@@ -188,6 +329,12 @@ static int cc_compile(smelt__backend *be, const char *source, const char *fn_nam
         h = open_image(s, img, n, log);
         free(img);
         img = NULL;
+        if (h && !dlsym(h, fn_name)) {
+            dlclose(h);
+            h = NULL;
+        }
+        if (!h) /* it does not hold the kernel its key names: rebuild it */
+            smelt__dcache_remove(key);
     }
     if (!h) {
         if (ensure_tmpdir(s, log))
@@ -200,23 +347,9 @@ static int cc_compile(smelt__backend *be, const char *source, const char *fn_nam
             smelt__sb_printf(log, "cannot write %s\n", src);
             return SMELT_ERR_COMPILE;
         }
-        smelt__sb cmd;
-        smelt__sb_init(&cmd);
-        smelt__sb_printf(&cmd, "'%s' " CC_FLAGS " -march=%s -o '%s' '%s' " CC_LIBS " 2>&1", s->compiler,
-                         cc_march(), so, src);
-        FILE *p = popen(smelt__sb_str(&cmd), "r");
-        smelt__sb_free(&cmd);
-        int rc = -1;
-        if (p) {
-            char buf[4096];
-            size_t r;
-            while ((r = fread(buf, 1, sizeof buf, p)) > 0)
-                smelt__sb_putn(log, buf, r);
-            rc = pclose(p);
-        }
+        int rc = run_compiler(s, so, src, log);
         unlink(src);
         if (rc != 0) {
-            smelt__sb_printf(log, "%s exited with status %d\n", s->compiler, rc);
             unlink(so);
             return SMELT_ERR_COMPILE;
         }

@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <libtcc.h>
 #include <math.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +15,123 @@
 static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void on_error(void *opaque, const char *msg) { smelt__sb_printf(opaque, "%s\n", msg); }
+
+/* ---- libtcc's allocator and exit ----------------------------------------
+ * libtcc calls exit(1) when an allocation fails outside a compile (tcc_new,
+ * tcc_add_symbol, tcc_relocate), printing "tcc: error: memory full" first.
+ * smelt links a copy of libtcc whose malloc, calloc, realloc, free, exit and
+ * __fprintf_chk are the functions below (meson.build, objcopy
+ * --redefine-sym).  Every libtcc call runs under tcc_lock with `escape` set:
+ * exit returns there with longjmp.  Blocks allocated during that call
+ * sequence are kept on a list, so that after such an escape the state is
+ * deleted and whatever else the failed call had allocated is freed; at the
+ * end of a sequence that succeeded the list is emptied (the blocks then
+ * belong to the compiled kernel's state). */
+typedef struct tblk {
+    struct tblk *next, *prev; /* NULL: not on the list */
+} tblk;                       /* 16 bytes: the payload keeps malloc's alignment */
+static tblk recent = {&recent, &recent};
+static jmp_buf *escape;
+
+static void *tblk_link(tblk *b)
+{
+    b->next = recent.next, b->prev = &recent;
+    recent.next->prev = b, recent.next = b;
+    return b + 1;
+}
+
+static void tblk_unlink(tblk *b)
+{
+    b->prev->next = b->next, b->next->prev = b->prev;
+}
+
+void *smelt__tcc_malloc(size_t n);
+void *smelt__tcc_calloc(size_t n, size_t size);
+void *smelt__tcc_realloc(void *p, size_t n);
+void smelt__tcc_free(void *p);
+void smelt__tcc_exit(int status);
+int smelt__tcc_fprintf_chk(FILE *f, int flag, const char *fmt, ...);
+
+void *smelt__tcc_malloc(size_t n)
+{
+    tblk *b = n <= SIZE_MAX - sizeof *b ? malloc(sizeof *b + n) : NULL;
+    return b ? tblk_link(b) : NULL;
+}
+
+void *smelt__tcc_calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = smelt__tcc_malloc(n * size);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+void smelt__tcc_free(void *p)
+{
+    if (!p)
+        return;
+    tblk *b = (tblk *)p - 1;
+    if (b->next)
+        tblk_unlink(b);
+    free(b);
+}
+
+void *smelt__tcc_realloc(void *p, size_t n)
+{
+    if (!p)
+        return smelt__tcc_malloc(n);
+    if (!n) {
+        smelt__tcc_free(p);
+        return NULL;
+    }
+    tblk *b = (tblk *)p - 1, *nb;
+    bool listed = b->next != NULL;
+    if (listed)
+        tblk_unlink(b);
+    nb = n <= SIZE_MAX - sizeof *b ? realloc(b, sizeof *b + n) : NULL;
+    if (!nb) {
+        if (listed)
+            tblk_link(b);
+        return NULL;
+    }
+    if (listed)
+        return tblk_link(nb);
+    return nb + 1;
+}
+
+/* The blocks allocated so far belong to live states from now on. */
+static void tblk_keep(void)
+{
+    for (tblk *b = recent.next, *n; b != &recent; b = n)
+        n = b->next, b->next = b->prev = NULL;
+    recent.next = recent.prev = &recent;
+}
+
+static void tblk_free_all(void)
+{
+    while (recent.next != &recent) {
+        tblk *b = recent.next;
+        tblk_unlink(b);
+        free(b);
+    }
+}
+
+void smelt__tcc_exit(int status)
+{
+    if (escape)
+        longjmp(*escape, 1);
+    exit(status); /* not reached from smelt (every call of smelt's runs with escape set) */
+}
+
+/* libtcc prints an error to stderr only when it has no error function,
+ * i.e. just before it would exit: the library prints nothing. */
+int smelt__tcc_fprintf_chk(FILE *f, int flag, const char *fmt, ...)
+{
+    SMELT_UNUSED(f), SMELT_UNUSED(flag), SMELT_UNUSED(fmt);
+    return 0;
+}
 
 static int tcc_available(smelt__backend *be, smelt__sb *why)
 {
@@ -69,16 +189,27 @@ static void bind_blocks(TCCState *s, const char *source)
     }
 }
 
-static int tcc_compile(smelt__backend *be, const char *source, const char *fn_name, void **fn,
-                       void **handle, smelt__sb *log)
+/* Compile under tcc_lock (held by the caller), libtcc's exit caught. */
+static int compile_locked(const char *source, const char *fn_name, void **fn, void **handle,
+                          smelt__sb *log)
 {
-    SMELT_UNUSED(be);
-    *fn = *handle = NULL;
-    pthread_mutex_lock(&tcc_lock);
-    TCCState *s = tcc_new();
+    jmp_buf jb;
+    TCCState *volatile s = NULL;
+    escape = &jb;
+    if (setjmp(jb)) { /* libtcc gave up outside a compile: out of memory */
+        escape = &jb; /* tcc_delete only frees */
+        if (s)
+            tcc_delete(s);
+        tblk_free_all();
+        escape = NULL;
+        smelt__sb_puts(log, "TinyCC ran out of memory\n");
+        return SMELT_ERR_NOMEM;
+    }
     int st = SMELT_ERR_COMPILE;
+    s = tcc_new();
     if (!s) {
-        smelt__sb_puts(log, "tcc_new failed");
+        smelt__sb_puts(log, "TinyCC ran out of memory (tcc_new)\n");
+        st = SMELT_ERR_NOMEM;
         goto out;
     }
     tcc_set_output_type(s, TCC_OUTPUT_MEMORY);
@@ -104,8 +235,24 @@ static int tcc_compile(smelt__backend *be, const char *source, const char *fn_na
     s = NULL;
     st = SMELT_OK;
 out:
+    if (st && strstr(smelt__sb_str(log), "memory full")) /* caught by libtcc's own recovery */
+        st = SMELT_ERR_NOMEM;
     if (s)
         tcc_delete(s);
+    if (st)
+        tblk_free_all(); /* what a failed compile left behind */
+    tblk_keep();
+    escape = NULL;
+    return st;
+}
+
+static int tcc_compile(smelt__backend *be, const char *source, const char *fn_name, void **fn,
+                       void **handle, smelt__sb *log)
+{
+    SMELT_UNUSED(be);
+    *fn = *handle = NULL;
+    pthread_mutex_lock(&tcc_lock);
+    int st = compile_locked(source, fn_name, fn, handle, log);
     pthread_mutex_unlock(&tcc_lock);
     return st;
 }
@@ -115,7 +262,7 @@ static void tcc_release(smelt__backend *be, void *handle)
     SMELT_UNUSED(be);
     if (handle) {
         pthread_mutex_lock(&tcc_lock);
-        tcc_delete(handle);
+        tcc_delete(handle); /* only frees: libtcc cannot exit here */
         pthread_mutex_unlock(&tcc_lock);
     }
 }

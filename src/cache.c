@@ -96,7 +96,7 @@ static void dump_source(const char *name, const char *ext, const char *src)
     const char *dir = getenv("SMELT_DUMP_DIR");
     if (!dir || !*dir)
         return;
-    smelt__mkdir_p(dir); /* as --dump does; describe warns when it cannot */
+    smelt__mkdir_p(dir, 0755); /* as --dump does; describe warns when it cannot */
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
     FILE *f = fopen(path, "w");
@@ -111,7 +111,7 @@ void smelt__dump_dir_warning(smelt__sb *warn)
     const char *dir = getenv("SMELT_DUMP_DIR");
     struct stat st;
     if (dir && *dir &&
-        (smelt__mkdir_p(dir) || stat(dir, &st) || !S_ISDIR(st.st_mode) || access(dir, W_OK)))
+        (smelt__mkdir_p(dir, 0755) || stat(dir, &st) || !S_ISDIR(st.st_mode) || access(dir, W_OK)))
         smelt__sb_printf(warn, "warning: SMELT_DUMP_DIR='%s' is not a folder that can be created "
                                "and written: no kernel sources are written\n", dir);
 }

@@ -344,6 +344,57 @@ static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
     return SMELT_OK;
 }
 
+static int check_overlaps(smelt_plan *p, bool dev, int n_in, smelt_tensor *const *inputs, int n_out,
+                          smelt_tensor **outputs, const bool *alloc, smelt_tensor ***tmp_out)
+{
+    smelt_tensor **tmp = NULL;
+    int st = SMELT_OK;
+    for (int i = 0; i < n_out && !st; i++) {
+        smelt_tensor *o = outputs[i];
+        if (alloc[i])
+            continue;
+        for (int d = 0; d < o->ndim && !st; d++)
+            if (o->shape[d] > 1 && o->strides[d] == 0)
+                st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
+                                "output %d has stride 0 on axis %d (size %lld): its elements would be written "
+                                "more than once; give a tensor of its own (or NULL)", i, d, (long long)o->shape[d]);
+        for (int j = 0; j < i && !st; j++)
+            if (!alloc[j] && smelt__tensors_overlap(o, outputs[j]))
+                st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
+                                "outputs %d and %d overlap in memory: give each a tensor of its own (or NULL)", j, i);
+        bool stage = false;
+        for (int k = 0; k < n_in && !st && !stage; k++) {
+            if (!smelt__tensors_overlap(o, inputs[k]))
+                continue;
+            if (!dev) /* host plans: through a temporary */
+                stage = true;
+            else if (smelt__is_device(o) && smelt__is_device(inputs[k])) /* host ones are staged anyway */
+                st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
+                                "output %d overlaps input %d in device memory: give a tensor of its own", i, k);
+        }
+        if (st || !stage)
+            continue;
+        if (!tmp) {
+            if (!(tmp = malloc(sizeof *tmp * (size_t)n_out))) {
+                st = smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+                break;
+            }
+            memcpy(tmp, outputs, sizeof *tmp * (size_t)n_out);
+        }
+        if ((st = smelt_tensor_new(p->ctx, o->dtype, o->ndim, o->shape, &tmp[i])))
+            tmp[i] = o;
+    }
+    if (st && tmp) {
+        for (int i = 0; i < n_out; i++)
+            if (tmp[i] != outputs[i])
+                smelt_tensor_free(tmp[i]);
+        free(tmp);
+        tmp = NULL;
+    }
+    *tmp_out = tmp;
+    return st;
+}
+
 int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
                    smelt_tensor **outputs)
 {
@@ -393,7 +444,14 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
             smelt__sb_free(&b);
         }
     }
-    runstate rs = {.inputs = inputs, .outputs = outputs};
+    /* outputs that overlap an input are computed into temporaries and
+     * copied at the end (in place works, a transposed view of an input
+     * too); outputs that overlap each other, or write an element twice
+     * (a zero stride), are errors */
+    smelt_tensor **tmp = NULL;
+    if (!st)
+        st = check_overlaps(p, dev, n_in, inputs, n_out, outputs, alloc, &tmp);
+    runstate rs = {.inputs = inputs, .outputs = tmp ? tmp : outputs};
     const char *sm = getenv("SMELT_STREAM_STORES"); /* auto (default), 0: never, 1: always */
     rs.stream = sm && !strcmp(sm, "0") ? 0 : sm && !strcmp(sm, "1") ? 1 : -1;
     smelt_tensor **din = NULL, **dout = NULL;
@@ -407,6 +465,13 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
     }
     if (din) /* waits for the device, copies host outputs back */
         st = smelt__device_unstage(p->be, n_in, inputs, din, n_out, outputs, dout, st);
+    for (int i = 0; tmp && i < n_out; i++)
+        if (tmp[i] != outputs[i]) {
+            if (!st)
+                smelt__tensor_copy_into(outputs[i], tmp[i]);
+            smelt_tensor_free(tmp[i]);
+        }
+    free(tmp);
     if (st)
         for (int i = 0; i < n_out; i++)
             if (alloc[i]) {

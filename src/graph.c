@@ -39,7 +39,11 @@ void smelt_graph_free(smelt_graph *g)
 int smelt_graph_status(const smelt_graph *g) { return g ? g->status : SMELT_ERR_INVALID_ARG; }
 const char *smelt_graph_errmsg(const smelt_graph *g)
 {
-    return g ? smelt__sb_str((smelt__sb *)&g->err) : "graph is NULL";
+    if (!g)
+        return "graph is NULL";
+    if (g->status && !g->err.len) /* the message could not be allocated */
+        return smelt_strerror(g->status);
+    return smelt__sb_str((smelt__sb *)&g->err);
 }
 int smelt_graph_num_inputs(const smelt_graph *g) { return g ? g->nin : 0; }
 
@@ -83,6 +87,18 @@ static smelt_node *new_node(smelt_graph *g, smelt_op op, smelt_dtype dt, int ndi
     return n;
 }
 
+/* The shared shape check (smelt__shape_check), as a sticky graph error. */
+static bool check_shape(smelt_graph *g, const char *what, int ndim, const int64_t *shape)
+{
+    smelt__sb why;
+    smelt__sb_init(&why);
+    int st = smelt__shape_check(ndim, shape, &why);
+    if (st)
+        fail(g, st, "%s: %s", what, smelt__sb_str(&why));
+    smelt__sb_free(&why);
+    return st == SMELT_OK;
+}
+
 smelt_node *smelt_input(smelt_graph *g, const char *name, smelt_dtype dt, int ndim,
                         const int64_t *shape)
 {
@@ -90,13 +106,8 @@ smelt_node *smelt_input(smelt_graph *g, const char *name, smelt_dtype dt, int nd
         return NULL;
     if (!smelt__dtype_valid((int)dt))
         return fail(g, SMELT_ERR_DTYPE, "input: invalid dtype %d", (int)dt);
-    if (ndim < 0 || ndim > SMELT_MAX_DIMS)
-        return fail(g, SMELT_ERR_SHAPE, "input: rank %d is outside 0..%d", ndim, SMELT_MAX_DIMS);
-    if (ndim && !shape)
-        return fail(g, SMELT_ERR_INVALID_ARG, "input: shape is NULL");
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0)
-            return fail(g, SMELT_ERR_SHAPE, "input: negative dimension at axis %d", i);
+    if (!check_shape(g, "input", ndim, shape))
+        return NULL;
     char buf[32];
     if (!name) {
         snprintf(buf, sizeof buf, "in%d", g->nin);
@@ -364,7 +375,9 @@ smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const in
         return NULL;
     if (!check_operands(g, "broadcast_to", 1, &a))
         return NULL;
-    if (ndim < a->ndim || ndim > SMELT_MAX_DIMS || (ndim && !shape))
+    if (!check_shape(g, "broadcast_to", ndim, shape))
+        return NULL;
+    if (ndim < a->ndim)
         return fail(g, SMELT_ERR_SHAPE, "broadcast_to: cannot broadcast rank %d to rank %d",
                     a->ndim, ndim);
     int nd;

@@ -43,7 +43,7 @@ static inline const char *smelt__plural(long long n) { return n == 1 ? "" : "s";
 /* A whole file (NUL-terminated; *len its size), or NULL with errno set
  * (EFBIG when it is larger than max). */
 char *smelt__read_file(const char *path, size_t max, size_t *len);
-int smelt__mkdir_p(const char *path); /* mkdir -p; 0 or -1 */
+int smelt__mkdir_p(const char *path, unsigned mode); /* mkdir -p (new folders get mode); 0 or -1 */
 char *smelt__strdup(const char *s);
 void *smelt__aligned_alloc(size_t bytes); /* 64-byte aligned, freed with free() */
 
@@ -128,6 +128,19 @@ struct smelt_tensor {
     smelt__buffer *buf;
 };
 int64_t smelt__numel(int ndim, const int64_t *shape);
+/* Whether the memory ranges of a's and b's elements intersect (host or
+ * device addresses alike; conservative for interleaved views). */
+bool smelt__tensors_overlap(const smelt_tensor *a, const smelt_tensor *b);
+/* Copy src's elements into dst (host tensors, same dtype and shape). */
+void smelt__tensor_copy_into(smelt_tensor *dst, const smelt_tensor *src);
+/* Every shape entering the library (tensors, views, graph inputs and
+ * broadcasts, .npy and graph files, the CLI) passes here: rank 0..8,
+ * dimensions >= 0, and the product of the dimensions (a zero one counted as
+ * 1, so strides cannot overflow either) at most SMELT_MAX_ELEMS, so element
+ * counts, strides and byte offsets (x 16) fit in int64.  SMELT_OK, or a
+ * status and a message naming the shape in why. */
+#define SMELT_MAX_ELEMS ((int64_t)1 << 59)
+int smelt__shape_check(int ndim, const int64_t *shape, smelt__sb *why);
 void smelt__contig_strides(int ndim, const int64_t *shape, int64_t *strides);
 /* Broadcast shapes (NumPy rules): 0 or SMELT_ERR_SHAPE. */
 int smelt__broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
@@ -284,6 +297,8 @@ typedef struct smelt__partition {
     int n;
 } smelt__partition;
 
+/* Operators in one cluster at most (a larger fusible group splits). */
+#define SMELT_MAX_CLUSTER_OPS 256
 /* fuse=false: one cluster per operator (the unfused path). */
 int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);
 /* One cluster per member of c (the fallback when c fails to compile). */
@@ -297,8 +312,13 @@ void smelt__kdesc_free(smelt__kdesc *d);
 #include "backend.h"
 
 /* ---- persistent kernel cache (src/diskcache.c) ----------------------- */
-/* The cache folder (created) in buf; -1 when the cache is off or unusable. */
-int smelt__dcache_dir(char *buf, size_t n);
+/* The cache folder (created 0700) in buf and an open descriptor of it, once
+ * checked: owned by this user, not writable by group or others.  -1 when
+ * the cache is off or unusable (why, if not NULL, says why). */
+int smelt__dcache_open(char *buf, size_t n, smelt__sb *why);
+/* 0 when the cache is usable, 1 when SMELT_CACHE=0 turns it off, -1 (and
+ * the reason in why) when its folder cannot be used. */
+int smelt__dcache_check(smelt__sb *why);
 /* A "warning: ..." line for each SMELT_CACHE / SMELT_CACHE_MAX_MB value
  * that is ignored (not a valid setting). */
 void smelt__dcache_config_warnings(smelt__sb *warn);
@@ -311,6 +331,8 @@ int smelt__dcache_load(const char *key, char **data, size_t *size);
  * compile that loaded its object from disk is told apart by it). */
 unsigned long smelt__dcache_thread_hits(void);
 int smelt__dcache_store(const char *key, const char *data, size_t size);
+/* Delete an entry (one that loaded but does not hold what its key says). */
+void smelt__dcache_remove(const char *key);
 
 /* ---- config ---------------------------------------------------------- */
 enum { SMELT_BK_AUTO = 0, SMELT_BK_TCC, SMELT_BK_CC, SMELT_BK_NVRTC, SMELT_BK_COUNT };

@@ -158,7 +158,7 @@ static int parse_shape(hp *h, npyhdr *out)
         int64_t v = 0;
         while (h->s < h->end && *h->s >= '0' && *h->s <= '9') {
             if (v > (INT64_MAX - 9) / 10)
-                return herr(h, SMELT_ERR_IO, "shape dimension too large");
+                return herr(h, SMELT_ERR_SHAPE, "shape dimension too large (over 2^63)");
             v = v * 10 + (*h->s++ - '0');
         }
         if (h->s < h->end && *h->s == 'L') /* written by Python 2 */
@@ -258,15 +258,15 @@ static int parse_header(smelt_ctx *ctx, const char *what, const unsigned char *b
     if (!have_descr || !have_fortran || !have_shape)
         return herr(&h, SMELT_ERR_IO, "malformed .npy header (no '%s' key)",
                     !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
-    uint64_t count = 1;
-    for (int i = 0; i < out->ndim; i++) {
-        if (out->shape[i] && count > (UINT64_MAX / 16) / (uint64_t)out->shape[i])
-            return herr(&h, SMELT_ERR_IO, "shape too large");
-        count *= (uint64_t)out->shape[i];
+    smelt__sb why;
+    smelt__sb_init(&why);
+    int st = smelt__shape_check(out->ndim, out->shape, &why);
+    if (st) {
+        st = herr(&h, st, "%s", smelt__sb_str(&why));
+        smelt__sb_free(&why);
+        return st;
     }
-    if (count > (uint64_t)INT64_MAX / 16)
-        return herr(&h, SMELT_ERR_IO, "shape too large");
-    out->nbytes = count * smelt_dtype_size(out->dt);
+    out->nbytes = (uint64_t)smelt__numel(out->ndim, out->shape) * smelt_dtype_size(out->dt);
     out->data_off = pre + hlen;
     return SMELT_OK;
 }

@@ -133,6 +133,14 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
     smelt__kernel *kk;
     int st = smelt__kcache_get(p->ctx, p->be, &k->desc, &kk, &compiled, &ms, &err);
     p->stats.compile_ms += ms;
+    if (st && p->up_be) { /* AUTO: the other CPU tier compiles it now */
+        smelt__sb_printf(&p->log, "warning: %s failed for a kernel of %d operators (%s); compiled by %s\n",
+                         p->be->iface->name, k->cl.nmem, smelt_strerror(st), p->up_be->iface->name);
+        k->desc.blocks = p->up_be->iface->blocks;
+        smelt__sb_free(&err);
+        st = smelt__kcache_get(p->ctx, p->up_be, &k->desc, &kk, &compiled, &ms, &err);
+        p->stats.compile_ms += ms;
+    }
     if (st == SMELT_OK) {
         smelt__variant *v = realloc(k->var, sizeof *v * (size_t)(k->nvar + 1));
         if (!v) {
@@ -324,6 +332,11 @@ int smelt__plan_new_be(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     p->stats.backend = be->iface->name;
     smelt__sb err;
     smelt__sb_init(&err);
+    if (kind == SMELT_BK_CC || kind == SMELT_BK_NVRTC || p->up_be) {
+        if (smelt__dcache_check(&err) < 0) /* say why kernels are compiled every time */
+            smelt__sb_printf(&p->log, "warning: persistent kernel cache not used: %s\n", smelt__sb_str(&err));
+        smelt__sb_free(&err);
+    }
     if ((st = smelt__prog_from_graph(g, n_out, outputs, &p->prog, &err))) {
         smelt__err(ctx, st, "%s", smelt__sb_str(&err));
         goto fail;

@@ -49,24 +49,45 @@ int smelt__broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, 
     return SMELT_OK;
 }
 
-static int check_shape(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *shape)
+int smelt__shape_check(int ndim, const int64_t *shape, smelt__sb *why)
+{
+    if (ndim < 0 || ndim > SMELT_MAX_DIMS) {
+        smelt__sb_printf(why, "rank %d is outside 0..%d", ndim, SMELT_MAX_DIMS);
+        return SMELT_ERR_SHAPE;
+    }
+    if (ndim > 0 && !shape) {
+        smelt__sb_printf(why, "shape is NULL for rank %d", ndim);
+        return SMELT_ERR_INVALID_ARG;
+    }
+    const char *bad = NULL;
+    int64_t n = 1; /* a zero dimension counts as 1: strides are products of the others */
+    for (int i = 0; i < ndim && !bad; i++) {
+        if (shape[i] < 0)
+            bad = "has a negative dimension";
+        else if (shape[i] > 1 && n > SMELT_MAX_ELEMS / shape[i])
+            bad = "is too large (more than 2^59 elements, counting a zero dimension as 1)";
+        else
+            n *= shape[i] ? shape[i] : 1;
+    }
+    if (!bad)
+        return SMELT_OK;
+    smelt__sb_puts(why, "shape ");
+    smelt__shape_str(why, ndim, shape);
+    smelt__sb_printf(why, " %s", bad);
+    return SMELT_ERR_SHAPE;
+}
+
+static int check_shape(smelt_ctx *ctx, const char *what, smelt_dtype dt, int ndim, const int64_t *shape)
 {
     if (!smelt__dtype_valid((int)dt))
-        return smelt__err(ctx, SMELT_ERR_DTYPE, "invalid dtype %d", (int)dt);
-    if (ndim < 0 || ndim > SMELT_MAX_DIMS)
-        return smelt__err(ctx, SMELT_ERR_SHAPE, "rank %d is outside 0..%d", ndim, SMELT_MAX_DIMS);
-    if (ndim > 0 && !shape)
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "shape is NULL for rank %d", ndim);
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return smelt__err(ctx, SMELT_ERR_SHAPE, "negative dimension %lld at axis %d",
-                              (long long)shape[i], i);
-        if (shape[i] && n > INT64_MAX / 16 / shape[i])
-            return smelt__err(ctx, SMELT_ERR_SHAPE, "shape too large");
-        n *= shape[i];
-    }
-    return SMELT_OK;
+        return smelt__err(ctx, SMELT_ERR_DTYPE, "%s: invalid dtype %d", what, (int)dt);
+    smelt__sb why;
+    smelt__sb_init(&why);
+    int st = smelt__shape_check(ndim, shape, &why);
+    if (st)
+        smelt__err(ctx, st, "%s: %s", what, smelt__sb_str(&why));
+    smelt__sb_free(&why);
+    return st;
 }
 
 static smelt_tensor *tensor_alloc(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *shape)
@@ -89,7 +110,7 @@ int smelt_tensor_new(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *sh
     if (!out)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_tensor_new: out is NULL");
     *out = NULL;
-    int st = check_shape(ctx, dt, ndim, shape);
+    int st = check_shape(ctx, "tensor_new", dt, ndim, shape);
     if (st)
         return st;
     smelt_tensor *t = tensor_alloc(ctx, dt, ndim, shape);
@@ -117,11 +138,19 @@ int smelt_tensor_wrap(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *s
     if (!out)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_tensor_wrap: out is NULL");
     *out = NULL;
-    int st = check_shape(ctx, dt, ndim, shape);
+    int st = check_shape(ctx, "tensor_wrap", dt, ndim, shape);
     if (st)
         return st;
     if (!data && smelt__numel(ndim, shape) > 0)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_tensor_wrap: data is NULL");
+    int64_t extent = 0; /* elements between the first and the farthest element */
+    for (int i = 0; strides && i < ndim; i++) {
+        int64_t a = strides[i] == INT64_MIN ? INT64_MAX : strides[i] < 0 ? -strides[i] : strides[i];
+        if (shape[i] > 1 && a > (SMELT_MAX_ELEMS - extent) / (shape[i] - 1))
+            return smelt__err(ctx, SMELT_ERR_SHAPE, "smelt_tensor_wrap: stride %lld of axis %d is too large "
+                              "for its size %lld (offsets overflow)", (long long)strides[i], i, (long long)shape[i]);
+        extent += shape[i] > 1 ? a * (shape[i] - 1) : 0;
+    }
     smelt_tensor *t = tensor_alloc(ctx, dt, ndim, shape);
     smelt__buffer *b = calloc(1, sizeof *b);
     if (!t || !b) {
@@ -228,8 +257,9 @@ int smelt_tensor_slice(const smelt_tensor *t, int dim, int64_t start, int64_t st
     if (!v)
         return smelt__err(t->ctx, SMELT_ERR_NOMEM, "out of memory");
     v->data = t->data + start * t->strides[dim] * (int64_t)smelt__dtypes[t->dtype].size;
-    v->shape[dim] = (stop - start + step - 1) / step;
-    v->strides[dim] = t->strides[dim] * step;
+    v->shape[dim] = stop == start ? 0 : (stop - start - 1) / step + 1; /* no overflow */
+    if (v->shape[dim] > 1) /* step < n: the product stays within the tensor's extent */
+        v->strides[dim] = t->strides[dim] * step;
     *out = v;
     return SMELT_OK;
 }
@@ -240,7 +270,10 @@ int smelt_tensor_broadcast_to(const smelt_tensor *t, int ndim, const int64_t *sh
     if (!t || !out || (!shape && ndim))
         return SMELT_ERR_INVALID_ARG;
     *out = NULL;
-    if (ndim < t->ndim || ndim > SMELT_MAX_DIMS)
+    int st = check_shape(t->ctx, "broadcast_to", t->dtype, ndim, shape);
+    if (st)
+        return st;
+    if (ndim < t->ndim)
         return smelt__err(t->ctx, SMELT_ERR_SHAPE, "broadcast_to: cannot reduce rank %d to %d",
                           t->ndim, ndim);
     smelt_tensor *v = view_of(t);
@@ -325,6 +358,46 @@ double smelt_tensor_get(const smelt_tensor *t, int64_t i)
         p = elem;
     }
     return smelt__elem_load(t->dtype, p);
+}
+
+/* The bytes [*lo, *hi) that t's elements lie in; false when it has none. */
+static bool extent(const smelt_tensor *t, const char **lo, const char **hi)
+{
+    int64_t min = 0, max = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0)
+            return false;
+        int64_t span = t->strides[d] * (t->shape[d] - 1);
+        if (span < 0)
+            min += span;
+        else
+            max += span;
+    }
+    int64_t es = (int64_t)smelt__dtypes[t->dtype].size;
+    *lo = t->data + min * es;
+    *hi = t->data + (max + 1) * es;
+    return true;
+}
+
+bool smelt__tensors_overlap(const smelt_tensor *a, const smelt_tensor *b)
+{
+    const char *alo, *ahi, *blo, *bhi;
+    if (!extent(a, &alo, &ahi) || !extent(b, &blo, &bhi))
+        return false;
+    /* compared as integers: the two may come from different allocations */
+    return (uintptr_t)alo < (uintptr_t)bhi && (uintptr_t)blo < (uintptr_t)ahi;
+}
+
+void smelt__tensor_copy_into(smelt_tensor *dst, const smelt_tensor *src)
+{
+    size_t es = smelt__dtypes[src->dtype].size;
+    int64_t n = smelt_tensor_numel(src);
+    if (smelt_tensor_is_contiguous(dst) && smelt_tensor_is_contiguous(src)) {
+        memmove(dst->data, src->data, (size_t)n * es);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst->data + offset_of(dst, i) * (int64_t)es, src->data + offset_of(src, i) * (int64_t)es, es);
 }
 
 int smelt_tensor_contiguous(const smelt_tensor *t, smelt_tensor **out)

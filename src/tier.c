@@ -135,6 +135,8 @@ void smelt__tier_submit_variant(smelt_plan *p, int ki, int vi)
 {
     smelt__pkernel *k = &p->kern[ki];
     smelt__variant *v = &k->var[vi];
+    if (v->base->backend == p->up_be) /* compiled by it already (its first tier failed) */
+        return;
     smelt__kdesc d = k->desc; /* the variant's layout; the job copies the operators */
     d.rank = v->rank;
     d.idx32 = v->idx32;

@@ -147,7 +147,7 @@ char *smelt__read_file(const char *path, size_t max, size_t *len)
     return smelt__sb_take(&b);
 }
 
-int smelt__mkdir_p(const char *path)
+int smelt__mkdir_p(const char *path, unsigned mode)
 {
     char buf[4096];
     size_t n = strlen(path);
@@ -157,11 +157,11 @@ int smelt__mkdir_p(const char *path)
     for (char *p = buf + 1; *p; p++)
         if (*p == '/') {
             *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST)
+            if (mkdir(buf, (mode_t)mode) && errno != EEXIST)
                 return -1;
             *p = '/';
         }
-    return (mkdir(buf, 0755) && errno != EEXIST) ? -1 : 0;
+    return (mkdir(buf, (mode_t)mode) && errno != EEXIST) ? -1 : 0;
 }
 
 double smelt__now_ms(void)
@@ -188,6 +188,8 @@ int smelt__err(smelt_ctx *ctx, int status, const char *fmt, ...)
     va_start(ap, fmt);
     smelt__sb_vprintf(&ctx->err, fmt, ap);
     va_end(ap);
+    if (status != SMELT_OK && !ctx->err.len) /* every error has a message */
+        smelt__sb_puts(&ctx->err, smelt_strerror(status));
     return status;
 }
 

@@ -593,6 +593,12 @@ const char *t_use_failing_templates(void)
 
 char *t_read_file(const char *path)
 {
+    size_t n;
+    return t_read_file_n(path, &n);
+}
+
+char *t_read_file_n(const char *path, size_t *len)
+{
     FILE *f = fopen(path, "rb");
     cr_assert_not_null(f, "cannot open %s", path);
     fseek(f, 0, SEEK_END);
@@ -604,6 +610,7 @@ char *t_read_file(const char *path)
     size_t got = fread(s, 1, (size_t)n, f);
     fclose(f);
     s[got] = 0;
+    *len = got;
     return s;
 }
 

@@ -179,6 +179,7 @@ int64_t t_first_difference(const smelt_tensor *a, const smelt_tensor *b);
 const char *t_use_failing_templates(void);
 /* Read a whole file (asserts). Caller frees. */
 char *t_read_file(const char *path);
+char *t_read_file_n(const char *path, size_t *len); /* and its size */
 void t_write_file(const char *path, const char *text);
 
 #endif

@@ -332,6 +332,17 @@ for needle in ("smelt 0.1.0", "TCC", "CC", "NVRTC", "threads", "SMELT_CACHE_DIR"
     check(needle in so, "info lacks %r" % needle)
 rc, so, se = smelt("info", env={"SMELT_CACHE": "0"})
 check(rc == 0 and "off" in so, "info with SMELT_CACHE=0: %r" % so)
+# a cache folder others can write is not used, and info and explain say so
+open_dir = path("open-cache")
+os.mkdir(open_dir)
+os.chmod(open_dir, 0o777)
+rc, so, se = smelt("info", env={"SMELT_CACHE_DIR": open_dir})
+check(rc == 0 and "writable by group or others" in so, "info with a cache folder of mode 777: %r" % so)
+if shutil.which("cc"):
+    rc, so, se = smelt("explain", "a * 2 + 1", "a=f32[8]", "--backend", "CC", "--no-source",
+                       env={"SMELT_CACHE_DIR": open_dir})
+    check(rc == 0 and "warning: persistent kernel cache not used" in so, "explain with a cache of mode 777: %r %s" % (so, se))
+    check(os.listdir(open_dir) == [], "entries were written to a cache folder of mode 777: %r" % os.listdir(open_dir))
 rc, so, se = smelt("info", "--ops")
 check(rc == 0 and "bitwise_and" in so and "where" in so, "info --ops")
 for cmd in ([], ["eval"], ["run"], ["explain"], ["info"]):
@@ -350,6 +361,14 @@ np.save(path("short.npy"), np.ones(3, np.int16))
 with open(path("notgraph.smelt"), "w") as f:
     f.write("hello\n")
 np.save(path("i8.npy"), np.ones((7, 9), np.int32))
+# hostile shapes: a zero dimension must not hide the size of the others
+hdr = b"{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4611686018427387904), }"
+hdr += b" " * (63 - (10 + len(hdr)) % 64) + b"\n"
+with open(path("huge.npy"), "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + len(hdr).to_bytes(2, "little") + hdr)
+with open(path("huge.smelt"), "w") as f:
+    f.write('smelt-graph 1\n%0 = input "a" f32 [4611686018427387904, 4611686018427387904]\n'
+            '%1 = neg %0 f32 [4611686018427387904, 4611686018427387904]\noutput %1\n')
 
 errors = [
     # (args, exit status, text the first stderr line contains)
@@ -391,6 +410,12 @@ errors = [
     (["explain", "a * 2", "a=f99[3]"], 2, "not a valid DTYPE[SHAPE]"),
     (["explain", "a * 2", "a=f32[3]", "--time"], 2, "unknown option '--time'"),
     (["info", "extra"], 2, "unexpected argument 'extra'"),
+    (["explain", "a + 1", "a=f32[4611686018427387904,4611686018427387904]"], 1,
+     "shape (4611686018427387904, 4611686018427387904) is too large"),
+    (["explain", "a + 1", "a=f32[0,4611686018427387904,4611686018427387904]"], 1, "is too large"),
+    (["explain", "a + 1", "a=f32[3,-1]"], 2, "not a valid DTYPE[SHAPE]"),
+    (["explain", path("huge.smelt")], 1, "is too large"),
+    (["eval", "a + 1", "a=" + path("huge.npy")], 1, "shape (0, 4611686018427387904, 4611686018427387904) is too large"),
 ]
 for args, status, text in errors:
     rc, so, se = smelt(*args)

@@ -728,3 +728,147 @@ Test(builder_errors, weak_scalar_out_of_range)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* Every shape entering the library is checked in one place
+ * (smelt__shape_check): dims >= 0, the element count (a zero dimension
+ * counted as 1, so strides fit too) and byte size within int64, rank <= 8. */
+Test(shape_checks, hostile_shapes_everywhere)
+{
+    const int64_t big = (int64_t)1 << 62;
+    smelt_ctx *ctx = t_ctx();
+    smelt_tensor *t = NULL, *v = NULL;
+    const int64_t huge[][3] = {{big, big, 1}, {0, big, big}, {3, -1, 2}, {1, 1, (int64_t)1 << 60}};
+    const char *text[] = {"is too large", "shape (0, 4611686018427387904, 4611686018427387904) is too large",
+                          "shape (3, -1, 2) has a negative dimension", "is too large"};
+    for (int k = 0; k < 4; k++) {
+        T_ERR(ctx, smelt_tensor_new(ctx, SMELT_F32, 3, huge[k], &t), SMELT_ERR_SHAPE, text[k]);
+        cr_assert_null(t);
+        smelt_graph *g = t_graph(ctx);
+        cr_assert_null(smelt_input(g, "x", SMELT_F32, 3, huge[k]));
+        cr_assert_eq(smelt_graph_status(g), SMELT_ERR_SHAPE);
+        cr_assert(t_contains(smelt_graph_errmsg(g), text[k]), "%s", smelt_graph_errmsg(g));
+        smelt_graph_free(g);
+        g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(1));
+        cr_assert_null(smelt_broadcast_to(g, a, 3, huge[k]));
+        cr_assert_eq(smelt_graph_status(g), SMELT_ERR_SHAPE);
+        cr_assert(t_contains(smelt_graph_errmsg(g), text[k]), "%s", smelt_graph_errmsg(g));
+        smelt_graph_free(g);
+        smelt_tensor *one = t_tensor(ctx, SMELT_F32, SHP(1));
+        T_ERR(ctx, smelt_tensor_broadcast_to(one, 3, huge[k], &v), SMELT_ERR_SHAPE, text[k]);
+        cr_assert_null(v);
+        smelt_tensor_free(one);
+    }
+    float buf[4];
+    const int64_t sh[2] = {2, 2}, bad_strides[][2] = {{INT64_MAX, 1}, {1, INT64_MIN}, {(int64_t)1 << 59, 3}};
+    for (int k = 0; k < 3; k++) {
+        T_ERR(ctx, smelt_tensor_wrap(ctx, SMELT_F32, 2, sh, bad_strides[k], buf, &t), SMELT_ERR_SHAPE,
+              "is too large for its size 2");
+        cr_assert_null(t);
+    }
+    int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    T_ERR(ctx, smelt_tensor_new(ctx, SMELT_F32, 9, nine, &t), SMELT_ERR_SHAPE, "rank 9 is outside 0..8");
+    smelt_ctx_free(ctx);
+}
+
+/* A step near INT64_MAX: one element, no overflow in the size or stride. */
+Test(shape_checks, slice_with_huge_step)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 11);
+    smelt_tensor *t = t_rand(ctx, &r, SMELT_F64, SHP(10, 3));
+    const int64_t steps[] = {INT64_MAX, INT64_MAX - 1, 9, 4};
+    const int64_t want[] = {1, 1, 1, 2};
+    for (int k = 0; k < 4; k++) {
+        smelt_tensor *v = NULL;
+        T_OK(ctx, smelt_tensor_slice(t, 0, 2, 10, steps[k], &v));
+        cr_assert_eq(smelt_tensor_shape(v)[0], want[k], "step %lld: %lld rows", (long long)steps[k],
+                     (long long)smelt_tensor_shape(v)[0]);
+        for (int64_t i = 0; i < smelt_tensor_numel(v); i++)
+            cr_assert_eq(smelt_tensor_get(v, i), smelt_tensor_get(t, (2 + (i / 3) * steps[k]) * 3 + i % 3));
+        smelt_tensor_free(v);
+        T_OK(ctx, smelt_tensor_slice(t, 0, 5, 5, steps[k], &v));
+        cr_assert_eq(smelt_tensor_shape(v)[0], 0);
+        smelt_tensor_free(v);
+    }
+    smelt_tensor_free(t);
+    smelt_ctx_free(ctx);
+}
+
+/* Outputs that overlap inputs are computed correctly (through a
+ * temporary): in place, as a transposed view of an input, in fused and in
+ * unfused plans.  Outputs that overlap each other or have a zero stride
+ * are errors. */
+Test(overlap, outputs_that_overlap_inputs_are_correct)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 21);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F64, SHP(9, 9)), *b = smelt_input(g, "b", SMELT_F64, SHP(9, 9));
+    /* every element of a is read by other elements' results too (b is its transpose) */
+    smelt_node *outs[2] = {smelt_add(g, smelt_mul(g, a, b), a), smelt_sub(g, b, smelt_scalar(g, 3))};
+    for (int opt = 0; opt <= 3; opt += 3) {
+        smelt_plan *p = t_plan(ctx, g, 2, outs, opt);
+        for (int mode = 0; mode < 3; mode++) {
+            smelt_tensor *x = t_rand(ctx, &r, SMELT_F64, SHP(9, 9)), *xt = NULL, *orig = NULL;
+            T_OK(ctx, smelt_tensor_transpose(x, (const int[]){1, 0}, &xt));
+            T_OK(ctx, smelt_tensor_contiguous(x, &orig));
+            smelt_tensor *in[2] = {x, xt};
+            /* 0: output 0 is x itself; 1: output 0 is x's transpose; 2: output 1 is x */
+            smelt_tensor *out[2] = {mode == 0 ? x : mode == 1 ? xt : NULL, mode == 2 ? x : NULL};
+            t_run(p, 2, in, 2, out);
+            for (int i = 0; i < 9; i++)
+                for (int j = 0; j < 9; j++) {
+                    double va = smelt_tensor_get(orig, i * 9 + j), vb = smelt_tensor_get(orig, j * 9 + i);
+                    cr_assert_eq(smelt_tensor_get(out[0], i * 9 + j), va * vb + va, "opt %d mode %d (%d, %d)",
+                                 opt, mode, i, j);
+                    cr_assert_eq(smelt_tensor_get(out[1], i * 9 + j), vb - 3, "opt %d mode %d (%d, %d)", opt,
+                                 mode, i, j);
+                }
+            for (int o = 0; o < 2; o++)
+                if (out[o] != x && out[o] != xt)
+                    smelt_tensor_free(out[o]);
+            smelt_tensor_free(xt), smelt_tensor_free(x), smelt_tensor_free(orig);
+        }
+        smelt_plan_free(p);
+    }
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(overlap, outputs_written_twice_are_errors)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 22);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(4, 6));
+    smelt_node *outs[2] = {smelt_mul(g, a, a), smelt_unary(g, SMELT_OP_NEG, a)};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    smelt_tensor *x = t_rand(ctx, &r, SMELT_F32, SHP(4, 6)), *row = t_rand(ctx, &r, SMELT_F32, SHP(1, 6));
+    smelt_tensor *wide = NULL, *y = t_tensor(ctx, SMELT_F32, SHP(4, 6)), *half = NULL;
+    T_OK(ctx, smelt_tensor_broadcast_to(row, 2, (const int64_t[]){4, 6}, &wide));
+    smelt_tensor *out[2] = {wide, NULL};
+    T_ERR(ctx, smelt_plan_run(p, 1, &x, 2, out), SMELT_ERR_INVALID_ARG, "output 0 has stride 0 on axis 0");
+    cr_assert_null(out[1], "a failed run left an output allocated");
+    out[0] = y, out[1] = y;
+    T_ERR(ctx, smelt_plan_run(p, 1, &x, 2, out), SMELT_ERR_INVALID_ARG, "outputs 0 and 1 overlap");
+    T_OK(ctx, smelt_tensor_slice(y, 0, 1, 4, 1, &half));
+    smelt_tensor *half2 = NULL;
+    T_OK(ctx, smelt_tensor_slice(y, 0, 0, 3, 1, &half2));
+    smelt_tensor *part[2] = {NULL, NULL};
+    smelt_graph *g2 = t_graph(ctx);
+    smelt_node *b = smelt_input(g2, "b", SMELT_F32, SHP(3, 6));
+    smelt_node *o2[2] = {smelt_mul(g2, b, b), smelt_unary(g2, SMELT_OP_NEG, b)};
+    smelt_plan *p2 = t_plan(ctx, g2, 2, o2, 3);
+    smelt_tensor *xb = t_rand(ctx, &r, SMELT_F32, SHP(3, 6));
+    part[0] = half, part[1] = half2; /* rows 1..3 and 0..2 of y */
+    T_ERR(ctx, smelt_plan_run(p2, 1, &xb, 2, part), SMELT_ERR_INVALID_ARG, "outputs 0 and 1 overlap");
+    smelt_tensor_free(xb), smelt_tensor_free(half), smelt_tensor_free(half2);
+    smelt_tensor_free(wide), smelt_tensor_free(row), smelt_tensor_free(x), smelt_tensor_free(y);
+    smelt_plan_free(p), smelt_plan_free(p2);
+    smelt_graph_free(g), smelt_graph_free(g2);
+    smelt_ctx_free(ctx);
+}

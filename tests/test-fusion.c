@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "internal.h" /* SMELT_MAX_CLUSTER_OPS */
 
 /* The describe line of kernel k ("kernel <k> ...\n"), copied into buf. */
 static const char *describe_line(smelt_plan *p, int k, char *buf, size_t n)
@@ -634,6 +635,53 @@ Test(threads, broadcast_and_strided_large)
     t_expect_match("strided, 2 threads", got2, ref, t_chain_tol(SMELT_F64));
     smelt_tensor *all[] = {got1, got2, ref, base, at, in[1]};
     t_free_all(all, 6);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* Thousands of distinct constants (the block form gave each one a 4 KiB
+ * block on the kernel's stack: a stack overflow), and a fusible group far
+ * larger than one kernel should hold: it splits, the answer is exact. */
+Test(fusion, thousands_of_constants_split_and_cost_no_stack)
+{
+    enum { N = 2100, W = 150 };
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 5);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(700));
+    float c[N];
+    smelt_node *s = NULL;
+    for (int i = 0; i < N; i++) {
+        c[i] = (float)trng_uniform(&r, -2, 2);
+        smelt_node *term = smelt_mul(g, a, smelt_const(g, c[i], SMELT_F32));
+        s = s ? smelt_add(g, s, term) : term;
+    }
+    /* W values all live at once, then summed */
+    smelt_node *t[W];
+    for (int i = 0; i < W; i++)
+        t[i] = smelt_sub(g, a, smelt_const(g, c[i], SMELT_F32));
+    smelt_node *w = t[W - 1];
+    for (int i = W - 2; i >= 0; i--)
+        w = smelt_add(g, w, t[i]);
+    smelt_node *outs[2] = {s, w};
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(700)), *out[2] = {0};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    t_run(p, 1, &in, 2, out);
+    smelt_plan_stats st = t_stats(p);
+    cr_assert_geq(st.kernels, N * 2 / SMELT_MAX_CLUSTER_OPS, "%d kernels for %d operators", st.kernels, st.ops);
+    for (int j = 0; j < 700; j++) {
+        float x = ((const float *)smelt_tensor_data(in))[j], e = x * c[0], f = x - c[W - 1];
+        for (int i = 1; i < N; i++)
+            e = e + x * c[i];
+        for (int i = W - 2; i >= 0; i--)
+            f = f + (x - c[i]);
+        cr_assert_eq(((const float *)smelt_tensor_data(out[0]))[j], e, "element %d", j);
+        cr_assert_eq(((const float *)smelt_tensor_data(out[1]))[j], f, "element %d", j);
+    }
+    t_free_all(out, 2);
+    smelt_tensor_free(in);
     smelt_plan_free(p);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);

@@ -287,8 +287,11 @@ Test(npy, malformed_headers_are_errors)
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", 0, SMELT_ERR_IO, "bad shape"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': [2], }", 0, SMELT_ERR_IO, "shape is not a tuple"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }", 0, SMELT_ERR_SHAPE, "more than 8 dimensions"},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0, SMELT_ERR_IO, "shape too large"},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", 0, SMELT_ERR_IO, "too large"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0, SMELT_ERR_SHAPE, "shape (4294967296, 4294967296) is too large"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", 0, SMELT_ERR_SHAPE, "too large"},
+        /* a zero dimension does not hide the others' size (strides overflowed) */
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4611686018427387904), }", 0, SMELT_ERR_SHAPE, "shape (0, 4611686018427387904, 4611686018427387904) is too large"},
+        {"{'descr': '<f8', 'fortran_order': True, 'shape': (4611686018427387904, 0, 2), }", 0, SMELT_ERR_SHAPE, "is too large"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), } x", 0, SMELT_ERR_IO, "text after the dict"},
         {"['descr', '<f4']", 0, SMELT_ERR_IO, "not a dict"},
         {"{'descr: '<f4', 'fortran_order': False, 'shape': (2,), }", 0, SMELT_ERR_IO, "malformed .npy header"},

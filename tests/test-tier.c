@@ -15,6 +15,12 @@
 /* A fresh cache folder and a compiler wrapper that counts its calls. */
 static char dir[256], counter[300], wrapper[300];
 
+static void write_script(const char *path, const char *text)
+{
+    t_write_file(path, text);
+    chmod(path, 0755);
+}
+
 static void fresh_cache(void)
 {
     snprintf(dir, sizeof dir, "/tmp/smelt-test-cache-XXXXXX");
@@ -23,8 +29,7 @@ static void fresh_cache(void)
     snprintf(wrapper, sizeof wrapper, "%s/cc-wrapper", dir);
     char text[1024];
     snprintf(text, sizeof text, "#!/bin/sh\necho x >> '%s'\nexec cc \"$@\"\n", counter);
-    t_write_file(wrapper, text);
-    chmod(wrapper, 0755);
+    write_script(wrapper, text);
     char cache[300];
     snprintf(cache, sizeof cache, "%s/cache", dir);
     setenv("SMELT_CACHE_DIR", cache, 1);
@@ -585,8 +590,7 @@ Test(tier, compiler_errors_and_missing_compiler_are_clear)
     T_ERR(c, smelt_backend_check(c, "CC"), SMELT_ERR_BACKEND, "/nonexistent/cc");
     char fake[320];
     snprintf(fake, sizeof fake, "%s/badcc", dir);
-    t_write_file(fake, "#!/bin/sh\necho 'badcc: internal compiler error: testing' >&2\nexit 1\n");
-    chmod(fake, 0755);
+    write_script(fake, "#!/bin/sh\necho 'badcc: internal compiler error: testing' >&2\nexit 1\n");
     setenv("CC", fake, 1);
     smelt_ctx *c2 = t_ctx();
     smelt_graph *g = t_graph(c2);
@@ -601,4 +605,278 @@ Test(tier, compiler_errors_and_missing_compiler_are_clear)
     smelt_graph_free(g);
     smelt_ctx_free(c), smelt_ctx_free(c2);
     unsetenv("CC");
+}
+
+/* ---- hardening: the compiler runs without a shell, with a time limit;
+ * the persistent cache holds code, so only its owner may put any there ---- */
+
+static void check_one_kernel(smelt_ctx *ctx, smelt_plan *p, double k)
+{
+    trng r;
+    trng_init(&r, (uint64_t)(k * 8));
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(64)), *out = NULL;
+    t_run(p, 1, &in, 1, &out);
+    for (int i = 0; i < 64; i++) {
+        float a = (float)smelt_tensor_get(in, i);
+        cr_assert_eq(smelt_tensor_get(out, i), (float)(a + (float)k) * a, "element %d", i);
+    }
+    smelt_tensor_free(in), smelt_tensor_free(out);
+}
+
+/* One plan of one_kernel(k) in a new context (an empty in-memory cache):
+ * checked, and how many times the compiler ran for it. */
+static int plan_once(double k)
+{
+    int before = compiler_calls();
+    smelt_graph *g;
+    smelt_ctx *c = t_ctx();
+    smelt_plan *p = one_kernel(c, &g, k);
+    smelt_plan_stats s = t_stats(p);
+    cr_assert_eq(s.fallbacks, 0, "the kernel fell back: %s", smelt_plan_describe(p));
+    check_one_kernel(c, p, k);
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
+    return compiler_calls() - before;
+}
+
+static void cache_path(char *buf, size_t n) { snprintf(buf, n, "%s/cache", dir); }
+
+Test(tier, compiler_runs_without_a_shell)
+{
+    fresh_cache();
+    /* a TMPDIR and CC flags that a shell command line would run */
+    char tmp[400], args[320], wrap[320], text[1024], marker[400];
+    snprintf(tmp, sizeof tmp, "%s/q'$(touch INJECTED)'q;touch INJECTED2", dir);
+    cr_assert_eq(mkdir(tmp, 0700), 0);
+    snprintf(args, sizeof args, "%s/args", dir);
+    snprintf(wrap, sizeof wrap, "%s/cc-args", dir);
+    snprintf(text, sizeof text, "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\" >> '%s'; done\nexec cc \"$@\"\n", args);
+    write_script(wrap, text);
+    char cc[700];
+    snprintf(cc, sizeof cc, "%s  -DSMELT_TEST_FLAG=1\t-DX=a;touch${IFS}INJECTED3", wrap);
+    setenv("CC", cc, 1);
+    setenv("TMPDIR", tmp, 1);
+    char cwd[512];
+    cr_assert(getcwd(cwd, sizeof cwd));
+    cr_assert_eq(chdir(dir), 0);
+    smelt_ctx *c = t_ctx();
+    smelt_graph *g;
+    smelt_plan *p = one_kernel(c, &g, 4.5);
+    check_one_kernel(c, p, 4.5);
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
+    cr_assert_eq(chdir(cwd), 0);
+    unsetenv("TMPDIR");
+    unsetenv("CC");
+    for (int i = 0; i < 3; i++) {
+        snprintf(marker, sizeof marker, i ? "%s/INJECTED%d" : "%s/INJECTED", dir, i + 1);
+        cr_assert(access(marker, F_OK) != 0, "a shell ran: %s exists", marker);
+    }
+    char *log = t_read_file(args);
+    cr_assert(t_contains(log, "-DSMELT_TEST_FLAG=1\n"), "the flags of CC were not passed: %s", log);
+    cr_assert(t_contains(log, "\n-DX=a;touch${IFS}INJECTED3\n"), "CC was not split on blanks alone: %s", log);
+    free(log);
+}
+
+Test(tier, compiler_that_hangs_is_stopped)
+{
+    fresh_cache();
+    char hang[320];
+    snprintf(hang, sizeof hang, "%s/hangcc", dir);
+    write_script(hang, "#!/bin/sh\nsleep 600\n");
+    setenv("CC", hang, 1);
+    setenv("SMELT_CC_TIMEOUT", "0.3", 1);
+    smelt_ctx *c = t_ctx();
+    smelt_graph *g = t_graph(c);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(64));
+    smelt_node *y = smelt_mul(g, smelt_add(g, a, smelt_scalar(g, 6.5)), a);
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "CC";
+    smelt_plan *p = NULL;
+    double t0 = smelt__now_ms();
+    T_ERR(c, smelt_plan_new(c, g, 1, &y, &o, &p), SMELT_ERR_COMPILE, "did not finish within 0.3 s");
+    cr_assert(smelt__now_ms() - t0 < 5000, "the timeout took %.0f ms", smelt__now_ms() - t0);
+    /* AUTO keeps the TCC kernels */
+    p = plan_with(c, g, 1, &y, "AUTO");
+    check_one_kernel(c, p, 6.5);
+    check_one_kernel(c, p, 6.5); /* queues the CC compile */
+    T_OK(c, smelt_plan_wait(p));
+    check_one_kernel(c, p, 6.5);
+    smelt_plan_stats s = t_stats(p);
+    cr_assert_eq(s.kernels_fast, 0);
+    cr_assert(t_contains(smelt_plan_describe(p), "stays on TCC"), "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    /* a limit that is not a number of seconds */
+    setenv("SMELT_CC_TIMEOUT", "soon", 1);
+    T_ERR(c, smelt_plan_new(c, g, 1, &y, &o, &p), SMELT_ERR_COMPILE, "SMELT_CC_TIMEOUT='soon'");
+    unsetenv("SMELT_CC_TIMEOUT");
+    unsetenv("CC");
+    smelt_graph_free(g), smelt_ctx_free(c);
+}
+
+Test(cache, folder_and_entries_are_private)
+{
+    fresh_cache();
+    mode_t old = umask(0);
+    cr_assert_eq(plan_once(30.5), 1);
+    umask(old);
+    char cache[300], names[4][300];
+    cache_path(cache, sizeof cache);
+    struct stat st;
+    cr_assert_eq(stat(cache, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0700, "cache folder mode %o", (unsigned)(st.st_mode & 0777));
+    cr_assert_eq(cache_entries(names, 4), 1);
+    cr_assert_eq(stat(names[0], &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "entry mode %o", (unsigned)(st.st_mode & 0777));
+    char key[320];
+    snprintf(key, sizeof key, "%s/key", cache);
+    cr_assert_eq(stat(key, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "key mode %o", (unsigned)(st.st_mode & 0777));
+}
+
+Test(cache, folder_others_can_write_is_not_used)
+{
+    fresh_cache();
+    cr_assert_eq(plan_once(31.5), 1);
+    cr_assert_eq(plan_once(31.5), 0);
+    char cache[300], names[4][300];
+    cache_path(cache, sizeof cache);
+    for (int owner = 0; owner < 2; owner++) {
+        if (owner && geteuid() != 0)
+            break; /* only root can give the folder to another user */
+        if (owner) {
+            chmod(cache, 0700);
+            cr_assert_eq(chown(cache, 65534, 65534), 0);
+        } else {
+            chmod(cache, 0777);
+        }
+        const char *why = owner ? "is owned by another user" : "is writable by group or others";
+        cr_assert_eq(plan_once(31.5), 1, "an entry of a folder that %s was used", why);
+        cr_assert_eq(plan_once(32.5), 1);
+        cr_assert_eq(cache_entries(names, 4), 1, "an entry was written to a folder that %s", why);
+        smelt_ctx *c = t_ctx();
+        char buf[512];
+        T_ERR(c, smelt_cache_dir(c, buf, sizeof buf), SMELT_ERR_IO, why);
+        cr_assert(t_contains(smelt_errmsg(c), "SMELT_CACHE_DIR"), "no fix named: %s", smelt_errmsg(c));
+        smelt_graph *g;
+        smelt_plan *p = one_kernel(c, &g, 31.5);
+        cr_assert(t_contains(smelt_plan_describe(p), "warning: persistent kernel cache not used"),
+                  "%s", smelt_plan_describe(p));
+        smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
+    }
+    cr_assert_eq(chown(cache, geteuid(), getegid()), 0);
+    chmod(cache, 0700);
+    cr_assert_eq(plan_once(31.5), 0, "the folder, made private again, is not used");
+}
+
+/* A planted shared object whose constructor leaves a file behind, with a
+ * header an attacker can compute without the folder's secret. */
+Test(cache, planted_entry_never_runs)
+{
+    fresh_cache();
+    cr_assert_eq(plan_once(33.5), 1);
+    char names[4][300], src[320], so[320], marker[320], cmd[1200];
+    cr_assert_eq(cache_entries(names, 4), 1);
+    snprintf(src, sizeof src, "%s/evil.c", dir);
+    snprintf(so, sizeof so, "%s/evil.so", dir);
+    snprintf(marker, sizeof marker, "%s/PLANTED-RAN", dir);
+    char text[600];
+    snprintf(text, sizeof text,
+             "#include <stdio.h>\n__attribute__((constructor)) static void planted(void)"
+             "{ FILE *f = fopen(\"%s\", \"w\"); if (f) fclose(f); }\n", marker);
+    t_write_file(src, text);
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC -o '%s' '%s'", so, src);
+    cr_assert_eq(system(cmd), 0);
+    size_t n;
+    char *img = t_read_file_n(so, &n);
+    for (int magic = 0; magic < 2; magic++) { /* the old format and the new one */
+        uint64_t len = n, sum = smelt__hash(img, n, 0xcac4e);
+        FILE *f = fopen(names[0], "wb");
+        fwrite(magic ? "SMELTKC2" : "SMELTKC1", 1, 8, f);
+        fwrite(&len, 8, 1, f);
+        fwrite(&sum, 8, 1, f);
+        fwrite(img, 1, n, f);
+        fclose(f);
+        cr_assert_eq(plan_once(33.5), 1, "the planted entry was taken for a kernel");
+        cr_assert(access(marker, F_OK) != 0, "planted code ran");
+        cr_assert_eq(plan_once(33.5), 0, "the planted entry was not replaced");
+    }
+    free(img);
+}
+
+Test(cache, symlink_fifo_and_foreign_entries_are_replaced, .timeout = 60)
+{
+    fresh_cache();
+    cr_assert_eq(plan_once(34.5), 1);
+    char names[4][300], other[320];
+    cr_assert_eq(cache_entries(names, 4), 1);
+    snprintf(other, sizeof other, "%s/copy.ske", dir);
+    size_t n;
+    char *good = t_read_file_n(names[0], &n);
+    FILE *f = fopen(other, "wb");
+    fwrite(good, 1, n, f);
+    fclose(f);
+    free(good);
+    for (int kind = 0; kind < 3; kind++) {
+        unlink(names[0]);
+        if (kind == 0)
+            cr_assert_eq(symlink(other, names[0]), 0);
+        else if (kind == 1)
+            cr_assert_eq(mkfifo(names[0], 0600), 0); /* opening it blocked forever */
+        else if (geteuid() == 0) { /* a whole entry, of another user */
+            char cmd[700];
+            snprintf(cmd, sizeof cmd, "cp '%s' '%s'", other, names[0]);
+            cr_assert_eq(system(cmd), 0);
+            cr_assert_eq(chown(names[0], 65534, 65534), 0);
+        } else
+            break;
+        cr_assert_eq(plan_once(34.5), 1, "entry kind %d was used", kind);
+        struct stat st;
+        cr_assert_eq(lstat(names[0], &st), 0);
+        cr_assert(S_ISREG(st.st_mode) && st.st_uid == geteuid(), "entry kind %d was not replaced", kind);
+        cr_assert_eq(plan_once(34.5), 0);
+    }
+}
+
+Test(cache, entry_without_its_kernel_is_rebuilt)
+{
+    fresh_cache();
+    cr_assert_eq(plan_once(35.5), 1);
+    char a[4][300], b[4][300];
+    cr_assert_eq(cache_entries(a, 4), 1);
+    cr_assert_eq(plan_once(36.5), 1);
+    cr_assert_eq(cache_entries(b, 4), 2);
+    const char *other = strcmp(b[0], a[0]) ? b[0] : b[1];
+    /* the entry of 35.5 replaced by the (valid) entry of 36.5 */
+    cr_assert_eq(rename(other, a[0]), 0);
+    cr_assert_eq(plan_once(35.5), 1, "an entry without the kernel was not rebuilt");
+    cr_assert_eq(plan_once(35.5), 0, "the rebuilt entry was not kept");
+}
+
+/* AUTO: a kernel that TinyCC cannot compile (here: a block template that
+ * fails; in the field, libtcc out of memory) is compiled by CC at once. */
+Test(tier, auto_compiles_with_cc_when_tcc_fails)
+{
+    fresh_cache();
+    char tdir[300], cdir[320], file[360];
+    snprintf(tdir, sizeof tdir, "%s/templates", dir);
+    snprintf(cdir, sizeof cdir, "%s/c", tdir);
+    snprintf(file, sizeof file, "%s/kernel_block.c.in", cdir);
+    cr_assert_eq(mkdir(tdir, 0700), 0);
+    cr_assert_eq(mkdir(cdir, 0700), 0);
+    t_write_file(file, "#error the TinyCC tier fails in this test\n");
+    setenv("SMELT_TEMPLATE_DIR", tdir, 1);
+    smelt_ctx *c = t_ctx();
+    smelt_graph *g = t_graph(c);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(64));
+    smelt_node *y = smelt_mul(g, smelt_add(g, a, smelt_scalar(g, 7.5)), a);
+    smelt_plan *p = plan_with(c, g, 1, &y, "AUTO");
+    for (int run = 0; run < 3; run++)
+        check_one_kernel(c, p, 7.5);
+    T_OK(c, smelt_plan_wait(p));
+    smelt_plan_stats s = t_stats(p);
+    cr_assert_eq(s.fallbacks, 0);
+    cr_assert_eq(s.kernels_fast, s.kernels, "%d of %d kernels on CC", s.kernels_fast, s.kernels);
+    cr_assert(t_contains(smelt_plan_describe(p), "compiled by CC"), "%s", smelt_plan_describe(p));
+    unsetenv("SMELT_TEMPLATE_DIR");
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
 }

@@ -750,7 +750,7 @@ static int report_time(const opts *o, smelt_ctx *ctx, smelt_graph *g, int n_out,
 
 static int setup_dump(const char *dir)
 {
-    if (smelt__mkdir_p(dir))
+    if (smelt__mkdir_p(dir, 0755))
         return input_error("--dump: cannot create '%s': %s", dir, strerror(errno));
     if (setenv("SMELT_DUMP_DIR", dir, 1))
         return input_error("--dump: cannot set SMELT_DUMP_DIR");
@@ -1228,6 +1228,7 @@ static int cmd_info(int argc, char **argv)
     env_line("SMELT_CACHE", "0, false, no or off turns the persistent cache off");
     env_line("SMELT_CACHE_DIR", "persistent cache folder");
     env_line("SMELT_CACHE_MAX_MB", "persistent cache size cap in MiB (default 512)");
+    env_line("SMELT_CC_TIMEOUT", "seconds a CC compile may take (120)");
     env_line("SMELT_DUMP_DIR", "write generated kernel sources");
     env_line("SMELT_TEMPLATE_DIR", "kernel templates to use");
     printf("\ndtypes:");

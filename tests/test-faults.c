@@ -1,0 +1,223 @@
+/* Fault injection: fail the Nth allocation of a small plan's whole life
+ * (context, graph, plan with TinyCC kernels, run, free), for every N it
+ * makes.  Every run must end with a correct result, or with a clean error
+ * that has a message; never an exit, a crash, a hang or a leak.
+ *
+ * The test program replaces malloc, calloc, realloc, posix_memalign and
+ * free for the whole process (glibc lets the main program do so), so
+ * allocations of libc and of libtcc count too.  Each N runs in a child
+ * process.  Prints "test-faults: N runs, F failed".
+ *
+ *   test-faults [MAX_N]      (SMELT_FAULT_N=N runs one N in this process) */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "smelt.h"
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+
+static long fail_at = -1, count; /* the fail_at-th allocation fails */
+static long live;                /* allocations not yet freed */
+static bool armed;
+
+static bool inject(void)
+{
+    if (!armed)
+        return false;
+    return ++count == fail_at;
+}
+
+void *malloc(size_t n)
+{
+    if (inject())
+        return NULL;
+    void *p = __libc_malloc(n);
+    live += p != NULL;
+    return p;
+}
+
+void *calloc(size_t n, size_t s)
+{
+    if (inject())
+        return NULL;
+    void *p = __libc_calloc(n, s);
+    live += p != NULL;
+    return p;
+}
+
+void *realloc(void *q, size_t n)
+{
+    if (inject())
+        return NULL;
+    void *p = __libc_realloc(q, n);
+    live += (q == NULL && p != NULL) - (q != NULL && n == 0);
+    return p;
+}
+
+int posix_memalign(void **out, size_t align, size_t n)
+{
+    if (inject())
+        return ENOMEM;
+    void *p = __libc_memalign(align, n);
+    if (!p)
+        return ENOMEM;
+    live++;
+    *out = p;
+    return 0;
+}
+
+void free(void *p)
+{
+    live -= p != NULL;
+    __libc_free(p);
+}
+
+enum { N = 300 };
+
+/* The scenario; 0 when it ended well (a correct result, or an error with a
+ * message), else what went wrong on stderr. */
+static int scenario(void)
+{
+    const char *where = "ctx_new";
+    char msg[512] = "";
+    smelt_ctx *ctx = NULL;
+    smelt_graph *g = NULL;
+    smelt_plan *p = NULL;
+    smelt_tensor *in[2] = {0}, *out = NULL;
+    int st = smelt_ctx_new(&ctx);
+    if (st)
+        goto done; /* no context: no message to check */
+    where = "ctx_set_threads";
+    if ((st = smelt_ctx_set_threads(ctx, 1)))
+        goto done;
+    where = "graph";
+    if ((st = smelt_graph_new(ctx, &g)))
+        goto done;
+    int64_t n = N;
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, 1, &n), *b = smelt_input(g, "b", SMELT_F32, 1, &n);
+    smelt_node *y = smelt_add(g, smelt_mul(g, a, b), smelt_unary(g, SMELT_OP_EXP, smelt_scalar(g, 0.5)));
+    y = smelt_mul(g, y, smelt_sub(g, a, smelt_scalar(g, 1.25)));
+    if ((st = smelt_graph_status(g))) {
+        snprintf(msg, sizeof msg, "%s", smelt_graph_errmsg(g));
+        goto done;
+    }
+    where = "plan_new";
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "TCC";
+    if ((st = smelt_plan_new(ctx, g, 1, &y, &o, &p)))
+        goto done;
+    where = "tensor_new";
+    for (int i = 0; i < 2; i++)
+        if ((st = smelt_tensor_new(ctx, SMELT_F32, 1, &n, &in[i])))
+            goto done;
+    float *x0 = smelt_tensor_data(in[0]), *x1 = smelt_tensor_data(in[1]);
+    for (int i = 0; i < N; i++)
+        x0[i] = 0.01f * (float)(i % 97) - 0.3f, x1[i] = 0.5f + 0.003f * (float)i;
+    where = "plan_run";
+    if ((st = smelt_plan_run(p, 2, in, 1, &out)))
+        goto done;
+    const float *r = smelt_tensor_data(out), e = (float)exp(0.5);
+    for (int i = 0; i < N; i++) {
+        float want = (x0[i] * x1[i] + e) * (x0[i] - 1.25f);
+        if (!(r[i] == want || (r[i] - want) * (r[i] - want) <= 1e-10f * want * want)) {
+            fprintf(stderr, "wrong result at %d: %g, expected %g\n", i, (double)r[i], (double)want);
+            st = 1;
+            break;
+        }
+    }
+done:
+    if (st < 0 && ctx && !msg[0])
+        snprintf(msg, sizeof msg, "%s", smelt_errmsg(ctx));
+    smelt_tensor_free(out);
+    smelt_tensor_free(in[0]);
+    smelt_tensor_free(in[1]);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    if (st > 0)
+        return 1;
+    if (st < 0 && ctx && !msg[0]) {
+        fprintf(stderr, "%s failed with status %d (%s) and no message\n", where, st, smelt_strerror(st));
+        return 1;
+    }
+    return 0;
+}
+
+/* One run with the n-th allocation failing; 0 if all was well, and in
+ * *reached whether the run made n allocations at all. */
+static int one(long n, bool *reached)
+{
+    fail_at = n;
+    count = 0;
+    live = 0;
+    armed = true;
+    int bad = scenario();
+    armed = false;
+    *reached = count >= n;
+    if (!bad && live != 0) {
+        fprintf(stderr, "%ld allocation%s not freed\n", live, live == 1 ? "" : "s");
+        bad = 1;
+    }
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    setenv("SMELT_CACHE", "0", 1);
+    const char *only = getenv("SMELT_FAULT_N");
+    if (only) {
+        bool reached;
+        return one(atol(only), &reached);
+    }
+    long max = argc > 1 ? atol(argv[1]) : 100000;
+    int runs = 0, failed = 0;
+    for (long n = 1; n <= max; n++) {
+        int fds[2];
+        if (pipe(fds))
+            return 2;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            alarm(30);
+            bool reached;
+            int bad = one(n, &reached);
+            char c = reached ? 'r' : 'n';
+            if (write(fds[1], &c, 1) != 1)
+                _exit(3);
+            _exit(bad ? 1 : 42);
+        }
+        close(fds[1]);
+        char c = 0;
+        ssize_t got = read(fds[0], &c, 1);
+        close(fds[0]);
+        int ws;
+        waitpid(pid, &ws, 0);
+        runs++;
+        if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 42) {
+            failed++;
+            if (WIFSIGNALED(ws))
+                fprintf(stderr, "allocation %ld failed: killed by signal %d (%s)\n", n, WTERMSIG(ws),
+                        strsignal(WTERMSIG(ws)));
+            else
+                fprintf(stderr, "allocation %ld failed: exit status %d%s\n", n, WEXITSTATUS(ws),
+                        WEXITSTATUS(ws) == 1 && got != 1 ? " (the process exited)" : "");
+            fprintf(stderr, "  repeat it: SMELT_FAULT_N=%ld %s\n", n, argv[0]);
+        }
+        if (got == 1 && c == 'n') /* the run made fewer than n allocations: all covered */
+            break;
+    }
+    printf("test-faults: %d runs, %d failed\n", runs, failed);
+    return failed ? 1 : 0;
+}
