@@ -660,6 +660,49 @@ DEVICE_TEST(all_ops_f64, 300)
     smelt_graph_free(g);
 }
 
+/* The CUDA kernels compute the CPU tiers' bits (docs/numerics.md): every
+ * operator on f32, f64 and f16, special and random values of many
+ * magnitudes (tests/common.c), fused on the device against the TinyCC tier
+ * unfused.  NaN results must be NaN on both sides, payloads aside. */
+DEVICE_TEST(same_bits_as_cpu, 300)
+{
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16};
+    const int64_t n = 2053;
+    for (int t = 0; t < NELEMS(dts); t++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *outs[SMELT_OP_COUNT];
+        int m = t_all_ops_graph(g, dts[t], n, outs);
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 40 + (uint64_t)t);
+        smelt_tensor *in[3];
+        for (int k = 0; k < 3; k++)
+            in[k] = t_tensor(ctx, dts[t], SHP(n));
+        t_mixed_inputs(&r, in, 3);
+        smelt_tensor *dev[SMELT_OP_COUNT] = {0}, *cpu[SMELT_OP_COUNT] = {0};
+        smelt_plan *pd = t_plan(ctx, g, m, outs, 3);
+        cr_assert_str_eq(t_stats(pd).backend, "NVRTC");
+        t_run(pd, 3, in, m, dev);
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.backend = "TCC";
+        o.opt_level = 0;
+        smelt_plan *pc = NULL;
+        T_OK(ctx, smelt_plan_new(ctx, g, m, outs, &o, &pc));
+        t_run(pc, 3, in, m, cpu);
+        for (int i = 0; i < m; i++) {
+            int64_t at;
+            cr_assert(t_same_results(cpu[i], dev[i], &at), "%s on %s: the device gives %a, TCC %a at [%lld] (%a %a %a)",
+                      smelt_op_name(smelt_node_op(outs[i])), smelt_dtype_name(dts[t]), smelt_tensor_get(dev[i], at),
+                      smelt_tensor_get(cpu[i], at), (long long)at, smelt_tensor_get(in[0], at),
+                      smelt_tensor_get(in[1], at), smelt_tensor_get(in[2], at));
+        }
+        t_free_all(dev, m), t_free_all(cpu, m), t_free_all(in, 3);
+        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_graph_free(g);
+    }
+}
+
 /* Every operator that takes a float, on f16 and on bf16 operands, in one
  * fused multi-output kernel per dtype (the results also summed, in f32, into
  * one more output), against the reference, which rounds f16/bf16 results as
