@@ -20,7 +20,7 @@
 
 #include "internal.h"
 
-#define CC_FLAGS "-O3 -fno-math-errno -ffp-contract=off -fPIC -shared"
+#define CC_FLAGS "-O3 -fno-math-errno -fno-trapping-math -ffp-contract=off -fPIC -shared"
 #define CC_LIBS "-lm"
 #define CC_MAX_WORDS 64          /* words of $CC */
 #define CC_TIMEOUT_S 120.0       /* default of SMELT_CC_TIMEOUT */
