@@ -1,27 +1,10 @@
 /* smelt's own math functions (templates/common/math.h.in) compiled into the
  * library: constant folding computes a transcendental operator with the very
  * code every kernel runs, so folded and computed values are the same bits. */
-#include <math.h>
 #include <string.h>
 
 #include "internal.h"
-
-#define SMELT_MF static inline
-#define SMELT_MF_SLOW static
-#define SMELT_MTAB static const
-static inline double smelt_f64_bits(uint64_t u)
-{
-    double f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-static inline uint64_t smelt_bits_f64(double f)
-{
-    uint64_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-#include "../templates/common/math.h.in"
+#include "mathlib.h"
 
 #define F1(fn) {#fn, smelt_##fn##_f64, smelt_##fn##_f32, NULL, NULL},
 #define F2(fn) {#fn, NULL, NULL, smelt_##fn##_f64, smelt_##fn##_f32},

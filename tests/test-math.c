@@ -1,6 +1,6 @@
 /* smelt's own math library (templates/common/math.h.in), tested as the very
- * code the kernels and constant folding compile (included here as
- * src/mathlib.c includes it):
+ * code the kernels and constant folding compile (included here through
+ * src/mathlib.h, as src/mathlib.c includes it):
  *
  *   - accuracy: every function, f64 and f32, within its bound in ULP of the
  *     correctly rounded value (long double libm, 11 extra bits for f64, as
@@ -23,22 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SMELT_MF static inline
-#define SMELT_MF_SLOW static
-#define SMELT_MTAB static const
-static inline double smelt_f64_bits(uint64_t u)
-{
-    double f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-static inline uint64_t smelt_bits_f64(double f)
-{
-    uint64_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-#include "../templates/common/math.h.in"
+#include "../src/mathlib.h"
 
 /* the asserted bounds, in ULP (measured: docs/numerics.md) */
 #define BOUND_F64 2.0
@@ -520,96 +505,67 @@ static int pow_exact(double x, double y)
 {
     return !(x == 2 && isfinite(y) && y != floor(y)); /* 2^(k/2) is not exact */
 }
-Test(math, special_values_pow)
+/* every pair (a[i], b[j]) that keep() accepts, smelt against glibc in f64
+ * and f32; returns the number of checks */
+static int table2(const char *fn, const double *a, size_t na, const double *b, size_t nb, double (*d)(double, double),
+                  float (*f)(float, float), double (*gd)(double, double), float (*gf)(float, float),
+                  int (*keep)(double, double))
 {
     int checks = 0;
-    nfail = 0;
-    for (size_t i = 0; i < sizeof pow_x / sizeof pow_x[0]; i++)
-        for (size_t j = 0; j < sizeof pow_y / sizeof pow_y[0]; j++) {
-            double x = pow_x[i], y = pow_y[j];
-            if (!pow_exact(x, y))
+    for (size_t i = 0; i < na; i++)
+        for (size_t j = 0; j < nb; j++) {
+            double x = a[i], y = b[j];
+            float xf = (float)x, yf = (float)y;
+            if (keep && !keep(x, y))
                 continue;
-            check64("pow", x, y, smelt_pow_f64(x, y), pow(x, y));
-            check32("pow", (float)x, (float)y, smelt_pow_f32((float)x, (float)y), powf((float)x, (float)y));
+            check64(fn, x, y, d(x, y), gd(x, y));
+            check32(fn, xf, yf, f(xf, yf), gf(xf, yf));
             checks += 2;
         }
+    return checks;
+}
+Test(math, special_values_pow)
+{
+    nfail = 0;
+    int checks = table2("pow", pow_x, sizeof pow_x / sizeof pow_x[0], pow_y, sizeof pow_y / sizeof pow_y[0],
+                        smelt_pow_f64, smelt_pow_f32, pow, powf, pow_exact);
     cr_assert_gt(checks, 500);
     cr_assert_eq(nfail, 0, "%d pow values differ from C99 (glibc), listed above", nfail);
 }
 Test(math, special_values_atan2)
 {
     static const double v[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1, -1, 0x1p-1074, -0x1p-1074, DBL_MAX, -DBL_MAX};
-    int checks = 0;
     nfail = 0;
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) {
-            double y = v[i], x = v[j];
-            check64("atan2", y, x, smelt_atan2_f64(y, x), atan2(y, x));
-            check32("atan2", (float)y, (float)x, smelt_atan2_f32((float)y, (float)x), atan2f((float)y, (float)x));
-            checks += 2;
-        }
+    int checks = table2("atan2", v, sizeof v / sizeof v[0], v, sizeof v / sizeof v[0], smelt_atan2_f64,
+                        smelt_atan2_f32, atan2, atan2f, NULL);
     cr_assert_eq(checks, 242);
     cr_assert_eq(nfail, 0, "%d atan2 values differ from C99 (glibc), listed above", nfail);
 }
 
-/* the composites (no C99 entry): their limits, computed from the definitions */
+/* the composites (no C99 entry): their limits, from the definitions */
 Test(math, special_values_composites)
 {
+    static const double x[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1000, -1000, DBL_MAX};
+#define LN2 0x1.62e42fefa39efp-1
     static const struct {
         const char *name;
         double (*d)(double);
         float (*f)(float);
-        double x, want;
+        double want[8];
     } t[] = {
-        {"sigmoid", smelt_sigmoid_f64, smelt_sigmoid_f32, 0.0, 0.5},
-        {"sigmoid", smelt_sigmoid_f64, smelt_sigmoid_f32, -0.0, 0.5},
-        {"sigmoid", smelt_sigmoid_f64, smelt_sigmoid_f32, INFINITY, 1},
-        {"sigmoid", smelt_sigmoid_f64, smelt_sigmoid_f32, -INFINITY, 0.0},
-        {"sigmoid", smelt_sigmoid_f64, smelt_sigmoid_f32, NAN, NAN},
-        {"sigmoid", smelt_sigmoid_f64, smelt_sigmoid_f32, 1000, 1},
-        {"sigmoid", smelt_sigmoid_f64, smelt_sigmoid_f32, -1000, 0.0},
-        {"silu", smelt_silu_f64, smelt_silu_f32, 0.0, 0.0},
-        {"silu", smelt_silu_f64, smelt_silu_f32, -0.0, -0.0},
-        {"silu", smelt_silu_f64, smelt_silu_f32, INFINITY, INFINITY},
-        {"silu", smelt_silu_f64, smelt_silu_f32, -INFINITY, -0.0},
-        {"silu", smelt_silu_f64, smelt_silu_f32, NAN, NAN},
-        {"silu", smelt_silu_f64, smelt_silu_f32, 1000, 1000},
-        {"silu", smelt_silu_f64, smelt_silu_f32, -1000, -0.0},
-        {"silu", smelt_silu_f64, smelt_silu_f32, DBL_MAX, DBL_MAX},
-        {"gelu", smelt_gelu_f64, smelt_gelu_f32, 0.0, 0.0},
-        {"gelu", smelt_gelu_f64, smelt_gelu_f32, -0.0, -0.0},
-        {"gelu", smelt_gelu_f64, smelt_gelu_f32, INFINITY, INFINITY},
-        {"gelu", smelt_gelu_f64, smelt_gelu_f32, -INFINITY, -0.0},
-        {"gelu", smelt_gelu_f64, smelt_gelu_f32, NAN, NAN},
-        {"gelu", smelt_gelu_f64, smelt_gelu_f32, 100, 100},
-        {"gelu", smelt_gelu_f64, smelt_gelu_f32, -100, -0.0},
-        {"gelu", smelt_gelu_f64, smelt_gelu_f32, DBL_MAX, DBL_MAX},
-        {"gelu_tanh", smelt_gelu_tanh_f64, smelt_gelu_tanh_f32, 0.0, 0.0},
-        {"gelu_tanh", smelt_gelu_tanh_f64, smelt_gelu_tanh_f32, -0.0, -0.0},
-        {"gelu_tanh", smelt_gelu_tanh_f64, smelt_gelu_tanh_f32, INFINITY, INFINITY},
-        {"gelu_tanh", smelt_gelu_tanh_f64, smelt_gelu_tanh_f32, -INFINITY, -0.0},
-        {"gelu_tanh", smelt_gelu_tanh_f64, smelt_gelu_tanh_f32, NAN, NAN},
-        {"gelu_tanh", smelt_gelu_tanh_f64, smelt_gelu_tanh_f32, 100, 100},
-        {"gelu_tanh", smelt_gelu_tanh_f64, smelt_gelu_tanh_f32, -100, -0.0},
-        {"gelu_tanh", smelt_gelu_tanh_f64, smelt_gelu_tanh_f32, DBL_MAX, DBL_MAX},
-        {"softplus", smelt_softplus_f64, smelt_softplus_f32, INFINITY, INFINITY},
-        {"softplus", smelt_softplus_f64, smelt_softplus_f32, -INFINITY, 0.0},
-        {"softplus", smelt_softplus_f64, smelt_softplus_f32, NAN, NAN},
-        {"softplus", smelt_softplus_f64, smelt_softplus_f32, 1000, 1000},
-        {"softplus", smelt_softplus_f64, smelt_softplus_f32, -1000, 0.0},
-        {"softplus", smelt_softplus_f64, smelt_softplus_f32, DBL_MAX, DBL_MAX},
+        {"sigmoid", smelt_sigmoid_f64, smelt_sigmoid_f32, {0.5, 0.5, 1, 0.0, NAN, 1, 0.0, 1}},
+        {"silu", smelt_silu_f64, smelt_silu_f32, {0.0, -0.0, INFINITY, -0.0, NAN, 1000, -0.0, DBL_MAX}},
+        {"gelu", smelt_gelu_f64, smelt_gelu_f32, {0.0, -0.0, INFINITY, -0.0, NAN, 1000, -0.0, DBL_MAX}},
+        {"gelu_tanh", smelt_gelu_tanh_f64, smelt_gelu_tanh_f32, {0.0, -0.0, INFINITY, -0.0, NAN, 1000, -0.0, DBL_MAX}},
+        {"softplus", smelt_softplus_f64, smelt_softplus_f32, {LN2, LN2, INFINITY, 0.0, NAN, 1000, 0.0, DBL_MAX}},
     };
     nfail = 0;
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        check64(t[i].name, t[i].x, 0, t[i].d(t[i].x), t[i].want);
-        /* f32: DBL_MAX becomes inf, as its result does */
-        float xf = (float)t[i].x;
-        check32(t[i].name, xf, 0, t[i].f(xf), (float)t[i].want);
-    }
-    /* softplus(±0) = log 2, rounded once */
-    check64("softplus", 0.0, 0, smelt_softplus_f64(0.0), 0x1.62e42fefa39efp-1);
-    check64("softplus", -0.0, 0, smelt_softplus_f64(-0.0), 0x1.62e42fefa39efp-1);
-    check32("softplus", 0.0f, 0, smelt_softplus_f32(-0.0f), 0x1.62e43p-1f);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        for (size_t j = 0; j < sizeof x / sizeof x[0]; j++) {
+            check64(t[i].name, x[j], 0, t[i].d(x[j]), t[i].want[j]);
+            /* f32: DBL_MAX becomes inf, as its result does; log 2 rounds once */
+            check32(t[i].name, (float)x[j], 0, t[i].f((float)x[j]), (float)t[i].want[j]);
+        }
     cr_assert_eq(nfail, 0, "%d composite limits wrong, listed above", nfail);
 }
 #endif
