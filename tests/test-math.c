@@ -59,7 +59,7 @@ static long double r_gelu_tanh(long double x)
     long double p = x * x, pe = fmal(x, x, -p);
     long double q = p * x, qe = fmal(p, x, -q) + pe * x;
     long double t = c * q, te = fmal(c, q, -t) + c * qe;
-    long double s = x + t, se = (x - s) + t + te;
+    long double s = x + t, sb = s - x, se = (x - (s - sb)) + (t - sb) + te; /* Knuth's two-sum */
     long double u = s * kh, ue = fmal(s, kh, -u) + s * kl + se * kh;
     return x / (1.0L + expl(-u) * (1.0L - ue));
 }
