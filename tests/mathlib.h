@@ -1,0 +1,30 @@
+/* smelt's own math functions (templates/common/math.h.in) for code compiled
+ * into the host: the qualifiers and bit helpers the file expects of its
+ * includer, then the file: tests/test-math.c tests this very code (the
+ * kernels include it through their preludes, constant folding through the
+ * block primitives). */
+#ifndef SMELT_MATHLIB_H
+#define SMELT_MATHLIB_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SMELT_MF static inline
+#define SMELT_MF_SLOW static
+#define SMELT_MTAB static const
+static inline double smelt_f64_bits(uint64_t u)
+{
+    double f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline uint64_t smelt_bits_f64(double f)
+{
+    uint64_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+#include "../templates/common/math.h.in"
+
+#endif
