@@ -32,7 +32,7 @@ typedef struct ectx {
 enum { FORM_C, FORM_OFFSET, FORM_VEC };
 
 /* Elements per call of a C loop-form kernel's group function (c_group). */
-#define C_GROUP 16
+#define C_GROUP 128 /* a multiple of 16 (the prelude's f16/bf16 helpers' width) */
 
 static smelt_dtype value_dtype(const smelt__kdesc *d, int v)
 {
@@ -340,7 +340,8 @@ static void emit_arrays(smelt__sb *b, const ectx *e)
         op_expr(b, e, k);
         smelt__sb_puts(b, ";\n");
         if (smelt__is_half(dt))
-            smelt__sb_printf(b, "    smelt_rnd16_%s(v%d);\n", smelt__dtypes[dt].name, v);
+            smelt__sb_printf(b, "    for (int c = 0; c < %d; c += 16)\n        smelt_rnd16_%s(v%d + c);\n", C_GROUP,
+                             smelt__dtypes[dt].name, v);
     }
     smelt__sb_printf(b, "    for (int64_t j = 0; j < %d; j++) {\n", C_GROUP);
     for (int o = 0; o < d->n_out; o++) {
@@ -886,7 +887,7 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, int rank, 
         }
     }
     smelt__sb_puts(out, "#if defined(__x86_64__) && defined(__GNUC__)\n"
-                        "    typedef long long smelt_v2di __attribute__((vector_size(16)));\n"
+                        "    typedef long long smelt_v2di __attribute__((vector_size(16), may_alias));\n"
                         "#if defined(__clang__)\n"
                         "#define smelt_nt16(p, v) __builtin_nontemporal_store((v), (smelt_v2di *)(void *)(p))\n"
                         "#else\n"
@@ -940,10 +941,14 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
         if (d->mode[k] == SMELT_MODE_STRIDED)
             snprintf(stride, sizeof stride, "s%d", k);
         smelt__sb_printf(&stage_in, "    float h%d[%d];\n", k, C_GROUP);
+        smelt__sb *st = k < d->n_in ? &stage_in : &stage_out;
+        smelt__sb_printf(st, "    for (int c = 0; c < %d; c += 16)\n", C_GROUP);
         if (k < d->n_in)
-            smelt__sb_printf(&stage_in, "    smelt_load16_%s(h%d, q%d, %s);\n", smelt__dtypes[dt].name, k, k, stride);
+            smelt__sb_printf(st, "        smelt_load16_%s(h%d + c, q%d + c * %s, %s);\n", smelt__dtypes[dt].name, k, k,
+                             stride, stride);
         else
-            smelt__sb_printf(&stage_out, "    smelt_store16_%s(q%d, h%d, %s);\n", smelt__dtypes[dt].name, k, k, stride);
+            smelt__sb_printf(st, "        smelt_store16_%s(q%d + c * %s, h%d + c, %s);\n", smelt__dtypes[dt].name, k,
+                             stride, k, stride);
     }
     if (arrays) /* the body has its own loops */
         smelt__sb_printf(group, ")\n{\n%s%s%s%s}\n", consts, smelt__sb_str(&stage_in), body,
