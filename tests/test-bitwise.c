@@ -114,7 +114,7 @@ Test(bitwise, bool, .timeout = 240) { same_everywhere(SMELT_BOOL, tiers_int, NEL
  * this CPU cannot run is left out (and said so). */
 static void levels(smelt_dtype dt)
 {
-    run rs[5];
+    run rs[6];
     int n = 0;
     rs[n++] = (run){"CC", 3, 2, "SMELT_CC_MARCH", "x86-64-v2"};
     rs[n++] = (run){"TCC", 3, 2, "SMELT_BLOCKS_ISA", "x86-64"};
@@ -122,9 +122,10 @@ static void levels(smelt_dtype dt)
         rs[n++] = (run){"CC", 3, 2, "SMELT_CC_MARCH", "x86-64-v3"};
         rs[n++] = (run){"TCC", 3, 2, "SMELT_BLOCKS_ISA", "x86-64-v3"};
     }
-    if (__builtin_cpu_supports("x86-64-v4"))
+    if (__builtin_cpu_supports("x86-64-v4")) {
         rs[n++] = (run){"CC", 3, 2, "SMELT_CC_MARCH", "x86-64-v4"};
-    else
+        rs[n++] = (run){"TCC", 3, 2, "SMELT_BLOCKS_ISA", "x86-64-v4"};
+    } else
         cr_log_info("this CPU has no AVX-512: x86-64-v4 not tested");
     same_everywhere(dt, rs, n);
 }
