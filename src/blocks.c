@@ -21,9 +21,11 @@ extern const blk_sym smelt__blk_syms_v3[], smelt__blk_syms_v4[];
  * expression is smelt's own math function "smelt_<op>_%S(")? */
 static bool math_primitive(const char *name)
 {
-    const char *op = name + strlen("smelt_blk_"), *end = strrchr(op, '_');
+    if (strncmp(name, "smelt_blk_", 10))
+        return false;
+    const char *op = name + 10, *end = strrchr(op, '_');
     char buf[64];
-    if (strncmp(name, "smelt_blk_", 10) || !end || end - op >= (ptrdiff_t)sizeof buf)
+    if (!end || end - op >= (ptrdiff_t)sizeof buf)
         return false;
     snprintf(buf, sizeof buf, "%.*s", (int)(end - op), op);
     int o = smelt_op_from_name(buf);
