@@ -850,10 +850,11 @@ done:
 /* ---- loop form for C (the CC tier): groups of C_GROUP elements ---------
  * The loop body lives in one non-inlined function computing C_GROUP
  * elements; the kernel calls it for every whole group and, for the last
- * elements, on copies padded to a whole group.  Every element so goes
- * through the same compiled code: the compiler's own scalar epilogue would
- * call other (scalar) math functions than the vectorised body, and results
- * would depend on where a chunk or a row starts. */
+ * elements, on copies padded to a whole group.  (Every element so goes
+ * through the same compiled code; since smelt's math is plain IEEE C, a
+ * scalar epilogue would give the same bits too, and the group is kept for
+ * its simple tail and the f16/bf16 staging.  It is large enough that the
+ * call and the math's constants cost little.) */
 /* Whole groups with streaming (non-temporal) stores, for kernels whose
  * outputs are contiguous, when the executor sets shape[rank] (outputs larger
  * than the last-level cache, not read by the next kernel).  Each group's
