@@ -21,7 +21,9 @@ typedef struct pstate {
     int *parent;              /* union-find over instruction indices */
     int *uoff, *users;        /* CSR user lists */
     int *stamp, epoch, *stack;
-    int *size; /* members of each union-find root */
+    int *size;       /* members of each union-find root */
+    int *head, *tail; /* each root's member list, */
+    int *next;        /* linked through next (-1 ends it): a merge is O(1), its checks O(members) */
 } pstate;
 
 static int find(pstate *s, int x)
@@ -53,15 +55,18 @@ static bool in_set(pstate *s, int x, int ka, int kb)
     return r == ka || r == kb;
 }
 
+/* The members of clusters ka and kc (roots, ka != kc), one after the other. */
+#define FOR_MEMBERS(s, ka, kc, m) \
+    for (int k_ = 0, m; k_ < 2; k_++) \
+        for (m = (s)->head[k_ ? (kc) : (ka)]; m >= 0; m = (s)->next[m])
+
 /* Would merging clusters ka and kc (kc contains instruction i, the newest)
  * create a path that leaves the union and re-enters it? */
 static bool creates_cycle(pstate *s, int ka, int kc, int i)
 {
     int sp = 0;
     s->epoch++;
-    for (int m = 0; m <= i; m++) {
-        if (!in_set(s, m, ka, kc))
-            continue;
+    FOR_MEMBERS(s, ka, kc, m) {
         for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++) {
             int x = s->users[u];
             if (x <= i && !in_set(s, x, ka, kc) && s->stamp[x] != s->epoch) {
@@ -91,10 +96,9 @@ static int operand_count(pstate *s, int ka, int kc, int i)
 {
     const smelt__prog *p = s->p;
     int count = 0;
+    (void)i;
     s->epoch++;
-    for (int m = 0; m <= i; m++) {
-        if (!in_set(s, m, ka, kc))
-            continue;
+    FOR_MEMBERS(s, ka, kc, m) {
         for (int j = 0; j < p->v[m].nin; j++) {
             int x = p->v[m].in[j];
             if (p->v[x].op == SMELT_OP_CONST || in_set(s, x, ka, kc) || s->stamp[x] == s->epoch)
@@ -274,13 +278,16 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     s.stamp = calloc((size_t)p->n + 1, sizeof(int));
     s.stack = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.size = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.head = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.tail = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.next = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
-    if (!s.parent || !s.stamp || !s.stack || !s.size || !root) {
+    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !root) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
     for (int i = 0; i < p->n; i++)
-        s.parent[i] = i, s.size[i] = 1;
+        s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1;
     for (int i = 0; fuse && i < p->n; i++) {
         if (!fusible(p, i))
             continue;
@@ -296,6 +303,8 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
                 continue;
             s.parent[kx] = ki;
             s.size[ki] += s.size[kx];
+            s.next[s.tail[ki]] = s.head[kx];
+            s.tail[ki] = s.tail[kx];
         }
     }
     for (int i = 0; i < p->n; i++)
@@ -303,6 +312,7 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     st = collect(p, root, s.uoff, s.users, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
+    free(s.head), free(s.tail), free(s.next);
     return st;
 }
 
@@ -333,23 +343,44 @@ void smelt__kdesc_free(smelt__kdesc *d)
     d->ops = NULL;
 }
 
+/* Instruction index -> kernel value index for the few instructions a
+ * cluster names: an open-addressing table of the cluster's size, not of the
+ * program's (a plan of many small clusters stays linear). */
+typedef struct vmap {
+    int *key, *val, mask;
+} vmap;
+
+static int *vmap_slot(vmap *m, int key)
+{
+    for (unsigned h = (unsigned)key * 2654435761u;; h++) {
+        int i = (int)(h & (unsigned)m->mask);
+        if (m->key[i] < 0)
+            m->key[i] = key, m->val[i] = -1;
+        if (m->key[i] == key)
+            return &m->val[i];
+    }
+}
+
 int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__kdesc *d)
 {
     memset(d, 0, sizeof *d);
     if (c->nin + c->nout > SMELT_MAX_KERNEL_OPERANDS)
         return SMELT_ERR_INVALID_ARG;
-    int *map = malloc(sizeof(int) * (size_t)(p->n + 1));
+    int cap = 16;
+    while (cap < 2 * (c->nin + c->nmem * 4 + 1))
+        cap *= 2;
+    vmap map = {malloc(sizeof(int) * (size_t)cap), malloc(sizeof(int) * (size_t)cap), cap - 1};
     d->ops = malloc(sizeof *d->ops * (size_t)(c->nmem * 4 + 1));
-    if (!map || !d->ops) {
-        free(map);
+    if (!map.key || !map.val || !d->ops) {
+        free(map.key), free(map.val);
         smelt__kdesc_free(d);
         return SMELT_ERR_NOMEM;
     }
-    for (int i = 0; i < p->n; i++)
-        map[i] = -1;
+    for (int i = 0; i < cap; i++)
+        map.key[i] = -1;
     d->n_in = c->nin;
     for (int k = 0; k < c->nin; k++) {
-        map[c->inputs[k]] = k;
+        *vmap_slot(&map, c->inputs[k]) = k;
         d->in_dt[k] = p->v[c->inputs[k]].dtype;
     }
     for (int k = 0; k < c->nmem; k++) {
@@ -359,24 +390,24 @@ int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__k
         op.dtype = in->dtype;
         op.nin = in->nin;
         for (int j = 0; j < in->nin; j++) {
-            int x = in->in[j];
-            if (map[x] < 0) { /* a constant, inlined */
+            int x = in->in[j], *v = vmap_slot(&map, x);
+            if (*v < 0) { /* a constant, inlined */
                 smelt__kop cst = {0};
                 cst.op = SMELT_OP_CONST;
                 cst.dtype = p->v[x].dtype;
                 cst.fval = p->v[x].fval;
                 cst.ival = p->v[x].ival;
                 d->ops[d->n_ops] = cst;
-                map[x] = d->n_in + d->n_ops++;
+                *v = d->n_in + d->n_ops++;
             }
-            op.in[j] = map[x];
+            op.in[j] = *v;
         }
         d->ops[d->n_ops] = op;
-        map[c->members[k]] = d->n_in + d->n_ops++;
+        *vmap_slot(&map, c->members[k]) = d->n_in + d->n_ops++;
     }
     d->n_out = c->nout;
     for (int k = 0; k < c->nout; k++)
-        d->out_val[k] = map[c->outputs[k]];
-    free(map);
+        d->out_val[k] = *vmap_slot(&map, c->outputs[k]);
+    free(map.key), free(map.val);
     return SMELT_OK;
 }

@@ -1,0 +1,63 @@
+/* Planning time against graph size: smelt_plan_new (TCC backend, opt_level
+ * 3) of elementwise graphs of 10^3 .. 10^6 nodes, three shapes: a chain of
+ * adds (y = y + a), a mixed chain (mul, add, neg), and the mixed chain with
+ * a barrier (a fusion boundary) every 10 operators.  Prints seconds and
+ * microseconds per node: a flat column is a partitioner that scales.
+ *
+ *   smelt-plan-scale [MAX_NODES]     (default 1000000) */
+#include <smelt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    long max = argc > 1 ? atol(argv[1]) : 1000000;
+    const char *kinds[] = {"add chain", "mixed chain", "mixed + barriers"};
+    printf("%-18s %9s %9s %10s %9s\n", "graph", "nodes", "plan_s", "us/node", "kernels");
+    for (long n = 1000; n <= max; n *= 10)
+        for (int kind = 0; kind < 3; kind++) {
+            smelt_ctx *ctx = NULL;
+            smelt_graph *g = NULL;
+            if (smelt_ctx_new(&ctx) || smelt_graph_new(ctx, &g)) {
+                fprintf(stderr, "smelt-plan-scale: %s\n", ctx ? smelt_errmsg(ctx) : "no context");
+                return 1;
+            }
+            int64_t shp[1] = {1000};
+            smelt_node *a = smelt_input(g, "a", SMELT_F32, 1, shp), *b = smelt_input(g, "b", SMELT_F32, 1, shp);
+            smelt_node *y = a;
+            for (long k = 0; k < n; k++) {
+                if (kind == 2 && k % 10 == 9)
+                    y = smelt_unary(g, SMELT_OP_BARRIER, y);
+                else if (kind == 0 || k % 3 == 1)
+                    y = smelt_add(g, y, a);
+                else
+                    y = k % 3 == 0 ? smelt_mul(g, y, b) : smelt_unary(g, SMELT_OP_NEG, y);
+            }
+            smelt_plan_opts o;
+            smelt_plan_opts_init(&o);
+            o.backend = "TCC";
+            smelt_plan *p = NULL;
+            double t = now();
+            int st = smelt_plan_new(ctx, g, 1, &y, &o, &p);
+            t = now() - t;
+            smelt_plan_stats s = {0};
+            if (st == SMELT_OK)
+                smelt_plan_get_stats(p, &s);
+            else
+                fprintf(stderr, "smelt-plan-scale: %s\n", smelt_errmsg(ctx));
+            printf("%-18s %9ld %9.3f %10.2f %9d\n", kinds[kind], n, t, t / (double)n * 1e6, s.kernels);
+            fflush(stdout);
+            smelt_plan_free(p);
+            smelt_graph_free(g);
+            smelt_ctx_free(ctx);
+        }
+    return 0;
+}
