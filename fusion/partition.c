@@ -92,11 +92,10 @@ static bool creates_cycle(pstate *s, int ka, int kc, int i)
 
 /* Inputs + outputs of the union of clusters ka and kc, counting every user
  * not yet in the union as outside (conservative). */
-static int operand_count(pstate *s, int ka, int kc, int i)
+static int operand_count(pstate *s, int ka, int kc)
 {
     const smelt__prog *p = s->p;
     int count = 0;
-    (void)i;
     s->epoch++;
     FOR_MEMBERS(s, ka, kc, m) {
         for (int j = 0; j < p->v[m].nin; j++) {
@@ -299,7 +298,7 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
             if (kx == ki || s.size[kx] + s.size[ki] > SMELT_MAX_CLUSTER_OPS ||
                 creates_cycle(&s, kx, ki, i))
                 continue;
-            if (operand_count(&s, kx, ki, i) > SMELT_MAX_KERNEL_OPERANDS)
+            if (operand_count(&s, kx, ki) > SMELT_MAX_KERNEL_OPERANDS)
                 continue;
             s.parent[kx] = ki;
             s.size[ki] += s.size[kx];
