@@ -46,7 +46,8 @@ static const blk_sym *blk_table(const char *name)
 {
 #ifdef SMELT_BLK_X86_VARIANTS
     const char *want = getenv("SMELT_BLOCKS_ISA");
-    bool v4 = __builtin_cpu_supports("x86-64-v4"), v3 = __builtin_cpu_supports("x86-64-v3");
+    int level = smelt__x86_level();
+    bool v4 = level >= 4, v3 = level >= 3;
     if (want && !strcmp(want, "x86-64"))
         return smelt__blk_syms_base;
     if (want && !strcmp(want, "x86-64-v3") && v3)

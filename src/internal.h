@@ -218,6 +218,21 @@ int smelt__pass_dce(smelt__prog *p);
 double smelt__eval_scalar(smelt_op op, smelt_dtype in_dt, smelt_dtype out_dt, const double *a);
 /* A block primitive by name (smelt_blk_<op>_<dtype>, ...): the TinyCC tier's
  * kernels call them, constant folding runs them on one element (src/blocks.c). */
+/* The x86-64 level this CPU runs: 4 (AVX-512: F, BW, DQ, VL), 3 (AVX2, FMA,
+ * BMI1/2) or 1; from feature names both gcc and clang know (clang 14 has
+ * no "x86-64-v3" or "f16c"); 1 on other architectures. */
+static inline int smelt__x86_level(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+              __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+    bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    return v4 ? 4 : v3 ? 3 : 1;
+#else
+    return 1;
+#endif
+}
 typedef void (*smelt__blk_prim)(int64_t n, char *o, const char *a, const char *b, const char *c);
 smelt__blk_prim smelt__blk_find(const char *name);
 /* one element of dtype dt as a double, and back (v exact in dt) */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "internal.h" /* smelt__x86_level */
 
 #define N 4099 /* no multiple of a vector width, a group or a thread's share */
 #define MAXOUT SMELT_OP_COUNT
@@ -118,11 +119,11 @@ static void levels(smelt_dtype dt)
     int n = 0;
     rs[n++] = (run){"CC", 3, 2, "SMELT_CC_MARCH", "x86-64-v2"};
     rs[n++] = (run){"TCC", 3, 2, "SMELT_BLOCKS_ISA", "x86-64"};
-    if (__builtin_cpu_supports("x86-64-v3")) {
+    if (smelt__x86_level() >= 3) {
         rs[n++] = (run){"CC", 3, 2, "SMELT_CC_MARCH", "x86-64-v3"};
         rs[n++] = (run){"TCC", 3, 2, "SMELT_BLOCKS_ISA", "x86-64-v3"};
     }
-    if (__builtin_cpu_supports("x86-64-v4")) {
+    if (smelt__x86_level() >= 4) {
         rs[n++] = (run){"CC", 3, 2, "SMELT_CC_MARCH", "x86-64-v4"};
         rs[n++] = (run){"TCC", 3, 2, "SMELT_BLOCKS_ISA", "x86-64-v4"};
     } else
