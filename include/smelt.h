@@ -70,6 +70,13 @@ size_t smelt_dtype_size(smelt_dtype dt);           /* bytes; 0 if invalid */
  * i32/i64 with any float but f64 -> f64, u8/bool keep the float type;
  * f16 with bf16 -> f32, as PyTorch; bf16 promotes like f16). */
 smelt_dtype smelt_dtype_promote(smelt_dtype a, smelt_dtype b);
+int smelt_dtype_is_float(smelt_dtype dt);          /* f16, bf16, f32, f64 */
+/* v as dtype dt holds it: integers wrap, floats round to nearest even. */
+double smelt_dtype_round(smelt_dtype dt, double v);
+/* One element of dtype dt at p, as a double (f16/bf16 bit patterns are
+ * converted), and back (v rounded as smelt_dtype_round does). */
+double smelt_elem_load(smelt_dtype dt, const void *p);
+void smelt_elem_store(smelt_dtype dt, void *p, double v);
 
 /* ---- operators --------------------------------------------------------- */
 const char *smelt_op_name(smelt_op op);            /* "add", ... ; NULL if invalid */
@@ -99,6 +106,9 @@ int smelt_ctx_set_backend(smelt_ctx *ctx, const char *name);
  * checks the backend in force: smelt_ctx_set_backend's, else
  * SMELT_JIT_BACKEND's, else MGB_JIT_BACKEND's, else AUTO. */
 int smelt_backend_check(smelt_ctx *ctx, const char *name);
+/* The registered backends, i = 0, 1, ...: the name ("TCC", ...) and, in
+ * *about (may be NULL), one line saying what it is; NULL past the last. */
+const char *smelt_backend_name(int i, const char **about);
 /* Worker threads for kernels (0 = all cores, the default). */
 int smelt_ctx_set_threads(smelt_ctx *ctx, int threads);
 int smelt_ctx_threads(const smelt_ctx *ctx);

@@ -199,7 +199,7 @@ static const char *const emu_prelude =
     "static inline long long __double_as_longlong(double f) { long long u; __builtin_memcpy(&u, &f, 8); return u; }\n";
 static const char *const mathfns[][2] = { /* the libm functions kernels may call */
 #define SMELT_MATHFN(fn, n) {#fn, #n},
-#include "../src/mathfns.def"
+#include "../src/ir/mathfns.def"
 #undef SMELT_MATHFN
 };
 static const char *const emu_launcher =

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "internal.h" /* smelt__x86_level */
+#include "runtime.h" /* smelt__x86_level */
 
 #define N 4099 /* no multiple of a vector width, a group or a thread's share */
 #define MAXOUT SMELT_OP_COUNT

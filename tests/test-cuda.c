@@ -19,7 +19,7 @@
 
 #include "common.h"
 #include "numpy-answers.h"
-#include "internal.h"
+#include "backends.h"
 
 static const char *const archs[] = {"sm_80", "sm_90"};
 
@@ -895,7 +895,7 @@ DEVICE_TEST(parameter_buffer, 300)
     kd_chain(&k, NIN, SMELT_F32, 8, modes, false);
     cr_assert_gt(smelt__kparam_bytes(NIN + 1, 8, false), SMELT_KPARAM_MAX);
     smelt__backend *be;
-    T_OK(ctx, smelt__backend_get(ctx, SMELT_BK_NVRTC, &be));
+    T_OK(ctx, smelt__backend_get(ctx, smelt__backend_find("NVRTC"), &be));
     smelt__kernel *kk;
     bool compiled;
     double ms;

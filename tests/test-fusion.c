@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "internal.h" /* SMELT_MAX_CLUSTER_OPS */
+#include "runtime.h" /* SMELT_MAX_CLUSTER_OPS */
 
 /* The describe line of kernel k ("kernel <k> ...\n"), copied into buf. */
 static const char *describe_line(smelt_plan *p, int k, char *buf, size_t n)

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "internal.h"
+#include "backends.h" /* smelt__cc_flags */
 
 /* A fresh cache folder and a compiler wrapper that counts its calls. */
 static char dir[256], counter[300], wrapper[300];

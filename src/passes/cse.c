@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../internal.h"
+#include "passes.h"
 
 static uint64_t inst_key(const smelt__inst *in)
 {

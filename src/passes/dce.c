@@ -2,7 +2,7 @@
  * graph input, so that a plan's input numbering never changes). */
 #include <stdlib.h>
 
-#include "../internal.h"
+#include "passes.h"
 
 int smelt__pass_dce(smelt__prog *p)
 {

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "../internal.h"
+#include "passes.h"
 
 /* op(a...) by the kernels' block primitive for the operand dtype in_dt */
 static bool fold_by_kernel(const smelt__prog *p, const smelt__inst *in, smelt_dtype in_dt, const double *a,

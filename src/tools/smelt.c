@@ -20,7 +20,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "internal.h" /* smelt__mkdir_p, f16/bf16 conversions */
 #include "smelt.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -409,7 +408,7 @@ static int make_input(smelt_ctx *ctx, binding *b)
         if (b->gen == GEN_RANDOM) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
             double u = (double)(x >> 11) / 9007199254740992.0;
-            v = smelt__is_float(b->dt) ? 2 * u - 1
+            v = smelt_dtype_is_float(b->dt) ? 2 * u - 1
                 : b->dt == SMELT_BOOL  ? (double)(u < 0.5)
                 : b->dt == SMELT_U8    ? floor(256 * u)
                                        : floor(200 * u) - 100;
@@ -422,9 +421,7 @@ static int make_input(smelt_ctx *ctx, binding *b)
         case SMELT_I64: { int64_t k = (int64_t)v; memcpy(p, &k, 8); break; }
         case SMELT_U8: *(uint8_t *)p = (uint8_t)fmod(v, 256.0); break;
         case SMELT_BOOL: *(uint8_t *)p = b->gen == GEN_ARANGE ? (uint8_t)(i & 1) : v != 0; break;
-        case SMELT_F16: { uint16_t h = smelt__f16_from_double(v); memcpy(p, &h, 2); break; }
-        case SMELT_BF16: { uint16_t h = smelt__bf16_from_double(v); memcpy(p, &h, 2); break; }
-        default: break;
+        default: smelt_elem_store(b->dt, p, v); break; /* f16, bf16 */
         }
     }
     return 0;
@@ -472,8 +469,8 @@ static double elem_double(smelt_dtype dt, const char *p, long long *iv)
     case SMELT_I32: { int32_t x; memcpy(&x, p, 4); *iv = x; return (double)x; }
     case SMELT_I64: { int64_t x; memcpy(&x, p, 8); *iv = x; return (double)x; }
     case SMELT_U8: *iv = *(const uint8_t *)p; return *iv;
-    case SMELT_F16: { uint16_t h; memcpy(&h, p, 2); return smelt__f16_to_double(h); }
-    case SMELT_BF16: { uint16_t h; memcpy(&h, p, 2); return smelt__bf16_to_double(h); }
+    case SMELT_F16:
+    case SMELT_BF16: return smelt_elem_load(dt, p);
     default: *iv = *(const uint8_t *)p != 0; return (double)*iv;
     }
 }
@@ -489,7 +486,7 @@ static void fmt_elem(char *buf, size_t n, smelt_dtype dt, const char *p)
         snprintf(buf, n, "%s", iv ? "True" : "False");
         return;
     }
-    if (!smelt__is_float(dt)) {
+    if (!smelt_dtype_is_float(dt)) {
         snprintf(buf, n, "%lld", iv);
         return;
     }
@@ -506,7 +503,7 @@ static void fmt_elem(char *buf, size_t n, smelt_dtype dt, const char *p)
     for (int prec = 1; prec <= maxp; prec++) {
         snprintf(sci, sizeof sci, "%.*e", prec - 1, v);
         double back = strtod(sci, NULL);
-        if (dt == SMELT_F64 ? back == v : smelt__dtype_round(dt, back) == v)
+        if (dt == SMELT_F64 ? back == v : smelt_dtype_round(dt, back) == v)
             break;
     }
     /* sci is "-d.ddde+XX": its digits and exponent */
@@ -748,9 +745,26 @@ static int report_time(const opts *o, smelt_ctx *ctx, smelt_graph *g, int n_out,
     return rc;
 }
 
+/* mkdir -p: 0, or -1 with errno set */
+static int mkdir_p(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return errno = ENAMETOOLONG, -1;
+    for (char *s = path + 1;; s++)
+        if (!*s || *s == '/') {
+            char c = *s;
+            *s = 0;
+            if (mkdir(path, 0755) && errno != EEXIST)
+                return -1;
+            if (!(*s = c))
+                return 0;
+        }
+}
+
 static int setup_dump(const char *dir)
 {
-    if (smelt__mkdir_p(dir, 0755))
+    if (mkdir_p(dir))
         return input_error("--dump: cannot create '%s': %s", dir, strerror(errno));
     if (setenv("SMELT_DUMP_DIR", dir, 1))
         return input_error("--dump: cannot set SMELT_DUMP_DIR");

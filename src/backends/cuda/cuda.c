@@ -1,0 +1,741 @@
+/* CUDA backend: NVRTC compiles the generated CUDA source to CUBIN for the
+ * GPU's compute capability (PTX for the driver to finish when NVRTC does not
+ * know the arch); the driver API loads and launches it on one stream per
+ * context.  libcuda.so.1 and libnvrtc are loaded with dlopen, never linked:
+ * smelt builds and runs everywhere, and a machine without a driver, with
+ * the toolkit's stub driver or without a device reports "no GPU" and why.
+ *
+ * The prototypes below are our own; when the CUDA headers are found at
+ * build time (meson option cuda) they are checked against them. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backends.h"
+
+#ifdef SMELT_HAVE_CUDA_H
+#include <cuda.h>
+#include <nvrtc.h>
+#else
+typedef int CUresult;
+typedef int CUdevice;
+typedef int CUdevice_attribute;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef size_t (*CUoccupancyB2DSize)(int block_size);
+typedef int nvrtcResult;
+typedef struct _nvrtcProgram *nvrtcProgram;
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define CU_STREAM_NON_BLOCKING 1
+#endif
+
+_Static_assert(sizeof(void *) == 8 && sizeof(CUdeviceptr) == 8, "CUDA needs a 64-bit host");
+
+/* member, exported symbol, parameters; every one returns CUresult */
+#define SMELT_CU_FNS(X)                                                                        \
+    X(Init, "cuInit", (unsigned int))                                                          \
+    X(DriverGetVersion, "cuDriverGetVersion", (int *))                                         \
+    X(GetErrorName, "cuGetErrorName", (CUresult, const char **))                               \
+    X(DeviceGetCount, "cuDeviceGetCount", (int *))                                             \
+    X(DeviceGet, "cuDeviceGet", (CUdevice *, int))                                             \
+    X(DeviceGetAttribute, "cuDeviceGetAttribute", (int *, CUdevice_attribute, CUdevice))       \
+    X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))             \
+    X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice))                     \
+    X(CtxPushCurrent, "cuCtxPushCurrent_v2", (CUcontext))                                      \
+    X(CtxPopCurrent, "cuCtxPopCurrent_v2", (CUcontext *))                                      \
+    X(StreamCreate, "cuStreamCreate", (CUstream *, unsigned int))                              \
+    X(StreamDestroy, "cuStreamDestroy_v2", (CUstream))                                         \
+    X(StreamSynchronize, "cuStreamSynchronize", (CUstream))                                    \
+    X(ModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                          \
+    X(ModuleUnload, "cuModuleUnload", (CUmodule))                                              \
+    X(ModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))        \
+    X(OccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize",                      \
+      (int *, int *, CUfunction, CUoccupancyB2DSize, size_t, int))                             \
+    X(LaunchKernel, "cuLaunchKernel",                                                          \
+      (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,       \
+       unsigned int, unsigned int, CUstream, void **, void **))                                \
+    X(MemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                                      \
+    X(MemFree, "cuMemFree_v2", (CUdeviceptr))                                                  \
+    X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (CUdeviceptr, const void *, size_t, CUstream)) \
+    X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *, CUdeviceptr, size_t, CUstream))       \
+    X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", (CUdeviceptr, CUdeviceptr, size_t, CUstream))
+
+/* member, parameters; every one returns nvrtcResult (nvrtcGetErrorString apart) */
+#define SMELT_NVRTC_FNS(X)                                                                     \
+    X(Version, (int *, int *))                                                                 \
+    X(GetNumSupportedArchs, (int *))                                                           \
+    X(GetSupportedArchs, (int *))                                                              \
+    X(CreateProgram, (nvrtcProgram *, const char *, const char *, int, const char *const *,    \
+                      const char *const *))                                                    \
+    X(DestroyProgram, (nvrtcProgram *))                                                        \
+    X(CompileProgram, (nvrtcProgram, int, const char *const *))                                \
+    X(GetProgramLogSize, (nvrtcProgram, size_t *))                                             \
+    X(GetProgramLog, (nvrtcProgram, char *))                                                   \
+    X(GetPTXSize, (nvrtcProgram, size_t *))                                                    \
+    X(GetPTX, (nvrtcProgram, char *))                                                          \
+    X(GetCUBINSize, (nvrtcProgram, size_t *))                                                  \
+    X(GetCUBIN, (nvrtcProgram, char *))
+
+#ifdef SMELT_HAVE_CUDA_H /* our prototypes must be the headers' */
+#define SMELT_CHECK_CU(m, sym, args)                                                          \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&cu##m), CUresult(*) args), sym);
+#define SMELT_CHECK_NVRTC(m, args)                                                            \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&nvrtc##m), nvrtcResult(*) args), \
+                   "nvrtc" #m);
+SMELT_CU_FNS(SMELT_CHECK_CU)
+SMELT_NVRTC_FNS(SMELT_CHECK_NVRTC)
+_Static_assert(__builtin_types_compatible_p(__typeof__(&nvrtcGetErrorString),
+                                            const char *(*)(nvrtcResult)),
+               "nvrtcGetErrorString");
+#endif
+
+/* Process-wide: the libraries, their entry points and what probing found. */
+static struct {
+    pthread_once_t nvrtc_once, driver_once;
+    void *nvrtc_lib, *cuda_lib;
+#define SMELT_CU_MEMBER(m, sym, args) CUresult (*m) args;
+    SMELT_CU_FNS(SMELT_CU_MEMBER)
+#define SMELT_NVRTC_MEMBER(m, args) nvrtcResult (*nv##m) args;
+    SMELT_NVRTC_FNS(SMELT_NVRTC_MEMBER)
+    const char *(*nvGetErrorString)(nvrtcResult);
+    int nvrtc_major, nvrtc_minor;
+    int *archs, narchs; /* NVRTC's supported sm_XY as XY, ascending */
+    char nvrtc_why[512];
+    bool gpu;           /* driver initialised, at least one device */
+    int driver_version;
+    char gpu_why[512];
+} g = {.nvrtc_once = PTHREAD_ONCE_INIT, .driver_once = PTHREAD_ONCE_INIT};
+
+static bool sym(void *lib, const char *name, void *fnptr, char *why, size_t n, const char *libname)
+{
+    void *p = dlsym(lib, name);
+    if (!p) {
+        snprintf(why, n, "%s has no %s (too old?)", libname, name);
+        return false;
+    }
+    memcpy(fnptr, &p, sizeof p); /* object to function pointer, as dlsym needs */
+    return true;
+}
+
+static void load_driver(void);
+
+static void load_nvrtc(void)
+{
+    /* NVRTC of the driver's CUDA major version first: a newer one's CUBIN
+     * and PTX may not load on an older driver */
+    pthread_once(&g.driver_once, load_driver);
+    char mine[32] = "";
+    if (g.driver_version >= 11000)
+        snprintf(mine, sizeof mine, "libnvrtc.so.%d", g.driver_version / 1000);
+    const char *names[] = {mine, "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+    const char *dirs[] = {getenv("CUDA_PATH"), getenv("CUDA_HOME"), "/usr/local/cuda"};
+    char first[256] = "";
+    const char *lib = getenv("SMELT_NVRTC_LIB"); /* an explicit library, and nothing else */
+    if (lib && *lib && !(g.nvrtc_lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL))) {
+        snprintf(g.nvrtc_why, sizeof g.nvrtc_why, "NVRTC (SMELT_NVRTC_LIB=%s) cannot be loaded: %s",
+                 lib, dlerror());
+        return;
+    }
+    for (size_t i = 0; !g.nvrtc_lib && i < sizeof names / sizeof *names; i++) {
+        if (!*names[i])
+            continue;
+        g.nvrtc_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (!g.nvrtc_lib && !first[0])
+            snprintf(first, sizeof first, "%s", dlerror());
+    }
+    for (size_t d = 0; !g.nvrtc_lib && d < sizeof dirs / sizeof *dirs; d++)
+        for (size_t i = 0; dirs[d] && *dirs[d] && !g.nvrtc_lib && i < sizeof names / sizeof *names; i++) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], names[i]);
+            if (*names[i])
+                g.nvrtc_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        }
+    if (!g.nvrtc_lib) {
+        snprintf(g.nvrtc_why, sizeof g.nvrtc_why,
+                 "NVRTC not found (libnvrtc.so.13, .12 or libnvrtc.so: %s)", first);
+        return;
+    }
+    char *why = g.nvrtc_why;
+    size_t n = sizeof g.nvrtc_why;
+    bool ok = sym(g.nvrtc_lib, "nvrtcGetErrorString", &g.nvGetErrorString, why, n, "libnvrtc");
+#define SMELT_NVRTC_LOAD(m, args) ok = ok && sym(g.nvrtc_lib, "nvrtc" #m, &g.nv##m, why, n, "libnvrtc");
+    SMELT_NVRTC_FNS(SMELT_NVRTC_LOAD)
+    if (ok && (g.nvVersion(&g.nvrtc_major, &g.nvrtc_minor) || g.nvGetNumSupportedArchs(&g.narchs) ||
+               g.narchs <= 0 || !(g.archs = malloc(sizeof(int) * (size_t)g.narchs)) ||
+               g.nvGetSupportedArchs(g.archs))) {
+        snprintf(why, n, "libnvrtc does not answer nvrtcVersion / nvrtcGetSupportedArchs");
+        ok = false;
+    }
+    if (!ok) {
+        free(g.archs);
+        g.archs = NULL;
+        dlclose(g.nvrtc_lib);
+        g.nvrtc_lib = NULL;
+    }
+}
+
+static bool nvrtc_ready(void)
+{
+    pthread_once(&g.nvrtc_once, load_nvrtc);
+    return g.nvrtc_lib != NULL;
+}
+
+/* The CUDA error's name, even from a stub driver that cannot tell it. */
+static const char *cu_name(CUresult r)
+{
+    const char *s = NULL;
+    if (g.GetErrorName && g.GetErrorName(r, &s) == 0 && s)
+        return s;
+    switch ((int)r) {
+    case 1: return "CUDA_ERROR_INVALID_VALUE";
+    case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case 3: return "CUDA_ERROR_NOT_INITIALIZED";
+    case 34: return "CUDA_ERROR_STUB_LIBRARY";
+    case 35: return "CUDA_ERROR_INSUFFICIENT_DRIVER";
+    case 100: return "CUDA_ERROR_NO_DEVICE";
+    case 999: return "CUDA_ERROR_UNKNOWN";
+    default: return "CUDA error";
+    }
+}
+
+static void load_driver(void)
+{
+    char *why = g.gpu_why;
+    size_t n = sizeof g.gpu_why;
+    const char *path = getenv("SMELT_CUDA_DRIVER_LIB");
+    if (!path || !*path)
+        path = "libcuda.so.1";
+    g.cuda_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!g.cuda_lib) {
+        snprintf(why, n, "no GPU: the CUDA driver (%s) cannot be loaded: %s", path, dlerror());
+        return;
+    }
+    bool ok = true;
+#define SMELT_CU_LOAD(m, s, args) ok = ok && sym(g.cuda_lib, s, &g.m, why, n, path);
+    SMELT_CU_FNS(SMELT_CU_LOAD)
+    if (!ok)
+        return;
+    CUresult r = g.Init(0);
+    int count = 0;
+    if (r == 34)
+        snprintf(why, n, "no GPU: %s is the CUDA toolkit's stub driver (cuInit: "
+                         "CUDA_ERROR_STUB_LIBRARY); no NVIDIA driver is installed", path);
+    else if (r)
+        snprintf(why, n, "no GPU: cuInit failed: %s (%d)", cu_name(r), (int)r);
+    else if ((r = g.DeviceGetCount(&count)) || count <= 0)
+        snprintf(why, n, "no GPU: the CUDA driver sees no device%s%s", r ? ": " : "",
+                 r ? cu_name(r) : "");
+    else
+        g.gpu = true;
+    g.DriverGetVersion(&g.driver_version);
+}
+
+int smelt__cuda_present(smelt__sb *why)
+{
+    pthread_once(&g.driver_once, load_driver);
+    const char *w = !g.gpu ? g.gpu_why : !nvrtc_ready() ? g.nvrtc_why : NULL;
+    if (w && why)
+        smelt__sb_puts(why, w);
+    return !w;
+}
+
+/* ---- NVRTC ----------------------------------------------------------- */
+
+int smelt__nvrtc_compile(const char *source, const char *name, const char *arch, char **image,
+                         size_t *size, smelt__sb *log)
+{
+    *image = NULL;
+    *size = 0;
+    if (!nvrtc_ready()) {
+        smelt__sb_puts(log, g.nvrtc_why);
+        return SMELT_ERR_BACKEND;
+    }
+    bool cubin = !strncmp(arch, "sm_", 3);
+    char file[64], archopt[64];
+    snprintf(file, sizeof file, "%s.cu", name);
+    snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
+    /* no contraction of a * b + c: fused and unfused kernels (and the CPU
+     * backends) round every operation the same way */
+    const char *opts[] = {archopt, "--std=c++17", "--fmad=false"};
+    nvrtcProgram prog = NULL;
+    nvrtcResult r = g.nvCreateProgram(&prog, source, file, 0, NULL, NULL);
+    if (r) {
+        smelt__sb_printf(log, "nvrtcCreateProgram: %s\n", g.nvGetErrorString(r));
+        return SMELT_ERR_COMPILE;
+    }
+    int st = SMELT_OK;
+    r = g.nvCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+    if (r) {
+        size_t n = 0;
+        smelt__sb_printf(log, "NVRTC %d.%d (%s): %s\n", g.nvrtc_major, g.nvrtc_minor, arch,
+                         g.nvGetErrorString(r));
+        if (!g.nvGetProgramLogSize(prog, &n) && n > 1) {
+            char *text = malloc(n);
+            if (text && !g.nvGetProgramLog(prog, text))
+                smelt__sb_puts(log, text);
+            free(text);
+        }
+        st = SMELT_ERR_COMPILE;
+    } else {
+        size_t n = 0;
+        r = cubin ? g.nvGetCUBINSize(prog, &n) : g.nvGetPTXSize(prog, &n);
+        char *out = r || !n ? NULL : malloc(n);
+        if (out)
+            r = cubin ? g.nvGetCUBIN(prog, out) : g.nvGetPTX(prog, out);
+        if (!out || r) {
+            smelt__sb_printf(log, "NVRTC produced no %s for %s\n", cubin ? "CUBIN" : "PTX", arch);
+            free(out);
+            st = SMELT_ERR_COMPILE;
+        } else {
+            *image = out;
+            *size = n;
+        }
+    }
+    g.nvDestroyProgram(&prog);
+    return st;
+}
+
+/* The target for compute capability cc (e.g. 90): CUBIN when NVRTC knows the
+ * arch, else PTX of the newest arch below it (the driver compiles it). */
+static int pick_arch(int cc, char *arch, size_t n, smelt__sb *why)
+{
+    int best = -1;
+    for (int i = 0; i < g.narchs; i++) {
+        if (g.archs[i] == cc) {
+            snprintf(arch, n, "sm_%d", cc);
+            return 1;
+        }
+        if (g.archs[i] < cc && g.archs[i] > best)
+            best = g.archs[i];
+    }
+    if (best < 0) {
+        smelt__sb_printf(why, "NVRTC %d.%d cannot compile for sm_%d (its oldest arch is sm_%d)",
+                         g.nvrtc_major, g.nvrtc_minor, cc, g.narchs ? g.archs[0] : 0);
+        return 0;
+    }
+    snprintf(arch, n, "compute_%d", best);
+    return 1;
+}
+
+/* ---- the backend ------------------------------------------------------- */
+
+typedef struct compile_rec { /* compile-only backends keep a record of each compile */
+    char name[40];
+    char *source, *log;
+    bool ok;
+    size_t bytes;
+    double ms;
+} compile_rec;
+
+typedef struct cuda_be {
+    char arch[32]; /* "sm_90" (CUBIN) or "compute_90" (PTX) */
+    bool compile_only;
+    CUdevice dev;
+    CUcontext cu; /* the device's primary context, retained */
+    CUstream stream;
+    CUdeviceptr pbuf; /* parameter blocks over SMELT_KPARAM_MAX (the largest block's size) */
+    compile_rec *recs;
+    int nrecs;
+} cuda_be;
+
+typedef struct cuda_kernel {
+    CUmodule mod;
+    CUfunction fn;
+    int block, grid_max;
+} cuda_kernel;
+
+/* Record a failed call on the smelt context, with the CUDA error's name. */
+static int cu_fail(smelt__backend *be, CUresult r, const char *what, const char *detail)
+{
+    return smelt__err(be->ctx, r == 2 ? SMELT_ERR_NOMEM : SMELT_ERR_RUNTIME,
+                      "CUDA: %s%s%s failed: %s (%d)", what, detail ? " " : "", detail ? detail : "",
+                      cu_name(r), (int)r);
+}
+
+static CUresult enter(cuda_be *c) { return g.CtxPushCurrent(c->cu); }
+static void leave(void)
+{
+    CUcontext dummy;
+    g.CtxPopCurrent(&dummy);
+}
+
+static int cuda_available(smelt__backend *be, smelt__sb *why)
+{
+    cuda_be *c = be->context;
+    if (c->compile_only) {
+        if (!nvrtc_ready()) {
+            smelt__sb_puts(why, g.nvrtc_why);
+            return 0;
+        }
+        return 1;
+    }
+    if (!smelt__cuda_present(why))
+        return 0;
+    CUresult r;
+    int major = 0, minor = 0;
+    if ((r = g.DeviceGet(&c->dev, 0)) ||
+        (r = g.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->dev)) ||
+        (r = g.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->dev))) {
+        smelt__sb_printf(why, "cannot query CUDA device 0: %s", cu_name(r));
+        return 0;
+    }
+    if (!pick_arch(major * 10 + minor, c->arch, sizeof c->arch, why))
+        return 0;
+    if ((r = g.DevicePrimaryCtxRetain(&c->cu, c->dev))) {
+        c->cu = NULL;
+        smelt__sb_printf(why, "cuDevicePrimaryCtxRetain: %s", cu_name(r));
+        return 0;
+    }
+    if ((r = enter(c))) {
+        smelt__sb_printf(why, "cuCtxPushCurrent: %s", cu_name(r));
+        return 0;
+    }
+    r = g.StreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
+    leave();
+    if (r) {
+        c->stream = NULL;
+        smelt__sb_printf(why, "cuStreamCreate: %s", cu_name(r));
+        return 0;
+    }
+    return 1;
+}
+
+static void record(cuda_be *c, const char *name, const char *source, const smelt__sb *log, bool ok,
+                   size_t bytes, double ms)
+{
+    compile_rec *v = realloc(c->recs, sizeof *v * (size_t)(c->nrecs + 1));
+    if (!v)
+        return;
+    c->recs = v;
+    compile_rec *r = &v[c->nrecs++];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->source = smelt__strdup(source);
+    r->log = smelt__strdup(log->s ? log->s : "");
+    r->ok = ok;
+    r->bytes = bytes;
+    r->ms = ms;
+}
+
+static int cuda_compile(smelt__backend *be, const char *source, const char *fn_name, void **fn,
+                        void **handle, smelt__sb *log)
+{
+    cuda_be *c = be->context;
+    *fn = *handle = NULL;
+    char *image = NULL;
+    size_t size = 0;
+    double t0 = smelt__now_ms();
+    /* the persistent cache (src/diskcache.c): key = the source, the arch,
+     * NVRTC's version and smelt's, never the compiler's output */
+    char key[40] = "";
+    if (!c->compile_only && nvrtc_ready()) {
+        smelt__sb k;
+        smelt__sb_init(&k);
+        smelt__sb_printf(&k, "smelt %s\nnvrtc %d.%d\narch %s\n", SMELT_VERSION, g.nvrtc_major,
+                         g.nvrtc_minor, c->arch);
+        smelt__sb_puts(&k, source);
+        const char *t = smelt__sb_str(&k);
+        snprintf(key, sizeof key, "cu%015llx%016llx",
+                 (unsigned long long)(smelt__hash(t, strlen(t), 3) >> 4),
+                 (unsigned long long)smelt__hash(t, strlen(t), 4));
+        smelt__sb_free(&k);
+    }
+    int st = SMELT_OK;
+    if (!key[0] || smelt__dcache_load(key, &image, &size)) {
+        image = NULL;
+        st = smelt__nvrtc_compile(source, fn_name, c->arch, &image, &size, log);
+        if (st == SMELT_OK && key[0])
+            smelt__dcache_store(key, image, size);
+    }
+    if (c->compile_only)
+        record(c, fn_name, source, log, st == SMELT_OK, size, smelt__now_ms() - t0);
+    if (st)
+        return st == SMELT_ERR_BACKEND ? SMELT_ERR_COMPILE : st;
+    cuda_kernel *k = calloc(1, sizeof *k);
+    if (!k) {
+        free(image);
+        smelt__sb_puts(log, "out of memory");
+        return SMELT_ERR_COMPILE;
+    }
+    if (!c->compile_only) {
+        CUresult r = enter(c);
+        const char *what = "cuCtxPushCurrent";
+        if (!r) {
+            int min_grid = 0;
+            if ((r = g.ModuleLoadData(&k->mod, image))) {
+                what = "cuModuleLoadData";
+                k->mod = NULL;
+            } else if ((r = g.ModuleGetFunction(&k->fn, k->mod, fn_name))) {
+                what = "cuModuleGetFunction";
+            } else if ((r = g.OccupancyMaxPotentialBlockSize(&min_grid, &k->block, k->fn, NULL, 0, 0))) {
+                what = "cuOccupancyMaxPotentialBlockSize";
+            }
+            k->grid_max = min_grid > 0 ? min_grid : 1;
+            if (r && k->mod)
+                g.ModuleUnload(k->mod);
+            leave();
+        }
+        if (r) {
+            smelt__sb_printf(log, "%s (%s, %s): %s (%d)\n", what, fn_name, c->arch, cu_name(r), (int)r);
+            free(k);
+            free(image);
+            return SMELT_ERR_COMPILE;
+        }
+    }
+    free(image);
+    *fn = k;
+    *handle = k;
+    return SMELT_OK;
+}
+
+static void cuda_release(smelt__backend *be, void *handle)
+{
+    cuda_be *c = be->context;
+    cuda_kernel *k = handle;
+    if (k && k->mod && !enter(c)) {
+        g.ModuleUnload(k->mod);
+        leave();
+    }
+    free(k);
+}
+
+static void *cuda_alloc(smelt__backend *be, size_t bytes)
+{
+    cuda_be *c = be->context;
+    CUdeviceptr p = 0;
+    CUresult r = c->compile_only ? 3 : enter(c);
+    if (!r) {
+        r = g.MemAlloc(&p, bytes ? bytes : 1);
+        leave();
+    }
+    if (r) {
+        char what[64];
+        snprintf(what, sizeof what, "(%zu bytes)", bytes);
+        cu_fail(be, r, "cuMemAlloc", what);
+        return NULL;
+    }
+    return (void *)(uintptr_t)p;
+}
+
+static void cuda_free(smelt__backend *be, void *ptr)
+{
+    cuda_be *c = be->context;
+    if (ptr && !c->compile_only && !enter(c)) {
+        g.MemFree((CUdeviceptr)(uintptr_t)ptr);
+        leave();
+    }
+}
+
+static int cuda_sync(smelt__backend *be)
+{
+    cuda_be *c = be->context;
+    if (c->compile_only)
+        return SMELT_OK;
+    CUresult r = enter(c);
+    if (r)
+        return cu_fail(be, r, "cuCtxPushCurrent", NULL);
+    r = g.StreamSynchronize(c->stream);
+    leave();
+    return r ? cu_fail(be, r, "cuStreamSynchronize", "(an earlier kernel or copy)") : SMELT_OK;
+}
+
+static int cuda_copy(smelt__backend *be, void *dst, const void *src, size_t bytes, int dir)
+{
+    cuda_be *c = be->context;
+    if (c->compile_only)
+        return smelt__err(be->ctx, SMELT_ERR_BACKEND, "a compile-only NVRTC backend has no device");
+    if (!bytes)
+        return SMELT_OK;
+    CUresult r = enter(c);
+    if (r)
+        return cu_fail(be, r, "cuCtxPushCurrent", NULL);
+    const char *what = dir == SMELT_COPY_H2D ? "cuMemcpyHtoDAsync"
+                       : dir == SMELT_COPY_D2H ? "cuMemcpyDtoHAsync" : "cuMemcpyDtoDAsync";
+    CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, s = (CUdeviceptr)(uintptr_t)src;
+    if (dir == SMELT_COPY_H2D)
+        r = g.MemcpyHtoDAsync(d, src, bytes, c->stream);
+    else if (dir == SMELT_COPY_D2H)
+        r = g.MemcpyDtoHAsync(dst, s, bytes, c->stream);
+    else
+        r = g.MemcpyDtoDAsync(d, s, bytes, c->stream);
+    if (!r) {
+        what = "cuStreamSynchronize";
+        r = g.StreamSynchronize(c->stream);
+    }
+    leave();
+    char detail[64];
+    snprintf(detail, sizeof detail, "(%zu bytes)", bytes);
+    return r ? cu_fail(be, r, what, detail) : SMELT_OK;
+}
+
+/* Pack the parameter block (see smelt__kparam_bytes) into buf. */
+static size_t pack_params(unsigned char *buf, const smelt__devlaunch *l)
+{
+    size_t off = 0;
+    for (int k = 0; k < l->nops; k++, off += 8)
+        memcpy(buf + off, &l->ptrs[k], 8);
+    int nidx = 1 + l->rank + l->nops * l->rank;
+    for (int i = 0; i < nidx; i++) {
+        int64_t v = i == 0 ? l->n : i <= l->rank ? l->shape[i - 1] : l->strides[i - 1 - l->rank];
+        if (l->idx32) {
+            uint32_t u = (uint32_t)v;
+            memcpy(buf + off, &u, 4);
+            off += 4;
+        } else {
+            memcpy(buf + off, &v, 8);
+            off += 8;
+        }
+    }
+    while (off % 8)
+        buf[off++] = 0;
+    return off;
+}
+
+static int cuda_launch(smelt__backend *be, const smelt__kernel *kk, const smelt__devlaunch *l)
+{
+    cuda_be *c = be->context;
+    const cuda_kernel *k = kk->handle;
+    if (c->compile_only || !k || !k->fn)
+        return smelt__err(be->ctx, SMELT_ERR_BACKEND,
+                          "NVRTC backend for %s is compile-only: it cannot launch %s", c->arch,
+                          kk->name);
+    unsigned char buf[8 * SMELT_MAX_KERNEL_OPERANDS +
+                      8 * (1 + SMELT_MAX_DIMS + SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS)];
+    size_t size = pack_params(buf, l);
+    if (size != smelt__kparam_bytes(l->nops, l->rank, l->idx32))
+        return smelt__err(be->ctx, SMELT_ERR_RUNTIME, "CUDA: parameter block of %s is %zu bytes",
+                          kk->name, size);
+    CUresult r = enter(c);
+    if (r)
+        return cu_fail(be, r, "cuCtxPushCurrent", NULL);
+    void *arg = buf;
+    const char *what = "cuLaunchKernel";
+    /* over the limit: through device memory, written in stream order (the
+     * driver has read buf, pageable memory, when the async copy returns) */
+    if (size > SMELT_KPARAM_MAX) {
+        if (!c->pbuf && (r = g.MemAlloc(&c->pbuf, sizeof buf))) {
+            what = "cuMemAlloc";
+            c->pbuf = 0;
+        }
+        if (!r && (r = g.MemcpyHtoDAsync(c->pbuf, buf, size, c->stream)))
+            what = "cuMemcpyHtoDAsync";
+        arg = &c->pbuf;
+    }
+    if (!r) {
+        int64_t blocks = (l->n + k->block - 1) / k->block;
+        unsigned grid = (unsigned)SMELT_MAX(1, SMELT_MIN(blocks, (int64_t)k->grid_max));
+        void *params[] = {arg};
+        r = g.LaunchKernel(k->fn, grid, 1, 1, (unsigned)k->block, 1, 1, 0, c->stream, params, NULL);
+    }
+    leave();
+    return r ? cu_fail(be, r, what, kk->name) : SMELT_OK;
+}
+
+static void cuda_destroy(smelt__backend *be)
+{
+    if (!be)
+        return;
+    cuda_be *c = be->context;
+    if (c && c->cu) {
+        if (!enter(c)) {
+            if (c->stream) {
+                g.StreamSynchronize(c->stream);
+                g.StreamDestroy(c->stream);
+            }
+            if (c->pbuf)
+                g.MemFree(c->pbuf);
+            leave();
+        }
+        g.DevicePrimaryCtxRelease(c->dev);
+    }
+    for (int i = 0; c && i < c->nrecs; i++)
+        free(c->recs[i].source), free(c->recs[i].log);
+    if (c)
+        free(c->recs);
+    free(c);
+    free(be);
+}
+
+/* What a compile-only backend compiled (smelt_plan_emit_only's report). */
+static int cuda_report(smelt__backend *be, smelt__sb *b, smelt__sb *fail)
+{
+    cuda_be *c = be->context;
+    const char *target = c->arch, *form = strncmp(target, "sm_", 3) ? "PTX" : "CUBIN";
+    int rejected = 0;
+    for (int i = 0; i < c->nrecs; i++)
+        rejected += !c->recs[i].ok;
+    if (!c->nrecs)
+        return 0;
+    smelt__sb_printf(b, "NVRTC %d.%d, %s (%s): %d kernel%s compiled, %d rejected\n", g.nvrtc_major,
+                     g.nvrtc_minor, target, form, c->nrecs - rejected,
+                     smelt__plural(c->nrecs - rejected), rejected);
+    for (int i = 0; i < c->nrecs; i++) {
+        const compile_rec *r = &c->recs[i];
+        if (r->ok)
+            smelt__sb_printf(b, "\n==== %s: accepted, %zu bytes of %s in %.1f ms\n", r->name,
+                             r->bytes, form, r->ms);
+        else
+            smelt__sb_printf(b, "\n==== %s: rejected\n%s", r->name, r->log ? r->log : "");
+        smelt__sb_puts(b, r->source ? r->source : "(out of memory)\n");
+    }
+    if (rejected)
+        smelt__sb_printf(fail, "NVRTC rejected %d of %d kernels for %s", rejected, c->nrecs, target);
+    return rejected;
+}
+
+static const smelt__backend_i cuda_iface = {
+    .name = "NVRTC",
+    .dialect = &smelt__dialect_cuda,
+    .available = cuda_available,
+    .compile = cuda_compile,
+    .release = cuda_release,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .destroy = cuda_destroy,
+    .report = cuda_report,
+    .launch = cuda_launch,
+    .copy = cuda_copy,
+    .sync = cuda_sync,
+};
+
+int smelt__backend_cuda_new(smelt_ctx *ctx, const char *target, smelt__backend **out)
+{
+    char arch[32] = "";
+    *out = NULL;
+    if (target && *target) {
+        if ((strncmp(target, "sm_", 3) && strncmp(target, "compute_", 8)) || strlen(target) >= sizeof arch)
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                              "smelt_plan_emit_only: arch '%s': expected sm_XY (CUBIN) or "
+                              "compute_XY (PTX)", target);
+        snprintf(arch, sizeof arch, "%s", target);
+    } else if (target && smelt__cuda_present(NULL)) { /* this machine's GPU */
+        smelt__backend *gpu;
+        int st = smelt__backend_get(ctx, smelt__backend_find("NVRTC"), &gpu);
+        if (st)
+            return st;
+        snprintf(arch, sizeof arch, "%s", ((cuda_be *)gpu->context)->arch);
+    } else if (target) {
+        snprintf(arch, sizeof arch, "sm_80");
+    }
+    smelt__backend *be = calloc(1, sizeof *be);
+    cuda_be *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    }
+    if (target) {
+        c->compile_only = true;
+        snprintf(c->arch, sizeof c->arch, "%s", arch);
+    }
+    be->iface = &cuda_iface;
+    be->context = c;
+    be->ctx = ctx;
+    *out = be;
+    return SMELT_OK;
+}

@@ -1,0 +1,71 @@
+/* The code generator: kernel descriptions to source text, in a dialect
+ * (C or CUDA), from templates. */
+#ifndef SMELT_CODEGEN_H
+#define SMELT_CODEGEN_H
+#include "fusion.h"
+
+/* Device kernels (CUDA dialect) take one parameter block:
+ *   struct { char *ptrs[nops]; idx n; idx shape[rank]; idx strides[nops * rank]; }
+ * idx is 4 bytes for 32-bit index variants, else 8.  It is passed by value
+ * when it fits in SMELT_KPARAM_MAX bytes (the classic kernel-parameter limit),
+ * otherwise through a buffer in device memory. */
+#define SMELT_KPARAM_MAX 4096
+static inline size_t smelt__kparam_bytes(int nops, int rank, bool idx32)
+{
+    size_t isz = idx32 ? 4 : 8, n = (size_t)nops, r = (size_t)rank;
+    return (8 * n + isz * (1 + r + n * r) + 7) & ~(size_t)7;
+}
+
+/* The generated kernel's C signature (C dialect):
+ *   void name(int64_t start, int64_t end, char *const *ptrs,
+ *             const int64_t *shape, const int64_t *strides)
+ * It computes linear elements [start, end) of the iteration space; shape has
+ * rank entries, strides rank entries per operand (inputs, then outputs). */
+typedef void (*smelt__kfn)(int64_t start, int64_t end, char *const *ptrs, const int64_t *shape,
+                           const int64_t *strides);
+
+typedef struct smelt__dialect smelt__dialect;
+extern const smelt__dialect smelt__dialect_c;
+extern const smelt__dialect smelt__dialect_cuda;
+/* Emit source for d.  The function is named "smelt_ew_<hash of the source>",
+ * written to *name (at least 32 bytes).  Returns 0 or a status with err set. */
+int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src, char *name,
+                smelt__sb *err);
+/* Templates embedded at build time, overridable from SMELT_TEMPLATE_DIR. */
+const char *smelt__template_builtin(const char *name);
+char *smelt__template_load(const char *name, smelt__sb *err); /* caller frees */
+
+
+struct smelt__dialect {
+    const char *name;                      /* "c" */
+    const char *dir;                       /* template folder: "c" */
+    const char *ext;                       /* template file extension: "c" */
+    const char *type[SMELT_DTYPE_COUNT];   /* compute type (values in the kernel body) */
+    const char *stype[SMELT_DTYPE_COUNT];  /* storage type (memory); differs for f16/bf16,
+                                            * which are bit patterns converted by the
+                                            * prelude's smelt_h2f_* / smelt_f2h_* */
+    const char *utype[SMELT_DTYPE_COUNT];  /* unsigned counterpart (wrapping arithmetic) */
+    const char *fn_suffix[SMELT_DTYPE_COUNT]; /* math functions: expf vs exp */
+    const char *restrict_kw;
+    /* Device dialect (CUDA): kernels read one parameter block `a` (see
+     * smelt__kparam_bytes), run one element per thread in a grid-stride loop,
+     * come in 32- and 64-bit index variants and use vector loads when every
+     * operand is contiguous.  The templates hold the rest of the spelling. */
+    bool device;
+};
+/* C's type and math-function names: storage (stype), compute (type), the
+ * unsigned type of wrapping integer arithmetic, expf vs exp.  CUDA shares them. */
+#define SMELT_C_NAMES \
+    .type = {[SMELT_F32] = "float", [SMELT_F64] = "double", [SMELT_I32] = "int32_t", \
+             [SMELT_I64] = "int64_t", [SMELT_U8] = "uint8_t", [SMELT_BOOL] = "uint8_t", \
+             [SMELT_F16] = "float", [SMELT_BF16] = "float"}, \
+    .stype = {[SMELT_F32] = "float", [SMELT_F64] = "double", [SMELT_I32] = "int32_t", \
+              [SMELT_I64] = "int64_t", [SMELT_U8] = "uint8_t", [SMELT_BOOL] = "uint8_t", \
+              [SMELT_F16] = "uint16_t", [SMELT_BF16] = "uint16_t"}, \
+    .utype = {[SMELT_F32] = "float", [SMELT_F64] = "double", [SMELT_I32] = "uint32_t", \
+              [SMELT_I64] = "uint64_t", [SMELT_U8] = "uint8_t", [SMELT_BOOL] = "uint8_t", \
+              [SMELT_F16] = "float", [SMELT_BF16] = "float"}, \
+    .fn_suffix = {[SMELT_F32] = "f", [SMELT_F64] = "", [SMELT_I32] = "", [SMELT_I64] = "", \
+                  [SMELT_U8] = "", [SMELT_BOOL] = "", [SMELT_F16] = "f", [SMELT_BF16] = "f"}
+
+#endif

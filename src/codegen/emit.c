@@ -1,0 +1,1164 @@
+/* The emitter: a kernel description (fusion/partition.c) in, kernel source
+ * out, for any dialect.  Templates give the skeleton; this file fills the
+ * slots: setup (pointers, constants, strides), per-row offsets, loop body. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+
+#define NAME_TOKEN "SMELT_KERNEL_NAME"
+
+/* Emission state for one lane of the loop body.  A value used once, by an
+ * operator whose expression names it once, is not stored in a variable but
+ * written inline: TinyCC then keeps it in a register instead of spilling. */
+typedef struct ectx {
+    const smelt__dialect *dl;
+    const smelt__kdesc *d;
+    int *uses;
+    bool *inl;
+    int lane; /* -1: the scalar loop */
+    int form; /* how operands are named: FORM_* */
+    bool stage;  /* C loop form: f16/bf16 operands staged in float arrays h<k> */
+    bool arrays; /* C loop form with f16/bf16 results: one loop per operator over
+                  * arrays v<k>[j], each f16/bf16 array rounded as a whole */
+} ectx;
+
+/* Operand references: C kernels follow the operand's mode (q0[j], b0,
+ * q0[j * s0]); device nd kernels index every operand by its own offset
+ * (q0[o0]); device vector bodies read and write lanes of vectors (l0.v[2]). */
+enum { FORM_C, FORM_OFFSET, FORM_VEC };
+
+/* Elements per call of a C loop-form kernel's group function (c_group). */
+#define C_GROUP 128 /* a multiple of 16 (the prelude's f16/bf16 helpers' width) */
+
+static smelt_dtype value_dtype(const smelt__kdesc *d, int v)
+{
+    return v < d->n_in ? d->in_dt[v] : d->ops[v - d->n_in].dtype;
+}
+
+static bool is_const(const smelt__kdesc *d, int v)
+{
+    return v >= d->n_in && d->ops[v - d->n_in].op == SMELT_OP_CONST;
+}
+
+/* The expression template op k uses (NULL for casts). */
+static const char *op_template(const smelt__kdesc *d, int k, smelt_dtype *ct)
+{
+    const smelt__kop *op = &d->ops[k];
+    const smelt__opinfo *oi = &smelt__ops[op->op];
+    if (op->op == SMELT_OP_CAST) {
+        *ct = value_dtype(d, op->in[0]);
+        return NULL;
+    }
+    *ct = value_dtype(d, op->in[oi->rule == SMELT_RULE_WHERE ? 1 : 0]);
+    const char *t = smelt__is_float(*ct) ? oi->c_float : oi->c_int;
+    return strcmp(t, "=") ? t : oi->c_float;
+}
+
+static void operand_ref(smelt__sb *b, const ectx *e, int k)
+{
+    if (e->form == FORM_OFFSET) {
+        smelt__sb_printf(b, "q%d[o%d]", k, k);
+        return;
+    }
+    if (e->form == FORM_VEC) {
+        smelt__sb_printf(b, "l%d.v[%d]", k, e->lane);
+        return;
+    }
+    const char *j = "j";
+    switch (e->d->mode[k]) {
+    case SMELT_MODE_CONTIG: smelt__sb_printf(b, "q%d[%s]", k, j); break;
+    case SMELT_MODE_BCAST: smelt__sb_printf(b, "b%d", k); break;
+    default: smelt__sb_printf(b, "q%d[%s * s%d]", k, j, k);
+    }
+}
+
+/* Whether operand k of a C loop-form kernel is an f16/bf16 one that the
+ * group function converts as a whole (c_group): h<k>[j]. */
+static bool staged(const ectx *e, int k, smelt_dtype dt)
+{
+    return e->stage && smelt__is_half(dt) && (k >= e->d->n_in || e->d->mode[k] != SMELT_MODE_BCAST);
+}
+
+/* Input k read as a value of its compute type: f16/bf16 operands are
+ * converted from their bit patterns (a C kernel's broadcast operand b<k> is
+ * converted once per row, the others once per group when staged). */
+static void input_ref(smelt__sb *b, const ectx *e, int k)
+{
+    smelt_dtype dt = e->d->in_dt[k];
+    if (staged(e, k, dt)) {
+        smelt__sb_printf(b, "h%d[j]", k);
+        return;
+    }
+    bool conv = smelt__is_half(dt) && !(e->form == FORM_C && e->d->mode[k] == SMELT_MODE_BCAST);
+    if (conv)
+        smelt__sb_printf(b, "smelt_h2f_%s(", smelt__dtypes[dt].name);
+    operand_ref(b, e, k);
+    if (conv)
+        smelt__sb_puts(b, ")");
+}
+
+static void op_expr(smelt__sb *b, const ectx *e, int k);
+
+static void value_ref(smelt__sb *b, const ectx *e, int v)
+{
+    if (e->inl[v]) {
+        if (v < e->d->n_in) {
+            input_ref(b, e, v);
+        } else {
+            op_expr(b, e, v - e->d->n_in);
+        }
+    } else if (e->arrays && !is_const(e->d, v)) {
+        if (v < e->d->n_in)
+            input_ref(b, e, v);
+        else
+            smelt__sb_printf(b, "v%d[j]", v);
+    } else if (is_const(e->d, v) || e->lane < 0) {
+        smelt__sb_printf(b, "v%d", v);
+    } else {
+        smelt__sb_printf(b, "v%d_%d", v, e->lane);
+    }
+}
+
+/* Expand an ops.def expression template. */
+static void expand(smelt__sb *b, const ectx *e, const char *t, smelt_dtype ct, const int *args)
+{
+    const smelt__dialect *dl = e->dl;
+    for (const char *p = t; *p; p++) {
+        if (p[0] == '%' && p[1] >= '0' && p[1] <= '2') {
+            value_ref(b, e, args[p[1] - '0']);
+            p++;
+        } else if (p[0] == '%' && p[1] == 'T') {
+            smelt__sb_puts(b, dl->type[ct]);
+            p++;
+        } else if (p[0] == '%' && p[1] == 'U') {
+            smelt__sb_puts(b, dl->utype[ct]);
+            p++;
+        } else if (p[0] == '%' && p[1] == 'S') {
+            smelt__sb_puts(b, smelt__dtypes[smelt__compute_dtype(ct)].name);
+            p++;
+        } else if (p[0] == '%' && p[1] == 'H') {
+            smelt__sb_puts(b, ct == SMELT_F16 ? "1" : "0");
+            p++;
+        } else if (p[0] == '@') {
+            const char *q = p + 1;
+            while (*q && *q != '(')
+                q++;
+            smelt__sb_putn(b, p + 1, (size_t)(q - p - 1));
+            smelt__sb_puts(b, dl->fn_suffix[ct]);
+            p = q - 1;
+        } else {
+            smelt__sb_putn(b, p, 1);
+        }
+    }
+}
+
+/* A finite double as a C hexadecimal literal, whatever the locale ("%a"
+ * would use the locale's decimal point). */
+static void hexfloat(smelt__sb *b, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    int e = (int)((u >> 52) & 0x7ff);
+    uint64_t m = u & 0xfffffffffffffULL;
+    const char *sign = (u >> 63) ? "-" : "";
+    if (e == 0 && m == 0)
+        smelt__sb_printf(b, "%s0x0p+0", sign);
+    else if (e == 0)
+        smelt__sb_printf(b, "%s0x0.%013" PRIx64 "p-1022", sign, m);
+    else
+        smelt__sb_printf(b, "%s0x1.%013" PRIx64 "p%+d", sign, m, e - 1023);
+}
+
+static void literal(smelt__sb *b, const smelt__dialect *dl, const smelt__kop *k)
+{
+    switch (k->dtype) {
+    case SMELT_F16: /* a value of the compute type, f32 (exact) */
+    case SMELT_BF16:
+    case SMELT_F32: {
+        float f = (float)k->fval;
+        if (isfinite(f)) {
+            smelt__sb_puts(b, "(float)");
+            hexfloat(b, (double)f);
+        } else {
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            smelt__sb_printf(b, "smelt_f32_bits(0x%08" PRIx32 "u)", u);
+        }
+        break;
+    }
+    case SMELT_F64:
+        if (isfinite(k->fval)) {
+            hexfloat(b, k->fval);
+        } else {
+            uint64_t u;
+            memcpy(&u, &k->fval, 8);
+            smelt__sb_printf(b, "smelt_f64_bits(0x%016" PRIx64 "ull)", u);
+        }
+        break;
+    default:
+        if (k->ival == INT64_MIN)
+            smelt__sb_printf(b, "(%s)(-9223372036854775807LL - 1)", dl->type[k->dtype]);
+        else
+            smelt__sb_printf(b, "(%s)%" PRId64 "LL", dl->type[k->dtype], k->ival);
+    }
+}
+
+/* The C expression computing op k, of the op's own type. */
+static void op_expr(smelt__sb *b, const ectx *e, int k)
+{
+    const smelt__kdesc *d = e->d;
+    const smelt__kop *op = &d->ops[k];
+    const smelt__opinfo *oi = &smelt__ops[op->op];
+    smelt_dtype ct;
+    const char *t = op_template(d, k, &ct);
+    if (!t) { /* cast */
+        const char *to = smelt__dtypes[op->dtype].name;
+        if (op->dtype == SMELT_BOOL) {
+            smelt__sb_puts(b, "(");
+            value_ref(b, e, op->in[0]);
+            smelt__sb_puts(b, " != 0)");
+        } else if (smelt__is_half(op->dtype) && (ct == SMELT_F32 || smelt__is_half(ct))) {
+            smelt__sb_printf(b, e->arrays ? "((float)" : "smelt_rnd_%s(", to); /* from an exact f32 value */
+            value_ref(b, e, op->in[0]);
+            smelt__sb_puts(b, ")");
+        } else if (smelt__is_half(op->dtype)) { /* one rounding, from double */
+            smelt__sb_printf(b, "smelt_h2f_%s(smelt_d2h_%s((double)", to, to);
+            value_ref(b, e, op->in[0]);
+            smelt__sb_puts(b, "))");
+        } else if (smelt__is_float(ct) && !smelt__is_float(op->dtype)) {
+            smelt__sb_printf(b, "smelt_f2%s(", smelt__dtypes[op->dtype].name);
+            value_ref(b, e, op->in[0]);
+            smelt__sb_puts(b, ")");
+        } else {
+            smelt__sb_printf(b, "((%s)", e->dl->type[op->dtype]);
+            value_ref(b, e, op->in[0]);
+            smelt__sb_puts(b, ")");
+        }
+        return;
+    }
+    bool to_bool = op->dtype == SMELT_BOOL && oi->rule != SMELT_RULE_CMP;
+    bool rnd = smelt__is_half(op->dtype) && !e->arrays; /* computed in f32, rounded to f16/bf16 */
+    if (to_bool)
+        smelt__sb_puts(b, "(");
+    if (rnd)
+        smelt__sb_printf(b, "smelt_rnd_%s(", smelt__dtypes[op->dtype].name);
+    expand(b, e, t, ct, op->in);
+    if (to_bool || rnd)
+        smelt__sb_puts(b, rnd ? ")" : " != 0)");
+}
+
+/* Which values are written inline (see ectx). */
+static void plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons_op, int *cons_slot)
+{
+    int nv = d->n_in + d->n_ops;
+    for (int v = 0; v < nv; v++) {
+        uses[v] = 0;
+        inl[v] = false;
+    }
+    for (int o = 0; o < d->n_out; o++)
+        uses[d->out_val[o]] += 2; /* never inline an output */
+    for (int k = 0; k < d->n_ops; k++)
+        for (int j = 0; j < d->ops[k].nin; j++) {
+            int v = d->ops[k].in[j];
+            if (uses[v]++ == 0) {
+                cons_op[v] = k;
+                cons_slot[v] = j;
+            }
+        }
+    for (int v = 0; v < nv; v++) {
+        if (uses[v] != 1 || is_const(d, v))
+            continue;
+        smelt_dtype ct;
+        const char *t = op_template(d, cons_op[v], &ct);
+        int refs = 1; /* a cast names its operand once */
+        if (t) {
+            char tok[3] = {'%', (char)('0' + cons_slot[v]), 0};
+            refs = 0;
+            for (const char *p = t; (p = strstr(p, tok)); p += 2)
+                refs++;
+        }
+        inl[v] = refs == 1;
+    }
+}
+
+/* Loads, operators and stores of one lane. */
+static void emit_lane(smelt__sb *b, const ectx *e)
+{
+    const smelt__kdesc *d = e->d;
+    const smelt__dialect *dl = e->dl;
+    for (int v = 0; v < d->n_in + d->n_ops; v++) {
+        if (e->inl[v] || is_const(d, v) || (v < d->n_in && e->uses[v] == 0))
+            continue;
+        smelt__sb_printf(b, "            %s ", dl->type[value_dtype(d, v)]);
+        if (e->lane < 0)
+            smelt__sb_printf(b, "v%d = ", v);
+        else
+            smelt__sb_printf(b, "v%d_%d = ", v, e->lane);
+        if (v < d->n_in)
+            input_ref(b, e, v);
+        else
+            op_expr(b, e, v - d->n_in);
+        smelt__sb_puts(b, ";\n");
+    }
+    for (int o = 0; o < d->n_out; o++) {
+        smelt_dtype dt = value_dtype(d, d->out_val[o]);
+        smelt__sb_puts(b, "            ");
+        if (staged(e, d->n_in + o, dt)) { /* converted after the loop */
+            smelt__sb_printf(b, "h%d[j] = ", d->n_in + o);
+            value_ref(b, e, d->out_val[o]);
+            smelt__sb_puts(b, ";\n");
+            continue;
+        }
+        operand_ref(b, e, d->n_in + o);
+        smelt__sb_puts(b, " = ");
+        if (smelt__is_half(dt))
+            smelt__sb_printf(b, "smelt_f2h_%s(", smelt__dtypes[dt].name);
+        value_ref(b, e, d->out_val[o]);
+        smelt__sb_puts(b, smelt__is_half(dt) ? ");\n" : ";\n");
+    }
+}
+
+/* The C loop form's body with f16/bf16 results (ectx.arrays): one loop
+ * over the group per operator that is not written inline, into an array;
+ * f16/bf16 arrays are then rounded as a whole (the prelude's smelt_rnd16_*,
+ * F16C where the compiler has it: the per-value bit manipulation would
+ * cost more than the arithmetic); then the stores. */
+static void emit_arrays(smelt__sb *b, const ectx *e)
+{
+    const smelt__kdesc *d = e->d;
+    for (int k = 0; k < d->n_ops; k++) {
+        int v = d->n_in + k;
+        if (e->inl[v] || is_const(d, v))
+            continue;
+        smelt_dtype dt = value_dtype(d, v);
+        smelt__sb_printf(b, "    %s v%d[%d];\n    for (int64_t j = 0; j < %d; j++)\n        v%d[j] = ",
+                         e->dl->type[dt], v, C_GROUP, C_GROUP, v);
+        op_expr(b, e, k);
+        smelt__sb_puts(b, ";\n");
+        if (smelt__is_half(dt))
+            smelt__sb_printf(b, "    for (int c = 0; c < %d; c += 16)\n        smelt_rnd16_%s(v%d + c);\n", C_GROUP,
+                             smelt__dtypes[dt].name, v);
+    }
+    smelt__sb_printf(b, "    for (int64_t j = 0; j < %d; j++) {\n", C_GROUP);
+    for (int o = 0; o < d->n_out; o++) {
+        smelt_dtype dt = value_dtype(d, d->out_val[o]);
+        if (staged(e, d->n_in + o, dt))
+            smelt__sb_printf(b, "        h%d[j] = ", d->n_in + o);
+        else {
+            smelt__sb_puts(b, "        ");
+            operand_ref(b, e, d->n_in + o);
+            smelt__sb_puts(b, " = ");
+        }
+        value_ref(b, e, d->out_val[o]);
+        smelt__sb_puts(b, ";\n");
+    }
+    smelt__sb_puts(b, "    }\n");
+}
+
+static smelt_dtype operand_dtype(const smelt__kdesc *d, int k)
+{
+    return k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+}
+
+/* Device nd kernels: each element's operand offsets from its linear index j
+ * (divisions by the merged shape, innermost dimension first). */
+static void device_offsets(smelt__sb *b, const smelt__kdesc *d)
+{
+    int R = d->rank, n = d->n_in + d->n_out;
+    if (R > 1)
+        smelt__sb_printf(b, "        smelt_idx r = j / a.shape[%d];\n"
+                            "        const smelt_idx c = j - r * a.shape[%d];\n", R - 1, R - 1);
+    else
+        smelt__sb_puts(b, "        const smelt_idx c = j;\n");
+    for (int k = 0; k < n; k++) {
+        if (d->mode[k] == SMELT_MODE_CONTIG)
+            smelt__sb_printf(b, "        smelt_idx o%d = c;\n", k);
+        else if (d->mode[k] == SMELT_MODE_BCAST)
+            smelt__sb_printf(b, "        smelt_idx o%d = 0;\n", k);
+        else
+            smelt__sb_printf(b, "        smelt_idx o%d = c * a.strides[%d];\n", k, k * R + R - 1);
+    }
+    for (int dd = R - 2; dd >= 0; dd--) {
+        if (dd > 0)
+            smelt__sb_printf(b, "        {\n"
+                                "            const smelt_idx t = r / a.shape[%d], x = r - t * a.shape[%d];\n"
+                                "            r = t;\n", dd, dd);
+        else
+            smelt__sb_puts(b, "        {\n            const smelt_idx x = r;\n");
+        for (int k = 0; k < n; k++)
+            smelt__sb_printf(b, "            o%d += x * a.strides[%d];\n", k, k * R + dd);
+        smelt__sb_puts(b, "        }\n");
+    }
+}
+
+/* Device flat kernels: elements per vector (16 bytes of the widest operand)
+ * and the vector body: whole-vector loads, the lanes, whole-vector stores.
+ * aligned gets the run-time test that every operand is aligned for it. */
+static int device_vec_width(const smelt__kdesc *d)
+{
+    size_t w = 1;
+    for (int k = 0; k < d->n_in + d->n_out; k++)
+        w = SMELT_MAX(w, smelt__dtypes[operand_dtype(d, k)].size);
+    return (int)(16 / w);
+}
+
+static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
+{
+    const smelt__kdesc *d = e->d;
+    int n = d->n_in + d->n_out;
+    for (int k = 0; k < n; k++) {
+        if (k < d->n_in && e->uses[k] == 0)
+            continue;
+        smelt_dtype dt = operand_dtype(d, k);
+        const char *t = e->dl->stype[dt];
+        smelt__sb_printf(aligned, "%s(unsigned long long)q%d %% %d == 0", aligned->len ? " && " : "",
+                         k, V * (int)smelt__dtypes[dt].size);
+        if (k < d->n_in)
+            smelt__sb_printf(b, "            const smelt_vec<%s, %d> l%d = ((const smelt_vec<%s, %d> *)q%d)[i];\n",
+                             t, V, k, t, V, k);
+        else
+            smelt__sb_printf(b, "            smelt_vec<%s, %d> l%d;\n", t, V, k);
+    }
+    for (int L = 0; L < V; L++) {
+        e->lane = L;
+        emit_lane(b, e);
+    }
+    for (int k = d->n_in; k < n; k++)
+        smelt__sb_printf(b, "            ((smelt_vec<%s, %d> *)q%d)[i] = l%d;\n",
+                         e->dl->stype[operand_dtype(d, k)], V, k, k);
+}
+
+static bool is_flat(const smelt__kdesc *d)
+{
+    if (d->rank != 1)
+        return false;
+    for (int k = 0; k < d->n_in + d->n_out; k++)
+        if (d->mode[k] != SMELT_MODE_CONTIG)
+            return false;
+    return true;
+}
+
+/* smelt's math library (templates/common/math.h.in), cut to what a kernel
+ * uses: its top-level items (a function, table or macro, with the comment
+ * above it), those the kernel names and, transitively, those they name.
+ * Fewer lines for NVRTC and the C compiler to read. */
+#define MATH_MARK "\001SMELT_MATH\001"
+#define MAX_MATH_ITEMS 256
+typedef struct {
+    const char *s, *e;
+    char name[64];
+    bool used;
+} math_item;
+
+static bool ident_char(char c) { return c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z'); }
+
+static bool item_start(const char *l)
+{
+    return !strncmp(l, "SMELT_MF", 8) || !strncmp(l, "SMELT_MTAB", 10) || !strncmp(l, "#define", 7) ||
+           !strncmp(l, "SMELT__F32_", 11);
+}
+
+static void item_name(math_item *it)
+{
+    const char *p = it->s, *q;
+    while (!item_start(p)) /* skip the comment above */
+        p = strchr(p, '\n') + 1;
+    if (!strncmp(p, "#define ", 8)) {
+        for (q = p += 8; ident_char(*q); q++)
+            ;
+    } else if (!strncmp(p, "SMELT__F32_", 11)) { /* SMELT__F32_n(fn): smelt_fn_f32 */
+        p = strchr(p, '(') + 1;
+        q = strchr(p, ')');
+        snprintf(it->name, sizeof it->name, "smelt_%.*s_f32", (int)(q - p), p);
+        return;
+    } else {
+        for (q = p; *q && *q != '(' && *q != '['; q++)
+            ;
+        while (q > p && !ident_char(q[-1]))
+            q--;
+        for (p = q; p > it->s && ident_char(p[-1]); p--)
+            ;
+    }
+    snprintf(it->name, sizeof it->name, "%.*s", (int)(q - p), p);
+}
+
+/* Mark (and push) the items that text [s, e) names. */
+static void math_mark(math_item *it, int n, const char *s, const char *e, int *stack, int *top)
+{
+    for (const char *p = s; p < e; p++) {
+        if (ident_char(*p) && (p == s || !ident_char(p[-1])) && (*p == 's' || *p == 'S')) {
+            const char *q = p;
+            while (q < e && ident_char(*q))
+                q++;
+            char tok[64];
+            snprintf(tok, sizeof tok, "%.*s", (int)(q - p < 63 ? q - p : 63), p);
+            for (int i = 0; i < n; i++)
+                if (!it[i].used && !strcmp(it[i].name, tok))
+                    it[i].used = true, stack[(*top)++] = i;
+            p = q;
+        }
+    }
+}
+
+static void math_select(smelt__sb *out, const char *lib, const char *uses, const char *uses_end)
+{
+    math_item it[MAX_MATH_ITEMS];
+    int n = 0, stack[MAX_MATH_ITEMS], top = 0;
+    const char *pending = NULL;
+    for (const char *l = lib; *l && n < MAX_MATH_ITEMS;) {
+        const char *nl = strchr(l, '\n');
+        const char *next = nl ? nl + 1 : l + strlen(l);
+        if (!strncmp(l, "/*", 2) && !pending)
+            pending = l;
+        else if (item_start(l)) {
+            if (n)
+                it[n - 1].e = pending ? pending : l;
+            it[n].s = pending ? pending : l;
+            it[n].used = false;
+            n++;
+            pending = NULL;
+        } else if (*l != ' ' && *l != '}' && *l != '\n' && *l != '{')
+            pending = NULL;
+        l = next;
+    }
+    if (!n) {
+        smelt__sb_puts(out, lib);
+        return;
+    }
+    it[n - 1].e = lib + strlen(lib);
+    for (int i = 0; i < n; i++)
+        item_name(&it[i]);
+    math_mark(it, n, uses, uses_end, stack, &top);
+    while (top > 0) {
+        int i = stack[--top];
+        /* an f32 wrapper line "SMELT__F32_1(fn)" names smelt_fn_f64 */
+        if (!strncmp(it[i].name, "smelt_", 6) && strstr(it[i].s, "SMELT__F32_") == it[i].s) {
+            char f64[64];
+            snprintf(f64, sizeof f64, "%.*s64", (int)strlen(it[i].name) - 2, it[i].name);
+            math_mark(it, n, f64, f64 + strlen(f64), stack, &top);
+        }
+        math_mark(it, n, it[i].s, it[i].e, stack, &top);
+    }
+    for (int i = 0; i < n; i++)
+        if (it[i].used)
+            smelt__sb_putn(out, it[i].s, (size_t)(it[i].e - it[i].s));
+}
+
+/* Replace {{KEY}} slots.  Unknown slots are an error naming the template. */
+static int render(smelt__sb *out, const char *tpl, const char *tname, const char *const *keys,
+                  const char *const *vals, int n, smelt__sb *err)
+{
+    const char *p = tpl;
+    while (*p) {
+        const char *s = strstr(p, "{{");
+        if (!s) {
+            smelt__sb_puts(out, p);
+            break;
+        }
+        smelt__sb_putn(out, p, (size_t)(s - p));
+        const char *e = strstr(s, "}}");
+        if (!e) {
+            smelt__sb_printf(err, "template %s: unterminated slot", tname);
+            return SMELT_ERR_COMPILE;
+        }
+        int i;
+        for (i = 0; i < n; i++)
+            if (strlen(keys[i]) == (size_t)(e - s - 2) && !strncmp(s + 2, keys[i], (size_t)(e - s - 2)))
+                break;
+        if (i == n) {
+            smelt__sb_printf(err, "template %s: unknown slot {{%.*s}}", tname, (int)(e - s - 2), s + 2);
+            return SMELT_ERR_COMPILE;
+        }
+        smelt__sb_puts(out, vals[i]);
+        p = e + 2;
+    }
+    return SMELT_OK;
+}
+
+static int load_render(smelt__sb *out, const smelt__dialect *dl, const char *base,
+                       const char *const *keys, const char *const *vals, int n, smelt__sb *err)
+{
+    char tname[64];
+    snprintf(tname, sizeof tname, "%s/%s.%s.in", dl->dir, base, dl->ext);
+    char *tpl = smelt__template_load(tname, err);
+    if (!tpl)
+        return SMELT_ERR_COMPILE;
+    int st = render(out, tpl, tname, keys, vals, n, err);
+    free(tpl);
+    return st;
+}
+
+/* The element offsets of a row's first element (C kernels, both forms):
+ * o<k> for every operand, from the row and column the kernel computed. */
+static void row_offsets(smelt__sb *row, const smelt__kdesc *d)
+{
+    int nops = d->n_in + d->n_out, R = d->rank;
+    for (int k = 0; k < nops; k++)
+        smelt__sb_printf(row, "        int64_t o%d = col * strides[%d];\n", k, k * R + R - 1);
+    if (R > 1) {
+        smelt__sb_printf(row, "        for (int d = %d; d >= 0; d--) {\n", R - 2);
+        smelt__sb_puts(row, "            int64_t idx = row % shape[d];\n            row /= shape[d];\n");
+        for (int k = 0; k < nops; k++)
+            smelt__sb_printf(row, "            o%d += idx * strides[%d + d];\n", k, k * R);
+        smelt__sb_puts(row, "        }\n");
+    }
+}
+
+/* ---- block form (TinyCC): the kernel walks its elements SMELT_BLOCK at a
+ * time and calls, per operator, a vectorised primitive compiled into smelt
+ * (smelt_blk_<op>_<dtype>, generated from ops.def by scripts/embed.py).
+ * TinyCC's own code is scalar and spills every value; this way it only
+ * sequences calls, and the arithmetic runs at the speed of gcc -O3 code. */
+#define SMELT_BLOCK 512
+#define SMELT_BLOCK_CONSTS 16   /* constants with a block filled once */
+#define SMELT_BLOCK_MAX_BUFS 96 /* 384 KiB of stack at most */
+
+/* The name substituted for NAME_TOKEN: a hash of the text.  */
+static int finish_name(smelt__sb *text, smelt__sb *src, char *name)
+{
+    if (text->oom)
+        return SMELT_ERR_NOMEM;
+    uint64_t h = smelt__hash(text->s, text->len, 0x5eed);
+    snprintf(name, 32, "smelt_ew_%016" PRIx64, h);
+    const char *p = text->s;
+    for (const char *s; (s = strstr(p, NAME_TOKEN)); p = s + strlen(NAME_TOKEN)) {
+        smelt__sb_putn(src, p, (size_t)(s - p));
+        smelt__sb_puts(src, name);
+    }
+    smelt__sb_puts(src, p);
+    return src->oom ? SMELT_ERR_NOMEM : SMELT_OK;
+}
+
+static void declare_once(smelt__sb *decls, const char *fn, const char *args)
+{
+    char line[160];
+    snprintf(line, sizeof line, "void %s(%s);\n", fn, args);
+    if (!strstr(smelt__sb_str(decls), line))
+        smelt__sb_puts(decls, line);
+}
+
+#define BLK_ARGS "int64_t, char *, const char *, const char *, const char *"
+#define MOV_ARGS "int64_t, char *, const char *, int64_t"
+
+static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
+                       char *name, smelt__sb *err)
+{
+    int nops = d->n_in + d->n_out, R = d->rank, nv = d->n_in + d->n_ops, st = SMELT_OK;
+    smelt__sb decls, setup, row, body, text;
+    smelt__sb_init(&decls), smelt__sb_init(&setup);
+    smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
+    int *last = malloc(sizeof(int) * (size_t)(nv + 1)), *bufof = malloc(sizeof(int) * (size_t)(nv + 1));
+    char **loc = calloc((size_t)nv + 1, sizeof *loc); /* where each value's block lives */
+    int *freeb = malloc(sizeof(int) * (size_t)(nv + 4)); /* values' blocks and 3 temporaries */
+    int nbuf = 0, nfree = 0;
+    if (!last || !bufof || !loc || !freeb) {
+        st = SMELT_ERR_NOMEM;
+        goto done;
+    }
+    /* last use of every value: operators, then the output copies (at nv) */
+    for (int v = 0; v < nv; v++)
+        last[v] = -1, bufof[v] = -1;
+    for (int k = 0; k < d->n_ops; k++)
+        for (int j = 0; j < d->ops[k].nin; j++)
+            last[d->ops[k].in[j]] = k;
+    for (int o = 0; o < d->n_out; o++)
+        last[d->out_val[o]] = d->n_ops;
+
+    /* per-row pointers and innermost strides */
+    row_offsets(&row, d);
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt__sb_printf(&row, "        char *q%d = ptrs[%d] + o%d * %zu;\n", k, k, k, smelt__dtypes[dt].size);
+        if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(&setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
+    }
+
+    /* constants: the first SMELT_BLOCK_CONSTS get a block each, filled once;
+     * the others are filled into a free block just before each use, so the
+     * kernel's stack does not grow with the number of constants */
+    int nconst = 0;
+    for (int k = 0; k < d->n_ops; k++) {
+        const smelt__kop *op = &d->ops[k];
+        if (op->op != SMELT_OP_CONST)
+            continue;
+        int v = d->n_in + k;
+        smelt__sb_printf(&setup, "    const %s v%d = ", dl->stype[op->dtype], v);
+        if (op->dtype == SMELT_F16 || op->dtype == SMELT_BF16) /* the block holds bit patterns */
+            smelt__sb_printf(&setup, "(uint16_t)0x%04xu", (unsigned)(op->dtype == SMELT_F16
+                                                                        ? smelt__f16_from_double(op->fval)
+                                                                        : smelt__bf16_from_double(op->fval)));
+        else
+            literal(&setup, dl, op);
+        smelt__sb_puts(&setup, ";\n");
+        char fn[40];
+        snprintf(fn, sizeof fn, "smelt_blk_fill_%zu", smelt__dtypes[op->dtype].size);
+        declare_once(&decls, fn, "int64_t, char *, const char *");
+        if (nconst++ < SMELT_BLOCK_CONSTS) {
+            bufof[v] = nbuf++;
+            smelt__sb_printf(&setup, "    %s(%d, (char *)buf[%d], (const char *)&v%d);\n", fn, SMELT_BLOCK,
+                             bufof[v], v);
+        }
+    }
+    /* inputs: contiguous ones are read in place, the others staged */
+    for (int k = 0; k < d->n_in; k++) {
+        size_t sz = smelt__dtypes[d->in_dt[k]].size;
+        char fn[40], *l = malloc(64);
+        if (!l) {
+            st = SMELT_ERR_NOMEM;
+            goto done;
+        }
+        loc[k] = l;
+        if (d->mode[k] == SMELT_MODE_CONTIG || last[k] < 0) {
+            snprintf(l, 64, "(q%d + j * %zu)", k, sz);
+            continue;
+        }
+        bufof[k] = nbuf++;
+        snprintf(l, 64, "(char *)buf[%d]", bufof[k]);
+        if (d->mode[k] == SMELT_MODE_BCAST) {
+            snprintf(fn, sizeof fn, "smelt_blk_fill_%zu", sz);
+            declare_once(&decls, fn, "int64_t, char *, const char *");
+            smelt__sb_printf(&body, "            %s(m, %s, q%d);\n", fn, l, k);
+        } else {
+            snprintf(fn, sizeof fn, "smelt_blk_gather_%zu", sz);
+            declare_once(&decls, fn, MOV_ARGS);
+            smelt__sb_printf(&body, "            %s(m, %s, q%d + j * s%d * %zu, s%d);\n", fn, l, k, k, sz, k);
+        }
+    }
+    for (int k = 0; k < d->n_ops; k++) {
+        const smelt__kop *op = &d->ops[k];
+        int v = d->n_in + k;
+        if (op->op == SMELT_OP_CONST) {
+            loc[v] = malloc(32);
+            if (!loc[v]) {
+                st = SMELT_ERR_NOMEM;
+                goto done;
+            }
+            if (bufof[v] >= 0)
+                snprintf(loc[v], 32, "(char *)buf[%d]", bufof[v]);
+            continue;
+        }
+        /* constants without a block of their own: filled for this operator */
+        int temp[3], ntemp = 0;
+        for (int j = 0; j < op->nin; j++) {
+            int x = op->in[j];
+            bool again = false;
+            for (int jj = 0; jj < j; jj++)
+                again = again || op->in[jj] == x;
+            if (again || !is_const(d, x) || bufof[x] >= 0)
+                continue;
+            temp[ntemp] = nfree ? freeb[--nfree] : nbuf++;
+            snprintf(loc[x], 32, "(char *)buf[%d]", temp[ntemp]);
+            smelt__sb_printf(&body, "            smelt_blk_fill_%zu(m, %s, (const char *)&v%d);\n",
+                             smelt__dtypes[d->ops[x - d->n_in].dtype].size, loc[x], x);
+            ntemp++;
+        }
+        /* destination: a contiguous output written in place, else a block */
+        char *l = malloc(64);
+        if (!l) {
+            st = SMELT_ERR_NOMEM;
+            goto done;
+        }
+        loc[v] = l;
+        int out = -1;
+        for (int o = 0; o < d->n_out && out < 0; o++)
+            if (d->out_val[o] == v && d->mode[d->n_in + o] == SMELT_MODE_CONTIG)
+                out = d->n_in + o;
+        if (out >= 0) {
+            snprintf(l, 64, "(q%d + j * %zu)", out, smelt__dtypes[op->dtype].size);
+        } else {
+            bufof[v] = nfree ? freeb[--nfree] : nbuf++;
+            snprintf(l, 64, "(char *)buf[%d]", bufof[v]);
+        }
+        char fn[64];
+        smelt_dtype ct;
+        op_template(d, k, &ct);
+        if (op->op == SMELT_OP_CAST)
+            snprintf(fn, sizeof fn, "smelt_blk_cast_%s_%s", smelt__dtypes[ct].name,
+                     smelt__dtypes[op->dtype].name);
+        else
+            snprintf(fn, sizeof fn, "smelt_blk_%s_%s", smelt__ops[op->op].name, smelt__dtypes[ct].name);
+        declare_once(&decls, fn, BLK_ARGS);
+        smelt__sb_printf(&body, "            %s(m, %s", fn, l);
+        for (int j = 0; j < 3; j++)
+            smelt__sb_printf(&body, ", %s", j < op->nin ? loc[op->in[j]] : "0");
+        smelt__sb_puts(&body, ");\n");
+        for (int t = 0; t < ntemp; t++)
+            freeb[nfree++] = temp[t];
+        /* blocks whose last reader this was are free for later values */
+        for (int j = 0; j < op->nin; j++) {
+            int x = op->in[j];
+            bool again = false;
+            for (int jj = 0; jj < j; jj++)
+                again = again || op->in[jj] == x;
+            if (!again && last[x] == k && bufof[x] >= 0 && !is_const(d, x))
+                freeb[nfree++] = bufof[x];
+        }
+    }
+    /* outputs not written in place */
+    for (int o = 0; o < d->n_out; o++) {
+        int v = d->out_val[o], q = d->n_in + o;
+        size_t sz = smelt__dtypes[value_dtype(d, v)].size;
+        char want[64];
+        snprintf(want, sizeof want, "(q%d + j * %zu)", q, sz);
+        if (!strcmp(loc[v], want))
+            continue;
+        char fn[40];
+        if (d->mode[q] == SMELT_MODE_STRIDED) {
+            snprintf(fn, sizeof fn, "smelt_blk_scatter_%zu", sz);
+            smelt__sb_printf(&body, "            %s(m, q%d + j * s%d * %zu, %s, s%d);\n", fn, q, q, sz, loc[v], q);
+        } else {
+            snprintf(fn, sizeof fn, "smelt_blk_gather_%zu", sz);
+            smelt__sb_printf(&body, "            %s(m, %s, %s, 1);\n", fn, want, loc[v]);
+        }
+        declare_once(&decls, fn, MOV_ARGS);
+    }
+    if (nbuf > SMELT_BLOCK_MAX_BUFS) {
+        smelt__sb_printf(err, "the kernel needs %d block buffers of %d elements on its stack, more than %d",
+                         nbuf, SMELT_BLOCK, SMELT_BLOCK_MAX_BUFS);
+        st = SMELT_ERR_COMPILE;
+        goto done;
+    }
+    {
+        char nops_s[16], rank_s[16], nbuf_s[16], block_s[16];
+        int n_real = 0;
+        for (int k = 0; k < d->n_ops; k++)
+            n_real += d->ops[k].op != SMELT_OP_CONST;
+        snprintf(nops_s, sizeof nops_s, "%d", n_real);
+        snprintf(rank_s, sizeof rank_s, "%d", R);
+        snprintf(nbuf_s, sizeof nbuf_s, "%d", nbuf ? nbuf : 1);
+        snprintf(block_s, sizeof block_s, "%d", SMELT_BLOCK);
+        const char *k[] = {"DECLS", "NAME", "NOPS", "RANK", "NBUF", "BLOCK", "SETUP", "ROW", "BODY"};
+        const char *v[] = {smelt__sb_str(&decls), NAME_TOKEN, nops_s, rank_s, nbuf_s,
+                           block_s, smelt__sb_str(&setup), smelt__sb_str(&row), smelt__sb_str(&body)};
+        if ((st = load_render(&text, dl, "kernel_block", k, v, 9, err)))
+            goto done;
+    }
+    st = finish_name(&text, src, name);
+done:
+    for (int v = 0; loc && v < nv; v++)
+        free(loc[v]);
+    free(loc), free(last), free(bufof), free(freeb);
+    smelt__sb_free(&decls), smelt__sb_free(&setup);
+    smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
+    return st;
+}
+
+/* ---- loop form for C (the CC tier): groups of C_GROUP elements ---------
+ * The loop body lives in one non-inlined function computing C_GROUP
+ * elements; the kernel calls it for every whole group and, for the last
+ * elements, on copies padded to a whole group.  (Every element so goes
+ * through the same compiled code; since smelt's math is plain IEEE C, a
+ * scalar epilogue would give the same bits too, and the group is kept for
+ * its simple tail and the f16/bf16 staging.  It is large enough that the
+ * call and the math's constants cost little.) */
+/* Whole groups with streaming (non-temporal) stores, for kernels whose
+ * outputs are contiguous, when the executor sets shape[rank] (outputs larger
+ * than the last-level cache, not read by the next kernel).  Each group's
+ * outputs go to an aligned local buffer, then to memory with 16-byte
+ * non-temporal stores once every output is 64-byte aligned; GCC's and
+ * clang's x86-64 builtins, no header.  bound: the loop's end ("end" in flat
+ * kernels, "n" in a row of an nd kernel). */
+static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, int rank, const char *bound,
+                     smelt__sb *out)
+{
+    int nops = d->n_in + d->n_out;
+    if (rank >= SMELT_MAX_DIMS) /* no shape[rank] slot */
+        return;
+    for (int k = d->n_in; k < nops; k++)
+        if (d->mode[k] != SMELT_MODE_CONTIG)
+            return;
+    /* the arguments of smelt_group: outputs to memory (direct) or to w buffers */
+    smelt__sb args[2];
+    for (int direct = 0; direct < 2; direct++) {
+        smelt__sb_init(&args[direct]);
+        for (int k = 0; k < nops; k++) {
+            const char *sep = k ? ", " : "";
+            if (k >= d->n_in && !direct)
+                smelt__sb_printf(&args[direct], "%sw%d", sep, k);
+            else if (d->mode[k] == SMELT_MODE_BCAST)
+                smelt__sb_printf(&args[direct], "%sb%d", sep, k);
+            else if (d->mode[k] == SMELT_MODE_STRIDED)
+                smelt__sb_printf(&args[direct], "%sq%d + j * s%d, s%d", sep, k, k, k);
+            else
+                smelt__sb_printf(&args[direct], "%sq%d + j", sep, k);
+        }
+    }
+    smelt__sb_puts(out, "#if defined(__x86_64__) && defined(__GNUC__)\n"
+                        "    typedef long long smelt_v2di __attribute__((vector_size(16), may_alias));\n"
+                        "#if defined(__clang__)\n"
+                        "#define smelt_nt16(p, v) __builtin_nontemporal_store((v), (smelt_v2di *)(void *)(p))\n"
+                        "#else\n"
+                        "#define smelt_nt16(p, v) __builtin_ia32_movntdq((smelt_v2di *)(void *)(p), (v))\n"
+                        "#endif\n");
+    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n        for (; j + %d <= %s && (0", rank, C_GROUP, bound);
+    for (int k = d->n_in; k < nops; k++)
+        smelt__sb_printf(out, " | ((unsigned long)(q%d + j) & 63)", k);
+    smelt__sb_printf(out, "); j += %d)\n            smelt_group(%s);\n", C_GROUP, smelt__sb_str(&args[1]));
+    smelt__sb_printf(out, "        for (; j + %d <= %s; j += %d) {\n", C_GROUP, bound, C_GROUP);
+    for (int k = d->n_in; k < nops; k++)
+        smelt__sb_printf(out, "            %s w%d[%d] __attribute__((aligned(64)));\n",
+                         dl->stype[value_dtype(d, d->out_val[k - d->n_in])], k, C_GROUP);
+    smelt__sb_printf(out, "            smelt_group(%s);\n", smelt__sb_str(&args[0]));
+    for (int k = d->n_in; k < nops; k++)
+        smelt__sb_printf(out, "            for (int i = 0; i < (int)(sizeof w%d / 16); i++)\n"
+                              "                smelt_nt16((char *)(q%d + j) + 16 * i, ((const smelt_v2di *)(const void *)w%d)[i]);\n",
+                         k, k, k);
+    smelt__sb_puts(out, "        }\n        __builtin_ia32_sfence();\n    }\n#endif\n");
+    smelt__sb_free(&args[0]), smelt__sb_free(&args[1]);
+}
+
+static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char *consts,
+                    const char *body, bool arrays, smelt__sb *group, smelt__sb *call, smelt__sb *tail)
+{
+    int nops = d->n_in + d->n_out;
+    smelt__sb_puts(group, "static __attribute__((noinline)) void smelt_group(");
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        const char *sep = k ? ", " : "", *cq = k < d->n_in ? "const " : "";
+        if (d->mode[k] == SMELT_MODE_BCAST) {
+            smelt__sb_printf(group, "%s%s b%d", sep, dl->type[dt], k);
+            smelt__sb_printf(call, "%sb%d", sep, k);
+        } else if (d->mode[k] == SMELT_MODE_STRIDED) {
+            smelt__sb_printf(group, "%s%s%s *%s q%d, int64_t s%d", sep, cq, dl->stype[dt], dl->restrict_kw, k, k);
+            smelt__sb_printf(call, "%sq%d + j * s%d, s%d", sep, k, k, k);
+        } else {
+            smelt__sb_printf(group, "%s%s%s *%s q%d", sep, cq, dl->stype[dt], dl->restrict_kw, k);
+            smelt__sb_printf(call, "%sq%d + j", sep, k);
+        }
+    }
+    /* f16/bf16 operands: converted a group at a time (the prelude's
+     * smelt_load16_* / smelt_store16_*, F16C where the compiler has it) */
+    smelt__sb stage_in, stage_out;
+    smelt__sb_init(&stage_in), smelt__sb_init(&stage_out);
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        if (!smelt__is_half(dt) || (k < d->n_in && d->mode[k] == SMELT_MODE_BCAST))
+            continue;
+        char stride[16] = "1";
+        if (d->mode[k] == SMELT_MODE_STRIDED)
+            snprintf(stride, sizeof stride, "s%d", k);
+        smelt__sb_printf(&stage_in, "    float h%d[%d];\n", k, C_GROUP);
+        smelt__sb *st = k < d->n_in ? &stage_in : &stage_out;
+        smelt__sb_printf(st, "    for (int c = 0; c < %d; c += 16)\n", C_GROUP);
+        if (k < d->n_in)
+            smelt__sb_printf(st, "        smelt_load16_%s(h%d + c, q%d + c * %s, %s);\n", smelt__dtypes[dt].name, k, k,
+                             stride, stride);
+        else
+            smelt__sb_printf(st, "        smelt_store16_%s(q%d + c * %s, h%d + c, %s);\n", smelt__dtypes[dt].name, k,
+                             stride, k, stride);
+    }
+    if (arrays) /* the body has its own loops */
+        smelt__sb_printf(group, ")\n{\n%s%s%s%s}\n", consts, smelt__sb_str(&stage_in), body,
+                         smelt__sb_str(&stage_out));
+    else
+        smelt__sb_printf(group, ")\n{\n%s%s    for (int64_t j = 0; j < %d; j++) {\n%s    }\n%s}\n", consts,
+                         smelt__sb_str(&stage_in), C_GROUP, body, smelt__sb_str(&stage_out));
+    smelt__sb_free(&stage_in), smelt__sb_free(&stage_out);
+    /* the tail: gather (index clamped into the valid part), compute, scatter */
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        if (d->mode[k] != SMELT_MODE_BCAST)
+            smelt__sb_printf(tail, "        %s t%d[%d];\n", dl->stype[dt], k, C_GROUP);
+    }
+    smelt__sb_printf(tail, "        for (int64_t k = 0; k < %d; k++) {\n            const int64_t x = j + (k < m ? k : 0);\n", C_GROUP);
+    for (int k = 0; k < d->n_in; k++) {
+        if (d->mode[k] == SMELT_MODE_CONTIG)
+            smelt__sb_printf(tail, "            t%d[k] = q%d[x];\n", k, k);
+        else if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(tail, "            t%d[k] = q%d[x * s%d];\n", k, k, k);
+    }
+    smelt__sb_puts(tail, "        }\n        smelt_group(");
+    for (int k = 0; k < nops; k++) {
+        const char *sep = k ? ", " : "";
+        if (d->mode[k] == SMELT_MODE_BCAST)
+            smelt__sb_printf(tail, "%sb%d", sep, k);
+        else
+            smelt__sb_printf(tail, d->mode[k] == SMELT_MODE_STRIDED ? "%st%d, 1" : "%st%d", sep, k);
+    }
+    smelt__sb_puts(tail, ");\n        for (int64_t k = 0; k < m; k++) {\n");
+    for (int k = d->n_in; k < nops; k++) {
+        if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(tail, "            q%d[(j + k) * s%d] = t%d[k];\n", k, k, k);
+        else
+            smelt__sb_printf(tail, "            q%d[j + k] = t%d[k];\n", k, k);
+    }
+    smelt__sb_puts(tail, "        }\n");
+}
+
+int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src, char *name,
+                smelt__sb *err)
+{
+    int nops = d->n_in + d->n_out, R = d->rank, st;
+    bool flat = is_flat(d);
+    smelt__sb math, prelude, setup, row, body, text, vbody, valigned, gconst, group, call, tail;
+    char *mathlib = NULL;
+    smelt__sb_init(&math), smelt__sb_init(&prelude), smelt__sb_init(&setup);
+    smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
+    smelt__sb_init(&vbody), smelt__sb_init(&valigned), smelt__sb_init(&gconst);
+    smelt__sb_init(&group), smelt__sb_init(&call), smelt__sb_init(&tail);
+    smelt__sb stream;
+    smelt__sb_init(&stream);
+    int vec = dl->device && flat ? device_vec_width(d) : 1;
+
+    if (d->blocks) {
+        st = emit_blocks(dl, d, src, name, err);
+        goto done;
+    }
+    /* prelude (the block form needs none) */
+#define SMELT_MATHFN(fn, n)                                                                 \
+    smelt__sb_printf(&math, "double %s(%s);\nfloat %sf(%s);\n", #fn,                       \
+                     n == 1 ? "double" : n == 2 ? "double, double" : "double, double, double", \
+                     #fn, n == 1 ? "float" : n == 2 ? "float, float" : "float, float, float");
+#include "mathfns.def"
+#undef SMELT_MATHFN
+    {
+        mathlib = smelt__template_load("common/math.h.in", err);
+        if (!mathlib) {
+            st = SMELT_ERR_COMPILE;
+            goto done;
+        }
+        const char *k[] = {"MATH_DECLS", "MATH"}, *v[] = {smelt__sb_str(&math), MATH_MARK};
+        st = load_render(&prelude, dl, "prelude", k, v, 2, err);
+        if (st) {
+            free(mathlib);
+            goto done;
+        }
+    }
+
+    /* setup: operand pointers, inner strides, constants */
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        const char *cq = k < d->n_in ? "const " : "";
+        if (flat || dl->device)
+            smelt__sb_printf(&setup, "    %s%s *%s q%d = (%s%s *)%sptrs[%d];\n", cq, dl->stype[dt],
+                             dl->restrict_kw, k, cq, dl->stype[dt], dl->device ? "a." : "", k);
+        else if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(&setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
+    }
+    int n_real = 0;
+    for (int i = 0; i < d->n_ops; i++) {
+        if (d->ops[i].op != SMELT_OP_CONST) {
+            n_real++;
+            continue;
+        }
+        smelt__sb *cb = dl->device ? &setup : &gconst;
+        smelt__sb_printf(cb, "    const %s v%d = ", dl->type[d->ops[i].dtype], d->n_in + i);
+        literal(cb, dl, &d->ops[i]);
+        smelt__sb_puts(cb, ";\n");
+    }
+
+    /* per-row offsets (nd only; device kernels: per element) */
+    if (!flat && dl->device) {
+        device_offsets(&row, d);
+    } else if (!flat) {
+        row_offsets(&row, d);
+        for (int k = 0; k < nops; k++) {
+            smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+            const char *cq = k < d->n_in ? "const " : "";
+            smelt__sb_printf(&row, "        %s%s *%s q%d = (%s%s *)ptrs[%d] + o%d;\n", cq,
+                             dl->stype[dt], dl->restrict_kw, k, cq, dl->stype[dt], k, k);
+            if (d->mode[k] == SMELT_MODE_BCAST && smelt__is_half(dt))
+                smelt__sb_printf(&row, "        const %s b%d = smelt_h2f_%s(q%d[0]);\n", dl->type[dt], k,
+                                 smelt__dtypes[dt].name, k);
+            else if (d->mode[k] == SMELT_MODE_BCAST)
+                smelt__sb_printf(&row, "        const %s b%d = q%d[0];\n", dl->type[dt], k, k);
+        }
+    }
+
+    /* body: the statements for one element (or, arrays, for a group) */
+    bool arrays = false;
+    {
+        int nv = d->n_in + d->n_ops;
+        int *uses = malloc(sizeof(int) * (size_t)(3 * nv + 1));
+        bool *inl = malloc(sizeof(bool) * (size_t)(nv + 1));
+        if (!uses || !inl) {
+            free(uses), free(inl);
+            st = SMELT_ERR_NOMEM;
+            goto done;
+        }
+        plan_inlining(d, uses, inl, uses + nv, uses + 2 * nv);
+        ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C, !dl->device, false};
+        for (int k = 0; k < d->n_ops && !dl->device; k++)
+            e.arrays = e.arrays || (smelt__is_half(d->ops[k].dtype) && d->ops[k].op != SMELT_OP_CONST);
+        for (int v = d->n_in; v < nv && e.arrays; v++) /* each f16/bf16 result its own rounded array */
+            inl[v] = inl[v] && !smelt__is_half(value_dtype(d, v));
+        arrays = e.arrays;
+        if (e.arrays)
+            emit_arrays(&body, &e);
+        else
+            emit_lane(&body, &e);
+        if (vec > 1) {
+            e.form = FORM_VEC;
+            device_vec_body(&vbody, &valigned, &e, vec);
+        }
+        free(uses), free(inl);
+    }
+
+    {
+        if (!dl->device)
+            c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &call, &tail);
+        if (!dl->device)
+            c_stream(d, dl, R, flat ? "end" : "n", &stream);
+        char nops_s[16], rank_s[16], w_s[16], noper_s[16], nstr_s[16], vec_s[16];
+        snprintf(nops_s, sizeof nops_s, "%d", n_real);
+        snprintf(rank_s, sizeof rank_s, "%d", R);
+        snprintf(w_s, sizeof w_s, "%d", C_GROUP);
+        /* device templates: the parameter block and the index width */
+        snprintf(noper_s, sizeof noper_s, "%d", nops);
+        snprintf(nstr_s, sizeof nstr_s, "%d", nops * R);
+        snprintf(vec_s, sizeof vec_s, "%d", vec);
+        bool by_value = smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX;
+        const char *k[] = {"PRELUDE", "NAME", "NOPS", "RANK", "SETUP", "ROW", "BODY", "W",
+                           "GROUP", "CALL", "TAIL", "INDEX", "NOPERANDS", "NSTRIDES", "BY_VALUE",
+                           "VEC", "VEC_ALIGNED", "BODY_VEC", "STREAM"};
+        const char *v[] = {smelt__sb_str(&prelude), NAME_TOKEN,          nops_s,
+                           rank_s,                  smelt__sb_str(&setup), smelt__sb_str(&row),
+                           smelt__sb_str(&body),    w_s,                 smelt__sb_str(&group),
+                           smelt__sb_str(&call),    smelt__sb_str(&tail),
+                           d->idx32 ? "unsigned int" : "long long", noper_s, nstr_s,
+                           by_value ? "1" : "0",    vec_s,               smelt__sb_str(&valigned),
+                           smelt__sb_str(&vbody),   smelt__sb_str(&stream)};
+        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 19, err)))
+            goto done;
+    }
+    if (mathlib) { /* the math the rest of the kernel names */
+        const char *m = strstr(smelt__sb_str(&text), MATH_MARK);
+        if (m) {
+            smelt__sb full;
+            smelt__sb_init(&full);
+            smelt__sb_putn(&full, text.s, (size_t)(m - text.s));
+            math_select(&full, mathlib, m + strlen(MATH_MARK), text.s + text.len);
+            smelt__sb_puts(&full, m + strlen(MATH_MARK));
+            smelt__sb_free(&text);
+            text = full;
+        }
+    }
+    if (text.oom) {
+        st = SMELT_ERR_NOMEM;
+        goto done;
+    }
+    /* name = hash of the source; then substitute it */
+    uint64_t h = smelt__hash(text.s, text.len, 0x5eed);
+    snprintf(name, 32, "smelt_ew_%016" PRIx64, h);
+    {
+        const char *p = text.s;
+        for (const char *s; (s = strstr(p, NAME_TOKEN)); p = s + strlen(NAME_TOKEN)) {
+            smelt__sb_putn(src, p, (size_t)(s - p));
+            smelt__sb_puts(src, name);
+        }
+        smelt__sb_puts(src, p);
+    }
+    st = src->oom ? SMELT_ERR_NOMEM : SMELT_OK;
+done:
+    smelt__sb_free(&math), smelt__sb_free(&prelude), smelt__sb_free(&setup);
+    smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
+    smelt__sb_free(&vbody), smelt__sb_free(&valigned), smelt__sb_free(&gconst);
+    smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail);
+    smelt__sb_free(&stream);
+    free(mathlib);
+    return st;
+}

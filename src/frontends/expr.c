@@ -1,0 +1,952 @@
+/* The expression language: numexpr / NumPy syntax parsed into graph nodes.
+ *
+ *   where(a > 0, a*b, exp(c)) + 1
+ *
+ * Grammar (Python's precedence, lowest first):
+ *   expr       := or_test
+ *   or_test    := and_test ('or' and_test)*
+ *   and_test   := not_test ('and' not_test)*
+ *   not_test   := 'not' not_test | comparison
+ *   comparison := bor (('<'|'<='|'>'|'>='|'=='|'!=') bor)*     chained as in Python
+ *   bor        := bxor ('|' bxor)*
+ *   bxor       := band ('^' band)*
+ *   band       := shift ('&' shift)*
+ *   shift      := arith (('<<'|'>>') arith)*
+ *   arith      := term (('+'|'-') term)*
+ *   term       := factor (('*'|'/'|'//'|'%') factor)*
+ *   factor     := ('+'|'-'|'~') factor | power
+ *   power      := primary ['**' factor]
+ *   primary    := NUMBER | NAME | NAME '(' [expr (',' expr)* [',']] ')' | '(' expr ')'
+ *
+ * Functions are the elementwise (and opaque: barrier) operators of
+ * src/ops.def under their own names, plus the NumPy spellings of the alias
+ * table below (the only other list of names, beside numexpr's functions
+ * that smelt refuses with a reason), plus the dtype names as casts
+ * (float32(x), i64(x), ...).  & | ^ ~ are logical on bool operands (the
+ * builder's doing) and bitwise otherwise; number literals are weak scalars
+ * (NEP 50), function results strong (NumPy scalars).
+ *
+ * The expression is parsed twice: a check pass that builds nothing (so a
+ * syntax error leaves the graph untouched), then a build pass.  Recursion is
+ * bounded (MAX_DEPTH); every loop over binary operators is iterative, so no
+ * input can exhaust the stack. */
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+#define MAX_DEPTH 200
+
+/* NumPy / numexpr spellings of operators of the table. */
+static const struct {
+    const char *alias, *op;
+} aliases[] = {
+    {"negative", "neg"},          {"absolute", "abs"},
+    {"fabs", "abs"},              {"subtract", "sub"},
+    {"multiply", "mul"},          {"divide", "div"},
+    {"true_divide", "div"},       {"floor_divide", "floor_div"},
+    {"remainder", "mod"},         {"power", "pow"},
+    {"arcsin", "asin"},           {"arccos", "acos"},
+    {"arctan", "atan"},           {"arctan2", "atan2"},
+    {"arcsinh", "asinh"},         {"arccosh", "acosh"},
+    {"arctanh", "atanh"},         {"equal", "eq"},
+    {"not_equal", "ne"},          {"less", "lt"},
+    {"less_equal", "le"},         {"greater", "gt"},
+    {"greater_equal", "ge"},      {"around", "round"},
+    {"clip", "clamp"},            {"conj", "copy"},
+    {"conjugate", "copy"},
+    {"invert", "bitwise_not"},    {"bitwise_invert", "bitwise_not"},
+    {"bitwise_left_shift", "left_shift"},
+    {"bitwise_right_shift", "right_shift"},
+};
+
+/* numexpr's functions that smelt does not have, and why. */
+static const struct {
+    const char *name, *why;
+} unsupported[] = {
+    {"real", "smelt has no complex dtypes"},    {"imag", "smelt has no complex dtypes"},
+    {"complex", "smelt has no complex dtypes"}, {"contains", "smelt has no string dtypes"},
+};
+
+/* For tests: the alias table, one entry per call (NULL past the end). */
+const char *smelt__expr_alias(int i, const char **op)
+{
+    if (i < 0 || i >= (int)(sizeof aliases / sizeof aliases[0]))
+        return NULL;
+    *op = aliases[i].op;
+    return aliases[i].alias;
+}
+
+enum { T_END, T_INT, T_FLOAT, T_NAME, T_OP };
+
+typedef struct tok {
+    int kind;
+    size_t pos, len;
+    int64_t ival;
+    double fval;
+    bool big; /* 2^63 (ival INT64_MIN): only as the operand of a unary minus */
+} tok;
+
+/* A parsed value: a node (a placeholder in the check pass); lit marks a
+ * number literal just made, which a unary minus negates in place. */
+typedef struct val {
+    smelt_node *n;
+    bool lit;
+} val;
+
+typedef struct P {
+    const char *s;
+    size_t len, pos;
+    tok t;
+    smelt_graph *g;
+    bool build;
+    const char *const *names;
+    smelt_node *const *nodes;
+    int n;
+    int depth;
+    size_t neg_at; /* 1 + the position of the operand of the last unary minus */
+    int status;
+    smelt__sb msg;
+    size_t errpos;
+} P;
+
+static smelt_node placeholder; /* never written */
+#define CHECKED ((val){&placeholder, false})
+#define NONE ((val){NULL, false})
+
+static val fail(P *p, size_t pos, int status, const char *fmt, ...) SMELT_PRINTF(4, 5);
+static val fail(P *p, size_t pos, int status, const char *fmt, ...)
+{
+    if (p->status)
+        return NONE;
+    p->status = status;
+    p->errpos = pos;
+    va_list ap;
+    va_start(ap, fmt);
+    smelt__sb_vprintf(&p->msg, fmt, ap);
+    va_end(ap);
+    return NONE;
+}
+
+static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool is_digit(int c) { return c >= '0' && c <= '9'; }
+static bool is_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* The current token as text for a message. */
+static void tok_text(P *p, const tok *t, char *buf, size_t n)
+{
+    if (t->kind == T_END) {
+        snprintf(buf, n, "end of expression");
+        return;
+    }
+    unsigned char c = (unsigned char)p->s[t->pos];
+    if (t->len == 1 && (c < 0x20 || c > 0x7e)) {
+        snprintf(buf, n, "byte 0x%02x", c);
+        return;
+    }
+    snprintf(buf, n, "'%.*s'", (int)SMELT_MIN(t->len, 40), p->s + t->pos);
+}
+
+static val unexpected(P *p, const char *extra)
+{
+    char b[64];
+    tok_text(p, &p->t, b, sizeof b);
+    return fail(p, p->t.pos, SMELT_ERR_PARSE, "unexpected %s at column %zu%s", b, p->t.pos + 1,
+                extra ? extra : "");
+}
+
+static int digit_value(int c)
+{
+    c |= 0x20; /* lower case; digits keep their value */
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'z' ? c - 'a' + 10 : 99;
+}
+
+/* Digits of base from i to the returned end.  Underscores as in Python:
+ * one between two digits, or right after a base prefix (0x_ff). */
+static size_t scan_digits(P *p, size_t i, int base, bool prefixed)
+{
+    const char *s = p->s;
+    for (size_t start = i; i < p->len; i++) {
+        if (s[i] != '_') {
+            if (digit_value(s[i]) >= base)
+                break;
+            continue;
+        }
+        bool after = i > start ? s[i - 1] != '_' : prefixed;
+        if (!after || i + 1 >= p->len || digit_value(s[i + 1]) >= base) {
+            fail(p, i, SMELT_ERR_PARSE, "unexpected '_' at column %zu (invalid number literal)", i + 1);
+            return i;
+        }
+    }
+    return i;
+}
+
+/* The value of an integer literal's digits (underscores skipped): up to
+ * 2^63, which only a unary minus makes fit (t->big). */
+static void int_value(P *p, tok *t, size_t from, size_t to, int base)
+{
+    uint64_t v = 0, lim = (uint64_t)INT64_MAX + 1;
+    for (size_t k = from; k < to; k++) {
+        if (p->s[k] == '_')
+            continue;
+        uint64_t d = (uint64_t)digit_value(p->s[k]);
+        if (v > (lim - d) / (uint64_t)base) {
+            fail(p, t->pos, SMELT_ERR_PARSE, "integer literal %.*s at column %zu does not fit in int64",
+                 (int)SMELT_MIN(to - t->pos, 40), p->s + t->pos, t->pos + 1);
+            return;
+        }
+        v = v * (uint64_t)base + d;
+    }
+    t->ival = (int64_t)v; /* 2^63 wraps to INT64_MIN */
+    t->big = v == lim;
+}
+
+static void lex_number(P *p)
+{
+    const char *s = p->s;
+    size_t i = p->pos, start = i;
+    tok *t = &p->t;
+    t->kind = T_INT;
+    t->pos = start;
+    int base = 10;
+    if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'x')
+        base = 16;
+    else if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'o')
+        base = 8;
+    else if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'b')
+        base = 2;
+    if (base != 10) {
+        size_t d0 = i + 2;
+        i = scan_digits(p, d0, base, true);
+        if (p->status)
+            return;
+        if (i == d0) {
+            t->pos = i;
+            t->len = i < p->len ? 1 : 0;
+            t->kind = i < p->len ? T_OP : T_END;
+            unexpected(p, NULL);
+            return;
+        }
+        int_value(p, t, d0, i, base);
+    } else {
+        bool is_float = false;
+        i = scan_digits(p, i, 10, false);
+        if (i < p->len && s[i] == '.') {
+            is_float = true;
+            i = scan_digits(p, i + 1, 10, false);
+        }
+        if (!p->status && i < p->len && (s[i] | 0x20) == 'e') {
+            size_t e = i + 1;
+            if (e < p->len && (s[e] == '+' || s[e] == '-'))
+                e++;
+            if (e < p->len && is_digit(s[e])) {
+                is_float = true;
+                i = scan_digits(p, e, 10, false);
+            }
+        }
+        if (p->status)
+            return;
+        t->len = i - start;
+        if (is_float) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            for (size_t k = start; k < i; k++)
+                if (s[k] != '_')
+                    smelt__sb_putn(&b, s + k, 1);
+            char *end;
+            t->kind = T_FLOAT;
+            t->fval = b.oom ? 0 : smelt__strtod(b.s, &end);
+            if (b.oom)
+                fail(p, start, SMELT_ERR_NOMEM, "out of memory");
+            smelt__sb_free(&b);
+        } else {
+            int_value(p, t, start, i, 10);
+        }
+    }
+    if (p->status)
+        return;
+    t->len = i - start;
+    p->pos = i;
+    if (i < p->len && (is_alpha(s[i]) || is_digit(s[i]))) {
+        if ((s[i] | 0x20) == 'j')
+            fail(p, start, SMELT_ERR_PARSE, "complex literal at column %zu: complex numbers are not supported",
+                 start + 1);
+        else
+            fail(p, i, SMELT_ERR_PARSE, "unexpected '%c' at column %zu (invalid number literal)", s[i], i + 1);
+    }
+}
+
+static void next(P *p)
+{
+    const char *s = p->s;
+    while (p->pos < p->len && is_space((unsigned char)s[p->pos]))
+        p->pos++;
+    tok *t = &p->t;
+    memset(t, 0, sizeof *t);
+    t->pos = p->pos;
+    if (p->pos >= p->len) {
+        t->kind = T_END;
+        return;
+    }
+    int c = (unsigned char)s[p->pos];
+    if (is_digit(c) || (c == '.' && p->pos + 1 < p->len && is_digit(s[p->pos + 1]))) {
+        lex_number(p);
+        if (p->status)
+            t->kind = T_END; /* stop the parse; the error is recorded */
+        return;
+    }
+    if (is_alpha(c)) {
+        size_t i = p->pos;
+        while (i < p->len && (is_alpha(s[i]) || is_digit(s[i])))
+            i++;
+        t->kind = T_NAME;
+        t->len = i - p->pos;
+        p->pos = i;
+        return;
+    }
+    static const char *const two[] = {"**", "//", "<<", ">>", "<=", ">=", "==", "!="};
+    t->kind = T_OP;
+    for (size_t k = 0; k < sizeof two / sizeof two[0]; k++)
+        if (p->pos + 1 < p->len && s[p->pos] == two[k][0] && s[p->pos + 1] == two[k][1]) {
+            t->len = 2;
+            p->pos += 2;
+            return;
+        }
+    t->len = 1;
+    p->pos++;
+    if (!strchr("+-*/%<>&|^~(),", c) || c == 0) {
+        /* NumPy syntax smelt does not have (yet): say so */
+        unexpected(p, c == '=' ? " (use == to compare; keyword arguments are not supported)"
+                      : c == '!' ? " (use ~ or 'not' to negate)"
+                      : c == '@' ? ": the matrix product (@) is not supported yet; smelt fuses "
+                                   "elementwise operations"
+                      : c == '.' ? ": attributes and methods (a.T, a.sum()) are not supported yet"
+                      : c == '[' ? ": indexing and slicing (a[0], a[:, 1]) are not supported yet"
+                                 : NULL);
+        t->kind = T_END; /* stop the parse; the error is recorded */
+    }
+}
+
+/* Edit distance of a and b (at most 40 characters each), for "did you mean". */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 40 || m > 40)
+        return 99;
+    int d[41][41];
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            c = SMELT_MIN(c, d[i - 1][j] + 1);
+            c = SMELT_MIN(c, d[i][j - 1] + 1);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                c = SMELT_MIN(c, d[i - 2][j - 2] + 1); /* a transposition */
+            d[i][j] = c;
+        }
+    return d[n][m];
+}
+
+static bool callable_op(int op)
+{
+    return op >= 0 && (smelt__ops[op].cls == SMELT_CLASS_ELEMWISE || smelt__ops[op].cls == SMELT_CLASS_OPAQUE);
+}
+
+/* The function name nearest to name (operators, aliases, dtype names),
+ * if it is close enough to be a typo; NULL otherwise. */
+static void consider(const char *name, const char *cand, int *bd, const char **best)
+{
+    /* twice the edit distance, one less for a candidate of the same length
+     * (a transposition, "tahn" -> tanh, beats a deletion, -> tan) */
+    int d = 2 * edit_distance(name, cand) - (strlen(cand) == strlen(name));
+    if (d < *bd)
+        *bd = d, *best = cand;
+}
+
+static const char *nearest_function(const char *name)
+{
+    const char *best = NULL;
+    int bd = 2 * ((int)strlen(name) <= 4 ? 1 : 2) + 1; /* the most edits that count as a typo */
+    for (int op = 0; op < SMELT_OP_COUNT; op++)
+        if (callable_op(op))
+            consider(name, smelt__ops[op].name, &bd, &best);
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        consider(name, aliases[i].alias, &bd, &best);
+    for (int dt = 0; dt < SMELT_DTYPE_COUNT; dt++)
+        consider(name, smelt_dtype_name((smelt_dtype)dt), &bd, &best);
+    return best;
+}
+
+/* NumPy functions smelt does not have yet, and why. */
+static const char *unsupported_function(const char *name)
+{
+    static const char *const reductions[] = {"sum", "mean", "prod", "std", "var", "max", "min",
+                                             "amax", "amin", "argmax", "argmin", "any", "all",
+                                             "cumsum", "cumprod", "norm", "softmax", "logsumexp"};
+    static const char *const products[] = {"dot", "matmul", "einsum", "inner", "outer", "tensordot"};
+    static const char *const layout[] = {"transpose", "reshape", "concatenate", "stack", "squeeze",
+                                         "expand_dims", "flip", "roll", "take"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (!strcmp(name, unsupported[i].name))
+            return unsupported[i].why;
+    for (size_t i = 0; i < sizeof reductions / sizeof reductions[0]; i++)
+        if (!strcmp(name, reductions[i]))
+            return "reductions are not supported yet";
+    for (size_t i = 0; i < sizeof products / sizeof products[0]; i++)
+        if (!strcmp(name, products[i]))
+            return "matrix products are not supported yet";
+    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++)
+        if (!strcmp(name, layout[i]))
+            return "layout operations are not supported in expressions yet (pass views as inputs)";
+    return NULL;
+}
+
+static bool is_op(P *p, const char *op)
+{
+    size_t n = strlen(op);
+    return p->t.kind == T_OP && p->t.len == n && !memcmp(p->s + p->t.pos, op, n);
+}
+
+static bool is_kw(P *p, const char *kw)
+{
+    size_t n = strlen(kw);
+    return p->t.kind == T_NAME && p->t.len == n && !memcmp(p->s + p->t.pos, kw, n);
+}
+
+static bool name_is(const char *s, size_t len, const char *name)
+{
+    return strlen(name) == len && !memcmp(s, name, len);
+}
+
+/* A builder error of the graph, located at pos. */
+static val graph_fail(P *p, size_t pos, const char *sym)
+{
+    if (p->status)
+        return NONE;
+    int st = p->g->status ? p->g->status : SMELT_ERR_INVALID_ARG;
+    const char *m = smelt__sb_str(&p->g->err);
+    if (sym)
+        return fail(p, pos, st, "%s at column %zu ('%s')", m, pos + 1, sym);
+    return fail(p, pos, st, "%s at column %zu", m, pos + 1);
+}
+
+static val apply(P *p, smelt_op op, int n, const val *a, size_t pos, const char *sym)
+{
+    if (!p->build)
+        return CHECKED;
+    smelt_node *args[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < n; i++)
+        args[i] = a[i].n;
+    smelt_node *r = smelt_op_apply(p->g, op, n, args);
+    if (!r)
+        return graph_fail(p, pos, sym);
+    return (val){r, false};
+}
+
+static val apply2(P *p, smelt_op op, val a, val b, size_t pos, const char *sym)
+{
+    val v[2] = {a, b};
+    return apply(p, op, 2, v, pos, sym);
+}
+
+static val literal(P *p, const tok *t)
+{
+    if (!p->build)
+        return CHECKED;
+    smelt_node *n;
+    if (t->kind == T_FLOAT) {
+        n = smelt_const(p->g, t->fval, SMELT_F64);
+    } else {
+        n = smelt_const(p->g, (double)t->ival, SMELT_I64);
+        if (n) { /* exact, beyond 2^53 too */
+            n->ival = t->ival;
+            n->fval = (double)t->ival;
+        }
+    }
+    if (!n)
+        return graph_fail(p, t->pos, NULL);
+    n->weak = true; /* a Python number: NEP 50 weak scalar */
+    return (val){n, true};
+}
+
+static val expr(P *p);
+static val factor(P *p);
+
+static smelt_node *lookup_var(P *p, const char *s, size_t len)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->names[i] && name_is(s, len, p->names[i]))
+            return p->nodes[i];
+    for (int i = 0; i < p->g->nin; i++)
+        if (name_is(s, len, p->g->inputs[i]->name))
+            return p->g->inputs[i];
+    return NULL;
+}
+
+/* A named constant (after the variables): True, False, inf, nan, pi. */
+static val named_const(P *p, const char *s, size_t len, bool *found)
+{
+    *found = true;
+    if (name_is(s, len, "True") || name_is(s, len, "False")) {
+        if (!p->build)
+            return CHECKED;
+        smelt_node *n = smelt_const(p->g, s[0] == 'T' ? 1 : 0, SMELT_BOOL);
+        return n ? (val){n, false} : graph_fail(p, (size_t)(s - p->s), NULL);
+    }
+    double v;
+    if (name_is(s, len, "inf"))
+        v = INFINITY;
+    else if (name_is(s, len, "nan"))
+        v = NAN;
+    else if (name_is(s, len, "pi"))
+        v = 3.14159265358979323846;
+    else {
+        *found = false;
+        return NONE;
+    }
+    tok t = {.kind = T_FLOAT, .pos = (size_t)(s - p->s), .len = len, .fval = v};
+    return literal(p, &t);
+}
+
+static val call(P *p, size_t npos, size_t nlen)
+{
+    const char *name = p->s + npos;
+    char fname[64];
+    snprintf(fname, sizeof fname, "%.*s", (int)SMELT_MIN(nlen, 40), name);
+    /* resolve: alias, operator of the table, dtype name (a cast) */
+    const char *canon = fname;
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(fname, aliases[i].alias))
+            canon = aliases[i].op;
+    int op = nlen < 40 ? smelt_op_from_name(canon) : -1;
+    int cast_dt = -1;
+    if (!callable_op(op))
+        op = -1;
+    if (op < 0 && nlen < 40)
+        cast_dt = smelt_dtype_from_name(fname);
+    if (op < 0 && cast_dt < 0) {
+        const char *why = unsupported_function(fname), *near = why ? NULL : nearest_function(fname);
+        if (why)
+            return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu: %s; smelt fuses elementwise "
+                        "operations (smelt info --ops lists them)", fname, npos + 1, why);
+        return fail(p, npos, SMELT_ERR_PARSE, "unknown function '%s' at column %zu (%s%s%s"
+                    "smelt info --ops lists the functions)", fname, npos + 1,
+                    near ? "did you mean " : "", near ? near : "", near ? "? " : "");
+    }
+    int arity = op >= 0 ? smelt__ops[op].arity : 1;
+
+    next(p); /* '(' */
+    val a[3] = {NONE, NONE, NONE};
+    int n = 0;
+    while (!p->status && !is_op(p, ")")) {
+        val v = expr(p);
+        if (!v.n)
+            return v;
+        if (n < 3)
+            a[n] = v;
+        n++;
+        if (is_op(p, ","))
+            next(p);
+        else if (!is_op(p, ")"))
+            return unexpected(p, n == 1 && p->t.kind == T_END ? " (expected ')')" : " (expected ',' or ')')");
+    }
+    if (p->status)
+        return NONE;
+    next(p); /* ')' */
+    if (n != arity)
+        return fail(p, npos, SMELT_ERR_PARSE, "%s() takes %d argument%s, got %d at column %zu", fname,
+                    arity, arity == 1 ? "" : "s", n, npos + 1);
+    if (op >= 0) {
+        /* NumPy's functions return NumPy scalars, which are strongly typed:
+         * f32 * cos(3) is f64, where f32 * (3 + 5) is f32 */
+        val r = apply(p, (smelt_op)op, n, a, npos, NULL);
+        if (p->build && r.n)
+            r.n->weak = false;
+        return r;
+    }
+    if (!p->build)
+        return CHECKED;
+    smelt_node *r = smelt_cast(p->g, a[0].n, (smelt_dtype)cast_dt);
+    return r ? (val){r, false} : graph_fail(p, npos, NULL);
+}
+
+static val primary(P *p)
+{
+    tok t = p->t;
+    if (t.kind == T_INT || t.kind == T_FLOAT) {
+        next(p);
+        if (t.big && (p->neg_at != t.pos + 1 || is_op(p, "**"))) /* Python's -2**63 is -(2**63) */
+            return fail(p, t.pos, SMELT_ERR_PARSE,
+                        "integer literal %.*s at column %zu does not fit in int64 (-%.*s does)",
+                        (int)SMELT_MIN(t.len, 40), p->s + t.pos, t.pos + 1, (int)SMELT_MIN(t.len, 40),
+                        p->s + t.pos);
+        return literal(p, &t);
+    }
+    if (t.kind == T_NAME) {
+        const char *s = p->s + t.pos;
+        if (name_is(s, t.len, "and") || name_is(s, t.len, "or") || name_is(s, t.len, "not"))
+            return unexpected(p, NULL);
+        next(p);
+        if (is_op(p, "("))
+            return call(p, t.pos, t.len);
+        smelt_node *v = lookup_var(p, s, t.len);
+        if (v)
+            return p->build ? (val){v, false} : CHECKED;
+        bool found;
+        val c = named_const(p, s, t.len, &found);
+        if (found)
+            return c;
+        return fail(p, t.pos, SMELT_ERR_PARSE, "unknown name '%.*s' at column %zu",
+                    (int)SMELT_MIN(t.len, 40), s, t.pos + 1);
+    }
+    if (is_op(p, "(")) {
+        next(p);
+        val v = expr(p);
+        if (!v.n)
+            return v;
+        if (!is_op(p, ")"))
+            return unexpected(p, " (expected ')')");
+        next(p);
+        return v;
+    }
+    return unexpected(p, NULL);
+}
+
+static val power(P *p)
+{
+    val a = primary(p);
+    if (!a.n || !is_op(p, "**"))
+        return a;
+    size_t pos = p->t.pos;
+    next(p);
+    val b = factor(p); /* right-associative; binds a following unary minus */
+    if (!b.n)
+        return b;
+    return apply2(p, SMELT_OP_POW, a, b, pos, "**");
+}
+
+static val factor(P *p)
+{
+    if (p->depth >= MAX_DEPTH)
+        return fail(p, p->t.pos, SMELT_ERR_PARSE,
+                    "expression nested too deeply (more than %d levels) at column %zu", MAX_DEPTH,
+                    p->t.pos + 1);
+    p->depth++;
+    val r;
+    if (is_op(p, "-") || is_op(p, "+") || is_op(p, "~")) {
+        char c = p->s[p->t.pos];
+        size_t pos = p->t.pos;
+        next(p);
+        if (c == '-')
+            p->neg_at = p->t.pos + 1;
+        val a = factor(p);
+        if (!a.n || c == '+') {
+            r = a;
+        } else if (c == '-' && a.lit && p->build) {
+            smelt_node *n = a.n; /* a literal made just now: negate it */
+            if (n->dtype == SMELT_F64) {
+                n->fval = -n->fval;
+            } else {
+                n->ival = (int64_t)(0 - (uint64_t)n->ival);
+                n->fval = (double)n->ival;
+            }
+            r = a;
+        } else if (c == '-') {
+            r = apply(p, SMELT_OP_NEG, 1, &a, pos, "-");
+        } else { /* on bool, the builder makes it logical_not */
+            r = apply(p, SMELT_OP_BITWISE_NOT, 1, &a, pos, "~");
+        }
+    } else {
+        r = power(p);
+    }
+    p->depth--;
+    return r;
+}
+
+static val term(P *p)
+{
+    val a = factor(p);
+    while (a.n) {
+        smelt_op op;
+        if (is_op(p, "*"))
+            op = SMELT_OP_MUL;
+        else if (is_op(p, "/"))
+            op = SMELT_OP_DIV;
+        else if (is_op(p, "//"))
+            op = SMELT_OP_FLOOR_DIV;
+        else if (is_op(p, "%"))
+            op = SMELT_OP_MOD;
+        else
+            break;
+        char sym[3] = {0};
+        memcpy(sym, p->s + p->t.pos, p->t.len);
+        size_t pos = p->t.pos;
+        next(p);
+        val b = factor(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, op, a, b, pos, sym);
+    }
+    return a;
+}
+
+static val arith(P *p)
+{
+    val a = term(p);
+    while (a.n && (is_op(p, "+") || is_op(p, "-"))) {
+        bool add = is_op(p, "+");
+        size_t pos = p->t.pos;
+        next(p);
+        val b = term(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, add ? SMELT_OP_ADD : SMELT_OP_SUB, a, b, pos, add ? "+" : "-");
+    }
+    return a;
+}
+
+static val shift(P *p)
+{
+    val a = arith(p);
+    while (a.n && (is_op(p, "<<") || is_op(p, ">>"))) {
+        bool left = is_op(p, "<<");
+        size_t pos = p->t.pos;
+        next(p);
+        val b = arith(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, left ? SMELT_OP_LEFT_SHIFT : SMELT_OP_RIGHT_SHIFT, a, b, pos, left ? "<<" : ">>");
+    }
+    return a;
+}
+
+/* One level of & ^ |: sub parses the operands (on bool operands the builder
+ * makes them logical_and, logical_xor, logical_or, as NumPy). */
+static val bitwise(P *p, val (*sub)(P *), const char *sym, smelt_op bitop)
+{
+    val a = sub(p);
+    while (a.n && is_op(p, sym)) {
+        size_t pos = p->t.pos;
+        next(p);
+        val b = sub(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, bitop, a, b, pos, sym);
+    }
+    return a;
+}
+
+static val band(P *p) { return bitwise(p, shift, "&", SMELT_OP_BITWISE_AND); }
+static val bxor(P *p) { return bitwise(p, band, "^", SMELT_OP_BITWISE_XOR); }
+static val bor(P *p) { return bitwise(p, bxor, "|", SMELT_OP_BITWISE_OR); }
+
+static val comparison(P *p)
+{
+    static const struct {
+        const char *sym;
+        smelt_op op;
+    } cmp[] = {{"<", SMELT_OP_LT}, {"<=", SMELT_OP_LE}, {">", SMELT_OP_GT},
+               {">=", SMELT_OP_GE}, {"==", SMELT_OP_EQ}, {"!=", SMELT_OP_NE}};
+    val a = bor(p), acc = NONE;
+    while (a.n) {
+        int k = -1;
+        for (int i = 0; i < 6 && k < 0; i++)
+            if (is_op(p, cmp[i].sym))
+                k = i;
+        if (k < 0)
+            break;
+        size_t pos = p->t.pos;
+        next(p);
+        val b = bor(p);
+        if (!b.n)
+            return b;
+        val c = apply2(p, cmp[k].op, a, b, pos, cmp[k].sym);
+        if (!c.n)
+            return c;
+        /* a < b < c means (a < b) and (b < c), as in Python */
+        acc = acc.n ? apply2(p, SMELT_OP_LOGICAL_AND, acc, c, pos, cmp[k].sym) : c;
+        if (!acc.n)
+            return acc;
+        a = b;
+    }
+    return acc.n ? acc : a;
+}
+
+static val not_test(P *p)
+{
+    if (!is_kw(p, "not"))
+        return comparison(p);
+    if (p->depth >= MAX_DEPTH)
+        return fail(p, p->t.pos, SMELT_ERR_PARSE,
+                    "expression nested too deeply (more than %d levels) at column %zu", MAX_DEPTH,
+                    p->t.pos + 1);
+    size_t pos = p->t.pos;
+    next(p);
+    p->depth++;
+    val a = not_test(p);
+    p->depth--;
+    if (!a.n)
+        return a;
+    return apply(p, SMELT_OP_LOGICAL_NOT, 1, &a, pos, "not");
+}
+
+static val and_test(P *p)
+{
+    val a = not_test(p);
+    while (a.n && is_kw(p, "and")) {
+        size_t pos = p->t.pos;
+        next(p);
+        val b = not_test(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, SMELT_OP_LOGICAL_AND, a, b, pos, "and");
+    }
+    return a;
+}
+
+static val expr(P *p)
+{
+    val a = and_test(p);
+    while (a.n && is_kw(p, "or")) {
+        size_t pos = p->t.pos;
+        next(p);
+        val b = and_test(p);
+        if (!b.n)
+            return b;
+        a = apply2(p, SMELT_OP_LOGICAL_OR, a, b, pos, "or");
+    }
+    return a;
+}
+
+static val parse(P *p)
+{
+    p->pos = 0;
+    p->neg_at = 0;
+    p->depth = 0;
+    next(p);
+    if (p->status)
+        return NONE;
+    if (p->t.kind == T_END)
+        return fail(p, p->t.pos, SMELT_ERR_PARSE, "empty expression");
+    val v = expr(p);
+    if (v.n && p->t.kind != T_END)
+        return unexpected(p, NULL);
+    return v;
+}
+
+/* The message with the expression and a caret under the error. */
+static void full_message(const P *p, smelt__sb *out)
+{
+    smelt__sb_printf(out, "%s\n  ", smelt__sb_str((smelt__sb *)&p->msg));
+    size_t from = 0, to = p->len, at = SMELT_MIN(p->errpos, p->len);
+    if (to > 100) {
+        from = at > 50 ? at - 50 : 0;
+        to = SMELT_MIN(p->len, from + 100);
+    }
+    size_t caret = 2 + (at - from);
+    if (from > 0) {
+        smelt__sb_puts(out, "...");
+        caret += 3;
+    }
+    for (size_t i = from; i < to; i++) {
+        unsigned char c = (unsigned char)p->s[i];
+        char ch = is_space(c) ? ' ' : (c < 0x20 || c > 0x7e) ? '?' : (char)c;
+        smelt__sb_putn(out, &ch, 1);
+    }
+    if (to < p->len)
+        smelt__sb_puts(out, "...");
+    smelt__sb_puts(out, "\n");
+    for (size_t i = 0; i < caret; i++)
+        smelt__sb_puts(out, " ");
+    smelt__sb_puts(out, "^");
+}
+
+static smelt_node *graph_error(smelt_graph *g, int st, const char *msg)
+{
+    g->status = st;
+    smelt__sb_free(&g->err);
+    smelt__sb_puts(&g->err, msg);
+    smelt__err(g->ctx, st, "%s", msg);
+    return NULL;
+}
+
+smelt_node *smelt_expr(smelt_graph *g, const char *expression, const char *const *names,
+                       smelt_node *const *nodes, int n)
+{
+    if (!g || g->status)
+        return NULL;
+    if (!expression)
+        return graph_error(g, SMELT_ERR_INVALID_ARG, "smelt_expr: expression is NULL");
+    if (n < 0 || (n > 0 && (!names || !nodes)))
+        return graph_error(g, SMELT_ERR_INVALID_ARG, "smelt_expr: names or nodes is NULL");
+    for (int i = 0; i < n; i++) {
+        if (!names[i])
+            return graph_error(g, SMELT_ERR_INVALID_ARG, "smelt_expr: name is NULL");
+        if (!nodes[i] || nodes[i]->g != g) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            smelt__sb_printf(&b, "smelt_expr: the node for '%s' is %s", names[i],
+                             nodes[i] ? "a node of another graph" : "NULL");
+            graph_error(g, SMELT_ERR_INVALID_ARG, smelt__sb_str(&b));
+            smelt__sb_free(&b);
+            return NULL;
+        }
+    }
+    P p = {.s = expression, .len = strlen(expression), .g = g, .names = names, .nodes = nodes, .n = n};
+    smelt__sb_init(&p.msg);
+    val v = parse(&p); /* check pass: builds nothing */
+    if (!p.status) {
+        p.build = true;
+        v = parse(&p);
+    }
+    if (p.status) {
+        smelt__sb full;
+        smelt__sb_init(&full);
+        full_message(&p, &full);
+        graph_error(g, p.status, smelt__sb_str(&full));
+        smelt__sb_free(&full);
+        smelt__sb_free(&p.msg);
+        return NULL;
+    }
+    smelt__sb_free(&p.msg);
+    return v.n;
+}
+
+int smelt_eval(smelt_ctx *ctx, const char *expression, const char *const *names,
+               smelt_tensor *const *tensors, int n, smelt_tensor **out)
+{
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    if (!out)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_eval: out is NULL");
+    *out = NULL;
+    if (n < 0 || (n > 0 && (!names || !tensors)))
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_eval: names or tensors is NULL");
+    for (int i = 0; i < n; i++)
+        if (!names[i] || !tensors[i])
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_eval: %s %d is NULL",
+                              names[i] ? "tensor" : "name", i);
+    smelt_graph *g;
+    int st = smelt_graph_new(ctx, &g);
+    if (st)
+        return st;
+    for (int i = 0; i < n; i++)
+        smelt_input(g, names[i], tensors[i]->dtype, tensors[i]->ndim, tensors[i]->shape);
+    smelt_node *r = smelt_expr(g, expression, NULL, NULL, 0);
+    smelt_plan *plan = NULL;
+    if (!r)
+        st = g->status ? g->status : SMELT_ERR_INVALID_ARG; /* message already on ctx */
+    else
+        st = smelt_plan_new(ctx, g, 1, &r, NULL, &plan);
+    if (!st)
+        st = smelt_plan_run(plan, n, tensors, 1, out);
+    smelt_plan_free(plan);
+    smelt_graph_free(g);
+    return st;
+}

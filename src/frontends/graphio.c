@@ -1,0 +1,717 @@
+/* Graph files: a versioned, line-oriented text format (docs/formats.md).
+ *
+ *   smelt-graph 1
+ *   %0 = input "a" f32 [3, 4]
+ *   %1 = const f32 0x1.8p+1
+ *   %2 = mul %0 %1 : f32 [3, 4]
+ *   output %2
+ *
+ * Every node of the graph is written in creation order; float constants are
+ * hex floats (bit-exact).  The reader replays each line through the builder
+ * and checks that the builder made exactly the node the line describes, so
+ * a file cannot produce a graph the builder could not. */
+#include <errno.h>
+#include <inttypes.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+#define FORMAT_VERSION 1
+#define MAX_FILE (256u << 20)
+
+void smelt_free(void *ptr) { free(ptr); }
+
+smelt_node *smelt_graph_input(const smelt_graph *g, int i)
+{
+    return g && i >= 0 && i < g->nin ? g->inputs[i] : NULL;
+}
+
+const char *smelt_node_name(const smelt_node *n) { return n ? n->name : NULL; }
+
+/* ---- writer ------------------------------------------------------------ */
+
+/* %a, with the locale's decimal point turned back into '.'. */
+static void put_hexfloat(smelt__sb *b, double v)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%a", v);
+    const char *dp = localeconv()->decimal_point;
+    if (dp && strcmp(dp, ".")) {
+        char *q = strstr(buf, dp);
+        if (q) {
+            *q = '.';
+            memmove(q + 1, q + strlen(dp), strlen(q + strlen(dp)) + 1);
+        }
+    }
+    smelt__sb_puts(b, buf);
+}
+
+static void put_value(smelt__sb *b, const smelt_node *n)
+{
+    if (!smelt__is_float(n->dtype)) {
+        if (n->dtype == SMELT_BOOL)
+            smelt__sb_puts(b, n->ival ? "true" : "false");
+        else
+            smelt__sb_printf(b, "%" PRId64, n->ival);
+        return;
+    }
+    double v = n->fval;
+    if (isinf(v)) {
+        smelt__sb_puts(b, v < 0 ? "-inf" : "inf");
+    } else if (isnan(v)) {
+        uint64_t u;
+        memcpy(&u, &v, 8);
+        if (u == 0x7ff8000000000000ull)
+            smelt__sb_puts(b, "nan");
+        else
+            smelt__sb_printf(b, "nan:0x%016" PRIx64, u);
+    } else {
+        put_hexfloat(b, v);
+    }
+}
+
+static void put_shape(smelt__sb *b, int ndim, const int64_t *shape)
+{
+    smelt__sb_puts(b, "[");
+    for (int i = 0; i < ndim; i++)
+        smelt__sb_printf(b, i ? ", %" PRId64 : "%" PRId64, shape[i]);
+    smelt__sb_puts(b, "]");
+}
+
+static void put_string(smelt__sb *b, const char *s)
+{
+    smelt__sb_puts(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            smelt__sb_printf(b, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            smelt__sb_printf(b, "\\x%02x", *p);
+        else
+            smelt__sb_putn(b, (const char *)p, 1);
+    }
+    smelt__sb_puts(b, "\"");
+}
+
+static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, smelt__sb *b)
+{
+    smelt_ctx *ctx = g->ctx;
+    if (g->status)
+        return smelt__err(ctx, g->status, "cannot save a graph with an error: %s", smelt__sb_str(&g->err));
+    if (n_out < 0 || (n_out && !outputs))
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "graph save: outputs is NULL");
+    for (int i = 0; i < n_out; i++)
+        if (!outputs[i] || outputs[i]->g != g)
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "graph save: output %d is %s", i,
+                              outputs[i] ? "a node of another graph" : "NULL");
+    smelt__sb_printf(b, "smelt-graph %d\n# written by smelt %s: %d input%s, %d node%s, %d output%s\n",
+                     FORMAT_VERSION, SMELT_VERSION, g->nin, g->nin == 1 ? "" : "s", g->n,
+                     g->n == 1 ? "" : "s", n_out, n_out == 1 ? "" : "s");
+    for (int k = 0; k < g->n; k++) {
+        const smelt_node *n = g->nodes[k];
+        smelt__sb_printf(b, "%%%d = ", n->id);
+        if (n->op == SMELT_OP_INPUT) {
+            smelt__sb_puts(b, "input ");
+            put_string(b, n->name);
+            smelt__sb_printf(b, " %s ", smelt__dtypes[n->dtype].name);
+            put_shape(b, n->ndim, n->shape);
+        } else if (n->op == SMELT_OP_CONST) {
+            smelt__sb_printf(b, "const %s ", smelt__dtypes[n->dtype].name);
+            put_value(b, n);
+        } else {
+            smelt__sb_puts(b, smelt__ops[n->op].name);
+            for (int j = 0; j < n->nin; j++)
+                smelt__sb_printf(b, " %%%d", n->in[j]->id);
+            smelt__sb_printf(b, " : %s ", smelt__dtypes[n->dtype].name);
+            put_shape(b, n->ndim, n->shape);
+        }
+        smelt__sb_puts(b, n->weak ? " weak\n" : "\n");
+    }
+    for (int i = 0; i < n_out; i++)
+        smelt__sb_printf(b, "output %%%d\n", outputs[i]->id);
+    if (b->oom)
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    return SMELT_OK;
+}
+
+int smelt_graph_to_text(smelt_graph *g, int n_out, smelt_node *const *outputs, char **text)
+{
+    if (!g || !text)
+        return g ? smelt__err(g->ctx, SMELT_ERR_INVALID_ARG, "smelt_graph_to_text: text is NULL")
+                 : SMELT_ERR_INVALID_ARG;
+    *text = NULL;
+    smelt__sb b;
+    smelt__sb_init(&b);
+    int st = write_text(g, n_out, outputs, &b);
+    if (!st && !(*text = smelt__sb_take(&b)))
+        st = smelt__err(g->ctx, SMELT_ERR_NOMEM, "out of memory");
+    smelt__sb_free(&b);
+    return st;
+}
+
+int smelt_graph_save(smelt_graph *g, int n_out, smelt_node *const *outputs, const char *path)
+{
+    if (!g)
+        return SMELT_ERR_INVALID_ARG;
+    if (!path)
+        return smelt__err(g->ctx, SMELT_ERR_INVALID_ARG, "smelt_graph_save: path is NULL");
+    smelt__sb b;
+    smelt__sb_init(&b);
+    int st = write_text(g, n_out, outputs, &b);
+    if (!st) {
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            st = smelt__err(g->ctx, SMELT_ERR_IO, "cannot open '%s' for writing: %s", path,
+                            strerror(errno));
+        } else {
+            bool ok = fwrite(b.s, 1, b.len, f) == b.len;
+            int e = errno;
+            ok = fclose(f) == 0 && ok;
+            if (!ok) {
+                st = smelt__err(g->ctx, SMELT_ERR_IO, "cannot write '%s': %s", path,
+                                strerror(e ? e : errno));
+                remove(path);
+            }
+        }
+    }
+    smelt__sb_free(&b);
+    return st;
+}
+
+/* ---- reader ------------------------------------------------------------ */
+
+typedef struct rd {
+    smelt_ctx *ctx;
+    const char *what; /* file name for messages */
+    int line;
+    const char *s, *end; /* the current line */
+    smelt_graph *g;
+    int *ids; /* defined node ids, increasing, and their nodes */
+    smelt_node **idnode;
+    int nid, idcap;
+    smelt_node **outs;
+    int nout, outcap;
+} rd;
+
+static int rerr(rd *r, int st, const char *fmt, ...) SMELT_PRINTF(3, 4);
+static int rerr(rd *r, int st, const char *fmt, ...)
+{
+    smelt__sb b;
+    smelt__sb_init(&b);
+    va_list ap;
+    va_start(ap, fmt);
+    smelt__sb_vprintf(&b, fmt, ap);
+    va_end(ap);
+    smelt__err(r->ctx, st, "%s:%d: %s", r->what, r->line, smelt__sb_str(&b));
+    smelt__sb_free(&b);
+    return st;
+}
+
+static void ws(rd *r)
+{
+    while (r->s < r->end && (*r->s == ' ' || *r->s == '\t'))
+        r->s++;
+    if (r->s < r->end && *r->s == '#')
+        r->s = r->end;
+}
+
+static bool at_end(rd *r)
+{
+    ws(r);
+    return r->s >= r->end;
+}
+
+static bool eat(rd *r, char c)
+{
+    ws(r);
+    if (r->s < r->end && *r->s == c) {
+        r->s++;
+        return true;
+    }
+    return false;
+}
+
+/* A bare word: letters, digits and _ . + - : (names, dtypes, numbers). */
+static int word(rd *r, char *out, size_t n)
+{
+    ws(r);
+    size_t k = 0;
+    while (r->s < r->end) {
+        char c = *r->s;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '.' || c == '+' || c == '-' || c == ':';
+        if (!ok)
+            break;
+        if (k + 1 >= n)
+            return rerr(r, SMELT_ERR_PARSE, "word too long");
+        out[k++] = c;
+        r->s++;
+    }
+    out[k] = 0;
+    if (!k) {
+        if (r->s < r->end)
+            return rerr(r, SMELT_ERR_PARSE, "unexpected '%c'", *r->s);
+        return rerr(r, SMELT_ERR_PARSE, "unexpected end of line");
+    }
+    return SMELT_OK;
+}
+
+static int parse_int(rd *r, const char *w, int64_t lo, int64_t hi, int64_t *out)
+{
+    const char *p = w;
+    bool neg = *p == '-';
+    if (*p == '-' || *p == '+')
+        p++;
+    if (!*p)
+        return rerr(r, SMELT_ERR_PARSE, "'%s' is not an integer", w);
+    uint64_t v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return rerr(r, SMELT_ERR_PARSE, "'%s' is not an integer", w);
+        if (v > (UINT64_MAX - 9) / 10)
+            return rerr(r, SMELT_ERR_PARSE, "integer '%s' is out of range", w);
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if ((!neg && v > (uint64_t)INT64_MAX) || (neg && v > (uint64_t)INT64_MAX + 1))
+        return rerr(r, SMELT_ERR_PARSE, "integer '%s' is out of range", w);
+    int64_t x = neg ? (int64_t)(0 - v) : (int64_t)v;
+    if (x < lo || x > hi)
+        return rerr(r, SMELT_ERR_PARSE, "%s is out of range [%" PRId64 ", %" PRId64 "]", w, lo, hi);
+    *out = x;
+    return SMELT_OK;
+}
+
+static smelt_node *lookup(const rd *r, int id)
+{
+    int lo = 0, hi = r->nid;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (r->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->nid && r->ids[lo] == id ? r->idnode[lo] : NULL;
+}
+
+/* %N: a new id (def; larger than every id before) or a defined node. */
+static int ref(rd *r, int *id, smelt_node **node, bool def)
+{
+    if (!eat(r, '%'))
+        return at_end(r) ? rerr(r, SMELT_ERR_PARSE, "expected a node reference (%%N), got the end of the line")
+                         : rerr(r, SMELT_ERR_PARSE, "expected a node reference (%%N), got '%c'", *r->s);
+    char w[32];
+    int64_t v;
+    int st;
+    if ((st = word(r, w, sizeof w)) || (st = parse_int(r, w, 0, INT32_MAX, &v)))
+        return st;
+    *id = (int)v;
+    if (def && r->nid && v <= r->ids[r->nid - 1])
+        return rerr(r, SMELT_ERR_PARSE, "node %%%d: node numbers must increase (the last was %%%d)",
+                    *id, r->ids[r->nid - 1]);
+    if (!def && !(*node = lookup(r, *id)))
+        return rerr(r, SMELT_ERR_PARSE, "node %%%d is used before it is defined", *id);
+    return SMELT_OK;
+}
+
+static int dtype(rd *r, smelt_dtype *dt)
+{
+    char w[32];
+    int st = word(r, w, sizeof w);
+    if (st)
+        return st;
+    int d = smelt_dtype_from_name(w);
+    if (d < 0)
+        return rerr(r, SMELT_ERR_PARSE, "unknown dtype '%s'", w);
+    *dt = (smelt_dtype)d;
+    return SMELT_OK;
+}
+
+static int shape(rd *r, int *ndim, int64_t *sh)
+{
+    if (!eat(r, '['))
+        return rerr(r, SMELT_ERR_PARSE, "expected a shape [d0, d1, ...]");
+    *ndim = 0;
+    if (eat(r, ']'))
+        return SMELT_OK;
+    for (;;) {
+        char w[32];
+        int64_t v;
+        int st;
+        if ((st = word(r, w, sizeof w)) || (st = parse_int(r, w, 0, INT64_MAX, &v)))
+            return st;
+        if (*ndim == SMELT_MAX_DIMS)
+            return rerr(r, SMELT_ERR_SHAPE, "more than %d dimensions", SMELT_MAX_DIMS);
+        sh[(*ndim)++] = v;
+        if (eat(r, ']'))
+            return SMELT_OK;
+        if (!eat(r, ','))
+            return rerr(r, SMELT_ERR_PARSE, "expected ',' or ']' in a shape");
+    }
+}
+
+static int quoted(rd *r, smelt__sb *out)
+{
+    if (!eat(r, '"'))
+        return rerr(r, SMELT_ERR_PARSE, "expected a quoted name");
+    while (r->s < r->end && *r->s != '"') {
+        char c = *r->s++;
+        if (c == '\\') {
+            if (r->s >= r->end)
+                break;
+            c = *r->s++;
+            if (c == 'x') {
+                int v = 0;
+                for (int k = 0; k < 2; k++) {
+                    char h = r->s < r->end ? *r->s++ : 0;
+                    int d = (h >= '0' && h <= '9') ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                          : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+                    if (d < 0)
+                        return rerr(r, SMELT_ERR_PARSE, "bad \\x escape in a name");
+                    v = v * 16 + d;
+                }
+                if (!v)
+                    return rerr(r, SMELT_ERR_PARSE, "a name cannot contain \\x00");
+                c = (char)v;
+            } else if (c != '"' && c != '\\') {
+                return rerr(r, SMELT_ERR_PARSE, "unknown escape '\\%c' in a name", c);
+            }
+        }
+        smelt__sb_putn(out, &c, 1);
+    }
+    if (!eat(r, '"'))
+        return rerr(r, SMELT_ERR_PARSE, "unterminated name");
+    if (out->oom)
+        return rerr(r, SMELT_ERR_NOMEM, "out of memory");
+    return SMELT_OK;
+}
+
+static int const_value(rd *r, smelt_dtype dt, double *fv, int64_t *iv)
+{
+    char w[80];
+    int st = word(r, w, sizeof w);
+    if (st)
+        return st;
+    if (dt == SMELT_BOOL) {
+        if (!strcmp(w, "true") || !strcmp(w, "1"))
+            *iv = 1;
+        else if (!strcmp(w, "false") || !strcmp(w, "0"))
+            *iv = 0;
+        else
+            return rerr(r, SMELT_ERR_PARSE, "'%s' is not a bool (true or false)", w);
+        *fv = (double)*iv;
+        return SMELT_OK;
+    }
+    if (!smelt__is_float(dt)) {
+        int64_t lo = dt == SMELT_I32 ? INT32_MIN : dt == SMELT_U8 ? 0 : INT64_MIN;
+        int64_t hi = dt == SMELT_I32 ? INT32_MAX : dt == SMELT_U8 ? 255 : INT64_MAX;
+        if ((st = parse_int(r, w, lo, hi, iv)))
+            return st;
+        *fv = (double)*iv;
+        return SMELT_OK;
+    }
+    if (!strncmp(w, "nan:0x", 6)) {
+        char *e;
+        errno = 0;
+        unsigned long long u = strtoull(w + 6, &e, 16);
+        if (*e || e == w + 6 || errno)
+            return rerr(r, SMELT_ERR_PARSE, "bad NaN bits '%s'", w);
+        uint64_t bits = u;
+        memcpy(fv, &bits, 8);
+        if (!isnan(*fv))
+            return rerr(r, SMELT_ERR_PARSE, "'%s' is not a NaN", w);
+        return SMELT_OK;
+    }
+    char *e;
+    *fv = smelt__strtod(w, &e);
+    if (*e || e == w)
+        return rerr(r, SMELT_ERR_PARSE, "'%s' is not a number", w);
+    return SMELT_OK;
+}
+
+static int define(rd *r, int id, smelt_node *n)
+{
+    if (r->nid == r->idcap) {
+        int cap = r->idcap ? r->idcap * 2 : 64;
+        int *ids = realloc(r->ids, sizeof *ids * (size_t)cap);
+        if (ids)
+            r->ids = ids;
+        smelt_node **nodes = realloc(r->idnode, sizeof *nodes * (size_t)cap);
+        if (nodes)
+            r->idnode = nodes;
+        if (!ids || !nodes)
+            return rerr(r, SMELT_ERR_NOMEM, "out of memory");
+        r->idcap = cap;
+    }
+    r->ids[r->nid] = id;
+    r->idnode[r->nid++] = n;
+    return SMELT_OK;
+}
+
+static int builder_error(rd *r)
+{
+    return rerr(r, r->g->status ? r->g->status : SMELT_ERR_INVALID_ARG, "%s", smelt__sb_str(&r->g->err));
+}
+
+static bool weak_flag(rd *r, int *st)
+{
+    char w[16];
+    *st = SMELT_OK;
+    if (at_end(r))
+        return false;
+    if ((*st = word(r, w, sizeof w)))
+        return false;
+    if (strcmp(w, "weak"))
+        *st = rerr(r, SMELT_ERR_PARSE, "unexpected '%s' (only 'weak' may follow)", w);
+    else if (!at_end(r))
+        *st = rerr(r, SMELT_ERR_PARSE, "unexpected '%c' at the end of the line", *r->s);
+    return true;
+}
+
+static int node_line(rd *r)
+{
+    int id, st;
+    if ((st = ref(r, &id, NULL, true)))
+        return st;
+    if (!eat(r, '='))
+        return rerr(r, SMELT_ERR_PARSE, "expected '=' after %%%d", id);
+    char opname[40];
+    if ((st = word(r, opname, sizeof opname)))
+        return st;
+    smelt_graph *g = r->g;
+    smelt_node *n = NULL;
+    smelt_dtype dt = SMELT_F32;
+    int ndim = 0;
+    int64_t sh[SMELT_MAX_DIMS];
+    if (!strcmp(opname, "input")) {
+        smelt__sb name;
+        smelt__sb_init(&name);
+        if ((st = quoted(r, &name)) || (st = dtype(r, &dt)) || (st = shape(r, &ndim, sh))) {
+            smelt__sb_free(&name);
+            return st;
+        }
+        n = smelt_input(g, smelt__sb_str(&name), dt, ndim, sh);
+        smelt__sb_free(&name);
+        if (!n)
+            return builder_error(r);
+    } else if (!strcmp(opname, "const")) {
+        double fv = 0;
+        int64_t iv = 0;
+        if ((st = dtype(r, &dt)) || (st = const_value(r, dt, &fv, &iv)))
+            return st;
+        n = smelt_const(g, fv, dt);
+        if (!n)
+            return builder_error(r);
+        if (dt == SMELT_F64 || (dt == SMELT_F32 && isnan(fv)))
+            n->fval = fv; /* bit-exact, NaN payloads included */
+        if (!smelt__is_float(dt)) {
+            n->ival = iv;
+            n->fval = (double)iv;
+        }
+    } else {
+        int op = smelt_op_from_name(opname);
+        if (op < 0)
+            return rerr(r, SMELT_ERR_PARSE, "unknown operator '%s'", opname);
+        int cls = smelt__ops[op].cls;
+        if (cls == SMELT_CLASS_SOURCE)
+            return rerr(r, SMELT_ERR_PARSE, "'%s' takes no operands", opname);
+        smelt_node *args[3];
+        int na = 0;
+        while (!eat(r, ':')) {
+            if (na == 3)
+                return rerr(r, SMELT_ERR_PARSE, "too many operands for %s", opname);
+            int a;
+            if ((st = ref(r, &a, &args[na], false)))
+                return st;
+            na++;
+        }
+        if (na != smelt__ops[op].arity)
+            return rerr(r, SMELT_ERR_PARSE, "%s takes %d operand%s, the line has %d", opname,
+                        smelt__ops[op].arity, smelt__ops[op].arity == 1 ? "" : "s", na);
+        if ((st = dtype(r, &dt)) || (st = shape(r, &ndim, sh)))
+            return st;
+        int before = g->n;
+        if (cls == SMELT_CLASS_CAST)
+            n = smelt_cast(g, args[0], dt);
+        else if (cls == SMELT_CLASS_LAYOUT)
+            n = smelt_broadcast_to(g, args[0], ndim, sh);
+        else
+            n = smelt_op_apply(g, (smelt_op)op, na, args);
+        if (!n)
+            return builder_error(r);
+        if (g->n != before + 1 || n != g->nodes[before] || (int)n->op != op) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            for (int i = 0; i < na; i++)
+                smelt__sb_printf(&b, i ? ", %s" : "%s", smelt__dtypes[args[i]->dtype].name);
+            st = rerr(r, SMELT_ERR_PARSE,
+                      "%s of (%s) is not one node of the builder: the file must spell every cast",
+                      opname, smelt__sb_str(&b));
+            smelt__sb_free(&b);
+            return st;
+        }
+        if (n->dtype != dt || n->ndim != ndim || memcmp(n->shape, sh, sizeof(int64_t) * (size_t)ndim)) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            smelt__sb_printf(&b, "%s ", smelt__dtypes[n->dtype].name);
+            put_shape(&b, n->ndim, n->shape);
+            smelt__sb_printf(&b, ", the file says %s ", smelt__dtypes[dt].name);
+            put_shape(&b, ndim, sh);
+            st = rerr(r, SMELT_ERR_PARSE, "%s gives %s", opname, smelt__sb_str(&b));
+            smelt__sb_free(&b);
+            return st;
+        }
+    }
+    bool weak = weak_flag(r, &st);
+    if (st)
+        return st;
+    n->weak = weak;
+    return define(r, id, n);
+}
+
+static int output_line(rd *r)
+{
+    int id, st;
+    smelt_node *n;
+    if ((st = ref(r, &id, &n, false)))
+        return st;
+    if (!at_end(r))
+        return rerr(r, SMELT_ERR_PARSE, "unexpected '%c' after the output", *r->s);
+    if (r->nout == r->outcap) {
+        int cap = r->outcap ? r->outcap * 2 : 8;
+        smelt_node **v = realloc(r->outs, sizeof *v * (size_t)cap);
+        if (!v)
+            return rerr(r, SMELT_ERR_NOMEM, "out of memory");
+        r->outs = v;
+        r->outcap = cap;
+    }
+    r->outs[r->nout++] = n;
+    return SMELT_OK;
+}
+
+static int read_text(smelt_ctx *ctx, const char *what, const char *text, size_t len,
+                     smelt_graph **gout, int *n_out, smelt_node ***outputs)
+{
+    rd r = {.ctx = ctx, .what = what};
+    int st = smelt_graph_new(ctx, &r.g);
+    if (st)
+        return st;
+    bool have_version = false;
+    const char *p = text, *end = text + len;
+    while (!st && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        r.line++;
+        r.s = p;
+        r.end = le > p && le[-1] == '\r' ? le - 1 : le;
+        p = nl ? nl + 1 : end;
+        if (memchr(r.s, 0, (size_t)(r.end - r.s))) {
+            st = rerr(&r, SMELT_ERR_PARSE, "NUL byte in the file");
+            break;
+        }
+        if (at_end(&r))
+            continue;
+        if (!have_version) {
+            char w[32];
+            int64_t v;
+            if (word(&r, w, sizeof w) || strcmp(w, "smelt-graph")) {
+                st = rerr(&r, SMELT_ERR_PARSE, "not a smelt graph file (the first line must be 'smelt-graph %d')",
+                          FORMAT_VERSION);
+                break;
+            }
+            if ((st = word(&r, w, sizeof w)) || (st = parse_int(&r, w, 1, INT32_MAX, &v)))
+                break;
+            if (v > FORMAT_VERSION) {
+                st = rerr(&r, SMELT_ERR_UNSUPPORTED,
+                          "graph file version %" PRId64 " is newer than this smelt reads (%d)", v,
+                          FORMAT_VERSION);
+                break;
+            }
+            if (!at_end(&r)) {
+                st = rerr(&r, SMELT_ERR_PARSE, "unexpected text after the version");
+                break;
+            }
+            have_version = true;
+            continue;
+        }
+        ws(&r);
+        if (*r.s == '%') {
+            st = node_line(&r);
+        } else {
+            char w[32];
+            if (!(st = word(&r, w, sizeof w))) {
+                if (!strcmp(w, "output"))
+                    st = output_line(&r);
+                else
+                    st = rerr(&r, SMELT_ERR_PARSE, "unexpected '%s' (expected %%N = ... or output %%N)", w);
+            }
+        }
+    }
+    if (!st && !have_version) {
+        r.line = 1;
+        st = rerr(&r, SMELT_ERR_PARSE, "not a smelt graph file (empty)");
+    }
+    free(r.ids);
+    free(r.idnode);
+    if (st) {
+        free(r.outs);
+        smelt_graph_free(r.g);
+        return st;
+    }
+    *gout = r.g;
+    *n_out = r.nout;
+    *outputs = r.outs;
+    if (!r.outs && !(*outputs = malloc(sizeof **outputs))) {
+        smelt_graph_free(r.g);
+        *gout = NULL;
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    }
+    return SMELT_OK;
+}
+
+static int check_out(smelt_ctx *ctx, smelt_graph **g, int *n_out, smelt_node ***outputs)
+{
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    if (!g || !n_out || !outputs)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "graph load: an output pointer is NULL");
+    *g = NULL;
+    *n_out = 0;
+    *outputs = NULL;
+    return SMELT_OK;
+}
+
+int smelt_graph_from_text(smelt_ctx *ctx, const char *text, smelt_graph **g, int *n_out,
+                          smelt_node ***outputs)
+{
+    int st = check_out(ctx, g, n_out, outputs);
+    if (st)
+        return st;
+    if (!text)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_graph_from_text: text is NULL");
+    return read_text(ctx, "<text>", text, strlen(text), g, n_out, outputs);
+}
+
+int smelt_graph_load(smelt_ctx *ctx, const char *path, smelt_graph **g, int *n_out,
+                     smelt_node ***outputs)
+{
+    int st = check_out(ctx, g, n_out, outputs);
+    if (st)
+        return st;
+    if (!path)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_graph_load: path is NULL");
+    size_t len = 0;
+    errno = 0;
+    char *text = smelt__read_file(path, MAX_FILE, &len);
+    if (!text && errno == EFBIG)
+        return smelt__err(ctx, SMELT_ERR_IO, "%s: larger than %u MiB; not a graph file", path, MAX_FILE >> 20);
+    if (!text)
+        return smelt__err(ctx, errno == ENOMEM ? SMELT_ERR_NOMEM : SMELT_ERR_IO, "cannot open '%s': %s",
+                          path, strerror(errno ? errno : EIO));
+    st = read_text(ctx, path, text, len, g, n_out, outputs);
+    free(text);
+    return st;
+}

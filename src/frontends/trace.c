@@ -1,0 +1,200 @@
+/* Traced functions: the user's builder function is recorded once per input
+ * signature (dtypes, ranks, broadcast pattern), optimised and compiled; later
+ * calls with that signature run the compiled plan. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+typedef struct tentry {
+    int n;
+    smelt_dtype dt[64];
+    int ndim[64];
+    uint8_t ones[64]; /* bit d: dimension d has size 1 */
+    smelt_plan *plan;
+    smelt_graph *g;    /* the recorded graph and its outputs (smelt_trace_save) */
+    smelt_node **outs;
+} tentry;
+
+struct smelt_trace {
+    smelt_ctx *ctx;
+    smelt_trace_fn fn;
+    void *user;
+    int n_in, n_out;
+    int opt_level;
+    char *backend;
+    tentry *e;
+    int ne;
+    smelt_plan *last;
+    int last_entry;
+};
+
+int smelt_trace_new(smelt_ctx *ctx, smelt_trace_fn fn, void *user, int n_in, int n_out,
+                    const smelt_plan_opts *opts, smelt_trace **out)
+{
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    if (!out || !fn)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_trace_new: %s is NULL", out ? "fn" : "out");
+    *out = NULL;
+    if (n_in < 0 || n_in > 64 || n_out <= 0)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                          "smelt_trace_new: need 0..64 inputs and at least one output (got %d, %d)",
+                          n_in, n_out);
+    smelt_trace *t = calloc(1, sizeof *t);
+    if (!t)
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    t->ctx = ctx;
+    t->fn = fn;
+    t->user = user;
+    t->n_in = n_in;
+    t->n_out = n_out;
+    t->opt_level = opts ? opts->opt_level : 3;
+    if (opts && opts->backend && !(t->backend = smelt__strdup(opts->backend))) {
+        free(t);
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    }
+    if (t->opt_level < 0 || t->opt_level > 3) {
+        int lvl = t->opt_level;
+        smelt_trace_free(t);
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", lvl);
+    }
+    *out = t;
+    return SMELT_OK;
+}
+
+void smelt_trace_free(smelt_trace *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->ne; i++) {
+        smelt_plan_free(t->e[i].plan);
+        smelt_graph_free(t->e[i].g);
+        free(t->e[i].outs);
+    }
+    free(t->e);
+    free(t->backend);
+    free(t);
+}
+
+static void signature(tentry *s, int n, smelt_tensor *const *in)
+{
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    for (int i = 0; i < n; i++) {
+        s->dt[i] = in[i]->dtype;
+        s->ndim[i] = in[i]->ndim;
+        for (int d = 0; d < in[i]->ndim; d++)
+            if (in[i]->shape[d] == 1)
+                s->ones[i] |= (uint8_t)(1u << d);
+    }
+}
+
+static bool same_sig(const tentry *a, const tentry *b)
+{
+    return a->n == b->n && !memcmp(a->dt, b->dt, sizeof(smelt_dtype) * (size_t)a->n) &&
+           !memcmp(a->ndim, b->ndim, sizeof(int) * (size_t)a->n) &&
+           !memcmp(a->ones, b->ones, (size_t)a->n);
+}
+
+static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out,
+                  smelt_graph **gout, smelt_node ***outs_out)
+{
+    smelt_graph *g;
+    int st = smelt_graph_new(t->ctx, &g);
+    if (st)
+        return st;
+    smelt_node *in[64], *outs_stack[16];
+    smelt_node **outs = t->n_out <= 16 ? outs_stack : calloc((size_t)t->n_out, sizeof *outs);
+    if (!outs) {
+        smelt_graph_free(g);
+        return smelt__err(t->ctx, SMELT_ERR_NOMEM, "out of memory");
+    }
+    memset(outs, 0, sizeof *outs * (size_t)t->n_out);
+    for (int i = 0; i < t->n_in; i++)
+        in[i] = smelt_input(g, NULL, inputs[i]->dtype, inputs[i]->ndim, inputs[i]->shape);
+    st = t->fn(g, t->n_in, in, t->n_out, outs, t->user);
+    if (!st && g->status)
+        st = smelt__err(t->ctx, g->status, "traced function: %s", smelt__sb_str(&g->err));
+    else if (st && !g->status)
+        smelt__err(t->ctx, st, "traced function returned %d (%s)", st, smelt_strerror(st));
+    else if (st)
+        smelt__err(t->ctx, st, "traced function: %s", smelt__sb_str(&g->err));
+    for (int i = 0; !st && i < t->n_out; i++)
+        if (!outs[i])
+            st = smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "traced function left output %d unset", i);
+    if (!st) {
+        smelt_plan_opts o = {t->opt_level, t->backend};
+        st = smelt_plan_new(t->ctx, g, t->n_out, outs, &o, out);
+    }
+    /* keep the graph for smelt_trace_save */
+    smelt_node **kept = st ? NULL : malloc(sizeof *kept * (size_t)t->n_out);
+    if (kept) {
+        memcpy(kept, outs, sizeof *kept * (size_t)t->n_out);
+        *gout = g;
+        *outs_out = kept;
+        g = NULL;
+    }
+    if (outs != outs_stack)
+        free(outs);
+    smelt_graph_free(g);
+    return st;
+}
+
+int smelt_trace_save(smelt_trace *t, const char *path)
+{
+    if (!t)
+        return SMELT_ERR_INVALID_ARG;
+    if (!t->last)
+        return smelt__err(t->ctx, SMELT_ERR_INVALID_ARG,
+                          "smelt_trace_save: the trace has not been called yet");
+    tentry *e = &t->e[t->last_entry];
+    if (!e->g)
+        return smelt__err(t->ctx, SMELT_ERR_NOMEM, "smelt_trace_save: the graph was not kept (out of memory)");
+    return smelt_graph_save(e->g, t->n_out, e->outs, path);
+}
+
+int smelt_trace_call(smelt_trace *t, int n_in, smelt_tensor *const *inputs, int n_out,
+                     smelt_tensor **outputs)
+{
+    if (!t)
+        return SMELT_ERR_INVALID_ARG;
+    if (n_in != t->n_in || n_out != t->n_out || (n_in && !inputs) || !outputs)
+        return smelt__err(t->ctx, SMELT_ERR_INVALID_ARG,
+                          "trace takes %d inputs and %d outputs, got %d and %d", t->n_in, t->n_out,
+                          n_in, n_out);
+    for (int i = 0; i < n_in; i++)
+        if (!inputs[i])
+            return smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "input %d is NULL", i);
+    tentry s;
+    signature(&s, n_in, inputs);
+    smelt_plan *p = NULL;
+    int at = -1;
+    for (int i = 0; i < t->ne && !p; i++)
+        if (same_sig(&t->e[i], &s)) {
+            p = t->e[i].plan;
+            at = i;
+        }
+    if (!p) {
+        int st = record(t, inputs, &p, &s.g, &s.outs);
+        if (st)
+            return st;
+        tentry *e = realloc(t->e, sizeof *e * (size_t)(t->ne + 1));
+        if (!e) {
+            smelt_plan_free(p);
+            smelt_graph_free(s.g);
+            free(s.outs);
+            return smelt__err(t->ctx, SMELT_ERR_NOMEM, "out of memory");
+        }
+        t->e = e;
+        s.plan = p;
+        at = t->ne;
+        t->e[t->ne++] = s;
+    }
+    t->last = p;
+    t->last_entry = at;
+    return smelt_plan_run(p, n_in, inputs, n_out, outputs);
+}
+
+smelt_plan *smelt_trace_last_plan(smelt_trace *t) { return t ? t->last : NULL; }
+int smelt_trace_num_plans(const smelt_trace *t) { return t ? t->ne : 0; }

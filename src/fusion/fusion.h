@@ -1,0 +1,63 @@
+/* The fusion layer: partitioning a program into clusters, the kernel
+ * description of a cluster, and the layout a launch merges to. */
+#ifndef SMELT_FUSION_H
+#define SMELT_FUSION_H
+#include "ir.h"
+
+enum { SMELT_MODE_CONTIG = 0, SMELT_MODE_BCAST = 1, SMELT_MODE_STRIDED = 2 };
+
+/* A kernel description: what the emitter turns into source. Values are
+ * numbered: 0..n_in-1 are the kernel inputs, n_in + k is body op k. */
+typedef struct smelt__kop {
+    smelt_op op;
+    smelt_dtype dtype;
+    int nin;
+    int in[3];
+    double fval;
+    int64_t ival;
+} smelt__kop;
+
+typedef struct smelt__kdesc {
+    int n_in, n_out, n_ops;
+    smelt_dtype in_dt[SMELT_MAX_KERNEL_OPERANDS];
+    smelt__kop *ops;
+    int out_val[SMELT_MAX_KERNEL_OPERANDS]; /* value index of each output */
+    /* layout variant */
+    int rank;                              /* merged rank; 1 and all CONTIG = flat */
+    uint8_t mode[SMELT_MAX_KERNEL_OPERANDS]; /* inputs then outputs */
+    bool blocks;                           /* block form: calls to smelt_blk_* (backend's) */
+    bool idx32; /* iteration space and every operand offset fit in 31 bits: device
+                 * dialects index with 32-bit arithmetic (C kernels ignore it) */
+} smelt__kdesc;
+
+/* ---- partition (fusion/partition.c) ----------------------------------- */
+typedef struct smelt__cluster {
+    int *members; /* instruction indices, ascending (topological) */
+    int nmem;
+    int *inputs; /* values read from outside (no constants) */
+    int nin;
+    int *outputs; /* members read outside the cluster or requested */
+    int nout;
+} smelt__cluster;
+
+typedef struct smelt__partition {
+    smelt__cluster *c; /* in an order that respects dependencies */
+    int n;
+} smelt__partition;
+
+/* Operators in one cluster at most (a larger fusible group splits). */
+#define SMELT_MAX_CLUSTER_OPS 256
+/* fuse=false: one cluster per operator (the unfused path). */
+int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);
+/* One cluster per member of c (the fallback when c fails to compile). */
+int smelt__partition_split(const smelt__prog *p, const smelt__cluster *c, smelt__partition *out);
+void smelt__partition_free(smelt__partition *pt);
+/* The kernel description of a cluster (layout fields left for the caller). */
+int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__kdesc *d);
+void smelt__kdesc_free(smelt__kdesc *d);
+/* Drop size-1 dimensions of the iteration shape S (rank r), merge adjacent
+ * dimensions every operand walks contiguously, and classify each operand's
+ * innermost stride.  S and st are rewritten; returns the new rank (>= 1). */
+int smelt__merge_layout(int r, int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS], uint8_t *mode);
+
+#endif

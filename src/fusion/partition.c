@@ -1,0 +1,412 @@
+/* Partitioner: the program's operators grouped into clusters, one kernel
+ * each.  Rules (docs/fusion.md):
+ *   - elementwise operators, casts and broadcasts fuse (OPAQUE operators such
+ *     as barrier never do); constants are inlined into every kernel that
+ *     reads them;
+ *   - all operators of a cluster have one shape (the iteration space); a
+ *     smaller, broadcast operand is read with stride 0;
+ *   - a merge never creates a cycle: no path may leave a cluster and re-enter;
+ *   - a value used inside and outside its cluster is an extra output;
+ *   - at most SMELT_MAX_KERNEL_OPERANDS inputs + outputs per cluster, and at
+ *     most SMELT_MAX_CLUSTER_OPS operators: a larger group splits into
+ *     several kernels (bounded compile time and kernel size).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusion.h"
+
+typedef struct pstate {
+    const smelt__prog *p;
+    int *parent;              /* union-find over instruction indices */
+    int *uoff, *users;        /* CSR user lists */
+    int *stamp, epoch, *stack;
+    int *size;       /* members of each union-find root */
+    int *head, *tail; /* each root's member list, */
+    int *next;        /* linked through next (-1 ends it): a merge is O(1), its checks O(members) */
+} pstate;
+
+static int find(pstate *s, int x)
+{
+    while (s->parent[x] != x) {
+        s->parent[x] = s->parent[s->parent[x]];
+        x = s->parent[x];
+    }
+    return x;
+}
+
+static bool is_op(const smelt__prog *p, int i) { return smelt__ops[p->v[i].op].cls != SMELT_CLASS_SOURCE; }
+static bool fusible(const smelt__prog *p, int i)
+{
+    int c = smelt__ops[p->v[i].op].cls;
+    return c == SMELT_CLASS_ELEMWISE || c == SMELT_CLASS_CAST || c == SMELT_CLASS_LAYOUT;
+}
+
+static bool same_shape(const smelt__inst *a, const smelt__inst *b)
+{
+    return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
+}
+
+static bool in_set(pstate *s, int x, int ka, int kb)
+{
+    if (!is_op(s->p, x))
+        return false;
+    int r = find(s, x);
+    return r == ka || r == kb;
+}
+
+/* The members of clusters ka and kc (roots, ka != kc), one after the other. */
+#define FOR_MEMBERS(s, ka, kc, m) \
+    for (int k_ = 0, m; k_ < 2; k_++) \
+        for (m = (s)->head[k_ ? (kc) : (ka)]; m >= 0; m = (s)->next[m])
+
+/* Would merging clusters ka and kc (kc contains instruction i, the newest)
+ * create a path that leaves the union and re-enters it? */
+static bool creates_cycle(pstate *s, int ka, int kc, int i)
+{
+    int sp = 0;
+    s->epoch++;
+    FOR_MEMBERS(s, ka, kc, m) {
+        for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++) {
+            int x = s->users[u];
+            if (x <= i && !in_set(s, x, ka, kc) && s->stamp[x] != s->epoch) {
+                s->stamp[x] = s->epoch;
+                s->stack[sp++] = x;
+            }
+        }
+    }
+    while (sp) {
+        int x = s->stack[--sp];
+        for (int u = s->uoff[x]; u < s->uoff[x + 1]; u++) {
+            int y = s->users[u];
+            if (y > i || s->stamp[y] == s->epoch)
+                continue;
+            if (in_set(s, y, ka, kc))
+                return true;
+            s->stamp[y] = s->epoch;
+            s->stack[sp++] = y;
+        }
+    }
+    return false;
+}
+
+/* Inputs + outputs of the union of clusters ka and kc, counting every user
+ * not yet in the union as outside (conservative). */
+static int operand_count(pstate *s, int ka, int kc)
+{
+    const smelt__prog *p = s->p;
+    int count = 0;
+    s->epoch++;
+    FOR_MEMBERS(s, ka, kc, m) {
+        for (int j = 0; j < p->v[m].nin; j++) {
+            int x = p->v[m].in[j];
+            if (p->v[x].op == SMELT_OP_CONST || in_set(s, x, ka, kc) || s->stamp[x] == s->epoch)
+                continue;
+            s->stamp[x] = s->epoch;
+            count++;
+        }
+        bool out = p->v[m].is_output;
+        for (int u = s->uoff[m]; u < s->uoff[m + 1] && !out; u++)
+            out = !in_set(s, s->users[u], ka, kc);
+        count += out;
+    }
+    return count;
+}
+
+static int cluster_io(const smelt__prog *p, const int *uoff, const int *users, smelt__cluster *c,
+                      int *mark, int tag)
+{
+    /* mark[x] == tag: x is a member; == -tag: already listed as input */
+    for (int k = 0; k < c->nmem; k++)
+        mark[c->members[k]] = tag;
+    c->inputs = malloc(sizeof(int) * (size_t)(c->nmem * 3 + 1));
+    c->outputs = malloc(sizeof(int) * (size_t)(c->nmem + 1));
+    if (!c->inputs || !c->outputs)
+        return SMELT_ERR_NOMEM;
+    c->nin = c->nout = 0;
+    for (int k = 0; k < c->nmem; k++) {
+        const smelt__inst *in = &p->v[c->members[k]];
+        for (int j = 0; j < in->nin; j++) {
+            int x = in->in[j];
+            if (p->v[x].op == SMELT_OP_CONST || mark[x] == tag || mark[x] == -tag)
+                continue;
+            mark[x] = -tag;
+            c->inputs[c->nin++] = x;
+        }
+    }
+    for (int k = 0; k < c->nmem; k++) {
+        int m = c->members[k];
+        bool out = p->v[m].is_output;
+        for (int u = uoff[m]; u < uoff[m + 1] && !out; u++)
+            out = mark[users[u]] != tag;
+        if (out)
+            c->outputs[c->nout++] = m;
+    }
+    return SMELT_OK;
+}
+
+static int build_users(const smelt__prog *p, int **uoff_out, int **users_out)
+{
+    int *uoff = calloc((size_t)p->n + 1, sizeof(int));
+    int total = 0;
+    for (int i = 0; i < p->n; i++)
+        total += p->v[i].nin;
+    int *users = malloc(sizeof(int) * (size_t)(total + 1));
+    int *fill = calloc((size_t)p->n + 1, sizeof(int));
+    if (!uoff || !users || !fill) {
+        free(uoff), free(users), free(fill);
+        return SMELT_ERR_NOMEM;
+    }
+    for (int i = 0; i < p->n; i++)
+        for (int j = 0; j < p->v[i].nin; j++)
+            uoff[p->v[i].in[j] + 1]++;
+    for (int i = 0; i < p->n; i++)
+        uoff[i + 1] += uoff[i];
+    for (int i = 0; i < p->n; i++)
+        for (int j = 0; j < p->v[i].nin; j++) {
+            int x = p->v[i].in[j];
+            users[uoff[x] + fill[x]++] = i;
+        }
+    free(fill);
+    *uoff_out = uoff;
+    *users_out = users;
+    return SMELT_OK;
+}
+
+void smelt__partition_free(smelt__partition *pt)
+{
+    for (int i = 0; i < pt->n; i++) {
+        free(pt->c[i].members);
+        free(pt->c[i].inputs);
+        free(pt->c[i].outputs);
+    }
+    free(pt->c);
+    memset(pt, 0, sizeof *pt);
+}
+
+/* Clusters from a root assignment, ordered so that producers come first. */
+static int collect(const smelt__prog *p, const int *root, const int *uoff, const int *users,
+                   smelt__partition *out)
+{
+    int n = p->n, st = SMELT_ERR_NOMEM;
+    int *cid = malloc(sizeof(int) * (size_t)(n + 1));
+    int *mark = calloc((size_t)n + 1, sizeof(int));
+    smelt__cluster *tmp = calloc((size_t)n + 1, sizeof *tmp);
+    int nc = 0;
+    int *indeg = NULL, *queue = NULL;
+    memset(out, 0, sizeof *out);
+    if (!cid || !mark || !tmp)
+        goto done;
+    for (int i = 0; i < n; i++)
+        cid[i] = -1;
+    for (int i = 0; i < n; i++) {
+        if (root[i] < 0)
+            continue;
+        if (cid[root[i]] < 0)
+            cid[root[i]] = nc++;
+        smelt__cluster *c = &tmp[cid[root[i]]];
+        if (!c->members && !(c->members = malloc(sizeof(int) * (size_t)n)))
+            goto done;
+        c->members[c->nmem++] = i;
+    }
+    for (int k = 0; k < nc; k++)
+        if (cluster_io(p, uoff, users, &tmp[k], mark, k + 1))
+            goto done;
+    /* Kahn's algorithm over cluster dependencies */
+    indeg = calloc((size_t)nc + 1, sizeof(int));
+    queue = malloc(sizeof(int) * (size_t)(nc + 1));
+    if (!indeg || !queue)
+        goto done;
+    for (int k = 0; k < nc; k++)
+        for (int j = 0; j < tmp[k].nin; j++)
+            if (root[tmp[k].inputs[j]] >= 0)
+                indeg[k]++;
+    out->c = calloc((size_t)nc + 1, sizeof *out->c);
+    if (!out->c)
+        goto done;
+    int head = 0, tail = 0;
+    for (int k = 0; k < nc; k++)
+        if (!indeg[k])
+            queue[tail++] = k;
+    for (int k = 0; k < nc; k++)
+        mark[k] = 0; /* reused: last value that decremented cluster k */
+    while (head < tail) {
+        int k = queue[head++];
+        out->c[out->n++] = tmp[k];
+        for (int o = 0; o < tmp[k].nout; o++) {
+            int v = tmp[k].outputs[o];
+            for (int u = uoff[v]; u < uoff[v + 1]; u++) {
+                int x = users[u];
+                if (root[x] < 0)
+                    continue;
+                int kk = cid[root[x]];
+                if (kk == k || mark[kk] == v + 1)
+                    continue;
+                mark[kk] = v + 1; /* one edge per (value, consumer cluster) */
+                if (--indeg[kk] == 0)
+                    queue[tail++] = kk;
+            }
+        }
+    }
+    st = out->n == nc ? SMELT_OK : SMELT_ERR_RUNTIME; /* a cycle: a partitioner bug */
+    if (st == SMELT_OK)
+        nc = 0; /* ownership moved to out */
+done:
+    for (int k = 0; k < nc; k++) {
+        bool moved = false;
+        for (int j = 0; j < out->n && !moved; j++)
+            moved = out->c[j].members == tmp[k].members;
+        if (!moved) {
+            free(tmp[k].members), free(tmp[k].inputs), free(tmp[k].outputs);
+        }
+    }
+    if (st)
+        smelt__partition_free(out);
+    free(tmp), free(cid), free(mark), free(indeg), free(queue);
+    return st;
+}
+
+int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out)
+{
+    pstate s = {0};
+    s.p = p;
+    int st = build_users(p, &s.uoff, &s.users);
+    if (st)
+        return st;
+    s.parent = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.stamp = calloc((size_t)p->n + 1, sizeof(int));
+    s.stack = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.size = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.head = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.tail = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.next = malloc(sizeof(int) * (size_t)(p->n + 1));
+    int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
+    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !root) {
+        st = SMELT_ERR_NOMEM;
+        goto done;
+    }
+    for (int i = 0; i < p->n; i++)
+        s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1;
+    for (int i = 0; fuse && i < p->n; i++) {
+        if (!fusible(p, i))
+            continue;
+        for (int j = 0; j < p->v[i].nin; j++) {
+            int x = p->v[i].in[j];
+            if (!fusible(p, x) || !same_shape(&p->v[x], &p->v[i]))
+                continue;
+            int kx = find(&s, x), ki = find(&s, i);
+            if (kx == ki || s.size[kx] + s.size[ki] > SMELT_MAX_CLUSTER_OPS ||
+                creates_cycle(&s, kx, ki, i))
+                continue;
+            if (operand_count(&s, kx, ki) > SMELT_MAX_KERNEL_OPERANDS)
+                continue;
+            s.parent[kx] = ki;
+            s.size[ki] += s.size[kx];
+            s.next[s.tail[ki]] = s.head[kx];
+            s.tail[ki] = s.tail[kx];
+        }
+    }
+    for (int i = 0; i < p->n; i++)
+        root[i] = is_op(p, i) ? find(&s, i) : -1;
+    st = collect(p, root, s.uoff, s.users, out);
+done:
+    free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
+    free(s.head), free(s.tail), free(s.next);
+    return st;
+}
+
+int smelt__partition_split(const smelt__prog *p, const smelt__cluster *c, smelt__partition *out)
+{
+    int *uoff, *users;
+    int st = build_users(p, &uoff, &users);
+    if (st)
+        return st;
+    int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
+    if (!root) {
+        free(uoff), free(users);
+        return SMELT_ERR_NOMEM;
+    }
+    for (int i = 0; i < p->n; i++)
+        root[i] = -1;
+    for (int k = 0; k < c->nmem; k++)
+        root[c->members[k]] = c->members[k];
+    /* only the members take part: users outside count as outside */
+    st = collect(p, root, uoff, users, out);
+    free(root), free(uoff), free(users);
+    return st;
+}
+
+void smelt__kdesc_free(smelt__kdesc *d)
+{
+    free(d->ops);
+    d->ops = NULL;
+}
+
+/* Instruction index -> kernel value index for the few instructions a
+ * cluster names: an open-addressing table of the cluster's size, not of the
+ * program's (a plan of many small clusters stays linear). */
+typedef struct vmap {
+    int *key, *val, mask;
+} vmap;
+
+static int *vmap_slot(vmap *m, int key)
+{
+    for (unsigned h = (unsigned)key * 2654435761u;; h++) {
+        int i = (int)(h & (unsigned)m->mask);
+        if (m->key[i] < 0)
+            m->key[i] = key, m->val[i] = -1;
+        if (m->key[i] == key)
+            return &m->val[i];
+    }
+}
+
+int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__kdesc *d)
+{
+    memset(d, 0, sizeof *d);
+    if (c->nin + c->nout > SMELT_MAX_KERNEL_OPERANDS)
+        return SMELT_ERR_INVALID_ARG;
+    int cap = 16;
+    while (cap < 2 * (c->nin + c->nmem * 4 + 1))
+        cap *= 2;
+    vmap map = {malloc(sizeof(int) * (size_t)cap), malloc(sizeof(int) * (size_t)cap), cap - 1};
+    d->ops = malloc(sizeof *d->ops * (size_t)(c->nmem * 4 + 1));
+    if (!map.key || !map.val || !d->ops) {
+        free(map.key), free(map.val);
+        smelt__kdesc_free(d);
+        return SMELT_ERR_NOMEM;
+    }
+    for (int i = 0; i < cap; i++)
+        map.key[i] = -1;
+    d->n_in = c->nin;
+    for (int k = 0; k < c->nin; k++) {
+        *vmap_slot(&map, c->inputs[k]) = k;
+        d->in_dt[k] = p->v[c->inputs[k]].dtype;
+    }
+    for (int k = 0; k < c->nmem; k++) {
+        const smelt__inst *in = &p->v[c->members[k]];
+        smelt__kop op = {0};
+        op.op = in->op;
+        op.dtype = in->dtype;
+        op.nin = in->nin;
+        for (int j = 0; j < in->nin; j++) {
+            int x = in->in[j], *v = vmap_slot(&map, x);
+            if (*v < 0) { /* a constant, inlined */
+                smelt__kop cst = {0};
+                cst.op = SMELT_OP_CONST;
+                cst.dtype = p->v[x].dtype;
+                cst.fval = p->v[x].fval;
+                cst.ival = p->v[x].ival;
+                d->ops[d->n_ops] = cst;
+                *v = d->n_in + d->n_ops++;
+            }
+            op.in[j] = *v;
+        }
+        d->ops[d->n_ops] = op;
+        *vmap_slot(&map, c->members[k]) = d->n_in + d->n_ops++;
+    }
+    d->n_out = c->nout;
+    for (int k = 0; k < c->nout; k++)
+        d->out_val[k] = *vmap_slot(&map, c->outputs[k]);
+    free(map.key), free(map.val);
+    return SMELT_OK;
+}

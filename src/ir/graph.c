@@ -1,0 +1,409 @@
+/* The graph builder: typed nodes, NumPy promotion and broadcasting, sticky
+ * errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+int smelt_graph_new(smelt_ctx *ctx, smelt_graph **out)
+{
+    if (!out)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_graph_new: out is NULL");
+    *out = NULL;
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    smelt_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    g->ctx = ctx;
+    *out = g;
+    return SMELT_OK;
+}
+
+void smelt_graph_free(smelt_graph *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < g->n; i++) {
+        free(g->nodes[i]->name);
+        free(g->nodes[i]);
+    }
+    free(g->nodes);
+    free(g->inputs);
+    smelt__sb_free(&g->err);
+    free(g);
+}
+
+int smelt_graph_status(const smelt_graph *g) { return g ? g->status : SMELT_ERR_INVALID_ARG; }
+const char *smelt_graph_errmsg(const smelt_graph *g)
+{
+    if (!g)
+        return "graph is NULL";
+    if (g->status && !g->err.len) /* the message could not be allocated */
+        return smelt_strerror(g->status);
+    return smelt__sb_str((smelt__sb *)&g->err);
+}
+int smelt_graph_num_inputs(const smelt_graph *g) { return g ? g->nin : 0; }
+
+static smelt_node *fail(smelt_graph *g, int status, const char *fmt, ...) SMELT_PRINTF(3, 4);
+static smelt_node *fail(smelt_graph *g, int status, const char *fmt, ...)
+{
+    if (g->status)
+        return NULL;
+    g->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    smelt__sb_vprintf(&g->err, fmt, ap);
+    va_end(ap);
+    smelt__err(g->ctx, status, "%s", smelt__sb_str(&g->err));
+    return NULL;
+}
+
+static smelt_node *new_node(smelt_graph *g, smelt_op op, smelt_dtype dt, int ndim,
+                            const int64_t *shape)
+{
+    if (g->n == g->cap) {
+        int cap = g->cap ? g->cap * 2 : 64;
+        smelt_node **nn = realloc(g->nodes, sizeof *nn * (size_t)cap);
+        if (!nn)
+            return fail(g, SMELT_ERR_NOMEM, "out of memory");
+        g->nodes = nn;
+        g->cap = cap;
+    }
+    smelt_node *n = calloc(1, sizeof *n);
+    if (!n)
+        return fail(g, SMELT_ERR_NOMEM, "out of memory");
+    n->g = g;
+    n->id = g->n;
+    n->op = op;
+    n->dtype = dt;
+    n->ndim = ndim;
+    if (ndim)
+        memcpy(n->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    n->input_index = -1;
+    g->nodes[g->n++] = n;
+    return n;
+}
+
+/* The shared shape check (smelt__shape_check), as a sticky graph error. */
+static bool check_shape(smelt_graph *g, const char *what, int ndim, const int64_t *shape)
+{
+    smelt__sb why;
+    smelt__sb_init(&why);
+    int st = smelt__shape_check(ndim, shape, &why);
+    if (st)
+        fail(g, st, "%s: %s", what, smelt__sb_str(&why));
+    smelt__sb_free(&why);
+    return st == SMELT_OK;
+}
+
+smelt_node *smelt_input(smelt_graph *g, const char *name, smelt_dtype dt, int ndim,
+                        const int64_t *shape)
+{
+    if (!g || g->status)
+        return NULL;
+    if (!smelt__dtype_valid((int)dt))
+        return fail(g, SMELT_ERR_DTYPE, "input: invalid dtype %d", (int)dt);
+    if (!check_shape(g, "input", ndim, shape))
+        return NULL;
+    char buf[32];
+    if (!name) {
+        snprintf(buf, sizeof buf, "in%d", g->nin);
+        name = buf;
+    }
+    for (int i = 0; i < g->nin; i++)
+        if (!strcmp(g->inputs[i]->name, name))
+            return fail(g, SMELT_ERR_INVALID_ARG, "input: duplicate input name '%s'", name);
+    if (g->nin == g->incap) {
+        int cap = g->incap ? g->incap * 2 : 16;
+        smelt_node **ni = realloc(g->inputs, sizeof *ni * (size_t)cap);
+        if (!ni)
+            return fail(g, SMELT_ERR_NOMEM, "out of memory");
+        g->inputs = ni;
+        g->incap = cap;
+    }
+    smelt_node *n = new_node(g, SMELT_OP_INPUT, dt, ndim, shape);
+    if (!n)
+        return NULL;
+    n->name = smelt__strdup(name);
+    if (!n->name)
+        return fail(g, SMELT_ERR_NOMEM, "out of memory");
+    n->input_index = g->nin;
+    g->inputs[g->nin++] = n;
+    return n;
+}
+
+static smelt_node *make_const(smelt_graph *g, double v, smelt_dtype dt, bool weak)
+{
+    smelt_node *n = new_node(g, SMELT_OP_CONST, dt, 0, NULL);
+    if (!n)
+        return NULL;
+    n->fval = smelt__dtype_round(dt, v);
+    n->ival = smelt__is_float(dt) ? 0 : (int64_t)n->fval;
+    n->weak = weak;
+    return n;
+}
+
+smelt_node *smelt_const(smelt_graph *g, double value, smelt_dtype dt)
+{
+    if (!g || g->status)
+        return NULL;
+    if (!smelt__dtype_valid((int)dt))
+        return fail(g, SMELT_ERR_DTYPE, "const: invalid dtype %d", (int)dt);
+    return make_const(g, value, dt, false);
+}
+
+smelt_node *smelt_scalar(smelt_graph *g, double value)
+{
+    if (!g || g->status)
+        return NULL;
+    bool integral = isfinite(value) && value == trunc(value) && fabs(value) < 9.2e18;
+    return make_const(g, value, integral ? SMELT_I64 : SMELT_F64, true);
+}
+
+static int category(smelt_dtype d)
+{
+    int k = smelt__dtypes[d].kind;
+    return k == SMELT_DT_B ? 0 : (k == SMELT_DT_F ? 2 : 1);
+}
+
+/* NumPy 2 promotion with weak scalars (NEP 50). */
+static smelt_dtype promote_args(int n, smelt_node *const *a)
+{
+    bool any_strong = false;
+    smelt_dtype s = SMELT_BOOL;
+    for (int i = 0; i < n; i++)
+        if (!a[i]->weak) {
+            s = any_strong ? smelt_dtype_promote(s, a[i]->dtype) : a[i]->dtype;
+            any_strong = true;
+        }
+    if (!any_strong) {
+        s = a[0]->dtype;
+        for (int i = 1; i < n; i++)
+            s = smelt_dtype_promote(s, a[i]->dtype);
+        return s;
+    }
+    smelt_dtype r = s;
+    for (int i = 0; i < n; i++)
+        if (a[i]->weak && category(a[i]->dtype) > category(s))
+            r = smelt_dtype_promote(r, a[i]->dtype);
+    return r;
+}
+
+/* Whether a is a weak integer scalar that dt (u8 or i32) cannot hold. */
+static bool weak_int_outside(const smelt_node *a, smelt_dtype dt)
+{
+    int64_t lo = dt == SMELT_U8 ? 0 : INT32_MIN, hi = dt == SMELT_U8 ? 255 : INT32_MAX;
+    return a->op == SMELT_OP_CONST && a->weak && !smelt__is_float(a->dtype) &&
+           (dt == SMELT_U8 || dt == SMELT_I32) && (a->ival < lo || a->ival > hi);
+}
+
+/* a converted to dt: a retyped weak constant, a cast node, or a itself. */
+static smelt_node *convert(smelt_graph *g, smelt_node *a, smelt_dtype dt)
+{
+    if (a->dtype == dt)
+        return a;
+    if (a->op == SMELT_OP_CONST && a->weak) {
+        /* NumPy 2: a Python int that the array's integer dtype cannot hold
+         * is an error (u8 + 300), not a silent wrap */
+        if (weak_int_outside(a, dt))
+            return fail(g, SMELT_ERR_DTYPE, "the scalar %lld does not fit in %s", (long long)a->ival,
+                        smelt__dtypes[dt].name);
+        return make_const(g, smelt__is_float(a->dtype) ? a->fval : (double)a->ival, dt, false);
+    }
+    smelt_node *n = new_node(g, SMELT_OP_CAST, dt, a->ndim, a->shape);
+    if (!n)
+        return NULL;
+    n->nin = 1;
+    n->in[0] = a;
+    return n;
+}
+
+static smelt_node *check_operands(smelt_graph *g, const char *what, int n, smelt_node *const *args)
+{
+    for (int i = 0; i < n; i++) {
+        if (!args[i])
+            return fail(g, SMELT_ERR_INVALID_ARG, "%s: operand %d is NULL", what, i);
+        if (args[i]->g != g)
+            return fail(g, SMELT_ERR_INVALID_ARG, "%s: operand %d belongs to another graph", what, i);
+    }
+    return (smelt_node *)args; /* any non-NULL */
+}
+
+smelt_node *smelt_op_apply(smelt_graph *g, smelt_op op, int n, smelt_node *const *args)
+{
+    if (!g || g->status)
+        return NULL;
+    if ((int)op < 0 || op >= SMELT_OP_COUNT)
+        return fail(g, SMELT_ERR_INVALID_ARG, "unknown operator %d", (int)op);
+    const smelt__opinfo *oi = &smelt__ops[op];
+    if (oi->cls != SMELT_CLASS_ELEMWISE && oi->cls != SMELT_CLASS_OPAQUE)
+        return fail(g, SMELT_ERR_INVALID_ARG,
+                    "%s: not an elementwise operator (use its own builder function)", oi->name);
+    if (n != oi->arity)
+        return fail(g, SMELT_ERR_INVALID_ARG, "%s takes %d operand%s, got %d", oi->name, oi->arity,
+                    oi->arity == 1 ? "" : "s", n);
+    if (!args || !check_operands(g, oi->name, n, args))
+        return args ? NULL : fail(g, SMELT_ERR_INVALID_ARG, "%s: operands are NULL", oi->name);
+
+    /* NumPy's bitwise operators on bool are the logical ones */
+    smelt_dtype ct = promote_args(n, args);
+    static const smelt_op logical[][2] = {
+        {SMELT_OP_BITWISE_AND, SMELT_OP_LOGICAL_AND}, {SMELT_OP_BITWISE_OR, SMELT_OP_LOGICAL_OR},
+        {SMELT_OP_BITWISE_XOR, SMELT_OP_LOGICAL_XOR}, {SMELT_OP_BITWISE_NOT, SMELT_OP_LOGICAL_NOT}};
+    for (size_t i = 0; i < sizeof logical / sizeof logical[0] && ct == SMELT_BOOL; i++)
+        if (op == logical[i][0])
+            return smelt_op_apply(g, logical[i][1], n, args);
+
+    /* dtype */
+    if (oi->rule == SMELT_RULE_WHERE)
+        ct = promote_args(2, args + 1);
+    /* NumPy 2 compares an integer array with a Python int exactly, also one
+     * its dtype cannot hold (u8 < 300 is true): in i64, which holds both */
+    for (int i = 0; oi->rule == SMELT_RULE_CMP && i < n; i++)
+        if (weak_int_outside(args[i], ct))
+            ct = SMELT_I64;
+    if (op == SMELT_OP_ROUND && ct == SMELT_BOOL)
+        ct = SMELT_F16; /* as NumPy's round of bool */
+    if (oi->rule == SMELT_RULE_FLOAT && !smelt__is_float(ct))
+        ct = (ct == SMELT_U8 || ct == SMELT_BOOL) ? SMELT_F16 : SMELT_F64; /* as NumPy */
+    if (oi->rule == SMELT_RULE_TRUEDIV && !smelt__is_float(ct))
+        ct = SMELT_F64; /* NumPy's true_divide: every integer and bool pair */
+    static const smelt_op int8_of_bool[] = {SMELT_OP_FLOOR_DIV, SMELT_OP_MOD, SMELT_OP_POW,
+                                            SMELT_OP_SQUARE, SMELT_OP_RECIPROCAL, SMELT_OP_FMOD,
+                                            SMELT_OP_LEFT_SHIFT, SMELT_OP_RIGHT_SHIFT};
+    for (size_t i = 0; i < sizeof int8_of_bool / sizeof int8_of_bool[0] && ct == SMELT_BOOL; i++)
+        if (op == int8_of_bool[i])
+            return fail(g, SMELT_ERR_DTYPE,
+                        "%s does not support dtype bool (NumPy computes it in int8, which smelt "
+                        "does not have; cast to an integer dtype first, e.g. int32(x))", oi->name);
+    if (!(oi->dtypes & smelt__dtypes[ct].kind))
+        return fail(g, SMELT_ERR_DTYPE, "%s does not support dtype %s", oi->name,
+                    smelt__dtypes[ct].name);
+    smelt_dtype rt = oi->rule == SMELT_RULE_CMP ? SMELT_BOOL : ct;
+
+    /* shape */
+    int nd = 0;
+    int64_t shape[SMELT_MAX_DIMS];
+    for (int i = 0; i < n; i++) {
+        if (smelt__broadcast_shapes(nd, shape, args[i]->ndim, args[i]->shape, &nd, shape)) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            for (int k = 0; k < n; k++) {
+                if (k)
+                    smelt__sb_puts(&b, " and ");
+                smelt__shape_str(&b, args[k]->ndim, args[k]->shape);
+            }
+            fail(g, SMELT_ERR_SHAPE, "%s: shapes %s are not broadcastable", oi->name,
+                 smelt__sb_str(&b));
+            smelt__sb_free(&b);
+            return NULL;
+        }
+    }
+
+    smelt_node *cv[3];
+    for (int i = 0; i < n; i++) {
+        smelt_dtype want = (oi->rule == SMELT_RULE_WHERE && i == 0) ? SMELT_BOOL : ct;
+        cv[i] = convert(g, args[i], want);
+        if (!cv[i])
+            return NULL;
+    }
+    smelt_node *r = new_node(g, op, rt, nd, shape);
+    if (!r)
+        return NULL;
+    r->nin = n;
+    bool all_weak = true;
+    for (int i = 0; i < n; i++) {
+        r->in[i] = cv[i];
+        all_weak = all_weak && args[i]->weak;
+    }
+    r->weak = all_weak;
+    return r;
+}
+
+smelt_node *smelt_unary(smelt_graph *g, smelt_op op, smelt_node *a)
+{
+    return smelt_op_apply(g, op, 1, &a);
+}
+
+smelt_node *smelt_binary(smelt_graph *g, smelt_op op, smelt_node *a, smelt_node *b)
+{
+    smelt_node *args[2] = {a, b};
+    return smelt_op_apply(g, op, 2, args);
+}
+
+smelt_node *smelt_ternary(smelt_graph *g, smelt_op op, smelt_node *a, smelt_node *b,
+                          smelt_node *c)
+{
+    smelt_node *args[3] = {a, b, c};
+    return smelt_op_apply(g, op, 3, args);
+}
+
+smelt_node *smelt_cast(smelt_graph *g, smelt_node *a, smelt_dtype dt)
+{
+    if (!g || g->status)
+        return NULL;
+    if (!check_operands(g, "cast", 1, &a))
+        return NULL;
+    if (!smelt__dtype_valid((int)dt))
+        return fail(g, SMELT_ERR_DTYPE, "cast: invalid dtype %d", (int)dt);
+    /* a weak scalar cast to its own dtype becomes strongly typed, as
+     * np.int64(1) is: a new node, not a itself */
+    if (a->dtype == dt && !a->weak)
+        return a;
+    if (a->op == SMELT_OP_CONST) {
+        smelt_node *c = make_const(g, smelt__is_float(a->dtype) ? a->fval : (double)a->ival, dt, false);
+        if (c && a->dtype == dt) { /* every bit, beyond 2^53 too */
+            c->fval = a->fval;
+            c->ival = a->ival;
+        }
+        return c;
+    }
+    smelt_node *n = new_node(g, SMELT_OP_CAST, dt, a->ndim, a->shape);
+    if (n) {
+        n->nin = 1;
+        n->in[0] = a;
+    }
+    return n;
+}
+
+smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const int64_t *shape)
+{
+    if (!g || g->status)
+        return NULL;
+    if (!check_operands(g, "broadcast_to", 1, &a))
+        return NULL;
+    if (!check_shape(g, "broadcast_to", ndim, shape))
+        return NULL;
+    if (ndim < a->ndim)
+        return fail(g, SMELT_ERR_SHAPE, "broadcast_to: cannot broadcast rank %d to rank %d",
+                    a->ndim, ndim);
+    int nd;
+    int64_t out[SMELT_MAX_DIMS];
+    bool ok = !smelt__broadcast_shapes(a->ndim, a->shape, ndim, shape, &nd, out);
+    for (int i = 0; ok && i < ndim; i++)
+        ok = out[i] == shape[i];
+    if (!ok) {
+        smelt__sb b;
+        smelt__sb_init(&b);
+        smelt__shape_str(&b, a->ndim, a->shape);
+        smelt__sb_puts(&b, " to ");
+        smelt__shape_str(&b, ndim, shape);
+        fail(g, SMELT_ERR_SHAPE, "broadcast_to: cannot broadcast %s", smelt__sb_str(&b));
+        smelt__sb_free(&b);
+        return NULL;
+    }
+    smelt_node *n = new_node(g, SMELT_OP_BROADCAST, a->dtype, ndim, shape);
+    if (n) {
+        n->nin = 1;
+        n->in[0] = a;
+    }
+    return n;
+}
+
+smelt_dtype smelt_node_dtype(const smelt_node *n) { return n ? n->dtype : SMELT_F32; }
+int smelt_node_ndim(const smelt_node *n) { return n ? n->ndim : 0; }
+const int64_t *smelt_node_shape(const smelt_node *n) { return n ? n->shape : NULL; }
+smelt_op smelt_node_op(const smelt_node *n) { return n ? n->op : SMELT_OP_INPUT; }

@@ -1,0 +1,238 @@
+/* The bottom layer: what every other layer may use.  Growable strings and
+ * small utilities, the operator and dtype tables (ops.def), a context's
+ * error slot, host tensors, the graph and its lowered program, the scalar
+ * semantics of every operator.  Includes only the public header.
+ * Cross-file private functions are named smelt__*. */
+#ifndef SMELT_IR_H
+#define SMELT_IR_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "smelt.h"
+
+#define SMELT_UNUSED(x) ((void)(x))
+#define SMELT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SMELT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#if defined(__GNUC__)
+#define SMELT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define SMELT_PRINTF(f, a)
+#endif
+
+/* ---- growable string ------------------------------------------------- */
+typedef struct smelt__sb {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} smelt__sb;
+void smelt__sb_init(smelt__sb *b);
+void smelt__sb_free(smelt__sb *b);
+void smelt__sb_putn(smelt__sb *b, const char *s, size_t n);
+void smelt__sb_puts(smelt__sb *b, const char *s);
+void smelt__sb_printf(smelt__sb *b, const char *fmt, ...) SMELT_PRINTF(2, 3);
+void smelt__sb_vprintf(smelt__sb *b, const char *fmt, va_list ap);
+const char *smelt__sb_str(smelt__sb *b); /* never NULL */
+char *smelt__sb_take(smelt__sb *b);       /* caller frees; NULL on OOM */
+
+uint64_t smelt__hash(const void *data, size_t n, uint64_t seed);
+double smelt__now_ms(void);
+/* "s" unless n is 1: "%d kernel%s", n, smelt__plural(n) */
+static inline const char *smelt__plural(long long n) { return n == 1 ? "" : "s"; }
+/* A whole file (NUL-terminated; *len its size), or NULL with errno set
+ * (EFBIG when it is larger than max). */
+char *smelt__read_file(const char *path, size_t max, size_t *len);
+int smelt__mkdir_p(const char *path, unsigned mode); /* mkdir -p (new folders get mode); 0 or -1 */
+char *smelt__strdup(const char *s);
+void *smelt__aligned_alloc(size_t bytes); /* 64-byte aligned, freed with free() */
+
+/* ---- op and dtype tables --------------------------------------------- */
+enum { SMELT_CLASS_SOURCE, SMELT_CLASS_ELEMWISE, SMELT_CLASS_LAYOUT, SMELT_CLASS_CAST, SMELT_CLASS_OPAQUE };
+enum { SMELT_RULE_NONE, SMELT_RULE_SAME, SMELT_RULE_FLOAT, SMELT_RULE_TRUEDIV, SMELT_RULE_CMP, SMELT_RULE_WHERE };
+enum { SMELT_DT_F = 1, SMELT_DT_I = 2, SMELT_DT_U = 4, SMELT_DT_B = 8 };
+
+typedef struct smelt__opinfo {
+    const char *name;
+    int arity, cls, rule, dtypes;
+    const char *c_float, *c_int;
+} smelt__opinfo;
+extern const smelt__opinfo smelt__ops[SMELT_OP_COUNT];
+
+typedef struct smelt__dtinfo {
+    const char *name;
+    size_t size;
+    int kind; /* SMELT_DT_F / I / U / B */
+} smelt__dtinfo;
+extern const smelt__dtinfo smelt__dtypes[SMELT_DTYPE_COUNT];
+static inline bool smelt__is_float(smelt_dtype d)
+{
+    return d == SMELT_F32 || d == SMELT_F64 || d == SMELT_F16 || d == SMELT_BF16;
+}
+/* f16 and bf16 are storage types: kernels load them into f32, compute in
+ * f32 and round each result back (docs/numerics.md). */
+static inline bool smelt__is_half(smelt_dtype d) { return d == SMELT_F16 || d == SMELT_BF16; }
+/* The dtype an operator on operands of dtype d computes in. */
+static inline smelt_dtype smelt__compute_dtype(smelt_dtype d) { return smelt__is_half(d) ? SMELT_F32 : d; }
+bool smelt__dtype_valid(int d);
+/* Round a double to what dtype d can hold (integers wrap, floats round to
+ * nearest even; f16/bf16 directly from the double, as a cast does). */
+double smelt__dtype_round(smelt_dtype d, double v);
+/* Round an operator's result, computed in double, as a kernel would: f16
+ * and bf16 through f32 first (the kernel's compute type), other dtypes as
+ * smelt__dtype_round. */
+double smelt__dtype_round_result(smelt_dtype d, double v);
+/* IEEE binary16 and bfloat16 bit patterns: round to nearest even from a
+ * double (overflow gives infinity, NaN stays NaN with its sign and top
+ * payload bits, quieted), and the exact value of a pattern. */
+uint16_t smelt__f16_from_double(double v);
+uint16_t smelt__bf16_from_double(double v);
+double smelt__f16_to_double(uint16_t h);
+double smelt__bf16_to_double(uint16_t h);
+/* ---- a context's error slot ------------------------------------------ */
+/* struct smelt_ctx (src/runtime/runtime.h) begins with this: every layer
+ * records errors through smelt__err without knowing the rest. */
+typedef struct smelt__ctx_err {
+    smelt__sb err;
+} smelt__ctx_err;
+/* Record an error on ctx (if not NULL) and return status. */
+int smelt__err(smelt_ctx *ctx, int status, const char *fmt, ...) SMELT_PRINTF(3, 4);
+void smelt__clear_err(smelt_ctx *ctx);
+
+/* ---- tensors --------------------------------------------------------- */
+struct smelt__backend; /* device memory's owner (src/runtime/backend.h) */
+typedef struct smelt__buffer {
+    int refs;
+    void *mem;  /* owned allocation, or NULL when wrapped */
+    size_t bytes;
+    struct smelt__backend *dev; /* device memory of this backend (NULL: host memory) */
+    /* device memory only: how the tensor layer frees it and reads from it */
+    void (*dev_free)(struct smelt__backend *be, void *mem);
+    int (*dev_read)(struct smelt__backend *be, void *dst, const void *src, size_t bytes);
+} smelt__buffer;
+
+struct smelt_tensor {
+    smelt_ctx *ctx;
+    smelt_dtype dtype;
+    int ndim;
+    int64_t shape[SMELT_MAX_DIMS];
+    int64_t strides[SMELT_MAX_DIMS]; /* elements */
+    char *data;                      /* first element */
+    smelt__buffer *buf;
+};
+int64_t smelt__numel(int ndim, const int64_t *shape);
+/* Whether the memory ranges of a's and b's elements intersect (host or
+ * device addresses alike; conservative for interleaved views). */
+bool smelt__tensors_overlap(const smelt_tensor *a, const smelt_tensor *b);
+/* Copy src's elements into dst (host tensors, same dtype and shape). */
+void smelt__tensor_copy_into(smelt_tensor *dst, const smelt_tensor *src);
+/* Every shape entering the library (tensors, views, graph inputs and
+ * broadcasts, .npy and graph files, the CLI) passes here: rank 0..8,
+ * dimensions >= 0, and the product of the dimensions (a zero one counted as
+ * 1, so strides cannot overflow either) at most SMELT_MAX_ELEMS, so element
+ * counts, strides and byte offsets (x 16) fit in int64.  SMELT_OK, or a
+ * status and a message naming the shape in why. */
+#define SMELT_MAX_ELEMS ((int64_t)1 << 59)
+int smelt__shape_check(int ndim, const int64_t *shape, smelt__sb *why);
+void smelt__contig_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* Broadcast shapes (NumPy rules): 0 or SMELT_ERR_SHAPE. */
+int smelt__broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                            int64_t *out);
+void smelt__shape_str(smelt__sb *b, int ndim, const int64_t *shape);
+static inline bool smelt__is_device(const smelt_tensor *t) { return t && t->buf && t->buf->dev; }
+
+/* ---- graph ----------------------------------------------------------- */
+struct smelt_node {
+    smelt_graph *g;
+    int id;
+    smelt_op op;
+    smelt_dtype dtype;
+    int ndim;
+    int64_t shape[SMELT_MAX_DIMS];
+    int nin;
+    smelt_node *in[3];
+    double fval;   /* constants: value (float dtypes / weak) */
+    int64_t ival;  /* constants: value (integer dtypes) */
+    bool weak;     /* weakly typed scalar */
+    int input_index;
+    char *name;
+};
+
+struct smelt_graph {
+    smelt_ctx *ctx;
+    smelt_node **nodes;
+    int n, cap;
+    smelt_node **inputs;
+    int nin, incap;
+    int status;
+    smelt__sb err;
+};
+
+/* ---- lowered program (what passes, partitioner and executor see) ----- */
+typedef struct smelt__inst {
+    smelt_op op;
+    smelt_dtype dtype;
+    int ndim;
+    int64_t shape[SMELT_MAX_DIMS]; /* example shape (the graph's) */
+    int nin;
+    int in[3];
+    double fval;
+    int64_t ival;
+    int input_index; /* SMELT_OP_INPUT */
+    bool copy;       /* a copy made for an output: its shape follows its operand */
+    int uses;        /* filled by smelt__prog_uses */
+    bool is_output;
+} smelt__inst;
+
+typedef struct smelt__prog {
+    smelt__inst *v;
+    int n, cap;
+    int *outputs;
+    int nout;
+    int ninputs; /* graph inputs, all of them */
+    smelt_dtype *in_dtypes;
+    int *in_ndim;
+    int64_t (*in_shape)[SMELT_MAX_DIMS];
+} smelt__prog;
+
+int smelt__prog_from_graph(smelt_graph *g, int n_out, smelt_node *const *outs, smelt__prog *p,
+                           smelt__sb *err);
+void smelt__prog_free(smelt__prog *p);
+void smelt__prog_uses(smelt__prog *p);
+/* Give every output its own non-source instruction (copies where needed). */
+int smelt__prog_finalize(smelt__prog *p);
+
+/* Scalar semantics shared by the reference interpreter and constant
+ * folding: op applied to already-rounded operand values of dtype in_dt,
+ * result rounded to out_dt. */
+double smelt__eval_scalar(smelt_op op, smelt_dtype in_dt, smelt_dtype out_dt, const double *a);
+/* A block primitive by name (smelt_blk_<op>_<dtype>, ...): the TinyCC tier's
+ * kernels call them, constant folding runs them on one element (src/blocks.c). */
+/* The x86-64 level this CPU runs: 4 (AVX-512: F, BW, DQ, VL), 3 (AVX2, FMA,
+ * BMI1/2) or 1; from feature names both gcc and clang know (clang 14 has
+ * no "x86-64-v3" or "f16c"); 1 on other architectures. */
+static inline int smelt__x86_level(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+              __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+    bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    return v4 ? 4 : v3 ? 3 : 1;
+#else
+    return 1;
+#endif
+}
+typedef void (*smelt__blk_prim)(int64_t n, char *o, const char *a, const char *b, const char *c);
+smelt__blk_prim smelt__blk_find(const char *name);
+/* one element of dtype dt as a double, and back (v exact in dt) */
+double smelt__elem_load(smelt_dtype dt, const char *p);
+void smelt__elem_store(smelt_dtype dt, char *p, double v);
+
+/* strtod in the "C" locale, whatever LC_NUMERIC says. */
+double smelt__strtod(const char *s, char **end);
+
+#endif

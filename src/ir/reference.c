@@ -1,0 +1,233 @@
+/* Scalar semantics in double precision (from ops.def's ref column), the
+ * float64 reference interpreter, and the evaluator constant folding uses. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+static double ref_sign(double a) { return a > 0 ? 1.0 : (a < 0 ? -1.0 : (a == 0 ? 0.0 : a)); }
+static double ref_softplus(double a) { return fmax(a, 0.0) + log1p(exp(-fabs(a))); }
+/* the composites in forms without cancellation or overflow in their tails;
+ * at -inf silu, gelu and gelu_tanh give their limit, -0 */
+static double ref_sigmoid(double a) { return a < -40.0 ? exp(a) : 1.0 / (1.0 + exp(-a)); }
+static double ref_silu(double a) { return a < -800.0 ? -0.0 : a < -40.0 ? a * exp(a) : a / (1.0 + exp(-a)); }
+static double ref_gelu(double a) { return a < -60.0 ? -0.0 : 0.5 * a * erfc(-a * 0.70710678118654752440); }
+static double ref_gelu_tanh(double a)
+{
+    double z2 = 1.5957691216057307 * (a + 0.044715 * a * a * a); /* 2 sqrt(2/pi) (...) */
+    return a < -60.0 ? -0.0 : a < -10.0 ? a * exp(z2) : a / (1.0 + exp(-z2));
+}
+/* NaN propagates; equal operands (0.0 and -0.0) give the second, or the
+ * first where NumPy's float16 loop does (tie_first) */
+static double ref_maximum(double a, double b, bool tie_first)
+{
+    return (a > b || isnan(a) || (tie_first && a == b)) ? a : b;
+}
+static double ref_minimum(double a, double b, bool tie_first)
+{
+    return (a < b || isnan(a) || (tie_first && a == b)) ? a : b;
+}
+
+/* C's fmod (the sign of the dividend); integer division by zero gives 0 */
+static double ref_fmod(double a, double b, bool isint)
+{
+    return isint && b == 0 ? 0 : fmod(a, b);
+}
+
+/* NumPy's floor_divide / remainder (npy_divmod for floats; integer division
+ * by zero gives 0). */
+static double ref_floordiv(double a, double b, bool isint)
+{
+    if (isint) {
+        if (b == 0)
+            return 0;
+        return floor(a / b);
+    }
+    if (b == 0)
+        return a / b;
+    double mod = fmod(a, b), div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0)))
+        div -= 1.0;
+    if (div != 0) {
+        double fd = floor(div);
+        if (div - fd > 0.5)
+            fd += 1.0;
+        return fd;
+    }
+    return copysign(0.0, a / b);
+}
+
+static double ref_mod(double a, double b, bool isint)
+{
+    if (isint) {
+        if (b == 0)
+            return 0;
+        return a - floor(a / b) * b;
+    }
+    if (b == 0)
+        return fmod(a, b);
+    double mod = fmod(a, b);
+    if (mod != 0) {
+        if ((b < 0) != (mod < 0))
+            mod += b;
+    } else {
+        mod = copysign(0.0, b);
+    }
+    return mod;
+}
+
+static double ref_pow(double a, double b, bool isint)
+{
+    if (isint && b < 0)
+        return a == 1 ? 1 : (a == -1 ? (fmod(b, 2) != 0 ? -1 : 1) : 0);
+    return pow(a, b);
+}
+
+/* float -> integer conversion as the kernels do it: truncation; NaN and
+ * out-of-range values give the most negative value (x86 behaviour, as in
+ * NumPy on x86); u8 goes through i32 and keeps the low 8 bits (as NumPy on
+ * x86: values beyond i32's range give 0). */
+static double to_int(smelt_dtype dt, double v, smelt_dtype from)
+{
+    if (smelt__is_float(from)) {
+        if (dt == SMELT_I32)
+            return (v > -2147483649.0 && v < 2147483648.0) ? trunc(v) : -2147483648.0;
+        if (dt == SMELT_U8)
+            return smelt__dtype_round(SMELT_U8, to_int(SMELT_I32, v, from));
+        bool in64 = v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+        return in64 ? trunc(v) : -9223372036854775808.0;
+    }
+    return smelt__dtype_round(dt, v);
+}
+
+double smelt__eval_scalar(smelt_op op, smelt_dtype in_dt, smelt_dtype out_dt, const double *v)
+{
+    double a = v[0], b = v[1], c = v[2];
+    bool isint = !smelt__is_float(in_dt);
+    SMELT_UNUSED(a), SMELT_UNUSED(b), SMELT_UNUSED(c), SMELT_UNUSED(isint);
+    if (op == SMELT_OP_CAST) {
+        if (out_dt == SMELT_BOOL)
+            return a != 0;
+        if (smelt__is_float(out_dt))
+            return smelt__dtype_round(out_dt, a);
+        return to_int(out_dt, a, in_dt);
+    }
+    switch (op) {
+#define SMELT_OP(ID, nm, n, cls, rule, dts, cf, ci, ref) \
+    case SMELT_OP_##ID:                                  \
+        return (double)(ref);
+#include "ops.def"
+#undef SMELT_OP
+    default:
+        return 0;
+    }
+}
+
+/* ---- the interpreter ------------------------------------------------- */
+
+typedef struct rval {
+    int ndim;
+    int64_t shape[SMELT_MAX_DIMS];
+    int64_t strides[SMELT_MAX_DIMS];
+    double *data; /* owned unless borrowed */
+    bool own;
+} rval;
+
+static int64_t bcast_offset(const rval *v, int ndim, const int64_t *shape, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+        int64_t idx = i % shape[d];
+        i /= shape[d];
+        int vd = d - (ndim - v->ndim);
+        if (vd >= 0 && v->shape[vd] != 1)
+            off += idx * v->strides[vd];
+    }
+    return off;
+}
+
+int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                         int n_in, smelt_tensor *const *inputs, smelt_tensor **results)
+{
+    if (!ctx || !g || (n_out && (!outputs || !results)) || (n_in && !inputs))
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_reference_eval: NULL argument");
+    if (g->status)
+        return smelt__err(ctx, g->status, "%s", smelt__sb_str(&g->err));
+    if (n_in != g->nin)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "reference: graph has %d inputs, got %d",
+                          g->nin, n_in);
+    for (int i = 0; i < n_out; i++) {
+        results[i] = NULL;
+        if (!outputs[i] || outputs[i]->g != g)
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "reference: output %d is not a node of this graph", i);
+    }
+    for (int i = 0; i < n_in; i++) {
+        smelt_node *in = g->inputs[i];
+        if (!inputs[i] || inputs[i]->dtype != in->dtype || inputs[i]->ndim != in->ndim ||
+            memcmp(inputs[i]->shape, in->shape, sizeof(int64_t) * (size_t)in->ndim))
+            return smelt__err(ctx, SMELT_ERR_SHAPE,
+                              "reference: input %d does not match the graph's dtype and shape", i);
+    }
+    int st = SMELT_OK;
+    rval *vals = calloc((size_t)g->n, sizeof *vals);
+    if (!vals)
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < g->n && !st; k++) {
+        smelt_node *n = g->nodes[k];
+        rval *r = &vals[k];
+        r->ndim = n->ndim;
+        memcpy(r->shape, n->shape, sizeof r->shape);
+        smelt__contig_strides(n->ndim, n->shape, r->strides);
+        int64_t cnt = smelt__numel(n->ndim, n->shape);
+        r->data = malloc(sizeof(double) * (size_t)(cnt ? cnt : 1));
+        r->own = true;
+        if (!r->data) {
+            st = smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (n->op == SMELT_OP_INPUT) {
+            for (int64_t i = 0; i < cnt; i++)
+                r->data[i] = smelt_tensor_get(inputs[n->input_index], i);
+            continue;
+        }
+        if (n->op == SMELT_OP_CONST) {
+            r->data[0] = smelt__is_float(n->dtype) ? n->fval : (double)n->ival;
+            continue;
+        }
+        smelt_dtype in_dt = n->in[0]->dtype;
+        if (n->op == SMELT_OP_WHERE)
+            in_dt = n->in[1]->dtype;
+        for (int64_t i = 0; i < cnt; i++) {
+            double a[3] = {0, 0, 0};
+            for (int j = 0; j < n->nin; j++) {
+                rval *s = &vals[n->in[j]->id];
+                a[j] = s->data[bcast_offset(s, n->ndim, n->shape, i)];
+            }
+            double y = smelt__eval_scalar(n->op, in_dt, n->dtype, a);
+            /* integers wrap as in kernels; f32 and f64 keep double precision;
+             * f16 and bf16 results are rounded as kernels round them (through
+             * f32, their compute type): they are storage types */
+            r->data[i] = smelt__is_half(n->dtype)    ? smelt__dtype_round_result(n->dtype, y)
+                         : smelt__is_float(n->dtype) ? y
+                                                     : smelt__dtype_round(n->dtype, y);
+        }
+    }
+    for (int i = 0; i < n_out && !st; i++) {
+        smelt_node *n = outputs[i];
+        st = smelt_tensor_new(ctx, SMELT_F64, n->ndim, n->shape, &results[i]);
+        if (st)
+            break;
+        int64_t cnt = smelt__numel(n->ndim, n->shape);
+        memcpy(results[i]->data, vals[n->id].data, sizeof(double) * (size_t)cnt);
+    }
+    if (st)
+        for (int i = 0; i < n_out; i++) {
+            smelt_tensor_free(results[i]);
+            results[i] = NULL;
+        }
+    for (int k = 0; k < g->n; k++)
+        free(vals[k].data);
+    free(vals);
+    return st;
+}

@@ -1,0 +1,248 @@
+/* Strings, hashing, clocks and error recording. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <locale.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "ir.h"
+
+const char *smelt_strerror(int status)
+{
+    switch (status) {
+#define SMELT_X_(name, val, text) \
+    case val:                     \
+        return text;
+        SMELT_STATUS_LIST(SMELT_X_)
+#undef SMELT_X_
+    default:
+        return "unknown status";
+    }
+}
+
+void smelt__sb_init(smelt__sb *b) { memset(b, 0, sizeof *b); }
+
+void smelt__sb_free(smelt__sb *b)
+{
+    free(b->s);
+    smelt__sb_init(b);
+}
+
+static bool sb_reserve(smelt__sb *b, size_t extra)
+{
+    if (b->oom)
+        return false;
+    if (b->len + extra + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *s = realloc(b->s, cap);
+    if (!s) {
+        b->oom = true;
+        return false;
+    }
+    b->s = s;
+    b->cap = cap;
+    return true;
+}
+
+void smelt__sb_putn(smelt__sb *b, const char *s, size_t n)
+{
+    if (!sb_reserve(b, n))
+        return;
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+void smelt__sb_puts(smelt__sb *b, const char *s) { smelt__sb_putn(b, s, strlen(s)); }
+
+void smelt__sb_vprintf(smelt__sb *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0 || !sb_reserve(b, (size_t)n))
+        return;
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+}
+
+void smelt__sb_printf(smelt__sb *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    smelt__sb_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+const char *smelt__sb_str(smelt__sb *b)
+{
+    if (b->oom)
+        return "out of memory";
+    return b->s ? b->s : "";
+}
+
+char *smelt__sb_take(smelt__sb *b)
+{
+    if (b->oom) {
+        smelt__sb_free(b);
+        return NULL;
+    }
+    char *s = b->s ? b->s : smelt__strdup("");
+    smelt__sb_init(b);
+    return s;
+}
+
+char *smelt__strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+/* FNV-1a, 64-bit, then a final avalanche (splitmix64). */
+uint64_t smelt__hash(const void *data, size_t n, uint64_t seed)
+{
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603ULL ^ seed;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebULL;
+    h ^= h >> 31;
+    return h;
+}
+
+char *smelt__read_file(const char *path, size_t max, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    smelt__sb b;
+    smelt__sb_init(&b);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && b.len <= max)
+        smelt__sb_putn(&b, buf, n);
+    int e = ferror(f) ? (errno ? errno : EIO) : b.len > max ? EFBIG : b.oom ? ENOMEM : 0;
+    fclose(f);
+    if (e) {
+        smelt__sb_free(&b);
+        errno = e;
+        return NULL;
+    }
+    if (len)
+        *len = b.len;
+    return smelt__sb_take(&b);
+}
+
+int smelt__mkdir_p(const char *path, unsigned mode)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof buf)
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, (mode_t)mode) && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return (mkdir(buf, (mode_t)mode) && errno != EEXIST) ? -1 : 0;
+}
+
+double smelt__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void *smelt__aligned_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+        return NULL;
+    return p;
+}
+
+/* A context begins with its error slot (struct smelt_ctx, runtime.h). */
+static smelt__sb *err_of(const smelt_ctx *ctx) { return &((smelt__ctx_err *)(void *)(uintptr_t)ctx)->err; }
+
+int smelt__err(smelt_ctx *ctx, int status, const char *fmt, ...)
+{
+    if (!ctx)
+        return status;
+    smelt__sb *e = err_of(ctx);
+    smelt__sb_free(e);
+    va_list ap;
+    va_start(ap, fmt);
+    smelt__sb_vprintf(e, fmt, ap);
+    va_end(ap);
+    if (status != SMELT_OK && !e->len) /* every error has a message */
+        smelt__sb_puts(e, smelt_strerror(status));
+    return status;
+}
+
+void smelt__clear_err(smelt_ctx *ctx)
+{
+    if (ctx)
+        smelt__sb_free(err_of(ctx));
+}
+
+const char *smelt_errmsg(const smelt_ctx *ctx)
+{
+    if (!ctx)
+        return "no context";
+    const smelt__sb *e = err_of(ctx);
+    if (e->oom)
+        return "out of memory";
+    return e->s ? e->s : "";
+}
+
+/* strtod in the "C" locale whatever LC_NUMERIC says. */
+double smelt__strtod(const char *s, char **end)
+{
+    const char *dp = localeconv()->decimal_point;
+    if (!dp || !strcmp(dp, ".") || !strchr(s, '.'))
+        return strtod(s, end);
+    size_t n = strlen(s), dl = strlen(dp);
+    char *t = malloc(n * dl + 1);
+    if (!t) {
+        *end = (char *)s;
+        return 0;
+    }
+    size_t k = 0, dot = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '.' && dot == (size_t)-1) {
+            dot = i;
+            memcpy(t + k, dp, dl);
+            k += dl;
+        } else {
+            t[k++] = s[i];
+        }
+    }
+    t[k] = 0;
+    char *e;
+    double v = strtod(t, &e);
+    size_t used = (size_t)(e - t);
+    if (dot != (size_t)-1 && used > dot)
+        used = used - dl + 1;
+    *end = (char *)s + used;
+    free(t);
+    return v;
+}

@@ -1,0 +1,11 @@
+/* Passes over the lowered program (opt_level >= 1). */
+#ifndef SMELT_PASSES_H
+#define SMELT_PASSES_H
+#include "ir.h"
+
+/* Passes; each returns the number of instructions it removed or replaced. */
+int smelt__pass_fold(smelt__prog *p);
+int smelt__pass_cse(smelt__prog *p);
+int smelt__pass_dce(smelt__prog *p);
+
+#endif

@@ -1,0 +1,92 @@
+/* The backend interface.  A backend is an {iface, context} pair; the plan
+ * builder and the executor only ever call through the iface. */
+#ifndef SMELT_BACKEND_H
+#define SMELT_BACKEND_H
+
+/* One launch of a device kernel: what the executor hands to launch(). */
+typedef struct smelt__devlaunch {
+    int64_t n;              /* elements of the iteration space */
+    int nops, rank;         /* operands (inputs, then outputs); merged rank */
+    bool idx32;             /* the kernel is the 32-bit index variant */
+    char *const *ptrs;      /* device pointers, nops */
+    const int64_t *shape;   /* rank */
+    const int64_t *strides; /* nops * rank, elements */
+} smelt__devlaunch;
+
+enum { SMELT_COPY_H2D, SMELT_COPY_D2H, SMELT_COPY_D2D };
+struct smelt__kernel;
+
+typedef struct smelt__backend_i {
+    const char *name;
+    const smelt__dialect *dialect;
+    bool blocks;   /* kernels call the library's vectorised block primitives */
+    /* 1 if usable here; otherwise 0 with the reason in why. */
+    int (*available)(smelt__backend *be, smelt__sb *why);
+    /* Compile source; look up fn_name; *fn the entry point, *handle what
+     * release() frees.  On failure SMELT_ERR_COMPILE with the log in log. */
+    int (*compile)(smelt__backend *be, const char *source, const char *fn_name, void **fn,
+                   void **handle, smelt__sb *log);
+    void (*release)(smelt__backend *be, void *handle);
+    /* Memory for tensors the executor owns (host backends: aligned malloc). */
+    void *(*alloc)(smelt__backend *be, size_t bytes);
+    void (*free)(smelt__backend *be, void *ptr);
+    void (*destroy)(smelt__backend *be);
+    /* Whether this backend can compile kernel d (NULL: every kernel); if
+     * not, 0 with the reason in why, and the plan runs d's operators as
+     * separate kernels. */
+    int (*supports)(smelt__backend *be, const smelt__kdesc *d, smelt__sb *why);
+    /* Compile-only backends: what they compiled, for smelt_plan_emit_only.
+     * Writes the report to out; returns the number of kernels rejected,
+     * with a sentence saying so in fail. */
+    int (*report)(smelt__backend *be, smelt__sb *out, smelt__sb *fail);
+    /* Device backends only (NULL for host backends, whose kernels the
+     * executor calls directly on its thread pool).  Each returns a status and
+     * records the error on be->ctx.  launch() queues kernel k (compiled by
+     * this backend) on the backend's stream; copy() and sync() wait. */
+    int (*launch)(smelt__backend *be, const struct smelt__kernel *k, const smelt__devlaunch *l);
+    int (*copy)(smelt__backend *be, void *dst, const void *src, size_t bytes, int dir);
+    int (*sync)(smelt__backend *be);
+} smelt__backend_i;
+
+struct smelt__backend {
+    const smelt__backend_i *iface;
+    void *context;
+    smelt_ctx *ctx;
+    int kind; /* index in smelt__backend_table */
+};
+
+/* ---- the registry (src/backends/registry.c) ----------------------------
+ * One entry per backend; the names the API, SMELT_JIT_BACKEND and the CLI
+ * accept, AUTO's choice and its optimising tier all come from this table.
+ * A backend's kind is its index. */
+typedef struct smelt__backend_info {
+    const char *name;  /* "TCC" (matched case-insensitively) */
+    const char *about; /* one line for `smelt info` */
+    /* A new backend for ctx in *out, or a status recorded on ctx.  target
+     * NULL: for this machine; otherwise (compile_only backends) one that
+     * compiles for that target and cannot run ("": this machine's target or
+     * a default). */
+    int (*create)(smelt_ctx *ctx, const char *target, smelt__backend **out);
+    /* Whether one can work here at all, probed cheaply once per process
+     * (NULL: always); AUTO asks before creating one. */
+    int (*present)(smelt__sb *why);
+    int auto_pref;       /* AUTO takes the present one with the highest; 0: never */
+    const char *tier_up; /* under AUTO, this backend recompiles the kernels in the background */
+    bool device;         /* tensors and kernels live in device memory */
+    bool disk_cache;     /* keeps compiled kernels in the persistent cache */
+    bool compile_only;   /* create() takes a target (smelt_plan_emit_only) */
+} smelt__backend_info;
+extern const smelt__backend_info smelt__backend_table[];
+extern const int smelt__backend_count;
+#define SMELT__MAX_BACKENDS 8
+/* The kind of a backend name (case-insensitive), or -1. */
+int smelt__backend_find(const char *name);
+
+/* The backend of the given kind for ctx (created once per context). */
+int smelt__backend_get(smelt_ctx *ctx, int kind, smelt__backend **out);
+/* The first registered device backend that works here (device tensors). */
+int smelt__backend_device(smelt_ctx *ctx, smelt__backend **out);
+void *smelt__host_alloc(smelt__backend *be, size_t bytes);
+void smelt__host_free(smelt__backend *be, void *ptr);
+
+#endif

@@ -1,0 +1,460 @@
+/* The persistent kernel cache: compiled objects on disk, keyed by a hash of
+ * everything that determines them (source, compiler identity, flags, target,
+ * smelt version) and never by compiler output.
+ *
+ *   dir      SMELT_CACHE_DIR, else $XDG_CACHE_HOME/smelt, else ~/.cache/smelt
+ *   off      SMELT_CACHE=0 (or false, no, off; 1, true, yes, on: on)
+ *   size cap SMELT_CACHE_MAX_MB (default 512); least recently used first out
+ * A value that is none of these is ignored (the default holds) and named in
+ * smelt__dcache_config's warning (plan descriptions and smelt info show it).
+ *
+ * The cache holds code that smelt loads and runs, so it is trusted code and
+ * only its owner may write it (docs/security.md):
+ *   - the folder is created 0700 and used only when it is a folder owned by
+ *     this user and not writable by group or others (else the cache is
+ *     skipped and plans say why);
+ *   - everything in it is opened relative to that checked folder, with
+ *     O_NOFOLLOW | O_NONBLOCK, and must be a regular file of this user that
+ *     group and others cannot write (a symlink, FIFO or device is deleted);
+ *   - an entry <key>.ske is "SMELTKC2", the payload size, a SipHash-2-4 tag
+ *     of the payload under a per-user secret (the folder's "key" file, 16
+ *     random bytes, 0600), then the payload.  It is written 0600 to a
+ *     temporary file and renamed, so readers see a whole entry or none; a
+ *     bad entry (truncated, wrong tag, wrong owner) is deleted and reported
+ *     as a miss, so the caller rebuilds it.
+ * A hit touches the entry's modification time (the LRU order). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <strings.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+#define MAGIC "SMELTKC2"
+#define HDR 24
+#define KEYFILE "key"
+#define ENTRY_MAX ((uint64_t)1 << 30)
+
+#define DEFAULT_MAX_MB 512.0
+
+/* The settings from the environment: whether the cache is on, its cap in
+ * bytes; warn (may be NULL) gets a line for each value ignored. */
+static bool config(double *cap, smelt__sb *warn)
+{
+    static const char *const offs[] = {"0", "false", "no", "off"}, *const ons[] = {"1", "true", "yes", "on"};
+    bool on = true;
+    const char *v = getenv("SMELT_CACHE");
+    if (v && *v) {
+        bool known = false;
+        for (int i = 0; i < 4; i++) {
+            if (!strcasecmp(v, offs[i]))
+                on = false, known = true;
+            known |= !strcasecmp(v, ons[i]);
+        }
+        if (!known && warn)
+            smelt__sb_printf(warn, "warning: SMELT_CACHE='%s' is not 0/false/no/off or "
+                                   "1/true/yes/on: ignored, the persistent cache stays on\n", v);
+    }
+    *cap = DEFAULT_MAX_MB * 1048576.0;
+    v = getenv("SMELT_CACHE_MAX_MB");
+    if (v && *v) {
+        char *end;
+        double mb = strtod(v, &end);
+        while (*end == ' ')
+            end++;
+        if (end != v && !*end && isfinite(mb) && mb > 0 && mb < 1e12)
+            *cap = mb * 1048576.0;
+        else if (warn)
+            smelt__sb_printf(warn, "warning: SMELT_CACHE_MAX_MB='%s' is not a size in MiB above 0: "
+                                   "ignored, the cap stays %.0f MiB\n", v, DEFAULT_MAX_MB);
+    }
+    return on;
+}
+
+void smelt__dcache_config_warnings(smelt__sb *warn)
+{
+    double cap;
+    config(&cap, warn);
+}
+
+/* ---- SipHash-2-4 (Aumasson and Bernstein), 64-bit tag ----------------- */
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+#define ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                          \
+    do {                                                                                  \
+        v0 += v1, v1 = ROTL(v1, 13), v1 ^= v0, v0 = ROTL(v0, 32);                         \
+        v2 += v3, v3 = ROTL(v3, 16), v3 ^= v2;                                            \
+        v0 += v3, v3 = ROTL(v3, 21), v3 ^= v0;                                            \
+        v2 += v1, v1 = ROTL(v1, 17), v1 ^= v2, v2 = ROTL(v2, 32);                         \
+    } while (0)
+
+static uint64_t siphash(const unsigned char key[16], const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t k0 = le64(key), k1 = le64(key + 8);
+    uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
+    uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
+    size_t whole = n & ~(size_t)7;
+    for (size_t i = 0; i < whole; i += 8) {
+        uint64_t m = le64(p + i);
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t b = (uint64_t)n << 56;
+    for (size_t i = 0; i < (n & 7); i++)
+        b |= (uint64_t)p[whole + i] << (8 * i);
+    v3 ^= b;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* ---- the folder ------------------------------------------------------- */
+/* 0 (path in buf), 1 when turned off by SMELT_CACHE=0, -1 when no folder
+ * can be named. */
+static int dir_path(char *buf, size_t n)
+{
+    double cap;
+    if (!config(&cap, NULL))
+        return 1;
+    const char *d = getenv("SMELT_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    int w;
+    if (d && *d)
+        w = snprintf(buf, n, "%s", d);
+    else if (x && *x)
+        w = snprintf(buf, n, "%s/smelt", x);
+    else if (h && *h)
+        w = snprintf(buf, n, "%s/.cache/smelt", h);
+    else
+        return -1;
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+int smelt__dcache_open(char *buf, size_t n, smelt__sb *why)
+{
+    int r = dir_path(buf, n);
+    if (r) {
+        if (r < 0 && why)
+            smelt__sb_puts(why, "no folder: SMELT_CACHE_DIR, XDG_CACHE_HOME and HOME are unset or too long");
+        return -1;
+    }
+    if (smelt__mkdir_p(buf, 0700)) {
+        if (why)
+            smelt__sb_printf(why, "cannot create the folder %s: %s", buf, strerror(errno));
+        return -1;
+    }
+    int fd = open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st)) {
+        if (why)
+            smelt__sb_printf(why, "cannot open the folder %s: %s", buf, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    const char *bad = st.st_uid != geteuid() ? "is owned by another user"
+                      : st.st_mode & 022    ? "is writable by group or others"
+                                            : NULL;
+    if (bad) {
+        close(fd);
+        if (why)
+            smelt__sb_printf(why, "the folder %s %s (mode %03o): another user could plant code in it; "
+                                  "chmod 700 it if it is yours, or set SMELT_CACHE_DIR to a folder of yours",
+                             buf, bad, (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    return fd;
+}
+
+static _Thread_local unsigned long thread_hits;
+
+unsigned long smelt__dcache_thread_hits(void) { return thread_hits; }
+
+/* Open name in the folder for reading: a regular file of this user that
+ * group and others cannot write, never through a symlink, never blocking
+ * (a FIFO).  Anything else is deleted.  -1 when absent or deleted. */
+static int open_trusted(int dfd, const char *name, struct stat *st)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ELOOP || errno == ENXIO || errno == EACCES)
+            unlinkat(dfd, name, 0);
+        return -1;
+    }
+    if (fstat(fd, st) || !S_ISREG(st->st_mode) || st->st_uid != geteuid() || (st->st_mode & 022)) {
+        close(fd);
+        unlinkat(dfd, name, 0);
+        return -1;
+    }
+    return fd;
+}
+
+static int read_all(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    size_t put = 0;
+    while (put < n) {
+        ssize_t w = write(fd, (const char *)buf + put, n - put);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        put += (size_t)w;
+    }
+    return 0;
+}
+
+/* A new file of data under a fresh temporary name, mode 0600, then linked
+ * (exclusive: an existing target is kept) or renamed to name. */
+static int put_file(int dfd, const char *name, const void *hdr, size_t hn, const void *data, size_t n,
+                    bool exclusive)
+{
+    static unsigned counter;
+    char tmp[96];
+    snprintf(tmp, sizeof tmp, ".tmp-%ld-%u-%ld", (long)getpid(),
+             __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED), (long)time(NULL));
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    int ok = !write_all(fd, hdr, hn) && !write_all(fd, data, n);
+    ok = close(fd) == 0 && ok;
+    if (ok)
+        ok = exclusive ? !linkat(dfd, tmp, dfd, name, 0) : !renameat(dfd, tmp, dfd, name);
+    if (!ok || exclusive)
+        unlinkat(dfd, tmp, 0);
+    return ok ? 0 : -1;
+}
+
+/* The folder's secret: read it, or make it once (two processes racing
+ * agree on whichever was linked first). */
+static int secret(int dfd, unsigned char key[16])
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        struct stat st;
+        int fd = open_trusted(dfd, KEYFILE, &st);
+        if (fd >= 0) {
+            int ok = st.st_size == 16 && !(st.st_mode & 077) && !read_all(fd, key, 16);
+            close(fd);
+            if (ok)
+                return 0;
+            unlinkat(dfd, KEYFILE, 0); /* ours to replace: its entries are rebuilt */
+            continue;
+        }
+        unsigned char fresh[16];
+        if (getrandom(fresh, sizeof fresh, 0) != (ssize_t)sizeof fresh)
+            return -1;
+        if (put_file(dfd, KEYFILE, fresh, sizeof fresh, "", 0, true) && errno != EEXIST)
+            return -1;
+    }
+    return -1;
+}
+
+static void entry_name(char *buf, size_t n, const char *key) { snprintf(buf, n, "%s.ske", key); }
+
+int smelt__dcache_load(const char *key, char **data, size_t *size)
+{
+    char dir[4096], name[128];
+    *data = NULL;
+    *size = 0;
+    int dfd = smelt__dcache_open(dir, sizeof dir, NULL);
+    if (dfd < 0)
+        return -1;
+    entry_name(name, sizeof name, key);
+    unsigned char k[16];
+    struct stat st;
+    int fd = secret(dfd, k) ? -1 : open_trusted(dfd, name, &st);
+    if (fd < 0) {
+        close(dfd);
+        return -1;
+    }
+    char hdr[HDR];
+    int ok = st.st_size >= HDR && !read_all(fd, hdr, HDR) && !memcmp(hdr, MAGIC, 8);
+    uint64_t len = 0, tag = 0;
+    char *buf = NULL;
+    if (ok) {
+        memcpy(&len, hdr + 8, 8);
+        memcpy(&tag, hdr + 16, 8);
+        ok = len == (uint64_t)st.st_size - HDR && len <= ENTRY_MAX &&
+             (buf = malloc(len ? len : 1)) != NULL && !read_all(fd, buf, len) && siphash(k, buf, len) == tag;
+    }
+    if (ok)
+        futimens(fd, NULL); /* most recently used */
+    close(fd);
+    if (!ok) { /* never trusted: remove it, the caller rebuilds */
+        free(buf);
+        unlinkat(dfd, name, 0);
+        close(dfd);
+        return -1;
+    }
+    thread_hits++;
+    close(dfd);
+    *data = buf;
+    *size = len;
+    return 0;
+}
+
+void smelt__dcache_remove(const char *key)
+{
+    char dir[4096], name[128];
+    int dfd = smelt__dcache_open(dir, sizeof dir, NULL);
+    if (dfd < 0)
+        return;
+    entry_name(name, sizeof name, key);
+    unlinkat(dfd, name, 0);
+    close(dfd);
+}
+
+typedef struct ent {
+    char name[300];
+    off_t size;
+    struct timespec mtime;
+} ent;
+
+static int by_mtime(const void *a, const void *b)
+{
+    const ent *x = a, *y = b;
+    if (x->mtime.tv_sec != y->mtime.tv_sec)
+        return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+    return (x->mtime.tv_nsec > y->mtime.tv_nsec) - (x->mtime.tv_nsec < y->mtime.tv_nsec);
+}
+
+static void evict(int dfd)
+{
+    double cap;
+    config(&cap, NULL);
+    int fd = dup(dfd);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    ent *v = NULL;
+    size_t n = 0, capn = 0;
+    double total = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 5 || l >= sizeof v->name || strcmp(e->d_name + l - 4, ".ske"))
+            continue;
+        struct stat st;
+        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW))
+            continue;
+        if (n == capn) {
+            capn = capn ? capn * 2 : 64;
+            ent *nv = realloc(v, sizeof *v * capn);
+            if (!nv)
+                break;
+            v = nv;
+        }
+        memcpy(v[n].name, e->d_name, l + 1);
+        v[n].size = st.st_size;
+        v[n].mtime = st.st_mtim;
+        total += (double)st.st_size;
+        n++;
+    }
+    closedir(d);
+    if (total > cap) {
+        qsort(v, n, sizeof *v, by_mtime);
+        for (size_t i = 0; i < n && total > cap; i++)
+            if (!unlinkat(dfd, v[i].name, 0))
+                total -= (double)v[i].size;
+    }
+    free(v);
+}
+
+int smelt__dcache_store(const char *key, const char *data, size_t size)
+{
+    char dir[4096], name[128];
+    int dfd = smelt__dcache_open(dir, sizeof dir, NULL);
+    if (dfd < 0)
+        return -1;
+    entry_name(name, sizeof name, key);
+    unsigned char k[16];
+    int st = -1;
+    if (size <= ENTRY_MAX && !secret(dfd, k)) {
+        char hdr[HDR];
+        uint64_t len = size, tag = siphash(k, data, size);
+        memcpy(hdr, MAGIC, 8);
+        memcpy(hdr + 8, &len, 8);
+        memcpy(hdr + 16, &tag, 8);
+        st = put_file(dfd, name, hdr, HDR, data, size, false);
+    }
+    if (!st)
+        evict(dfd);
+    close(dfd);
+    return st;
+}
+
+int smelt__dcache_check(smelt__sb *why)
+{
+    char dir[4096];
+    int r = dir_path(dir, sizeof dir);
+    if (r > 0)
+        return 1;
+    int dfd = smelt__dcache_open(dir, sizeof dir, why);
+    if (dfd < 0)
+        return -1;
+    close(dfd);
+    return 0;
+}
+
+int smelt_cache_dir(smelt_ctx *ctx, char *buf, size_t n)
+{
+    if (!buf || !n)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_cache_dir: buf is NULL");
+    buf[0] = 0;
+    if (dir_path(buf, n) > 0) {
+        buf[0] = 0;
+        return smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "turned off by SMELT_CACHE=%s", getenv("SMELT_CACHE"));
+    }
+    smelt__sb why;
+    smelt__sb_init(&why);
+    int dfd = smelt__dcache_open(buf, n, &why);
+    int st = SMELT_OK;
+    if (dfd < 0) {
+        buf[0] = 0;
+        st = smelt__err(ctx, SMELT_ERR_IO, "persistent kernel cache not used: %s", smelt__sb_str(&why));
+    } else {
+        close(dfd);
+    }
+    smelt__sb_free(&why);
+    return st;
+}

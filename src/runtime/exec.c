@@ -1,0 +1,446 @@
+/* The executor: checks inputs against the plan, infers run-time shapes,
+ * allocates intermediates and runs the kernels in order on the thread pool. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plan.h"
+
+/* Tensors smaller than this stay on the calling thread. */
+#define SMALL_ELEMS 32768
+#define MIN_CHUNK 16384
+
+typedef struct launch {
+    smelt__kfn fn;
+    char *ptrs[SMELT_MAX_KERNEL_OPERANDS];
+    int64_t shape[SMELT_MAX_DIMS];
+    int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
+    int64_t n, chunk;
+} launch;
+
+static void run_chunk(void *arg, int64_t c)
+{
+    launch *l = arg;
+    int64_t s = c * l->chunk, e = SMELT_MIN(l->n, s + l->chunk);
+    l->fn(s, e, l->ptrs, l->shape, l->strides);
+}
+
+typedef struct view {
+    char *data;
+    int ndim;
+    const int64_t *shape;
+    const int64_t *strides;
+} view;
+
+typedef struct runstate {
+    smelt_tensor *const *inputs;
+    smelt_tensor **outputs;
+    int64_t cstrides[SMELT_MAX_DIMS]; /* scratch */
+    int stream; /* SMELT_STREAM_STORES: -1 auto, 0 never, 1 every flat kernel */
+} runstate;
+
+static int value_view(smelt_plan *p, runstate *rs, int v, view *out, int64_t *scratch)
+{
+    const smelt__inst *x = &p->prog.v[v];
+    if (x->op == SMELT_OP_INPUT) {
+        smelt_tensor *t = rs->inputs[x->input_index];
+        *out = (view){t->data, t->ndim, t->shape, t->strides};
+        return SMELT_OK;
+    }
+    if (p->out_slot[v] >= 0) {
+        smelt_tensor *t = rs->outputs[p->out_slot[v]];
+        *out = (view){t->data, t->ndim, t->shape, t->strides};
+        return SMELT_OK;
+    }
+    const smelt__rshape *r = &p->rs[v];
+    size_t bytes = (size_t)smelt__numel(r->ndim, r->shape) * smelt__dtypes[x->dtype].size;
+    if (p->bufsize[v] < bytes || !p->buf[v]) {
+        p->be->iface->free(p->be, p->buf[v]);
+        p->buf[v] = p->be->iface->alloc(p->be, bytes);
+        p->bufsize[v] = p->buf[v] ? bytes : 0;
+        if (!p->buf[v])
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes for an intermediate", bytes);
+    }
+    smelt__contig_strides(r->ndim, r->shape, scratch);
+    *out = (view){p->buf[v], r->ndim, r->shape, scratch};
+    return SMELT_OK;
+}
+
+/* Device dialects have 32-bit index variants: usable when the element count
+ * and every operand's largest offset fit in 31 bits (strides >= 0). */
+static bool fits_idx32(int64_t N, int rank, const int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS])
+{
+    if (N > INT32_MAX)
+        return false;
+    for (int o = 0; o < n; o++) {
+        int64_t span = 0;
+        for (int d = 0; d < rank; d++) {
+            if (st[o][d] < 0 || st[o][d] > INT32_MAX)
+                return false;
+            span += (S[d] - 1) * st[o][d];
+            if (span > INT32_MAX)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* The last-level cache's size in bytes: sysfs's largest cache level of cpu0
+ * (sysconf's figure can be the whole package's), else sysconf, else 32 MiB. */
+static int64_t llc_bytes(void)
+{
+    static int64_t cached; /* 0: not read yet */
+    int64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v)
+        return v;
+    int best_level = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], buf[32];
+        int level = 0;
+        long long kb = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fscanf(f, "%d", &level) != 1)
+            level = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (level > best_level && (f = fopen(path, "r"))) {
+            if (fgets(buf, sizeof buf, f) && sscanf(buf, "%lld", &kb) == 1 && kb > 0) {
+                best_level = level;
+                v = (int64_t)kb * (strchr(buf, 'M') ? 1048576 : 1024);
+            }
+            fclose(f);
+        }
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (!v && sysconf(_SC_LEVEL3_CACHE_SIZE) > 0)
+        v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    if (!v)
+        v = (int64_t)32 << 20;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    return v;
+}
+
+/* Streaming (non-temporal) stores for kernel ki: its outputs are contiguous
+ * rows, larger than the last-level cache and not read by the next kernel
+ * (they would be evicted before any use; streaming skips reading each line
+ * before writing it).  C kernels read the flag from shape[rank]; other
+ * kernels ignore it. */
+static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int64_t N, int rank,
+                           const uint8_t *mode)
+{
+    const smelt__pkernel *k = &p->kern[ki];
+    if (rank >= SMELT_MAX_DIMS || !rs->stream)
+        return false;
+    int64_t bytes = 0;
+    for (int o = k->cl.nin; o < k->cl.nin + k->cl.nout; o++)
+        if (mode[o] != SMELT_MODE_CONTIG)
+            return false;
+    if (rs->stream == 1)
+        return true;
+    for (int o = 0; o < k->cl.nout; o++)
+        bytes += N * (int64_t)smelt__dtypes[p->prog.v[k->cl.outputs[o]].dtype].size;
+    if (bytes <= llc_bytes())
+        return false;
+    if (ki + 1 < p->nkern) {
+        const smelt__pkernel *next = &p->kern[ki + 1];
+        for (int i = 0; i < next->cl.nin; i++)
+            for (int o = 0; o < k->cl.nout; o++)
+                if (next->cl.inputs[i] == k->cl.outputs[o])
+                    return false;
+    }
+    return true;
+}
+
+/* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
+static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
+    for (int j = 1; j < k->cl.nmem; j++) {
+        const smelt__rshape *o = &p->rs[k->cl.members[j]];
+        if (o->ndim != S0->ndim || memcmp(o->shape, S0->shape, sizeof(int64_t) * (size_t)o->ndim))
+            return smelt__err(p->ctx, SMELT_ERR_SHAPE,
+                              "run-time shapes differ inside a fused kernel (the inputs do not "
+                              "keep the graph's broadcast pattern)");
+    }
+    int64_t N = smelt__numel(S0->ndim, S0->shape);
+    if (N == 0)
+        return SMELT_OK;
+    int n = k->cl.nin + k->cl.nout, r = S0->ndim;
+    static __thread launch l;
+    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    memcpy(S, S0->shape, sizeof(int64_t) * (size_t)r);
+    for (int o = 0; o < n; o++) {
+        int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
+        view w = {0};
+        int stt = value_view(p, rs, v, &w, scratch[o]);
+        if (stt)
+            return stt;
+        l.ptrs[o] = w.data;
+        for (int d = 0; d < r; d++) {
+            int xd = d - (r - w.ndim);
+            st[o][d] = (xd < 0 || w.shape[xd] == 1) ? 0 : w.strides[xd];
+        }
+    }
+    uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
+    int rank = smelt__merge_layout(r, S, n, st, mode);
+    bool idx32 = p->be->iface->dialect->device && fits_idx32(N, rank, S, n, st);
+    smelt__kernel *kk;
+    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, &kk, split);
+    if (stt || *split)
+        return stt;
+    l.fn = kk->fn;
+    memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
+    if (rank < SMELT_MAX_DIMS)
+        l.shape[rank] = stream_outputs(p, rs, ki, N, rank, mode);
+    for (int o = 0; o < n; o++)
+        memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
+    l.n = N;
+    if (kk->backend->iface->launch) { /* a device kernel: queued on the backend's stream */
+        smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides};
+        return kk->backend->iface->launch(kk->backend, kk, &dl);
+    }
+    int threads = smelt_ctx_threads(p->ctx);
+    if (N < SMALL_ELEMS || threads <= 1) {
+        l.fn(0, N, l.ptrs, l.shape, l.strides);
+        return SMELT_OK;
+    }
+    if (!p->ctx->pool)
+        p->ctx->pool = smelt__pool_new(threads);
+    int64_t chunk = (N + threads * 4 - 1) / (threads * 4);
+    chunk = SMELT_MAX(chunk, MIN_CHUNK);
+    chunk = (chunk + 255) & ~(int64_t)255;
+    l.chunk = chunk;
+    smelt__pool_run(p->ctx->pool, run_chunk, &l, (N + chunk - 1) / chunk);
+    return SMELT_OK;
+}
+
+static void shape_text(smelt__sb *b, int ndim, const int64_t *s) { smelt__shape_str(b, ndim, s); }
+
+static int check_inputs(smelt_plan *p, int n_in, smelt_tensor *const *inputs)
+{
+    if (n_in != p->prog.ninputs)
+        return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "plan takes %d inputs, got %d",
+                          p->prog.ninputs, n_in);
+    if (n_in && !inputs)
+        return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "inputs is NULL");
+    for (int i = 0; i < n_in; i++) {
+        smelt_tensor *t = inputs[i];
+        if (!t)
+            return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "input %d is NULL", i);
+        if (smelt__is_device(t) && !p->be->iface->launch)
+            return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
+                              "input %d is a device tensor but the plan runs on %s (host "
+                              "memory); copy it with smelt_tensor_copy_to_host",
+                              i, p->be->iface->name);
+        if (t->dtype != p->prog.in_dtypes[i])
+            return smelt__err(p->ctx, SMELT_ERR_DTYPE, "input %d: expected dtype %s, got %s", i,
+                              smelt__dtypes[p->prog.in_dtypes[i]].name, smelt__dtypes[t->dtype].name);
+        bool ok = t->ndim == p->prog.in_ndim[i];
+        for (int d = 0; ok && d < t->ndim; d++)
+            ok = (t->shape[d] == 1) == (p->prog.in_shape[i][d] == 1);
+        if (!ok) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            shape_text(&b, t->ndim, t->shape);
+            smelt__sb_puts(&b, " does not fit the plan's input shape ");
+            shape_text(&b, p->prog.in_ndim[i], p->prog.in_shape[i]);
+            int st = smelt__err(p->ctx, SMELT_ERR_SHAPE,
+                                "input %d: shape %s (same rank and the same size-1 dimensions "
+                                "needed)", i, smelt__sb_str(&b));
+            smelt__sb_free(&b);
+            return st;
+        }
+    }
+    return SMELT_OK;
+}
+
+static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
+{
+    for (int v = 0; v < p->prog.n; v++) {
+        const smelt__inst *x = &p->prog.v[v];
+        smelt__rshape *r = &p->rs[v];
+        if (x->op == SMELT_OP_INPUT) {
+            smelt_tensor *t = inputs[x->input_index];
+            r->ndim = t->ndim;
+            memcpy(r->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+            continue;
+        }
+        if (x->op == SMELT_OP_CONST || (x->op == SMELT_OP_BROADCAST && !x->copy)) {
+            r->ndim = x->ndim;
+            memcpy(r->shape, x->shape, sizeof r->shape);
+            if (x->op == SMELT_OP_CONST)
+                continue;
+        } else {
+            r->ndim = 0;
+        }
+        for (int j = 0; j < x->nin; j++) {
+            const smelt__rshape *a = &p->rs[x->in[j]];
+            int nd;
+            int64_t out[SMELT_MAX_DIMS];
+            bool ok = !smelt__broadcast_shapes(r->ndim, r->shape, a->ndim, a->shape, &nd, out);
+            if (ok && x->op == SMELT_OP_BROADCAST && !x->copy)
+                ok = nd == x->ndim && !memcmp(out, x->shape, sizeof(int64_t) * (size_t)nd);
+            if (!ok) {
+                smelt__sb b;
+                smelt__sb_init(&b);
+                shape_text(&b, r->ndim, r->shape);
+                smelt__sb_puts(&b, " and ");
+                shape_text(&b, a->ndim, a->shape);
+                int st = smelt__err(p->ctx, SMELT_ERR_SHAPE,
+                                    "%s: run-time shapes %s are not broadcastable",
+                                    smelt__ops[x->op].name, smelt__sb_str(&b));
+                smelt__sb_free(&b);
+                return st;
+            }
+            r->ndim = nd;
+            memcpy(r->shape, out, sizeof(int64_t) * (size_t)nd);
+        }
+    }
+    return SMELT_OK;
+}
+
+static int check_overlaps(smelt_plan *p, bool dev, int n_in, smelt_tensor *const *inputs, int n_out,
+                          smelt_tensor **outputs, const bool *alloc, smelt_tensor ***tmp_out)
+{
+    smelt_tensor **tmp = NULL;
+    int st = SMELT_OK;
+    for (int i = 0; i < n_out && !st; i++) {
+        smelt_tensor *o = outputs[i];
+        if (alloc[i])
+            continue;
+        for (int d = 0; d < o->ndim && !st; d++)
+            if (o->shape[d] > 1 && o->strides[d] == 0)
+                st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
+                                "output %d has stride 0 on axis %d (size %lld): its elements would be written "
+                                "more than once; give a tensor of its own (or NULL)", i, d, (long long)o->shape[d]);
+        for (int j = 0; j < i && !st; j++)
+            if (!alloc[j] && smelt__tensors_overlap(o, outputs[j]))
+                st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
+                                "outputs %d and %d overlap in memory: give each a tensor of its own (or NULL)", j, i);
+        bool stage = false;
+        for (int k = 0; k < n_in && !st && !stage; k++) {
+            if (!smelt__tensors_overlap(o, inputs[k]))
+                continue;
+            if (!dev) /* host plans: through a temporary */
+                stage = true;
+            else if (smelt__is_device(o) && smelt__is_device(inputs[k])) /* host ones are staged anyway */
+                st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
+                                "output %d overlaps input %d in device memory: give a tensor of its own", i, k);
+        }
+        if (st || !stage)
+            continue;
+        if (!tmp) {
+            if (!(tmp = malloc(sizeof *tmp * (size_t)n_out))) {
+                st = smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+                break;
+            }
+            memcpy(tmp, outputs, sizeof *tmp * (size_t)n_out);
+        }
+        if ((st = smelt_tensor_new(p->ctx, o->dtype, o->ndim, o->shape, &tmp[i])))
+            tmp[i] = o;
+    }
+    if (st && tmp) {
+        for (int i = 0; i < n_out; i++)
+            if (tmp[i] != outputs[i])
+                smelt_tensor_free(tmp[i]);
+        free(tmp);
+        tmp = NULL;
+    }
+    *tmp_out = tmp;
+    return st;
+}
+
+int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
+                   smelt_tensor **outputs)
+{
+    if (!p)
+        return SMELT_ERR_INVALID_ARG;
+    int st = check_inputs(p, n_in, inputs);
+    if (st)
+        return st;
+    if (n_out != p->prog.nout || !outputs)
+        return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "plan has %d outputs, got %d%s",
+                          p->prog.nout, n_out, outputs ? "" : " (outputs is NULL)");
+    if ((st = infer_shapes(p, inputs)))
+        return st;
+    smelt__tier_start(p);
+    smelt__tier_apply(p);
+    /* device plans: outputs the plan allocates live on the device when an
+     * input does; host tensors are staged through device copies */
+    bool dev = p->be->iface->launch != NULL, on_dev = false;
+    for (int i = 0; dev && i < n_in; i++)
+        on_dev = on_dev || smelt__is_device(inputs[i]);
+    bool allocated[SMELT_MAX_KERNEL_OPERANDS * 4] = {0};
+    bool *alloc = n_out <= (int)(sizeof allocated / sizeof *allocated) ? allocated
+                                                                         : calloc((size_t)n_out, 1);
+    if (!alloc)
+        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n_out && !st; i++) {
+        int v = p->prog.outputs[i];
+        const smelt__rshape *r = &p->rs[v];
+        smelt_dtype dt = p->prog.v[v].dtype;
+        if (!outputs[i]) {
+            st = on_dev ? smelt__tensor_new_on(p->ctx, p->be, dt, r->ndim, r->shape, &outputs[i])
+                        : smelt_tensor_new(p->ctx, dt, r->ndim, r->shape, &outputs[i]);
+            alloc[i] = st == SMELT_OK;
+        } else if (!dev && smelt__is_device(outputs[i])) {
+            st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
+                            "output %d is a device tensor but the plan runs on %s (host memory)",
+                            i, p->be->iface->name);
+        } else if (outputs[i]->dtype != dt || outputs[i]->ndim != r->ndim ||
+                   memcmp(outputs[i]->shape, r->shape, sizeof(int64_t) * (size_t)r->ndim)) {
+            smelt__sb b;
+            smelt__sb_init(&b);
+            smelt__sb_printf(&b, "%s ", smelt__dtypes[dt].name);
+            shape_text(&b, r->ndim, r->shape);
+            smelt__sb_printf(&b, ", got %s ", smelt__dtypes[outputs[i]->dtype].name);
+            shape_text(&b, outputs[i]->ndim, outputs[i]->shape);
+            st = smelt__err(p->ctx, SMELT_ERR_SHAPE, "output %d: expected %s", i, smelt__sb_str(&b));
+            smelt__sb_free(&b);
+        }
+    }
+    /* outputs that overlap an input are computed into temporaries and
+     * copied at the end (in place works, a transposed view of an input
+     * too); outputs that overlap each other, or write an element twice
+     * (a zero stride), are errors */
+    smelt_tensor **tmp = NULL;
+    if (!st)
+        st = check_overlaps(p, dev, n_in, inputs, n_out, outputs, alloc, &tmp);
+    runstate rs = {.inputs = inputs, .outputs = tmp ? tmp : outputs};
+    const char *sm = getenv("SMELT_STREAM_STORES"); /* auto (default), 0: never, 1: always */
+    rs.stream = sm && !strcmp(sm, "0") ? 0 : sm && !strcmp(sm, "1") ? 1 : -1;
+    smelt_tensor **din = NULL, **dout = NULL;
+    if (dev && !st && !(st = smelt__device_stage(p->be, n_in, inputs, n_out, outputs, &din, &dout)))
+        rs.inputs = din, rs.outputs = dout;
+    for (int ki = 0; ki < p->nkern && !st; ki++) {
+        bool split = false;
+        st = run_kernel(p, &rs, ki, &split);
+        if (split)
+            ki--;
+    }
+    if (din) /* waits for the device, copies host outputs back */
+        st = smelt__device_unstage(p->be, n_in, inputs, din, n_out, outputs, dout, st);
+    for (int i = 0; tmp && i < n_out; i++)
+        if (tmp[i] != outputs[i]) {
+            if (!st)
+                smelt__tensor_copy_into(outputs[i], tmp[i]);
+            smelt_tensor_free(tmp[i]);
+        }
+    free(tmp);
+    if (st)
+        for (int i = 0; i < n_out; i++)
+            if (alloc[i]) {
+                smelt_tensor_free(outputs[i]);
+                outputs[i] = NULL;
+            }
+    if (alloc != allocated)
+        free(alloc);
+    return st;
+}

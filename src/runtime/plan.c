@@ -1,0 +1,490 @@
+/* Building a plan: lower, run the passes of the opt level, partition, emit
+ * and compile every kernel (with the unfused fallback), describe. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "passes.h"
+#include "plan.h"
+
+void smelt_plan_opts_init(smelt_plan_opts *opts)
+{
+    if (opts) {
+        opts->opt_level = 3;
+        opts->backend = NULL;
+    }
+}
+
+static void kernel_free(smelt__pkernel *k);
+
+static void tier_init(smelt_plan *p)
+{
+    pthread_mutex_init(&p->up_mu, NULL);
+    pthread_cond_init(&p->up_cv, NULL);
+}
+
+static void kernel_free(smelt__pkernel *k)
+{
+    free(k->cl.members), free(k->cl.inputs), free(k->cl.outputs);
+    smelt__kdesc_free(&k->desc);
+    free(k->var);
+}
+
+void smelt_plan_free(smelt_plan *p)
+{
+    if (!p)
+        return;
+    smelt__tier_cancel(p);
+    pthread_mutex_destroy(&p->up_mu);
+    pthread_cond_destroy(&p->up_cv);
+    free(p->ups);
+    for (int i = 0; i < p->nkern; i++)
+        kernel_free(&p->kern[i]);
+    free(p->kern);
+    for (int i = 0; p->buf && i < p->prog.n; i++)
+        p->be->iface->free(p->be, p->buf[i]);
+    free(p->buf);
+    free(p->bufsize);
+    free(p->rs);
+    free(p->out_slot);
+    smelt__prog_free(&p->prog);
+    smelt__sb_free(&p->log);
+    smelt__sb_free(&p->desc);
+    free(p);
+}
+
+/* Insert clusters of pt at position at (replacing nrep kernels there). */
+static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
+{
+    int need = p->nkern - nrep + pt->n;
+    if (need > p->kcap) {
+        int cap = p->kcap ? p->kcap : 16;
+        while (cap < need)
+            cap *= 2;
+        smelt__pkernel *k = realloc(p->kern, sizeof *k * (size_t)cap);
+        if (!k)
+            return SMELT_ERR_NOMEM;
+        p->kern = k;
+        p->kcap = cap;
+    }
+    for (int i = at; i < at + nrep; i++)
+        kernel_free(&p->kern[i]);
+    memmove(p->kern + at + pt->n, p->kern + at + nrep,
+            sizeof *p->kern * (size_t)(p->nkern - at - nrep));
+    p->nkern = need;
+    for (int i = 0; i < pt->n; i++) {
+        smelt__pkernel *k = &p->kern[at + i];
+        memset(k, 0, sizeof *k);
+        k->cl = pt->c[i];
+        memset(&pt->c[i], 0, sizeof pt->c[i]);
+        int st = smelt__cluster_kdesc(&p->prog, &k->cl, &k->desc);
+        if (st)
+            return st;
+        int real = 0;
+        for (int j = 0; j < k->desc.n_ops; j++)
+            real += k->desc.ops[j].op != SMELT_OP_CONST;
+        k->fused = real > 1;
+    }
+    return SMELT_OK;
+}
+
+void smelt__plan_default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode)
+{
+    const smelt__pkernel *k = &p->kern[ki];
+    const smelt__inst *it = &p->prog.v[k->cl.members[0]];
+    /* Contiguous operands of the iteration shape merge into one dimension;
+     * broadcast operands keep the dimensions their pattern needs. */
+    int n = k->cl.nin + k->cl.nout;
+    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    int r = it->ndim;
+    memcpy(S, it->shape, sizeof S);
+    for (int o = 0; o < n; o++) {
+        int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
+        const smelt__inst *x = &p->prog.v[v];
+        int64_t cs[SMELT_MAX_DIMS];
+        smelt__contig_strides(x->ndim, x->shape, cs);
+        for (int d = 0; d < r; d++) {
+            int xd = d - (r - x->ndim);
+            st[o][d] = (xd < 0 || x->shape[xd] == 1) ? 0 : cs[xd];
+        }
+    }
+    *rank = smelt__merge_layout(r, S, n, st, mode);
+}
+
+int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32,
+                        smelt__kernel **out, bool *split)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    int n = k->cl.nin + k->cl.nout;
+    *split = false;
+    for (int i = 0; i < k->nvar; i++)
+        if (k->var[i].rank == rank && k->var[i].idx32 == idx32 &&
+            !memcmp(k->var[i].mode, mode, (size_t)n)) {
+            *out = k->var[i].k;
+            return SMELT_OK;
+        }
+    k->desc.rank = rank;
+    k->desc.idx32 = idx32;
+    k->desc.blocks = p->be->iface->blocks;
+    memcpy(k->desc.mode, mode, (size_t)n);
+    smelt__sb err;
+    smelt__sb_init(&err);
+    bool compiled;
+    double ms;
+    smelt__kernel *kk;
+    int st = smelt__kcache_get(p->ctx, p->be, &k->desc, &kk, &compiled, &ms, &err);
+    p->stats.compile_ms += ms;
+    if (st && p->up_be) { /* AUTO: the other CPU tier compiles it now */
+        smelt__sb_printf(&p->log, "warning: %s failed for a kernel of %d operators (%s); compiled by %s\n",
+                         p->be->iface->name, k->cl.nmem, smelt_strerror(st), p->up_be->iface->name);
+        k->desc.blocks = p->up_be->iface->blocks;
+        smelt__sb_free(&err);
+        st = smelt__kcache_get(p->ctx, p->up_be, &k->desc, &kk, &compiled, &ms, &err);
+        p->stats.compile_ms += ms;
+    }
+    if (st == SMELT_OK) {
+        smelt__variant *v = realloc(k->var, sizeof *v * (size_t)(k->nvar + 1));
+        if (!v) {
+            smelt__sb_free(&err);
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+        }
+        k->var = v;
+        v[k->nvar].rank = rank;
+        v[k->nvar].idx32 = idx32;
+        memcpy(v[k->nvar].mode, mode, sizeof v[k->nvar].mode);
+        v[k->nvar].k = kk;
+        v[k->nvar].base = kk;
+        v[k->nvar].origin = !compiled ? SMELT__FROM_MEMORY
+                            : kk->from_disk ? SMELT__FROM_DISK : SMELT__COMPILED;
+        k->nvar++;
+        if (p->up_be && p->runs >= 2)
+            smelt__tier_submit_variant(p, ki, k->nvar - 1);
+        if (!compiled)
+            p->stats.cache_hits++;
+        else if (kk->from_disk)
+            p->stats.disk_hits++;
+        else
+            p->stats.compiles++;
+        smelt__sb_free(&err);
+        *out = kk;
+        return SMELT_OK;
+    }
+    if (!k->fused || (st != SMELT_ERR_COMPILE && st != SMELT_ERR_UNSUPPORTED)) {
+        st = smelt__err(p->ctx, st, "%s", smelt__sb_str(&err));
+        smelt__sb_free(&err);
+        return st;
+    }
+    /* fall back: the cluster's operators as separate kernels; the warning
+     * quotes the compiler's first error line */
+    const char *msg = smelt__sb_str(&err), *nl = strchr(msg, '\n');
+    const char *why = nl && nl[1] ? nl + 1 : msg, *end = strchr(why, '\n');
+    smelt__sb_printf(&p->log, "warning: fused kernel of %d operators failed to compile (%.*s); "
+                              "running them unfused\n",
+                     k->cl.nmem, end ? (int)(end - why) : (int)strlen(why), why);
+    smelt__sb_free(&err);
+    smelt__partition pt;
+    st = smelt__partition_split(&p->prog, &k->cl, &pt);
+    if (st == SMELT_OK)
+        st = put_kernels(p, ki, 1, &pt);
+    smelt__partition_free(&pt);
+    if (st)
+        return smelt__err(p->ctx, st, "fallback to unfused kernels failed");
+    p->stats.fallbacks++;
+    *split = true;
+    *out = NULL;
+    return SMELT_OK;
+}
+
+static void describe(smelt_plan *p)
+{
+    smelt__sb *b = &p->desc;
+    smelt__sb_free(b);
+    const smelt_plan_stats *s = &p->stats;
+    smelt__sb_printf(b, "plan: opt_level %d, backend %s, %d instruction%s, %d kernel%s\n",
+                     p->opt_level, s->backend, p->prog.n, smelt__plural(p->prog.n), p->nkern,
+                     smelt__plural(p->nkern));
+    smelt__sb_printf(b, "passes: folded %d, cse %d, dce %d\n", s->folded, s->cse, s->dce);
+    smelt__sb_printf(b, "kernels: %d compiled, %d from memory, %d from disk; compile %.3f ms, "
+                        "fallbacks %d\n",
+                     s->compiles, s->cache_hits, s->disk_hits, s->compile_ms, s->fallbacks);
+    static const char *const origin[] = {"compiled", "from memory", "from disk"};
+    for (int i = 0; i < p->nkern; i++) {
+        smelt__pkernel *k = &p->kern[i];
+        const smelt__variant *v = k->nvar ? &k->var[0] : NULL;
+        const char *from = !v ? "-"
+                           : v->k == v->base ? origin[v->origin]
+                           : v->k->from_disk ? "from disk in the background"
+                                             : "compiled in the background";
+        smelt__sb_printf(b, "kernel %d %s [%s] (%s): %d operator%s [", i,
+                         v ? v->k->name : "(not compiled)", v ? v->k->backend->iface->name : "-",
+                         from, k->cl.nmem, smelt__plural(k->cl.nmem));
+        for (int j = 0; j < k->cl.nmem; j++)
+            smelt__sb_printf(b, j ? " %s" : "%s", smelt__ops[p->prog.v[k->cl.members[j]].op].name);
+        smelt__sb_puts(b, "] inputs [");
+        for (int j = 0; j < k->cl.nin; j++) {
+            const smelt__inst *x = &p->prog.v[k->cl.inputs[j]];
+            if (x->op == SMELT_OP_INPUT)
+                smelt__sb_printf(b, j ? " in%d" : "in%d", x->input_index);
+            else
+                smelt__sb_printf(b, j ? " %%%d" : "%%%d", k->cl.inputs[j]);
+        }
+        smelt__sb_puts(b, "] outputs [");
+        for (int j = 0; j < k->cl.nout; j++) {
+            int v = k->cl.outputs[j];
+            if (p->out_slot[v] >= 0)
+                smelt__sb_printf(b, j ? " out%d" : "out%d", p->out_slot[v]);
+            else
+                smelt__sb_printf(b, j ? " %%%d" : "%%%d", v);
+        }
+        smelt__sb_printf(b, "] shape ");
+        const smelt__inst *it = &p->prog.v[k->cl.members[0]];
+        smelt__shape_str(b, it->ndim, it->shape);
+        /* the dtype the kernel writes (its first member may be a comparison) */
+        smelt__sb_printf(b, " %s\n", smelt__dtypes[p->prog.v[k->cl.outputs[0]].dtype].name);
+    }
+    if (p->log.len)
+        smelt__sb_puts(b, smelt__sb_str(&p->log));
+    smelt__dcache_config_warnings(b);
+    smelt__dump_dir_warning(b);
+}
+
+const char *smelt_plan_describe(smelt_plan *p)
+{
+    if (!p)
+        return "";
+    describe(p);
+    return smelt__sb_str(&p->desc);
+}
+
+int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
+{
+    if (!p || !out)
+        return SMELT_ERR_INVALID_ARG;
+    smelt_plan *mp = (smelt_plan *)p; /* the tier lock only */
+    pthread_mutex_lock(&mp->up_mu);
+    *out = p->stats;
+    out->tier_pending = p->pending;
+    pthread_mutex_unlock(&mp->up_mu);
+    out->kernels = p->nkern;
+    out->ops = 0;
+    out->kernels_fast = 0;
+    out->tier_backend = p->up_be ? p->up_be->iface->name : NULL;
+    for (int i = 0; i < p->nkern; i++) {
+        out->ops += p->kern[i].cl.nmem;
+        out->kernels_fast += p->up_be && p->kern[i].nvar && p->kern[i].var[0].k->backend == p->up_be;
+    }
+    return SMELT_OK;
+}
+
+int smelt_plan_new(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                   const smelt_plan_opts *opts, smelt_plan **out)
+{
+    return smelt__plan_new_be(ctx, g, n_out, outputs, opts, NULL, out);
+}
+
+int smelt__plan_new_be(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                       const smelt_plan_opts *opts, smelt__backend *forced, smelt_plan **out)
+{
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    if (!out)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_new: out is NULL");
+    *out = NULL;
+    if (!g)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_new: graph is NULL");
+    if (g->status)
+        return smelt__err(ctx, g->status, "graph has an error: %s", smelt__sb_str(&g->err));
+    if (n_out <= 0 || !outputs)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_new: no outputs requested");
+    for (int i = 0; i < n_out; i++)
+        if (!outputs[i] || outputs[i]->g != g)
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                              "smelt_plan_new: output %d is %s", i,
+                              outputs[i] ? "a node of another graph" : "NULL");
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    if (opts)
+        o = *opts;
+    if (o.opt_level < 0 || o.opt_level > 3)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", o.opt_level);
+    int kind;
+    int st = SMELT_OK;
+    smelt__backend *be = forced;
+    if (!be && !(st = smelt__resolve_backend(ctx, o.backend, &kind)))
+        st = smelt__backend_get(ctx, kind, &be);
+    if (st)
+        return st;
+    kind = be->kind;
+
+    smelt_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    p->ctx = ctx;
+    p->be = be;
+    p->opt_level = o.opt_level;
+    tier_init(p);
+    const smelt__backend_info *bi = &smelt__backend_table[kind];
+    if (bi->tier_up && smelt__backend_is_auto(ctx, o.backend)) {
+        smelt__backend *up; /* the optimising tier, where this machine has one */
+        if (smelt__backend_get(ctx, smelt__backend_find(bi->tier_up), &up) == SMELT_OK)
+            p->up_be = up;
+        else
+            smelt__clear_err(ctx);
+    }
+    p->stats.backend = be->iface->name;
+    smelt__sb err;
+    smelt__sb_init(&err);
+    if (bi->disk_cache || p->up_be) {
+        if (smelt__dcache_check(&err) < 0) /* say why kernels are compiled every time */
+            smelt__sb_printf(&p->log, "warning: persistent kernel cache not used: %s\n", smelt__sb_str(&err));
+        smelt__sb_free(&err);
+    }
+    if ((st = smelt__prog_from_graph(g, n_out, outputs, &p->prog, &err))) {
+        smelt__err(ctx, st, "%s", smelt__sb_str(&err));
+        goto fail;
+    }
+    if (o.opt_level >= 1) {
+        p->stats.folded = smelt__pass_fold(&p->prog);
+        p->stats.cse = smelt__pass_cse(&p->prog);
+        p->stats.dce = smelt__pass_dce(&p->prog);
+    }
+    if ((st = smelt__prog_finalize(&p->prog))) {
+        smelt__err(ctx, st, "out of memory");
+        goto fail;
+    }
+    p->out_slot = malloc(sizeof(int) * (size_t)(p->prog.n + 1));
+    p->rs = calloc((size_t)p->prog.n + 1, sizeof *p->rs);
+    p->buf = calloc((size_t)p->prog.n + 1, sizeof *p->buf);
+    p->bufsize = calloc((size_t)p->prog.n + 1, sizeof *p->bufsize);
+    if (!p->out_slot || !p->rs || !p->buf || !p->bufsize) {
+        st = smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < p->prog.n; i++)
+        p->out_slot[i] = -1;
+    for (int i = 0; i < p->prog.nout; i++)
+        p->out_slot[p->prog.outputs[i]] = i;
+
+    smelt__partition pt;
+    if ((st = smelt__partition_build(&p->prog, o.opt_level >= 3, &pt))) {
+        smelt__err(ctx, st, "partitioning failed");
+        goto fail;
+    }
+    st = put_kernels(p, 0, 0, &pt);
+    smelt__partition_free(&pt);
+    if (st) {
+        smelt__err(ctx, st, "out of memory");
+        goto fail;
+    }
+    /* compile the layout every contiguous run will use */
+    for (int i = 0; i < p->nkern; i++) {
+        int rank;
+        uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
+        smelt__plan_default_layout(p, i, &rank, mode);
+        const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
+        bool idx32 = be->iface->dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
+        smelt__kernel *k;
+        bool split;
+        if ((st = smelt__plan_variant(p, i, rank, mode, idx32, &k, &split)))
+            goto fail;
+        if (split)
+            i--; /* compile the replacements */
+    }
+    smelt__sb_free(&err);
+    *out = p;
+    return SMELT_OK;
+fail:
+    smelt__sb_free(&err);
+    smelt_plan_free(p);
+    return st;
+}
+
+int smelt_plan_num_kernels(const smelt_plan *p) { return p ? p->nkern : 0; }
+
+static const smelt__kernel *plan_kernel(const smelt_plan *p, int i)
+{
+    if (!p || i < 0 || i >= p->nkern || !p->kern[i].nvar)
+        return NULL;
+    return p->kern[i].var[0].k;
+}
+
+const char *smelt_plan_kernel_name(const smelt_plan *p, int i)
+{
+    const smelt__kernel *k = plan_kernel(p, i);
+    return k ? k->name : NULL;
+}
+
+const char *smelt_plan_kernel_source(const smelt_plan *p, int i)
+{
+    const smelt__kernel *k = plan_kernel(p, i);
+    return k ? k->source : NULL;
+}
+
+int smelt_plan_emit_only(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                         const smelt_plan_opts *opts, const char *arch, char **report)
+{
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    if (!report)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_emit_only: report is NULL");
+    *report = NULL;
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    if (opts)
+        o = *opts;
+    /* the compile-only backend named (or the first) */
+    int kind = -1;
+    smelt__sb names;
+    smelt__sb_init(&names);
+    for (int k = 0; k < smelt__backend_count; k++) {
+        if (!smelt__backend_table[k].compile_only)
+            continue;
+        smelt__sb_printf(&names, "%s%s", names.len ? " or " : "", smelt__backend_table[k].name);
+        if (kind < 0 && (!o.backend || !strcasecmp(o.backend, smelt__backend_table[k].name)))
+            kind = k;
+    }
+    if (kind < 0) {
+        int st = smelt__err(ctx, SMELT_ERR_UNSUPPORTED,
+                            "smelt_plan_emit_only: backend %s: only %s kernels can be emitted "
+                            "without running them (use smelt_plan_new and smelt_plan_describe)",
+                            o.backend ? o.backend : "AUTO", smelt__sb_str(&names));
+        smelt__sb_free(&names);
+        return st;
+    }
+    smelt__sb_free(&names);
+    smelt__backend *be;
+    int st = smelt__backend_table[kind].create(ctx, arch ? arch : "", &be);
+    if (st)
+        return st;
+    be->kind = kind;
+    smelt__sb why, fail;
+    smelt__sb_init(&why);
+    smelt__sb_init(&fail);
+    if (!be->iface->available(be, &why)) {
+        st = smelt__err(ctx, SMELT_ERR_BACKEND, "backend %s cannot compile: %s", be->iface->name,
+                        smelt__sb_str(&why));
+        smelt__sb_free(&why);
+        be->iface->destroy(be);
+        return st;
+    }
+    smelt__sb_free(&why);
+    smelt_plan *p = NULL;
+    st = smelt__plan_new_be(ctx, g, n_out, outputs, &o, be, &p);
+    smelt__sb b;
+    smelt__sb_init(&b);
+    int rejected = be->iface->report(be, &b, &fail);
+    if (b.len) {
+        if (p)
+            smelt__sb_printf(&b, "\n==== plan\n%s", smelt_plan_describe(p));
+        *report = smelt__sb_take(&b);
+    }
+    smelt__sb_free(&b);
+    smelt_plan_free(p);
+    smelt__kcache_forget(ctx, be);
+    be->iface->destroy(be);
+    if (st == SMELT_OK && rejected)
+        st = smelt__err(ctx, SMELT_ERR_COMPILE, "%s (the plan fell back to unfused kernels); see the report",
+                        smelt__sb_str(&fail));
+    smelt__sb_free(&fail);
+    return st;
+}

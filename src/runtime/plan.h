@@ -1,0 +1,81 @@
+/* Plans: shared by plan.c (building) and exec.c (running). */
+#ifndef SMELT_PLAN_H
+#define SMELT_PLAN_H
+#include "runtime.h"
+
+typedef struct smelt__variant {
+    int rank;
+    bool idx32; /* the 32-bit index variant (device dialects) */
+    uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
+    smelt__kernel *k;    /* what runs now */
+    smelt__kernel *base; /* the first tier's kernel (upgrades are keyed by it) */
+    uint8_t origin;      /* of base: SMELT__COMPILED, SMELT__FROM_MEMORY, SMELT__FROM_DISK */
+} smelt__variant;
+
+enum { SMELT__COMPILED, SMELT__FROM_MEMORY, SMELT__FROM_DISK };
+
+/* An optimising-tier kernel compiled in the background for base. */
+typedef struct smelt__upgrade {
+    smelt__kernel *base, *fast;
+} smelt__upgrade;
+
+typedef struct smelt__pkernel {
+    smelt__cluster cl;  /* prog values it reads and writes */
+    smelt__kdesc desc;  /* operators; layout fields per variant */
+    smelt__variant *var;
+    int nvar;
+    bool fused;         /* more than one operator */
+} smelt__pkernel;
+
+typedef struct smelt__rshape {
+    int ndim;
+    int64_t shape[SMELT_MAX_DIMS];
+} smelt__rshape;
+
+struct smelt_plan {
+    smelt_ctx *ctx;
+    smelt__backend *be;
+    int opt_level;
+    smelt__prog prog;
+    smelt__pkernel *kern;
+    int nkern, kcap;
+    smelt_plan_stats stats;
+    smelt__sb log;  /* warnings */
+    smelt__sb desc; /* smelt_plan_describe */
+    int *out_slot;  /* prog value -> output index, or -1 */
+    /* tiered compilation (AUTO on a CPU): TCC kernels run at once while the
+     * CC backend compiles in the background; finished kernels are switched
+     * in together at the start of a run. */
+    smelt__backend *up_be;
+    pthread_mutex_t up_mu;
+    pthread_cond_t up_cv;
+    int pending;            /* background compiles not finished */
+    int runs;               /* runs started: the tier-up begins with the second */
+    smelt__upgrade *ups;    /* finished ones */
+    int nups, napplied;
+    /* run state */
+    smelt__rshape *rs; /* runtime shape of each value */
+    void **buf;        /* intermediate storage per value */
+    size_t *bufsize;
+};
+
+/* Background compiler of a context (src/tier.c). */
+int smelt__tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base);
+/* Queue variant vi of kernel ki (a warning in the plan's log if that fails). */
+void smelt__tier_submit_variant(smelt_plan *p, int ki, int vi);
+void smelt__tier_cancel(smelt_plan *p); /* drop queued jobs, wait for a running one */
+void smelt__tier_apply(smelt_plan *p);  /* switch in finished upgrades */
+void smelt__tier_start(smelt_plan *p);  /* count a run; queue the kernels on the second */
+
+/* Compile the variant of kernel ki for a layout; on failure of a fused
+ * kernel, replace it by its unfused kernels (logged) and report *split. */
+int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32,
+                        smelt__kernel **out, bool *split);
+/* smelt_plan_new on a given backend (NULL: the one opts, the context or the
+ * environment name). */
+int smelt__plan_new_be(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                       const smelt_plan_opts *opts, smelt__backend *forced, smelt_plan **out);
+/* The layout a kernel has when every operand is contiguous, given the
+ * example shapes of the graph. */
+void smelt__plan_default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode);
+#endif

@@ -1,0 +1,107 @@
+/* The runtime: contexts, configuration, the thread pool, the compile
+ * service (kernel cache, disk cache, tiers), plans and the executor, and
+ * the interface every backend implements (backend.h). */
+#ifndef SMELT_RUNTIME_H
+#define SMELT_RUNTIME_H
+#include <pthread.h>
+
+#include "codegen.h"
+
+/* ---- context --------------------------------------------------------- */
+typedef struct smelt__pool smelt__pool;
+typedef struct smelt__backend smelt__backend;
+typedef struct smelt__kcache smelt__kcache;
+#include "backend.h"
+
+struct smelt_ctx {
+    smelt__ctx_err base; /* first: the error slot every layer writes (ir.h) */
+    char *backend_override; /* from smelt_ctx_set_backend */
+    int threads;            /* requested; 0 = all cores */
+    smelt__pool *pool;      /* created on first parallel run */
+    smelt__backend *backends[SMELT__MAX_BACKENDS]; /* by kind, created on demand */
+    smelt__kcache *kcache;
+    pthread_mutex_t lock;
+    struct smelt__bg *bg; /* background compiler (src/tier.c), started on demand */
+};
+void smelt__bg_free(struct smelt__bg *bg);
+
+
+/* ---- persistent kernel cache (src/diskcache.c) ----------------------- */
+/* The cache folder (created 0700) in buf and an open descriptor of it, once
+ * checked: owned by this user, not writable by group or others.  -1 when
+ * the cache is off or unusable (why, if not NULL, says why). */
+int smelt__dcache_open(char *buf, size_t n, smelt__sb *why);
+/* 0 when the cache is usable, 1 when SMELT_CACHE=0 turns it off, -1 (and
+ * the reason in why) when its folder cannot be used. */
+int smelt__dcache_check(smelt__sb *why);
+/* A "warning: ..." line for each SMELT_CACHE / SMELT_CACHE_MAX_MB value
+ * that is ignored (not a valid setting). */
+void smelt__dcache_config_warnings(smelt__sb *warn);
+/* The same for SMELT_DUMP_DIR when it names no folder that can be written
+ * (src/cache.c, which creates it when it is missing). */
+void smelt__dump_dir_warning(smelt__sb *warn);
+/* 0 and a malloc'd payload on a hit; -1 on a miss (a bad entry is deleted). */
+int smelt__dcache_load(const char *key, char **data, size_t *size);
+/* Entries smelt__dcache_load has returned on the calling thread so far (a
+ * compile that loaded its object from disk is told apart by it). */
+unsigned long smelt__dcache_thread_hits(void);
+int smelt__dcache_store(const char *key, const char *data, size_t size);
+/* Delete an entry (one that loaded but does not hold what its key says). */
+void smelt__dcache_remove(const char *key);
+
+/* ---- config ---------------------------------------------------------- */
+/* Resolve the backend name in force (explicit > ctx > SMELT_JIT_BACKEND >
+ * MGB_JIT_BACKEND > AUTO) to a concrete kind (an index in the registry).
+ * Errors name the valid values. */
+int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind);
+/* Whether the name in force is AUTO (tiered compilation on a CPU). */
+bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name);
+
+/* ---- thread pool ----------------------------------------------------- */
+typedef void (*smelt__task_fn)(void *arg, int64_t chunk);
+smelt__pool *smelt__pool_new(int threads);
+void smelt__pool_free(smelt__pool *p);
+int smelt__pool_size(const smelt__pool *p);
+/* Run fn(arg, 0..nchunks-1) on the pool, the caller helping; returns when all
+ * are done. */
+void smelt__pool_run(smelt__pool *p, smelt__task_fn fn, void *arg, int64_t nchunks);
+int smelt__ncpus(void);
+
+/* ---- kernel cache (per context) -------------------------------------- */
+typedef struct smelt__kernel {
+    char name[40];
+    char *source;
+    smelt__kfn fn;
+    void *handle; /* backend's */
+    smelt__backend *backend;
+    int n_operands;
+    int rank;
+    char *desc;      /* the description it was emitted from (serialised) ... */
+    size_t desc_len; /* ... so that a repeat finds it without emitting again */
+    bool from_disk;  /* the backend loaded it from the persistent cache */
+} smelt__kernel;
+
+/* Find or compile.  *compiled tells whether this call compiled it (or,
+ * with (*out)->from_disk, loaded it from the persistent cache); ms the
+ * time that took.  Fails with SMELT_ERR_COMPILE and the log in err. */
+int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
+                      smelt__kernel **out, bool *compiled, double *ms, smelt__sb *err);
+void smelt__kcache_free(smelt__kcache *c);
+/* Release and drop every cached kernel of be (before be is destroyed). */
+void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be);
+
+/* ---- device tensors (src/tensor-device.c) ------------------------------ */
+/* A new contiguous tensor in be's device memory. */
+int smelt__tensor_new_on(smelt_ctx *ctx, smelt__backend *be, smelt_dtype dt, int ndim,
+                         const int64_t *shape, smelt_tensor **out);
+/* For plans of a device backend: *din / *dout are the tensors the kernels
+ * use, host tensors replaced by device copies (inputs copied in).  unstage
+ * copies the device results of host outputs back (status OK only), frees the
+ * copies and returns status or the first error of its own. */
+int smelt__device_stage(smelt__backend *be, int n_in, smelt_tensor *const *inputs, int n_out,
+                        smelt_tensor **outputs, smelt_tensor ***din, smelt_tensor ***dout);
+int smelt__device_unstage(smelt__backend *be, int n_in, smelt_tensor *const *inputs,
+                          smelt_tensor **din, int n_out, smelt_tensor **outputs,
+                          smelt_tensor **dout, int status);
+
+#endif

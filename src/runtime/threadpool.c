@@ -1,0 +1,119 @@
+/* A persistent thread pool: workers sleep on a condition variable; a job is
+ * a function over chunk indices handed out by an atomic counter, the calling
+ * thread taking chunks too.  No thread is started per call. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+struct smelt__pool {
+    int n; /* workers, not counting the caller */
+    pthread_t *th;
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    smelt__task_fn fn;
+    void *arg;
+    int64_t nchunks;
+    int64_t next;   /* atomic */
+    int active;     /* workers still in the current job */
+    unsigned gen;   /* job generation */
+    bool quit;
+};
+
+int smelt__ncpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void work(smelt__pool *p)
+{
+    int64_t c;
+    while ((c = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED)) < p->nchunks)
+        p->fn(p->arg, c);
+}
+
+static void *worker(void *arg)
+{
+    smelt__pool *p = arg;
+    unsigned seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->quit && p->gen == seen)
+            pthread_cond_wait(&p->wake, &p->mu);
+        if (p->quit)
+            break;
+        seen = p->gen;
+        pthread_mutex_unlock(&p->mu);
+        work(p);
+        pthread_mutex_lock(&p->mu);
+        if (--p->active == 0)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+smelt__pool *smelt__pool_new(int threads)
+{
+    smelt__pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    int want = threads > 1 ? threads - 1 : 0;
+    p->th = calloc((size_t)(want ? want : 1), sizeof *p->th);
+    if (!p->th) {
+        free(p);
+        return NULL;
+    }
+    for (int i = 0; i < want; i++) {
+        if (pthread_create(&p->th[i], NULL, worker, p))
+            break; /* fewer workers is still correct */
+        p->n++;
+    }
+    return p;
+}
+
+void smelt__pool_free(smelt__pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = true;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n; i++)
+        pthread_join(p->th[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->done);
+    free(p->th);
+    free(p);
+}
+
+int smelt__pool_size(const smelt__pool *p) { return p ? p->n + 1 : 1; }
+
+void smelt__pool_run(smelt__pool *p, smelt__task_fn fn, void *arg, int64_t nchunks)
+{
+    if (!p || p->n == 0 || nchunks <= 1) {
+        for (int64_t c = 0; c < nchunks; c++)
+            fn(arg, c);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->arg = arg;
+    p->nchunks = nchunks;
+    p->next = 0;
+    p->active = p->n;
+    p->gen++;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    work(p);
+    pthread_mutex_lock(&p->mu);
+    while (p->active > 0)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
