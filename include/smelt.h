@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "smelt_ops.h" /* enum smelt_op, generated from src/ops.def */
+#include "smelt_ops.h" /* enum smelt_op, generated from src/ir/ops.def */
 
 #ifdef __cplusplus
 extern "C" {
@@ -268,7 +268,7 @@ smelt_plan *smelt_trace_last_plan(smelt_trace *t);
 int smelt_trace_num_plans(const smelt_trace *t); /* distinct signatures seen */
 
 /* ---- expressions, .npy files, graph files, plan introspection ---------
- * (src/expr.c, src/npy.c, src/graphio.c; the `smelt` command-line tool is
+ * (src/frontends/expr.c, src/frontends/npy.c, src/frontends/graphio.c; the `smelt` command-line tool is
  * built on these.  See docs/expressions.md and docs/formats.md.) */
 
 /* Free memory that smelt allocated for the caller (text, output arrays). */

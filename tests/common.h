@@ -1,7 +1,7 @@
 /* Helpers shared by the Criterion suites: a seeded-per-test PRNG, tensor
  * construction and filling, running plans, comparing with the float64
  * reference interpreter (smelt_reference_eval) with ULP / relative-error
- * tolerances, and the operator table read from src/ops.def.
+ * tolerances, and the operator table read from src/ir/ops.def.
  *
  * Every helper named t_* that can fail asserts (the test stops with the
  * status, its text and smelt_errmsg). */
@@ -44,7 +44,7 @@
 
 bool t_contains(const char *haystack, const char *needle); /* NULL-safe strstr */
 
-/* ---- the operator table, from src/ops.def ------------------------------ */
+/* ---- the operator table, from src/ir/ops.def ------------------------------ */
 typedef struct test_op {
     const char *name;
     int arity;

@@ -1,5 +1,5 @@
-/* The expression language (src/expr.c): the grid of every operator and
- * function of src/ops.def (and every operator symbol and NumPy alias) x every
+/* The expression language (src/frontends/expr.c): the grid of every operator and
+ * function of src/ir/ops.def (and every operator symbol and NumPy alias) x every
  * dtype, against the float64 reference interpreter; precedence and literals;
  * NEP 50 weak scalars; error messages with their column and caret line;
  * graphs built from expressions on inner nodes; and a fuzz run (longer with
@@ -13,7 +13,7 @@
 
 #include <criterion/parameterized.h>
 
-/* the alias table (src/expr.c) */
+/* the alias table (src/frontends/expr.c) */
 const char *smelt__expr_alias(int i, const char **op);
 
 static bool callable(int op)

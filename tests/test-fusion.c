@@ -686,3 +686,55 @@ Test(fusion, thousands_of_constants_split_and_cost_no_stack)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* Every registered backend that works here (smelt_backend_name; NVRTC only
+ * with a GPU) runs the same fused graph in one kernel, to the same bits,
+ * within tolerance of float64.  A new backend in the registry is tested
+ * here without a new test. */
+Test(backends, every_registered_backend_gives_the_same_bits)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0x5eed);
+    int64_t shp[2] = {37, 129};
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, 2, shp);
+    smelt_node *b = smelt_input(g, "b", SMELT_F32, 1, shp + 1);
+    smelt_node *y = smelt_unary(g, SMELT_OP_TANH,
+                                smelt_add(g, smelt_mul(g, a, b), smelt_unary(g, SMELT_OP_EXP, a)));
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, 2, shp), t_rand(ctx, &r, SMELT_F32, 1, shp + 1)};
+    smelt_tensor *ref;
+    t_reference(ctx, g, 1, &y, 2, in, &ref);
+    smelt_tensor *first = NULL;
+    const char *name, *first_name = NULL;
+    int ran = 0;
+    for (int i = 0; (name = smelt_backend_name(i, NULL)); i++) {
+        if (smelt_backend_check(ctx, name) != SMELT_OK)
+            continue;
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.backend = name;
+        smelt_plan *p;
+        T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &p));
+        smelt_tensor *out = NULL;
+        T_OK(ctx, smelt_plan_run(p, 2, in, 1, &out));
+        cr_assert_eq(t_stats(p).kernels, 1, "%s: %d kernels", name, t_stats(p).kernels);
+        t_expect_match(name, out, ref, T_CHAIN);
+        if (!first) {
+            first = out;
+            first_name = name;
+        } else {
+            cr_assert(t_bitwise_equal(first, out), "%s and %s differ at element %lld", first_name,
+                      name, (long long)t_first_difference(first, out));
+            smelt_tensor_free(out);
+        }
+        smelt_plan_free(p);
+        ran++;
+    }
+    cr_assert_geq(ran, 2, "TCC and CC at least should run here, %d did", ran);
+    smelt_tensor_free(first);
+    smelt_tensor_free(ref);
+    t_free_all(in, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}

@@ -1,4 +1,4 @@
-/* Graph files (src/graphio.c): text round trips that are exact (the text,
+/* Graph files (src/frontends/graphio.c): text round trips that are exact (the text,
  * the constants' bits, the results), files on disk, a traced function's
  * graph, malformed and lying files (errors with a line number), and a
  * mutation fuzz run. */

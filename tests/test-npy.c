@@ -1,4 +1,4 @@
-/* .npy files (src/npy.c): round trips of every dtype and shape, views,
+/* .npy files (src/frontends/npy.c): round trips of every dtype and shape, views,
  * format versions 1.0/2.0/3.0, big-endian data, Fortran order, malformed and
  * lying files (errors, never out-of-bounds reads), and a mutation fuzz run.
  * Files NumPy writes and reads are checked end to end by tests/test-cli.py. */

@@ -1,4 +1,4 @@
-/* Every operator of src/ops.def, for every dtype it supports, against the
+/* Every operator of src/ir/ops.def, for every dtype it supports, against the
  * float64 reference interpreter (smelt_reference_eval) on fresh random
  * inputs plus every combination of special values; casts between all dtype
  * pairs; and hand-checked NumPy semantics the reference itself must follow.

@@ -1,4 +1,4 @@
-/* The emitter: a kernel description (fusion/partition.c) in, kernel source
+/* The emitter: a kernel description (src/fusion/partition.c) in, kernel source
  * out, for any dialect.  Templates give the skeleton; this file fills the
  * slots: setup (pointers, constants, strides), per-row offsets, loop body. */
 #include <inttypes.h>

@@ -19,7 +19,7 @@
  *   primary    := NUMBER | NAME | NAME '(' [expr (',' expr)* [',']] ')' | '(' expr ')'
  *
  * Functions are the elementwise (and opaque: barrier) operators of
- * src/ops.def under their own names, plus the NumPy spellings of the alias
+ * src/ir/ops.def under their own names, plus the NumPy spellings of the alias
  * table below (the only other list of names, beside numexpr's functions
  * that smelt refuses with a reason), plus the dtype names as casts
  * (float32(x), i64(x), ...).  & | ^ ~ are logical on bool operands (the

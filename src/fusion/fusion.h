@@ -30,7 +30,7 @@ typedef struct smelt__kdesc {
                  * dialects index with 32-bit arithmetic (C kernels ignore it) */
 } smelt__kdesc;
 
-/* ---- partition (fusion/partition.c) ----------------------------------- */
+/* ---- partition (src/fusion/partition.c) ----------------------------------- */
 typedef struct smelt__cluster {
     int *members; /* instruction indices, ascending (topological) */
     int nmem;

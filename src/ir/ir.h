@@ -210,7 +210,7 @@ int smelt__prog_finalize(smelt__prog *p);
  * result rounded to out_dt. */
 double smelt__eval_scalar(smelt_op op, smelt_dtype in_dt, smelt_dtype out_dt, const double *a);
 /* A block primitive by name (smelt_blk_<op>_<dtype>, ...): the TinyCC tier's
- * kernels call them, constant folding runs them on one element (src/blocks.c). */
+ * kernels call them, constant folding runs them on one element (src/ir/blocks.c). */
 /* The x86-64 level this CPU runs: 4 (AVX-512: F, BW, DQ, VL), 3 (AVX2, FMA,
  * BMI1/2) or 1; from feature names both gcc and clang know (clang 14 has
  * no "x86-64-v3" or "f16c"); 1 on other architectures. */

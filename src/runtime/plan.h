@@ -59,7 +59,7 @@ struct smelt_plan {
     size_t *bufsize;
 };
 
-/* Background compiler of a context (src/tier.c). */
+/* Background compiler of a context (src/runtime/tier.c). */
 int smelt__tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base);
 /* Queue variant vi of kernel ki (a warning in the plan's log if that fails). */
 void smelt__tier_submit_variant(smelt_plan *p, int ki, int vi);

@@ -21,12 +21,12 @@ struct smelt_ctx {
     smelt__backend *backends[SMELT__MAX_BACKENDS]; /* by kind, created on demand */
     smelt__kcache *kcache;
     pthread_mutex_t lock;
-    struct smelt__bg *bg; /* background compiler (src/tier.c), started on demand */
+    struct smelt__bg *bg; /* background compiler (src/runtime/tier.c), started on demand */
 };
 void smelt__bg_free(struct smelt__bg *bg);
 
 
-/* ---- persistent kernel cache (src/diskcache.c) ----------------------- */
+/* ---- persistent kernel cache (src/runtime/diskcache.c) ----------------------- */
 /* The cache folder (created 0700) in buf and an open descriptor of it, once
  * checked: owned by this user, not writable by group or others.  -1 when
  * the cache is off or unusable (why, if not NULL, says why). */
@@ -38,7 +38,7 @@ int smelt__dcache_check(smelt__sb *why);
  * that is ignored (not a valid setting). */
 void smelt__dcache_config_warnings(smelt__sb *warn);
 /* The same for SMELT_DUMP_DIR when it names no folder that can be written
- * (src/cache.c, which creates it when it is missing). */
+ * (src/runtime/cache.c, which creates it when it is missing). */
 void smelt__dump_dir_warning(smelt__sb *warn);
 /* 0 and a malloc'd payload on a hit; -1 on a miss (a bad entry is deleted). */
 int smelt__dcache_load(const char *key, char **data, size_t *size);
@@ -90,7 +90,7 @@ void smelt__kcache_free(smelt__kcache *c);
 /* Release and drop every cached kernel of be (before be is destroyed). */
 void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be);
 
-/* ---- device tensors (src/tensor-device.c) ------------------------------ */
+/* ---- device tensors (src/runtime/tensor-device.c) ------------------------------ */
 /* A new contiguous tensor in be's device memory. */
 int smelt__tensor_new_on(smelt_ctx *ctx, smelt__backend *be, smelt_dtype dt, int ndim,
                          const int64_t *shape, smelt_tensor **out);

@@ -44,6 +44,16 @@ static int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+/* AUTO or a registered backend's name (case-insensitive) */
+static bool backend_known(const char *name)
+{
+    const char *b;
+    for (int i = 0; (b = smelt_backend_name(i, NULL)); i++)
+        if (!strcasecmp(name, b))
+            return true;
+    return !strcasecmp(name, "AUTO");
+}
+
 /* A library message: the first line after "smelt: error: ", the rest (an
  * expression and its caret line) as it is. */
 static int input_error_msg(const char *msg)
@@ -257,9 +267,13 @@ static int parse_opts(int argc, char **argv, const char *allowed, opts *o)
             break;
         case 'O': st = parse_int_arg("--opt-level", val, 0, 3, &o->opt_level); break;
         case 'b':
-            if (strcasecmp(val, "TCC") && strcasecmp(val, "CC") && strcasecmp(val, "NVRTC") &&
-                strcasecmp(val, "AUTO"))
-                return usage_error("unknown backend '%s' (valid: TCC, CC, NVRTC, AUTO)", val);
+            if (!backend_known(val)) {
+                char valid[256] = "";
+                for (int i = 0; smelt_backend_name(i, NULL); i++)
+                    snprintf(valid + strlen(valid), sizeof valid - strlen(valid), "%s, ",
+                             smelt_backend_name(i, NULL));
+                return usage_error("unknown backend '%s' (valid: %sAUTO)", val, valid);
+            }
             o->backend = val;
             break;
         case 't': o->time = true; break;
@@ -1191,15 +1205,13 @@ static int cmd_info(int argc, char **argv)
         return 0;
     }
     printf("smelt %s\n\nbackends:\n", SMELT_VERSION);
-    static const char *const names[] = {"TCC", "CC", "NVRTC"};
-    static const char *const what[] = {"TinyCC, in-process", "the system C compiler, optimising",
-                                       "CUDA (NVRTC and the driver API)"};
-    for (int i = 0; i < 3; i++) {
-        if (smelt_backend_check(ctx, names[i]) == SMELT_OK) {
-            printf("  %-6s available      %s\n", names[i], what[i]);
+    const char *name, *what;
+    for (int i = 0; (name = smelt_backend_name(i, &what)); i++) {
+        if (smelt_backend_check(ctx, name) == SMELT_OK) {
+            printf("  %-6s available      %s\n", name, what);
         } else { /* the library's "backend X is not available: why" */
             const char *why = smelt_errmsg(ctx), *colon = strstr(why, "is not available: ");
-            printf("  %-6s not available: %s\n", names[i], colon ? colon + 18 : why);
+            printf("  %-6s not available: %s\n", name, colon ? colon + 18 : why);
         }
     }
     /* what AUTO (or SMELT_JIT_BACKEND) gives: a tiny plan says */

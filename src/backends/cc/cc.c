@@ -4,7 +4,7 @@
  * -ffp-contract=off (no -ffast-math); transcendental functions are smelt's
  * own plain C (templates/common/math.h.in), which gcc vectorises at any
  * width with the same bits.  Shared objects go through the persistent cache
- * (src/diskcache.c): a warm cache costs no compiler start-up. */
+ * (src/runtime/diskcache.c): a warm cache costs no compiler start-up. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -430,7 +430,7 @@ static int cuda_compile(smelt__backend *be, const char *source, const char *fn_n
     char *image = NULL;
     size_t size = 0;
     double t0 = smelt__now_ms();
-    /* the persistent cache (src/diskcache.c): key = the source, the arch,
+    /* the persistent cache (src/runtime/diskcache.c): key = the source, the arch,
      * NVRTC's version and smelt's, never the compiler's output */
     char key[40] = "";
     if (!c->compile_only && nvrtc_ready()) {
