@@ -669,108 +669,82 @@ static val factor(P *p)
     return r;
 }
 
-static val term(P *p)
+/* A binary operator: its spelling (a symbol or a keyword) and its operator. */
+typedef struct binop {
+    const char *sym;
+    smelt_op op;
+} binop;
+
+/* The binary operators, a level of precedence a row, lowest first (the
+ * grammar above; a row ends at a NULL sym).  not and the chained
+ * comparisons have functions of their own.  On bool operands the builder
+ * makes & ^ | logical_and, logical_xor, logical_or, as NumPy. */
+enum { L_OR, L_AND, L_NOT, L_CMP, L_BOR, L_BXOR, L_BAND, L_SHIFT, L_ARITH, L_TERM, L_FACTOR };
+static const binop levels[L_FACTOR][7] = {
+    [L_OR] = {{"or", SMELT_OP_LOGICAL_OR}},
+    [L_AND] = {{"and", SMELT_OP_LOGICAL_AND}},
+    [L_CMP] = {{"<", SMELT_OP_LT}, {"<=", SMELT_OP_LE}, {">", SMELT_OP_GT}, {">=", SMELT_OP_GE},
+               {"==", SMELT_OP_EQ}, {"!=", SMELT_OP_NE}},
+    [L_BOR] = {{"|", SMELT_OP_BITWISE_OR}},
+    [L_BXOR] = {{"^", SMELT_OP_BITWISE_XOR}},
+    [L_BAND] = {{"&", SMELT_OP_BITWISE_AND}},
+    [L_SHIFT] = {{"<<", SMELT_OP_LEFT_SHIFT}, {">>", SMELT_OP_RIGHT_SHIFT}},
+    [L_ARITH] = {{"+", SMELT_OP_ADD}, {"-", SMELT_OP_SUB}},
+    [L_TERM] = {{"*", SMELT_OP_MUL}, {"/", SMELT_OP_DIV}, {"//", SMELT_OP_FLOOR_DIV}, {"%", SMELT_OP_MOD}},
+};
+
+/* The operator of level lv at the current token, or NULL. */
+static const binop *match(P *p, int lv)
 {
-    val a = factor(p);
-    while (a.n) {
-        smelt_op op;
-        if (is_op(p, "*"))
-            op = SMELT_OP_MUL;
-        else if (is_op(p, "/"))
-            op = SMELT_OP_DIV;
-        else if (is_op(p, "//"))
-            op = SMELT_OP_FLOOR_DIV;
-        else if (is_op(p, "%"))
-            op = SMELT_OP_MOD;
-        else
-            break;
-        char sym[3] = {0};
-        memcpy(sym, p->s + p->t.pos, p->t.len);
+    for (const binop *o = levels[lv]; o->sym; o++)
+        if (is_alpha(o->sym[0]) ? is_kw(p, o->sym) : is_op(p, o->sym))
+            return o;
+    return NULL;
+}
+
+static val not_test(P *p);
+static val comparison(P *p);
+
+/* An expression of precedence level lv: the left-associative operators of
+ * its row between operands of the level above. */
+static val level(P *p, int lv)
+{
+    if (lv == L_NOT)
+        return not_test(p);
+    if (lv == L_CMP)
+        return comparison(p);
+    if (lv == L_FACTOR)
+        return factor(p);
+    val a = level(p, lv + 1);
+    const binop *o;
+    while (a.n && (o = match(p, lv))) {
         size_t pos = p->t.pos;
         next(p);
-        val b = factor(p);
+        val b = level(p, lv + 1);
         if (!b.n)
             return b;
-        a = apply2(p, op, a, b, pos, sym);
+        a = apply2(p, o->op, a, b, pos, o->sym);
     }
     return a;
 }
 
-static val arith(P *p)
-{
-    val a = term(p);
-    while (a.n && (is_op(p, "+") || is_op(p, "-"))) {
-        bool add = is_op(p, "+");
-        size_t pos = p->t.pos;
-        next(p);
-        val b = term(p);
-        if (!b.n)
-            return b;
-        a = apply2(p, add ? SMELT_OP_ADD : SMELT_OP_SUB, a, b, pos, add ? "+" : "-");
-    }
-    return a;
-}
-
-static val shift(P *p)
-{
-    val a = arith(p);
-    while (a.n && (is_op(p, "<<") || is_op(p, ">>"))) {
-        bool left = is_op(p, "<<");
-        size_t pos = p->t.pos;
-        next(p);
-        val b = arith(p);
-        if (!b.n)
-            return b;
-        a = apply2(p, left ? SMELT_OP_LEFT_SHIFT : SMELT_OP_RIGHT_SHIFT, a, b, pos, left ? "<<" : ">>");
-    }
-    return a;
-}
-
-/* One level of & ^ |: sub parses the operands (on bool operands the builder
- * makes them logical_and, logical_xor, logical_or, as NumPy). */
-static val bitwise(P *p, val (*sub)(P *), const char *sym, smelt_op bitop)
-{
-    val a = sub(p);
-    while (a.n && is_op(p, sym)) {
-        size_t pos = p->t.pos;
-        next(p);
-        val b = sub(p);
-        if (!b.n)
-            return b;
-        a = apply2(p, bitop, a, b, pos, sym);
-    }
-    return a;
-}
-
-static val band(P *p) { return bitwise(p, shift, "&", SMELT_OP_BITWISE_AND); }
-static val bxor(P *p) { return bitwise(p, band, "^", SMELT_OP_BITWISE_XOR); }
-static val bor(P *p) { return bitwise(p, bxor, "|", SMELT_OP_BITWISE_OR); }
+static val expr(P *p) { return level(p, L_OR); }
 
 static val comparison(P *p)
 {
-    static const struct {
-        const char *sym;
-        smelt_op op;
-    } cmp[] = {{"<", SMELT_OP_LT}, {"<=", SMELT_OP_LE}, {">", SMELT_OP_GT},
-               {">=", SMELT_OP_GE}, {"==", SMELT_OP_EQ}, {"!=", SMELT_OP_NE}};
-    val a = bor(p), acc = NONE;
-    while (a.n) {
-        int k = -1;
-        for (int i = 0; i < 6 && k < 0; i++)
-            if (is_op(p, cmp[i].sym))
-                k = i;
-        if (k < 0)
-            break;
+    val a = level(p, L_BOR), acc = NONE;
+    const binop *o;
+    while (a.n && (o = match(p, L_CMP))) {
         size_t pos = p->t.pos;
         next(p);
-        val b = bor(p);
+        val b = level(p, L_BOR);
         if (!b.n)
             return b;
-        val c = apply2(p, cmp[k].op, a, b, pos, cmp[k].sym);
+        val c = apply2(p, o->op, a, b, pos, o->sym);
         if (!c.n)
             return c;
         /* a < b < c means (a < b) and (b < c), as in Python */
-        acc = acc.n ? apply2(p, SMELT_OP_LOGICAL_AND, acc, c, pos, cmp[k].sym) : c;
+        acc = acc.n ? apply2(p, SMELT_OP_LOGICAL_AND, acc, c, pos, o->sym) : c;
         if (!acc.n)
             return acc;
         a = b;
@@ -794,34 +768,6 @@ static val not_test(P *p)
     if (!a.n)
         return a;
     return apply(p, SMELT_OP_LOGICAL_NOT, 1, &a, pos, "not");
-}
-
-static val and_test(P *p)
-{
-    val a = not_test(p);
-    while (a.n && is_kw(p, "and")) {
-        size_t pos = p->t.pos;
-        next(p);
-        val b = not_test(p);
-        if (!b.n)
-            return b;
-        a = apply2(p, SMELT_OP_LOGICAL_AND, a, b, pos, "and");
-    }
-    return a;
-}
-
-static val expr(P *p)
-{
-    val a = and_test(p);
-    while (a.n && is_kw(p, "or")) {
-        size_t pos = p->t.pos;
-        next(p);
-        val b = and_test(p);
-        if (!b.n)
-            return b;
-        a = apply2(p, SMELT_OP_LOGICAL_OR, a, b, pos, "or");
-    }
-    return a;
 }
 
 static val parse(P *p)
