@@ -189,26 +189,17 @@ typedef struct rd {
     int line;
     const char *s, *end; /* the current line */
     smelt_graph *g;
-    int *ids; /* defined node ids, increasing, and their nodes */
-    smelt_node **idnode;
+    struct def {
+        int id;
+        smelt_node *n;
+    } *defs; /* defined node ids, increasing, and their nodes */
     int nid, idcap;
     smelt_node **outs;
     int nout, outcap;
 } rd;
 
-static int rerr(rd *r, int st, const char *fmt, ...) SMELT_PRINTF(3, 4);
-static int rerr(rd *r, int st, const char *fmt, ...)
-{
-    smelt__sb b;
-    smelt__sb_init(&b);
-    va_list ap;
-    va_start(ap, fmt);
-    smelt__sb_vprintf(&b, fmt, ap);
-    va_end(ap);
-    smelt__err(r->ctx, st, "%s:%d: %s", r->what, r->line, smelt__sb_str(&b));
-    smelt__sb_free(&b);
-    return st;
-}
+/* An error about the current line: "file:line: message". */
+#define rerr(r, st, ...) smelt__err_at((r)->ctx, st, (r)->what, (r)->line, __VA_ARGS__)
 
 static void ws(rd *r)
 {
@@ -227,11 +218,7 @@ static bool at_end(rd *r)
 static bool eat(rd *r, char c)
 {
     ws(r);
-    if (r->s < r->end && *r->s == c) {
-        r->s++;
-        return true;
-    }
-    return false;
+    return smelt__skip_char(&r->s, r->end, c);
 }
 
 /* A bare word: letters, digits and _ . + - : (names, dtypes, numbers). */
@@ -289,12 +276,12 @@ static smelt_node *lookup(const rd *r, int id)
     int lo = 0, hi = r->nid;
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (r->ids[mid] < id)
+        if (r->defs[mid].id < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < r->nid && r->ids[lo] == id ? r->idnode[lo] : NULL;
+    return lo < r->nid && r->defs[lo].id == id ? r->defs[lo].n : NULL;
 }
 
 /* %N: a new id (def; larger than every id before) or a defined node. */
@@ -309,9 +296,9 @@ static int ref(rd *r, int *id, smelt_node **node, bool def)
     if ((st = word(r, w, sizeof w)) || (st = parse_int(r, w, 0, INT32_MAX, &v)))
         return st;
     *id = (int)v;
-    if (def && r->nid && v <= r->ids[r->nid - 1])
+    if (def && r->nid && v <= r->defs[r->nid - 1].id)
         return rerr(r, SMELT_ERR_PARSE, "node %%%d: node numbers must increase (the last was %%%d)",
-                    *id, r->ids[r->nid - 1]);
+                    *id, r->defs[r->nid - 1].id);
     if (!def && !(*node = lookup(r, *id)))
         return rerr(r, SMELT_ERR_PARSE, "node %%%d is used before it is defined", *id);
     return SMELT_OK;
@@ -434,20 +421,11 @@ static int const_value(rd *r, smelt_dtype dt, double *fv, int64_t *iv)
 
 static int define(rd *r, int id, smelt_node *n)
 {
-    if (r->nid == r->idcap) {
-        int cap = r->idcap ? r->idcap * 2 : 64;
-        int *ids = realloc(r->ids, sizeof *ids * (size_t)cap);
-        if (ids)
-            r->ids = ids;
-        smelt_node **nodes = realloc(r->idnode, sizeof *nodes * (size_t)cap);
-        if (nodes)
-            r->idnode = nodes;
-        if (!ids || !nodes)
-            return rerr(r, SMELT_ERR_NOMEM, "out of memory");
-        r->idcap = cap;
-    }
-    r->ids[r->nid] = id;
-    r->idnode[r->nid++] = n;
+    struct def *v = smelt__grow(r->defs, r->nid, &r->idcap, sizeof *v, 64);
+    if (!v)
+        return rerr(r, SMELT_ERR_NOMEM, "out of memory");
+    r->defs = v;
+    r->defs[r->nid++] = (struct def){id, n};
     return SMELT_OK;
 }
 
@@ -580,14 +558,10 @@ static int output_line(rd *r)
         return st;
     if (!at_end(r))
         return rerr(r, SMELT_ERR_PARSE, "unexpected '%c' after the output", *r->s);
-    if (r->nout == r->outcap) {
-        int cap = r->outcap ? r->outcap * 2 : 8;
-        smelt_node **v = realloc(r->outs, sizeof *v * (size_t)cap);
-        if (!v)
-            return rerr(r, SMELT_ERR_NOMEM, "out of memory");
-        r->outs = v;
-        r->outcap = cap;
-    }
+    smelt_node **v = smelt__grow(r->outs, r->nout, &r->outcap, sizeof *v, 8);
+    if (!v)
+        return rerr(r, SMELT_ERR_NOMEM, "out of memory");
+    r->outs = v;
     r->outs[r->nout++] = n;
     return SMELT_OK;
 }
@@ -654,8 +628,7 @@ static int read_text(smelt_ctx *ctx, const char *what, const char *text, size_t 
         r.line = 1;
         st = rerr(&r, SMELT_ERR_PARSE, "not a smelt graph file (empty)");
     }
-    free(r.ids);
-    free(r.idnode);
+    free(r.defs);
     if (st) {
         free(r.outs);
         smelt_graph_free(r.g);
@@ -672,7 +645,10 @@ static int read_text(smelt_ctx *ctx, const char *what, const char *text, size_t 
     return SMELT_OK;
 }
 
-static int check_out(smelt_ctx *ctx, smelt_graph **g, int *n_out, smelt_node ***outputs)
+/* The arguments of a load: the output pointers, then the input (in, whose
+ * NULL message is null_msg). */
+static int check_args(smelt_ctx *ctx, const char *in, const char *null_msg, smelt_graph **g, int *n_out,
+                      smelt_node ***outputs)
 {
     if (!ctx)
         return SMELT_ERR_INVALID_ARG;
@@ -681,28 +657,22 @@ static int check_out(smelt_ctx *ctx, smelt_graph **g, int *n_out, smelt_node ***
     *g = NULL;
     *n_out = 0;
     *outputs = NULL;
-    return SMELT_OK;
+    return in ? SMELT_OK : smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s", null_msg);
 }
 
 int smelt_graph_from_text(smelt_ctx *ctx, const char *text, smelt_graph **g, int *n_out,
                           smelt_node ***outputs)
 {
-    int st = check_out(ctx, g, n_out, outputs);
-    if (st)
-        return st;
-    if (!text)
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_graph_from_text: text is NULL");
-    return read_text(ctx, "<text>", text, strlen(text), g, n_out, outputs);
+    int st = check_args(ctx, text, "smelt_graph_from_text: text is NULL", g, n_out, outputs);
+    return st ? st : read_text(ctx, "<text>", text, strlen(text), g, n_out, outputs);
 }
 
 int smelt_graph_load(smelt_ctx *ctx, const char *path, smelt_graph **g, int *n_out,
                      smelt_node ***outputs)
 {
-    int st = check_out(ctx, g, n_out, outputs);
+    int st = check_args(ctx, path, "smelt_graph_load: path is NULL", g, n_out, outputs);
     if (st)
         return st;
-    if (!path)
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_graph_load: path is NULL");
     size_t len = 0;
     errno = 0;
     char *text = smelt__read_file(path, MAX_FILE, &len);

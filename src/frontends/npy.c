@@ -41,19 +41,8 @@ typedef struct hp {
     smelt_ctx *ctx;
 } hp;
 
-static int herr(hp *h, int st, const char *fmt, ...) SMELT_PRINTF(3, 4);
-static int herr(hp *h, int st, const char *fmt, ...)
-{
-    smelt__sb b;
-    smelt__sb_init(&b);
-    va_list ap;
-    va_start(ap, fmt);
-    smelt__sb_vprintf(&b, fmt, ap);
-    va_end(ap);
-    smelt__err(h->ctx, st, "%s: %s", h->what, smelt__sb_str(&b));
-    smelt__sb_free(&b);
-    return st;
-}
+/* An error about the header: "file: message". */
+#define herr(h, st, ...) smelt__err_at((h)->ctx, st, (h)->what, 0, __VA_ARGS__)
 
 static void skip_ws(hp *h)
 {
@@ -64,11 +53,7 @@ static void skip_ws(hp *h)
 static bool eat(hp *h, char c)
 {
     skip_ws(h);
-    if (h->s < h->end && *h->s == c) {
-        h->s++;
-        return true;
-    }
-    return false;
+    return smelt__skip_char(&h->s, h->end, c);
 }
 
 /* A quoted string (no escapes are needed by the keys and dtypes we read). */
@@ -161,8 +146,7 @@ static int parse_shape(hp *h, npyhdr *out)
                 return herr(h, SMELT_ERR_SHAPE, "shape dimension too large (over 2^63)");
             v = v * 10 + (*h->s++ - '0');
         }
-        if (h->s < h->end && *h->s == 'L') /* written by Python 2 */
-            h->s++;
+        smelt__skip_char(&h->s, h->end, 'L'); /* written by Python 2 */
         if (out->ndim == SMELT_MAX_DIMS)
             return herr(h, SMELT_ERR_SHAPE, "array has more than %d dimensions (smelt takes at most %d "
                         "dimensions)", SMELT_MAX_DIMS, SMELT_MAX_DIMS);
@@ -258,14 +242,9 @@ static int parse_header(smelt_ctx *ctx, const char *what, const unsigned char *b
     if (!have_descr || !have_fortran || !have_shape)
         return herr(&h, SMELT_ERR_IO, "malformed .npy header (no '%s' key)",
                     !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
-    smelt__sb why;
-    smelt__sb_init(&why);
-    int st = smelt__shape_check(out->ndim, out->shape, &why);
-    if (st) {
-        st = herr(&h, st, "%s", smelt__sb_str(&why));
-        smelt__sb_free(&why);
+    int st = smelt__shape_check(ctx, what, out->ndim, out->shape);
+    if (st)
         return st;
-    }
     out->nbytes = (uint64_t)smelt__numel(out->ndim, out->shape) * smelt_dtype_size(out->dt);
     out->data_off = pre + hlen;
     return SMELT_OK;
@@ -348,10 +327,13 @@ int smelt_npy_read(smelt_ctx *ctx, const void *data, size_t size, smelt_tensor *
     return finish(&hd, out);
 }
 
-/* Open path and parse its header; the stream is left at the data. */
-static int open_header(smelt_ctx *ctx, const char *path, FILE **fp, npyhdr *hd, uint64_t *have)
+/* Open path (fn: the caller, for a NULL path), parse its header and check
+ * the data's size; the stream is left at the data. */
+static int open_npy(smelt_ctx *ctx, const char *fn, const char *path, FILE **fp, npyhdr *hd)
 {
     *fp = NULL;
+    if (!path)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s: path is NULL", fn);
     FILE *f = fopen(path, "rb");
     if (!f)
         return smelt__err(ctx, SMELT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
@@ -369,36 +351,30 @@ static int open_header(smelt_ctx *ctx, const char *path, FILE **fp, npyhdr *hd, 
         st = parse_header(ctx, path, buf, m, hd, &need);
         free(buf);
     }
+    long long end = -1;
+    if (!st && fseek(f, 0, SEEK_END) == 0)
+        end = (long long)ftello(f);
+    if (!st && (end < 0 || fseek(f, (long)hd->data_off, SEEK_SET) != 0))
+        st = smelt__err(ctx, SMELT_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
+    uint64_t have = (uint64_t)end < hd->data_off ? 0 : (uint64_t)end - hd->data_off;
+    if (!st && have != hd->nbytes)
+        st = size_error(ctx, path, hd, have);
     if (st) {
         fclose(f);
         return st;
     }
-    long long end = -1;
-    if (fseek(f, 0, SEEK_END) == 0)
-        end = (long long)ftello(f);
-    if (end < 0 || fseek(f, (long)hd->data_off, SEEK_SET) != 0) {
-        st = smelt__err(ctx, SMELT_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
-        fclose(f);
-        return st;
-    }
-    *have = (uint64_t)end < hd->data_off ? 0 : (uint64_t)end - hd->data_off;
     *fp = f;
     return SMELT_OK;
 }
 
 int smelt_npy_info(smelt_ctx *ctx, const char *path, smelt_dtype *dtype, int *ndim, int64_t *shape)
 {
-    if (!path)
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_npy_info: path is NULL");
     FILE *f;
     npyhdr hd;
-    uint64_t have;
-    int st = open_header(ctx, path, &f, &hd, &have);
+    int st = open_npy(ctx, "smelt_npy_info", path, &f, &hd);
     if (st)
         return st;
     fclose(f);
-    if (have != hd.nbytes)
-        return size_error(ctx, path, &hd, have);
     if (dtype)
         *dtype = hd.dt;
     if (ndim)
@@ -413,18 +389,11 @@ int smelt_npy_load(smelt_ctx *ctx, const char *path, smelt_tensor **out)
     if (!out)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_npy_load: out is NULL");
     *out = NULL;
-    if (!path)
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_npy_load: path is NULL");
     FILE *f;
     npyhdr hd;
-    uint64_t have;
-    int st = open_header(ctx, path, &f, &hd, &have);
+    int st = open_npy(ctx, "smelt_npy_load", path, &f, &hd);
     if (st)
         return st;
-    if (have != hd.nbytes) {
-        fclose(f);
-        return size_error(ctx, path, &hd, have);
-    }
     if ((st = make_tensor(ctx, &hd, out))) {
         fclose(f);
         return st;

@@ -64,14 +64,10 @@ static smelt_node *fail(smelt_graph *g, int status, const char *fmt, ...)
 static smelt_node *new_node(smelt_graph *g, smelt_op op, smelt_dtype dt, int ndim,
                             const int64_t *shape)
 {
-    if (g->n == g->cap) {
-        int cap = g->cap ? g->cap * 2 : 64;
-        smelt_node **nn = realloc(g->nodes, sizeof *nn * (size_t)cap);
-        if (!nn)
-            return fail(g, SMELT_ERR_NOMEM, "out of memory");
-        g->nodes = nn;
-        g->cap = cap;
-    }
+    smelt_node **nn = smelt__grow(g->nodes, g->n, &g->cap, sizeof *nn, 64);
+    if (!nn)
+        return fail(g, SMELT_ERR_NOMEM, "out of memory");
+    g->nodes = nn;
     smelt_node *n = calloc(1, sizeof *n);
     if (!n)
         return fail(g, SMELT_ERR_NOMEM, "out of memory");
@@ -90,12 +86,9 @@ static smelt_node *new_node(smelt_graph *g, smelt_op op, smelt_dtype dt, int ndi
 /* The shared shape check (smelt__shape_check), as a sticky graph error. */
 static bool check_shape(smelt_graph *g, const char *what, int ndim, const int64_t *shape)
 {
-    smelt__sb why;
-    smelt__sb_init(&why);
-    int st = smelt__shape_check(ndim, shape, &why);
+    int st = smelt__shape_check(g->ctx, what, ndim, shape);
     if (st)
-        fail(g, st, "%s: %s", what, smelt__sb_str(&why));
-    smelt__sb_free(&why);
+        fail(g, st, "%s", smelt_errmsg(g->ctx));
     return st == SMELT_OK;
 }
 
@@ -116,14 +109,10 @@ smelt_node *smelt_input(smelt_graph *g, const char *name, smelt_dtype dt, int nd
     for (int i = 0; i < g->nin; i++)
         if (!strcmp(g->inputs[i]->name, name))
             return fail(g, SMELT_ERR_INVALID_ARG, "input: duplicate input name '%s'", name);
-    if (g->nin == g->incap) {
-        int cap = g->incap ? g->incap * 2 : 16;
-        smelt_node **ni = realloc(g->inputs, sizeof *ni * (size_t)cap);
-        if (!ni)
-            return fail(g, SMELT_ERR_NOMEM, "out of memory");
-        g->inputs = ni;
-        g->incap = cap;
-    }
+    smelt_node **ni = smelt__grow(g->inputs, g->nin, &g->incap, sizeof *ni, 16);
+    if (!ni)
+        return fail(g, SMELT_ERR_NOMEM, "out of memory");
+    g->inputs = ni;
     smelt_node *n = new_node(g, SMELT_OP_INPUT, dt, ndim, shape);
     if (!n)
         return NULL;

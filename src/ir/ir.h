@@ -43,11 +43,24 @@ uint64_t smelt__hash(const void *data, size_t n, uint64_t seed);
 double smelt__now_ms(void);
 /* "s" unless n is 1: "%d kernel%s", n, smelt__plural(n) */
 static inline const char *smelt__plural(long long n) { return n == 1 ? "" : "s"; }
+/* Whether the text at *s (ending at end) begins with c; if so, *s steps
+ * past it (a reader's cursor). */
+static inline bool smelt__skip_char(const char **s, const char *end, char c)
+{
+    if (*s >= end || **s != c)
+        return false;
+    (*s)++;
+    return true;
+}
 /* A whole file (NUL-terminated; *len its size), or NULL with errno set
  * (EFBIG when it is larger than max). */
 char *smelt__read_file(const char *path, size_t max, size_t *len);
 int smelt__mkdir_p(const char *path, unsigned mode); /* mkdir -p (new folders get mode); 0 or -1 */
 char *smelt__strdup(const char *s);
+/* Room for element n of an array v of *cap elements of elem bytes: v, or
+ * v reallocated to twice *cap (first when *cap is 0) with *cap updated;
+ * NULL when out of memory (v is then left as it was). */
+void *smelt__grow(void *v, int n, int *cap, size_t elem, int first);
 void *smelt__aligned_alloc(size_t bytes); /* 64-byte aligned, freed with free() */
 
 /* ---- op and dtype tables --------------------------------------------- */
@@ -98,8 +111,12 @@ double smelt__bf16_to_double(uint16_t h);
 typedef struct smelt__ctx_err {
     smelt__sb err;
 } smelt__ctx_err;
-/* Record an error on ctx (if not NULL) and return status. */
-int smelt__err(smelt_ctx *ctx, int status, const char *fmt, ...) SMELT_PRINTF(3, 4);
+/* Record an error on ctx (if not NULL) and return status.  smelt__err_at
+ * begins the message with the place in a file it is about, "file:line: "
+ * ("file: " when line is 0). */
+int smelt__err_at(smelt_ctx *ctx, int status, const char *file, int line, const char *fmt, ...)
+    SMELT_PRINTF(5, 6);
+#define smelt__err(ctx, status, ...) smelt__err_at(ctx, status, NULL, 0, __VA_ARGS__)
 void smelt__clear_err(smelt_ctx *ctx);
 
 /* ---- tensors --------------------------------------------------------- */
@@ -134,9 +151,9 @@ void smelt__tensor_copy_into(smelt_tensor *dst, const smelt_tensor *src);
  * dimensions >= 0, and the product of the dimensions (a zero one counted as
  * 1, so strides cannot overflow either) at most SMELT_MAX_ELEMS, so element
  * counts, strides and byte offsets (x 16) fit in int64.  SMELT_OK, or a
- * status and a message naming the shape in why. */
+ * status recorded on ctx with a message "what: " and the shape's fault. */
 #define SMELT_MAX_ELEMS ((int64_t)1 << 59)
-int smelt__shape_check(int ndim, const int64_t *shape, smelt__sb *why);
+int smelt__shape_check(smelt_ctx *ctx, const char *what, int ndim, const int64_t *shape);
 void smelt__contig_strides(int ndim, const int64_t *shape, int64_t *strides);
 /* Broadcast shapes (NumPy rules): 0 or SMELT_ERR_SHAPE. */
 int smelt__broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,

@@ -7,14 +7,10 @@
 
 static int prog_push(smelt__prog *p, const smelt__inst *in)
 {
-    if (p->n == p->cap) {
-        int cap = p->cap ? p->cap * 2 : 64;
-        smelt__inst *v = realloc(p->v, sizeof *v * (size_t)cap);
-        if (!v)
-            return -1;
-        p->v = v;
-        p->cap = cap;
-    }
+    smelt__inst *v = smelt__grow(p->v, p->n, &p->cap, sizeof *v, 64);
+    if (!v)
+        return -1;
+    p->v = v;
     p->v[p->n] = *in;
     return p->n++;
 }

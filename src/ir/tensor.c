@@ -49,16 +49,12 @@ int smelt__broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, 
     return SMELT_OK;
 }
 
-int smelt__shape_check(int ndim, const int64_t *shape, smelt__sb *why)
+int smelt__shape_check(smelt_ctx *ctx, const char *what, int ndim, const int64_t *shape)
 {
-    if (ndim < 0 || ndim > SMELT_MAX_DIMS) {
-        smelt__sb_printf(why, "rank %d is outside 0..%d", ndim, SMELT_MAX_DIMS);
-        return SMELT_ERR_SHAPE;
-    }
-    if (ndim > 0 && !shape) {
-        smelt__sb_printf(why, "shape is NULL for rank %d", ndim);
-        return SMELT_ERR_INVALID_ARG;
-    }
+    if (ndim < 0 || ndim > SMELT_MAX_DIMS)
+        return smelt__err(ctx, SMELT_ERR_SHAPE, "%s: rank %d is outside 0..%d", what, ndim, SMELT_MAX_DIMS);
+    if (ndim > 0 && !shape)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s: shape is NULL for rank %d", what, ndim);
     const char *bad = NULL;
     int64_t n = 1; /* a zero dimension counts as 1: strides are products of the others */
     for (int i = 0; i < ndim && !bad; i++) {
@@ -71,23 +67,19 @@ int smelt__shape_check(int ndim, const int64_t *shape, smelt__sb *why)
     }
     if (!bad)
         return SMELT_OK;
-    smelt__sb_puts(why, "shape ");
-    smelt__shape_str(why, ndim, shape);
-    smelt__sb_printf(why, " %s", bad);
-    return SMELT_ERR_SHAPE;
+    smelt__sb b;
+    smelt__sb_init(&b);
+    smelt__shape_str(&b, ndim, shape);
+    int st = smelt__err(ctx, SMELT_ERR_SHAPE, "%s: shape %s %s", what, smelt__sb_str(&b), bad);
+    smelt__sb_free(&b);
+    return st;
 }
 
 static int check_shape(smelt_ctx *ctx, const char *what, smelt_dtype dt, int ndim, const int64_t *shape)
 {
     if (!smelt__dtype_valid((int)dt))
         return smelt__err(ctx, SMELT_ERR_DTYPE, "%s: invalid dtype %d", what, (int)dt);
-    smelt__sb why;
-    smelt__sb_init(&why);
-    int st = smelt__shape_check(ndim, shape, &why);
-    if (st)
-        smelt__err(ctx, st, "%s: %s", what, smelt__sb_str(&why));
-    smelt__sb_free(&why);
-    return st;
+    return smelt__shape_check(ctx, what, ndim, shape);
 }
 
 static smelt_tensor *tensor_alloc(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *shape)

@@ -99,6 +99,17 @@ char *smelt__sb_take(smelt__sb *b)
     return s;
 }
 
+void *smelt__grow(void *v, int n, int *cap, size_t elem, int first)
+{
+    if (n < *cap)
+        return v;
+    int c = *cap ? *cap * 2 : first;
+    void *nv = realloc(v, elem * (size_t)c);
+    if (nv)
+        *cap = c;
+    return nv;
+}
+
 char *smelt__strdup(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -183,12 +194,16 @@ void *smelt__aligned_alloc(size_t bytes)
 /* A context begins with its error slot (struct smelt_ctx, runtime.h). */
 static smelt__sb *err_of(const smelt_ctx *ctx) { return &((smelt__ctx_err *)(void *)(uintptr_t)ctx)->err; }
 
-int smelt__err(smelt_ctx *ctx, int status, const char *fmt, ...)
+int smelt__err_at(smelt_ctx *ctx, int status, const char *file, int line, const char *fmt, ...)
 {
     if (!ctx)
         return status;
     smelt__sb *e = err_of(ctx);
     smelt__sb_free(e);
+    if (file && line > 0)
+        smelt__sb_printf(e, "%s:%d: ", file, line);
+    else if (file)
+        smelt__sb_printf(e, "%s: ", file);
     va_list ap;
     va_start(ap, fmt);
     smelt__sb_vprintf(e, fmt, ap);
