@@ -213,33 +213,23 @@ static int open_trusted(int dfd, const char *name, struct stat *st)
     return fd;
 }
 
-static int read_all(int fd, void *buf, size_t n)
+/* All n bytes read into in, or written from out (in NULL), retrying
+ * interrupted calls: 0, or -1. */
+static int transfer(int fd, char *in, const char *out, size_t n)
 {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, (char *)buf + got, n - got);
+    for (size_t done = 0; done < n;) {
+        ssize_t r = in ? read(fd, in + done, n - done) : write(fd, out + done, n - done);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             return -1;
-        got += (size_t)r;
+        done += (size_t)r;
     }
     return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    size_t put = 0;
-    while (put < n) {
-        ssize_t w = write(fd, (const char *)buf + put, n - put);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        put += (size_t)w;
-    }
-    return 0;
-}
+static int read_all(int fd, void *buf, size_t n) { return transfer(fd, buf, NULL, n); }
+static int write_all(int fd, const void *buf, size_t n) { return transfer(fd, NULL, buf, n); }
 
 /* A new file of data under a fresh temporary name, mode 0600, then linked
  * (exclusive: an existing target is kept) or renamed to name. */
@@ -286,17 +276,23 @@ static int secret(int dfd, unsigned char key[16])
     return -1;
 }
 
-static void entry_name(char *buf, size_t n, const char *key) { snprintf(buf, n, "%s.ske", key); }
+/* The cache folder, opened (-1: none), and key's entry name in it. */
+static int open_entry(const char *key, char name[128])
+{
+    char dir[4096];
+    int dfd = smelt__dcache_open(dir, sizeof dir, NULL);
+    snprintf(name, 128, "%s.ske", key);
+    return dfd;
+}
 
 int smelt__dcache_load(const char *key, char **data, size_t *size)
 {
-    char dir[4096], name[128];
+    char name[128];
     *data = NULL;
     *size = 0;
-    int dfd = smelt__dcache_open(dir, sizeof dir, NULL);
+    int dfd = open_entry(key, name);
     if (dfd < 0)
         return -1;
-    entry_name(name, sizeof name, key);
     unsigned char k[16];
     struct stat st;
     int fd = secret(dfd, k) ? -1 : open_trusted(dfd, name, &st);
@@ -332,11 +328,10 @@ int smelt__dcache_load(const char *key, char **data, size_t *size)
 
 void smelt__dcache_remove(const char *key)
 {
-    char dir[4096], name[128];
-    int dfd = smelt__dcache_open(dir, sizeof dir, NULL);
+    char name[128];
+    int dfd = open_entry(key, name);
     if (dfd < 0)
         return;
-    entry_name(name, sizeof name, key);
     unlinkat(dfd, name, 0);
     close(dfd);
 }
@@ -402,11 +397,10 @@ static void evict(int dfd)
 
 int smelt__dcache_store(const char *key, const char *data, size_t size)
 {
-    char dir[4096], name[128];
-    int dfd = smelt__dcache_open(dir, sizeof dir, NULL);
+    char name[128];
+    int dfd = open_entry(key, name);
     if (dfd < 0)
         return -1;
-    entry_name(name, sizeof name, key);
     unsigned char k[16];
     int st = -1;
     if (size <= ENTRY_MAX && !secret(dfd, k)) {
