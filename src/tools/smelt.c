@@ -829,62 +829,29 @@ static int expr_graph(smelt_ctx *ctx, const char *expr, binding *b, int nb, smel
     return 0;
 }
 
-/* What eval, run and explain begin with: options, --help, the first
- * positional argument, the name=file bindings after it (specs: name=DTYPE[SHAPE]
- * allowed).  *done: return rc now (help printed, or a usage error). */
-static int command_start(int argc, char **argv, const char *flags, const char *help,
-                         const char *missing, bool specs, opts *o, binding *b, int *nb, bool *done)
+static int cmd_eval(const opts *o, binding *b, int nb)
 {
-    *done = true;
-    *nb = 0;
-    int rc = parse_opts(argc, argv, flags, o);
-    if (rc)
-        return rc;
-    if (o->help) {
-        fputs(help, stdout);
-        return 0;
-    }
-    if (o->npos < 1)
-        return usage_error("%s", missing);
-    *nb = o->npos - 1;
-    if (*nb > MAX_BIND)
-        return usage_error("too many inputs (%d): at most %d name=value inputs", *nb, MAX_BIND);
-    if ((rc = parse_bindings(o->pos + 1, *nb, specs, b)))
-        return rc;
-    *done = false;
-    return 0;
-}
-
-static int cmd_eval(int argc, char **argv)
-{
-    opts o;
-    binding b[MAX_BIND];
-    int nb;
-    bool done;
-    int rc = command_start(argc, argv, "hoObtdsj", help_eval, "no expression given", false, &o, b,
-                           &nb, &done);
-    if (done)
-        return rc;
-    if (o.nout > 1)
+    int rc;
+    if (o->nout > 1)
         return usage_error("an expression has one result: give -o once");
     smelt_ctx *ctx = NULL;
     smelt_graph *g = NULL;
     smelt_node *r;
-    if (!(rc = new_ctx(&o, &ctx)) && !(rc = load_bindings(ctx, b, nb, true)))
-        rc = expr_graph(ctx, o.pos[0], b, nb, &g, &r);
-    if (!rc && o.save_graph && smelt_graph_save(g, 1, &r, o.save_graph))
+    if (!(rc = new_ctx(o, &ctx)) && !(rc = load_bindings(ctx, b, nb, true)))
+        rc = expr_graph(ctx, o->pos[0], b, nb, &g, &r);
+    if (!rc && o->save_graph && smelt_graph_save(g, 1, &r, o->save_graph))
         rc = input_error_msg(smelt_errmsg(ctx));
-    if (!rc && o.dump) {
+    if (!rc && o->dump) {
         char path[4200];
-        snprintf(path, sizeof path, "%s/graph.smelt", o.dump);
-        if (!(rc = setup_dump(o.dump)) && smelt_graph_save(g, 1, &r, path))
+        snprintf(path, sizeof path, "%s/graph.smelt", o->dump);
+        if (!(rc = setup_dump(o->dump)) && smelt_graph_save(g, 1, &r, path))
             rc = input_error_msg(smelt_errmsg(ctx));
     }
     if (!rc) {
         smelt_tensor *in[MAX_BIND];
         for (int i = 0; i < nb; i++)
             in[i] = b[i].t;
-        rc = run_and_output(&o, ctx, g, 1, &r, nb, in);
+        rc = run_and_output(o, ctx, g, 1, &r, nb, in);
     }
     smelt_graph_free(g);
     free_bindings(b, nb);
@@ -961,49 +928,42 @@ static int match_inputs(smelt_graph *g, binding *b, int nb, int *order, bool all
     return 0;
 }
 
-static int cmd_run(int argc, char **argv)
+static int cmd_run(const opts *o, binding *b, int nb)
 {
-    opts o;
-    binding b[MAX_BIND];
-    int nb;
-    bool done;
-    int rc = command_start(argc, argv, "hoObtdj", help_run, "no graph file given", false, &o, b,
-                           &nb, &done);
-    if (done)
-        return rc;
+    int rc;
     smelt_ctx *ctx = NULL;
     smelt_graph *g = NULL;
     smelt_node **outs = NULL;
     int n_out = 0;
     int order[MAX_BIND + 1];
-    if ((rc = new_ctx(&o, &ctx)) || (rc = not_npy(o.pos[0])))
+    if ((rc = new_ctx(o, &ctx)) || (rc = not_npy(o->pos[0])))
         goto done;
-    if (smelt_graph_load(ctx, o.pos[0], &g, &n_out, &outs)) {
+    if (smelt_graph_load(ctx, o->pos[0], &g, &n_out, &outs)) {
         rc = input_error_msg(smelt_errmsg(ctx));
         goto done;
     }
     if (n_out == 0 || n_out > MAX_OUT) {
-        rc = input_error("%s: the graph has %d outputs (smelt run takes 1..%d)", o.pos[0], n_out, MAX_OUT);
+        rc = input_error("%s: the graph has %d outputs (smelt run takes 1..%d)", o->pos[0], n_out, MAX_OUT);
         goto done;
     }
-    if (o.nout && o.nout != n_out) {
+    if (o->nout && o->nout != n_out) {
         rc = usage_error("the graph has %d output%s: give -o %d time%s or not at all", n_out,
                          plural(n_out, ""), n_out, plural(n_out, ""));
         goto done;
     }
     if (smelt_graph_num_inputs(g) > MAX_BIND) {
-        rc = input_error("%s: the graph has %d inputs; smelt takes at most %d", o.pos[0],
+        rc = input_error("%s: the graph has %d inputs; smelt takes at most %d", o->pos[0],
                          smelt_graph_num_inputs(g), MAX_BIND);
         goto done;
     }
-    if (o.dump && (rc = setup_dump(o.dump)))
+    if (o->dump && (rc = setup_dump(o->dump)))
         goto done;
     if ((rc = load_bindings(ctx, b, nb, true)) || (rc = match_inputs(g, b, nb, order, true)))
         goto done;
     smelt_tensor *in[MAX_BIND];
     for (int i = 0; i < smelt_graph_num_inputs(g); i++)
         in[i] = b[order[i]].t;
-    rc = run_and_output(&o, ctx, g, n_out, outs, smelt_graph_num_inputs(g), in);
+    rc = run_and_output(o, ctx, g, n_out, outs, smelt_graph_num_inputs(g), in);
 done:
     smelt_free(outs);
     smelt_graph_free(g);
@@ -1032,20 +992,13 @@ static void print_report_without_source(const char *report)
         printf("%s", plan);
 }
 
-static int cmd_explain(int argc, char **argv)
+static int cmd_explain(const opts *o, binding *b, int nb)
 {
-    opts o;
-    binding b[MAX_BIND];
-    int nb;
-    bool done;
-    int rc = command_start(argc, argv, "hObnfsj", help_explain, "no expression or graph file given",
-                           true, &o, b, &nb, &done);
-    if (done)
+    int rc;
+    bool graph_file = is_graph_file(o->pos[0]);
+    if ((rc = not_npy(o->pos[0])))
         return rc;
-    bool graph_file = is_graph_file(o.pos[0]);
-    if ((rc = not_npy(o.pos[0])))
-        return rc;
-    if (graph_file && o.save_graph)
+    if (graph_file && o->save_graph)
         return usage_error("--save-graph is for an expression");
     smelt_ctx *ctx = NULL;
     smelt_graph *g = NULL;
@@ -1053,30 +1006,30 @@ static int cmd_explain(int argc, char **argv)
     smelt_plan *p = NULL;
     char *text = NULL;
     int n_out = 0, order[MAX_BIND + 1];
-    if ((rc = new_ctx(&o, &ctx)) || (rc = load_bindings(ctx, b, nb, false)))
+    if ((rc = new_ctx(o, &ctx)) || (rc = load_bindings(ctx, b, nb, false)))
         goto done;
     if (graph_file) {
-        if (smelt_graph_load(ctx, o.pos[0], &g, &n_out, &outs)) {
+        if (smelt_graph_load(ctx, o->pos[0], &g, &n_out, &outs)) {
             rc = input_error_msg(smelt_errmsg(ctx));
             goto done;
         }
         if (n_out == 0) {
-            rc = input_error("%s: the graph has no outputs", o.pos[0]);
+            rc = input_error("%s: the graph has no outputs", o->pos[0]);
             goto done;
         }
         if (smelt_graph_num_inputs(g) > MAX_BIND) {
-            rc = input_error("%s: the graph has %d inputs; smelt takes at most %d", o.pos[0],
+            rc = input_error("%s: the graph has %d inputs; smelt takes at most %d", o->pos[0],
                          smelt_graph_num_inputs(g), MAX_BIND);
             goto done;
         }
         if ((rc = match_inputs(g, b, nb, order, false)))
             goto done;
     } else {
-        if ((rc = expr_graph(ctx, o.pos[0], b, nb, &g, &r)))
+        if ((rc = expr_graph(ctx, o->pos[0], b, nb, &g, &r)))
             goto done;
         outs = &r;
         n_out = 1;
-        if (o.save_graph && smelt_graph_save(g, 1, outs, o.save_graph)) {
+        if (o->save_graph && smelt_graph_save(g, 1, outs, o->save_graph)) {
             rc = input_error_msg(smelt_errmsg(ctx));
             goto done;
         }
@@ -1088,20 +1041,20 @@ static int cmd_explain(int argc, char **argv)
     }
     /* NVRTC asked for (--backend, else SMELT_JIT_BACKEND / MGB_JIT_BACKEND)
      * and no GPU here: emit the CUDA kernels and let NVRTC check them */
-    const char *bk = o.backend;
+    const char *bk = o->backend;
     if (!bk && (!(bk = getenv("SMELT_JIT_BACKEND")) || !*bk))
         bk = getenv("MGB_JIT_BACKEND");
     if (bk && !strcasecmp(bk, "NVRTC") && smelt_backend_check(ctx, "NVRTC")) {
         smelt_plan_opts po;
         smelt_plan_opts_init(&po);
-        po.opt_level = o.opt_level;
+        po.opt_level = o->opt_level;
         po.backend = "NVRTC";
         char *report = NULL;
         int st = smelt_plan_emit_only(ctx, g, n_out, outs, &po, NULL, &report);
         if (!graph_file)
-            printf("expression: %s\n", o.pos[0]);
+            printf("expression: %s\n", o->pos[0]);
         printf("\n== graph (smelt-graph format, docs/formats.md) ==\n%s", text);
-        if (report && o.no_source) /* the summary, each kernel's verdict, the plan */
+        if (report && o->no_source) /* the summary, each kernel's verdict, the plan */
             print_report_without_source(report);
         else if (report)
             printf("\n== CUDA kernels (no GPU here: compiled by NVRTC, not run) ==\n%s", report);
@@ -1110,16 +1063,16 @@ static int cmd_explain(int argc, char **argv)
         smelt_free(report);
         goto done;
     }
-    if ((rc = make_plan(ctx, g, n_out, outs, o.opt_level, o.backend, &p, &ms)))
+    if ((rc = make_plan(ctx, g, n_out, outs, o->opt_level, o->backend, &p, &ms)))
         goto done;
     smelt_plan_stats s;
     smelt_plan_get_stats(p, &s);
     if (!graph_file)
-        printf("expression: %s\n", o.pos[0]);
+        printf("expression: %s\n", o->pos[0]);
     printf("\n== graph (smelt-graph format, docs/formats.md) ==\n%s", text);
     printf("\n== plan ==\n%s", smelt_plan_describe(p));
     printf("\n== what each stage did ==\n");
-    if (o.opt_level >= 1)
+    if (o->opt_level >= 1)
         printf("constant folding        %d node%s folded into constants\n"
                "common subexpressions   %d duplicate node%s removed\n"
                "dead code               %d unused node%s removed\n",
@@ -1128,11 +1081,11 @@ static int cmd_explain(int argc, char **argv)
         printf("passes                  none at opt-level 0\n");
     printf("fusion                  %d operator%s in %d kernel%s%s\n", s.ops, plural(s.ops, ""),
            s.kernels, plural(s.kernels, ""),
-           o.opt_level >= 3 ? "" : " (fusion is off below opt-level 3)");
+           o->opt_level >= 3 ? "" : " (fusion is off below opt-level 3)");
     printf("compilation             %d compiled, %d from memory, %d from disk, %.3f ms (%s%s%s)\n",
            s.compiles, s.cache_hits, s.disk_hits, s.compile_ms, s.backend,
            s.tier_backend ? ", then in the background: " : "", s.tier_backend ? s.tier_backend : "");
-    for (int i = 0; !o.no_source && i < smelt_plan_num_kernels(p); i++) {
+    for (int i = 0; !o->no_source && i < smelt_plan_num_kernels(p); i++) {
         const char *src = smelt_plan_kernel_source(p, i), *name = smelt_plan_kernel_name(p, i);
         if (!src || !name) {
             printf("\n== kernel %d: (not compiled) ==\n", i);
@@ -1143,7 +1096,7 @@ static int cmd_explain(int argc, char **argv)
         char mark[64];
         snprintf(mark, sizeof mark, "/* %s", name);
         const char *body = strstr(src, mark);
-        if (o.full_source || !body)
+        if (o->full_source || !body)
             body = src;
         printf("\n== kernel %d: %s%s ==\n%s", i, name,
                body == src ? "" : " (prelude left out; --full-source shows it)", body);
@@ -1167,22 +1120,14 @@ static void env_line(const char *name, const char *what)
     printf("  %-20s %-24s %s\n", name, v ? v : "(unset)", what);
 }
 
-static int cmd_info(int argc, char **argv)
+static int cmd_info(const opts *o, binding *b, int nb)
 {
-    opts o;
-    int rc = parse_opts(argc, argv, "hpj", &o);
-    if (rc)
-        return rc;
-    if (o.help) {
-        fputs(help_info, stdout);
-        return 0;
-    }
-    if (o.npos)
-        return usage_error("unexpected argument '%s'", o.pos[0]);
+    (void)b, (void)nb;
+    int rc;
     smelt_ctx *ctx;
-    if ((rc = new_ctx(&o, &ctx)))
+    if ((rc = new_ctx(o, &ctx)))
         return rc;
-    if (o.ops) {
+    if (o->ops) {
         /* whether the expression language calls it: ask the parser */
         printf("%-16s %-9s %s\n", "operator", "operands", "in expressions");
         for (int i = 0; i < SMELT_OP_COUNT; i++) {
@@ -1241,7 +1186,7 @@ static int cmd_info(int argc, char **argv)
     smelt_plan_free(p);
     smelt_graph_free(g);
     printf("\nthreads: %d%s\n", smelt_ctx_threads(ctx),
-           o.threads > 0 ? " (--threads)" : " (all cores; --threads N to change)");
+           o->threads > 0 ? " (--threads)" : " (all cores; --threads N to change)");
     char dir[4096];
     printf("\nkernel cache:\n  in memory            per context (every backend)\n");
     if (smelt_cache_dir(ctx, dir, sizeof dir) == SMELT_OK)
@@ -1266,6 +1211,46 @@ static int cmd_info(int argc, char **argv)
     return 0;
 }
 
+typedef struct command {
+    const char *name, *help;
+    const char *flags;   /* the option letters it takes (parse_opts) */
+    const char *missing; /* the usage error without a first argument; NULL: it takes none */
+    bool specs;          /* inputs may be name=DTYPE[SHAPE] specs */
+    int (*run)(const opts *o, binding *b, int nb);
+} command;
+
+static const command commands[] = {
+    {"eval", help_eval, "hoObtdsj", "no expression given", false, cmd_eval},
+    {"run", help_run, "hoObtdj", "no graph file given", false, cmd_run},
+    {"explain", help_explain, "hObnfsj", "no expression or graph file given", true, cmd_explain},
+    {"info", help_info, "hpj", NULL, false, cmd_info},
+};
+
+/* A command: its options, --help, its first argument and the name=file
+ * bindings after it, then the command itself. */
+static int run_command(const command *c, int argc, char **argv)
+{
+    opts o;
+    binding b[MAX_BIND];
+    int rc = parse_opts(argc, argv, c->flags, &o);
+    if (rc)
+        return rc;
+    if (o.help) {
+        fputs(c->help, stdout);
+        return 0;
+    }
+    if (!c->missing)
+        return o.npos ? usage_error("unexpected argument '%s'", o.pos[0]) : c->run(&o, b, 0);
+    if (o.npos < 1)
+        return usage_error("%s", c->missing);
+    int nb = o.npos - 1;
+    if (nb > MAX_BIND)
+        return usage_error("too many inputs (%d): at most %d name=value inputs", nb, MAX_BIND);
+    if ((rc = parse_bindings(o.pos + 1, nb, c->specs, b)))
+        return rc;
+    return c->run(&o, b, nb);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1275,12 +1260,9 @@ int main(int argc, char **argv)
     const char *c = argv[1];
     if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
         if (argc > 2 && strcmp(c, "help") == 0) {
-            static const struct {
-                const char *name, *text;
-            } h[] = {{"eval", help_eval}, {"run", help_run}, {"explain", help_explain}, {"info", help_info}};
-            for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
-                if (!strcmp(argv[2], h[i].name)) {
-                    fputs(h[i].text, stdout);
+            for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+                if (!strcmp(argv[2], commands[i].name)) {
+                    fputs(commands[i].help, stdout);
                     return 0;
                 }
             return usage_error("unknown command '%s'", argv[2]);
@@ -1292,15 +1274,10 @@ int main(int argc, char **argv)
         printf("smelt %s\n", SMELT_VERSION);
         return 0;
     }
-    cmd_name = c;
-    if (!strcmp(c, "eval"))
-        return cmd_eval(argc - 2, argv + 2);
-    if (!strcmp(c, "run"))
-        return cmd_run(argc - 2, argv + 2);
-    if (!strcmp(c, "explain"))
-        return cmd_explain(argc - 2, argv + 2);
-    if (!strcmp(c, "info"))
-        return cmd_info(argc - 2, argv + 2);
-    cmd_name = NULL;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(c, commands[i].name)) {
+            cmd_name = c;
+            return run_command(&commands[i], argc - 2, argv + 2);
+        }
     return usage_error("unknown command '%s'", c);
 }
