@@ -184,17 +184,17 @@ static char *emit_compile(const kd *k, const char *arch, char **ptx)
 
 /* ---- cuda_emit: NVRTC compiles what the CUDA emitter writes --------------- */
 
-Test(cuda_emit, ops_f32, .timeout = 120) { all_ops(SMELT_F32); }
-Test(cuda_emit, ops_f64, .timeout = 120) { all_ops(SMELT_F64); }
-Test(cuda_emit, ops_i32, .timeout = 120) { all_ops(SMELT_I32); }
-Test(cuda_emit, ops_i64, .timeout = 120) { all_ops(SMELT_I64); }
-Test(cuda_emit, ops_u8, .timeout = 120) { all_ops(SMELT_U8); }
-Test(cuda_emit, ops_bool, .timeout = 120) { all_ops(SMELT_BOOL); }
+Test(cuda_emit, ops_f32, .timeout = 240) { all_ops(SMELT_F32); }
+Test(cuda_emit, ops_f64, .timeout = 240) { all_ops(SMELT_F64); }
+Test(cuda_emit, ops_i32, .timeout = 240) { all_ops(SMELT_I32); }
+Test(cuda_emit, ops_i64, .timeout = 240) { all_ops(SMELT_I64); }
+Test(cuda_emit, ops_u8, .timeout = 240) { all_ops(SMELT_U8); }
+Test(cuda_emit, ops_bool, .timeout = 240) { all_ops(SMELT_BOOL); }
 /* f16 / bf16: unsigned short storage, f32 arithmetic, the prelude's own
  * conversions (no cuda_fp16.h; PTX cvt from sm_53 / sm_80).  One arch each:
  * their vector bodies have 8 lanes, and NVRTC takes seconds per arch. */
-Test(cuda_emit, ops_f16, .timeout = 120) { all_ops_arch(SMELT_F16, "sm_80"); }
-Test(cuda_emit, ops_bf16, .timeout = 120) { all_ops_arch(SMELT_BF16, "sm_90"); }
+Test(cuda_emit, ops_f16, .timeout = 240) { all_ops_arch(SMELT_F16, "sm_80"); }
+Test(cuda_emit, ops_bf16, .timeout = 240) { all_ops_arch(SMELT_BF16, "sm_90"); }
 
 /* Every cast from each dtype, in one multi-output kernel per source dtype:
  * the casts are outputs and also summed into one more. */
