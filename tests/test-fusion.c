@@ -1,13 +1,13 @@
 /* Fusion: kernel counts (smelt_plan_get_stats), multi-output kernels, the
- * operand limit, the kernel cache across clusters, plans and shapes, the
- * passes (constant folding, CSE, DCE), fused == unfused bitwise, and
- * threading. */
+ * operand limit, the kernel cache across clusters, plans and shapes and its
+ * bound, the passes (constant folding, CSE, DCE), fused == unfused bitwise,
+ * and threading. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common.h"
-#include "runtime.h" /* SMELT_MAX_CLUSTER_OPS */
+#include "runtime.h" /* SMELT_MAX_CLUSTER_OPS, smelt__kcache_count */
 
 /* The describe line of kernel k ("kernel <k> ...\n"), copied into buf. */
 static const char *describe_line(smelt_plan *p, int k, char *buf, size_t n)
@@ -348,6 +348,120 @@ Test(fusion, run_with_new_layout_compiles_a_variant_once)
     smelt_plan_free(p);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
+}
+
+/* ---- the kernel cache's bound -------------------------------------------------------- */
+
+/* A one-kernel plan of (a * c + 1) * a: a new kernel for each c. */
+static smelt_plan *scaled(smelt_ctx *ctx, smelt_graph **g, smelt_node **y, double c)
+{
+    *g = t_graph(ctx);
+    smelt_node *a = smelt_input(*g, NULL, SMELT_F32, SHP(300));
+    *y = smelt_mul(*g, smelt_add(*g, smelt_mul(*g, a, smelt_scalar(*g, c)), smelt_scalar(*g, 1)), a);
+    return t_plan(ctx, *g, 1, y, 3);
+}
+
+/* Run p on fresh random data and compare with the float64 reference. */
+static void check_run(const char *label, smelt_ctx *ctx, smelt_plan *p, smelt_graph *g,
+                      smelt_node *y, trng *r)
+{
+    smelt_tensor *in = t_rand(ctx, r, SMELT_F32, SHP(300)), *got = NULL, *ref = NULL;
+    t_run(p, 1, &in, 1, &got);
+    t_reference(ctx, g, 1, &y, 1, &in, &ref);
+    t_expect_match(label, got, ref, T_CHAIN);
+    smelt_tensor_free(in), smelt_tensor_free(got), smelt_tensor_free(ref);
+}
+
+/* Past SMELT_MEM_CACHE_MAX_KERNELS distinct kernels the least recently used
+ * leave: the cache stays within its bound, a recent kernel still hits, the
+ * first compiles again. */
+Test(fusion, kernel_cache_keeps_its_bound)
+{
+    setenv("SMELT_MEM_CACHE_MAX_KERNELS", "8", 1);
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g;
+    smelt_node *y;
+    for (int i = 0; i < 40; i++) {
+        smelt_plan *p = scaled(ctx, &g, &y, 1.5 + i);
+        cr_assert_eq(t_stats(p).compiles, 1, "kernel %d: %d compiles", i, t_stats(p).compiles);
+        int n = smelt__kcache_count(ctx, NULL);
+        cr_assert(n >= 1 && n <= 8, "%d kernels in a cache bounded at 8", n);
+        smelt_plan_free(p), smelt_graph_free(g);
+    }
+    smelt_plan *p = scaled(ctx, &g, &y, 1.5 + 39);
+    smelt_plan_stats s = t_stats(p);
+    cr_assert(s.compiles == 0 && s.cache_hits == 1, "the newest: %d compiles, %d hits", s.compiles,
+              s.cache_hits);
+    smelt_plan_free(p), smelt_graph_free(g);
+    p = scaled(ctx, &g, &y, 1.5);
+    cr_assert_eq(t_stats(p).compiles, 1, "the oldest was not evicted");
+    smelt_plan_free(p), smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    unsetenv("SMELT_MEM_CACHE_MAX_KERNELS");
+
+    setenv("SMELT_MEM_CACHE_MAX_MB", "0.1", 1); /* some 8 kernels of this size */
+    ctx = t_ctx();
+    for (int i = 0; i < 30; i++) {
+        p = scaled(ctx, &g, &y, 0.25 + i);
+        size_t bytes;
+        int n = smelt__kcache_count(ctx, &bytes);
+        cr_assert(n >= 1 && n < 30 && bytes <= 104858, "%d kernels, %zu bytes", n, bytes);
+        smelt_plan_free(p), smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+    unsetenv("SMELT_MEM_CACHE_MAX_MB");
+}
+
+/* A bound that is not a number above 0 is ignored with a warning. */
+Test(fusion, kernel_cache_bad_bound_keeps_the_default_with_a_warning)
+{
+    static const char *const bad[] = {"abc", "0", "-1", "2.5", "8k"};
+    for (int i = 0; i < NELEMS(bad); i++)
+        for (int mb = 0; mb < 2; mb++) {
+            const char *var = mb ? "SMELT_MEM_CACHE_MAX_MB" : "SMELT_MEM_CACHE_MAX_KERNELS";
+            if (mb && !strcmp(bad[i], "2.5"))
+                continue; /* a size in MiB */
+            setenv(var, bad[i], 1);
+            smelt_ctx *ctx = t_ctx();
+            smelt_graph *g;
+            smelt_node *y;
+            smelt_plan *p = scaled(ctx, &g, &y, 2.5);
+            char want[80];
+            snprintf(want, sizeof want, "warning: %s='%s'", var, bad[i]);
+            const char *d = smelt_plan_describe(p);
+            cr_assert(t_contains(d, want) && t_contains(d, mb ? "256 MiB" : "4096 kernels"), "%s", d);
+            smelt_plan_free(p), smelt_graph_free(g);
+            smelt_ctx_free(ctx);
+            unsetenv(var);
+        }
+}
+
+/* An evicted kernel that a live plan still holds keeps working; the cache
+ * itself holds no more than its bound. */
+Test(fusion, evicted_kernel_runs_while_a_plan_holds_it)
+{
+    setenv("SMELT_MEM_CACHE_MAX_KERNELS", "2", 1);
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0);
+    smelt_graph *g0, *g;
+    smelt_node *y0, *y;
+    smelt_plan *p0 = scaled(ctx, &g0, &y0, 0.75);
+    check_run("before eviction", ctx, p0, g0, y0, &r);
+    for (int i = 0; i < 10; i++) {
+        smelt_plan *p = scaled(ctx, &g, &y, 3.5 + i);
+        check_run("another kernel", ctx, p, g, y, &r);
+        smelt_plan_free(p), smelt_graph_free(g);
+    }
+    cr_assert_leq(smelt__kcache_count(ctx, NULL), 2);
+    smelt_plan *again = scaled(ctx, &g, &y, 0.75);
+    cr_assert_eq(t_stats(again).compiles, 1, "p0's kernel was not evicted");
+    check_run("after eviction", ctx, p0, g0, y0, &r);
+    smelt_plan_free(again), smelt_graph_free(g);
+    check_run("after eviction, alone", ctx, p0, g0, y0, &r);
+    smelt_plan_free(p0), smelt_graph_free(g0);
+    smelt_ctx_free(ctx);
+    unsetenv("SMELT_MEM_CACHE_MAX_KERNELS");
 }
 
 /* ---- passes --------------------------------------------------------------------------- */

@@ -322,6 +322,47 @@ Test(tier, auto_runs_tcc_first_then_switches_to_cc)
     unsetenv("SMELT_JIT_BACKEND");
 }
 
+/* A kernel cache bounded at one kernel: each CC kernel's arrival evicts the
+ * kernel the plan runs; the plan's references keep both alive, the switch
+ * still happens and changes no result. */
+Test(tier, tier_up_through_a_one_kernel_cache)
+{
+    fresh_cache();
+    setenv("SMELT_JIT_BACKEND", "AUTO", 1);
+    setenv("SMELT_MEM_CACHE_MAX_KERNELS", "1", 1);
+    trng r;
+    trng_init(&r, 11);
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(500));
+    smelt_node *b = smelt_input(g, NULL, SMELT_F32, SHP(500));
+    smelt_node *outs[2] = {chain(g, a, b, a),
+                           smelt_unary(g, SMELT_OP_NEG, smelt_unary(g, SMELT_OP_BARRIER, smelt_mul(g, a, b)))};
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(500)), t_rand(ctx, &r, SMELT_F32, SHP(500))};
+    smelt_tensor *ref[2] = {0}, *o1[2] = {0}, *o2[2] = {0};
+    t_reference(ctx, g, 2, outs, 2, in, ref);
+    smelt_plan *p = plan_with(ctx, g, 2, outs, "AUTO");
+    cr_assert_geq(t_stats(p).kernels, 2);
+    t_run(p, 2, in, 2, o1);
+    t_free_all(o1, 2);
+    t_run(p, 2, in, 2, o1); /* queues the tier-up */
+    T_OK(ctx, smelt_plan_wait(p));
+    cr_assert_eq(smelt__kcache_count(ctx, NULL), 1);
+    t_run(p, 2, in, 2, o2);
+    smelt_plan_stats s = t_stats(p);
+    cr_assert_eq(s.kernels_fast, s.kernels, "%d of %d kernels on CC", s.kernels_fast, s.kernels);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(t_bitwise_equal(o1[i], o2[i]), "output %d differs between tiers", i);
+        t_expect_match("tiered up", o2[i], ref[i], T_CHAIN);
+    }
+    t_free_all(o1, 2), t_free_all(o2, 2), t_free_all(ref, 2), t_free_all(in, 2);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    unsetenv("SMELT_MEM_CACHE_MAX_KERNELS");
+    unsetenv("SMELT_JIT_BACKEND");
+}
+
 /* a plan freed while its background compile is queued or running */
 Test(tier, free_while_compiling_is_safe)
 {

@@ -1,7 +1,17 @@
-/* The in-memory kernel cache of a context: kernels keyed by their generated
- * source (whose hash names them) and backend.  The same cluster appearing
- * many times compiles once. */
+/* The in-memory kernel cache of a context: kernels keyed by (backend,
+ * serialised description) and by (backend, generated source), whose hash
+ * names them, in two chained hash tables.  The same cluster appearing many
+ * times compiles once.  It is bounded, least recently used out first:
+ *
+ *   SMELT_MEM_CACHE_MAX_KERNELS   kernels (default 4096)
+ *   SMELT_MEM_CACHE_MAX_MB        estimated MiB (default 256)
+ *
+ * read when a context's cache is created; a value that is not a number
+ * above 0 is ignored (the default holds) and named in plan descriptions.
+ * Eviction drops the cache's reference only: a kernel a plan still runs is
+ * released by the last holder (smelt__kernel_unref). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,22 +20,160 @@
 
 #include "runtime.h"
 
+#define DEFAULT_MAX_KERNELS 4096
+#define DEFAULT_MAX_MB 256
+
 struct smelt__kcache {
-    smelt__kernel **v;
-    int n, cap;
+    smelt__kernel **tab[2]; /* buckets by description, by source */
+    size_t nb;              /* buckets in each (a power of two) */
+    smelt__kernel *newest, *oldest;
+    size_t n, bytes, max_n, max_bytes;
 };
+
+/* A number above 0 (and below 1e12) from the environment, else def and,
+ * for a value that is not one, a warning line in warn (may be NULL). */
+static double env_bound(const char *name, double def, bool whole, const char *unit, smelt__sb *warn)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    double x = strtod(v, &end);
+    while (*end == ' ')
+        end++;
+    if (end != v && !*end && isfinite(x) && x > 0 && x < 1e12 && (!whole || x == floor(x)))
+        return x;
+    if (warn)
+        smelt__sb_printf(warn, "warning: %s='%s' is not a %s above 0: ignored, the in-memory "
+                               "kernel cache keeps %.0f %s\n",
+                         name, v, whole ? "whole number" : "size in MiB", def, unit);
+    return def;
+}
+
+static void config(smelt__kcache *c, smelt__sb *warn)
+{
+    double n = env_bound("SMELT_MEM_CACHE_MAX_KERNELS", DEFAULT_MAX_KERNELS, true, "kernels", warn);
+    double mb = env_bound("SMELT_MEM_CACHE_MAX_MB", DEFAULT_MAX_MB, false, "MiB", warn);
+    if (c)
+        c->max_n = (size_t)n, c->max_bytes = (size_t)(mb * 1048576.0);
+}
+
+void smelt__kcache_config_warnings(smelt__sb *warn) { config(NULL, warn); }
+
+void smelt__kernel_ref(smelt__kernel *k) { __atomic_fetch_add(&k->refs, 1, __ATOMIC_RELAXED); }
+
+void smelt__kernel_unref(smelt__kernel *k)
+{
+    if (!k || __atomic_sub_fetch(&k->refs, 1, __ATOMIC_ACQ_REL))
+        return;
+    k->backend->iface->release(k->backend, k->handle);
+    free(k->source);
+    free(k->desc);
+    free(k);
+}
+
+static void lru_unlink(smelt__kcache *c, smelt__kernel *k)
+{
+    *(k->newer ? &k->newer->older : &c->newest) = k->older;
+    *(k->older ? &k->older->newer : &c->oldest) = k->newer;
+}
+
+static void lru_push(smelt__kcache *c, smelt__kernel *k)
+{
+    k->newer = NULL;
+    k->older = c->newest;
+    *(c->newest ? &c->newest->newer : &c->oldest) = k;
+    c->newest = k;
+}
+
+static void chain(smelt__kcache *c, smelt__kernel *k)
+{
+    for (int w = 0; w < 2; w++) {
+        smelt__kernel **b = &c->tab[w][k->hash[w] & (c->nb - 1)];
+        k->next[w] = *b;
+        *b = k;
+    }
+}
+
+/* Out of both tables and the LRU list; the caller drops the reference. */
+static void take_out(smelt__kcache *c, smelt__kernel *k)
+{
+    for (int w = 0; w < 2; w++) {
+        smelt__kernel **pp = &c->tab[w][k->hash[w] & (c->nb - 1)];
+        while (*pp != k)
+            pp = &(*pp)->next[w];
+        *pp = k->next[w];
+    }
+    lru_unlink(c, k);
+    c->n--;
+    c->bytes -= k->bytes;
+}
+
+/* The kernel of be whose description (w 0) or source (w 1) is key, made
+ * the most recently used, with a reference for the caller.  Under ctx->lock. */
+static smelt__kernel *find(smelt__kcache *c, const smelt__backend *be, int w, uint64_t h,
+                           const char *key, size_t len)
+{
+    if (!c || !c->nb)
+        return NULL;
+    smelt__kernel *k = c->tab[w][h & (c->nb - 1)];
+    while (k && !(k->hash[w] == h && k->backend == be && (w ? k->src_len : k->desc_len) == len &&
+                  !memcmp(w ? k->source : k->desc, key, len)))
+        k = k->next[w];
+    if (k) {
+        lru_unlink(c, k);
+        lru_push(c, k);
+        smelt__kernel_ref(k);
+    }
+    return k;
+}
+
+/* Add k (the table grown to a bucket per kernel), then evict the least
+ * recently used while over a bound; the evicted are chained on *gone
+ * (through older) for the caller to drop.  Under ctx->lock. */
+static int insert(smelt__kcache *c, smelt__kernel *k, smelt__kernel **gone)
+{
+    if (c->n + 1 > c->nb) {
+        size_t nb = c->nb ? c->nb * 2 : 64;
+        smelt__kernel **t0 = calloc(nb, sizeof *t0), **t1 = calloc(nb, sizeof *t1);
+        if (!t0 || !t1) {
+            free(t0), free(t1);
+            return SMELT_ERR_NOMEM;
+        }
+        free(c->tab[0]), free(c->tab[1]);
+        c->tab[0] = t0, c->tab[1] = t1, c->nb = nb;
+        for (smelt__kernel *o = c->newest; o; o = o->older)
+            chain(c, o);
+    }
+    chain(c, k);
+    lru_push(c, k);
+    c->n++;
+    c->bytes += k->bytes;
+    *gone = NULL;
+    while ((c->n > c->max_n || c->bytes > c->max_bytes) && c->oldest != k) {
+        smelt__kernel *v = c->oldest;
+        take_out(c, v);
+        v->older = *gone;
+        *gone = v;
+    }
+    return SMELT_OK;
+}
+
+static void drop_all(smelt__kernel *k)
+{
+    while (k) {
+        smelt__kernel *o = k->older;
+        smelt__kernel_unref(k);
+        k = o;
+    }
+}
 
 void smelt__kcache_free(smelt__kcache *c)
 {
     if (!c)
         return;
-    for (int i = 0; i < c->n; i++) {
-        c->v[i]->backend->iface->release(c->v[i]->backend, c->v[i]->handle);
-        free(c->v[i]->source);
-        free(c->v[i]->desc);
-        free(c->v[i]);
-    }
-    free(c->v);
+    drop_all(c->newest);
+    free(c->tab[0]), free(c->tab[1]);
     free(c);
 }
 
@@ -33,21 +181,28 @@ void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be)
 {
     pthread_mutex_lock(&ctx->lock);
     smelt__kcache *c = ctx->kcache;
-    int n = 0;
-    for (int i = 0; c && i < c->n; i++) {
-        smelt__kernel *k = c->v[i];
-        if (k->backend != be) {
-            c->v[n++] = k;
-            continue;
+    smelt__kernel *gone = NULL;
+    for (smelt__kernel *k = c ? c->newest : NULL, *o; k; k = o) {
+        o = k->older;
+        if (k->backend == be) {
+            take_out(c, k);
+            k->older = gone;
+            gone = k;
         }
-        be->iface->release(be, k->handle);
-        free(k->source);
-        free(k->desc);
-        free(k);
     }
-    if (c)
-        c->n = n;
     pthread_mutex_unlock(&ctx->lock);
+    drop_all(gone);
+}
+
+int smelt__kcache_count(smelt_ctx *ctx, size_t *bytes)
+{
+    pthread_mutex_lock(&ctx->lock);
+    smelt__kcache *c = ctx->kcache;
+    int n = c ? (int)c->n : 0;
+    if (bytes)
+        *bytes = c ? c->bytes : 0;
+    pthread_mutex_unlock(&ctx->lock);
+    return n;
 }
 
 /* A kernel description as bytes, field by field, with what else decides
@@ -70,24 +225,6 @@ static void serialise(smelt__sb *b, const smelt__kdesc *d)
     }
     const char *tdir = getenv("SMELT_TEMPLATE_DIR");
     smelt__sb_puts(b, tdir ? tdir : "");
-}
-
-static smelt__kernel *lookup_desc(smelt__kcache *c, smelt__backend *be, const smelt__sb *desc)
-{
-    for (int i = 0; c && i < c->n; i++)
-        if (c->v[i]->backend == be && c->v[i]->desc_len == desc->len &&
-            !memcmp(c->v[i]->desc, desc->s, desc->len))
-            return c->v[i];
-    return NULL;
-}
-
-static smelt__kernel *lookup(smelt__kcache *c, smelt__backend *be, const char *name,
-                             const char *src)
-{
-    for (int i = 0; c && i < c->n; i++)
-        if (c->v[i]->backend == be && !strcmp(c->v[i]->name, name) && !strcmp(c->v[i]->source, src))
-            return c->v[i];
-    return NULL;
 }
 
 static void dump_source(const char *name, const char *ext, const char *src)
@@ -132,8 +269,9 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
         smelt__sb_puts(err, "out of memory");
         return SMELT_ERR_NOMEM;
     }
+    uint64_t seed = (uint64_t)(uintptr_t)be, hd = smelt__hash(desc.s, desc.len, seed);
     pthread_mutex_lock(&ctx->lock);
-    smelt__kernel *k = lookup_desc(ctx->kcache, be, &desc);
+    smelt__kernel *k = find(ctx->kcache, be, 0, hd, desc.s, desc.len);
     pthread_mutex_unlock(&ctx->lock);
     if (k) {
         smelt__sb_free(&desc);
@@ -150,9 +288,10 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
         return st;
     }
     /* another description with the same source (e.g. other operand modes
-     * that the source does not distinguish) */
+     * that the source does not distinguish; the source names the kernel) */
+    uint64_t hs = smelt__hash(src.s, src.len, seed);
     pthread_mutex_lock(&ctx->lock);
-    k = lookup(ctx->kcache, be, name, src.s);
+    k = find(ctx->kcache, be, 1, hs, src.s, src.len);
     pthread_mutex_unlock(&ctx->lock);
     if (k) {
         smelt__sb_free(&src);
@@ -179,39 +318,44 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     }
     smelt__sb_free(&log);
     k = calloc(1, sizeof *k);
-    pthread_mutex_lock(&ctx->lock);
-    if (!ctx->kcache)
-        ctx->kcache = calloc(1, sizeof *ctx->kcache);
-    smelt__kcache *c = ctx->kcache;
-    if (c && c->n == c->cap) {
-        int cap = c->cap ? c->cap * 2 : 32;
-        smelt__kernel **v = realloc(c->v, sizeof *v * (size_t)cap);
-        if (v) {
-            c->v = v;
-            c->cap = cap;
-        }
+    if (k) {
+        memcpy(k->name, name, sizeof k->name);
+        k->src_len = src.len;
+        k->desc_len = desc.len;
+        /* the code and the backend's state for it grow with the source:
+         * about 3 bytes a source byte and 4 KiB (measured with TinyCC) */
+        k->bytes = sizeof *k + desc.len + 4 * src.len + 4096;
+        k->desc = smelt__sb_take(&desc);
+        k->source = smelt__sb_take(&src);
+        memcpy(&k->fn, &fn, sizeof k->fn); /* object to function pointer, as dlsym */
+        k->handle = handle;
+        k->backend = be;
+        k->from_disk = from_disk;
+        k->n_operands = d->n_in + d->n_out;
+        k->rank = d->rank;
+        k->refs = 2; /* the cache's and the caller's */
+        k->hash[0] = hd;
+        k->hash[1] = hs;
     }
-    if (!k || !c || c->n == c->cap) {
-        pthread_mutex_unlock(&ctx->lock);
-        be->iface->release(be, handle);
-        free(k);
+    smelt__kernel *gone = NULL;
+    pthread_mutex_lock(&ctx->lock);
+    if (!ctx->kcache && (ctx->kcache = calloc(1, sizeof *ctx->kcache)))
+        config(ctx->kcache, NULL);
+    st = k && ctx->kcache ? insert(ctx->kcache, k, &gone) : SMELT_ERR_NOMEM;
+    pthread_mutex_unlock(&ctx->lock);
+    drop_all(gone);
+    if (st) {
+        if (k) {
+            k->refs = 1;
+            smelt__kernel_unref(k);
+        } else {
+            be->iface->release(be, handle);
+        }
         smelt__sb_free(&src);
         smelt__sb_free(&desc);
         smelt__sb_puts(err, "out of memory");
         return SMELT_ERR_NOMEM;
     }
-    memcpy(k->name, name, sizeof k->name);
-    k->desc_len = desc.len;
-    k->desc = smelt__sb_take(&desc);
-    k->source = smelt__sb_take(&src);
-    memcpy(&k->fn, &fn, sizeof k->fn); /* object to function pointer, as dlsym */
-    k->handle = handle;
-    k->backend = be;
-    k->from_disk = from_disk;
-    k->n_operands = d->n_in + d->n_out;
-    k->rank = d->rank;
-    c->v[c->n++] = k;
-    pthread_mutex_unlock(&ctx->lock);
     *out = k;
     *compiled = true;
     return SMELT_OK;

@@ -27,6 +27,8 @@ static void kernel_free(smelt__pkernel *k)
 {
     free(k->cl.members), free(k->cl.inputs), free(k->cl.outputs);
     smelt__kdesc_free(&k->desc);
+    for (int i = 0; i < k->nvar; i++)
+        smelt__kernel_unref(k->var[i].k), smelt__kernel_unref(k->var[i].base);
     free(k->var);
 }
 
@@ -37,6 +39,8 @@ void smelt_plan_free(smelt_plan *p)
     smelt__tier_cancel(p);
     pthread_mutex_destroy(&p->up_mu);
     pthread_cond_destroy(&p->up_cv);
+    for (int i = 0; i < p->nups; i++)
+        smelt__kernel_unref(p->ups[i].base), smelt__kernel_unref(p->ups[i].fast);
     free(p->ups);
     for (int i = 0; i < p->nkern; i++)
         kernel_free(&p->kern[i]);
@@ -145,9 +149,11 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
     if (st == SMELT_OK) {
         smelt__variant *v = realloc(k->var, sizeof *v * (size_t)(k->nvar + 1));
         if (!v) {
+            smelt__kernel_unref(kk);
             smelt__sb_free(&err);
             return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
         }
+        smelt__kernel_ref(kk); /* held as k and as base */
         k->var = v;
         v[k->nvar].rank = rank;
         v[k->nvar].idx32 = idx32;
@@ -245,6 +251,7 @@ static void describe(smelt_plan *p)
     if (p->log.len)
         smelt__sb_puts(b, smelt__sb_str(&p->log));
     smelt__dcache_config_warnings(b);
+    smelt__kcache_config_warnings(b);
     smelt__dump_dir_warning(b);
 }
 

@@ -7,14 +7,14 @@ typedef struct smelt__variant {
     int rank;
     bool idx32; /* the 32-bit index variant (device dialects) */
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
-    smelt__kernel *k;    /* what runs now */
-    smelt__kernel *base; /* the first tier's kernel (upgrades are keyed by it) */
+    smelt__kernel *k;    /* what runs now (a reference held) */
+    smelt__kernel *base; /* the first tier's kernel (upgrades are keyed by it; held) */
     uint8_t origin;      /* of base: SMELT__COMPILED, SMELT__FROM_MEMORY, SMELT__FROM_DISK */
 } smelt__variant;
 
 enum { SMELT__COMPILED, SMELT__FROM_MEMORY, SMELT__FROM_DISK };
 
-/* An optimising-tier kernel compiled in the background for base. */
+/* An optimising-tier kernel compiled in the background for base (both held). */
 typedef struct smelt__upgrade {
     smelt__kernel *base, *fast;
 } smelt__upgrade;

@@ -79,16 +79,34 @@ typedef struct smelt__kernel {
     char *desc;      /* the description it was emitted from (serialised) ... */
     size_t desc_len; /* ... so that a repeat finds it without emitting again */
     bool from_disk;  /* the backend loaded it from the persistent cache */
+    /* the cache's bookkeeping (src/runtime/cache.c) */
+    int refs;                       /* the cache's and each holder's (atomic) */
+    size_t src_len, bytes;          /* bytes: what it holds, estimated */
+    uint64_t hash[2];               /* of (backend, desc), (backend, source) */
+    struct smelt__kernel *next[2];  /* in the hash chains of each */
+    struct smelt__kernel *newer, *older; /* in the LRU list */
 } smelt__kernel;
 
 /* Find or compile.  *compiled tells whether this call compiled it (or,
  * with (*out)->from_disk, loaded it from the persistent cache); ms the
- * time that took.  Fails with SMELT_ERR_COMPILE and the log in err. */
+ * time that took.  Fails with SMELT_ERR_COMPILE and the log in err (or
+ * SMELT_ERR_UNSUPPORTED when the backend's supports() declines d).
+ * *out comes with a reference the caller owns: whatever keeps the pointer
+ * (a plan's variant, a tier job, an upgrade) holds one and drops it with
+ * smelt__kernel_unref, so a kernel the cache evicts lives while it is used. */
 int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
                       smelt__kernel **out, bool *compiled, double *ms, smelt__sb *err);
+void smelt__kernel_ref(smelt__kernel *k);
+void smelt__kernel_unref(smelt__kernel *k); /* the last one releases it */
 void smelt__kcache_free(smelt__kcache *c);
-/* Release and drop every cached kernel of be (before be is destroyed). */
+/* Release and drop every cached kernel of be (before be is destroyed; no
+ * plan may hold one). */
 void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be);
+/* Kernels in the context's cache and their estimated bytes. */
+int smelt__kcache_count(smelt_ctx *ctx, size_t *bytes);
+/* A "warning: ..." line for each SMELT_MEM_CACHE_MAX_KERNELS /
+ * SMELT_MEM_CACHE_MAX_MB value that is ignored. */
+void smelt__kcache_config_warnings(smelt__sb *warn);
 
 /* ---- device tensors (src/runtime/tensor-device.c) ------------------------------ */
 /* A new contiguous tensor in be's device memory. */

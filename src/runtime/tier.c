@@ -11,7 +11,7 @@ typedef struct job {
     struct job *next;
     smelt_plan *plan;
     smelt__kdesc desc; /* own copy of the operators */
-    smelt__kernel *base;
+    smelt__kernel *base; /* a reference held */
 } job;
 
 struct smelt__bg {
@@ -26,6 +26,7 @@ struct smelt__bg {
 
 static void job_free(job *j)
 {
+    smelt__kernel_unref(j->base);
     smelt__kdesc_free(&j->desc);
     free(j);
 }
@@ -37,7 +38,10 @@ static void finish(smelt_plan *p, smelt__kernel *base, smelt__kernel *fast, cons
         smelt__upgrade *u = realloc(p->ups, sizeof *u * (size_t)(p->nups + 1));
         if (u) {
             p->ups = u;
+            smelt__kernel_ref(base); /* fast's reference passes to the list */
             p->ups[p->nups++] = (smelt__upgrade){base, fast};
+        } else {
+            smelt__kernel_unref(fast);
         }
     } else {
         smelt__sb_printf(&p->log, "warning: %s tier failed for %s; it stays on %s (%.200s)\n",
@@ -116,6 +120,7 @@ int smelt__tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base
     memcpy(ops, d->ops, sizeof *ops * (size_t)d->n_ops);
     j->desc.ops = ops;
     j->base = base;
+    smelt__kernel_ref(base);
     pthread_mutex_lock(&p->up_mu);
     p->pending++;
     pthread_mutex_unlock(&p->up_mu);
@@ -209,8 +214,11 @@ void smelt__tier_apply(smelt_plan *p)
             for (int v = 0; v < p->kern[i].nvar; v++) {
                 smelt__variant *var = &p->kern[i].var[v];
                 for (int u = 0; u < p->nups; u++)
-                    if (p->ups[u].base == var->base)
+                    if (p->ups[u].base == var->base && var->k != p->ups[u].fast) {
+                        smelt__kernel_ref(p->ups[u].fast);
+                        smelt__kernel_unref(var->k);
                         var->k = p->ups[u].fast;
+                    }
             }
         p->napplied = p->nups;
     }

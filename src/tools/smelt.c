@@ -1117,7 +1117,7 @@ done:
 static void env_line(const char *name, const char *what)
 {
     const char *v = getenv(name);
-    printf("  %-20s %-24s %s\n", name, v ? v : "(unset)", what);
+    printf("  %-27s %-24s %s\n", name, v ? v : "(unset)", what);
 }
 
 static int cmd_info(const opts *o, binding *b, int nb)
@@ -1199,6 +1199,8 @@ static int cmd_info(const opts *o, binding *b, int nb)
     env_line("SMELT_CACHE", "0, false, no or off turns the persistent cache off");
     env_line("SMELT_CACHE_DIR", "persistent cache folder");
     env_line("SMELT_CACHE_MAX_MB", "persistent cache size cap in MiB (default 512)");
+    env_line("SMELT_MEM_CACHE_MAX_KERNELS", "in-memory kernel cache bound (default 4096)");
+    env_line("SMELT_MEM_CACHE_MAX_MB", "the same in MiB (default 256)");
     env_line("SMELT_CC_TIMEOUT", "seconds a CC compile may take (120)");
     env_line("SMELT_DUMP_DIR", "write generated kernel sources");
     env_line("SMELT_TEMPLATE_DIR", "kernel templates to use");
