@@ -872,3 +872,51 @@ Test(overlap, outputs_written_twice_are_errors)
     smelt_graph_free(g), smelt_graph_free(g2);
     smelt_ctx_free(ctx);
 }
+
+/* The element and dtype helpers of the public API: a value stored and
+ * loaded back is the value rounded to the dtype; bad arguments are no-ops. */
+Test(api, elem_store_load_round_trip_every_dtype)
+{
+    trng r;
+    trng_init(&r, 0xe1e);
+    for (int dt = 0; dt < SMELT_DTYPE_COUNT; dt++) {
+        _Alignas(8) unsigned char buf[8];
+        for (int i = 0; i < 200; i++) {
+            double v = i < 4 ? (double[]){0.0, -1.5, 300.7, -70000.25}[i] : trng_uniform(&r, -1e5, 1e5);
+            double want = smelt_dtype_round((smelt_dtype)dt, v);
+            smelt_elem_store((smelt_dtype)dt, buf, v);
+            double got = smelt_elem_load((smelt_dtype)dt, buf);
+            cr_assert(got == want, "%s: %.17g stored, %.17g loaded, %.17g expected",
+                      smelt_dtype_name((smelt_dtype)dt), v, got, want);
+        }
+        cr_assert_eq(smelt_dtype_is_float((smelt_dtype)dt), t_is_float((smelt_dtype)dt), "%s",
+                     smelt_dtype_name((smelt_dtype)dt));
+    }
+    cr_assert_eq(smelt_dtype_round(SMELT_U8, 257), 1);
+    cr_assert_eq(smelt_dtype_round(SMELT_I32, 2147483648.0), -2147483648.0);
+    cr_assert_eq(smelt_elem_load(SMELT_F32, NULL), 0);
+    smelt_elem_store(SMELT_F32, NULL, 1); /* no crash */
+    cr_assert_eq(smelt_elem_load((smelt_dtype)99, "abcdefgh"), 0);
+    cr_assert_eq(smelt_dtype_is_float((smelt_dtype)99), 0);
+}
+
+/* The registry's names: TCC, CC and NVRTC, each with a description, then
+ * NULL; each name is accepted by smelt_backend_check (available or not). */
+Test(api, backend_names_come_from_the_registry)
+{
+    smelt_ctx *ctx = t_ctx_raw();
+    const char *name, *about = NULL;
+    int n = 0;
+    bool tcc = false;
+    for (; (name = smelt_backend_name(n, &about)); n++) {
+        cr_assert(about && *about, "%s has no description", name);
+        int st = smelt_backend_check(ctx, name);
+        cr_assert(st == SMELT_OK || st == SMELT_ERR_BACKEND, "%s: %d %s", name, st, smelt_errmsg(ctx));
+        tcc = tcc || !strcmp(name, "TCC");
+    }
+    cr_assert_geq(n, 3);
+    cr_assert(tcc);
+    cr_assert_null(smelt_backend_name(-1, NULL));
+    cr_assert_null(smelt_backend_name(n, &about));
+    smelt_ctx_free(ctx);
+}
