@@ -238,8 +238,10 @@ static void describe(smelt_plan *p)
         smelt__sb_printf(b, "] shape ");
         const smelt__inst *it = &p->prog.v[k->cl.members[0]];
         smelt__shape_str(b, it->ndim, it->shape);
-        /* the dtype the kernel writes (its first member may be a comparison) */
-        smelt__sb_printf(b, " %s\n", smelt__dtypes[p->prog.v[k->cl.outputs[0]].dtype].name);
+        /* the dtype the kernel writes (its first member may be a comparison; a
+         * dead operator, kept at opt_level 0, writes nothing) */
+        int w = k->cl.nout ? k->cl.outputs[0] : k->cl.members[k->cl.nmem - 1];
+        smelt__sb_printf(b, " %s\n", smelt__dtypes[p->prog.v[w].dtype].name);
     }
     if (p->log.len)
         smelt__sb_puts(b, smelt__sb_str(&p->log));
