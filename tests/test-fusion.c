@@ -206,6 +206,68 @@ Test(fusion, diamond_near_the_operand_limit_stays_acyclic)
     smelt_ctx_free(ctx);
 }
 
+/* ---- why kernels are not fused (smelt_plan_describe) ----------------------------------- */
+
+/* The description of y's plan has the line part why, or (why NULL) no "not fused" line. */
+static void check_why(smelt_ctx *ctx, smelt_graph *g, smelt_node *y, int opt, const char *why)
+{
+    smelt_plan *p = t_plan(ctx, g, 1, &y, opt);
+    const char *d = smelt_plan_describe(p);
+    if (why)
+        cr_assert(t_contains(d, why), "no \"%s\" in:\n%s", why, d);
+    else
+        cr_assert_not(t_contains(d, "not fused"), "%s", d);
+    smelt_plan_free(p);
+}
+
+Test(fusion, describe_says_why_kernels_are_not_fused)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(40, 50));
+    smelt_node *w = smelt_input(g, "w", SMELT_F32, SHP(40, 50));
+    check_why(ctx, g, chain8(g, x, w), 3, NULL);
+    check_why(ctx, g, chain8(g, x, w), 0, ": opt_level < 3 (fusion off)\n");
+    smelt_node *b = smelt_unary(g, SMELT_OP_BARRIER, smelt_unary(g, SMELT_OP_SIN, x));
+    check_why(ctx, g, smelt_unary(g, SMELT_OP_COS, b), 3,
+              "\n  not fused with kernel 1: an opaque operator (barrier) is a fusion boundary\n");
+    smelt_node *row = smelt_unary(g, SMELT_OP_EXP, smelt_input(g, "row", SMELT_F32, SHP(50)));
+    check_why(ctx, g, smelt_add(g, x, row), 3, "\n  not fused with kernel 0: different iteration shapes\n");
+    /* e + barrier(e): e cannot join the add, which reads the barrier, which reads e */
+    smelt_node *e = smelt_unary(g, SMELT_OP_EXP, x);
+    check_why(ctx, g, smelt_add(g, e, smelt_unary(g, SMELT_OP_BARRIER, e)), 3,
+              "\n  not fused with kernel 0: would create a cycle\n");
+    /* the limits: a chain of 300 operators, a sum of 100 inputs */
+    char why[128];
+    smelt_node *y = x;
+    for (int i = 0; i < 300; i++)
+        y = smelt_unary(g, i % 2 ? SMELT_OP_SIN : SMELT_OP_COS, y);
+    snprintf(why, sizeof why, ": the kernel would exceed %d operators\n", SMELT_MAX_CLUSTER_OPS);
+    check_why(ctx, g, y, 3, why);
+    for (int i = 0; i < 100; i++)
+        y = smelt_add(g, y, smelt_input(g, NULL, SMELT_F32, SHP(40, 50)));
+    snprintf(why, sizeof why, ": the kernel would exceed %d operands\n", SMELT_MAX_KERNEL_OPERANDS);
+    check_why(ctx, g, y, 3, why);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* A fused kernel that fails to compile runs as one kernel per operator: its
+ * edges say so, and an edge into it keeps its own reason. */
+Test(fusion, describe_says_a_failed_fused_kernel_was_split)
+{
+    t_use_failing_templates();
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(30, 20));
+    smelt_node *v = smelt_unary(g, SMELT_OP_BARRIER, smelt_unary(g, SMELT_OP_NEG, x));
+    check_why(ctx, g, chain8(g, v, x), 3, "\n  not fused with kernel 2: the fused kernel failed to compile\n");
+    check_why(ctx, g, chain8(g, v, x), 3,
+              "\n  not fused with kernel 1: an opaque operator (barrier) is a fusion boundary\n");
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
 /* ---- the kernel cache ----------------------------------------------------------------- */
 
 /* A 6-operator layer. */

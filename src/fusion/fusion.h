@@ -35,6 +35,7 @@ typedef struct smelt__cluster {
     int *members; /* instruction indices, ascending (topological) */
     int nmem;
     int *inputs; /* values read from outside (no constants) */
+    uint8_t *why; /* per input: why its producer is not in this cluster (0: a graph input) */
     int nin;
     int *outputs; /* members read outside the cluster or requested */
     int nout;
@@ -47,6 +48,10 @@ typedef struct smelt__partition {
 
 /* Operators in one cluster at most (a larger fusible group splits). */
 #define SMELT_MAX_CLUSTER_OPS 256
+/* The decision on a producer -> consumer edge: fused, or why not. */
+enum { SMELT__FUSE, SMELT__FUSE_OFF, SMELT__FUSE_OPAQUE, SMELT__FUSE_SHAPE, SMELT__FUSE_OPS,
+       SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_NREASONS };
+extern const char *const smelt__fuse_why[SMELT__FUSE_NREASONS];
 /* fuse=false: one cluster per operator (the unfused path). */
 int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);
 /* One cluster per member of c (the fallback when c fails to compile). */

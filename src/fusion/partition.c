@@ -10,6 +10,8 @@
  *   - at most SMELT_MAX_KERNEL_OPERANDS inputs + outputs per cluster, and at
  *     most SMELT_MAX_CLUSTER_OPS operators: a larger group splits into
  *     several kernels (bounded compile time and kernel size).
+ * should_fuse applies them, one producer -> consumer edge at a time, and
+ * the reason an edge stays between two kernels is kept for the description.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +26,22 @@ typedef struct pstate {
     int *size;       /* members of each union-find root */
     int *head, *tail; /* each root's member list, */
     int *next;        /* linked through next (-1 ends it): a merge is O(1), its checks O(members) */
+    bool fuse;        /* opt_level 3 */
 } pstate;
+
+/* After "not fused with kernel N: ", indexed by SMELT__FUSE_* */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
+    [SMELT__FUSE] = "fused",
+    [SMELT__FUSE_OFF] = "opt_level < 3 (fusion off)",
+    [SMELT__FUSE_OPAQUE] = "an opaque operator (barrier) is a fusion boundary",
+    [SMELT__FUSE_SHAPE] = "different iteration shapes",
+    [SMELT__FUSE_OPS] = "the kernel would exceed " STR(SMELT_MAX_CLUSTER_OPS) " operators",
+    [SMELT__FUSE_CYCLE] = "would create a cycle",
+    [SMELT__FUSE_OPERANDS] = "the kernel would exceed " STR(SMELT_MAX_KERNEL_OPERANDS) " operands",
+    [SMELT__FUSE_SPLIT] = "the fused kernel failed to compile",
+};
 
 static int find(pstate *s, int x)
 {
@@ -40,11 +57,6 @@ static bool fusible(const smelt__prog *p, int i)
 {
     int c = smelt__ops[p->v[i].op].cls;
     return c == SMELT_CLASS_ELEMWISE || c == SMELT_CLASS_CAST || c == SMELT_CLASS_LAYOUT;
-}
-
-static bool same_shape(const smelt__inst *a, const smelt__inst *b)
-{
-    return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
 }
 
 static bool in_set(pstate *s, int x, int ka, int kb)
@@ -113,13 +125,39 @@ static int operand_count(pstate *s, int ka, int kc)
     return count;
 }
 
-static int cluster_io(const smelt__prog *p, const int *uoff, const int *users, smelt__cluster *c,
-                      int *mark, int tag)
+/* Every fusion rule, for the edge from producer x (in cluster kx) to
+ * consumer i (in ki), both operators: SMELT__FUSE to merge the two clusters
+ * (or that they are one already), else the reason not to. */
+static int should_fuse(pstate *s, int x, int i, int kx, int ki)
+{
+    const smelt__inst *a = &s->p->v[x], *b = &s->p->v[i];
+    if (!s->fuse)
+        return SMELT__FUSE_OFF;
+    if (!fusible(s->p, x) || !fusible(s->p, i))
+        return SMELT__FUSE_OPAQUE;
+    if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim))
+        return SMELT__FUSE_SHAPE;
+    if (kx == ki)
+        return SMELT__FUSE;
+    if (s->size[kx] + s->size[ki] > SMELT_MAX_CLUSTER_OPS)
+        return SMELT__FUSE_OPS;
+    if (creates_cycle(s, kx, ki, i))
+        return SMELT__FUSE_CYCLE;
+    if (operand_count(s, kx, ki) > SMELT_MAX_KERNEL_OPERANDS)
+        return SMELT__FUSE_OPERANDS;
+    return SMELT__FUSE;
+}
+
+/* why[3 * i + j]: the reason input j of instruction i is not in i's kernel */
+static int cluster_io(const smelt__prog *p, const int *uoff, const int *users, const uint8_t *why,
+                      smelt__cluster *c, int *mark, int tag)
 {
     /* mark[x] == tag: x is a member; == -tag: already listed as input */
     for (int k = 0; k < c->nmem; k++)
         mark[c->members[k]] = tag;
-    c->inputs = malloc(sizeof(int) * (size_t)(c->nmem * 3 + 1));
+    size_t cap = (size_t)(c->nmem * 3 + 1);
+    c->inputs = malloc((sizeof(int) + 1) * cap); /* c->why after the inputs: freed with them */
+    c->why = (uint8_t *)(c->inputs + cap);
     c->outputs = malloc(sizeof(int) * (size_t)(c->nmem + 1));
     if (!c->inputs || !c->outputs)
         return SMELT_ERR_NOMEM;
@@ -131,6 +169,7 @@ static int cluster_io(const smelt__prog *p, const int *uoff, const int *users, s
             if (p->v[x].op == SMELT_OP_CONST || mark[x] == tag || mark[x] == -tag)
                 continue;
             mark[x] = -tag;
+            c->why[c->nin] = why[3 * c->members[k] + j];
             c->inputs[c->nin++] = x;
         }
     }
@@ -186,7 +225,7 @@ void smelt__partition_free(smelt__partition *pt)
 
 /* Clusters from a root assignment, ordered so that producers come first. */
 static int collect(const smelt__prog *p, const int *root, const int *uoff, const int *users,
-                   smelt__partition *out)
+                   const uint8_t *why, smelt__partition *out)
 {
     int n = p->n, st = SMELT_ERR_NOMEM;
     int *cid = malloc(sizeof(int) * (size_t)(n + 1));
@@ -210,7 +249,7 @@ static int collect(const smelt__prog *p, const int *root, const int *uoff, const
         c->members[c->nmem++] = i;
     }
     for (int k = 0; k < nc; k++)
-        if (cluster_io(p, uoff, users, &tmp[k], mark, k + 1))
+        if (cluster_io(p, uoff, users, why, &tmp[k], mark, k + 1))
             goto done;
     /* Kahn's algorithm over cluster dependencies */
     indeg = calloc((size_t)nc + 1, sizeof(int));
@@ -268,8 +307,7 @@ done:
 
 int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out)
 {
-    pstate s = {0};
-    s.p = p;
+    pstate s = {.p = p, .fuse = fuse};
     int st = build_users(p, &s.uoff, &s.users);
     if (st)
         return st;
@@ -281,24 +319,17 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     s.tail = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.next = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
-    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !root) {
+    uint8_t *why = calloc((size_t)p->n + 1, 3);
+    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !root || !why) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
     for (int i = 0; i < p->n; i++)
         s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1;
-    for (int i = 0; fuse && i < p->n; i++) {
-        if (!fusible(p, i))
-            continue;
-        for (int j = 0; j < p->v[i].nin; j++) {
-            int x = p->v[i].in[j];
-            if (!fusible(p, x) || !same_shape(&p->v[x], &p->v[i]))
-                continue;
-            int kx = find(&s, x), ki = find(&s, i);
-            if (kx == ki || s.size[kx] + s.size[ki] > SMELT_MAX_CLUSTER_OPS ||
-                creates_cycle(&s, kx, ki, i))
-                continue;
-            if (operand_count(&s, kx, ki) > SMELT_MAX_KERNEL_OPERANDS)
+    for (int i = 0; i < p->n; i++) {
+        for (int j = 0; j < p->v[i].nin; j++) { /* sources have no inputs */
+            int x = p->v[i].in[j], kx = find(&s, x), ki = find(&s, i);
+            if (!is_op(p, x) || (why[3 * i + j] = (uint8_t)should_fuse(&s, x, i, kx, ki)) || kx == ki)
                 continue;
             s.parent[kx] = ki;
             s.size[ki] += s.size[kx];
@@ -308,10 +339,10 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     }
     for (int i = 0; i < p->n; i++)
         root[i] = is_op(p, i) ? find(&s, i) : -1;
-    st = collect(p, root, s.uoff, s.users, out);
+    st = collect(p, root, s.uoff, s.users, why, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
-    free(s.head), free(s.tail), free(s.next);
+    free(s.head), free(s.tail), free(s.next), free(why);
     return st;
 }
 
@@ -322,17 +353,27 @@ int smelt__partition_split(const smelt__prog *p, const smelt__cluster *c, smelt_
     if (st)
         return st;
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
-    if (!root) {
-        free(uoff), free(users);
+    uint8_t *why = calloc((size_t)p->n + 1, 3);
+    if (!root || !why) {
+        free(uoff), free(users), free(root), free(why);
         return SMELT_ERR_NOMEM;
     }
     for (int i = 0; i < p->n; i++)
         root[i] = -1;
     for (int k = 0; k < c->nmem; k++)
         root[c->members[k]] = c->members[k];
+    /* an edge inside c is cut by the failed compile; one into c keeps its reason */
+    for (int k = 0; k < c->nmem; k++)
+        for (int j = 0, m = c->members[k]; j < p->v[m].nin; j++) {
+            int x = p->v[m].in[j];
+            why[3 * m + j] = root[x] >= 0 ? SMELT__FUSE_SPLIT : 0;
+            for (int t = 0; t < c->nin; t++)
+                if (c->inputs[t] == x)
+                    why[3 * m + j] = c->why[t];
+        }
     /* only the members take part: users outside count as outside */
-    st = collect(p, root, uoff, users, out);
-    free(root), free(uoff), free(users);
+    st = collect(p, root, uoff, users, why, out);
+    free(root), free(uoff), free(users), free(why);
     return st;
 }
 

@@ -201,6 +201,30 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
     return SMELT_OK;
 }
 
+/* Under a kernel's line: the kernels it reads without fusing with them,
+ * one line per reason (kof: the kernel of each value). */
+static void describe_why(smelt__sb *b, const smelt__pkernel *k, const int *kof)
+{
+    for (int r = SMELT__FUSE + 1; r < SMELT__FUSE_NREASONS; r++) {
+        int ks[SMELT_MAX_KERNEL_OPERANDS], n = 0, t;
+        for (int j = 0; j < k->cl.nin; j++) {
+            if (k->cl.why[j] != r)
+                continue;
+            int kp = kof[k->cl.inputs[j]];
+            for (t = 0; t < n && ks[t] != kp; t++)
+                ;
+            if (t == n) /* a kernel listed once */
+                ks[n++] = kp;
+        }
+        if (!n)
+            continue;
+        smelt__sb_printf(b, "  not fused with kernel%s", smelt__plural(n));
+        for (t = 0; t < n; t++)
+            smelt__sb_printf(b, t ? ", %d" : " %d", ks[t]);
+        smelt__sb_printf(b, ": %s\n", smelt__fuse_why[r]);
+    }
+}
+
 static void describe(smelt_plan *p)
 {
     smelt__sb *b = &p->desc;
@@ -214,6 +238,10 @@ static void describe(smelt_plan *p)
                         "fallbacks %d\n",
                      s->compiles, s->cache_hits, s->disk_hits, s->compile_ms, s->fallbacks);
     static const char *const origin[] = {"compiled", "from memory", "from disk"};
+    int *kof = malloc(sizeof(int) * (size_t)(p->prog.n + 1));
+    for (int i = 0; kof && i < p->nkern; i++)
+        for (int j = 0; j < p->kern[i].cl.nmem; j++)
+            kof[p->kern[i].cl.members[j]] = i;
     for (int i = 0; i < p->nkern; i++) {
         smelt__pkernel *k = &p->kern[i];
         const smelt__variant *v = k->nvar ? &k->var[0] : NULL;
@@ -245,9 +273,14 @@ static void describe(smelt_plan *p)
         smelt__sb_printf(b, "] shape ");
         const smelt__inst *it = &p->prog.v[k->cl.members[0]];
         smelt__shape_str(b, it->ndim, it->shape);
-        /* the dtype the kernel writes (its first member may be a comparison) */
-        smelt__sb_printf(b, " %s\n", smelt__dtypes[p->prog.v[k->cl.outputs[0]].dtype].name);
+        /* the dtype the kernel writes (its first member may be a comparison; a
+         * dead operator, kept at opt_level 0, writes nothing) */
+        int w = k->cl.nout ? k->cl.outputs[0] : k->cl.members[k->cl.nmem - 1];
+        smelt__sb_printf(b, " %s\n", smelt__dtypes[p->prog.v[w].dtype].name);
+        if (kof)
+            describe_why(b, k, kof);
     }
+    free(kof);
     if (p->log.len)
         smelt__sb_puts(b, smelt__sb_str(&p->log));
     smelt__dcache_config_warnings(b);
