@@ -27,7 +27,8 @@ typedef struct smelt__backend_i {
     int (*compile)(smelt__backend *be, const char *source, const char *fn_name, void **fn,
                    void **handle, smelt__sb *log);
     void (*release)(smelt__backend *be, void *handle);
-    /* Memory for tensors the executor owns (host backends: aligned malloc). */
+    /* Memory for tensors the executor owns (NULL: 64-byte aligned host
+     * memory; smelt__be_alloc). */
     void *(*alloc)(smelt__backend *be, size_t bytes);
     void (*free)(smelt__backend *be, void *ptr);
     void (*destroy)(smelt__backend *be);
@@ -86,7 +87,13 @@ int smelt__backend_find(const char *name);
 int smelt__backend_get(smelt_ctx *ctx, int kind, smelt__backend **out);
 /* The first registered device backend that works here (device tensors). */
 int smelt__backend_device(smelt_ctx *ctx, smelt__backend **out);
-void *smelt__host_alloc(smelt__backend *be, size_t bytes);
-void smelt__host_free(smelt__backend *be, void *ptr);
+/* A new backend of iface for ctx with a zeroed context of context_bytes
+ * (0: none), or a status recorded on ctx (the constructors' common part). */
+int smelt__backend_new(smelt_ctx *ctx, const smelt__backend_i *iface, size_t context_bytes,
+                       smelt__backend **out);
+/* Memory for tensors the executor owns: the backend's alloc/free, or
+ * 64-byte aligned host memory when it has none. */
+void *smelt__be_alloc(smelt__backend *be, size_t bytes);
+void smelt__be_free(smelt__backend *be, void *ptr);
 
 #endif

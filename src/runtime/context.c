@@ -55,16 +55,35 @@ int smelt_ctx_threads(const smelt_ctx *ctx)
     return ctx->threads ? ctx->threads : smelt__ncpus();
 }
 
-void *smelt__host_alloc(smelt__backend *be, size_t bytes)
+int smelt__backend_new(smelt_ctx *ctx, const smelt__backend_i *iface, size_t context_bytes,
+                       smelt__backend **out)
 {
-    SMELT_UNUSED(be);
-    return smelt__aligned_alloc(bytes);
+    smelt__backend *be = calloc(1, sizeof *be);
+    void *c = context_bytes ? calloc(1, context_bytes) : NULL;
+    *out = NULL;
+    if (!be || (context_bytes && !c)) {
+        free(be);
+        free(c);
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    }
+    be->iface = iface;
+    be->context = c;
+    be->ctx = ctx;
+    *out = be;
+    return SMELT_OK;
 }
 
-void smelt__host_free(smelt__backend *be, void *ptr)
+void *smelt__be_alloc(smelt__backend *be, size_t bytes)
 {
-    SMELT_UNUSED(be);
-    free(ptr);
+    return be->iface->alloc ? be->iface->alloc(be, bytes) : smelt__aligned_alloc(bytes);
+}
+
+void smelt__be_free(smelt__backend *be, void *ptr)
+{
+    if (be->iface->free)
+        be->iface->free(be, ptr);
+    else
+        free(ptr);
 }
 
 int smelt__backend_find(const char *name)

@@ -56,8 +56,8 @@ static int value_view(smelt_plan *p, runstate *rs, int v, view *out, int64_t *sc
     const smelt__rshape *r = &p->rs[v];
     size_t bytes = (size_t)smelt__numel(r->ndim, r->shape) * smelt__dtypes[x->dtype].size;
     if (p->bufsize[v] < bytes || !p->buf[v]) {
-        p->be->iface->free(p->be, p->buf[v]);
-        p->buf[v] = p->be->iface->alloc(p->be, bytes);
+        smelt__be_free(p->be, p->buf[v]);
+        p->buf[v] = smelt__be_alloc(p->be, bytes);
         p->bufsize[v] = p->buf[v] ? bytes : 0;
         if (!p->buf[v])
             return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes for an intermediate", bytes);

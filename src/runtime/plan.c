@@ -46,7 +46,7 @@ void smelt_plan_free(smelt_plan *p)
         kernel_free(&p->kern[i]);
     free(p->kern);
     for (int i = 0; p->buf && i < p->prog.n; i++)
-        p->be->iface->free(p->be, p->buf[i]);
+        smelt__be_free(p->be, p->buf[i]);
     free(p->buf);
     free(p->bufsize);
     free(p->rs);

@@ -66,6 +66,8 @@ int smelt__pool_size(const smelt__pool *p);
  * are done. */
 void smelt__pool_run(smelt__pool *p, smelt__task_fn fn, void *arg, int64_t nchunks);
 int smelt__ncpus(void);
+/* Set *flag under mu and wake every thread waiting on cv (a worker's stop). */
+void smelt__raise_flag(pthread_mutex_t *mu, pthread_cond_t *cv, bool *flag);
 
 /* ---- kernel cache (per context) -------------------------------------- */
 typedef struct smelt__kernel {

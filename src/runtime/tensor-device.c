@@ -9,7 +9,7 @@
 #include "runtime.h"
 
 /* how the tensor layer frees and reads device memory (ir.h) */
-static void dev_free(smelt__backend *be, void *mem) { be->iface->free(be, mem); }
+static void dev_free(smelt__backend *be, void *mem) { smelt__be_free(be, mem); }
 static int dev_read(smelt__backend *be, void *dst, const void *src, size_t bytes)
 {
     return be->iface->copy(be, dst, src, bytes, SMELT_COPY_D2H);
@@ -24,7 +24,7 @@ int smelt__tensor_new_on(smelt_ctx *ctx, smelt__backend *be, smelt_dtype dt, int
         return st;
     smelt_tensor *t = *out;
     size_t bytes = (size_t)smelt__numel(ndim, shape) * smelt__dtypes[dt].size;
-    void *mem = be->iface->alloc(be, bytes);
+    void *mem = smelt__be_alloc(be, bytes);
     if (!mem) { /* the backend recorded why */
         smelt_tensor_free(t);
         *out = NULL;

@@ -76,14 +76,19 @@ smelt__pool *smelt__pool_new(int threads)
     return p;
 }
 
+void smelt__raise_flag(pthread_mutex_t *mu, pthread_cond_t *cv, bool *flag)
+{
+    pthread_mutex_lock(mu);
+    *flag = true;
+    pthread_cond_broadcast(cv);
+    pthread_mutex_unlock(mu);
+}
+
 void smelt__pool_free(smelt__pool *p)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->mu);
-    p->quit = true;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    smelt__raise_flag(&p->mu, &p->wake, &p->quit);
     for (int i = 0; i < p->n; i++)
         pthread_join(p->th[i], NULL);
     pthread_mutex_destroy(&p->mu);

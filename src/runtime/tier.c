@@ -188,10 +188,7 @@ void smelt__bg_free(struct smelt__bg *bg)
 {
     if (!bg)
         return;
-    pthread_mutex_lock(&bg->mu);
-    bg->stop = true;
-    pthread_cond_broadcast(&bg->cv);
-    pthread_mutex_unlock(&bg->mu);
+    smelt__raise_flag(&bg->mu, &bg->cv, &bg->stop);
     if (bg->started)
         pthread_join(bg->th, NULL);
     while (bg->head) {

@@ -396,25 +396,11 @@ static const smelt__backend_i cc_iface = {
     .available = cc_available,
     .compile = cc_compile,
     .release = cc_release,
-    .alloc = smelt__host_alloc,
-    .free = smelt__host_free,
     .destroy = cc_destroy,
 };
 
 int smelt__backend_cc_new(smelt_ctx *ctx, const char *target, smelt__backend **out)
 {
     SMELT_UNUSED(target);
-    smelt__backend *be = calloc(1, sizeof *be);
-    cc_state *s = calloc(1, sizeof *s);
-    *out = NULL;
-    if (!be || !s) {
-        free(be);
-        free(s);
-        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
-    }
-    be->iface = &cc_iface;
-    be->context = s;
-    be->ctx = ctx;
-    *out = be;
-    return SMELT_OK;
+    return smelt__backend_new(ctx, &cc_iface, sizeof(cc_state), out);
 }

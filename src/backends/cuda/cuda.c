@@ -722,20 +722,11 @@ int smelt__backend_cuda_new(smelt_ctx *ctx, const char *target, smelt__backend *
     } else if (target) {
         snprintf(arch, sizeof arch, "sm_80");
     }
-    smelt__backend *be = calloc(1, sizeof *be);
-    cuda_be *c = calloc(1, sizeof *c);
-    if (!be || !c) {
-        free(be);
-        free(c);
-        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
-    }
-    if (target) {
+    int st = smelt__backend_new(ctx, &cuda_iface, sizeof(cuda_be), out);
+    cuda_be *c = st ? NULL : (*out)->context;
+    if (c && target) {
         c->compile_only = true;
         snprintf(c->arch, sizeof c->arch, "%s", arch);
     }
-    be->iface = &cuda_iface;
-    be->context = c;
-    be->ctx = ctx;
-    *out = be;
-    return SMELT_OK;
+    return st;
 }

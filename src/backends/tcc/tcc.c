@@ -278,18 +278,11 @@ static const smelt__backend_i tcc_iface = {
     .available = tcc_available,
     .compile = tcc_compile,
     .release = tcc_release,
-    .alloc = smelt__host_alloc,
-    .free = smelt__host_free,
     .destroy = tcc_destroy,
 };
 
 int smelt__backend_tcc_new(smelt_ctx *ctx, const char *target, smelt__backend **out)
 {
     SMELT_UNUSED(target);
-    smelt__backend *be = *out = calloc(1, sizeof *be);
-    if (!be)
-        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
-    be->iface = &tcc_iface;
-    be->ctx = ctx;
-    return SMELT_OK;
+    return smelt__backend_new(ctx, &tcc_iface, 0, out);
 }
