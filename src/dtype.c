@@ -1,5 +1,6 @@
 /* dtype and operator tables, NumPy type promotion. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -88,6 +89,13 @@ int smelt_op_from_name(const char *name)
 }
 
 int smelt_op_arity(smelt_op op) { return ((int)op >= 0 && op < SMELT_OP_COUNT) ? smelt__ops[op].arity : -1; }
+
+void smelt__blk_name(char *name, smelt_op op, smelt_dtype dt, smelt_dtype to)
+{
+    bool cast = op == SMELT_OP_CAST;
+    snprintf(name, SMELT_BLK_NAME_MAX, "smelt_blk_%s_%s%s%s", smelt__ops[op].name, smelt__dtypes[dt].name,
+             cast ? "_" : "", cast ? smelt__dtypes[to].name : "");
+}
 
 static double wrap_int(double v, int bits, bool is_signed)
 {

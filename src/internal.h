@@ -235,6 +235,11 @@ static inline int smelt__x86_level(void)
 }
 typedef void (*smelt__blk_prim)(int64_t n, char *o, const char *a, const char *b, const char *c);
 smelt__blk_prim smelt__blk_find(const char *name);
+/* The name of op's block primitive on compute dtype dt: smelt_blk_<op>_<dt>,
+ * a cast's smelt_blk_cast_<dt>_<to> (src/dtype.c; the emitter writes the
+ * primitives: smelt__emit_blk_library). */
+#define SMELT_BLK_NAME_MAX 64
+void smelt__blk_name(char *name, smelt_op op, smelt_dtype dt, smelt_dtype to);
 /* one element of dtype dt as a double, and back (v exact in dt) */
 double smelt__elem_load(smelt_dtype dt, const char *p);
 void smelt__elem_store(smelt_dtype dt, char *p, double v);
@@ -293,6 +298,9 @@ extern const smelt__dialect smelt__dialect_cuda;
  * written to *name (at least 32 bytes).  Returns 0 or a status with err set. */
 int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err);
+/* The C source of every block primitive and of their table (smelt_blocks.c,
+ * which src/codegen/gen-blocks.c writes at build time). */
+int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err);
 /* Templates embedded at build time, overridable from SMELT_TEMPLATE_DIR. */
 const char *smelt__template_builtin(const char *name);
 char *smelt__template_load(const char *name, smelt__sb *err); /* caller frees */
