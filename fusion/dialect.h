@@ -14,6 +14,10 @@ struct smelt__dialect {
     const char *utype[SMELT_DTYPE_COUNT];  /* unsigned counterpart (wrapping arithmetic) */
     const char *fn_suffix[SMELT_DTYPE_COUNT]; /* math functions: expf vs exp */
     const char *restrict_kw;
+    /* qualifiers in the prelude (templates/common/prelude.h.in): of its
+     * helpers, of smelt's math functions, of their out-of-line slow paths
+     * and of their tables */
+    const char *helper_kw, *math_kw, *math_slow_kw, *table_kw;
     /* Device dialect (CUDA): kernels read one parameter block `a` (see
      * smelt__kparam_bytes), run one element per thread in a grid-stride loop,
      * come in 32- and 64-bit index variants and use vector loads when every

@@ -584,11 +584,9 @@ static int render(smelt__sb *out, const char *tpl, const char *tname, const char
     return SMELT_OK;
 }
 
-static int load_render(smelt__sb *out, const smelt__dialect *dl, const char *base,
-                       const char *const *keys, const char *const *vals, int n, smelt__sb *err)
+static int render_file(smelt__sb *out, const char *tname, const char *const *keys, const char *const *vals,
+                       int n, smelt__sb *err)
 {
-    char tname[64];
-    snprintf(tname, sizeof tname, "%s/%s.%s.in", dl->dir, base, dl->ext);
     char *tpl = smelt__template_load(tname, err);
     if (!tpl)
         return SMELT_ERR_COMPILE;
@@ -597,8 +595,18 @@ static int load_render(smelt__sb *out, const smelt__dialect *dl, const char *bas
     return st;
 }
 
-/* A C or CUDA source's prelude: the libm functions kernels may call
- * declared (src/mathfns.def), MATH_MARK where smelt's math goes (with_math).
+/* the dialect's template <dir>/<base>.<ext>.in */
+static int load_render(smelt__sb *out, const smelt__dialect *dl, const char *base,
+                       const char *const *keys, const char *const *vals, int n, smelt__sb *err)
+{
+    char tname[64];
+    snprintf(tname, sizeof tname, "%s/%s.%s.in", dl->dir, base, dl->ext);
+    return render_file(out, tname, keys, vals, n, err);
+}
+
+/* A C or CUDA source's prelude, in the dialect's qualifiers: the libm
+ * functions kernels may call declared (src/mathfns.def; a device compiler
+ * declares its own), MATH_MARK where smelt's math goes (with_math).
  * *mathlib gets the math library, for the caller to free. */
 static int render_prelude(smelt__sb *out, const smelt__dialect *dl, char **mathlib, smelt__sb *err)
 {
@@ -611,8 +619,10 @@ static int render_prelude(smelt__sb *out, const smelt__dialect *dl, char **mathl
 #include "../src/mathfns.def"
 #undef SMELT_MATHFN
     *mathlib = smelt__template_load("common/math.h.in", err);
-    const char *k[] = {"MATH_DECLS", "MATH"}, *v[] = {smelt__sb_str(&decls), MATH_MARK};
-    int st = *mathlib ? load_render(out, dl, "prelude", k, v, 2, err) : SMELT_ERR_COMPILE;
+    const char *k[] = {"MATH_DECLS", "MATH", "HELPER_KW", "MATH_KW", "MATH_SLOW_KW", "TABLE_KW"};
+    const char *v[] = {dl->device ? "" : smelt__sb_str(&decls), MATH_MARK, dl->helper_kw, dl->math_kw,
+                       dl->math_slow_kw, dl->table_kw};
+    int st = *mathlib ? render_file(out, "common/prelude.h.in", k, v, 6, err) : SMELT_ERR_COMPILE;
     smelt__sb_free(&decls);
     return st;
 }

@@ -118,7 +118,7 @@ static double wrap_int(double v, int bits, bool is_signed)
 }
 
 /* ---- f16 and bf16 -------------------------------------------------------
- * Rounding from a double as the kernels' helpers (templates/c/prelude.c.in)
+ * Rounding from a double as the kernels' helpers (templates/common/prelude.h.in)
  * round: rebias the exponent and round the dropped bits to nearest even.
  * Subnormal results here come from one addition that rounds at the
  * subnormal spacing (2^-24 for f16, 2^-133 for bf16); the kernels shift
