@@ -98,7 +98,8 @@ static void input_ref(smelt__sb *b, const ectx *e, int k)
         smelt__sb_printf(b, "h%d[j]", k);
         return;
     }
-    bool conv = smelt__is_half(dt) && e->form != FORM_BLK && !(e->form == FORM_C && e->d->mode[k] == SMELT_MODE_BCAST);
+    bool conv = smelt__is_half(dt) && e->form != FORM_BLK &&
+                !(e->form == FORM_C && e->d->mode[k] == SMELT_MODE_BCAST);
     if (conv)
         smelt__sb_printf(b, "smelt_h2f_%s(", smelt__dtypes[dt].name);
     operand_ref(b, e, k);
@@ -661,7 +662,7 @@ static void row_offsets(smelt__sb *row, const smelt__kdesc *d)
 
 /* ---- block form (TinyCC): the kernel walks its elements SMELT_BLOCK at a
  * time and calls, per operator, a vectorised primitive compiled into smelt
- * (smelt_blk_<op>_<dtype>, written below at build time: blk_library).
+ * (smelt_blk_<op>_<dtype>, written at build time: smelt__emit_blk_library).
  * TinyCC's own code is scalar and spills every value; this way it only
  * sequences calls, and the arithmetic runs at the speed of gcc -O3 code. */
 #define SMELT_BLOCK 512
@@ -993,6 +994,7 @@ static void blk_entry(smelt__sb *table, const char *fn, const smelt__opinfo *oi)
     smelt__sb_printf(table, "    {\"%s\", (smelt__blk_fn)%s, %d},\n", fn, fn, math);
 }
 
+/* fill, gather and scatter for elements of 1, 2, 4 and 8 bytes */
 static void blk_moves(smelt__sb *b, smelt__sb *table)
 {
     for (size_t size = 1; size <= 8; size *= 2) {
@@ -1027,7 +1029,7 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
     smelt__kdesc d = {.n_out = 1, .n_ops = 1, .ops = &op, .rank = 1};
     int uses[3] = {0};
     bool inl[3] = {true, true, true};
-    ectx e = {dl, &d, uses, inl, -1, FORM_BLK, false, true};
+    ectx e = {.dl = dl, .d = &d, .uses = uses, .inl = inl, .lane = -1, .form = FORM_BLK, .arrays = true};
     for (smelt_op o = 0; o < SMELT_OP_COUNT; o++) {
         const smelt__opinfo *oi = &smelt__ops[o];
         bool fp_only = oi->rule == SMELT_RULE_FLOAT || oi->rule == SMELT_RULE_TRUEDIV;
