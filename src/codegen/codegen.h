@@ -31,6 +31,9 @@ extern const smelt__dialect smelt__dialect_cuda;
  * written to *name (at least 32 bytes).  Returns 0 or a status with err set. */
 int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err);
+/* The C source of every block primitive and of their table (smelt_blocks.c,
+ * which src/codegen/gen-blocks.c writes at build time). */
+int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err);
 /* Templates embedded at build time, overridable from SMELT_TEMPLATE_DIR. */
 const char *smelt__template_builtin(const char *name);
 char *smelt__template_load(const char *name, smelt__sb *err); /* caller frees */
@@ -47,6 +50,10 @@ struct smelt__dialect {
     const char *utype[SMELT_DTYPE_COUNT];  /* unsigned counterpart (wrapping arithmetic) */
     const char *fn_suffix[SMELT_DTYPE_COUNT]; /* math functions: expf vs exp */
     const char *restrict_kw;
+    /* qualifiers in the prelude (templates/common/prelude.h.in): of its
+     * helpers, of smelt's math functions, of their out-of-line slow paths
+     * and of their tables */
+    const char *helper_kw, *math_kw, *math_slow_kw, *table_kw;
     /* Device dialect (CUDA): kernels read one parameter block `a` (see
      * smelt__kparam_bytes), run one element per thread in a grid-stride loop,
      * come in 32- and 64-bit index variants and use vector loads when every

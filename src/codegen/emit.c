@@ -1,4 +1,4 @@
-/* The emitter: a kernel description (src/fusion/partition.c) in, kernel source
+/* The emitter: a kernel description (fusion/partition.c) in, kernel source
  * out, for any dialect.  Templates give the skeleton; this file fills the
  * slots: setup (pointers, constants, strides), per-row offsets, loop body. */
 #include <inttypes.h>
@@ -28,8 +28,9 @@ typedef struct ectx {
 
 /* Operand references: C kernels follow the operand's mode (q0[j], b0,
  * q0[j * s0]); device nd kernels index every operand by its own offset
- * (q0[o0]); device vector bodies read and write lanes of vectors (l0.v[2]). */
-enum { FORM_C, FORM_OFFSET, FORM_VEC };
+ * (q0[o0]); device vector bodies read and write lanes of vectors (l0.v[2]);
+ * block primitives read element i of their compute-type arrays (A0[i]). */
+enum { FORM_C, FORM_OFFSET, FORM_VEC, FORM_BLK };
 
 /* Elements per call of a C loop-form kernel's group function (c_group). */
 #define C_GROUP 128 /* a multiple of 16 (the prelude's f16/bf16 helpers' width) */
@@ -68,6 +69,10 @@ static void operand_ref(smelt__sb *b, const ectx *e, int k)
         smelt__sb_printf(b, "l%d.v[%d]", k, e->lane);
         return;
     }
+    if (e->form == FORM_BLK) {
+        smelt__sb_printf(b, "A%d[i]", k);
+        return;
+    }
     const char *j = "j";
     switch (e->d->mode[k]) {
     case SMELT_MODE_CONTIG: smelt__sb_printf(b, "q%d[%s]", k, j); break;
@@ -93,7 +98,8 @@ static void input_ref(smelt__sb *b, const ectx *e, int k)
         smelt__sb_printf(b, "h%d[j]", k);
         return;
     }
-    bool conv = smelt__is_half(dt) && !(e->form == FORM_C && e->d->mode[k] == SMELT_MODE_BCAST);
+    bool conv = smelt__is_half(dt) && e->form != FORM_BLK &&
+                !(e->form == FORM_C && e->d->mode[k] == SMELT_MODE_BCAST);
     if (conv)
         smelt__sb_printf(b, "smelt_h2f_%s(", smelt__dtypes[dt].name);
     operand_ref(b, e, k);
@@ -579,17 +585,63 @@ static int render(smelt__sb *out, const char *tpl, const char *tname, const char
     return SMELT_OK;
 }
 
-static int load_render(smelt__sb *out, const smelt__dialect *dl, const char *base,
-                       const char *const *keys, const char *const *vals, int n, smelt__sb *err)
+static int render_file(smelt__sb *out, const char *tname, const char *const *keys, const char *const *vals,
+                       int n, smelt__sb *err)
 {
-    char tname[64];
-    snprintf(tname, sizeof tname, "%s/%s.%s.in", dl->dir, base, dl->ext);
     char *tpl = smelt__template_load(tname, err);
     if (!tpl)
         return SMELT_ERR_COMPILE;
     int st = render(out, tpl, tname, keys, vals, n, err);
     free(tpl);
     return st;
+}
+
+/* the dialect's template <dir>/<base>.<ext>.in */
+static int load_render(smelt__sb *out, const smelt__dialect *dl, const char *base,
+                       const char *const *keys, const char *const *vals, int n, smelt__sb *err)
+{
+    char tname[64];
+    snprintf(tname, sizeof tname, "%s/%s.%s.in", dl->dir, base, dl->ext);
+    return render_file(out, tname, keys, vals, n, err);
+}
+
+/* A C or CUDA source's prelude, in the dialect's qualifiers: the libm
+ * functions kernels may call declared (src/mathfns.def; a device compiler
+ * declares its own), MATH_MARK where smelt's math goes (with_math).
+ * *mathlib gets the math library, for the caller to free. */
+static int render_prelude(smelt__sb *out, const smelt__dialect *dl, char **mathlib, smelt__sb *err)
+{
+    smelt__sb decls;
+    smelt__sb_init(&decls);
+#define SMELT_MATHFN(fn, n)                                                                 \
+    smelt__sb_printf(&decls, "double %s(%s);\nfloat %sf(%s);\n", #fn,                      \
+                     n == 1 ? "double" : n == 2 ? "double, double" : "double, double, double", \
+                     #fn, n == 1 ? "float" : n == 2 ? "float, float" : "float, float, float");
+#include "mathfns.def"
+#undef SMELT_MATHFN
+    *mathlib = smelt__template_load("common/math.h.in", err);
+    const char *k[] = {"MATH_DECLS", "MATH", "HELPER_KW", "MATH_KW", "MATH_SLOW_KW", "TABLE_KW"};
+    const char *v[] = {dl->device ? "" : smelt__sb_str(&decls), MATH_MARK, dl->helper_kw, dl->math_kw,
+                       dl->math_slow_kw, dl->table_kw};
+    int st = *mathlib ? render_file(out, "common/prelude.h.in", k, v, 6, err) : SMELT_ERR_COMPILE;
+    smelt__sb_free(&decls);
+    return st;
+}
+
+/* text with MATH_MARK replaced by the items of smelt's math library that
+ * the text after the mark names. */
+static void with_math(smelt__sb *text, const char *mathlib)
+{
+    const char *m = strstr(smelt__sb_str(text), MATH_MARK);
+    if (!m)
+        return;
+    smelt__sb full;
+    smelt__sb_init(&full);
+    smelt__sb_putn(&full, text->s, (size_t)(m - text->s));
+    math_select(&full, mathlib, m + strlen(MATH_MARK), text->s + text->len);
+    smelt__sb_puts(&full, m + strlen(MATH_MARK));
+    smelt__sb_free(text);
+    *text = full;
 }
 
 /* The element offsets of a row's first element (C kernels, both forms):
@@ -610,7 +662,7 @@ static void row_offsets(smelt__sb *row, const smelt__kdesc *d)
 
 /* ---- block form (TinyCC): the kernel walks its elements SMELT_BLOCK at a
  * time and calls, per operator, a vectorised primitive compiled into smelt
- * (smelt_blk_<op>_<dtype>, generated from ops.def by scripts/embed.py).
+ * (smelt_blk_<op>_<dtype>, written at build time: smelt__emit_blk_library).
  * TinyCC's own code is scalar and spills every value; this way it only
  * sequences calls, and the arithmetic runs at the speed of gcc -O3 code. */
 #define SMELT_BLOCK 512
@@ -643,6 +695,15 @@ static void declare_once(smelt__sb *decls, const char *fn, const char *args)
 
 #define BLK_ARGS "int64_t, char *, const char *, const char *, const char *"
 #define MOV_ARGS "int64_t, char *, const char *, int64_t"
+
+/* The data movement primitives: smelt_blk_fill_<size> (one value into a
+ * block), smelt_blk_gather_<size> and smelt_blk_scatter_<size> (a strided
+ * operand into a block and back); size: bytes an element. */
+static const char *move_name(char fn[40], const char *kind, size_t size)
+{
+    snprintf(fn, 40, "smelt_blk_%s_%zu", kind, size);
+    return fn;
+}
 
 static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
                        char *name, smelt__sb *err)
@@ -695,7 +756,7 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
             literal(&setup, dl, op);
         smelt__sb_puts(&setup, ";\n");
         char fn[40];
-        snprintf(fn, sizeof fn, "smelt_blk_fill_%zu", smelt__dtypes[op->dtype].size);
+        move_name(fn, "fill", smelt__dtypes[op->dtype].size);
         declare_once(&decls, fn, "int64_t, char *, const char *");
         if (nconst++ < SMELT_BLOCK_CONSTS) {
             bufof[v] = nbuf++;
@@ -719,11 +780,11 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
         bufof[k] = nbuf++;
         snprintf(l, 64, "(char *)buf[%d]", bufof[k]);
         if (d->mode[k] == SMELT_MODE_BCAST) {
-            snprintf(fn, sizeof fn, "smelt_blk_fill_%zu", sz);
+            move_name(fn, "fill", sz);
             declare_once(&decls, fn, "int64_t, char *, const char *");
             smelt__sb_printf(&body, "            %s(m, %s, q%d);\n", fn, l, k);
         } else {
-            snprintf(fn, sizeof fn, "smelt_blk_gather_%zu", sz);
+            move_name(fn, "gather", sz);
             declare_once(&decls, fn, MOV_ARGS);
             smelt__sb_printf(&body, "            %s(m, %s, q%d + j * s%d * %zu, s%d);\n", fn, l, k, k, sz, k);
         }
@@ -752,8 +813,9 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
                 continue;
             temp[ntemp] = nfree ? freeb[--nfree] : nbuf++;
             snprintf(loc[x], 32, "(char *)buf[%d]", temp[ntemp]);
-            smelt__sb_printf(&body, "            smelt_blk_fill_%zu(m, %s, (const char *)&v%d);\n",
-                             smelt__dtypes[d->ops[x - d->n_in].dtype].size, loc[x], x);
+            char fn[40];
+            move_name(fn, "fill", smelt__dtypes[d->ops[x - d->n_in].dtype].size);
+            smelt__sb_printf(&body, "            %s(m, %s, (const char *)&v%d);\n", fn, loc[x], x);
             ntemp++;
         }
         /* destination: a contiguous output written in place, else a block */
@@ -773,14 +835,10 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
             bufof[v] = nfree ? freeb[--nfree] : nbuf++;
             snprintf(l, 64, "(char *)buf[%d]", bufof[v]);
         }
-        char fn[64];
+        char fn[SMELT_BLK_NAME_MAX];
         smelt_dtype ct;
         op_template(d, k, &ct);
-        if (op->op == SMELT_OP_CAST)
-            snprintf(fn, sizeof fn, "smelt_blk_cast_%s_%s", smelt__dtypes[ct].name,
-                     smelt__dtypes[op->dtype].name);
-        else
-            snprintf(fn, sizeof fn, "smelt_blk_%s_%s", smelt__ops[op->op].name, smelt__dtypes[ct].name);
+        smelt__blk_name(fn, op->op, ct, op->dtype);
         declare_once(&decls, fn, BLK_ARGS);
         smelt__sb_printf(&body, "            %s(m, %s", fn, l);
         for (int j = 0; j < 3; j++)
@@ -808,10 +866,10 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
             continue;
         char fn[40];
         if (d->mode[q] == SMELT_MODE_STRIDED) {
-            snprintf(fn, sizeof fn, "smelt_blk_scatter_%zu", sz);
+            move_name(fn, "scatter", sz);
             smelt__sb_printf(&body, "            %s(m, q%d + j * s%d * %zu, %s, s%d);\n", fn, q, q, sz, loc[v], q);
         } else {
-            snprintf(fn, sizeof fn, "smelt_blk_gather_%zu", sz);
+            move_name(fn, "gather", sz);
             smelt__sb_printf(&body, "            %s(m, %s, %s, 1);\n", fn, want, loc[v]);
         }
         declare_once(&decls, fn, MOV_ARGS);
@@ -844,6 +902,196 @@ done:
     free(loc), free(last), free(bufof), free(freeb);
     smelt__sb_free(&decls), smelt__sb_free(&setup);
     smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
+    return st;
+}
+
+/* ---- the block primitives themselves: C source compiled into smelt
+ * (src/codegen/gen-blocks.c writes it at build time; meson.build compiles
+ * it once for each x86-64 level).  One loop per operator and compute dtype,
+ * its body the operator's expression as the loop form spells it (op_expr);
+ * casts; data movement.  The prelude and math are the loop form's. */
+#define BLK_SIG "(int64_t n, char *restrict o, const char *restrict a, const char *restrict b, const char *restrict c)"
+
+static void blk_unused(smelt__sb *b, int arity)
+{
+    for (int k = arity; k < 3; k++)
+        smelt__sb_printf(b, "    (void)%c;\n", 'a' + k);
+}
+
+/* O[i] = the expression of e's one operator, over n elements.  Every
+ * operator is plain C arithmetic (smelt's own math included), so the
+ * compiler's vector body and scalar epilogue compute the same bits: a result
+ * never depends on an element's position.  f16/bf16 operands are f32 arrays
+ * here (blk_half); a cast to them writes their bits, rounded once. */
+static void blk_loop(smelt__sb *b, const char *fn, const ectx *e)
+{
+    const smelt__kdesc *d = e->d;
+    const smelt__kop *op = d->ops;
+    bool bits = op->op == SMELT_OP_CAST && smelt__is_half(op->dtype);
+    const char *to = bits ? e->dl->stype[op->dtype] : e->dl->type[op->dtype];
+    smelt__sb_printf(b, "static void %s" BLK_SIG "\n{\n    %s *restrict O = (%s *)o;\n", fn, to, to);
+    for (int k = 0; k < d->n_in; k++)
+        smelt__sb_printf(b, "    const %s *restrict A%d = (const %s *)%c;\n", e->dl->type[d->in_dt[k]], k,
+                         e->dl->type[d->in_dt[k]], 'a' + k);
+    blk_unused(b, d->n_in);
+    smelt__sb_puts(b, "    for (int64_t i = 0; i < n; i++)\n        O[i] = ");
+    if (bits)
+        smelt__sb_printf(b, "smelt_d2h_%s((double)A0[i])", smelt__dtypes[op->dtype].name);
+    else
+        op_expr(b, e, 0);
+    smelt__sb_puts(b, ";\n}\n");
+}
+
+/* An f16/bf16 (dt) primitive: a kernel's block (SMELT_BLOCK elements) at a
+ * time, the operands converted to f32 blocks, the f32 primitive inner run
+ * on them, its result rounded and stored (size 0) or written by inner as it
+ * is (comparisons, casts: size bytes an element); where's condition is read
+ * as it is.  Every element goes through the same conversions and the same
+ * f32 primitive, so the f32 primitive's position independence carries
+ * over. */
+static void blk_half(smelt__sb *b, const char *fn, const char *inner, smelt_dtype dt, int arity, bool where,
+                     size_t size)
+{
+    const char *h = smelt__dtypes[dt].name;
+    smelt__sb_printf(b, "static void %s" BLK_SIG "\n{\n    float ", fn);
+    for (int k = where; k < arity; k++)
+        smelt__sb_printf(b, "%sx%d[%d]", k > where ? ", " : "", k, SMELT_BLOCK);
+    smelt__sb_printf(b, size ? ";\n" : ", y[%d];\n", SMELT_BLOCK);
+    blk_unused(b, arity);
+    smelt__sb_printf(b, "    for (int64_t i = 0; i < n; i += %d) {\n        const int64_t m = n - i < %d ? n - i : %d;\n",
+                     SMELT_BLOCK, SMELT_BLOCK, SMELT_BLOCK);
+    for (int k = where; k < arity; k++)
+        smelt__sb_printf(b, "        smelt_load_%s(m, x%d, (const uint16_t *)%c + i);\n", h, k, 'a' + k);
+    if (size)
+        smelt__sb_printf(b, "        %s(m, o + i * %zu", inner, size);
+    else
+        smelt__sb_printf(b, "        %s(m, (char *)y", inner);
+    for (int k = 0; k < 3; k++)
+        smelt__sb_printf(b, k >= arity ? ", 0" : k < where ? ", a + i" : ", (const char *)x%d", k);
+    smelt__sb_puts(b, ");\n");
+    if (!size)
+        smelt__sb_printf(b, "        smelt_store_%s(m, (uint16_t *)o + i, y);\n", h);
+    smelt__sb_puts(b, "    }\n}\n");
+}
+
+/* f16/bf16 blocks to f32 and back, as they are (smelt_load_*, smelt_store_*) */
+static void blk_convert(smelt__sb *b, const char *fn, bool load, smelt_dtype h)
+{
+    smelt__sb_printf(b, "static void %s" BLK_SIG "\n{\n", fn);
+    blk_unused(b, 1);
+    smelt__sb_printf(b, "    smelt_%s_%s(n, %s);\n}\n", load ? "load" : "store", smelt__dtypes[h].name,
+                     load ? "(float *)o, (const uint16_t *)a" : "(uint16_t *)o, (const float *)a");
+}
+
+/* A row of the primitives' table; math: the primitive of a transcendental
+ * operator (its float expression is smelt's math function of its name,
+ * smelt_<op>_%S(...)), for which src/blocks.c may bind another level. */
+static void blk_entry(smelt__sb *table, const char *fn, const smelt__opinfo *oi)
+{
+    size_t n = oi ? strlen(oi->name) : 0;
+    bool math = oi && !strncmp(oi->c_float, "smelt_", 6) && !strncmp(oi->c_float + 6, oi->name, n) &&
+                !strncmp(oi->c_float + 6 + n, "_%S(", 4);
+    smelt__sb_printf(table, "    {\"%s\", (smelt__blk_fn)%s, %d},\n", fn, fn, math);
+}
+
+/* fill, gather and scatter for elements of 1, 2, 4 and 8 bytes */
+static void blk_moves(smelt__sb *b, smelt__sb *table)
+{
+    for (size_t size = 1; size <= 8; size *= 2) {
+        char fn[40];
+        int bits = 8 * (int)size;
+        smelt__sb_printf(b, "static void %s(int64_t n, char *restrict o, const char *restrict v)\n{\n"
+                            "    uint%d_t *restrict O = (uint%d_t *)o, x = *(const uint%d_t *)v;\n"
+                            "    for (int64_t i = 0; i < n; i++)\n        O[i] = x;\n}\n",
+                         move_name(fn, "fill", size), bits, bits, bits);
+        blk_entry(table, fn, NULL);
+        for (int scatter = 0; scatter < 2; scatter++) {
+            smelt__sb_printf(b, "static void %s(int64_t n, char *restrict o, const char *restrict a, int64_t s)\n{\n"
+                                "    uint%d_t *restrict O = (uint%d_t *)o;\n"
+                                "    const uint%d_t *restrict A = (const uint%d_t *)a;\n"
+                                "    for (int64_t i = 0; i < n; i++)\n        %s;\n}\n",
+                             move_name(fn, scatter ? "scatter" : "gather", size), bits, bits, bits, bits,
+                             scatter ? "O[i * s] = A[i]" : "O[i] = A[i * s]");
+            blk_entry(table, fn, NULL);
+        }
+    }
+}
+
+int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
+{
+    const smelt__dialect *dl = &smelt__dialect_c;
+    smelt__sb prims, table, prelude, text;
+    smelt__sb_init(&prims), smelt__sb_init(&table), smelt__sb_init(&prelude), smelt__sb_init(&text);
+    char fn[SMELT_BLK_NAME_MAX], inner[SMELT_BLK_NAME_MAX + 8], *mathlib = NULL;
+    /* one operator on operands A0[i], A1[i], A2[i] of its compute type; its
+     * result not rounded to f16/bf16 (arrays: blk_half's store rounds it) */
+    smelt__kop op;
+    smelt__kdesc d = {.n_out = 1, .n_ops = 1, .ops = &op, .rank = 1};
+    int uses[3] = {0};
+    bool inl[3] = {true, true, true};
+    ectx e = {.dl = dl, .d = &d, .uses = uses, .inl = inl, .lane = -1, .form = FORM_BLK, .arrays = true};
+    for (smelt_op o = 0; o < SMELT_OP_COUNT; o++) {
+        const smelt__opinfo *oi = &smelt__ops[o];
+        bool fp_only = oi->rule == SMELT_RULE_FLOAT || oi->rule == SMELT_RULE_TRUEDIV;
+        for (smelt_dtype dt = 0; dt < SMELT_DTYPE_COUNT; dt++) {
+            smelt_dtype ct;
+            if (oi->cls == SMELT_CLASS_SOURCE || oi->cls == SMELT_CLASS_CAST ||
+                !(oi->dtypes & smelt__dtypes[dt].kind) || (fp_only && !smelt__is_float(dt)))
+                continue;
+            op = (smelt__kop){.op = o, .dtype = oi->rule == SMELT_RULE_CMP ? SMELT_BOOL : dt, .nin = oi->arity,
+                              .in = {0, 1, 2}};
+            d.n_in = oi->arity;
+            for (int k = 0; k < 3; k++)
+                d.in_dt[k] = k == 0 && oi->rule == SMELT_RULE_WHERE ? SMELT_BOOL : dt;
+            const char *t = op_template(&d, 0, &ct);
+            if (!*t)
+                continue;
+            smelt__blk_name(fn, o, dt, dt);
+            if (smelt__is_half(dt)) { /* the f32 primitive, or one of its own for f16's %H */
+                smelt__blk_name(inner, o, SMELT_F32, SMELT_F32);
+                if (dt == SMELT_F16 && strstr(t, "%H")) {
+                    snprintf(inner, sizeof inner, "%s_in_f32", fn);
+                    blk_loop(&prims, inner, &e);
+                }
+                blk_half(&prims, fn, inner, dt, oi->arity, oi->rule == SMELT_RULE_WHERE, oi->rule == SMELT_RULE_CMP);
+            } else {
+                blk_loop(&prims, fn, &e);
+            }
+            blk_entry(&table, fn, oi);
+        }
+    }
+    for (smelt_dtype fr = 0; fr < SMELT_DTYPE_COUNT; fr++)
+        for (smelt_dtype to = 0; to < SMELT_DTYPE_COUNT; to++) {
+            smelt__blk_name(fn, SMELT_OP_CAST, fr, to);
+            if (smelt__is_half(fr) && to == SMELT_F32) {
+                blk_convert(&prims, fn, true, fr);
+            } else if (smelt__is_half(fr)) { /* to f32 blocks, then the f32 cast */
+                smelt__blk_name(inner, SMELT_OP_CAST, SMELT_F32, to);
+                blk_half(&prims, fn, inner, fr, 1, false, smelt__dtypes[to].size);
+            } else if (fr == SMELT_F32 && smelt__is_half(to)) {
+                blk_convert(&prims, fn, false, to);
+            } else {
+                op = (smelt__kop){.op = SMELT_OP_CAST, .dtype = to, .nin = 1};
+                d.n_in = 1;
+                d.in_dt[0] = fr;
+                blk_loop(&prims, fn, &e);
+            }
+            blk_entry(&table, fn, NULL);
+        }
+    blk_moves(&prims, &table);
+    int st = render_prelude(&prelude, dl, &mathlib, err);
+    if (!st) {
+        const char *k[] = {"PRELUDE", "PRIMITIVES", "TABLE"};
+        const char *v[] = {smelt__sb_str(&prelude), smelt__sb_str(&prims), smelt__sb_str(&table)};
+        st = load_render(&text, dl, "blocks", k, v, 3, err);
+    }
+    if (!st) {
+        with_math(&text, mathlib);
+        smelt__sb_puts(out, smelt__sb_str(&text));
+        st = text.oom || out->oom ? SMELT_ERR_NOMEM : SMELT_OK;
+    }
+    free(mathlib);
+    smelt__sb_free(&prims), smelt__sb_free(&table), smelt__sb_free(&prelude), smelt__sb_free(&text);
     return st;
 }
 
@@ -994,9 +1242,9 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
 {
     int nops = d->n_in + d->n_out, R = d->rank, st;
     bool flat = is_flat(d);
-    smelt__sb math, prelude, setup, row, body, text, vbody, valigned, gconst, group, call, tail;
+    smelt__sb prelude, setup, row, body, text, vbody, valigned, gconst, group, call, tail;
     char *mathlib = NULL;
-    smelt__sb_init(&math), smelt__sb_init(&prelude), smelt__sb_init(&setup);
+    smelt__sb_init(&prelude), smelt__sb_init(&setup);
     smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
     smelt__sb_init(&vbody), smelt__sb_init(&valigned), smelt__sb_init(&gconst);
     smelt__sb_init(&group), smelt__sb_init(&call), smelt__sb_init(&tail);
@@ -1009,25 +1257,8 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
         goto done;
     }
     /* prelude (the block form needs none) */
-#define SMELT_MATHFN(fn, n)                                                                 \
-    smelt__sb_printf(&math, "double %s(%s);\nfloat %sf(%s);\n", #fn,                       \
-                     n == 1 ? "double" : n == 2 ? "double, double" : "double, double, double", \
-                     #fn, n == 1 ? "float" : n == 2 ? "float, float" : "float, float, float");
-#include "mathfns.def"
-#undef SMELT_MATHFN
-    {
-        mathlib = smelt__template_load("common/math.h.in", err);
-        if (!mathlib) {
-            st = SMELT_ERR_COMPILE;
-            goto done;
-        }
-        const char *k[] = {"MATH_DECLS", "MATH"}, *v[] = {smelt__sb_str(&math), MATH_MARK};
-        st = load_render(&prelude, dl, "prelude", k, v, 2, err);
-        if (st) {
-            free(mathlib);
-            goto done;
-        }
-    }
+    if ((st = render_prelude(&prelude, dl, &mathlib, err)))
+        goto done;
 
     /* setup: operand pointers, inner strides, constants */
     for (int k = 0; k < nops; k++) {
@@ -1125,18 +1356,7 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
         if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 19, err)))
             goto done;
     }
-    if (mathlib) { /* the math the rest of the kernel names */
-        const char *m = strstr(smelt__sb_str(&text), MATH_MARK);
-        if (m) {
-            smelt__sb full;
-            smelt__sb_init(&full);
-            smelt__sb_putn(&full, text.s, (size_t)(m - text.s));
-            math_select(&full, mathlib, m + strlen(MATH_MARK), text.s + text.len);
-            smelt__sb_puts(&full, m + strlen(MATH_MARK));
-            smelt__sb_free(&text);
-            text = full;
-        }
-    }
+    with_math(&text, mathlib);
     if (text.oom) {
         st = SMELT_ERR_NOMEM;
         goto done;
@@ -1154,7 +1374,7 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     }
     st = src->oom ? SMELT_ERR_NOMEM : SMELT_OK;
 done:
-    smelt__sb_free(&math), smelt__sb_free(&prelude), smelt__sb_free(&setup);
+    smelt__sb_free(&prelude), smelt__sb_free(&setup);
     smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
     smelt__sb_free(&vbody), smelt__sb_free(&valigned), smelt__sb_free(&gconst);
     smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail);

@@ -1,5 +1,6 @@
 /* dtype and operator tables, NumPy type promotion. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ir.h"
@@ -89,6 +90,13 @@ int smelt_op_from_name(const char *name)
 
 int smelt_op_arity(smelt_op op) { return ((int)op >= 0 && op < SMELT_OP_COUNT) ? smelt__ops[op].arity : -1; }
 
+void smelt__blk_name(char *name, smelt_op op, smelt_dtype dt, smelt_dtype to)
+{
+    bool cast = op == SMELT_OP_CAST;
+    snprintf(name, SMELT_BLK_NAME_MAX, "smelt_blk_%s_%s%s%s", smelt__ops[op].name, smelt__dtypes[dt].name,
+             cast ? "_" : "", cast ? smelt__dtypes[to].name : "");
+}
+
 static double wrap_int(double v, int bits, bool is_signed)
 {
     if (!isfinite(v))
@@ -110,7 +118,7 @@ static double wrap_int(double v, int bits, bool is_signed)
 }
 
 /* ---- f16 and bf16 -------------------------------------------------------
- * Rounding from a double as the kernels' helpers (templates/c/prelude.c.in)
+ * Rounding from a double as the kernels' helpers (templates/common/prelude.h.in)
  * round: rebias the exponent and round the dropped bits to nearest even.
  * Subnormal results here come from one addition that rounds at the
  * subnormal spacing (2^-24 for f16, 2^-133 for bf16); the kernels shift

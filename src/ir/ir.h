@@ -245,6 +245,11 @@ static inline int smelt__x86_level(void)
 }
 typedef void (*smelt__blk_prim)(int64_t n, char *o, const char *a, const char *b, const char *c);
 smelt__blk_prim smelt__blk_find(const char *name);
+/* The name of op's block primitive on compute dtype dt: smelt_blk_<op>_<dt>,
+ * a cast's smelt_blk_cast_<dt>_<to> (src/ir/dtype.c; the emitter writes the
+ * primitives: smelt__emit_blk_library). */
+#define SMELT_BLK_NAME_MAX 64
+void smelt__blk_name(char *name, smelt_op op, smelt_dtype dt, smelt_dtype to);
 /* one element of dtype dt as a double, and back (v exact in dt) */
 double smelt__elem_load(smelt_dtype dt, const char *p);
 void smelt__elem_store(smelt_dtype dt, char *p, double v);

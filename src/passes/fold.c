@@ -7,7 +7,6 @@
  * are left to the kernel's exact integer arithmetic.  An output that folds
  * is written by the copy kernel smelt__prog_finalize gives it. */
 #include <math.h>
-#include <stdio.h>
 
 #include "passes.h"
 
@@ -15,11 +14,8 @@
 static bool fold_by_kernel(const smelt__prog *p, const smelt__inst *in, smelt_dtype in_dt, const double *a,
                            double *y)
 {
-    char name[96], arg[3][8] = {{0}}, out[8] = {0};
-    if (in->op == SMELT_OP_CAST)
-        snprintf(name, sizeof name, "smelt_blk_cast_%s_%s", smelt__dtypes[in_dt].name, smelt__dtypes[in->dtype].name);
-    else
-        snprintf(name, sizeof name, "smelt_blk_%s_%s", smelt__ops[in->op].name, smelt__dtypes[in_dt].name);
+    char name[SMELT_BLK_NAME_MAX], arg[3][8] = {{0}}, out[8] = {0};
+    smelt__blk_name(name, in->op, in_dt, in->dtype);
     smelt__blk_prim f = smelt__blk_find(name);
     if (!f)
         return false;
