@@ -165,7 +165,7 @@ static char *emit_compile(const kd *k, const char *arch, char **ptx)
     smelt__sb_init(&src);
     smelt__sb_init(&err);
     char name[40];
-    int st = smelt__emit(&smelt__dialect_cuda, &k->d, &src, name, &err);
+    int st = smelt__emit(&(smelt__target){.dialect = &smelt__dialect_cuda}, &k->d, &src, name, &err);
     cr_assert_eq(st, SMELT_OK, "emit: %s", smelt__sb_str(&err));
     char *img = NULL;
     size_t n = 0;

@@ -27,9 +27,15 @@ typedef void (*smelt__kfn)(int64_t start, int64_t end, char *const *ptrs, const 
 typedef struct smelt__dialect smelt__dialect;
 extern const smelt__dialect smelt__dialect_c;
 extern const smelt__dialect smelt__dialect_cuda;
+/* What a backend asks the emitter for: the language and the kernel's form.
+ * The kernel description says what to compute; the target, how. */
+typedef struct smelt__target {
+    const smelt__dialect *dialect;
+    bool blocks; /* block form: calls to the library's smelt_blk_* primitives */
+} smelt__target;
 /* Emit source for d.  The function is named "smelt_ew_<hash of the source>",
  * written to *name (at least 32 bytes).  Returns 0 or a status with err set. */
-int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src, char *name,
+int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err);
 /* The C source of every block primitive and of their table (smelt_blocks.c,
  * which src/codegen/gen-blocks.c writes at build time). */

@@ -554,9 +554,15 @@ static void math_select(smelt__sb *out, const char *lib, const char *uses, const
             smelt__sb_putn(out, it[i].s, (size_t)(it[i].e - it[i].s));
 }
 
+/* A template's slots: {{KEY}} is replaced by val. */
+typedef struct slot {
+    const char *key, *val;
+} slot;
+#define NSLOTS(s) ((int)(sizeof(s) / sizeof(s)[0]))
+
 /* Replace {{KEY}} slots.  Unknown slots are an error naming the template. */
-static int render(smelt__sb *out, const char *tpl, const char *tname, const char *const *keys,
-                  const char *const *vals, int n, smelt__sb *err)
+static int render(smelt__sb *out, const char *tpl, const char *tname, const slot *slots, int n,
+                  smelt__sb *err)
 {
     const char *p = tpl;
     while (*p) {
@@ -573,36 +579,36 @@ static int render(smelt__sb *out, const char *tpl, const char *tname, const char
         }
         int i;
         for (i = 0; i < n; i++)
-            if (strlen(keys[i]) == (size_t)(e - s - 2) && !strncmp(s + 2, keys[i], (size_t)(e - s - 2)))
+            if (strlen(slots[i].key) == (size_t)(e - s - 2) &&
+                !strncmp(s + 2, slots[i].key, (size_t)(e - s - 2)))
                 break;
         if (i == n) {
             smelt__sb_printf(err, "template %s: unknown slot {{%.*s}}", tname, (int)(e - s - 2), s + 2);
             return SMELT_ERR_COMPILE;
         }
-        smelt__sb_puts(out, vals[i]);
+        smelt__sb_puts(out, slots[i].val);
         p = e + 2;
     }
     return SMELT_OK;
 }
 
-static int render_file(smelt__sb *out, const char *tname, const char *const *keys, const char *const *vals,
-                       int n, smelt__sb *err)
+static int render_file(smelt__sb *out, const char *tname, const slot *slots, int n, smelt__sb *err)
 {
     char *tpl = smelt__template_load(tname, err);
     if (!tpl)
         return SMELT_ERR_COMPILE;
-    int st = render(out, tpl, tname, keys, vals, n, err);
+    int st = render(out, tpl, tname, slots, n, err);
     free(tpl);
     return st;
 }
 
 /* the dialect's template <dir>/<base>.<ext>.in */
-static int load_render(smelt__sb *out, const smelt__dialect *dl, const char *base,
-                       const char *const *keys, const char *const *vals, int n, smelt__sb *err)
+static int load_render(smelt__sb *out, const smelt__dialect *dl, const char *base, const slot *slots,
+                       int n, smelt__sb *err)
 {
     char tname[64];
     snprintf(tname, sizeof tname, "%s/%s.%s.in", dl->dir, base, dl->ext);
-    return render_file(out, tname, keys, vals, n, err);
+    return render_file(out, tname, slots, n, err);
 }
 
 /* A C or CUDA source's prelude, in the dialect's qualifiers: the libm
@@ -620,10 +626,10 @@ static int render_prelude(smelt__sb *out, const smelt__dialect *dl, char **mathl
 #include "mathfns.def"
 #undef SMELT_MATHFN
     *mathlib = smelt__template_load("common/math.h.in", err);
-    const char *k[] = {"MATH_DECLS", "MATH", "HELPER_KW", "MATH_KW", "MATH_SLOW_KW", "TABLE_KW"};
-    const char *v[] = {dl->device ? "" : smelt__sb_str(&decls), MATH_MARK, dl->helper_kw, dl->math_kw,
-                       dl->math_slow_kw, dl->table_kw};
-    int st = *mathlib ? render_file(out, "common/prelude.h.in", k, v, 6, err) : SMELT_ERR_COMPILE;
+    const slot sl[] = {{"MATH_DECLS", dl->device ? "" : smelt__sb_str(&decls)}, {"MATH", MATH_MARK},
+                       {"HELPER_KW", dl->helper_kw}, {"MATH_KW", dl->math_kw},
+                       {"MATH_SLOW_KW", dl->math_slow_kw}, {"TABLE_KW", dl->table_kw}};
+    int st = *mathlib ? render_file(out, "common/prelude.h.in", sl, NSLOTS(sl), err) : SMELT_ERR_COMPILE;
     smelt__sb_free(&decls);
     return st;
 }
@@ -889,10 +895,11 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
         snprintf(rank_s, sizeof rank_s, "%d", R);
         snprintf(nbuf_s, sizeof nbuf_s, "%d", nbuf ? nbuf : 1);
         snprintf(block_s, sizeof block_s, "%d", SMELT_BLOCK);
-        const char *k[] = {"DECLS", "NAME", "NOPS", "RANK", "NBUF", "BLOCK", "SETUP", "ROW", "BODY"};
-        const char *v[] = {smelt__sb_str(&decls), NAME_TOKEN, nops_s, rank_s, nbuf_s,
-                           block_s, smelt__sb_str(&setup), smelt__sb_str(&row), smelt__sb_str(&body)};
-        if ((st = load_render(&text, dl, "kernel_block", k, v, 9, err)))
+        const slot sl[] = {{"DECLS", smelt__sb_str(&decls)}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s},
+                           {"RANK", rank_s}, {"NBUF", nbuf_s}, {"BLOCK", block_s},
+                           {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)},
+                           {"BODY", smelt__sb_str(&body)}};
+        if ((st = load_render(&text, dl, "kernel_block", sl, NSLOTS(sl), err)))
             goto done;
     }
     st = finish_name(&text, src, name);
@@ -1081,9 +1088,9 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
     blk_moves(&prims, &table);
     int st = render_prelude(&prelude, dl, &mathlib, err);
     if (!st) {
-        const char *k[] = {"PRELUDE", "PRIMITIVES", "TABLE"};
-        const char *v[] = {smelt__sb_str(&prelude), smelt__sb_str(&prims), smelt__sb_str(&table)};
-        st = load_render(&text, dl, "blocks", k, v, 3, err);
+        const slot sl[] = {{"PRELUDE", smelt__sb_str(&prelude)}, {"PRIMITIVES", smelt__sb_str(&prims)},
+                           {"TABLE", smelt__sb_str(&table)}};
+        st = load_render(&text, dl, "blocks", sl, NSLOTS(sl), err);
     }
     if (!st) {
         with_math(&text, mathlib);
@@ -1237,9 +1244,10 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
     smelt__sb_puts(tail, "        }\n");
 }
 
-int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src, char *name,
+int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err)
 {
+    const smelt__dialect *dl = t->dialect;
     int nops = d->n_in + d->n_out, R = d->rank, st;
     bool flat = is_flat(d);
     smelt__sb prelude, setup, row, body, text, vbody, valigned, gconst, group, call, tail;
@@ -1252,7 +1260,7 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
     smelt__sb_init(&stream);
     int vec = dl->device && flat ? device_vec_width(d) : 1;
 
-    if (d->blocks) {
+    if (t->blocks) {
         st = emit_blocks(dl, d, src, name, err);
         goto done;
     }
@@ -1343,17 +1351,16 @@ int smelt__emit(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
         snprintf(nstr_s, sizeof nstr_s, "%d", nops * R);
         snprintf(vec_s, sizeof vec_s, "%d", vec);
         bool by_value = smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX;
-        const char *k[] = {"PRELUDE", "NAME", "NOPS", "RANK", "SETUP", "ROW", "BODY", "W",
-                           "GROUP", "CALL", "TAIL", "INDEX", "NOPERANDS", "NSTRIDES", "BY_VALUE",
-                           "VEC", "VEC_ALIGNED", "BODY_VEC", "STREAM"};
-        const char *v[] = {smelt__sb_str(&prelude), NAME_TOKEN,          nops_s,
-                           rank_s,                  smelt__sb_str(&setup), smelt__sb_str(&row),
-                           smelt__sb_str(&body),    w_s,                 smelt__sb_str(&group),
-                           smelt__sb_str(&call),    smelt__sb_str(&tail),
-                           d->idx32 ? "unsigned int" : "long long", noper_s, nstr_s,
-                           by_value ? "1" : "0",    vec_s,               smelt__sb_str(&valigned),
-                           smelt__sb_str(&vbody),   smelt__sb_str(&stream)};
-        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", k, v, 19, err)))
+        const slot sl[] = {
+            {"PRELUDE", smelt__sb_str(&prelude)}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s},
+            {"RANK", rank_s}, {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)},
+            {"BODY", smelt__sb_str(&body)}, {"W", w_s}, {"GROUP", smelt__sb_str(&group)},
+            {"CALL", smelt__sb_str(&call)}, {"TAIL", smelt__sb_str(&tail)},
+            {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", noper_s},
+            {"NSTRIDES", nstr_s}, {"BY_VALUE", by_value ? "1" : "0"}, {"VEC", vec_s},
+            {"VEC_ALIGNED", smelt__sb_str(&valigned)}, {"BODY_VEC", smelt__sb_str(&vbody)},
+            {"STREAM", smelt__sb_str(&stream)}};
+        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err)))
             goto done;
     }
     with_math(&text, mathlib);

@@ -25,7 +25,6 @@ typedef struct smelt__kdesc {
     /* layout variant */
     int rank;                              /* merged rank; 1 and all CONTIG = flat */
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS]; /* inputs then outputs */
-    bool blocks;                           /* block form: calls to smelt_blk_* (backend's) */
     bool idx32; /* iteration space and every operand offset fit in 31 bits: device
                  * dialects index with 32-bit arithmetic (C kernels ignore it) */
 } smelt__kdesc;

@@ -18,8 +18,7 @@ struct smelt__kernel;
 
 typedef struct smelt__backend_i {
     const char *name;
-    const smelt__dialect *dialect;
-    bool blocks;   /* kernels call the library's vectorised block primitives */
+    smelt__target target; /* the dialect and form of its kernels */
     /* 1 if usable here; otherwise 0 with the reason in why. */
     int (*available)(smelt__backend *be, smelt__sb *why);
     /* Compile source; look up fn_name; *fn the entry point, *handle what

@@ -209,7 +209,7 @@ int smelt__kcache_count(smelt_ctx *ctx, size_t *bytes)
  * its source (the template override folder). */
 static void serialise(smelt__sb *b, const smelt__kdesc *d)
 {
-    int head[] = {d->n_in, d->n_out, d->n_ops, d->rank, d->blocks, d->idx32};
+    int head[] = {d->n_in, d->n_out, d->n_ops, d->rank, d->idx32};
     smelt__sb_putn(b, (const char *)head, sizeof head);
     smelt__sb_putn(b, (const char *)d->in_dt, sizeof d->in_dt[0] * (size_t)d->n_in);
     smelt__sb_putn(b, (const char *)d->out_val, sizeof d->out_val[0] * (size_t)d->n_out);
@@ -281,7 +281,7 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     smelt__sb src;
     smelt__sb_init(&src);
     char name[40];
-    int st = smelt__emit(be->iface->dialect, d, &src, name, err);
+    int st = smelt__emit(&be->iface->target, d, &src, name, err);
     if (st) {
         smelt__sb_free(&src);
         smelt__sb_free(&desc);
@@ -299,7 +299,7 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
         *out = k;
         return SMELT_OK;
     }
-    dump_source(name, be->iface->dialect->ext, src.s);
+    dump_source(name, be->iface->target.dialect->ext, src.s);
     double t0 = smelt__now_ms();
     void *fn = NULL, *handle = NULL;
     smelt__sb log;

@@ -190,7 +190,7 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
     }
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     int rank = smelt__merge_layout(r, S, n, st, mode);
-    bool idx32 = p->be->iface->dialect->device && fits_idx32(N, rank, S, n, st);
+    bool idx32 = p->be->iface->target.dialect->device && fits_idx32(N, rank, S, n, st);
     smelt__kernel *kk;
     int stt = smelt__plan_variant(p, ki, rank, mode, idx32, &kk, split);
     if (stt || *split)

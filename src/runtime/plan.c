@@ -129,7 +129,6 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
         }
     k->desc.rank = rank;
     k->desc.idx32 = idx32;
-    k->desc.blocks = p->be->iface->blocks;
     memcpy(k->desc.mode, mode, (size_t)n);
     smelt__sb err;
     smelt__sb_init(&err);
@@ -141,7 +140,6 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
     if (st && p->up_be) { /* AUTO: the other CPU tier compiles it now */
         smelt__sb_printf(&p->log, "warning: %s failed for a kernel of %d operators (%s); compiled by %s\n",
                          p->be->iface->name, k->cl.nmem, smelt_strerror(st), p->up_be->iface->name);
-        k->desc.blocks = p->up_be->iface->blocks;
         smelt__sb_free(&err);
         st = smelt__kcache_get(p->ctx, p->up_be, &k->desc, &kk, &compiled, &ms, &err);
         p->stats.compile_ms += ms;
@@ -422,7 +420,7 @@ int smelt__plan_new_be(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
         smelt__plan_default_layout(p, i, &rank, mode);
         const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
-        bool idx32 = be->iface->dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
+        bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
         smelt__kernel *k;
         bool split;
         if ((st = smelt__plan_variant(p, i, rank, mode, idx32, &k, &split)))

@@ -74,7 +74,6 @@ static void *worker(void *arg)
         smelt__kernel *k = NULL;
         bool compiled;
         double ms;
-        j->desc.blocks = p->up_be->iface->blocks;
         int st = smelt__kcache_get(bg->ctx, p->up_be, &j->desc, &k, &compiled, &ms, &err);
         pthread_mutex_lock(&p->up_mu);
         p->stats.tier_compile_ms += ms;

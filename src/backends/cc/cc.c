@@ -392,7 +392,7 @@ static void cc_destroy(smelt__backend *be)
 
 static const smelt__backend_i cc_iface = {
     .name = "CC",
-    .dialect = &smelt__dialect_c,
+    .target = {.dialect = &smelt__dialect_c},
     .available = cc_available,
     .compile = cc_compile,
     .release = cc_release,

@@ -690,7 +690,7 @@ static int cuda_report(smelt__backend *be, smelt__sb *b, smelt__sb *fail)
 
 static const smelt__backend_i cuda_iface = {
     .name = "NVRTC",
-    .dialect = &smelt__dialect_cuda,
+    .target = {.dialect = &smelt__dialect_cuda},
     .available = cuda_available,
     .compile = cuda_compile,
     .release = cuda_release,

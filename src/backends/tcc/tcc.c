@@ -271,10 +271,9 @@ static void tcc_destroy(smelt__backend *be) { free(be); }
 
 static const smelt__backend_i tcc_iface = {
     .name = "TCC",
-    .dialect = &smelt__dialect_c,
     /* kernels sequence calls to the library's vectorised block primitives:
      * TinyCC's own code is scalar and spills every value */
-    .blocks = true,
+    .target = {.dialect = &smelt__dialect_c, .blocks = true},
     .available = tcc_available,
     .compile = tcc_compile,
     .release = tcc_release,
