@@ -19,6 +19,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <smelt.h>
+#include <smelt_cuda.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

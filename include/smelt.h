@@ -334,44 +334,13 @@ const char *smelt_plan_kernel_source(const smelt_plan *p, int i);
  * (SMELT_CACHE=0) or no folder can be used. */
 int smelt_cache_dir(smelt_ctx *ctx, char *buf, size_t n);
 
-/* ---- CUDA (the NVRTC backend; docs/cuda.md) -----------------------------
- * libcuda.so.1 and libnvrtc are loaded at run time; smelt_backend_check(ctx,
- * "NVRTC") says whether this machine has a usable GPU, or why not.
- *
- * Device tensors live in GPU memory (device 0, the context's stream).  They
- * are created contiguous; transpose / slice / broadcast_to views of them
- * work as for host tensors and are read by kernels in place.  Plans of the
- * NVRTC backend take device tensors, or host tensors that they copy in and
- * out around the run; a NULL output is allocated on the device when an input
- * is a device tensor.  smelt_tensor_data() of a device tensor is a CUDA
- * device pointer; smelt_tensor_get() copies one element back.  Free device
- * tensors before their context.  Plan runs on the device return when the
- * kernels have finished. */
-int smelt_tensor_new_device(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *shape,
-                            smelt_tensor **out);
-int smelt_tensor_is_device(const smelt_tensor *t);
-/* Copy all elements between a contiguous device tensor and a host tensor
- * (any strides) of the same dtype and shape. */
-int smelt_tensor_copy_from_host(smelt_tensor *dst_device, const smelt_tensor *src_host);
-int smelt_tensor_copy_to_host(smelt_tensor *dst_host, const smelt_tensor *src_device);
 /* Copy all elements of src into dst (same dtype and shape; they must not
- * overlap).  Two device tensors: a device-to-device copy on the device (both
- * contiguous, of one context); it returns when the copy is done.  A device
- * and a host tensor: as smelt_tensor_copy_from_host / _to_host.  Two host
- * tensors: any strides. */
+ * overlap).  Two host tensors: any strides.  With device tensors (two of
+ * one context: a device-to-device copy, both contiguous; one device and one
+ * host tensor: as smelt_tensor_copy_from_host / _to_host), see smelt_cuda.h. */
 int smelt_tensor_copy(smelt_tensor *dst, const smelt_tensor *src);
 
-/* Emit the CUDA kernels a plan of g would run and compile each with NVRTC
- * for arch, without running anything: no GPU is needed, only libnvrtc.
- * arch: "sm_XY" (CUBIN) or "compute_XY" (PTX); NULL: this machine's GPU,
- * or sm_80 without one.  opts->backend must be NULL or "NVRTC".  *report
- * (freed with smelt_free; NULL when nothing was compiled) lists, for every
- * kernel compiled, whether NVRTC accepted it (or its log) and the source,
- * then the plan's description.  Returns SMELT_OK when NVRTC accepted every
- * kernel; SMELT_ERR_COMPILE (report set) when it rejected one; and
- * SMELT_ERR_BACKEND when libnvrtc cannot be loaded. */
-int smelt_plan_emit_only(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
-                         const smelt_plan_opts *opts, const char *arch, char **report);
+/* CUDA (device tensors, emitting kernels without a GPU): smelt_cuda.h. */
 
 #ifdef __cplusplus
 }

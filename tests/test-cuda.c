@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "smelt_cuda.h"
 #include "numpy-answers.h"
 #include "backends.h"
 

@@ -119,7 +119,7 @@ for doc in ("README.md", "docs/cli.md"):
 # the staged install
 pcs = glob.glob(os.path.join(STAGE, "**/smelt.pc"), recursive=True)
 check(len(pcs) == 1, "meson install puts smelt.pc in place: %r" % pcs)
-for name in ("include/smelt.h", "include/smelt_ops.h", "bin/smelt"):
+for name in ("include/smelt.h", "include/smelt_cuda.h", "include/smelt_ops.h", "bin/smelt"):
     check(os.path.exists(os.path.join(STAGE, "usr/local", name)), "installed: %s" % name)
 static = glob.glob(os.path.join(STAGE, "**/libsmelt.a"), recursive=True)
 check(len(static) == 1, "installed: libsmelt.a")

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "smelt_cuda.h" /* smelt_tensor_copy_to_host */
 
 #define MAGIC "\x93NUMPY"
 #define MAX_HEADER (1u << 20)

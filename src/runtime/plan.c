@@ -6,6 +6,7 @@
 
 #include "passes.h"
 #include "plan.h"
+#include "smelt_cuda.h" /* smelt_plan_emit_only */
 
 void smelt_plan_opts_init(smelt_plan_opts *opts)
 {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime.h"
+#include "smelt_cuda.h"
 
 /* how the tensor layer frees and reads device memory (ir.h) */
 static void dev_free(smelt__backend *be, void *mem) { smelt__be_free(be, mem); }

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "smelt.h"
+#include "smelt_cuda.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2 };
 #define MAX_BIND 64
