@@ -1364,22 +1364,7 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
             goto done;
     }
     with_math(&text, mathlib);
-    if (text.oom) {
-        st = SMELT_ERR_NOMEM;
-        goto done;
-    }
-    /* name = hash of the source; then substitute it */
-    uint64_t h = smelt__hash(text.s, text.len, 0x5eed);
-    snprintf(name, 32, "smelt_ew_%016" PRIx64, h);
-    {
-        const char *p = text.s;
-        for (const char *s; (s = strstr(p, NAME_TOKEN)); p = s + strlen(NAME_TOKEN)) {
-            smelt__sb_putn(src, p, (size_t)(s - p));
-            smelt__sb_puts(src, name);
-        }
-        smelt__sb_puts(src, p);
-    }
-    st = src->oom ? SMELT_ERR_NOMEM : SMELT_OK;
+    st = finish_name(&text, src, name); /* name = hash of the source */
 done:
     smelt__sb_free(&prelude), smelt__sb_free(&setup);
     smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
