@@ -1244,6 +1244,92 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
     smelt__sb_puts(tail, "        }\n");
 }
 
+/* The loop form's setup: operand pointers (flat and device kernels) or
+ * inner strides (n-d), and the constants (device: in setup; C: in the
+ * group function, gconst).  Returns the number of operators that are not
+ * constants. */
+static int emit_setup(const smelt__dialect *dl, const smelt__kdesc *d, bool flat, smelt__sb *setup,
+                      smelt__sb *gconst)
+{
+    int nops = d->n_in + d->n_out, R = d->rank;
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        const char *cq = k < d->n_in ? "const " : "";
+        if (flat || dl->device)
+            smelt__sb_printf(setup, "    %s%s *%s q%d = (%s%s *)%sptrs[%d];\n", cq, dl->stype[dt],
+                             dl->restrict_kw, k, cq, dl->stype[dt], dl->device ? "a." : "", k);
+        else if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
+    }
+    int n_real = 0;
+    for (int i = 0; i < d->n_ops; i++) {
+        if (d->ops[i].op != SMELT_OP_CONST) {
+            n_real++;
+            continue;
+        }
+        smelt__sb *cb = dl->device ? setup : gconst;
+        smelt__sb_printf(cb, "    const %s v%d = ", dl->type[d->ops[i].dtype], d->n_in + i);
+        literal(cb, dl, &d->ops[i]);
+        smelt__sb_puts(cb, ";\n");
+    }
+    return n_real;
+}
+
+/* Per-row offsets of an n-d kernel (device kernels: per element) and the
+ * row's operand pointers and broadcast values. */
+static void emit_rows(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *row)
+{
+    int nops = d->n_in + d->n_out;
+    if (dl->device) {
+        device_offsets(row, d);
+    } else {
+        row_offsets(row, d);
+        for (int k = 0; k < nops; k++) {
+            smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+            const char *cq = k < d->n_in ? "const " : "";
+            smelt__sb_printf(row, "        %s%s *%s q%d = (%s%s *)ptrs[%d] + o%d;\n", cq,
+                             dl->stype[dt], dl->restrict_kw, k, cq, dl->stype[dt], k, k);
+            if (d->mode[k] == SMELT_MODE_BCAST && smelt__is_half(dt))
+                smelt__sb_printf(row, "        const %s b%d = smelt_h2f_%s(q%d[0]);\n", dl->type[dt], k,
+                                 smelt__dtypes[dt].name, k);
+            else if (d->mode[k] == SMELT_MODE_BCAST)
+                smelt__sb_printf(row, "        const %s b%d = q%d[0];\n", dl->type[dt], k, k);
+        }
+    }
+}
+
+/* The statements for one element (or, arrays, for a group), and the
+ * device's vector body when vec > 1; *arrays: the group computes f16/bf16
+ * results as arrays. */
+static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat, int vec,
+                     smelt__sb *body, smelt__sb *vbody, smelt__sb *valigned, bool *arrays)
+{
+    int nv = d->n_in + d->n_ops;
+    int *uses = malloc(sizeof(int) * (size_t)(3 * nv + 1));
+    bool *inl = malloc(sizeof(bool) * (size_t)(nv + 1));
+    if (!uses || !inl) {
+        free(uses), free(inl);
+        return SMELT_ERR_NOMEM;
+    }
+    plan_inlining(d, uses, inl, uses + nv, uses + 2 * nv);
+    ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C, !dl->device, false};
+    for (int k = 0; k < d->n_ops && !dl->device; k++)
+        e.arrays = e.arrays || (smelt__is_half(d->ops[k].dtype) && d->ops[k].op != SMELT_OP_CONST);
+    for (int v = d->n_in; v < nv && e.arrays; v++) /* each f16/bf16 result its own rounded array */
+        inl[v] = inl[v] && !smelt__is_half(value_dtype(d, v));
+    *arrays = e.arrays;
+    if (e.arrays)
+        emit_arrays(body, &e);
+    else
+        emit_lane(body, &e);
+    if (vec > 1) {
+        e.form = FORM_VEC;
+        device_vec_body(vbody, valigned, &e, vec);
+    }
+    free(uses), free(inl);
+    return SMELT_OK;
+}
+
 int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err)
 {
@@ -1268,74 +1354,14 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
     if ((st = render_prelude(&prelude, dl, &mathlib, err)))
         goto done;
 
-    /* setup: operand pointers, inner strides, constants */
-    for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
-        const char *cq = k < d->n_in ? "const " : "";
-        if (flat || dl->device)
-            smelt__sb_printf(&setup, "    %s%s *%s q%d = (%s%s *)%sptrs[%d];\n", cq, dl->stype[dt],
-                             dl->restrict_kw, k, cq, dl->stype[dt], dl->device ? "a." : "", k);
-        else if (d->mode[k] == SMELT_MODE_STRIDED)
-            smelt__sb_printf(&setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
-    }
-    int n_real = 0;
-    for (int i = 0; i < d->n_ops; i++) {
-        if (d->ops[i].op != SMELT_OP_CONST) {
-            n_real++;
-            continue;
-        }
-        smelt__sb *cb = dl->device ? &setup : &gconst;
-        smelt__sb_printf(cb, "    const %s v%d = ", dl->type[d->ops[i].dtype], d->n_in + i);
-        literal(cb, dl, &d->ops[i]);
-        smelt__sb_puts(cb, ";\n");
-    }
+    int n_real = emit_setup(dl, d, flat, &setup, &gconst);
 
-    /* per-row offsets (nd only; device kernels: per element) */
-    if (!flat && dl->device) {
-        device_offsets(&row, d);
-    } else if (!flat) {
-        row_offsets(&row, d);
-        for (int k = 0; k < nops; k++) {
-            smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
-            const char *cq = k < d->n_in ? "const " : "";
-            smelt__sb_printf(&row, "        %s%s *%s q%d = (%s%s *)ptrs[%d] + o%d;\n", cq,
-                             dl->stype[dt], dl->restrict_kw, k, cq, dl->stype[dt], k, k);
-            if (d->mode[k] == SMELT_MODE_BCAST && smelt__is_half(dt))
-                smelt__sb_printf(&row, "        const %s b%d = smelt_h2f_%s(q%d[0]);\n", dl->type[dt], k,
-                                 smelt__dtypes[dt].name, k);
-            else if (d->mode[k] == SMELT_MODE_BCAST)
-                smelt__sb_printf(&row, "        const %s b%d = q%d[0];\n", dl->type[dt], k, k);
-        }
-    }
+    if (!flat)
+        emit_rows(dl, d, &row);
 
-    /* body: the statements for one element (or, arrays, for a group) */
-    bool arrays = false;
-    {
-        int nv = d->n_in + d->n_ops;
-        int *uses = malloc(sizeof(int) * (size_t)(3 * nv + 1));
-        bool *inl = malloc(sizeof(bool) * (size_t)(nv + 1));
-        if (!uses || !inl) {
-            free(uses), free(inl);
-            st = SMELT_ERR_NOMEM;
-            goto done;
-        }
-        plan_inlining(d, uses, inl, uses + nv, uses + 2 * nv);
-        ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C, !dl->device, false};
-        for (int k = 0; k < d->n_ops && !dl->device; k++)
-            e.arrays = e.arrays || (smelt__is_half(d->ops[k].dtype) && d->ops[k].op != SMELT_OP_CONST);
-        for (int v = d->n_in; v < nv && e.arrays; v++) /* each f16/bf16 result its own rounded array */
-            inl[v] = inl[v] && !smelt__is_half(value_dtype(d, v));
-        arrays = e.arrays;
-        if (e.arrays)
-            emit_arrays(&body, &e);
-        else
-            emit_lane(&body, &e);
-        if (vec > 1) {
-            e.form = FORM_VEC;
-            device_vec_body(&vbody, &valigned, &e, vec);
-        }
-        free(uses), free(inl);
-    }
+    bool arrays;
+    if ((st = emit_body(dl, d, flat, vec, &body, &vbody, &valigned, &arrays)))
+        goto done;
 
     {
         if (!dl->device)
