@@ -711,178 +711,215 @@ static const char *move_name(char fn[40], const char *kind, size_t size)
     return fn;
 }
 
-static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
-                       char *name, smelt__sb *err)
+/* The block form's state while it writes a kernel: where each value's
+ * block lives, which blocks are free, what the kernel declares. */
+typedef struct blk_state {
+    const smelt__dialect *dl;
+    const smelt__kdesc *d;
+    smelt__sb decls, setup, row, body;
+    int *last, *bufof, *freeb; /* per value: last reader, block; free blocks */
+    char **loc;                /* per value: where its elements are */
+    int nbuf, nfree;
+} blk_state;
+
+static int blk_new_block(blk_state *b) { return b->nfree ? b->freeb[--b->nfree] : b->nbuf++; }
+
+/* constants: the first SMELT_BLOCK_CONSTS get a block each, filled once;
+ * the others are filled into a free block just before each use, so the
+ * kernel's stack does not grow with the number of constants */
+static void blk_constants(blk_state *b)
 {
-    int nops = d->n_in + d->n_out, R = d->rank, nv = d->n_in + d->n_ops, st = SMELT_OK;
-    smelt__sb decls, setup, row, body, text;
-    smelt__sb_init(&decls), smelt__sb_init(&setup);
-    smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
-    int *last = malloc(sizeof(int) * (size_t)(nv + 1)), *bufof = malloc(sizeof(int) * (size_t)(nv + 1));
-    char **loc = calloc((size_t)nv + 1, sizeof *loc); /* where each value's block lives */
-    int *freeb = malloc(sizeof(int) * (size_t)(nv + 4)); /* values' blocks and 3 temporaries */
-    int nbuf = 0, nfree = 0;
-    if (!last || !bufof || !loc || !freeb) {
-        st = SMELT_ERR_NOMEM;
-        goto done;
-    }
-    /* last use of every value: operators, then the output copies (at nv) */
-    for (int v = 0; v < nv; v++)
-        last[v] = -1, bufof[v] = -1;
-    for (int k = 0; k < d->n_ops; k++)
-        for (int j = 0; j < d->ops[k].nin; j++)
-            last[d->ops[k].in[j]] = k;
-    for (int o = 0; o < d->n_out; o++)
-        last[d->out_val[o]] = d->n_ops;
-
-    /* per-row pointers and innermost strides */
-    row_offsets(&row, d);
-    for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
-        smelt__sb_printf(&row, "        char *q%d = ptrs[%d] + o%d * %zu;\n", k, k, k, smelt__dtypes[dt].size);
-        if (d->mode[k] == SMELT_MODE_STRIDED)
-            smelt__sb_printf(&setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
-    }
-
-    /* constants: the first SMELT_BLOCK_CONSTS get a block each, filled once;
-     * the others are filled into a free block just before each use, so the
-     * kernel's stack does not grow with the number of constants */
+    const smelt__kdesc *d = b->d;
     int nconst = 0;
     for (int k = 0; k < d->n_ops; k++) {
         const smelt__kop *op = &d->ops[k];
         if (op->op != SMELT_OP_CONST)
             continue;
         int v = d->n_in + k;
-        smelt__sb_printf(&setup, "    const %s v%d = ", dl->stype[op->dtype], v);
+        smelt__sb_printf(&b->setup, "    const %s v%d = ", b->dl->stype[op->dtype], v);
         if (op->dtype == SMELT_F16 || op->dtype == SMELT_BF16) /* the block holds bit patterns */
-            smelt__sb_printf(&setup, "(uint16_t)0x%04xu", (unsigned)(op->dtype == SMELT_F16
-                                                                        ? smelt__f16_from_double(op->fval)
-                                                                        : smelt__bf16_from_double(op->fval)));
+            smelt__sb_printf(&b->setup, "(uint16_t)0x%04xu", (unsigned)(op->dtype == SMELT_F16
+                                                                           ? smelt__f16_from_double(op->fval)
+                                                                           : smelt__bf16_from_double(op->fval)));
         else
-            literal(&setup, dl, op);
-        smelt__sb_puts(&setup, ";\n");
+            literal(&b->setup, b->dl, op);
+        smelt__sb_puts(&b->setup, ";\n");
         char fn[40];
         move_name(fn, "fill", smelt__dtypes[op->dtype].size);
-        declare_once(&decls, fn, "int64_t, char *, const char *");
+        declare_once(&b->decls, fn, "int64_t, char *, const char *");
         if (nconst++ < SMELT_BLOCK_CONSTS) {
-            bufof[v] = nbuf++;
-            smelt__sb_printf(&setup, "    %s(%d, (char *)buf[%d], (const char *)&v%d);\n", fn, SMELT_BLOCK,
-                             bufof[v], v);
+            b->bufof[v] = b->nbuf++;
+            smelt__sb_printf(&b->setup, "    %s(%d, (char *)buf[%d], (const char *)&v%d);\n", fn, SMELT_BLOCK,
+                             b->bufof[v], v);
         }
     }
-    /* inputs: contiguous ones are read in place, the others staged */
+}
+
+/* inputs: contiguous ones are read in place, the others staged */
+static int blk_inputs(blk_state *b)
+{
+    const smelt__kdesc *d = b->d;
     for (int k = 0; k < d->n_in; k++) {
         size_t sz = smelt__dtypes[d->in_dt[k]].size;
         char fn[40], *l = malloc(64);
-        if (!l) {
-            st = SMELT_ERR_NOMEM;
-            goto done;
-        }
-        loc[k] = l;
-        if (d->mode[k] == SMELT_MODE_CONTIG || last[k] < 0) {
+        if (!l)
+            return SMELT_ERR_NOMEM;
+        b->loc[k] = l;
+        if (d->mode[k] == SMELT_MODE_CONTIG || b->last[k] < 0) {
             snprintf(l, 64, "(q%d + j * %zu)", k, sz);
             continue;
         }
-        bufof[k] = nbuf++;
-        snprintf(l, 64, "(char *)buf[%d]", bufof[k]);
+        b->bufof[k] = b->nbuf++;
+        snprintf(l, 64, "(char *)buf[%d]", b->bufof[k]);
         if (d->mode[k] == SMELT_MODE_BCAST) {
             move_name(fn, "fill", sz);
-            declare_once(&decls, fn, "int64_t, char *, const char *");
-            smelt__sb_printf(&body, "            %s(m, %s, q%d);\n", fn, l, k);
+            declare_once(&b->decls, fn, "int64_t, char *, const char *");
+            smelt__sb_printf(&b->body, "            %s(m, %s, q%d);\n", fn, l, k);
         } else {
             move_name(fn, "gather", sz);
-            declare_once(&decls, fn, MOV_ARGS);
-            smelt__sb_printf(&body, "            %s(m, %s, q%d + j * s%d * %zu, s%d);\n", fn, l, k, k, sz, k);
+            declare_once(&b->decls, fn, MOV_ARGS);
+            smelt__sb_printf(&b->body, "            %s(m, %s, q%d + j * s%d * %zu, s%d);\n", fn, l, k, k, sz, k);
         }
     }
-    for (int k = 0; k < d->n_ops; k++) {
-        const smelt__kop *op = &d->ops[k];
-        int v = d->n_in + k;
-        if (op->op == SMELT_OP_CONST) {
-            loc[v] = malloc(32);
-            if (!loc[v]) {
-                st = SMELT_ERR_NOMEM;
-                goto done;
-            }
-            if (bufof[v] >= 0)
-                snprintf(loc[v], 32, "(char *)buf[%d]", bufof[v]);
+    return SMELT_OK;
+}
+
+/* Whether operand j of op repeats an earlier operand. */
+static bool repeated_operand(const smelt__kop *op, int j)
+{
+    bool again = false;
+    for (int jj = 0; jj < j; jj++)
+        again = again || op->in[jj] == op->in[j];
+    return again;
+}
+
+/* Operator k: one call of its primitive. */
+static int blk_operator(blk_state *b, int k)
+{
+    const smelt__kdesc *d = b->d;
+    const smelt__kop *op = &d->ops[k];
+    int v = d->n_in + k;
+    if (op->op == SMELT_OP_CONST) {
+        if (!(b->loc[v] = malloc(32)))
+            return SMELT_ERR_NOMEM;
+        if (b->bufof[v] >= 0)
+            snprintf(b->loc[v], 32, "(char *)buf[%d]", b->bufof[v]);
+        return SMELT_OK;
+    }
+    /* constants without a block of their own: filled for this operator */
+    int temp[3], ntemp = 0;
+    for (int j = 0; j < op->nin; j++) {
+        int x = op->in[j];
+        if (repeated_operand(op, j) || !is_const(d, x) || b->bufof[x] >= 0)
             continue;
-        }
-        /* constants without a block of their own: filled for this operator */
-        int temp[3], ntemp = 0;
-        for (int j = 0; j < op->nin; j++) {
-            int x = op->in[j];
-            bool again = false;
-            for (int jj = 0; jj < j; jj++)
-                again = again || op->in[jj] == x;
-            if (again || !is_const(d, x) || bufof[x] >= 0)
-                continue;
-            temp[ntemp] = nfree ? freeb[--nfree] : nbuf++;
-            snprintf(loc[x], 32, "(char *)buf[%d]", temp[ntemp]);
-            char fn[40];
-            move_name(fn, "fill", smelt__dtypes[d->ops[x - d->n_in].dtype].size);
-            smelt__sb_printf(&body, "            %s(m, %s, (const char *)&v%d);\n", fn, loc[x], x);
-            ntemp++;
-        }
-        /* destination: a contiguous output written in place, else a block */
-        char *l = malloc(64);
-        if (!l) {
-            st = SMELT_ERR_NOMEM;
-            goto done;
-        }
-        loc[v] = l;
-        int out = -1;
-        for (int o = 0; o < d->n_out && out < 0; o++)
-            if (d->out_val[o] == v && d->mode[d->n_in + o] == SMELT_MODE_CONTIG)
-                out = d->n_in + o;
-        if (out >= 0) {
-            snprintf(l, 64, "(q%d + j * %zu)", out, smelt__dtypes[op->dtype].size);
-        } else {
-            bufof[v] = nfree ? freeb[--nfree] : nbuf++;
-            snprintf(l, 64, "(char *)buf[%d]", bufof[v]);
-        }
-        char fn[SMELT_BLK_NAME_MAX];
-        smelt_dtype ct;
-        op_template(d, k, &ct);
-        smelt__blk_name(fn, op->op, ct, op->dtype);
-        declare_once(&decls, fn, BLK_ARGS);
-        smelt__sb_printf(&body, "            %s(m, %s", fn, l);
-        for (int j = 0; j < 3; j++)
-            smelt__sb_printf(&body, ", %s", j < op->nin ? loc[op->in[j]] : "0");
-        smelt__sb_puts(&body, ");\n");
-        for (int t = 0; t < ntemp; t++)
-            freeb[nfree++] = temp[t];
-        /* blocks whose last reader this was are free for later values */
-        for (int j = 0; j < op->nin; j++) {
-            int x = op->in[j];
-            bool again = false;
-            for (int jj = 0; jj < j; jj++)
-                again = again || op->in[jj] == x;
-            if (!again && last[x] == k && bufof[x] >= 0 && !is_const(d, x))
-                freeb[nfree++] = bufof[x];
-        }
+        temp[ntemp] = blk_new_block(b);
+        snprintf(b->loc[x], 32, "(char *)buf[%d]", temp[ntemp]);
+        char fn[40];
+        move_name(fn, "fill", smelt__dtypes[d->ops[x - d->n_in].dtype].size);
+        smelt__sb_printf(&b->body, "            %s(m, %s, (const char *)&v%d);\n", fn, b->loc[x], x);
+        ntemp++;
     }
-    /* outputs not written in place */
+    /* destination: a contiguous output written in place, else a block */
+    char *l = malloc(64);
+    if (!l)
+        return SMELT_ERR_NOMEM;
+    b->loc[v] = l;
+    int out = -1;
+    for (int o = 0; o < d->n_out && out < 0; o++)
+        if (d->out_val[o] == v && d->mode[d->n_in + o] == SMELT_MODE_CONTIG)
+            out = d->n_in + o;
+    if (out >= 0) {
+        snprintf(l, 64, "(q%d + j * %zu)", out, smelt__dtypes[op->dtype].size);
+    } else {
+        b->bufof[v] = blk_new_block(b);
+        snprintf(l, 64, "(char *)buf[%d]", b->bufof[v]);
+    }
+    char fn[SMELT_BLK_NAME_MAX];
+    smelt_dtype ct;
+    op_template(d, k, &ct);
+    smelt__blk_name(fn, op->op, ct, op->dtype);
+    declare_once(&b->decls, fn, BLK_ARGS);
+    smelt__sb_printf(&b->body, "            %s(m, %s", fn, l);
+    for (int j = 0; j < 3; j++)
+        smelt__sb_printf(&b->body, ", %s", j < op->nin ? b->loc[op->in[j]] : "0");
+    smelt__sb_puts(&b->body, ");\n");
+    for (int t = 0; t < ntemp; t++)
+        b->freeb[b->nfree++] = temp[t];
+    /* blocks whose last reader this was are free for later values */
+    for (int j = 0; j < op->nin; j++) {
+        int x = op->in[j];
+        if (!repeated_operand(op, j) && b->last[x] == k && b->bufof[x] >= 0 && !is_const(d, x))
+            b->freeb[b->nfree++] = b->bufof[x];
+    }
+    return SMELT_OK;
+}
+
+/* outputs not written in place */
+static void blk_outputs(blk_state *b)
+{
+    const smelt__kdesc *d = b->d;
     for (int o = 0; o < d->n_out; o++) {
         int v = d->out_val[o], q = d->n_in + o;
         size_t sz = smelt__dtypes[value_dtype(d, v)].size;
         char want[64];
         snprintf(want, sizeof want, "(q%d + j * %zu)", q, sz);
-        if (!strcmp(loc[v], want))
+        if (!strcmp(b->loc[v], want))
             continue;
         char fn[40];
         if (d->mode[q] == SMELT_MODE_STRIDED) {
             move_name(fn, "scatter", sz);
-            smelt__sb_printf(&body, "            %s(m, q%d + j * s%d * %zu, %s, s%d);\n", fn, q, q, sz, loc[v], q);
+            smelt__sb_printf(&b->body, "            %s(m, q%d + j * s%d * %zu, %s, s%d);\n", fn, q, q, sz,
+                             b->loc[v], q);
         } else {
             move_name(fn, "gather", sz);
-            smelt__sb_printf(&body, "            %s(m, %s, %s, 1);\n", fn, want, loc[v]);
+            smelt__sb_printf(&b->body, "            %s(m, %s, %s, 1);\n", fn, want, b->loc[v]);
         }
-        declare_once(&decls, fn, MOV_ARGS);
+        declare_once(&b->decls, fn, MOV_ARGS);
     }
-    if (nbuf > SMELT_BLOCK_MAX_BUFS) {
+}
+
+static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
+                       char *name, smelt__sb *err)
+{
+    int nops = d->n_in + d->n_out, R = d->rank, nv = d->n_in + d->n_ops, st = SMELT_OK;
+    blk_state b = {.dl = dl, .d = d};
+    smelt__sb text;
+    smelt__sb_init(&b.decls), smelt__sb_init(&b.setup);
+    smelt__sb_init(&b.row), smelt__sb_init(&b.body), smelt__sb_init(&text);
+    b.last = malloc(sizeof(int) * (size_t)(nv + 1)), b.bufof = malloc(sizeof(int) * (size_t)(nv + 1));
+    b.loc = calloc((size_t)nv + 1, sizeof *b.loc);
+    b.freeb = malloc(sizeof(int) * (size_t)(nv + 4)); /* values' blocks and 3 temporaries */
+    if (!b.last || !b.bufof || !b.loc || !b.freeb) {
+        st = SMELT_ERR_NOMEM;
+        goto done;
+    }
+    /* last use of every value: operators, then the output copies (at nv) */
+    for (int v = 0; v < nv; v++)
+        b.last[v] = -1, b.bufof[v] = -1;
+    for (int k = 0; k < d->n_ops; k++)
+        for (int j = 0; j < d->ops[k].nin; j++)
+            b.last[d->ops[k].in[j]] = k;
+    for (int o = 0; o < d->n_out; o++)
+        b.last[d->out_val[o]] = d->n_ops;
+
+    /* per-row pointers and innermost strides */
+    row_offsets(&b.row, d);
+    for (int k = 0; k < nops; k++) {
+        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt__sb_printf(&b.row, "        char *q%d = ptrs[%d] + o%d * %zu;\n", k, k, k, smelt__dtypes[dt].size);
+        if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(&b.setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
+    }
+    blk_constants(&b);
+    if ((st = blk_inputs(&b)))
+        goto done;
+    for (int k = 0; k < d->n_ops; k++)
+        if ((st = blk_operator(&b, k)))
+            goto done;
+    blk_outputs(&b);
+    if (b.nbuf > SMELT_BLOCK_MAX_BUFS) {
         smelt__sb_printf(err, "the kernel needs %d block buffers of %d elements on its stack, more than %d",
-                         nbuf, SMELT_BLOCK, SMELT_BLOCK_MAX_BUFS);
+                         b.nbuf, SMELT_BLOCK, SMELT_BLOCK_MAX_BUFS);
         st = SMELT_ERR_COMPILE;
         goto done;
     }
@@ -893,22 +930,22 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
             n_real += d->ops[k].op != SMELT_OP_CONST;
         snprintf(nops_s, sizeof nops_s, "%d", n_real);
         snprintf(rank_s, sizeof rank_s, "%d", R);
-        snprintf(nbuf_s, sizeof nbuf_s, "%d", nbuf ? nbuf : 1);
+        snprintf(nbuf_s, sizeof nbuf_s, "%d", b.nbuf ? b.nbuf : 1);
         snprintf(block_s, sizeof block_s, "%d", SMELT_BLOCK);
-        const slot sl[] = {{"DECLS", smelt__sb_str(&decls)}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s},
+        const slot sl[] = {{"DECLS", smelt__sb_str(&b.decls)}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s},
                            {"RANK", rank_s}, {"NBUF", nbuf_s}, {"BLOCK", block_s},
-                           {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)},
-                           {"BODY", smelt__sb_str(&body)}};
+                           {"SETUP", smelt__sb_str(&b.setup)}, {"ROW", smelt__sb_str(&b.row)},
+                           {"BODY", smelt__sb_str(&b.body)}};
         if ((st = load_render(&text, dl, "kernel_block", sl, NSLOTS(sl), err)))
             goto done;
     }
     st = finish_name(&text, src, name);
 done:
-    for (int v = 0; loc && v < nv; v++)
-        free(loc[v]);
-    free(loc), free(last), free(bufof), free(freeb);
-    smelt__sb_free(&decls), smelt__sb_free(&setup);
-    smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
+    for (int v = 0; b.loc && v < nv; v++)
+        free(b.loc[v]);
+    free(b.loc), free(b.last), free(b.bufof), free(b.freeb);
+    smelt__sb_free(&b.decls), smelt__sb_free(&b.setup);
+    smelt__sb_free(&b.row), smelt__sb_free(&b.body), smelt__sb_free(&text);
     return st;
 }
 
