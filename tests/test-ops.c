@@ -423,13 +423,13 @@ Test(ops, table_has_the_expected_families)
  * with special values sprinkled in (floats), small integers (so that a ** b
  * and a * b stay exact in the double reference). */
 typedef struct backend_case {
-    int backend; /* index into backend_names (parameters are copied: no pointers) */
+    int backend; /* index of a registered backend (smelt_backend_name; parameters
+                  * are copied: no pointers) */
     int dtype;
 } backend_case;
 
-static const char *const backend_names[] = {"TCC", "CC"};
-
-static backend_case backend_cases[2 * SMELT_DTYPE_COUNT];
+#define MAX_BACKENDS 8
+static backend_case backend_cases[MAX_BACKENDS * SMELT_DTYPE_COUNT];
 
 /* A context on backend, or the test skipped where this machine lacks it. */
 static smelt_ctx *backend_ctx(const char *backend)
@@ -447,9 +447,11 @@ static smelt_ctx *backend_ctx(const char *backend)
 
 ParameterizedTestParameters(ops, fused_on_each_backend)
 {
-    /* TCC: every dtype; CC (seconds of gcc -O3 per dtype): f32, i32 and f16 */
+    /* every registered backend (those this machine lacks skip): the first
+     * (TCC) on every dtype; the others (seconds of gcc -O3 or NVRTC per
+     * dtype) on f32, i32 and f16 */
     int n = 0;
-    for (int b = 0; b < 2; b++)
+    for (int b = 0; b < MAX_BACKENDS && smelt_backend_name(b, NULL); b++)
         for (int d = 0; d < SMELT_DTYPE_COUNT; d++)
             if (b == 0 || d == SMELT_F32 || d == SMELT_I32 || d == SMELT_F16)
                 backend_cases[n++] = (backend_case){b, d};
@@ -488,7 +490,7 @@ ParameterizedTest(backend_case *bc, ops, fused_on_each_backend)
     enum { N = 1500 };
     setenv("SMELT_CACHE", "0", 1);
     smelt_dtype dt = (smelt_dtype)bc->dtype;
-    const char *backend = backend_names[bc->backend];
+    const char *backend = smelt_backend_name(bc->backend, NULL);
     smelt_ctx *ctx = backend_ctx(backend);
     trng r;
     trng_init(&r, (uint64_t)bc->dtype);
@@ -648,16 +650,19 @@ Test(ops, float_to_int_rules)
     smelt_ctx_free(ctx);
 }
 
-/* ---- NumPy 2's answers, bit for bit (tests/numpy-answers.h), on TCC and CC ---------- */
+/* ---- NumPy 2's answers, bit for bit (tests/numpy-answers.h), on every backend -------- */
 ParameterizedTestParameters(numpy, answers)
 {
-    static int backends[] = {0, 1};
-    return cr_make_param_array(int, backends, 2);
+    static int backends[MAX_BACKENDS];
+    int n = 0;
+    while (n < MAX_BACKENDS && smelt_backend_name(n, NULL))
+        backends[n] = n, n++;
+    return cr_make_param_array(int, backends, (size_t)n);
 }
 
 ParameterizedTest(int *b, numpy, answers)
 {
-    const char *backend = backend_names[*b];
+    const char *backend = smelt_backend_name(*b, NULL);
     smelt_ctx *ctx = backend_ctx(backend);
     for (int i = 0; i < NELEMS(np_cases); i++)
         t_check_np_case(ctx, backend, &np_cases[i]);
