@@ -1367,73 +1367,93 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
     return SMELT_OK;
 }
 
-int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
-                smelt__sb *err)
+/* ---- the loop form's kernel shapes ------------------------------------
+ * Each writes its template from the shared parts (emit_setup, emit_rows,
+ * emit_body) and fills only its own slots. */
+
+/* C (the CC tier): a flat or n-d loop over groups of C_GROUP elements. */
+static int shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
+                        smelt__sb *text, smelt__sb *err)
 {
-    const smelt__dialect *dl = t->dialect;
-    int nops = d->n_in + d->n_out, R = d->rank, st;
-    bool flat = is_flat(d);
-    smelt__sb prelude, setup, row, body, text, vbody, valigned, gconst, group, call, tail;
-    char *mathlib = NULL;
-    smelt__sb_init(&prelude), smelt__sb_init(&setup);
-    smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&text);
-    smelt__sb_init(&vbody), smelt__sb_init(&valigned), smelt__sb_init(&gconst);
-    smelt__sb_init(&group), smelt__sb_init(&call), smelt__sb_init(&tail);
-    smelt__sb stream;
-    smelt__sb_init(&stream);
-    int vec = dl->device && flat ? device_vec_width(d) : 1;
-
-    if (t->blocks) {
-        st = emit_blocks(dl, d, src, name, err);
-        goto done;
-    }
-    /* prelude (the block form needs none) */
-    if ((st = render_prelude(&prelude, dl, &mathlib, err)))
-        goto done;
-
+    bool flat = is_flat(d), arrays;
+    smelt__sb setup, row, body, gconst, group, call, tail, stream;
+    smelt__sb_init(&setup), smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&gconst);
+    smelt__sb_init(&group), smelt__sb_init(&call), smelt__sb_init(&tail), smelt__sb_init(&stream);
     int n_real = emit_setup(dl, d, flat, &setup, &gconst);
-
     if (!flat)
         emit_rows(dl, d, &row);
+    int st = emit_body(dl, d, flat, 1, &body, NULL, NULL, &arrays);
+    if (!st) {
+        c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &call, &tail);
+        c_stream(d, dl, d->rank, flat ? "end" : "n", &stream);
+        char nops_s[16], rank_s[16], w_s[16];
+        snprintf(nops_s, sizeof nops_s, "%d", n_real);
+        snprintf(rank_s, sizeof rank_s, "%d", d->rank);
+        snprintf(w_s, sizeof w_s, "%d", C_GROUP);
+        const slot sl[] = {
+            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s}, {"RANK", rank_s},
+            {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)}, {"BODY", smelt__sb_str(&body)},
+            {"W", w_s}, {"GROUP", smelt__sb_str(&group)}, {"CALL", smelt__sb_str(&call)},
+            {"TAIL", smelt__sb_str(&tail)}, {"STREAM", smelt__sb_str(&stream)}};
+        st = load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
+    }
+    smelt__sb_free(&setup), smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&gconst);
+    smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail), smelt__sb_free(&stream);
+    return st;
+}
 
-    bool arrays;
-    if ((st = emit_body(dl, d, flat, vec, &body, &vbody, &valigned, &arrays)))
-        goto done;
-
-    {
-        if (!dl->device)
-            c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &call, &tail);
-        if (!dl->device)
-            c_stream(d, dl, R, flat ? "end" : "n", &stream);
-        char nops_s[16], rank_s[16], w_s[16], noper_s[16], nstr_s[16], vec_s[16];
+/* A device (CUDA): one element per thread in a grid-stride loop over a
+ * parameter block, vector loads when every operand is contiguous. */
+static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
+                             smelt__sb *text, smelt__sb *err)
+{
+    bool flat = is_flat(d), arrays;
+    int nops = d->n_in + d->n_out, R = d->rank, vec = flat ? device_vec_width(d) : 1;
+    smelt__sb setup, row, body, vbody, valigned;
+    smelt__sb_init(&setup), smelt__sb_init(&row), smelt__sb_init(&body);
+    smelt__sb_init(&vbody), smelt__sb_init(&valigned);
+    int n_real = emit_setup(dl, d, flat, &setup, NULL);
+    if (!flat)
+        emit_rows(dl, d, &row);
+    int st = emit_body(dl, d, flat, vec, &body, &vbody, &valigned, &arrays);
+    if (!st) {
+        char nops_s[16], rank_s[16], noper_s[16], nstr_s[16], vec_s[16];
         snprintf(nops_s, sizeof nops_s, "%d", n_real);
         snprintf(rank_s, sizeof rank_s, "%d", R);
-        snprintf(w_s, sizeof w_s, "%d", C_GROUP);
-        /* device templates: the parameter block and the index width */
         snprintf(noper_s, sizeof noper_s, "%d", nops);
         snprintf(nstr_s, sizeof nstr_s, "%d", nops * R);
         snprintf(vec_s, sizeof vec_s, "%d", vec);
         bool by_value = smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX;
         const slot sl[] = {
-            {"PRELUDE", smelt__sb_str(&prelude)}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s},
-            {"RANK", rank_s}, {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)},
-            {"BODY", smelt__sb_str(&body)}, {"W", w_s}, {"GROUP", smelt__sb_str(&group)},
-            {"CALL", smelt__sb_str(&call)}, {"TAIL", smelt__sb_str(&tail)},
+            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s}, {"RANK", rank_s},
+            {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)}, {"BODY", smelt__sb_str(&body)},
             {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", noper_s},
             {"NSTRIDES", nstr_s}, {"BY_VALUE", by_value ? "1" : "0"}, {"VEC", vec_s},
-            {"VEC_ALIGNED", smelt__sb_str(&valigned)}, {"BODY_VEC", smelt__sb_str(&vbody)},
-            {"STREAM", smelt__sb_str(&stream)}};
-        if ((st = load_render(&text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err)))
-            goto done;
+            {"VEC_ALIGNED", smelt__sb_str(&valigned)}, {"BODY_VEC", smelt__sb_str(&vbody)}};
+        st = load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
     }
-    with_math(&text, mathlib);
-    st = finish_name(&text, src, name); /* name = hash of the source */
-done:
-    smelt__sb_free(&prelude), smelt__sb_free(&setup);
-    smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&text);
-    smelt__sb_free(&vbody), smelt__sb_free(&valigned), smelt__sb_free(&gconst);
-    smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail);
-    smelt__sb_free(&stream);
+    smelt__sb_free(&setup), smelt__sb_free(&row), smelt__sb_free(&body);
+    smelt__sb_free(&vbody), smelt__sb_free(&valigned);
+    return st;
+}
+
+int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
+                smelt__sb *err)
+{
+    const smelt__dialect *dl = t->dialect;
+    if (t->blocks) /* the block form needs no prelude */
+        return emit_blocks(dl, d, src, name, err);
+    smelt__sb prelude, text;
+    smelt__sb_init(&prelude), smelt__sb_init(&text);
+    char *mathlib = NULL;
+    int st = render_prelude(&prelude, dl, &mathlib, err);
+    if (!st)
+        st = (dl->device ? shape_device_grid : shape_c_loop)(dl, d, smelt__sb_str(&prelude), &text, err);
+    if (!st) {
+        with_math(&text, mathlib);
+        st = finish_name(&text, src, name); /* name = hash of the source */
+    }
+    smelt__sb_free(&prelude), smelt__sb_free(&text);
     free(mathlib);
     return st;
 }
