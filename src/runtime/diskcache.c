@@ -154,7 +154,10 @@ static int dir_path(char *buf, size_t n)
     return w < 0 || (size_t)w >= n ? -1 : 0;
 }
 
-int smelt__dcache_open(char *buf, size_t n, smelt__sb *why)
+/* The cache folder (created 0700) in buf and an open descriptor of it, once
+ * checked: owned by this user, not writable by group or others.  -1 when
+ * the cache is off or unusable (why, if not NULL, says why). */
+static int dcache_open(char *buf, size_t n, smelt__sb *why)
 {
     int r = dir_path(buf, n);
     if (r) {
@@ -280,7 +283,7 @@ static int secret(int dfd, unsigned char key[16])
 static int open_entry(const char *key, char name[128])
 {
     char dir[4096];
-    int dfd = smelt__dcache_open(dir, sizeof dir, NULL);
+    int dfd = dcache_open(dir, sizeof dir, NULL);
     snprintf(name, 128, "%s.ske", key);
     return dfd;
 }
@@ -423,7 +426,7 @@ int smelt__dcache_check(smelt__sb *why)
     int r = dir_path(dir, sizeof dir);
     if (r > 0)
         return 1;
-    int dfd = smelt__dcache_open(dir, sizeof dir, why);
+    int dfd = dcache_open(dir, sizeof dir, why);
     if (dfd < 0)
         return -1;
     close(dfd);
@@ -441,7 +444,7 @@ int smelt_cache_dir(smelt_ctx *ctx, char *buf, size_t n)
     }
     smelt__sb why;
     smelt__sb_init(&why);
-    int dfd = smelt__dcache_open(buf, n, &why);
+    int dfd = dcache_open(buf, n, &why);
     int st = SMELT_OK;
     if (dfd < 0) {
         buf[0] = 0;

@@ -93,7 +93,9 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
     return SMELT_OK;
 }
 
-void smelt__plan_default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode)
+/* The layout a kernel has when every operand is contiguous, given the
+ * example shapes of the graph. */
+static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode)
 {
     const smelt__pkernel *k = &p->kern[ki];
     const smelt__inst *it = &p->prog.v[k->cl.members[0]];
@@ -315,13 +317,9 @@ int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
     return SMELT_OK;
 }
 
-int smelt_plan_new(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
-                   const smelt_plan_opts *opts, smelt_plan **out)
-{
-    return smelt__plan_new_be(ctx, g, n_out, outputs, opts, NULL, out);
-}
-
-int smelt__plan_new_be(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+/* smelt_plan_new on a given backend (NULL: the one opts, the context or the
+ * environment names). */
+static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
                        const smelt_plan_opts *opts, smelt__backend *forced, smelt_plan **out)
 {
     if (!ctx)
@@ -419,7 +417,7 @@ int smelt__plan_new_be(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     for (int i = 0; i < p->nkern; i++) {
         int rank;
         uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
-        smelt__plan_default_layout(p, i, &rank, mode);
+        default_layout(p, i, &rank, mode);
         const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
         bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
         smelt__kernel *k;
@@ -457,6 +455,12 @@ const char *smelt_plan_kernel_source(const smelt_plan *p, int i)
 {
     const smelt__kernel *k = plan_kernel(p, i);
     return k ? k->source : NULL;
+}
+
+int smelt_plan_new(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                   const smelt_plan_opts *opts, smelt_plan **out)
+{
+    return plan_new_on(ctx, g, n_out, outputs, opts, NULL, out);
 }
 
 int smelt_plan_emit_only(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
@@ -508,7 +512,7 @@ int smelt_plan_emit_only(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
     }
     smelt__sb_free(&why);
     smelt_plan *p = NULL;
-    st = smelt__plan_new_be(ctx, g, n_out, outputs, &o, be, &p);
+    st = plan_new_on(ctx, g, n_out, outputs, &o, be, &p);
     smelt__sb b;
     smelt__sb_init(&b);
     int rejected = be->iface->report(be, &b, &fail);

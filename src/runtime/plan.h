@@ -59,9 +59,8 @@ struct smelt_plan {
     size_t *bufsize;
 };
 
-/* Background compiler of a context (src/runtime/tier.c). */
-int smelt__tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base);
-/* Queue variant vi of kernel ki (a warning in the plan's log if that fails). */
+/* Background compiler of a context (src/runtime/tier.c).
+ * Queue variant vi of kernel ki (a warning in the plan's log if that fails). */
 void smelt__tier_submit_variant(smelt_plan *p, int ki, int vi);
 void smelt__tier_cancel(smelt_plan *p); /* drop queued jobs, wait for a running one */
 void smelt__tier_apply(smelt_plan *p);  /* switch in finished upgrades */
@@ -71,11 +70,4 @@ void smelt__tier_start(smelt_plan *p);  /* count a run; queue the kernels on the
  * kernel, replace it by its unfused kernels (logged) and report *split. */
 int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32,
                         smelt__kernel **out, bool *split);
-/* smelt_plan_new on a given backend (NULL: the one opts, the context or the
- * environment name). */
-int smelt__plan_new_be(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
-                       const smelt_plan_opts *opts, smelt__backend *forced, smelt_plan **out);
-/* The layout a kernel has when every operand is contiguous, given the
- * example shapes of the graph. */
-void smelt__plan_default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode);
 #endif

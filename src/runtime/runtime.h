@@ -27,10 +27,6 @@ void smelt__bg_free(struct smelt__bg *bg);
 
 
 /* ---- persistent kernel cache (src/runtime/diskcache.c) ----------------------- */
-/* The cache folder (created 0700) in buf and an open descriptor of it, once
- * checked: owned by this user, not writable by group or others.  -1 when
- * the cache is off or unusable (why, if not NULL, says why). */
-int smelt__dcache_open(char *buf, size_t n, smelt__sb *why);
 /* 0 when the cache is usable, 1 when SMELT_CACHE=0 turns it off, -1 (and
  * the reason in why) when its folder cannot be used. */
 int smelt__dcache_check(smelt__sb *why);
@@ -61,7 +57,6 @@ bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name);
 typedef void (*smelt__task_fn)(void *arg, int64_t chunk);
 smelt__pool *smelt__pool_new(int threads);
 void smelt__pool_free(smelt__pool *p);
-int smelt__pool_size(const smelt__pool *p);
 /* Run fn(arg, 0..nchunks-1) on the pool, the caller helping; returns when all
  * are done. */
 void smelt__pool_run(smelt__pool *p, smelt__task_fn fn, void *arg, int64_t nchunks);

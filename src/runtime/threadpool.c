@@ -98,7 +98,6 @@ void smelt__pool_free(smelt__pool *p)
     free(p);
 }
 
-int smelt__pool_size(const smelt__pool *p) { return p ? p->n + 1 : 1; }
 
 void smelt__pool_run(smelt__pool *p, smelt__task_fn fn, void *arg, int64_t nchunks)
 {

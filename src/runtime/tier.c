@@ -90,7 +90,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-int smelt__tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base)
+static int tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base)
 {
     smelt_ctx *ctx = p->ctx;
     if (!ctx->bg) {
@@ -145,7 +145,7 @@ void smelt__tier_submit_variant(smelt_plan *p, int ki, int vi)
     d.rank = v->rank;
     d.idx32 = v->idx32;
     memcpy(d.mode, v->mode, sizeof d.mode);
-    if (smelt__tier_submit(p, &d, v->base))
+    if (tier_submit(p, &d, v->base))
         smelt__sb_puts(&p->log, "warning: cannot queue a kernel for the optimising tier\n");
 }
 
