@@ -87,6 +87,16 @@ static smelt_node *chain(smelt_graph *g, smelt_node *a, smelt_node *b, smelt_nod
     return smelt_binary(g, SMELT_OP_MAXIMUM, smelt_sub(g, smelt_mul(g, x, b), c), a);
 }
 
+/* This suite is about the CPU tiers: AUTO here means TCC then CC.  On a
+ * machine with a GPU, AUTO would plan for the GPU instead (docs/cuda.md), so
+ * every test hides the GPUs from the CUDA driver before anything loads it
+ * (each test is a process of its own; the driver is probed once in it). */
+static void hide_gpus(void)
+{
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+}
+TestSuite(tier, .init = hide_gpus);
+
 Test(tier, cc_equals_tcc_bitwise_on_arithmetic)
 {
     fresh_cache();
