@@ -595,7 +595,8 @@ static void legend(int gpu)
            gpu ? "copy_GBs = a device-to-device copy (same run)"
                : "copy_GBs = best of memcpy and a streaming-store copy (same run), %copy = fused_GBs / "
                  "copy_GBs",
-           gpu ? "2nd_ctx_ms = the same in a second context (disk cache as configured); cached_ms = "
+           gpu ? "2nd_ctx_ms = the same in a new context after another one filled the persistent cache "
+               "(as configured: SMELT_CACHE=0 makes it a cold compile); cached_ms = "
                  "plan again in the same context; " : "");
 }
 
@@ -617,7 +618,7 @@ typedef struct gpu_row {
     int64_t n;
     double unfused_ms, fused_ms, copy_gbps, max_rel_err;
     double compile_ms;      /* cold: fresh context, SMELT_CACHE=0, median of 3 */
-    double warm_compile_ms; /* a second fresh context of this process, cache as configured */
+    double warm_compile_ms; /* a fresh context after another filled the persistent cache */
     int warm_compiles;      /* NVRTC compiles in it (0: every kernel came from a cache) */
     double cached_plan_ms;  /* smelt_plan_new again in the fused plan's context (memory cache) */
     double first_call_ms;   /* a new process: CUDA start-up, plan, one small run */
@@ -765,8 +766,7 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     o0.opt_level = 0;
     o0.backend = o3.backend = "NVRTC";
 
-    /* cold compile: fresh contexts, persistent cache off (CUBINs are not
-     * kept on disk in any case), median of 3 */
+    /* cold compile: fresh contexts, persistent cache off, median of 3 */
     double cms[3];
     const char *cache_env = getenv("SMELT_CACHE");
     char *saved = cache_env ? strdup(cache_env) : NULL;
@@ -780,7 +780,10 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
         unsetenv("SMELT_CACHE");
     }
     r->compile_ms = median(cms, 3);
-    /* warm: a second context of this process, the cache as configured */
+    /* warm: the persistent cache as configured, filled by one fresh context
+     * (its CUBINs stored), then timed in another that loads them */
+    int filled;
+    gpu_fresh_compile(&s, w, &o3, &filled);
     r->warm_compile_ms = gpu_fresh_compile(&s, w, &o3, &r->warm_compiles);
 
     smelt_plan *pu, *pf, *again;

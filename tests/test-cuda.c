@@ -698,6 +698,8 @@ DEVICE_TEST(same_bits_as_cpu, 300)
                       smelt_tensor_get(cpu[i], at), (long long)at, smelt_tensor_get(in[0], at),
                       smelt_tensor_get(in[1], at), smelt_tensor_get(in[2], at));
         }
+        cr_log_info("%s: %d operators x %lld values: the same bits as TCC", smelt_dtype_name(dts[t]), m,
+                    (long long)n);
         t_free_all(dev, m), t_free_all(cpu, m), t_free_all(in, 3);
         smelt_plan_free(pd), smelt_plan_free(pc);
         smelt_graph_free(g);
