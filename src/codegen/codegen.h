@@ -37,6 +37,10 @@ typedef struct smelt__target {
  * written to *name (at least 32 bytes).  Returns 0 or a status with err set. */
 int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err);
+/* Elements one thread of a device kernel for d takes per step of its
+ * grid-stride loop: the vector width of flat kernels, else 1 (a launch needs
+ * ceil(n / this) threads at most). */
+int smelt__emit_step(const smelt__target *t, const smelt__kdesc *d);
 /* The C source of every block primitive and of their table (smelt_blocks.c,
  * which src/codegen/gen-blocks.c writes at build time). */
 int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err);

@@ -448,6 +448,11 @@ static bool is_flat(const smelt__kdesc *d)
     return true;
 }
 
+int smelt__emit_step(const smelt__target *t, const smelt__kdesc *d)
+{
+    return t->dialect->device && is_flat(d) ? device_vec_width(d) : 1;
+}
+
 /* smelt's math library (templates/common/math.h.in), cut to what a kernel
  * uses: its top-level items (a function, table or macro, with the comment
  * above it), those the kernel names and, transitively, those they name.

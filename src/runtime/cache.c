@@ -333,6 +333,7 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
         k->from_disk = from_disk;
         k->n_operands = d->n_in + d->n_out;
         k->rank = d->rank;
+        k->step = smelt__emit_step(&be->iface->target, d);
         k->refs = 2; /* the cache's and the caller's */
         k->hash[0] = hd;
         k->hash[1] = hs;

@@ -73,6 +73,7 @@ typedef struct smelt__kernel {
     smelt__backend *backend;
     int n_operands;
     int rank;
+    int step;        /* elements per device thread and loop step (smelt__emit_step) */
     char *desc;      /* the description it was emitted from (serialised) ... */
     size_t desc_len; /* ... so that a repeat finds it without emitting again */
     bool from_disk;  /* the backend loaded it from the persistent cache */
