@@ -238,16 +238,22 @@ static int collect(const smelt__prog *p, const int *root, const int *uoff, const
         goto done;
     for (int i = 0; i < n; i++)
         cid[i] = -1;
-    for (int i = 0; i < n; i++) {
-        if (root[i] < 0)
-            continue;
-        if (cid[root[i]] < 0)
-            cid[root[i]] = nc++;
-        smelt__cluster *c = &tmp[cid[root[i]]];
-        if (!c->members && !(c->members = malloc(sizeof(int) * (size_t)n)))
+    for (int i = 0; i < n; i++) /* count each cluster's members, then list them */
+        if (root[i] >= 0) {
+            if (cid[root[i]] < 0)
+                cid[root[i]] = nc++;
+            tmp[cid[root[i]]].nmem++;
+        }
+    for (int k = 0; k < nc; k++) {
+        if (!(tmp[k].members = malloc(sizeof(int) * (size_t)tmp[k].nmem)))
             goto done;
-        c->members[c->nmem++] = i;
+        tmp[k].nmem = 0;
     }
+    for (int i = 0; i < n; i++)
+        if (root[i] >= 0) {
+            smelt__cluster *c = &tmp[cid[root[i]]];
+            c->members[c->nmem++] = i;
+        }
     for (int k = 0; k < nc; k++)
         if (cluster_io(p, uoff, users, why, &tmp[k], mark, k + 1))
             goto done;
@@ -291,16 +297,12 @@ static int collect(const smelt__prog *p, const int *root, const int *uoff, const
     if (st == SMELT_OK)
         nc = 0; /* ownership moved to out */
 done:
-    for (int k = 0; k < nc; k++) {
-        bool moved = false;
-        for (int j = 0; j < out->n && !moved; j++)
-            moved = out->c[j].members == tmp[k].members;
-        if (!moved) {
-            free(tmp[k].members), free(tmp[k].inputs), free(tmp[k].outputs);
-        }
-    }
-    if (st)
+    if (st) { /* out's clusters are copies of tmp's: freed below, once */
+        out->n = 0;
         smelt__partition_free(out);
+    }
+    for (int k = 0; k < nc; k++)
+        free(tmp[k].members), free(tmp[k].inputs), free(tmp[k].outputs);
     free(tmp), free(cid), free(mark), free(indeg), free(queue);
     return st;
 }
