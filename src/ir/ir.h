@@ -159,6 +159,10 @@ void smelt__contig_strides(int ndim, const int64_t *shape, int64_t *strides);
 int smelt__broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
                             int64_t *out);
 void smelt__shape_str(smelt__sb *b, int ndim, const int64_t *shape);
+/* The same into buf (SMELT_SHAPE_STR_MAX bytes, enough for any rank up to
+ * SMELT_MAX_DIMS), for a message; returns buf. */
+#define SMELT_SHAPE_STR_MAX 192
+const char *smelt__shape_fmt(char *buf, int ndim, const int64_t *shape);
 static inline bool smelt__is_device(const smelt_tensor *t) { return t && t->buf && t->buf->dev; }
 
 /* ---- graph ----------------------------------------------------------- */
