@@ -161,22 +161,8 @@ int smelt_graph_save(smelt_graph *g, int n_out, smelt_node *const *outputs, cons
     smelt__sb b;
     smelt__sb_init(&b);
     int st = write_text(g, n_out, outputs, &b);
-    if (!st) {
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            st = smelt__err(g->ctx, SMELT_ERR_IO, "cannot open '%s' for writing: %s", path,
-                            strerror(errno));
-        } else {
-            bool ok = fwrite(b.s, 1, b.len, f) == b.len;
-            int e = errno;
-            ok = fclose(f) == 0 && ok;
-            if (!ok) {
-                st = smelt__err(g->ctx, SMELT_ERR_IO, "cannot write '%s': %s", path,
-                                strerror(e ? e : errno));
-                remove(path);
-            }
-        }
-    }
+    if (!st)
+        st = smelt__write_file(g->ctx, path, 1, (const void *[]){b.s}, &b.len);
     smelt__sb_free(&b);
     return st;
 }

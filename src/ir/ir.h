@@ -55,6 +55,10 @@ static inline bool smelt__skip_char(const char **s, const char *end, char c)
 /* A whole file (NUL-terminated; *len its size), or NULL with errno set
  * (EFBIG when it is larger than max). */
 char *smelt__read_file(const char *path, size_t max, size_t *len);
+/* Write the n pieces data[i], len[i] bytes each, to the file path (made
+ * or truncated); on failure the file is removed and the error recorded on
+ * ctx: "cannot open '<path>' for writing: ..." or "cannot write ...". */
+int smelt__write_file(smelt_ctx *ctx, const char *path, int n, const void *const *data, const size_t *len);
 int smelt__mkdir_p(const char *path, unsigned mode); /* mkdir -p (new folders get mode); 0 or -1 */
 char *smelt__strdup(const char *s);
 /* Room for element n of an array v of *cap elements of elem bytes: v, or
