@@ -63,12 +63,19 @@ static const struct {
     {"bitwise_right_shift", "right_shift"},
 };
 
-/* numexpr's functions that smelt does not have, and why. */
+/* numexpr's and NumPy's functions that smelt does not have (yet), and why
+ * (a group's names end at a NULL). */
 static const struct {
-    const char *name, *why;
+    const char *why, *names[19];
 } unsupported[] = {
-    {"real", "smelt has no complex dtypes"},    {"imag", "smelt has no complex dtypes"},
-    {"complex", "smelt has no complex dtypes"}, {"contains", "smelt has no string dtypes"},
+    {"smelt has no complex dtypes", {"real", "imag", "complex"}},
+    {"smelt has no string dtypes", {"contains"}},
+    {"reductions are not supported yet",
+     {"sum", "mean", "prod", "std", "var", "max", "min", "amax", "amin", "argmax", "argmin", "any", "all",
+      "cumsum", "cumprod", "norm", "softmax", "logsumexp"}},
+    {"matrix products are not supported yet", {"dot", "matmul", "einsum", "inner", "outer", "tensordot"}},
+    {"layout operations are not supported in expressions yet (pass views as inputs)",
+     {"transpose", "reshape", "concatenate", "stack", "squeeze", "expand_dims", "flip", "roll", "take"}},
 };
 
 /* For tests: the alias table, one entry per call (NULL past the end). */
@@ -135,25 +142,17 @@ static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <=
 static bool is_digit(int c) { return c >= '0' && c <= '9'; }
 static bool is_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-/* The current token as text for a message. */
-static void tok_text(P *p, const tok *t, char *buf, size_t n)
-{
-    if (t->kind == T_END) {
-        snprintf(buf, n, "end of expression");
-        return;
-    }
-    unsigned char c = (unsigned char)p->s[t->pos];
-    if (t->len == 1 && (c < 0x20 || c > 0x7e)) {
-        snprintf(buf, n, "byte 0x%02x", c);
-        return;
-    }
-    snprintf(buf, n, "'%.*s'", (int)SMELT_MIN(t->len, 40), p->s + t->pos);
-}
-
+/* "unexpected <the current token> at column N", extra appended. */
 static val unexpected(P *p, const char *extra)
 {
     char b[64];
-    tok_text(p, &p->t, b, sizeof b);
+    unsigned char c = (unsigned char)p->s[p->t.pos]; /* pos <= len: the NUL at worst */
+    if (p->t.kind == T_END)
+        snprintf(b, sizeof b, "end of expression");
+    else if (p->t.len == 1 && (c < 0x20 || c > 0x7e))
+        snprintf(b, sizeof b, "byte 0x%02x", c);
+    else
+        snprintf(b, sizeof b, "'%.*s'", (int)SMELT_MIN(p->t.len, 40), p->s + p->t.pos);
     return fail(p, p->t.pos, SMELT_ERR_PARSE, "unexpected %s at column %zu%s", b, p->t.pos + 1,
                 extra ? extra : "");
 }
@@ -211,13 +210,8 @@ static void lex_number(P *p)
     tok *t = &p->t;
     t->kind = T_INT;
     t->pos = start;
-    int base = 10;
-    if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'x')
-        base = 16;
-    else if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'o')
-        base = 8;
-    else if (s[i] == '0' && i + 1 < p->len && (s[i + 1] | 0x20) == 'b')
-        base = 2;
+    int prefix = s[i] == '0' && i + 1 < p->len ? s[i + 1] | 0x20 : 0;
+    int base = prefix == 'x' ? 16 : prefix == 'o' ? 8 : prefix == 'b' ? 2 : 10;
     if (base != 10) {
         size_t d0 = i + 2;
         i = scan_digits(p, d0, base, true);
@@ -249,7 +243,6 @@ static void lex_number(P *p)
         }
         if (p->status)
             return;
-        t->len = i - start;
         if (is_float) {
             smelt__sb b;
             smelt__sb_init(&b);
@@ -383,40 +376,13 @@ static const char *nearest_function(const char *name)
     return best;
 }
 
-/* NumPy functions smelt does not have yet, and why. */
 static const char *unsupported_function(const char *name)
 {
-    static const char *const reductions[] = {"sum", "mean", "prod", "std", "var", "max", "min",
-                                             "amax", "amin", "argmax", "argmin", "any", "all",
-                                             "cumsum", "cumprod", "norm", "softmax", "logsumexp"};
-    static const char *const products[] = {"dot", "matmul", "einsum", "inner", "outer", "tensordot"};
-    static const char *const layout[] = {"transpose", "reshape", "concatenate", "stack", "squeeze",
-                                         "expand_dims", "flip", "roll", "take"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
-        if (!strcmp(name, unsupported[i].name))
-            return unsupported[i].why;
-    for (size_t i = 0; i < sizeof reductions / sizeof reductions[0]; i++)
-        if (!strcmp(name, reductions[i]))
-            return "reductions are not supported yet";
-    for (size_t i = 0; i < sizeof products / sizeof products[0]; i++)
-        if (!strcmp(name, products[i]))
-            return "matrix products are not supported yet";
-    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++)
-        if (!strcmp(name, layout[i]))
-            return "layout operations are not supported in expressions yet (pass views as inputs)";
+        for (const char *const *n = unsupported[i].names; *n; n++)
+            if (!strcmp(name, *n))
+                return unsupported[i].why;
     return NULL;
-}
-
-static bool is_op(P *p, const char *op)
-{
-    size_t n = strlen(op);
-    return p->t.kind == T_OP && p->t.len == n && !memcmp(p->s + p->t.pos, op, n);
-}
-
-static bool is_kw(P *p, const char *kw)
-{
-    size_t n = strlen(kw);
-    return p->t.kind == T_NAME && p->t.len == n && !memcmp(p->s + p->t.pos, kw, n);
 }
 
 static bool name_is(const char *s, size_t len, const char *name)
@@ -424,16 +390,23 @@ static bool name_is(const char *s, size_t len, const char *name)
     return strlen(name) == len && !memcmp(s, name, len);
 }
 
+static bool is_op(P *p, const char *op) { return p->t.kind == T_OP && name_is(p->s + p->t.pos, p->t.len, op); }
+static bool is_kw(P *p, const char *kw) { return p->t.kind == T_NAME && name_is(p->s + p->t.pos, p->t.len, kw); }
+
 /* A builder error of the graph, located at pos. */
 static val graph_fail(P *p, size_t pos, const char *sym)
 {
-    if (p->status)
-        return NONE;
     int st = p->g->status ? p->g->status : SMELT_ERR_INVALID_ARG;
     const char *m = smelt__sb_str(&p->g->err);
     if (sym)
         return fail(p, pos, st, "%s at column %zu ('%s')", m, pos + 1, sym);
     return fail(p, pos, st, "%s at column %zu", m, pos + 1);
+}
+
+/* A node the builder made (NULL: its error, located at pos). */
+static val made(P *p, smelt_node *n, size_t pos, const char *sym)
+{
+    return n ? (val){n, false} : graph_fail(p, pos, sym);
 }
 
 static val apply(P *p, smelt_op op, int n, const val *a, size_t pos, const char *sym)
@@ -443,10 +416,7 @@ static val apply(P *p, smelt_op op, int n, const val *a, size_t pos, const char 
     smelt_node *args[3] = {NULL, NULL, NULL};
     for (int i = 0; i < n; i++)
         args[i] = a[i].n;
-    smelt_node *r = smelt_op_apply(p->g, op, n, args);
-    if (!r)
-        return graph_fail(p, pos, sym);
-    return (val){r, false};
+    return made(p, smelt_op_apply(p->g, op, n, args), pos, sym);
 }
 
 static val apply2(P *p, smelt_op op, val a, val b, size_t pos, const char *sym)
@@ -489,15 +459,15 @@ static smelt_node *lookup_var(P *p, const char *s, size_t len)
     return NULL;
 }
 
-/* A named constant (after the variables): True, False, inf, nan, pi. */
-static val named_const(P *p, const char *s, size_t len, bool *found)
+/* A named constant (after the variables): True, False, inf, nan, pi; any
+ * other name is unknown. */
+static val named_const(P *p, const char *s, size_t len)
 {
-    *found = true;
+    size_t pos = (size_t)(s - p->s);
     if (name_is(s, len, "True") || name_is(s, len, "False")) {
         if (!p->build)
             return CHECKED;
-        smelt_node *n = smelt_const(p->g, s[0] == 'T' ? 1 : 0, SMELT_BOOL);
-        return n ? (val){n, false} : graph_fail(p, (size_t)(s - p->s), NULL);
+        return made(p, smelt_const(p->g, s[0] == 'T' ? 1 : 0, SMELT_BOOL), pos, NULL);
     }
     double v;
     if (name_is(s, len, "inf"))
@@ -506,11 +476,10 @@ static val named_const(P *p, const char *s, size_t len, bool *found)
         v = NAN;
     else if (name_is(s, len, "pi"))
         v = 3.14159265358979323846;
-    else {
-        *found = false;
-        return NONE;
-    }
-    tok t = {.kind = T_FLOAT, .pos = (size_t)(s - p->s), .len = len, .fval = v};
+    else
+        return fail(p, pos, SMELT_ERR_PARSE, "unknown name '%.*s' at column %zu", (int)SMELT_MIN(len, 40), s,
+                    pos + 1);
+    tok t = {.kind = T_FLOAT, .pos = pos, .len = len, .fval = v};
     return literal(p, &t);
 }
 
@@ -525,11 +494,9 @@ static val call(P *p, size_t npos, size_t nlen)
         if (!strcmp(fname, aliases[i].alias))
             canon = aliases[i].op;
     int op = nlen < 40 ? smelt_op_from_name(canon) : -1;
-    int cast_dt = -1;
     if (!callable_op(op))
         op = -1;
-    if (op < 0 && nlen < 40)
-        cast_dt = smelt_dtype_from_name(fname);
+    int cast_dt = op < 0 && nlen < 40 ? smelt_dtype_from_name(fname) : -1;
     if (op < 0 && cast_dt < 0) {
         const char *why = unsupported_function(fname), *near = why ? NULL : nearest_function(fname);
         if (why)
@@ -572,8 +539,7 @@ static val call(P *p, size_t npos, size_t nlen)
     }
     if (!p->build)
         return CHECKED;
-    smelt_node *r = smelt_cast(p->g, a[0].n, (smelt_dtype)cast_dt);
-    return r ? (val){r, false} : graph_fail(p, npos, NULL);
+    return made(p, smelt_cast(p->g, a[0].n, (smelt_dtype)cast_dt), npos, NULL);
 }
 
 static val primary(P *p)
@@ -598,12 +564,7 @@ static val primary(P *p)
         smelt_node *v = lookup_var(p, s, t.len);
         if (v)
             return p->build ? (val){v, false} : CHECKED;
-        bool found;
-        val c = named_const(p, s, t.len, &found);
-        if (found)
-            return c;
-        return fail(p, t.pos, SMELT_ERR_PARSE, "unknown name '%.*s' at column %zu",
-                    (int)SMELT_MIN(t.len, 40), s, t.pos + 1);
+        return named_const(p, s, t.len);
     }
     if (is_op(p, "(")) {
         next(p);
@@ -631,12 +592,16 @@ static val power(P *p)
     return apply2(p, SMELT_OP_POW, a, b, pos, "**");
 }
 
+static val too_deep(P *p)
+{
+    return fail(p, p->t.pos, SMELT_ERR_PARSE, "expression nested too deeply (more than %d levels) at column %zu",
+                MAX_DEPTH, p->t.pos + 1);
+}
+
 static val factor(P *p)
 {
     if (p->depth >= MAX_DEPTH)
-        return fail(p, p->t.pos, SMELT_ERR_PARSE,
-                    "expression nested too deeply (more than %d levels) at column %zu", MAX_DEPTH,
-                    p->t.pos + 1);
+        return too_deep(p);
     p->depth++;
     val r;
     if (is_op(p, "-") || is_op(p, "+") || is_op(p, "~")) {
@@ -676,9 +641,9 @@ typedef struct binop {
 } binop;
 
 /* The binary operators, a level of precedence a row, lowest first (the
- * grammar above; a row ends at a NULL sym).  not and the chained
- * comparisons have functions of their own.  On bool operands the builder
- * makes & ^ | logical_and, logical_xor, logical_or, as NumPy. */
+ * grammar above; a row ends at a NULL sym).  not has a function of its
+ * own.  On bool operands the builder makes & ^ | logical_and, logical_xor,
+ * logical_or, as NumPy. */
 enum { L_OR, L_AND, L_NOT, L_CMP, L_BOR, L_BXOR, L_BAND, L_SHIFT, L_ARITH, L_TERM, L_FACTOR };
 static const binop levels[L_FACTOR][7] = {
     [L_OR] = {{"or", SMELT_OP_LOGICAL_OR}},
@@ -703,19 +668,17 @@ static const binop *match(P *p, int lv)
 }
 
 static val not_test(P *p);
-static val comparison(P *p);
 
 /* An expression of precedence level lv: the left-associative operators of
- * its row between operands of the level above. */
+ * its row between operands of the level above.  Comparisons chain instead,
+ * as in Python: a < b < c means (a < b) and (b < c) (acc: the and so far). */
 static val level(P *p, int lv)
 {
     if (lv == L_NOT)
         return not_test(p);
-    if (lv == L_CMP)
-        return comparison(p);
     if (lv == L_FACTOR)
         return factor(p);
-    val a = level(p, lv + 1);
+    val a = level(p, lv + 1), acc = NONE;
     const binop *o;
     while (a.n && (o = match(p, lv))) {
         size_t pos = p->t.pos;
@@ -723,43 +686,27 @@ static val level(P *p, int lv)
         val b = level(p, lv + 1);
         if (!b.n)
             return b;
-        a = apply2(p, o->op, a, b, pos, o->sym);
-    }
-    return a;
-}
-
-static val expr(P *p) { return level(p, L_OR); }
-
-static val comparison(P *p)
-{
-    val a = level(p, L_BOR), acc = NONE;
-    const binop *o;
-    while (a.n && (o = match(p, L_CMP))) {
-        size_t pos = p->t.pos;
-        next(p);
-        val b = level(p, L_BOR);
-        if (!b.n)
-            return b;
         val c = apply2(p, o->op, a, b, pos, o->sym);
-        if (!c.n)
-            return c;
-        /* a < b < c means (a < b) and (b < c), as in Python */
+        if (lv != L_CMP || !c.n) {
+            a = c;
+            continue;
+        }
         acc = acc.n ? apply2(p, SMELT_OP_LOGICAL_AND, acc, c, pos, o->sym) : c;
         if (!acc.n)
             return acc;
         a = b;
     }
-    return acc.n ? acc : a;
+    return acc.n && a.n ? acc : a;
 }
+
+static val expr(P *p) { return level(p, L_OR); }
 
 static val not_test(P *p)
 {
     if (!is_kw(p, "not"))
-        return comparison(p);
+        return level(p, L_CMP);
     if (p->depth >= MAX_DEPTH)
-        return fail(p, p->t.pos, SMELT_ERR_PARSE,
-                    "expression nested too deeply (more than %d levels) at column %zu", MAX_DEPTH,
-                    p->t.pos + 1);
+        return too_deep(p);
     size_t pos = p->t.pos;
     next(p);
     p->depth++;
@@ -813,12 +760,17 @@ static void full_message(const P *p, smelt__sb *out)
     smelt__sb_puts(out, "^");
 }
 
-static smelt_node *graph_error(smelt_graph *g, int st, const char *msg)
+/* Make the graph's error (replacing a builder's, which the message quotes). */
+static smelt_node *graph_error(smelt_graph *g, int st, const char *fmt, ...) SMELT_PRINTF(3, 4);
+static smelt_node *graph_error(smelt_graph *g, int st, const char *fmt, ...)
 {
-    g->status = st;
     smelt__sb_free(&g->err);
-    smelt__sb_puts(&g->err, msg);
-    smelt__err(g->ctx, st, "%s", msg);
+    va_list ap;
+    va_start(ap, fmt);
+    smelt__sb_vprintf(&g->err, fmt, ap);
+    va_end(ap);
+    g->status = st;
+    smelt__err(g->ctx, st, "%s", smelt__sb_str(&g->err));
     return NULL;
 }
 
@@ -834,15 +786,9 @@ smelt_node *smelt_expr(smelt_graph *g, const char *expression, const char *const
     for (int i = 0; i < n; i++) {
         if (!names[i])
             return graph_error(g, SMELT_ERR_INVALID_ARG, "smelt_expr: name is NULL");
-        if (!nodes[i] || nodes[i]->g != g) {
-            smelt__sb b;
-            smelt__sb_init(&b);
-            smelt__sb_printf(&b, "smelt_expr: the node for '%s' is %s", names[i],
-                             nodes[i] ? "a node of another graph" : "NULL");
-            graph_error(g, SMELT_ERR_INVALID_ARG, smelt__sb_str(&b));
-            smelt__sb_free(&b);
-            return NULL;
-        }
+        if (!nodes[i] || nodes[i]->g != g)
+            return graph_error(g, SMELT_ERR_INVALID_ARG, "smelt_expr: the node for '%s' is %s", names[i],
+                               nodes[i] ? "a node of another graph" : "NULL");
     }
     P p = {.s = expression, .len = strlen(expression), .g = g, .names = names, .nodes = nodes, .n = n};
     smelt__sb_init(&p.msg);
@@ -855,10 +801,8 @@ smelt_node *smelt_expr(smelt_graph *g, const char *expression, const char *const
         smelt__sb full;
         smelt__sb_init(&full);
         full_message(&p, &full);
-        graph_error(g, p.status, smelt__sb_str(&full));
+        v.n = graph_error(g, p.status, "%s", smelt__sb_str(&full));
         smelt__sb_free(&full);
-        smelt__sb_free(&p.msg);
-        return NULL;
     }
     smelt__sb_free(&p.msg);
     return v.n;

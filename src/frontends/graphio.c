@@ -161,22 +161,8 @@ int smelt_graph_save(smelt_graph *g, int n_out, smelt_node *const *outputs, cons
     smelt__sb b;
     smelt__sb_init(&b);
     int st = write_text(g, n_out, outputs, &b);
-    if (!st) {
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            st = smelt__err(g->ctx, SMELT_ERR_IO, "cannot open '%s' for writing: %s", path,
-                            strerror(errno));
-        } else {
-            bool ok = fwrite(b.s, 1, b.len, f) == b.len;
-            int e = errno;
-            ok = fclose(f) == 0 && ok;
-            if (!ok) {
-                st = smelt__err(g->ctx, SMELT_ERR_IO, "cannot write '%s': %s", path,
-                                strerror(e ? e : errno));
-                remove(path);
-            }
-        }
-    }
+    if (!st)
+        st = smelt__write_file(g->ctx, path, 1, (const void *[]){b.s}, &b.len);
     smelt__sb_free(&b);
     return st;
 }
@@ -434,19 +420,19 @@ static int builder_error(rd *r)
     return rerr(r, r->g->status ? r->g->status : SMELT_ERR_INVALID_ARG, "%s", smelt__sb_str(&r->g->err));
 }
 
-static bool weak_flag(rd *r, int *st)
+/* The end of a node line: nothing, or "weak" (*weak says which). */
+static int weak_flag(rd *r, bool *weak)
 {
     char w[16];
-    *st = SMELT_OK;
-    if (at_end(r))
-        return false;
-    if ((*st = word(r, w, sizeof w)))
-        return false;
+    int st;
+    *weak = !at_end(r);
+    if (!*weak)
+        return SMELT_OK;
+    if ((st = word(r, w, sizeof w)))
+        return st;
     if (strcmp(w, "weak"))
-        *st = rerr(r, SMELT_ERR_PARSE, "unexpected '%s' (only 'weak' may follow)", w);
-    else if (!at_end(r))
-        *st = rerr(r, SMELT_ERR_PARSE, "unexpected '%c' at the end of the line", *r->s);
-    return true;
+        return rerr(r, SMELT_ERR_PARSE, "unexpected '%s' (only 'weak' may follow)", w);
+    return at_end(r) ? SMELT_OK : rerr(r, SMELT_ERR_PARSE, "unexpected '%c' at the end of the line", *r->s);
 }
 
 static int node_line(rd *r)
@@ -543,10 +529,8 @@ static int node_line(rd *r)
             return st;
         }
     }
-    bool weak = weak_flag(r, &st);
-    if (st)
+    if ((st = weak_flag(r, &n->weak)))
         return st;
-    n->weak = weak;
     return define(r, id, n);
 }
 
@@ -566,6 +550,23 @@ static int output_line(rd *r)
     return SMELT_OK;
 }
 
+/* The first line that is not blank: "smelt-graph <version>". */
+static int version_line(rd *r)
+{
+    char w[32];
+    int64_t v;
+    int st;
+    if (word(r, w, sizeof w) || strcmp(w, "smelt-graph"))
+        return rerr(r, SMELT_ERR_PARSE, "not a smelt graph file (the first line must be 'smelt-graph %d')",
+                    FORMAT_VERSION);
+    if ((st = word(r, w, sizeof w)) || (st = parse_int(r, w, 1, INT32_MAX, &v)))
+        return st;
+    if (v > FORMAT_VERSION)
+        return rerr(r, SMELT_ERR_UNSUPPORTED, "graph file version %" PRId64 " is newer than this smelt reads (%d)",
+                    v, FORMAT_VERSION);
+    return at_end(r) ? SMELT_OK : rerr(r, SMELT_ERR_PARSE, "unexpected text after the version");
+}
+
 static int read_text(smelt_ctx *ctx, const char *what, const char *text, size_t len,
                      smelt_graph **gout, int *n_out, smelt_node ***outputs)
 {
@@ -582,47 +583,19 @@ static int read_text(smelt_ctx *ctx, const char *what, const char *text, size_t 
         r.s = p;
         r.end = le > p && le[-1] == '\r' ? le - 1 : le;
         p = nl ? nl + 1 : end;
-        if (memchr(r.s, 0, (size_t)(r.end - r.s))) {
+        char w[32];
+        if (memchr(r.s, 0, (size_t)(r.end - r.s)))
             st = rerr(&r, SMELT_ERR_PARSE, "NUL byte in the file");
-            break;
-        }
-        if (at_end(&r))
+        else if (at_end(&r))
             continue;
-        if (!have_version) {
-            char w[32];
-            int64_t v;
-            if (word(&r, w, sizeof w) || strcmp(w, "smelt-graph")) {
-                st = rerr(&r, SMELT_ERR_PARSE, "not a smelt graph file (the first line must be 'smelt-graph %d')",
-                          FORMAT_VERSION);
-                break;
-            }
-            if ((st = word(&r, w, sizeof w)) || (st = parse_int(&r, w, 1, INT32_MAX, &v)))
-                break;
-            if (v > FORMAT_VERSION) {
-                st = rerr(&r, SMELT_ERR_UNSUPPORTED,
-                          "graph file version %" PRId64 " is newer than this smelt reads (%d)", v,
-                          FORMAT_VERSION);
-                break;
-            }
-            if (!at_end(&r)) {
-                st = rerr(&r, SMELT_ERR_PARSE, "unexpected text after the version");
-                break;
-            }
-            have_version = true;
-            continue;
-        }
-        ws(&r);
-        if (*r.s == '%') {
+        else if (!have_version)
+            have_version = (st = version_line(&r)) == SMELT_OK;
+        else if (*r.s == '%')
             st = node_line(&r);
-        } else {
-            char w[32];
-            if (!(st = word(&r, w, sizeof w))) {
-                if (!strcmp(w, "output"))
-                    st = output_line(&r);
-                else
-                    st = rerr(&r, SMELT_ERR_PARSE, "unexpected '%s' (expected %%N = ... or output %%N)", w);
-            }
-        }
+        else if (!(st = word(&r, w, sizeof w)) && !strcmp(w, "output"))
+            st = output_line(&r);
+        else if (!st)
+            st = rerr(&r, SMELT_ERR_PARSE, "unexpected '%s' (expected %%N = ... or output %%N)", w);
     }
     if (!st && !have_version) {
         r.line = 1;

@@ -34,6 +34,17 @@ static bool host_is_le(void)
     return *(const uint8_t *)&one == 1;
 }
 
+/* Reverse the bytes of each of the n elements of es bytes at d. */
+static void swap_bytes(unsigned char *d, uint64_t n, size_t es)
+{
+    for (uint64_t i = 0; i < n; i++)
+        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
+            unsigned char c = d[i * es + a];
+            d[i * es + a] = d[i * es + b];
+            d[i * es + b] = c;
+        }
+}
+
 /* ---- header dict parser ---------------------------------------------- */
 
 typedef struct hp {
@@ -251,20 +262,13 @@ static int parse_header(smelt_ctx *ctx, const char *what, const unsigned char *b
     return SMELT_OK;
 }
 
-static void shape_text(smelt__sb *b, const npyhdr *hd) { smelt__shape_str(b, hd->ndim, hd->shape); }
-
 static int size_error(smelt_ctx *ctx, const char *what, const npyhdr *hd, uint64_t have)
 {
-    smelt__sb b;
-    smelt__sb_init(&b);
-    shape_text(&b, hd);
-    int st = smelt__err(ctx, SMELT_ERR_IO,
-                        "%s: %s: the header says %s %s (%llu bytes of data), the file has %llu",
-                        what, have < hd->nbytes ? "truncated .npy file" : "extra data after the array",
-                        smelt_dtype_name(hd->dt), smelt__sb_str(&b), (unsigned long long)hd->nbytes,
-                        (unsigned long long)have);
-    smelt__sb_free(&b);
-    return st;
+    char shape[SMELT_SHAPE_STR_MAX];
+    return smelt__err(ctx, SMELT_ERR_IO, "%s: %s: the header says %s %s (%llu bytes of data), the file has %llu",
+                      what, have < hd->nbytes ? "truncated .npy file" : "extra data after the array",
+                      smelt_dtype_name(hd->dt), smelt__shape_fmt(shape, hd->ndim, hd->shape),
+                      (unsigned long long)hd->nbytes, (unsigned long long)have);
 }
 
 /* A tensor for hd (contiguous storage in file order); fill its data. */
@@ -283,12 +287,7 @@ static int finish(const npyhdr *hd, smelt_tensor **t)
     uint64_t n = hd->nbytes / es;
     unsigned char *d = smelt_tensor_data(*t);
     if (hd->swap)
-        for (uint64_t i = 0; i < n; i++)
-            for (size_t a = 0, b = es - 1; a < b; a++, b--) {
-                unsigned char c = d[i * es + a];
-                d[i * es + a] = d[i * es + b];
-                d[i * es + b] = c;
-            }
+        swap_bytes(d, n, es);
     if (hd->dt == SMELT_BOOL)
         for (uint64_t i = 0; i < n; i++)
             d[i] = d[i] != 0;
@@ -360,12 +359,11 @@ static int open_npy(smelt_ctx *ctx, const char *fn, const char *path, FILE **fp,
     uint64_t have = (uint64_t)end < hd->data_off ? 0 : (uint64_t)end - hd->data_off;
     if (!st && have != hd->nbytes)
         st = size_error(ctx, path, hd, have);
-    if (st) {
+    if (st)
         fclose(f);
-        return st;
-    }
-    *fp = f;
-    return SMELT_OK;
+    else
+        *fp = f;
+    return st;
 }
 
 int smelt_npy_info(smelt_ctx *ctx, const char *path, smelt_dtype *dtype, int *ndim, int64_t *shape)
@@ -395,20 +393,13 @@ int smelt_npy_load(smelt_ctx *ctx, const char *path, smelt_tensor **out)
     int st = open_npy(ctx, "smelt_npy_load", path, &f, &hd);
     if (st)
         return st;
-    if ((st = make_tensor(ctx, &hd, out))) {
-        fclose(f);
-        return st;
-    }
-    if (hd.nbytes && fread(smelt_tensor_data(*out), 1, (size_t)hd.nbytes, f) != hd.nbytes) {
+    st = make_tensor(ctx, &hd, out);
+    if (!st && hd.nbytes && fread(smelt_tensor_data(*out), 1, (size_t)hd.nbytes, f) != hd.nbytes)
         st = smelt__err(ctx, SMELT_ERR_IO, "%s: read error: %s", path,
                         ferror(f) ? strerror(errno) : "file shrank while reading");
-        fclose(f);
-        smelt_tensor_free(*out);
-        *out = NULL;
-        return st;
-    }
     fclose(f);
-    st = finish(&hd, out);
+    if (!st)
+        st = finish(&hd, out);
     if (st) {
         smelt_tensor_free(*out);
         *out = NULL;
@@ -440,10 +431,9 @@ int smelt_npy_save(smelt_ctx *ctx, const char *path, const smelt_tensor *t)
                           smelt_dtype_name(t->dtype), smelt_dtype_name(t->dtype));
     smelt__sb h;
     smelt__sb_init(&h);
-    smelt__sb_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr[t->dtype]);
-    for (int i = 0; i < t->ndim; i++)
-        smelt__sb_printf(&h, i ? ", %lld" : "%lld", (long long)t->shape[i]);
-    smelt__sb_puts(&h, t->ndim == 1 ? ",), }" : "), }");
+    smelt__sb_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': ", descr[t->dtype]);
+    smelt__shape_str(&h, t->ndim, t->shape); /* a Python tuple: (), (5,), (3, 4) */
+    smelt__sb_puts(&h, ", }");
     while ((10 + h.len + 1) % 64)
         smelt__sb_puts(&h, " ");
     smelt__sb_puts(&h, "\n");
@@ -451,41 +441,20 @@ int smelt_npy_save(smelt_ctx *ctx, const char *path, const smelt_tensor *t)
         smelt__sb_free(&h);
         return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
     }
-    smelt_tensor *c = NULL;
-    const smelt_tensor *src = t;
     size_t es = smelt_dtype_size(t->dtype);
     bool swap = !host_is_le() && es > 1;
-    int st = SMELT_OK;
-    if (!smelt_tensor_is_contiguous(t) || swap) {
-        if ((st = smelt_tensor_contiguous(t, &c))) {
-            smelt__sb_free(&h);
-            return st;
-        }
-        src = c;
-    }
-    int64_t n = smelt_tensor_numel(src);
-    unsigned char *d = smelt_tensor_data(src);
-    if (swap)
-        for (int64_t i = 0; i < n; i++)
-            for (size_t a = 0, b = es - 1; a < b; a++, b--) {
-                unsigned char x = d[(size_t)i * es + a];
-                d[(size_t)i * es + a] = d[(size_t)i * es + b];
-                d[(size_t)i * es + b] = x;
-            }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        st = smelt__err(ctx, SMELT_ERR_IO, "cannot open '%s' for writing: %s", path, strerror(errno));
-    } else {
+    smelt_tensor *c = NULL; /* a contiguous copy, when t is not or its bytes are swapped */
+    int st = smelt_tensor_is_contiguous(t) && !swap ? SMELT_OK : smelt_tensor_contiguous(t, &c);
+    if (!st) {
+        int64_t n = smelt_tensor_numel(t);
+        unsigned char *d = smelt_tensor_data(c ? c : t);
+        if (swap)
+            swap_bytes(d, (uint64_t)n, es);
         unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
                                  (unsigned char)(h.len & 0xff), (unsigned char)(h.len >> 8)};
-        bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(h.s, 1, h.len, f) == h.len &&
-                  (n == 0 || fwrite(d, es, (size_t)n, f) == (size_t)n);
-        int e = errno;
-        ok = (fclose(f) == 0) && ok;
-        if (!ok) {
-            st = smelt__err(ctx, SMELT_ERR_IO, "cannot write '%s': %s", path, strerror(e ? e : errno));
-            remove(path);
-        }
+        const void *parts[] = {pre, h.s, d};
+        size_t len[] = {sizeof pre, h.len, (size_t)n * es};
+        st = smelt__write_file(ctx, path, 3, parts, len);
     }
     smelt_tensor_free(c);
     smelt__sb_free(&h);

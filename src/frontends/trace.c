@@ -41,24 +41,18 @@ int smelt_trace_new(smelt_ctx *ctx, smelt_trace_fn fn, void *user, int n_in, int
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
                           "smelt_trace_new: need 0..64 inputs and at least one output (got %d, %d)",
                           n_in, n_out);
-    smelt_trace *t = calloc(1, sizeof *t);
-    if (!t)
-        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
-    t->ctx = ctx;
-    t->fn = fn;
-    t->user = user;
-    t->n_in = n_in;
-    t->n_out = n_out;
-    t->opt_level = opts ? opts->opt_level : 3;
-    if (opts && opts->backend && !(t->backend = smelt__strdup(opts->backend))) {
+    int opt_level = opts ? opts->opt_level : 3;
+    if (opt_level < 0 || opt_level > 3)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", opt_level);
+    smelt_trace *t = malloc(sizeof *t);
+    char *backend = opts && opts->backend ? smelt__strdup(opts->backend) : NULL;
+    if (!t || (opts && opts->backend && !backend)) {
         free(t);
+        free(backend);
         return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
     }
-    if (t->opt_level < 0 || t->opt_level > 3) {
-        int lvl = t->opt_level;
-        smelt_trace_free(t);
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", lvl);
-    }
+    *t = (smelt_trace){.ctx = ctx, .fn = fn, .user = user, .n_in = n_in, .n_out = n_out, .opt_level = opt_level,
+                       .backend = backend};
     *out = t;
     return SMELT_OK;
 }
@@ -97,6 +91,8 @@ static bool same_sig(const tentry *a, const tentry *b)
            !memcmp(a->ones, b->ones, (size_t)a->n);
 }
 
+/* Record t's function on graph inputs like inputs and plan the graph, which
+ * is kept with its outputs (smelt_trace_save). */
 static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out,
                   smelt_graph **gout, smelt_node ***outs_out)
 {
@@ -104,22 +100,18 @@ static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out,
     int st = smelt_graph_new(t->ctx, &g);
     if (st)
         return st;
-    smelt_node *in[64], *outs_stack[16];
-    smelt_node **outs = t->n_out <= 16 ? outs_stack : calloc((size_t)t->n_out, sizeof *outs);
+    smelt_node *in[64], **outs = calloc((size_t)t->n_out, sizeof *outs);
     if (!outs) {
         smelt_graph_free(g);
         return smelt__err(t->ctx, SMELT_ERR_NOMEM, "out of memory");
     }
-    memset(outs, 0, sizeof *outs * (size_t)t->n_out);
     for (int i = 0; i < t->n_in; i++)
         in[i] = smelt_input(g, NULL, inputs[i]->dtype, inputs[i]->ndim, inputs[i]->shape);
     st = t->fn(g, t->n_in, in, t->n_out, outs, t->user);
-    if (!st && g->status)
-        st = smelt__err(t->ctx, g->status, "traced function: %s", smelt__sb_str(&g->err));
-    else if (st && !g->status)
-        smelt__err(t->ctx, st, "traced function returned %d (%s)", st, smelt_strerror(st));
+    if (g->status)
+        st = smelt__err(t->ctx, st ? st : g->status, "traced function: %s", smelt__sb_str(&g->err));
     else if (st)
-        smelt__err(t->ctx, st, "traced function: %s", smelt__sb_str(&g->err));
+        smelt__err(t->ctx, st, "traced function returned %d (%s)", st, smelt_strerror(st));
     for (int i = 0; !st && i < t->n_out; i++)
         if (!outs[i])
             st = smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "traced function left output %d unset", i);
@@ -127,18 +119,14 @@ static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out,
         smelt_plan_opts o = {t->opt_level, t->backend};
         st = smelt_plan_new(t->ctx, g, t->n_out, outs, &o, out);
     }
-    /* keep the graph for smelt_trace_save */
-    smelt_node **kept = st ? NULL : malloc(sizeof *kept * (size_t)t->n_out);
-    if (kept) {
-        memcpy(kept, outs, sizeof *kept * (size_t)t->n_out);
-        *gout = g;
-        *outs_out = kept;
-        g = NULL;
-    }
-    if (outs != outs_stack)
+    if (st) {
         free(outs);
-    smelt_graph_free(g);
-    return st;
+        smelt_graph_free(g);
+        return st;
+    }
+    *gout = g;
+    *outs_out = outs;
+    return SMELT_OK;
 }
 
 int smelt_trace_save(smelt_trace *t, const char *path)
@@ -148,10 +136,7 @@ int smelt_trace_save(smelt_trace *t, const char *path)
     if (!t->last)
         return smelt__err(t->ctx, SMELT_ERR_INVALID_ARG,
                           "smelt_trace_save: the trace has not been called yet");
-    tentry *e = &t->e[t->last_entry];
-    if (!e->g)
-        return smelt__err(t->ctx, SMELT_ERR_NOMEM, "smelt_trace_save: the graph was not kept (out of memory)");
-    return smelt_graph_save(e->g, t->n_out, e->outs, path);
+    return smelt_graph_save(t->e[t->last_entry].g, t->n_out, t->e[t->last_entry].outs, path);
 }
 
 int smelt_trace_call(smelt_trace *t, int n_in, smelt_tensor *const *inputs, int n_out,
@@ -168,32 +153,26 @@ int smelt_trace_call(smelt_trace *t, int n_in, smelt_tensor *const *inputs, int 
             return smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "input %d is NULL", i);
     tentry s;
     signature(&s, n_in, inputs);
-    smelt_plan *p = NULL;
-    int at = -1;
-    for (int i = 0; i < t->ne && !p; i++)
-        if (same_sig(&t->e[i], &s)) {
-            p = t->e[i].plan;
-            at = i;
-        }
-    if (!p) {
-        int st = record(t, inputs, &p, &s.g, &s.outs);
+    int at = 0;
+    while (at < t->ne && !same_sig(&t->e[at], &s))
+        at++;
+    if (at == t->ne) {
+        int st = record(t, inputs, &s.plan, &s.g, &s.outs);
         if (st)
             return st;
         tentry *e = realloc(t->e, sizeof *e * (size_t)(t->ne + 1));
         if (!e) {
-            smelt_plan_free(p);
+            smelt_plan_free(s.plan);
             smelt_graph_free(s.g);
             free(s.outs);
             return smelt__err(t->ctx, SMELT_ERR_NOMEM, "out of memory");
         }
         t->e = e;
-        s.plan = p;
-        at = t->ne;
         t->e[t->ne++] = s;
     }
-    t->last = p;
+    t->last = t->e[at].plan;
     t->last_entry = at;
-    return smelt_plan_run(p, n_in, inputs, n_out, outputs);
+    return smelt_plan_run(t->last, n_in, inputs, n_out, outputs);
 }
 
 smelt_plan *smelt_trace_last_plan(smelt_trace *t) { return t ? t->last : NULL; }

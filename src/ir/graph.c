@@ -61,8 +61,8 @@ static smelt_node *fail(smelt_graph *g, int status, const char *fmt, ...)
     return NULL;
 }
 
-static smelt_node *new_node(smelt_graph *g, smelt_op op, smelt_dtype dt, int ndim,
-                            const int64_t *shape)
+static smelt_node *new_node(smelt_graph *g, smelt_op op, smelt_dtype dt, int ndim, const int64_t *shape,
+                            int nin, smelt_node *const *in)
 {
     smelt_node **nn = smelt__grow(g->nodes, g->n, &g->cap, sizeof *nn, 64);
     if (!nn)
@@ -78,6 +78,9 @@ static smelt_node *new_node(smelt_graph *g, smelt_op op, smelt_dtype dt, int ndi
     n->ndim = ndim;
     if (ndim)
         memcpy(n->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    n->nin = nin;
+    for (int i = 0; i < nin; i++)
+        n->in[i] = in[i];
     n->input_index = -1;
     g->nodes[g->n++] = n;
     return n;
@@ -113,7 +116,7 @@ smelt_node *smelt_input(smelt_graph *g, const char *name, smelt_dtype dt, int nd
     if (!ni)
         return fail(g, SMELT_ERR_NOMEM, "out of memory");
     g->inputs = ni;
-    smelt_node *n = new_node(g, SMELT_OP_INPUT, dt, ndim, shape);
+    smelt_node *n = new_node(g, SMELT_OP_INPUT, dt, ndim, shape, 0, NULL);
     if (!n)
         return NULL;
     n->name = smelt__strdup(name);
@@ -126,7 +129,7 @@ smelt_node *smelt_input(smelt_graph *g, const char *name, smelt_dtype dt, int nd
 
 static smelt_node *make_const(smelt_graph *g, double v, smelt_dtype dt, bool weak)
 {
-    smelt_node *n = new_node(g, SMELT_OP_CONST, dt, 0, NULL);
+    smelt_node *n = new_node(g, SMELT_OP_CONST, dt, 0, NULL, 0, NULL);
     if (!n)
         return NULL;
     n->fval = smelt__dtype_round(dt, v);
@@ -162,21 +165,17 @@ static int category(smelt_dtype d)
 static smelt_dtype promote_args(int n, smelt_node *const *a)
 {
     bool any_strong = false;
-    smelt_dtype s = SMELT_BOOL;
+    smelt_dtype s = SMELT_BOOL; /* bool promoted with any dtype gives that dtype */
     for (int i = 0; i < n; i++)
         if (!a[i]->weak) {
-            s = any_strong ? smelt_dtype_promote(s, a[i]->dtype) : a[i]->dtype;
+            s = smelt_dtype_promote(s, a[i]->dtype);
             any_strong = true;
         }
-    if (!any_strong) {
-        s = a[0]->dtype;
-        for (int i = 1; i < n; i++)
-            s = smelt_dtype_promote(s, a[i]->dtype);
-        return s;
-    }
+    /* the weak scalars count only where their kind is higher (a float
+     * scalar with an integer array), or when every operand is one */
     smelt_dtype r = s;
     for (int i = 0; i < n; i++)
-        if (a[i]->weak && category(a[i]->dtype) > category(s))
+        if (!any_strong || (a[i]->weak && category(a[i]->dtype) > category(s)))
             r = smelt_dtype_promote(r, a[i]->dtype);
     return r;
 }
@@ -202,12 +201,7 @@ static smelt_node *convert(smelt_graph *g, smelt_node *a, smelt_dtype dt)
                         smelt__dtypes[dt].name);
         return make_const(g, smelt__is_float(a->dtype) ? a->fval : (double)a->ival, dt, false);
     }
-    smelt_node *n = new_node(g, SMELT_OP_CAST, dt, a->ndim, a->shape);
-    if (!n)
-        return NULL;
-    n->nin = 1;
-    n->in[0] = a;
-    return n;
+    return new_node(g, SMELT_OP_CAST, dt, a->ndim, a->shape, 1, &a);
 }
 
 static smelt_node *check_operands(smelt_graph *g, const char *what, int n, smelt_node *const *args)
@@ -278,37 +272,25 @@ smelt_node *smelt_op_apply(smelt_graph *g, smelt_op op, int n, smelt_node *const
     int64_t shape[SMELT_MAX_DIMS];
     for (int i = 0; i < n; i++) {
         if (smelt__broadcast_shapes(nd, shape, args[i]->ndim, args[i]->shape, &nd, shape)) {
-            smelt__sb b;
-            smelt__sb_init(&b);
-            for (int k = 0; k < n; k++) {
-                if (k)
-                    smelt__sb_puts(&b, " and ");
-                smelt__shape_str(&b, args[k]->ndim, args[k]->shape);
-            }
-            fail(g, SMELT_ERR_SHAPE, "%s: shapes %s are not broadcastable", oi->name,
-                 smelt__sb_str(&b));
-            smelt__sb_free(&b);
-            return NULL;
+            char txt[3][SMELT_SHAPE_STR_MAX]; /* n >= 2: one shape always broadcasts */
+            for (int k = 0; k < n; k++)
+                smelt__shape_fmt(txt[k], args[k]->ndim, args[k]->shape);
+            return fail(g, SMELT_ERR_SHAPE, "%s: shapes %s and %s%s%s are not broadcastable", oi->name, txt[0],
+                        txt[1], n > 2 ? " and " : "", n > 2 ? txt[2] : "");
         }
     }
 
     smelt_node *cv[3];
-    for (int i = 0; i < n; i++) {
-        smelt_dtype want = (oi->rule == SMELT_RULE_WHERE && i == 0) ? SMELT_BOOL : ct;
-        cv[i] = convert(g, args[i], want);
-        if (!cv[i])
-            return NULL;
-    }
-    smelt_node *r = new_node(g, op, rt, nd, shape);
-    if (!r)
-        return NULL;
-    r->nin = n;
     bool all_weak = true;
     for (int i = 0; i < n; i++) {
-        r->in[i] = cv[i];
+        smelt_dtype want = (oi->rule == SMELT_RULE_WHERE && i == 0) ? SMELT_BOOL : ct;
+        if (!(cv[i] = convert(g, args[i], want)))
+            return NULL;
         all_weak = all_weak && args[i]->weak;
     }
-    r->weak = all_weak;
+    smelt_node *r = new_node(g, op, rt, nd, shape, n, cv);
+    if (r)
+        r->weak = all_weak;
     return r;
 }
 
@@ -350,12 +332,7 @@ smelt_node *smelt_cast(smelt_graph *g, smelt_node *a, smelt_dtype dt)
         }
         return c;
     }
-    smelt_node *n = new_node(g, SMELT_OP_CAST, dt, a->ndim, a->shape);
-    if (n) {
-        n->nin = 1;
-        n->in[0] = a;
-    }
-    return n;
+    return new_node(g, SMELT_OP_CAST, dt, a->ndim, a->shape, 1, &a);
 }
 
 smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const int64_t *shape)
@@ -374,22 +351,11 @@ smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const in
     bool ok = !smelt__broadcast_shapes(a->ndim, a->shape, ndim, shape, &nd, out);
     for (int i = 0; ok && i < ndim; i++)
         ok = out[i] == shape[i];
-    if (!ok) {
-        smelt__sb b;
-        smelt__sb_init(&b);
-        smelt__shape_str(&b, a->ndim, a->shape);
-        smelt__sb_puts(&b, " to ");
-        smelt__shape_str(&b, ndim, shape);
-        fail(g, SMELT_ERR_SHAPE, "broadcast_to: cannot broadcast %s", smelt__sb_str(&b));
-        smelt__sb_free(&b);
-        return NULL;
-    }
-    smelt_node *n = new_node(g, SMELT_OP_BROADCAST, a->dtype, ndim, shape);
-    if (n) {
-        n->nin = 1;
-        n->in[0] = a;
-    }
-    return n;
+    char from[SMELT_SHAPE_STR_MAX], to[SMELT_SHAPE_STR_MAX];
+    if (!ok)
+        return fail(g, SMELT_ERR_SHAPE, "broadcast_to: cannot broadcast %s to %s",
+                    smelt__shape_fmt(from, a->ndim, a->shape), smelt__shape_fmt(to, ndim, shape));
+    return new_node(g, SMELT_OP_BROADCAST, a->dtype, ndim, shape, 1, &a);
 }
 
 smelt_dtype smelt_node_dtype(const smelt_node *n) { return n ? n->dtype : SMELT_F32; }

@@ -55,6 +55,10 @@ static inline bool smelt__skip_char(const char **s, const char *end, char c)
 /* A whole file (NUL-terminated; *len its size), or NULL with errno set
  * (EFBIG when it is larger than max). */
 char *smelt__read_file(const char *path, size_t max, size_t *len);
+/* Write the n pieces data[i], len[i] bytes each, to the file path (made
+ * or truncated); on failure the file is removed and the error recorded on
+ * ctx: "cannot open '<path>' for writing: ..." or "cannot write ...". */
+int smelt__write_file(smelt_ctx *ctx, const char *path, int n, const void *const *data, const size_t *len);
 int smelt__mkdir_p(const char *path, unsigned mode); /* mkdir -p (new folders get mode); 0 or -1 */
 char *smelt__strdup(const char *s);
 /* Room for element n of an array v of *cap elements of elem bytes: v, or
@@ -159,6 +163,10 @@ void smelt__contig_strides(int ndim, const int64_t *shape, int64_t *strides);
 int smelt__broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
                             int64_t *out);
 void smelt__shape_str(smelt__sb *b, int ndim, const int64_t *shape);
+/* The same into buf (SMELT_SHAPE_STR_MAX bytes, enough for any rank up to
+ * SMELT_MAX_DIMS), for a message; returns buf. */
+#define SMELT_SHAPE_STR_MAX 192
+const char *smelt__shape_fmt(char *buf, int ndim, const int64_t *shape);
 static inline bool smelt__is_device(const smelt_tensor *t) { return t && t->buf && t->buf->dev; }
 
 /* ---- graph ----------------------------------------------------------- */

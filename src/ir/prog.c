@@ -44,17 +44,11 @@ int smelt__prog_from_graph(smelt_graph *g, int n_out, smelt_node *const *outs, s
     }
     for (int k = 0; k < g->n; k++) {
         smelt_node *n = g->nodes[k];
-        smelt__inst in = {0};
-        in.op = n->op;
-        in.dtype = n->dtype;
-        in.ndim = n->ndim;
+        smelt__inst in = {.op = n->op, .dtype = n->dtype, .ndim = n->ndim, .nin = n->nin, .fval = n->fval,
+                          .ival = n->ival, .input_index = n->input_index};
         memcpy(in.shape, n->shape, sizeof in.shape);
-        in.nin = n->nin;
         for (int j = 0; j < n->nin; j++)
             in.in[j] = n->in[j]->id; /* node ids equal instruction indices */
-        in.fval = n->fval;
-        in.ival = n->ival;
-        in.input_index = n->input_index;
         if (prog_push(p, &in) < 0)
             goto oom;
     }
@@ -93,15 +87,9 @@ int smelt__prog_finalize(smelt__prog *p)
             dup = dup || p->outputs[j] == v;
         if (!dup && smelt__ops[p->v[v].op].cls != SMELT_CLASS_SOURCE)
             continue;
-        smelt__inst c = {0};
-        c.op = SMELT_OP_BROADCAST;
-        c.dtype = p->v[v].dtype;
-        c.ndim = p->v[v].ndim;
+        smelt__inst c = {.op = SMELT_OP_BROADCAST, .dtype = p->v[v].dtype, .ndim = p->v[v].ndim, .nin = 1,
+                         .in = {v}, .input_index = -1, .copy = true};
         memcpy(c.shape, p->v[v].shape, sizeof c.shape);
-        c.nin = 1;
-        c.in[0] = v;
-        c.input_index = -1;
-        c.copy = true;
         int k = prog_push(p, &c);
         if (k < 0)
             return SMELT_ERR_NOMEM;

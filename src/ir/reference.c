@@ -39,11 +39,8 @@ static double ref_fmod(double a, double b, bool isint)
  * by zero gives 0). */
 static double ref_floordiv(double a, double b, bool isint)
 {
-    if (isint) {
-        if (b == 0)
-            return 0;
-        return floor(a / b);
-    }
+    if (isint)
+        return b == 0 ? 0 : floor(a / b);
     if (b == 0)
         return a / b;
     double mod = fmod(a, b), div = (a - mod) / b;
@@ -60,21 +57,12 @@ static double ref_floordiv(double a, double b, bool isint)
 
 static double ref_mod(double a, double b, bool isint)
 {
-    if (isint) {
-        if (b == 0)
-            return 0;
-        return a - floor(a / b) * b;
-    }
-    if (b == 0)
-        return fmod(a, b);
-    double mod = fmod(a, b);
-    if (mod != 0) {
-        if ((b < 0) != (mod < 0))
-            mod += b;
-    } else {
-        mod = copysign(0.0, b);
-    }
-    return mod;
+    if (isint)
+        return b == 0 ? 0 : a - floor(a / b) * b;
+    double mod = fmod(a, b); /* NaN when b is 0 */
+    if (mod == 0)
+        return copysign(0.0, b);
+    return (b < 0) != (mod < 0) ? mod + b : mod;
 }
 
 static double ref_pow(double a, double b, bool isint)
@@ -195,9 +183,7 @@ int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
             r->data[0] = smelt__is_float(n->dtype) ? n->fval : (double)n->ival;
             continue;
         }
-        smelt_dtype in_dt = n->in[0]->dtype;
-        if (n->op == SMELT_OP_WHERE)
-            in_dt = n->in[1]->dtype;
+        smelt_dtype in_dt = n->in[n->op == SMELT_OP_WHERE ? 1 : 0]->dtype;
         for (int64_t i = 0; i < cnt; i++) {
             double a[3] = {0, 0, 0};
             for (int j = 0; j < n->nin; j++) {

@@ -1,4 +1,5 @@
 /* Host tensors: dtype, shape, element strides, a reference-counted buffer. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,16 @@ void smelt__shape_str(smelt__sb *b, int ndim, const int64_t *shape)
     for (int i = 0; i < ndim; i++)
         smelt__sb_printf(b, i ? ", %lld" : "%lld", (long long)shape[i]);
     smelt__sb_puts(b, ndim == 1 ? ",)" : ")");
+}
+
+const char *smelt__shape_fmt(char *buf, int ndim, const int64_t *shape)
+{
+    smelt__sb b;
+    smelt__sb_init(&b);
+    smelt__shape_str(&b, ndim, shape);
+    snprintf(buf, SMELT_SHAPE_STR_MAX, "%s", smelt__sb_str(&b));
+    smelt__sb_free(&b);
+    return buf;
 }
 
 int smelt__broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
@@ -67,12 +78,8 @@ int smelt__shape_check(smelt_ctx *ctx, const char *what, int ndim, const int64_t
     }
     if (!bad)
         return SMELT_OK;
-    smelt__sb b;
-    smelt__sb_init(&b);
-    smelt__shape_str(&b, ndim, shape);
-    int st = smelt__err(ctx, SMELT_ERR_SHAPE, "%s: shape %s %s", what, smelt__sb_str(&b), bad);
-    smelt__sb_free(&b);
-    return st;
+    char txt[SMELT_SHAPE_STR_MAX];
+    return smelt__err(ctx, SMELT_ERR_SHAPE, "%s: shape %s %s", what, smelt__shape_fmt(txt, ndim, shape), bad);
 }
 
 static int check_shape(smelt_ctx *ctx, const char *what, smelt_dtype dt, int ndim, const int64_t *shape)
@@ -82,11 +89,23 @@ static int check_shape(smelt_ctx *ctx, const char *what, smelt_dtype dt, int ndi
     return smelt__shape_check(ctx, what, ndim, shape);
 }
 
-static smelt_tensor *tensor_alloc(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *shape)
+/* A contiguous tensor at data, in a new buffer that owns mem (NULL: data
+ * is wrapped, not owned); NULL when out of memory. */
+static smelt_tensor *tensor_alloc(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *shape, void *data,
+                                  void *mem, size_t bytes)
 {
     smelt_tensor *t = calloc(1, sizeof *t);
-    if (!t)
+    smelt__buffer *b = calloc(1, sizeof *b);
+    if (!t || !b) {
+        free(t);
+        free(b);
         return NULL;
+    }
+    b->refs = 1;
+    b->mem = mem;
+    b->bytes = bytes;
+    t->buf = b;
+    t->data = data;
     t->ctx = ctx;
     t->dtype = dt;
     t->ndim = ndim;
@@ -105,22 +124,12 @@ int smelt_tensor_new(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *sh
     int st = check_shape(ctx, "tensor_new", dt, ndim, shape);
     if (st)
         return st;
-    smelt_tensor *t = tensor_alloc(ctx, dt, ndim, shape);
-    smelt__buffer *b = calloc(1, sizeof *b);
     size_t bytes = (size_t)smelt__numel(ndim, shape) * smelt__dtypes[dt].size;
     void *mem = smelt__aligned_alloc(bytes);
-    if (!t || !b || !mem) {
-        free(t);
-        free(b);
+    if (!mem || !(*out = tensor_alloc(ctx, dt, ndim, shape, mem, mem, bytes))) {
         free(mem);
         return smelt__err(ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes for a tensor", bytes);
     }
-    b->refs = 1;
-    b->mem = mem;
-    b->bytes = bytes;
-    t->buf = b;
-    t->data = mem;
-    *out = t;
     return SMELT_OK;
 }
 
@@ -143,19 +152,10 @@ int smelt_tensor_wrap(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *s
                               "for its size %lld (offsets overflow)", (long long)strides[i], i, (long long)shape[i]);
         extent += shape[i] > 1 ? a * (shape[i] - 1) : 0;
     }
-    smelt_tensor *t = tensor_alloc(ctx, dt, ndim, shape);
-    smelt__buffer *b = calloc(1, sizeof *b);
-    if (!t || !b) {
-        free(t);
-        free(b);
+    if (!(*out = tensor_alloc(ctx, dt, ndim, shape, data, NULL, 0)))
         return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
-    }
     if (strides)
-        memcpy(t->strides, strides, sizeof(int64_t) * (size_t)ndim);
-    b->refs = 1;
-    t->buf = b;
-    t->data = data;
-    *out = t;
+        memcpy((*out)->strides, strides, sizeof(int64_t) * (size_t)ndim);
     return SMELT_OK;
 }
 
@@ -277,15 +277,9 @@ int smelt_tensor_broadcast_to(const smelt_tensor *t, int ndim, const int64_t *sh
         int64_t d = j >= 0 ? t->shape[j] : 1;
         if (d != shape[i] && d != 1) {
             smelt_tensor_free(v);
-            smelt__sb b;
-            smelt__sb_init(&b);
-            smelt__shape_str(&b, t->ndim, t->shape);
-            smelt__sb_puts(&b, " to ");
-            smelt__shape_str(&b, ndim, shape);
-            int st = smelt__err(t->ctx, SMELT_ERR_SHAPE, "broadcast_to: cannot broadcast %s",
-                                smelt__sb_str(&b));
-            smelt__sb_free(&b);
-            return st;
+            char from[SMELT_SHAPE_STR_MAX], to[SMELT_SHAPE_STR_MAX];
+            return smelt__err(t->ctx, SMELT_ERR_SHAPE, "broadcast_to: cannot broadcast %s to %s",
+                              smelt__shape_fmt(from, t->ndim, t->shape), smelt__shape_fmt(to, ndim, shape));
         }
         v->shape[i] = shape[i];
         v->strides[i] = (j >= 0 && d == shape[i]) ? t->strides[j] : 0;
@@ -399,13 +393,9 @@ int smelt_tensor_contiguous(const smelt_tensor *t, smelt_tensor **out)
         return smelt__err(t->ctx, SMELT_ERR_UNSUPPORTED,
                           "smelt_tensor_contiguous: a device tensor (use smelt_tensor_copy_to_host)");
     int st = smelt_tensor_new(t->ctx, t->dtype, t->ndim, t->shape, out);
-    if (st)
-        return st;
-    size_t es = smelt__dtypes[t->dtype].size;
-    int64_t n = smelt_tensor_numel(t);
-    for (int64_t i = 0; i < n; i++)
-        memcpy((*out)->data + i * (int64_t)es, t->data + offset_of(t, i) * (int64_t)es, es);
-    return SMELT_OK;
+    if (!st)
+        smelt__tensor_copy_into(*out, t);
+    return st;
 }
 
 double smelt_elem_load(smelt_dtype dt, const void *p)

@@ -159,6 +159,22 @@ char *smelt__read_file(const char *path, size_t max, size_t *len)
     return smelt__sb_take(&b);
 }
 
+int smelt__write_file(smelt_ctx *ctx, const char *path, int n, const void *const *data, const size_t *len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return smelt__err(ctx, SMELT_ERR_IO, "cannot open '%s' for writing: %s", path, strerror(errno));
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++)
+        ok = !len[i] || fwrite(data[i], 1, len[i], f) == len[i];
+    int e = errno;
+    if (fclose(f) == 0 && ok)
+        return SMELT_OK;
+    int st = smelt__err(ctx, SMELT_ERR_IO, "cannot write '%s': %s", path, strerror(e ? e : errno));
+    remove(path);
+    return st;
+}
+
 int smelt__mkdir_p(const char *path, unsigned mode)
 {
     char buf[4096];

@@ -18,14 +18,10 @@ static uint64_t inst_key(const smelt__inst *in)
 
 static bool same(const smelt__inst *a, const smelt__inst *b)
 {
-    if (a->op != b->op || a->dtype != b->dtype || a->nin != b->nin || a->ndim != b->ndim)
-        return false;
-    if (memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) ||
-        memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim))
-        return false;
-    if (a->op == SMELT_OP_CONST)
-        return a->ival == b->ival && memcmp(&a->fval, &b->fval, sizeof a->fval) == 0;
-    return true;
+    return a->op == b->op && a->dtype == b->dtype && a->nin == b->nin && a->ndim == b->ndim &&
+           !memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) &&
+           !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
+           (a->op != SMELT_OP_CONST || (a->ival == b->ival && !memcmp(&a->fval, &b->fval, sizeof a->fval)));
 }
 
 int smelt__pass_cse(smelt__prog *p)
@@ -51,17 +47,14 @@ int smelt__pass_cse(smelt__prog *p)
         repl[i] = i;
         if (in->op == SMELT_OP_INPUT)
             continue;
-        uint64_t h = inst_key(in);
-        for (size_t s = h & (uint64_t)(cap - 1);; s = (s + 1) & (size_t)(cap - 1)) {
-            if (table[s] < 0) {
-                table[s] = i;
-                break;
-            }
-            if (same(&p->v[table[s]], in)) {
-                repl[i] = table[s];
-                removed++;
-                break;
-            }
+        size_t s = inst_key(in) & (size_t)(cap - 1); /* open addressing, linear probing */
+        while (table[s] >= 0 && !same(&p->v[table[s]], in))
+            s = (s + 1) & (size_t)(cap - 1);
+        if (table[s] < 0) {
+            table[s] = i;
+        } else {
+            repl[i] = table[s];
+            removed++;
         }
     }
     for (int i = 0; i < p->nout; i++)
