@@ -11,7 +11,6 @@
  * Eviction drops the cache's reference only: a kernel a plan still runs is
  * released by the last holder (smelt__kernel_unref). */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,30 +29,11 @@ struct smelt__kcache {
     size_t n, bytes, max_n, max_bytes;
 };
 
-/* A number above 0 (and below 1e12) from the environment, else def and,
- * for a value that is not one, a warning line in warn (may be NULL). */
-static double env_bound(const char *name, double def, bool whole, const char *unit, smelt__sb *warn)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return def;
-    char *end;
-    double x = strtod(v, &end);
-    while (*end == ' ')
-        end++;
-    if (end != v && !*end && isfinite(x) && x > 0 && x < 1e12 && (!whole || x == floor(x)))
-        return x;
-    if (warn)
-        smelt__sb_printf(warn, "warning: %s='%s' is not a %s above 0: ignored, the in-memory "
-                               "kernel cache keeps %.0f %s\n",
-                         name, v, whole ? "whole number" : "size in MiB", def, unit);
-    return def;
-}
-
 static void config(smelt__kcache *c, smelt__sb *warn)
 {
-    double n = env_bound("SMELT_MEM_CACHE_MAX_KERNELS", DEFAULT_MAX_KERNELS, true, "kernels", warn);
-    double mb = env_bound("SMELT_MEM_CACHE_MAX_MB", DEFAULT_MAX_MB, false, "MiB", warn);
+    const char *keeps = "the in-memory kernel cache keeps";
+    double n = smelt__env_bound("SMELT_MEM_CACHE_MAX_KERNELS", DEFAULT_MAX_KERNELS, true, "kernels", keeps, warn);
+    double mb = smelt__env_bound("SMELT_MEM_CACHE_MAX_MB", DEFAULT_MAX_MB, false, "MiB", keeps, warn);
     if (c)
         c->max_n = (size_t)n, c->max_bytes = (size_t)(mb * 1048576.0);
 }

@@ -1,9 +1,28 @@
-/* Configuration from the environment: backend selection. */
+/* Configuration from the environment: backend selection, numeric bounds. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "runtime.h"
+
+double smelt__env_bound(const char *name, double def, bool whole, const char *unit, const char *keeps,
+                        smelt__sb *warn)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    double x = strtod(v, &end);
+    while (*end == ' ')
+        end++;
+    if (end != v && !*end && isfinite(x) && x > 0 && x < 1e12 && (!whole || x == floor(x)))
+        return x;
+    if (warn)
+        smelt__sb_printf(warn, "warning: %s='%s' is not a %s above 0: ignored, %s %.0f %s\n", name, v,
+                         whole ? "whole number" : "size in MiB", keeps, def, unit);
+    return def;
+}
 
 enum { KIND_AUTO = -2 }; /* smelt__backend_find says -1: no such backend */
 

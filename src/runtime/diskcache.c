@@ -6,7 +6,7 @@
  *   off      SMELT_CACHE=0 (or false, no, off; 1, true, yes, on: on)
  *   size cap SMELT_CACHE_MAX_MB (default 512); least recently used first out
  * A value that is none of these is ignored (the default holds) and named in
- * smelt__dcache_config's warning (plan descriptions and smelt info show it).
+ * smelt__dcache_config_warnings's lines (plan descriptions and smelt info show them).
  *
  * The cache holds code that smelt loads and runs, so it is trusted code and
  * only its owner may write it (docs/security.md):
@@ -26,7 +26,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,44 +45,32 @@
 
 #define DEFAULT_MAX_MB 512.0
 
-/* The settings from the environment: whether the cache is on, its cap in
- * bytes; warn (may be NULL) gets a line for each value ignored. */
-static bool config(double *cap, smelt__sb *warn)
+/* Whether SMELT_CACHE leaves the cache on; warn (may be NULL) gets a line
+ * for a value that is ignored. */
+static bool cache_on(smelt__sb *warn)
 {
-    static const char *const offs[] = {"0", "false", "no", "off"}, *const ons[] = {"1", "true", "yes", "on"};
-    bool on = true;
+    static const char *const words[] = {"0", "false", "no", "off", "1", "true", "yes", "on"};
     const char *v = getenv("SMELT_CACHE");
-    if (v && *v) {
-        bool known = false;
-        for (int i = 0; i < 4; i++) {
-            if (!strcasecmp(v, offs[i]))
-                on = false, known = true;
-            known |= !strcasecmp(v, ons[i]);
-        }
-        if (!known && warn)
-            smelt__sb_printf(warn, "warning: SMELT_CACHE='%s' is not 0/false/no/off or "
-                                   "1/true/yes/on: ignored, the persistent cache stays on\n", v);
-    }
-    *cap = DEFAULT_MAX_MB * 1048576.0;
-    v = getenv("SMELT_CACHE_MAX_MB");
-    if (v && *v) {
-        char *end;
-        double mb = strtod(v, &end);
-        while (*end == ' ')
-            end++;
-        if (end != v && !*end && isfinite(mb) && mb > 0 && mb < 1e12)
-            *cap = mb * 1048576.0;
-        else if (warn)
-            smelt__sb_printf(warn, "warning: SMELT_CACHE_MAX_MB='%s' is not a size in MiB above 0: "
-                                   "ignored, the cap stays %.0f MiB\n", v, DEFAULT_MAX_MB);
-    }
-    return on;
+    for (int i = 0; v && *v && i < 8; i++)
+        if (!strcasecmp(v, words[i]))
+            return i >= 4;
+    if (v && *v && warn)
+        smelt__sb_printf(warn, "warning: SMELT_CACHE='%s' is not 0/false/no/off or "
+                               "1/true/yes/on: ignored, the persistent cache stays on\n", v);
+    return true;
+}
+
+/* The size cap in bytes (SMELT_CACHE_MAX_MB). */
+static double cache_cap(smelt__sb *warn)
+{
+    return smelt__env_bound("SMELT_CACHE_MAX_MB", DEFAULT_MAX_MB, false, "MiB", "the cap stays", warn) *
+           1048576.0;
 }
 
 void smelt__dcache_config_warnings(smelt__sb *warn)
 {
-    double cap;
-    config(&cap, warn);
+    cache_on(warn);
+    cache_cap(warn);
 }
 
 /* ---- SipHash-2-4 (Aumasson and Bernstein), 64-bit tag ----------------- */
@@ -138,8 +125,7 @@ static uint64_t siphash(const unsigned char key[16], const void *data, size_t n)
  * can be named. */
 static int dir_path(char *buf, size_t n)
 {
-    double cap;
-    if (!config(&cap, NULL))
+    if (!cache_on(NULL))
         return 1;
     const char *d = getenv("SMELT_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
     int w;
@@ -355,8 +341,7 @@ static int by_mtime(const void *a, const void *b)
 
 static void evict(int dfd)
 {
-    double cap;
-    config(&cap, NULL);
+    double cap = cache_cap(NULL);
     int fd = dup(dfd);
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (!d) {
