@@ -299,20 +299,18 @@ int smelt__dcache_load(const char *key, char **data, size_t *size)
         ok = len == (uint64_t)st.st_size - HDR && len <= ENTRY_MAX &&
              (buf = malloc(len ? len : 1)) != NULL && !read_all(fd, buf, len) && siphash(k, buf, len) == tag;
     }
-    if (ok)
+    if (ok) {
         futimens(fd, NULL); /* most recently used */
-    close(fd);
-    if (!ok) { /* never trusted: remove it, the caller rebuilds */
+        thread_hits++;
+        *data = buf;
+        *size = len;
+    } else { /* never trusted: remove it, the caller rebuilds */
         free(buf);
         unlinkat(dfd, name, 0);
-        close(dfd);
-        return -1;
     }
-    thread_hits++;
+    close(fd);
     close(dfd);
-    *data = buf;
-    *size = len;
-    return 0;
+    return ok ? 0 : -1;
 }
 
 void smelt__dcache_remove(const char *key)
@@ -328,15 +326,13 @@ void smelt__dcache_remove(const char *key)
 typedef struct ent {
     char name[300];
     off_t size;
-    struct timespec mtime;
+    int64_t mtime_ns;
 } ent;
 
 static int by_mtime(const void *a, const void *b)
 {
     const ent *x = a, *y = b;
-    if (x->mtime.tv_sec != y->mtime.tv_sec)
-        return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
-    return (x->mtime.tv_nsec > y->mtime.tv_nsec) - (x->mtime.tv_nsec < y->mtime.tv_nsec);
+    return (x->mtime_ns > y->mtime_ns) - (x->mtime_ns < y->mtime_ns);
 }
 
 static void evict(int dfd)
@@ -369,7 +365,7 @@ static void evict(int dfd)
         }
         memcpy(v[n].name, e->d_name, l + 1);
         v[n].size = st.st_size;
-        v[n].mtime = st.st_mtim;
+        v[n].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
         total += (double)st.st_size;
         n++;
     }
@@ -405,38 +401,38 @@ int smelt__dcache_store(const char *key, const char *data, size_t size)
     return st;
 }
 
-int smelt__dcache_check(smelt__sb *why)
+/* The cache folder in buf: 0 when it is usable, 1 when SMELT_CACHE=0 turns
+ * it off, -1 (why says why) when it cannot be used. */
+static int check(char *buf, size_t n, smelt__sb *why)
 {
-    char dir[4096];
-    int r = dir_path(dir, sizeof dir);
-    if (r > 0)
+    if (dir_path(buf, n) > 0)
         return 1;
-    int dfd = dcache_open(dir, sizeof dir, why);
+    int dfd = dcache_open(buf, n, why);
     if (dfd < 0)
         return -1;
     close(dfd);
     return 0;
 }
 
+int smelt__dcache_check(smelt__sb *why)
+{
+    char dir[4096];
+    return check(dir, sizeof dir, why);
+}
+
 int smelt_cache_dir(smelt_ctx *ctx, char *buf, size_t n)
 {
     if (!buf || !n)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_cache_dir: buf is NULL");
-    buf[0] = 0;
-    if (dir_path(buf, n) > 0) {
-        buf[0] = 0;
-        return smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "turned off by SMELT_CACHE=%s", getenv("SMELT_CACHE"));
-    }
     smelt__sb why;
     smelt__sb_init(&why);
-    int dfd = dcache_open(buf, n, &why);
-    int st = SMELT_OK;
-    if (dfd < 0) {
-        buf[0] = 0;
+    int r = check(buf, n, &why), st = SMELT_OK;
+    if (r > 0)
+        st = smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "turned off by SMELT_CACHE=%s", getenv("SMELT_CACHE"));
+    else if (r < 0)
         st = smelt__err(ctx, SMELT_ERR_IO, "persistent kernel cache not used: %s", smelt__sb_str(&why));
-    } else {
-        close(dfd);
-    }
+    if (r)
+        buf[0] = 0;
     smelt__sb_free(&why);
     return st;
 }
