@@ -89,22 +89,23 @@ static void take_out(smelt__kcache *c, smelt__kernel *k)
     c->bytes -= k->bytes;
 }
 
-/* The kernel of be whose description (w 0) or source (w 1) is key, made
- * the most recently used, with a reference for the caller.  Under ctx->lock. */
-static smelt__kernel *find(smelt__kcache *c, const smelt__backend *be, int w, uint64_t h,
-                           const char *key, size_t len)
+/* The kernel of be whose description (w 0) or source (w 1) is key (hash h),
+ * made the most recently used, with a reference for the caller. */
+static smelt__kernel *find(smelt_ctx *ctx, const smelt__backend *be, int w, uint64_t h,
+                           const smelt__sb *key)
 {
-    if (!c || !c->nb)
-        return NULL;
-    smelt__kernel *k = c->tab[w][h & (c->nb - 1)];
-    while (k && !(k->hash[w] == h && k->backend == be && (w ? k->src_len : k->desc_len) == len &&
-                  !memcmp(w ? k->source : k->desc, key, len)))
+    pthread_mutex_lock(&ctx->lock);
+    smelt__kcache *c = ctx->kcache;
+    smelt__kernel *k = c && c->nb ? c->tab[w][h & (c->nb - 1)] : NULL;
+    while (k && !(k->hash[w] == h && k->backend == be && (w ? k->src_len : k->desc_len) == key->len &&
+                  !memcmp(w ? k->source : k->desc, key->s, key->len)))
         k = k->next[w];
     if (k) {
         lru_unlink(c, k);
         lru_push(c, k);
         smelt__kernel_ref(k);
     }
+    pthread_mutex_unlock(&ctx->lock);
     return k;
 }
 
@@ -240,50 +241,30 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     *ms = 0;
     if (be->iface->supports && !be->iface->supports(be, d, err))
         return SMELT_ERR_UNSUPPORTED;
-    /* the same description again (a repeated layer): no emission at all */
-    smelt__sb desc;
+    smelt__sb desc, src, log;
     smelt__sb_init(&desc);
-    serialise(&desc, d);
-    if (desc.oom) {
-        smelt__sb_free(&desc);
-        smelt__sb_puts(err, "out of memory");
-        return SMELT_ERR_NOMEM;
-    }
-    uint64_t seed = (uint64_t)(uintptr_t)be, hd = smelt__hash(desc.s, desc.len, seed);
-    pthread_mutex_lock(&ctx->lock);
-    smelt__kernel *k = find(ctx->kcache, be, 0, hd, desc.s, desc.len);
-    pthread_mutex_unlock(&ctx->lock);
-    if (k) {
-        smelt__sb_free(&desc);
-        *out = k;
-        return SMELT_OK;
-    }
-    smelt__sb src;
     smelt__sb_init(&src);
+    smelt__sb_init(&log);
     char name[40];
-    int st = smelt__emit(&be->iface->target, d, &src, name, err);
-    if (st) {
-        smelt__sb_free(&src);
-        smelt__sb_free(&desc);
-        return st;
-    }
+    void *fn = NULL, *handle = NULL;
+    smelt__kernel *k = NULL, *gone = NULL;
+    /* the same description again (a repeated layer): no emission at all */
+    serialise(&desc, d);
+    uint64_t seed = (uint64_t)(uintptr_t)be, hd = smelt__hash(desc.s, desc.len, seed), hs = 0;
+    int st = desc.oom ? SMELT_ERR_NOMEM : SMELT_OK;
+    if (st)
+        goto nomem;
+    if ((*out = find(ctx, be, 0, hd, &desc)))
+        goto done;
+    if ((st = smelt__emit(&be->iface->target, d, &src, name, err)))
+        goto done;
     /* another description with the same source (e.g. other operand modes
      * that the source does not distinguish; the source names the kernel) */
-    uint64_t hs = smelt__hash(src.s, src.len, seed);
-    pthread_mutex_lock(&ctx->lock);
-    k = find(ctx->kcache, be, 1, hs, src.s, src.len);
-    pthread_mutex_unlock(&ctx->lock);
-    if (k) {
-        smelt__sb_free(&src);
-        smelt__sb_free(&desc);
-        *out = k;
-        return SMELT_OK;
-    }
+    hs = smelt__hash(src.s, src.len, seed);
+    if ((*out = find(ctx, be, 1, hs, &src)))
+        goto done;
     dump_source(name, be->iface->target.dialect->ext, src.s);
     double t0 = smelt__now_ms();
-    void *fn = NULL, *handle = NULL;
-    smelt__sb log;
-    smelt__sb_init(&log);
     unsigned long disk0 = smelt__dcache_thread_hits();
     st = be->iface->compile(be, src.s, name, &fn, &handle, &log);
     bool from_disk = smelt__dcache_thread_hits() != disk0;
@@ -291,12 +272,9 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     if (st) {
         smelt__sb_printf(err, "%s failed to compile %s:\n%s", be->iface->name, name,
                          smelt__sb_str(&log));
-        smelt__sb_free(&log);
-        smelt__sb_free(&src);
-        smelt__sb_free(&desc);
-        return SMELT_ERR_COMPILE;
+        st = SMELT_ERR_COMPILE;
+        goto done;
     }
-    smelt__sb_free(&log);
     k = calloc(1, sizeof *k);
     if (k) {
         memcpy(k->name, name, sizeof k->name);
@@ -318,26 +296,28 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
         k->hash[0] = hd;
         k->hash[1] = hs;
     }
-    smelt__kernel *gone = NULL;
     pthread_mutex_lock(&ctx->lock);
     if (!ctx->kcache && (ctx->kcache = calloc(1, sizeof *ctx->kcache)))
         config(ctx->kcache, NULL);
     st = k && ctx->kcache ? insert(ctx->kcache, k, &gone) : SMELT_ERR_NOMEM;
     pthread_mutex_unlock(&ctx->lock);
     drop_all(gone);
-    if (st) {
-        if (k) {
-            k->refs = 1;
-            smelt__kernel_unref(k);
-        } else {
-            be->iface->release(be, handle);
-        }
-        smelt__sb_free(&src);
-        smelt__sb_free(&desc);
-        smelt__sb_puts(err, "out of memory");
-        return SMELT_ERR_NOMEM;
+    if (!st) {
+        *out = k;
+        *compiled = true;
+        goto done;
     }
-    *out = k;
-    *compiled = true;
-    return SMELT_OK;
+    if (k) {
+        k->refs = 1;
+        smelt__kernel_unref(k);
+    } else {
+        be->iface->release(be, handle);
+    }
+nomem:
+    smelt__sb_puts(err, "out of memory");
+done:
+    smelt__sb_free(&log);
+    smelt__sb_free(&src);
+    smelt__sb_free(&desc);
+    return st;
 }
