@@ -55,7 +55,24 @@ static int parse(smelt_ctx *ctx, const char *name, const char *source, int *kind
     return st;
 }
 
-static const char *name_in_force(smelt_ctx *ctx, const char *explicit_name, const char **source);
+/* The backend name in force and, in *source, where it comes from. */
+static const char *name_in_force(smelt_ctx *ctx, const char *explicit_name, const char **source)
+{
+    const char *name;
+    if ((name = explicit_name)) {
+        *source = "backend option";
+    } else if (ctx && (name = ctx->backend_override)) {
+        *source = "smelt_ctx_set_backend";
+    } else if ((name = getenv("SMELT_JIT_BACKEND")) && *name) {
+        *source = "SMELT_JIT_BACKEND";
+    } else if ((name = getenv("MGB_JIT_BACKEND")) && *name) {
+        *source = "MGB_JIT_BACKEND";
+    } else {
+        name = "AUTO";
+        *source = "default";
+    }
+    return name;
+}
 
 bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name)
 {
@@ -65,8 +82,7 @@ bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name)
 
 int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind)
 {
-    const char *source = NULL;
-    const char *name = name_in_force(ctx, explicit_name, &source);
+    const char *source, *name = name_in_force(ctx, explicit_name, &source);
     int st = parse(ctx, name, source, kind);
     if (st)
         return st;
@@ -101,37 +117,13 @@ int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind)
     return SMELT_OK;
 }
 
-static const char *name_in_force(smelt_ctx *ctx, const char *explicit_name, const char **src)
-{
-    const char *name = NULL, *source = NULL;
-    if (explicit_name) {
-        name = explicit_name;
-        source = "backend option";
-    } else if (ctx && ctx->backend_override) {
-        name = ctx->backend_override;
-        source = "smelt_ctx_set_backend";
-    } else if ((name = getenv("SMELT_JIT_BACKEND")) && *name) {
-        source = "SMELT_JIT_BACKEND";
-    } else if ((name = getenv("MGB_JIT_BACKEND")) && *name) {
-        source = "MGB_JIT_BACKEND";
-    } else {
-        name = "AUTO";
-        source = "default";
-    }
-    *src = source;
-    return name;
-}
-
 int smelt_ctx_set_backend(smelt_ctx *ctx, const char *name)
 {
     if (!ctx)
         return SMELT_ERR_INVALID_ARG;
-    if (name) {
-        int kind;
-        int st = parse(ctx, name, "smelt_ctx_set_backend", &kind);
-        if (st)
-            return st;
-    }
+    int kind, st = name ? parse(ctx, name, "smelt_ctx_set_backend", &kind) : SMELT_OK;
+    if (st)
+        return st;
     char *copy = name ? smelt__strdup(name) : NULL;
     if (name && !copy)
         return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");

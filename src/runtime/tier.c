@@ -21,7 +21,7 @@ struct smelt__bg {
     pthread_cond_t cv;
     job *head, *tail;
     smelt_plan *busy; /* plan of the job being compiled */
-    bool stop, started;
+    bool stop;
 };
 
 static void job_free(job *j)
@@ -104,7 +104,6 @@ static int tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base
             free(bg);
             return SMELT_ERR_NOMEM;
         }
-        bg->started = true;
         ctx->bg = bg;
     }
     job *j = calloc(1, sizeof *j);
@@ -188,8 +187,7 @@ void smelt__bg_free(struct smelt__bg *bg)
     if (!bg)
         return;
     smelt__raise_flag(&bg->mu, &bg->cv, &bg->stop);
-    if (bg->started)
-        pthread_join(bg->th, NULL);
+    pthread_join(bg->th, NULL); /* ctx->bg is set once its thread runs */
     while (bg->head) {
         job *j = bg->head;
         bg->head = j->next;
