@@ -10,7 +10,6 @@
  * above 0 is ignored (the default holds) and named in plan descriptions.
  * Eviction drops the cache's reference only: a kernel a plan still runs is
  * released by the last holder (smelt__kernel_unref). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +31,8 @@ struct smelt__kcache {
 static void config(smelt__kcache *c, smelt__sb *warn)
 {
     const char *keeps = "the in-memory kernel cache keeps";
-    double n = smelt__env_bound("SMELT_MEM_CACHE_MAX_KERNELS", DEFAULT_MAX_KERNELS, true, "kernels", keeps, warn);
+    double n = smelt__env_bound("SMELT_MEM_CACHE_MAX_KERNELS", DEFAULT_MAX_KERNELS, true, "kernels", keeps,
+                                warn);
     double mb = smelt__env_bound("SMELT_MEM_CACHE_MAX_MB", DEFAULT_MAX_MB, false, "MiB", keeps, warn);
     if (c)
         c->max_n = (size_t)n, c->max_bytes = (size_t)(mb * 1048576.0);
