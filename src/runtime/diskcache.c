@@ -98,25 +98,19 @@ static uint64_t siphash(const unsigned char key[16], const void *data, size_t n)
     uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
     uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
     size_t whole = n & ~(size_t)7;
-    for (size_t i = 0; i < whole; i += 8) {
-        uint64_t m = le64(p + i);
+    uint64_t last = (uint64_t)n << 56; /* the length and the bytes after the whole words */
+    for (size_t i = 0; i < (n & 7); i++)
+        last |= (uint64_t)p[whole + i] << (8 * i);
+    for (size_t i = 0; i <= whole; i += 8) { /* the whole words, then the last */
+        uint64_t m = i < whole ? le64(p + i) : last;
         v3 ^= m;
         SIPROUND;
         SIPROUND;
         v0 ^= m;
     }
-    uint64_t b = (uint64_t)n << 56;
-    for (size_t i = 0; i < (n & 7); i++)
-        b |= (uint64_t)p[whole + i] << (8 * i);
-    v3 ^= b;
-    SIPROUND;
-    SIPROUND;
-    v0 ^= b;
     v2 ^= 0xff;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
+    for (int i = 0; i < 4; i++)
+        SIPROUND;
     return v0 ^ v1 ^ v2 ^ v3;
 }
 
@@ -346,7 +340,7 @@ static void evict(int dfd)
         return;
     }
     ent *v = NULL;
-    size_t n = 0, capn = 0;
+    int n = 0, nalloc = 0;
     double total = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -356,13 +350,10 @@ static void evict(int dfd)
         struct stat st;
         if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW))
             continue;
-        if (n == capn) {
-            capn = capn ? capn * 2 : 64;
-            ent *nv = realloc(v, sizeof *v * capn);
-            if (!nv)
-                break;
-            v = nv;
-        }
+        ent *nv = smelt__grow(v, n, &nalloc, sizeof *v, 64);
+        if (!nv)
+            break;
+        v = nv;
         memcpy(v[n].name, e->d_name, l + 1);
         v[n].size = st.st_size;
         v[n].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
@@ -371,8 +362,8 @@ static void evict(int dfd)
     }
     closedir(d);
     if (total > cap) {
-        qsort(v, n, sizeof *v, by_mtime);
-        for (size_t i = 0; i < n && total > cap; i++)
+        qsort(v, (size_t)n, sizeof *v, by_mtime);
+        for (int i = 0; i < n && total > cap; i++)
             if (!unlinkat(dfd, v[i].name, 0))
                 total -= (double)v[i].size;
     }
