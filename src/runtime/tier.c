@@ -31,9 +31,11 @@ static void job_free(job *j)
     free(j);
 }
 
-static void finish(smelt_plan *p, smelt__kernel *base, smelt__kernel *fast, const char *err)
+/* A job done: its kernel (fast; NULL: failed with err) and its time go to the plan. */
+static void finish(smelt_plan *p, smelt__kernel *base, smelt__kernel *fast, double ms, const char *err)
 {
     pthread_mutex_lock(&p->up_mu);
+    p->stats.tier_compile_ms += ms;
     if (fast) {
         smelt__upgrade *u = realloc(p->ups, sizeof *u * (size_t)(p->nups + 1));
         if (u) {
@@ -75,10 +77,7 @@ static void *worker(void *arg)
         bool compiled;
         double ms;
         int st = smelt__kcache_get(bg->ctx, p->up_be, &j->desc, &k, &compiled, &ms, &err);
-        pthread_mutex_lock(&p->up_mu);
-        p->stats.tier_compile_ms += ms;
-        pthread_mutex_unlock(&p->up_mu);
-        finish(p, j->base, st ? NULL : k, smelt__sb_str(&err));
+        finish(p, j->base, st ? NULL : k, ms, smelt__sb_str(&err));
         smelt__sb_free(&err);
         job_free(j);
 
