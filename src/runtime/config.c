@@ -26,23 +26,17 @@ double smelt__env_bound(const char *name, double def, bool whole, const char *un
 
 enum { KIND_AUTO = -2 }; /* smelt__backend_find says -1: no such backend */
 
-/* "TCC, CC, NVRTC, AUTO": the registry's names */
-static void valid_names(smelt__sb *b)
-{
-    for (int k = 0; k < smelt__backend_count; k++)
-        smelt__sb_printf(b, "%s, ", smelt__backend_table[k].name);
-    smelt__sb_puts(b, "AUTO");
-}
-
 /* Parse one name; source says where it came from (for the message). */
 static int parse(smelt_ctx *ctx, const char *name, const char *source, int *kind)
 {
     *kind = strcasecmp(name, "AUTO") ? smelt__backend_find(name) : KIND_AUTO;
     if (*kind != -1)
         return SMELT_OK;
-    smelt__sb v;
+    smelt__sb v; /* "TCC, CC, NVRTC, AUTO": the registry's names */
     smelt__sb_init(&v);
-    valid_names(&v);
+    for (int k = 0; k < smelt__backend_count; k++)
+        smelt__sb_printf(&v, "%s, ", smelt__backend_table[k].name);
+    smelt__sb_puts(&v, "AUTO");
     int st;
     if (!strcasecmp(name, "HALIDE") || !strcasecmp(name, "MLIR"))
         st = smelt__err(ctx, SMELT_ERR_BACKEND,

@@ -8,13 +8,10 @@ int smelt_ctx_new(smelt_ctx **out)
 {
     if (!out)
         return SMELT_ERR_INVALID_ARG;
-    smelt_ctx *c = calloc(1, sizeof *c);
-    if (!c) {
-        *out = NULL;
+    smelt_ctx *c = *out = calloc(1, sizeof *c);
+    if (!c)
         return SMELT_ERR_NOMEM;
-    }
     pthread_mutex_init(&c->lock, NULL);
-    *out = c;
     return SMELT_OK;
 }
 
@@ -66,9 +63,7 @@ int smelt__backend_new(smelt_ctx *ctx, const smelt__backend_i *iface, size_t con
         free(c);
         return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
     }
-    be->iface = iface;
-    be->context = c;
-    be->ctx = ctx;
+    *be = (smelt__backend){.iface = iface, .context = c, .ctx = ctx};
     *out = be;
     return SMELT_OK;
 }
