@@ -39,11 +39,16 @@
 #include "runtime.h"
 
 #define MAGIC "SMELTKC2"
-#define HDR 24
 #define KEYFILE "key"
 #define ENTRY_MAX ((uint64_t)1 << 30)
 
 #define DEFAULT_MAX_MB 512.0
+
+typedef struct header { /* an entry's first 24 bytes, then the payload */
+    char magic[8];      /* MAGIC, without its NUL */
+    uint64_t len, tag;  /* the payload's size and SipHash tag */
+} header;
+_Static_assert(sizeof(header) == 24, "an entry's header is 24 bytes");
 
 /* Whether SMELT_CACHE leaves the cache on; warn (may be NULL) gets a line
  * for a value that is ignored. */
@@ -283,21 +288,17 @@ int smelt__dcache_load(const char *key, char **data, size_t *size)
         close(dfd);
         return -1;
     }
-    char hdr[HDR];
-    int ok = st.st_size >= HDR && !read_all(fd, hdr, HDR) && !memcmp(hdr, MAGIC, 8);
-    uint64_t len = 0, tag = 0;
+    header h;
     char *buf = NULL;
-    if (ok) {
-        memcpy(&len, hdr + 8, 8);
-        memcpy(&tag, hdr + 16, 8);
-        ok = len == (uint64_t)st.st_size - HDR && len <= ENTRY_MAX &&
-             (buf = malloc(len ? len : 1)) != NULL && !read_all(fd, buf, len) && siphash(k, buf, len) == tag;
-    }
+    int ok = st.st_size >= (off_t)sizeof h && !read_all(fd, &h, sizeof h) && !memcmp(h.magic, MAGIC, 8) &&
+             h.len == (uint64_t)st.st_size - sizeof h && h.len <= ENTRY_MAX &&
+             (buf = malloc(h.len ? h.len : 1)) != NULL && !read_all(fd, buf, h.len) &&
+             siphash(k, buf, h.len) == h.tag;
     if (ok) {
         futimens(fd, NULL); /* most recently used */
         thread_hits++;
         *data = buf;
-        *size = len;
+        *size = h.len;
     } else { /* never trusted: remove it, the caller rebuilds */
         free(buf);
         unlinkat(dfd, name, 0);
@@ -379,12 +380,9 @@ int smelt__dcache_store(const char *key, const char *data, size_t size)
     unsigned char k[16];
     int st = -1;
     if (size <= ENTRY_MAX && !secret(dfd, k)) {
-        char hdr[HDR];
-        uint64_t len = size, tag = siphash(k, data, size);
-        memcpy(hdr, MAGIC, 8);
-        memcpy(hdr + 8, &len, 8);
-        memcpy(hdr + 16, &tag, 8);
-        st = put_file(dfd, name, hdr, HDR, data, size, false);
+        header h = {.len = size, .tag = siphash(k, data, size)};
+        memcpy(h.magic, MAGIC, 8);
+        st = put_file(dfd, name, &h, sizeof h, data, size, false);
     }
     if (!st)
         evict(dfd);
