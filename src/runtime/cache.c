@@ -75,8 +75,9 @@ static void chain(smelt__kcache *c, smelt__kernel *k)
     }
 }
 
-/* Out of both tables and the LRU list; the caller drops the reference. */
-static void take_out(smelt__kcache *c, smelt__kernel *k)
+/* Out of both tables and the LRU list, onto *gone (through older) for the
+ * caller to drop the cache's reference. */
+static void take_out(smelt__kcache *c, smelt__kernel *k, smelt__kernel **gone)
 {
     for (int w = 0; w < 2; w++) {
         smelt__kernel **pp = &c->tab[w][k->hash[w] & (c->nb - 1)];
@@ -87,6 +88,8 @@ static void take_out(smelt__kcache *c, smelt__kernel *k)
     lru_unlink(c, k);
     c->n--;
     c->bytes -= k->bytes;
+    k->older = *gone;
+    *gone = k;
 }
 
 /* The kernel of be whose description (w 0) or source (w 1) is key (hash h),
@@ -131,12 +134,8 @@ static int insert(smelt__kcache *c, smelt__kernel *k, smelt__kernel **gone)
     c->n++;
     c->bytes += k->bytes;
     *gone = NULL;
-    while ((c->n > c->max_n || c->bytes > c->max_bytes) && c->oldest != k) {
-        smelt__kernel *v = c->oldest;
-        take_out(c, v);
-        v->older = *gone;
-        *gone = v;
-    }
+    while ((c->n > c->max_n || c->bytes > c->max_bytes) && c->oldest != k)
+        take_out(c, c->oldest, gone);
     return SMELT_OK;
 }
 
@@ -165,11 +164,8 @@ void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be)
     smelt__kernel *gone = NULL;
     for (smelt__kernel *k = c ? c->newest : NULL, *o; k; k = o) {
         o = k->older;
-        if (k->backend == be) {
-            take_out(c, k);
-            k->older = gone;
-            gone = k;
-        }
+        if (k->backend == be)
+            take_out(c, k, &gone);
     }
     pthread_mutex_unlock(&ctx->lock);
     drop_all(gone);
