@@ -112,11 +112,8 @@ static int tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base
         free(ops);
         return SMELT_ERR_NOMEM;
     }
-    j->plan = p;
-    j->desc = *d;
-    memcpy(ops, d->ops, sizeof *ops * (size_t)d->n_ops);
-    j->desc.ops = ops;
-    j->base = base;
+    *j = (job){.plan = p, .desc = *d, .base = base};
+    j->desc.ops = memcpy(ops, d->ops, sizeof *ops * (size_t)d->n_ops);
     smelt__kernel_ref(base);
     pthread_mutex_lock(&p->up_mu);
     p->pending++;
