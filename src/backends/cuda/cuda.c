@@ -133,7 +133,8 @@ static void load_nvrtc(void)
     if (g.driver_version >= 11000)
         snprintf(mine, sizeof mine, "libnvrtc.so.%d", g.driver_version / 1000);
     const char *names[] = {mine, "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-    const char *dirs[] = {getenv("CUDA_PATH"), getenv("CUDA_HOME"), "/usr/local/cuda"};
+    /* "": through the loader's search path; then in the toolkit's folders */
+    const char *dirs[] = {"", getenv("CUDA_PATH"), getenv("CUDA_HOME"), "/usr/local/cuda"};
     char first[256] = "";
     const char *lib = getenv("SMELT_NVRTC_LIB"); /* an explicit library, and nothing else */
     if (lib && *lib && !(g.nvrtc_lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL))) {
@@ -141,19 +142,14 @@ static void load_nvrtc(void)
                  lib, dlerror());
         return;
     }
-    for (size_t i = 0; !g.nvrtc_lib && i < sizeof names / sizeof *names; i++) {
-        if (!*names[i])
-            continue;
-        g.nvrtc_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!g.nvrtc_lib && !first[0])
-            snprintf(first, sizeof first, "%s", dlerror());
-    }
     for (size_t d = 0; !g.nvrtc_lib && d < sizeof dirs / sizeof *dirs; d++)
-        for (size_t i = 0; dirs[d] && *dirs[d] && !g.nvrtc_lib && i < sizeof names / sizeof *names; i++) {
+        for (size_t i = 0; !g.nvrtc_lib && i < sizeof names / sizeof *names; i++) {
+            if (!*names[i] || !dirs[d] || (d && !*dirs[d]))
+                continue;
             char path[1024];
-            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], names[i]);
-            if (*names[i])
-                g.nvrtc_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            snprintf(path, sizeof path, "%s%s%s", dirs[d], d ? "/lib64/" : "", names[i]);
+            if (!(g.nvrtc_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) && !first[0])
+                snprintf(first, sizeof first, "%s", dlerror()); /* the first bare name's */
         }
     if (!g.nvrtc_lib) {
         snprintf(g.nvrtc_why, sizeof g.nvrtc_why,
