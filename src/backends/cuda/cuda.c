@@ -417,12 +417,9 @@ static void record(cuda_be *c, const char *name, const char *source, const smelt
         return;
     c->recs = v;
     compile_rec *r = &v[c->nrecs++];
+    *r = (compile_rec){.source = smelt__strdup(source), .log = smelt__strdup(log->s ? log->s : ""),
+                       .ok = ok, .bytes = bytes, .ms = ms};
     snprintf(r->name, sizeof r->name, "%s", name);
-    r->source = smelt__strdup(source);
-    r->log = smelt__strdup(log->s ? log->s : "");
-    r->ok = ok;
-    r->bytes = bytes;
-    r->ms = ms;
 }
 
 static int cuda_compile(smelt__backend *be, const char *source, const char *fn_name, void **fn,
