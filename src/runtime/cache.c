@@ -141,10 +141,9 @@ static int insert(smelt__kcache *c, smelt__kernel *k, smelt__kernel **gone)
 
 static void drop_all(smelt__kernel *k)
 {
-    while (k) {
-        smelt__kernel *o = k->older;
+    for (smelt__kernel *o; k; k = o) {
+        o = k->older;
         smelt__kernel_unref(k);
-        k = o;
     }
 }
 
