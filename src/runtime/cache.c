@@ -10,8 +10,6 @@
  * above 0 is ignored (the default holds) and named in plan descriptions.
  * Eviction drops the cache's reference only: a kernel a plan still runs is
  * released by the last holder (smelt__kernel_unref). */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,30 +28,12 @@ struct smelt__kcache {
     size_t n, bytes, max_n, max_bytes;
 };
 
-/* A number above 0 (and below 1e12) from the environment, else def and,
- * for a value that is not one, a warning line in warn (may be NULL). */
-static double env_bound(const char *name, double def, bool whole, const char *unit, smelt__sb *warn)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return def;
-    char *end;
-    double x = strtod(v, &end);
-    while (*end == ' ')
-        end++;
-    if (end != v && !*end && isfinite(x) && x > 0 && x < 1e12 && (!whole || x == floor(x)))
-        return x;
-    if (warn)
-        smelt__sb_printf(warn, "warning: %s='%s' is not a %s above 0: ignored, the in-memory "
-                               "kernel cache keeps %.0f %s\n",
-                         name, v, whole ? "whole number" : "size in MiB", def, unit);
-    return def;
-}
-
 static void config(smelt__kcache *c, smelt__sb *warn)
 {
-    double n = env_bound("SMELT_MEM_CACHE_MAX_KERNELS", DEFAULT_MAX_KERNELS, true, "kernels", warn);
-    double mb = env_bound("SMELT_MEM_CACHE_MAX_MB", DEFAULT_MAX_MB, false, "MiB", warn);
+    const char *keeps = "the in-memory kernel cache keeps";
+    double n = smelt__env_bound("SMELT_MEM_CACHE_MAX_KERNELS", DEFAULT_MAX_KERNELS, true, "kernels", keeps,
+                                warn);
+    double mb = smelt__env_bound("SMELT_MEM_CACHE_MAX_MB", DEFAULT_MAX_MB, false, "MiB", keeps, warn);
     if (c)
         c->max_n = (size_t)n, c->max_bytes = (size_t)(mb * 1048576.0);
 }
@@ -95,8 +75,9 @@ static void chain(smelt__kcache *c, smelt__kernel *k)
     }
 }
 
-/* Out of both tables and the LRU list; the caller drops the reference. */
-static void take_out(smelt__kcache *c, smelt__kernel *k)
+/* Out of both tables and the LRU list, onto *gone (through older) for the
+ * caller to drop the cache's reference. */
+static void take_out(smelt__kcache *c, smelt__kernel *k, smelt__kernel **gone)
 {
     for (int w = 0; w < 2; w++) {
         smelt__kernel **pp = &c->tab[w][k->hash[w] & (c->nb - 1)];
@@ -107,24 +88,27 @@ static void take_out(smelt__kcache *c, smelt__kernel *k)
     lru_unlink(c, k);
     c->n--;
     c->bytes -= k->bytes;
+    k->older = *gone;
+    *gone = k;
 }
 
-/* The kernel of be whose description (w 0) or source (w 1) is key, made
- * the most recently used, with a reference for the caller.  Under ctx->lock. */
-static smelt__kernel *find(smelt__kcache *c, const smelt__backend *be, int w, uint64_t h,
-                           const char *key, size_t len)
+/* The kernel of be whose description (w 0) or source (w 1) is key (hash h),
+ * made the most recently used, with a reference for the caller. */
+static smelt__kernel *find(smelt_ctx *ctx, const smelt__backend *be, int w, uint64_t h,
+                           const smelt__sb *key)
 {
-    if (!c || !c->nb)
-        return NULL;
-    smelt__kernel *k = c->tab[w][h & (c->nb - 1)];
-    while (k && !(k->hash[w] == h && k->backend == be && (w ? k->src_len : k->desc_len) == len &&
-                  !memcmp(w ? k->source : k->desc, key, len)))
+    pthread_mutex_lock(&ctx->lock);
+    smelt__kcache *c = ctx->kcache;
+    smelt__kernel *k = c && c->nb ? c->tab[w][h & (c->nb - 1)] : NULL;
+    while (k && !(k->hash[w] == h && k->backend == be && (w ? k->src_len : k->desc_len) == key->len &&
+                  !memcmp(w ? k->source : k->desc, key->s, key->len)))
         k = k->next[w];
     if (k) {
         lru_unlink(c, k);
         lru_push(c, k);
         smelt__kernel_ref(k);
     }
+    pthread_mutex_unlock(&ctx->lock);
     return k;
 }
 
@@ -150,21 +134,16 @@ static int insert(smelt__kcache *c, smelt__kernel *k, smelt__kernel **gone)
     c->n++;
     c->bytes += k->bytes;
     *gone = NULL;
-    while ((c->n > c->max_n || c->bytes > c->max_bytes) && c->oldest != k) {
-        smelt__kernel *v = c->oldest;
-        take_out(c, v);
-        v->older = *gone;
-        *gone = v;
-    }
+    while ((c->n > c->max_n || c->bytes > c->max_bytes) && c->oldest != k)
+        take_out(c, c->oldest, gone);
     return SMELT_OK;
 }
 
 static void drop_all(smelt__kernel *k)
 {
-    while (k) {
-        smelt__kernel *o = k->older;
+    for (smelt__kernel *o; k; k = o) {
+        o = k->older;
         smelt__kernel_unref(k);
-        k = o;
     }
 }
 
@@ -184,11 +163,8 @@ void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be)
     smelt__kernel *gone = NULL;
     for (smelt__kernel *k = c ? c->newest : NULL, *o; k; k = o) {
         o = k->older;
-        if (k->backend == be) {
-            take_out(c, k);
-            k->older = gone;
-            gone = k;
-        }
+        if (k->backend == be)
+            take_out(c, k, &gone);
     }
     pthread_mutex_unlock(&ctx->lock);
     drop_all(gone);
@@ -260,50 +236,30 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     *ms = 0;
     if (be->iface->supports && !be->iface->supports(be, d, err))
         return SMELT_ERR_UNSUPPORTED;
-    /* the same description again (a repeated layer): no emission at all */
-    smelt__sb desc;
+    smelt__sb desc, src, log;
     smelt__sb_init(&desc);
-    serialise(&desc, d);
-    if (desc.oom) {
-        smelt__sb_free(&desc);
-        smelt__sb_puts(err, "out of memory");
-        return SMELT_ERR_NOMEM;
-    }
-    uint64_t seed = (uint64_t)(uintptr_t)be, hd = smelt__hash(desc.s, desc.len, seed);
-    pthread_mutex_lock(&ctx->lock);
-    smelt__kernel *k = find(ctx->kcache, be, 0, hd, desc.s, desc.len);
-    pthread_mutex_unlock(&ctx->lock);
-    if (k) {
-        smelt__sb_free(&desc);
-        *out = k;
-        return SMELT_OK;
-    }
-    smelt__sb src;
     smelt__sb_init(&src);
+    smelt__sb_init(&log);
     char name[40];
-    int st = smelt__emit(&be->iface->target, d, &src, name, err);
-    if (st) {
-        smelt__sb_free(&src);
-        smelt__sb_free(&desc);
-        return st;
-    }
+    void *fn = NULL, *handle = NULL;
+    smelt__kernel *k = NULL, *gone = NULL;
+    /* the same description again (a repeated layer): no emission at all */
+    serialise(&desc, d);
+    uint64_t seed = (uint64_t)(uintptr_t)be, hd = smelt__hash(desc.s, desc.len, seed), hs = 0;
+    int st = desc.oom ? SMELT_ERR_NOMEM : SMELT_OK;
+    if (st)
+        goto nomem;
+    if ((*out = find(ctx, be, 0, hd, &desc)))
+        goto done;
+    if ((st = smelt__emit(&be->iface->target, d, &src, name, err)))
+        goto done;
     /* another description with the same source (e.g. other operand modes
      * that the source does not distinguish; the source names the kernel) */
-    uint64_t hs = smelt__hash(src.s, src.len, seed);
-    pthread_mutex_lock(&ctx->lock);
-    k = find(ctx->kcache, be, 1, hs, src.s, src.len);
-    pthread_mutex_unlock(&ctx->lock);
-    if (k) {
-        smelt__sb_free(&src);
-        smelt__sb_free(&desc);
-        *out = k;
-        return SMELT_OK;
-    }
+    hs = smelt__hash(src.s, src.len, seed);
+    if ((*out = find(ctx, be, 1, hs, &src)))
+        goto done;
     dump_source(name, be->iface->target.dialect->ext, src.s);
     double t0 = smelt__now_ms();
-    void *fn = NULL, *handle = NULL;
-    smelt__sb log;
-    smelt__sb_init(&log);
     unsigned long disk0 = smelt__dcache_thread_hits();
     st = be->iface->compile(be, src.s, name, &fn, &handle, &log);
     bool from_disk = smelt__dcache_thread_hits() != disk0;
@@ -311,12 +267,9 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     if (st) {
         smelt__sb_printf(err, "%s failed to compile %s:\n%s", be->iface->name, name,
                          smelt__sb_str(&log));
-        smelt__sb_free(&log);
-        smelt__sb_free(&src);
-        smelt__sb_free(&desc);
-        return SMELT_ERR_COMPILE;
+        st = SMELT_ERR_COMPILE;
+        goto done;
     }
-    smelt__sb_free(&log);
     k = calloc(1, sizeof *k);
     if (k) {
         memcpy(k->name, name, sizeof k->name);
@@ -338,26 +291,28 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
         k->hash[0] = hd;
         k->hash[1] = hs;
     }
-    smelt__kernel *gone = NULL;
     pthread_mutex_lock(&ctx->lock);
     if (!ctx->kcache && (ctx->kcache = calloc(1, sizeof *ctx->kcache)))
         config(ctx->kcache, NULL);
     st = k && ctx->kcache ? insert(ctx->kcache, k, &gone) : SMELT_ERR_NOMEM;
     pthread_mutex_unlock(&ctx->lock);
     drop_all(gone);
-    if (st) {
-        if (k) {
-            k->refs = 1;
-            smelt__kernel_unref(k);
-        } else {
-            be->iface->release(be, handle);
-        }
-        smelt__sb_free(&src);
-        smelt__sb_free(&desc);
-        smelt__sb_puts(err, "out of memory");
-        return SMELT_ERR_NOMEM;
+    if (!st) {
+        *out = k;
+        *compiled = true;
+        goto done;
     }
-    *out = k;
-    *compiled = true;
-    return SMELT_OK;
+    if (k) {
+        k->refs = 1;
+        smelt__kernel_unref(k);
+    } else {
+        be->iface->release(be, handle);
+    }
+nomem:
+    smelt__sb_puts(err, "out of memory");
+done:
+    smelt__sb_free(&log);
+    smelt__sb_free(&src);
+    smelt__sb_free(&desc);
+    return st;
 }

@@ -1,19 +1,30 @@
-/* Configuration from the environment: backend selection. */
+/* Configuration from the environment: backend selection, numeric bounds. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "runtime.h"
 
-enum { KIND_AUTO = -2 }; /* smelt__backend_find says -1: no such backend */
-
-/* "TCC, CC, NVRTC, AUTO": the registry's names */
-static void valid_names(smelt__sb *b)
+double smelt__env_bound(const char *name, double def, bool whole, const char *unit, const char *keeps,
+                        smelt__sb *warn)
 {
-    for (int k = 0; k < smelt__backend_count; k++)
-        smelt__sb_printf(b, "%s, ", smelt__backend_table[k].name);
-    smelt__sb_puts(b, "AUTO");
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    double x = strtod(v, &end);
+    while (*end == ' ')
+        end++;
+    if (end != v && !*end && isfinite(x) && x > 0 && x < 1e12 && (!whole || x == floor(x)))
+        return x;
+    if (warn)
+        smelt__sb_printf(warn, "warning: %s='%s' is not a %s above 0: ignored, %s %.0f %s\n", name, v,
+                         whole ? "whole number" : "size in MiB", keeps, def, unit);
+    return def;
 }
+
+enum { KIND_AUTO = -2 }; /* smelt__backend_find says -1: no such backend */
 
 /* Parse one name; source says where it came from (for the message). */
 static int parse(smelt_ctx *ctx, const char *name, const char *source, int *kind)
@@ -21,9 +32,11 @@ static int parse(smelt_ctx *ctx, const char *name, const char *source, int *kind
     *kind = strcasecmp(name, "AUTO") ? smelt__backend_find(name) : KIND_AUTO;
     if (*kind != -1)
         return SMELT_OK;
-    smelt__sb v;
+    smelt__sb v; /* "TCC, CC, NVRTC, AUTO": the registry's names */
     smelt__sb_init(&v);
-    valid_names(&v);
+    for (int k = 0; k < smelt__backend_count; k++)
+        smelt__sb_printf(&v, "%s, ", smelt__backend_table[k].name);
+    smelt__sb_puts(&v, "AUTO");
     int st;
     if (!strcasecmp(name, "HALIDE") || !strcasecmp(name, "MLIR"))
         st = smelt__err(ctx, SMELT_ERR_BACKEND,
@@ -36,7 +49,24 @@ static int parse(smelt_ctx *ctx, const char *name, const char *source, int *kind
     return st;
 }
 
-static const char *name_in_force(smelt_ctx *ctx, const char *explicit_name, const char **source);
+/* The backend name in force and, in *source, where it comes from. */
+static const char *name_in_force(smelt_ctx *ctx, const char *explicit_name, const char **source)
+{
+    const char *name;
+    if ((name = explicit_name)) {
+        *source = "backend option";
+    } else if (ctx && (name = ctx->backend_override)) {
+        *source = "smelt_ctx_set_backend";
+    } else if ((name = getenv("SMELT_JIT_BACKEND")) && *name) {
+        *source = "SMELT_JIT_BACKEND";
+    } else if ((name = getenv("MGB_JIT_BACKEND")) && *name) {
+        *source = "MGB_JIT_BACKEND";
+    } else {
+        name = "AUTO";
+        *source = "default";
+    }
+    return name;
+}
 
 bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name)
 {
@@ -46,8 +76,7 @@ bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name)
 
 int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind)
 {
-    const char *source = NULL;
-    const char *name = name_in_force(ctx, explicit_name, &source);
+    const char *source, *name = name_in_force(ctx, explicit_name, &source);
     int st = parse(ctx, name, source, kind);
     if (st)
         return st;
@@ -82,37 +111,13 @@ int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind)
     return SMELT_OK;
 }
 
-static const char *name_in_force(smelt_ctx *ctx, const char *explicit_name, const char **src)
-{
-    const char *name = NULL, *source = NULL;
-    if (explicit_name) {
-        name = explicit_name;
-        source = "backend option";
-    } else if (ctx && ctx->backend_override) {
-        name = ctx->backend_override;
-        source = "smelt_ctx_set_backend";
-    } else if ((name = getenv("SMELT_JIT_BACKEND")) && *name) {
-        source = "SMELT_JIT_BACKEND";
-    } else if ((name = getenv("MGB_JIT_BACKEND")) && *name) {
-        source = "MGB_JIT_BACKEND";
-    } else {
-        name = "AUTO";
-        source = "default";
-    }
-    *src = source;
-    return name;
-}
-
 int smelt_ctx_set_backend(smelt_ctx *ctx, const char *name)
 {
     if (!ctx)
         return SMELT_ERR_INVALID_ARG;
-    if (name) {
-        int kind;
-        int st = parse(ctx, name, "smelt_ctx_set_backend", &kind);
-        if (st)
-            return st;
-    }
+    int kind, st = name ? parse(ctx, name, "smelt_ctx_set_backend", &kind) : SMELT_OK;
+    if (st)
+        return st;
     char *copy = name ? smelt__strdup(name) : NULL;
     if (name && !copy)
         return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");

@@ -8,13 +8,10 @@ int smelt_ctx_new(smelt_ctx **out)
 {
     if (!out)
         return SMELT_ERR_INVALID_ARG;
-    smelt_ctx *c = calloc(1, sizeof *c);
-    if (!c) {
-        *out = NULL;
+    smelt_ctx *c = *out = calloc(1, sizeof *c);
+    if (!c)
         return SMELT_ERR_NOMEM;
-    }
     pthread_mutex_init(&c->lock, NULL);
-    *out = c;
     return SMELT_OK;
 }
 
@@ -24,7 +21,7 @@ void smelt_ctx_free(smelt_ctx *ctx)
         return;
     smelt__bg_free(ctx->bg); /* before the kernels its jobs would write */
     smelt__kcache_free(ctx->kcache);
-    for (int i = 0; i < (int)(sizeof ctx->backends / sizeof ctx->backends[0]); i++)
+    for (int i = 0; i < smelt__backend_count; i++)
         if (ctx->backends[i])
             ctx->backends[i]->iface->destroy(ctx->backends[i]);
     smelt__pool_free(ctx->pool);
@@ -66,9 +63,7 @@ int smelt__backend_new(smelt_ctx *ctx, const smelt__backend_i *iface, size_t con
         free(c);
         return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
     }
-    be->iface = iface;
-    be->context = c;
-    be->ctx = ctx;
+    *be = (smelt__backend){.iface = iface, .context = c, .ctx = ctx};
     *out = be;
     return SMELT_OK;
 }
@@ -116,14 +111,14 @@ int smelt__backend_get(smelt_ctx *ctx, int kind, smelt__backend **out)
         be->kind = kind;
         smelt__sb why;
         smelt__sb_init(&why);
-        if (!be->iface->available(be, &why)) {
+        if (!be->iface->available(be, &why))
             st = smelt__err(ctx, SMELT_ERR_BACKEND, "backend %s is not available: %s",
                             be->iface->name, smelt__sb_str(&why));
-            smelt__sb_free(&why);
+        smelt__sb_free(&why);
+        if (st) {
             be->iface->destroy(be);
             return st;
         }
-        smelt__sb_free(&why);
         ctx->backends[kind] = be;
     }
     *out = ctx->backends[kind];

@@ -6,7 +6,7 @@
  *   off      SMELT_CACHE=0 (or false, no, off; 1, true, yes, on: on)
  *   size cap SMELT_CACHE_MAX_MB (default 512); least recently used first out
  * A value that is none of these is ignored (the default holds) and named in
- * smelt__dcache_config's warning (plan descriptions and smelt info show it).
+ * smelt__dcache_config_warnings's lines (plan descriptions and smelt info show them).
  *
  * The cache holds code that smelt loads and runs, so it is trusted code and
  * only its owner may write it (docs/security.md):
@@ -26,7 +26,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,50 +39,43 @@
 #include "runtime.h"
 
 #define MAGIC "SMELTKC2"
-#define HDR 24
 #define KEYFILE "key"
 #define ENTRY_MAX ((uint64_t)1 << 30)
 
 #define DEFAULT_MAX_MB 512.0
 
-/* The settings from the environment: whether the cache is on, its cap in
- * bytes; warn (may be NULL) gets a line for each value ignored. */
-static bool config(double *cap, smelt__sb *warn)
+typedef struct header { /* an entry's first 24 bytes, then the payload */
+    char magic[8];      /* MAGIC, without its NUL */
+    uint64_t len, tag;  /* the payload's size and SipHash tag */
+} header;
+_Static_assert(sizeof(header) == 24, "an entry's header is 24 bytes");
+
+/* Whether SMELT_CACHE leaves the cache on; warn (may be NULL) gets a line
+ * for a value that is ignored. */
+static bool cache_on(smelt__sb *warn)
 {
-    static const char *const offs[] = {"0", "false", "no", "off"}, *const ons[] = {"1", "true", "yes", "on"};
-    bool on = true;
+    static const char *const words[] = {"0", "false", "no", "off", "1", "true", "yes", "on"};
     const char *v = getenv("SMELT_CACHE");
-    if (v && *v) {
-        bool known = false;
-        for (int i = 0; i < 4; i++) {
-            if (!strcasecmp(v, offs[i]))
-                on = false, known = true;
-            known |= !strcasecmp(v, ons[i]);
-        }
-        if (!known && warn)
-            smelt__sb_printf(warn, "warning: SMELT_CACHE='%s' is not 0/false/no/off or "
-                                   "1/true/yes/on: ignored, the persistent cache stays on\n", v);
-    }
-    *cap = DEFAULT_MAX_MB * 1048576.0;
-    v = getenv("SMELT_CACHE_MAX_MB");
-    if (v && *v) {
-        char *end;
-        double mb = strtod(v, &end);
-        while (*end == ' ')
-            end++;
-        if (end != v && !*end && isfinite(mb) && mb > 0 && mb < 1e12)
-            *cap = mb * 1048576.0;
-        else if (warn)
-            smelt__sb_printf(warn, "warning: SMELT_CACHE_MAX_MB='%s' is not a size in MiB above 0: "
-                                   "ignored, the cap stays %.0f MiB\n", v, DEFAULT_MAX_MB);
-    }
-    return on;
+    for (int i = 0; v && *v && i < 8; i++)
+        if (!strcasecmp(v, words[i]))
+            return i >= 4;
+    if (v && *v && warn)
+        smelt__sb_printf(warn, "warning: SMELT_CACHE='%s' is not 0/false/no/off or "
+                               "1/true/yes/on: ignored, the persistent cache stays on\n", v);
+    return true;
+}
+
+/* The size cap in bytes (SMELT_CACHE_MAX_MB). */
+static double cache_cap(smelt__sb *warn)
+{
+    return smelt__env_bound("SMELT_CACHE_MAX_MB", DEFAULT_MAX_MB, false, "MiB", "the cap stays", warn) *
+           1048576.0;
 }
 
 void smelt__dcache_config_warnings(smelt__sb *warn)
 {
-    double cap;
-    config(&cap, warn);
+    cache_on(warn);
+    cache_cap(warn);
 }
 
 /* ---- SipHash-2-4 (Aumasson and Bernstein), 64-bit tag ----------------- */
@@ -111,25 +103,19 @@ static uint64_t siphash(const unsigned char key[16], const void *data, size_t n)
     uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
     uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
     size_t whole = n & ~(size_t)7;
-    for (size_t i = 0; i < whole; i += 8) {
-        uint64_t m = le64(p + i);
+    uint64_t last = (uint64_t)n << 56; /* the length and the bytes after the whole words */
+    for (size_t i = 0; i < (n & 7); i++)
+        last |= (uint64_t)p[whole + i] << (8 * i);
+    for (size_t i = 0; i <= whole; i += 8) { /* the whole words, then the last */
+        uint64_t m = i < whole ? le64(p + i) : last;
         v3 ^= m;
         SIPROUND;
         SIPROUND;
         v0 ^= m;
     }
-    uint64_t b = (uint64_t)n << 56;
-    for (size_t i = 0; i < (n & 7); i++)
-        b |= (uint64_t)p[whole + i] << (8 * i);
-    v3 ^= b;
-    SIPROUND;
-    SIPROUND;
-    v0 ^= b;
     v2 ^= 0xff;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
-    SIPROUND;
+    for (int i = 0; i < 4; i++)
+        SIPROUND;
     return v0 ^ v1 ^ v2 ^ v3;
 }
 
@@ -138,8 +124,7 @@ static uint64_t siphash(const unsigned char key[16], const void *data, size_t n)
  * can be named. */
 static int dir_path(char *buf, size_t n)
 {
-    double cap;
-    if (!config(&cap, NULL))
+    if (!cache_on(NULL))
         return 1;
     const char *d = getenv("SMELT_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
     int w;
@@ -303,30 +288,24 @@ int smelt__dcache_load(const char *key, char **data, size_t *size)
         close(dfd);
         return -1;
     }
-    char hdr[HDR];
-    int ok = st.st_size >= HDR && !read_all(fd, hdr, HDR) && !memcmp(hdr, MAGIC, 8);
-    uint64_t len = 0, tag = 0;
+    header h;
     char *buf = NULL;
+    int ok = st.st_size >= (off_t)sizeof h && !read_all(fd, &h, sizeof h) && !memcmp(h.magic, MAGIC, 8) &&
+             h.len == (uint64_t)st.st_size - sizeof h && h.len <= ENTRY_MAX &&
+             (buf = malloc(h.len ? h.len : 1)) != NULL && !read_all(fd, buf, h.len) &&
+             siphash(k, buf, h.len) == h.tag;
     if (ok) {
-        memcpy(&len, hdr + 8, 8);
-        memcpy(&tag, hdr + 16, 8);
-        ok = len == (uint64_t)st.st_size - HDR && len <= ENTRY_MAX &&
-             (buf = malloc(len ? len : 1)) != NULL && !read_all(fd, buf, len) && siphash(k, buf, len) == tag;
-    }
-    if (ok)
         futimens(fd, NULL); /* most recently used */
-    close(fd);
-    if (!ok) { /* never trusted: remove it, the caller rebuilds */
+        thread_hits++;
+        *data = buf;
+        *size = h.len;
+    } else { /* never trusted: remove it, the caller rebuilds */
         free(buf);
         unlinkat(dfd, name, 0);
-        close(dfd);
-        return -1;
     }
-    thread_hits++;
+    close(fd);
     close(dfd);
-    *data = buf;
-    *size = len;
-    return 0;
+    return ok ? 0 : -1;
 }
 
 void smelt__dcache_remove(const char *key)
@@ -342,21 +321,18 @@ void smelt__dcache_remove(const char *key)
 typedef struct ent {
     char name[300];
     off_t size;
-    struct timespec mtime;
+    int64_t mtime_ns;
 } ent;
 
 static int by_mtime(const void *a, const void *b)
 {
     const ent *x = a, *y = b;
-    if (x->mtime.tv_sec != y->mtime.tv_sec)
-        return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
-    return (x->mtime.tv_nsec > y->mtime.tv_nsec) - (x->mtime.tv_nsec < y->mtime.tv_nsec);
+    return (x->mtime_ns > y->mtime_ns) - (x->mtime_ns < y->mtime_ns);
 }
 
 static void evict(int dfd)
 {
-    double cap;
-    config(&cap, NULL);
+    double cap = cache_cap(NULL);
     int fd = dup(dfd);
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (!d) {
@@ -365,7 +341,7 @@ static void evict(int dfd)
         return;
     }
     ent *v = NULL;
-    size_t n = 0, capn = 0;
+    int n = 0, nalloc = 0;
     double total = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -375,23 +351,20 @@ static void evict(int dfd)
         struct stat st;
         if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW))
             continue;
-        if (n == capn) {
-            capn = capn ? capn * 2 : 64;
-            ent *nv = realloc(v, sizeof *v * capn);
-            if (!nv)
-                break;
-            v = nv;
-        }
+        ent *nv = smelt__grow(v, n, &nalloc, sizeof *v, 64);
+        if (!nv)
+            break;
+        v = nv;
         memcpy(v[n].name, e->d_name, l + 1);
         v[n].size = st.st_size;
-        v[n].mtime = st.st_mtim;
+        v[n].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
         total += (double)st.st_size;
         n++;
     }
     closedir(d);
     if (total > cap) {
-        qsort(v, n, sizeof *v, by_mtime);
-        for (size_t i = 0; i < n && total > cap; i++)
+        qsort(v, (size_t)n, sizeof *v, by_mtime);
+        for (int i = 0; i < n && total > cap; i++)
             if (!unlinkat(dfd, v[i].name, 0))
                 total -= (double)v[i].size;
     }
@@ -407,12 +380,9 @@ int smelt__dcache_store(const char *key, const char *data, size_t size)
     unsigned char k[16];
     int st = -1;
     if (size <= ENTRY_MAX && !secret(dfd, k)) {
-        char hdr[HDR];
-        uint64_t len = size, tag = siphash(k, data, size);
-        memcpy(hdr, MAGIC, 8);
-        memcpy(hdr + 8, &len, 8);
-        memcpy(hdr + 16, &tag, 8);
-        st = put_file(dfd, name, hdr, HDR, data, size, false);
+        header h = {.len = size, .tag = siphash(k, data, size)};
+        memcpy(h.magic, MAGIC, 8);
+        st = put_file(dfd, name, &h, sizeof h, data, size, false);
     }
     if (!st)
         evict(dfd);
@@ -420,38 +390,38 @@ int smelt__dcache_store(const char *key, const char *data, size_t size)
     return st;
 }
 
-int smelt__dcache_check(smelt__sb *why)
+/* The cache folder in buf: 0 when it is usable, 1 when SMELT_CACHE=0 turns
+ * it off, -1 (why says why) when it cannot be used. */
+static int check(char *buf, size_t n, smelt__sb *why)
 {
-    char dir[4096];
-    int r = dir_path(dir, sizeof dir);
-    if (r > 0)
+    if (dir_path(buf, n) > 0)
         return 1;
-    int dfd = dcache_open(dir, sizeof dir, why);
+    int dfd = dcache_open(buf, n, why);
     if (dfd < 0)
         return -1;
     close(dfd);
     return 0;
 }
 
+int smelt__dcache_check(smelt__sb *why)
+{
+    char dir[4096];
+    return check(dir, sizeof dir, why);
+}
+
 int smelt_cache_dir(smelt_ctx *ctx, char *buf, size_t n)
 {
     if (!buf || !n)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_cache_dir: buf is NULL");
-    buf[0] = 0;
-    if (dir_path(buf, n) > 0) {
-        buf[0] = 0;
-        return smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "turned off by SMELT_CACHE=%s", getenv("SMELT_CACHE"));
-    }
     smelt__sb why;
     smelt__sb_init(&why);
-    int dfd = dcache_open(buf, n, &why);
-    int st = SMELT_OK;
-    if (dfd < 0) {
-        buf[0] = 0;
+    int r = check(buf, n, &why), st = SMELT_OK;
+    if (r > 0)
+        st = smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "turned off by SMELT_CACHE=%s", getenv("SMELT_CACHE"));
+    else if (r < 0)
         st = smelt__err(ctx, SMELT_ERR_IO, "persistent kernel cache not used: %s", smelt__sb_str(&why));
-    } else {
-        close(dfd);
-    }
+    if (r)
+        buf[0] = 0;
     smelt__sb_free(&why);
     return st;
 }

@@ -25,7 +25,6 @@ struct smelt_ctx {
 };
 void smelt__bg_free(struct smelt__bg *bg);
 
-
 /* ---- persistent kernel cache (src/runtime/diskcache.c) ----------------------- */
 /* 0 when the cache is usable, 1 when SMELT_CACHE=0 turns it off, -1 (and
  * the reason in why) when its folder cannot be used. */
@@ -52,6 +51,11 @@ void smelt__dcache_remove(const char *key);
 int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind);
 /* Whether the name in force is AUTO (tiered compilation on a CPU). */
 bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name);
+/* The number above 0 and below 1e12 (whole if asked) in environment variable
+ * name, else def and, for a value that is not one, a line in warn (may be
+ * NULL): "warning: name='...' is not ...: ignored, <keeps> <def> <unit>". */
+double smelt__env_bound(const char *name, double def, bool whole, const char *unit, const char *keeps,
+                        smelt__sb *warn);
 
 /* ---- thread pool ----------------------------------------------------- */
 typedef void (*smelt__task_fn)(void *arg, int64_t chunk);

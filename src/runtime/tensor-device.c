@@ -9,8 +9,7 @@
 #include "runtime.h"
 #include "smelt_cuda.h"
 
-/* how the tensor layer frees and reads device memory (ir.h) */
-static void dev_free(smelt__backend *be, void *mem) { smelt__be_free(be, mem); }
+/* how the tensor layer reads device memory (ir.h); it frees it with smelt__be_free */
 static int dev_read(smelt__backend *be, void *dst, const void *src, size_t bytes)
 {
     return be->iface->copy(be, dst, src, bytes, SMELT_COPY_D2H);
@@ -34,7 +33,7 @@ int smelt__tensor_new_on(smelt_ctx *ctx, smelt__backend *be, smelt_dtype dt, int
     t->buf->mem = mem;
     t->buf->bytes = bytes;
     t->buf->dev = be;
-    t->buf->dev_free = dev_free;
+    t->buf->dev_free = smelt__be_free;
     t->buf->dev_read = dev_read;
     t->data = mem;
     return SMELT_OK;
@@ -130,17 +129,15 @@ int smelt_tensor_copy_to_host(smelt_tensor *dst, const smelt_tensor *src)
     int st = check_pair(dst, src, false, "smelt_tensor_copy_to_host");
     if (st)
         return st;
-    size_t es = smelt__dtypes[src->dtype].size;
-    int64_t n = smelt_tensor_numel(src);
+    size_t bytes = (size_t)smelt_tensor_numel(src) * smelt__dtypes[src->dtype].size;
     smelt__backend *be = src->buf->dev;
     if (smelt_tensor_is_contiguous(dst))
-        return be->iface->copy(be, dst->data, src->data, (size_t)n * es, SMELT_COPY_D2H);
+        return be->iface->copy(be, dst->data, src->data, bytes, SMELT_COPY_D2H);
     smelt_tensor *tmp; /* through a contiguous host copy, then scattered */
     if ((st = smelt_tensor_new(dst->ctx, dst->dtype, dst->ndim, dst->shape, &tmp)))
         return st;
-    st = be->iface->copy(be, tmp->data, src->data, (size_t)n * es, SMELT_COPY_D2H);
-    for (int64_t i = 0; !st && i < n; i++)
-        memcpy(dst->data + elem_offset(dst, i) * (int64_t)es, tmp->data + i * (int64_t)es, es);
+    if (!(st = be->iface->copy(be, tmp->data, src->data, bytes, SMELT_COPY_D2H)))
+        st = smelt_tensor_copy(dst, tmp);
     smelt_tensor_free(tmp);
     return st;
 }
@@ -190,41 +187,37 @@ static void free_copies(smelt_tensor *const *orig, smelt_tensor **copy, int n)
     free(copy);
 }
 
+/* ts on be's device in *out: a device tensor is itself, a host one a new
+ * device tensor, with its data when copy_in.  On failure *out is NULL. */
+static int stage(smelt__backend *be, int n, smelt_tensor *const *ts, bool copy_in, smelt_tensor ***out)
+{
+    smelt_tensor **d = calloc((size_t)n + 1, sizeof *d);
+    int st = d ? SMELT_OK : smelt__err(be->ctx, SMELT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n && !st; i++) {
+        smelt_tensor *t = ts[i];
+        if (smelt__is_device(t))
+            d[i] = t;
+        else if (!(st = smelt__tensor_new_on(be->ctx, be, t->dtype, t->ndim, t->shape, &d[i])) && copy_in)
+            st = smelt_tensor_copy_from_host(d[i], t);
+    }
+    if (st) { /* entries past the failure are NULL: freeing them is a no-op */
+        free_copies(ts, d, n);
+        d = NULL;
+    }
+    *out = d;
+    return st;
+}
+
 int smelt__device_stage(smelt__backend *be, int n_in, smelt_tensor *const *inputs, int n_out,
                         smelt_tensor **outputs, smelt_tensor ***din, smelt_tensor ***dout)
 {
-    smelt_ctx *ctx = be->ctx;
-    smelt_tensor **in = calloc((size_t)n_in + 1, sizeof *in);
-    smelt_tensor **out = calloc((size_t)n_out + 1, sizeof *out);
-    int st = in && out ? SMELT_OK : smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < n_in && !st; i++) {
-        smelt_tensor *t = inputs[i];
-        in[i] = t;
-        if (!smelt__is_device(t)) {
-            in[i] = NULL;
-            if (!(st = smelt__tensor_new_on(ctx, be, t->dtype, t->ndim, t->shape, &in[i])))
-                st = smelt_tensor_copy_from_host(in[i], t);
-        }
+    int st = stage(be, n_in, inputs, true, din);
+    *dout = NULL; /* every element of an output is written: nothing to copy in */
+    if (!st && (st = stage(be, n_out, outputs, false, dout))) {
+        free_copies(inputs, *din, n_in);
+        *din = NULL;
     }
-    for (int i = 0; i < n_out && !st; i++) {
-        smelt_tensor *t = outputs[i];
-        out[i] = t; /* every element of an output is written: nothing to copy in */
-        if (!smelt__is_device(t)) {
-            out[i] = NULL;
-            st = smelt__tensor_new_on(ctx, be, t->dtype, t->ndim, t->shape, &out[i]);
-        }
-    }
-    if (st) {
-        if (in) /* entries past the failure are NULL: freeing them is a no-op */
-            free_copies(inputs, in, n_in);
-        if (out)
-            free_copies(outputs, out, n_out);
-        *din = *dout = NULL;
-        return st;
-    }
-    *din = in;
-    *dout = out;
-    return SMELT_OK;
+    return st;
 }
 
 int smelt__device_unstage(smelt__backend *be, int n_in, smelt_tensor *const *inputs,

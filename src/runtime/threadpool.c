@@ -98,7 +98,6 @@ void smelt__pool_free(smelt__pool *p)
     free(p);
 }
 
-
 void smelt__pool_run(smelt__pool *p, smelt__task_fn fn, void *arg, int64_t nchunks)
 {
     if (!p || p->n == 0 || nchunks <= 1) {

@@ -21,7 +21,7 @@ struct smelt__bg {
     pthread_cond_t cv;
     job *head, *tail;
     smelt_plan *busy; /* plan of the job being compiled */
-    bool stop, started;
+    bool stop;
 };
 
 static void job_free(job *j)
@@ -31,9 +31,11 @@ static void job_free(job *j)
     free(j);
 }
 
-static void finish(smelt_plan *p, smelt__kernel *base, smelt__kernel *fast, const char *err)
+/* A job done: its kernel (fast; NULL: failed with err) and its time go to the plan. */
+static void finish(smelt_plan *p, smelt__kernel *base, smelt__kernel *fast, double ms, const char *err)
 {
     pthread_mutex_lock(&p->up_mu);
+    p->stats.tier_compile_ms += ms;
     if (fast) {
         smelt__upgrade *u = realloc(p->ups, sizeof *u * (size_t)(p->nups + 1));
         if (u) {
@@ -75,10 +77,7 @@ static void *worker(void *arg)
         bool compiled;
         double ms;
         int st = smelt__kcache_get(bg->ctx, p->up_be, &j->desc, &k, &compiled, &ms, &err);
-        pthread_mutex_lock(&p->up_mu);
-        p->stats.tier_compile_ms += ms;
-        pthread_mutex_unlock(&p->up_mu);
-        finish(p, j->base, st ? NULL : k, smelt__sb_str(&err));
+        finish(p, j->base, st ? NULL : k, ms, smelt__sb_str(&err));
         smelt__sb_free(&err);
         job_free(j);
 
@@ -104,7 +103,6 @@ static int tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base
             free(bg);
             return SMELT_ERR_NOMEM;
         }
-        bg->started = true;
         ctx->bg = bg;
     }
     job *j = calloc(1, sizeof *j);
@@ -114,11 +112,8 @@ static int tier_submit(smelt_plan *p, const smelt__kdesc *d, smelt__kernel *base
         free(ops);
         return SMELT_ERR_NOMEM;
     }
-    j->plan = p;
-    j->desc = *d;
-    memcpy(ops, d->ops, sizeof *ops * (size_t)d->n_ops);
-    j->desc.ops = ops;
-    j->base = base;
+    *j = (job){.plan = p, .desc = *d, .base = base};
+    j->desc.ops = memcpy(ops, d->ops, sizeof *ops * (size_t)d->n_ops);
     smelt__kernel_ref(base);
     pthread_mutex_lock(&p->up_mu);
     p->pending++;
@@ -188,8 +183,7 @@ void smelt__bg_free(struct smelt__bg *bg)
     if (!bg)
         return;
     smelt__raise_flag(&bg->mu, &bg->cv, &bg->stop);
-    if (bg->started)
-        pthread_join(bg->th, NULL);
+    pthread_join(bg->th, NULL); /* ctx->bg is set once its thread runs */
     while (bg->head) {
         job *j = bg->head;
         bg->head = j->next;

@@ -46,8 +46,10 @@ typedef struct cc_state {
 
 const char *smelt__cc_flags(void) { return CC_FLAGS; }
 
-static int find_compiler(cc_state *s, smelt__sb *why)
+/* Usable when $CC names an executable compiler (resolved into the state). */
+static int cc_available(smelt__backend *be, smelt__sb *why)
 {
+    cc_state *s = be->context;
     const char *env = getenv("CC");
     if (!env || strspn(env, " \t") == strlen(env))
         env = "cc";
@@ -98,11 +100,6 @@ static int find_compiler(cc_state *s, smelt__sb *why)
     for (const char *p = s->words + strlen(s->words) + 1; p < s->words + used; p += strlen(p) + 1)
         w += snprintf(s->ident + w, sizeof s->ident - (size_t)w, " %s", p);
     return 1;
-}
-
-static int cc_available(smelt__backend *be, smelt__sb *why)
-{
-    return find_compiler(be->context, why);
 }
 
 /* The target: this CPU's model and feature flags (what -march=native sees). */
@@ -328,7 +325,6 @@ static int cc_compile(smelt__backend *be, const char *source, const char *fn_nam
     if (smelt__dcache_load(key, &img, &n) == 0) {
         h = open_image(s, img, n, log);
         free(img);
-        img = NULL;
         if (h && !dlsym(h, fn_name)) {
             dlclose(h);
             h = NULL;

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "backends.h"
 
@@ -134,7 +133,8 @@ static void load_nvrtc(void)
     if (g.driver_version >= 11000)
         snprintf(mine, sizeof mine, "libnvrtc.so.%d", g.driver_version / 1000);
     const char *names[] = {mine, "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-    const char *dirs[] = {getenv("CUDA_PATH"), getenv("CUDA_HOME"), "/usr/local/cuda"};
+    /* "": through the loader's search path; then in the toolkit's folders */
+    const char *dirs[] = {"", getenv("CUDA_PATH"), getenv("CUDA_HOME"), "/usr/local/cuda"};
     char first[256] = "";
     const char *lib = getenv("SMELT_NVRTC_LIB"); /* an explicit library, and nothing else */
     if (lib && *lib && !(g.nvrtc_lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL))) {
@@ -142,19 +142,14 @@ static void load_nvrtc(void)
                  lib, dlerror());
         return;
     }
-    for (size_t i = 0; !g.nvrtc_lib && i < sizeof names / sizeof *names; i++) {
-        if (!*names[i])
-            continue;
-        g.nvrtc_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!g.nvrtc_lib && !first[0])
-            snprintf(first, sizeof first, "%s", dlerror());
-    }
     for (size_t d = 0; !g.nvrtc_lib && d < sizeof dirs / sizeof *dirs; d++)
-        for (size_t i = 0; dirs[d] && *dirs[d] && !g.nvrtc_lib && i < sizeof names / sizeof *names; i++) {
+        for (size_t i = 0; !g.nvrtc_lib && i < sizeof names / sizeof *names; i++) {
+            if (!*names[i] || !dirs[d] || (d && !*dirs[d]))
+                continue;
             char path[1024];
-            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], names[i]);
-            if (*names[i])
-                g.nvrtc_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            snprintf(path, sizeof path, "%s%s%s", dirs[d], d ? "/lib64/" : "", names[i]);
+            if (!(g.nvrtc_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) && !first[0])
+                snprintf(first, sizeof first, "%s", dlerror()); /* the first bare name's */
         }
     if (!g.nvrtc_lib) {
         snprintf(g.nvrtc_why, sizeof g.nvrtc_why,
@@ -180,9 +175,12 @@ static void load_nvrtc(void)
     }
 }
 
-static bool nvrtc_ready(void)
+/* Whether NVRTC is loaded; if not, why (may be NULL) says why not. */
+static bool nvrtc_ready(smelt__sb *why)
 {
     pthread_once(&g.nvrtc_once, load_nvrtc);
+    if (!g.nvrtc_lib && why)
+        smelt__sb_puts(why, g.nvrtc_why);
     return g.nvrtc_lib != NULL;
 }
 
@@ -239,7 +237,7 @@ static void load_driver(void)
 int smelt__cuda_present(smelt__sb *why)
 {
     pthread_once(&g.driver_once, load_driver);
-    const char *w = !g.gpu ? g.gpu_why : !nvrtc_ready() ? g.nvrtc_why : NULL;
+    const char *w = !g.gpu ? g.gpu_why : !nvrtc_ready(NULL) ? g.nvrtc_why : NULL;
     if (w && why)
         smelt__sb_puts(why, w);
     return !w;
@@ -252,10 +250,8 @@ int smelt__nvrtc_compile(const char *source, const char *name, const char *arch,
 {
     *image = NULL;
     *size = 0;
-    if (!nvrtc_ready()) {
-        smelt__sb_puts(log, g.nvrtc_why);
+    if (!nvrtc_ready(log))
         return SMELT_ERR_BACKEND;
-    }
     bool cubin = !strncmp(arch, "sm_", 3);
     char file[64], archopt[64];
     snprintf(file, sizeof file, "%s.cu", name);
@@ -333,8 +329,10 @@ typedef struct compile_rec { /* compile-only backends keep a record of each comp
     double ms;
 } compile_rec;
 
+enum { ARCH_MAX = 32 };
+
 typedef struct cuda_be {
-    char arch[32]; /* "sm_90" (CUBIN) or "compute_90" (PTX) */
+    char arch[ARCH_MAX]; /* "sm_90" (CUBIN) or "compute_90" (PTX) */
     bool compile_only;
     CUdevice dev;
     CUcontext cu; /* the device's primary context, retained */
@@ -381,13 +379,8 @@ static void leave(void)
 static int cuda_available(smelt__backend *be, smelt__sb *why)
 {
     cuda_be *c = be->context;
-    if (c->compile_only) {
-        if (!nvrtc_ready()) {
-            smelt__sb_puts(why, g.nvrtc_why);
-            return 0;
-        }
-        return 1;
-    }
+    if (c->compile_only)
+        return nvrtc_ready(why);
     if (!smelt__cuda_present(why))
         return 0;
     CUresult r;
@@ -400,23 +393,20 @@ static int cuda_available(smelt__backend *be, smelt__sb *why)
     }
     if (!pick_arch(major * 10 + minor, c->arch, sizeof c->arch, why))
         return 0;
+    const char *what = "cuDevicePrimaryCtxRetain";
     if ((r = g.DevicePrimaryCtxRetain(&c->cu, c->dev))) {
         c->cu = NULL;
-        smelt__sb_printf(why, "cuDevicePrimaryCtxRetain: %s", cu_name(r));
-        return 0;
+    } else if ((r = enter(c))) {
+        what = "cuCtxPushCurrent";
+    } else {
+        what = "cuStreamCreate";
+        if ((r = g.StreamCreate(&c->stream, CU_STREAM_NON_BLOCKING)))
+            c->stream = NULL;
+        leave();
     }
-    if ((r = enter(c))) {
-        smelt__sb_printf(why, "cuCtxPushCurrent: %s", cu_name(r));
-        return 0;
-    }
-    r = g.StreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
-    leave();
-    if (r) {
-        c->stream = NULL;
-        smelt__sb_printf(why, "cuStreamCreate: %s", cu_name(r));
-        return 0;
-    }
-    return 1;
+    if (r)
+        smelt__sb_printf(why, "%s: %s", what, cu_name(r));
+    return !r;
 }
 
 static void record(cuda_be *c, const char *name, const char *source, const smelt__sb *log, bool ok,
@@ -427,12 +417,9 @@ static void record(cuda_be *c, const char *name, const char *source, const smelt
         return;
     c->recs = v;
     compile_rec *r = &v[c->nrecs++];
+    *r = (compile_rec){.source = smelt__strdup(source), .log = smelt__strdup(log->s ? log->s : ""),
+                       .ok = ok, .bytes = bytes, .ms = ms};
     snprintf(r->name, sizeof r->name, "%s", name);
-    r->source = smelt__strdup(source);
-    r->log = smelt__strdup(log->s ? log->s : "");
-    r->ok = ok;
-    r->bytes = bytes;
-    r->ms = ms;
 }
 
 static int cuda_compile(smelt__backend *be, const char *source, const char *fn_name, void **fn,
@@ -446,7 +433,7 @@ static int cuda_compile(smelt__backend *be, const char *source, const char *fn_n
     /* the persistent cache (src/runtime/diskcache.c): key = the source, the arch,
      * NVRTC's version and smelt's, never the compiler's output */
     char key[40] = "";
-    if (!c->compile_only && nvrtc_ready()) {
+    if (!c->compile_only && nvrtc_ready(NULL)) {
         smelt__sb k;
         smelt__sb_init(&k);
         smelt__sb_printf(&k, "smelt %s\nnvrtc %d.%d\narch %s\n", SMELT_VERSION, g.nvrtc_major,
@@ -460,7 +447,6 @@ static int cuda_compile(smelt__backend *be, const char *source, const char *fn_n
     }
     int st = SMELT_OK;
     if (!key[0] || smelt__dcache_load(key, &image, &size)) {
-        image = NULL;
         st = smelt__nvrtc_compile(source, fn_name, c->arch, &image, &size, log);
         if (st == SMELT_OK && key[0])
             smelt__dcache_store(key, image, size);
@@ -471,11 +457,8 @@ static int cuda_compile(smelt__backend *be, const char *source, const char *fn_n
         return st == SMELT_ERR_BACKEND ? SMELT_ERR_COMPILE : st;
     cuda_kernel *k = calloc(1, sizeof *k);
     if (!k) {
-        free(image);
         smelt__sb_puts(log, "out of memory");
-        return SMELT_ERR_COMPILE;
-    }
-    if (!c->compile_only) {
+    } else if (!c->compile_only) {
         CUresult r = enter(c);
         const char *what = "cuCtxPushCurrent";
         if (!r) {
@@ -496,14 +479,12 @@ static int cuda_compile(smelt__backend *be, const char *source, const char *fn_n
         if (r) {
             smelt__sb_printf(log, "%s (%s, %s): %s (%d)\n", what, fn_name, c->arch, cu_name(r), (int)r);
             free(k);
-            free(image);
-            return SMELT_ERR_COMPILE;
+            k = NULL;
         }
     }
     free(image);
-    *fn = k;
-    *handle = k;
-    return SMELT_OK;
+    *fn = *handle = k;
+    return k ? SMELT_OK : SMELT_ERR_COMPILE;
 }
 
 static void cuda_release(smelt__backend *be, void *handle)
@@ -654,10 +635,8 @@ static int cuda_launch(smelt__backend *be, const smelt__kernel *kk, const smelt_
 
 static void cuda_destroy(smelt__backend *be)
 {
-    if (!be)
-        return;
     cuda_be *c = be->context;
-    if (c && c->cu) {
+    if (c->cu) {
         if (!enter(c)) {
             if (c->stream) {
                 g.StreamSynchronize(c->stream);
@@ -669,10 +648,9 @@ static void cuda_destroy(smelt__backend *be)
         }
         g.DevicePrimaryCtxRelease(c->dev);
     }
-    for (int i = 0; c && i < c->nrecs; i++)
+    for (int i = 0; i < c->nrecs; i++)
         free(c->recs[i].source), free(c->recs[i].log);
-    if (c)
-        free(c->recs);
+    free(c->recs);
     free(c);
     free(be);
 }
@@ -721,28 +699,25 @@ static const smelt__backend_i cuda_iface = {
 
 int smelt__backend_cuda_new(smelt_ctx *ctx, const char *target, smelt__backend **out)
 {
-    char arch[32] = "";
     *out = NULL;
-    if (target && *target) {
-        if ((strncmp(target, "sm_", 3) && strncmp(target, "compute_", 8)) || strlen(target) >= sizeof arch)
-            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
-                              "smelt_plan_emit_only: arch '%s': expected sm_XY (CUBIN) or "
-                              "compute_XY (PTX)", target);
-        snprintf(arch, sizeof arch, "%s", target);
-    } else if (target && smelt__cuda_present(NULL)) { /* this machine's GPU */
-        smelt__backend *gpu;
+    if (target && *target &&
+        ((strncmp(target, "sm_", 3) && strncmp(target, "compute_", 8)) || strlen(target) >= ARCH_MAX))
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                          "smelt_plan_emit_only: arch '%s': expected sm_XY (CUBIN) or "
+                          "compute_XY (PTX)", target);
+    smelt__backend *gpu = NULL;
+    if (target && !*target && smelt__cuda_present(NULL)) { /* this machine's GPU */
         int st = smelt__backend_get(ctx, smelt__backend_find("NVRTC"), &gpu);
         if (st)
             return st;
-        snprintf(arch, sizeof arch, "%s", ((cuda_be *)gpu->context)->arch);
-    } else if (target) {
-        snprintf(arch, sizeof arch, "sm_80");
     }
     int st = smelt__backend_new(ctx, &cuda_iface, sizeof(cuda_be), out);
-    cuda_be *c = st ? NULL : (*out)->context;
-    if (c && target) {
-        c->compile_only = true;
-        snprintf(c->arch, sizeof c->arch, "%s", arch);
-    }
-    return st;
+    if (st || !target)
+        return st;
+    cuda_be *c = (*out)->context;
+    c->compile_only = true;
+    /* the arch asked for, else this machine's GPU's, else a default */
+    snprintf(c->arch, sizeof c->arch, "%s",
+             *target ? target : gpu ? ((cuda_be *)gpu->context)->arch : "sm_80");
+    return SMELT_OK;
 }

@@ -1,6 +1,5 @@
 /* TinyCC backend: in-memory compilation with libtcc, -nostdlib -Werror,
  * every math function bound with tcc_add_symbol. */
-#include <stdio.h>
 #include <libtcc.h>
 #include <math.h>
 #include <setjmp.h>
@@ -10,6 +9,12 @@
 #include <string.h>
 
 #include "backends.h"
+
+#ifdef TCC_RELOCATE_AUTO /* an older libtcc: tcc_relocate also takes where the code goes */
+#define RELOCATE(s) tcc_relocate(s, TCC_RELOCATE_AUTO)
+#else
+#define RELOCATE(s) tcc_relocate(s)
+#endif
 
 /* libtcc has global state: one compile at a time in the whole process. */
 static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -86,19 +91,14 @@ void *smelt__tcc_realloc(void *p, size_t n)
         smelt__tcc_free(p);
         return NULL;
     }
-    tblk *b = (tblk *)p - 1, *nb;
+    tblk *b = (tblk *)p - 1;
     bool listed = b->next != NULL;
     if (listed)
         tblk_unlink(b);
-    nb = n <= SIZE_MAX - sizeof *b ? realloc(b, sizeof *b + n) : NULL;
-    if (!nb) {
-        if (listed)
-            tblk_link(b);
-        return NULL;
-    }
-    if (listed)
-        return tblk_link(nb);
-    return nb + 1;
+    tblk *nb = n <= SIZE_MAX - sizeof *b ? realloc(b, sizeof *b + n) : NULL;
+    if (listed) /* the block moved, or stays where it was */
+        tblk_link(nb ? nb : b);
+    return nb ? nb + 1 : NULL;
 }
 
 /* The blocks allocated so far belong to live states from now on. */
@@ -152,21 +152,21 @@ static bool calls(const char *source, const char *fn)
     return false;
 }
 
+/* function to object pointer by memcpy (ISO C has no cast for it) */
+static void add_fn(TCCState *s, const char *name, void (*fn)(void))
+{
+    void *p;
+    memcpy(&p, &fn, sizeof p);
+    tcc_add_symbol(s, name, p);
+}
+
 static void bind_math(TCCState *s, const char *source)
 {
-    /* function to object pointers by memcpy (ISO C has no cast for it) */
-#define SMELT_MATHFN(fn, n)                                \
-    {                                                      \
-        double (*d_)() = (double (*)())fn;                 \
-        float (*f_)() = (float (*)())fn##f;                \
-        void *p_;                                          \
-        memcpy(&p_, &d_, sizeof p_);                       \
-        if (calls(source, #fn))                            \
-            tcc_add_symbol(s, #fn, p_);                    \
-        memcpy(&p_, &f_, sizeof p_);                       \
-        if (calls(source, #fn "f"))                        \
-            tcc_add_symbol(s, #fn "f", p_);                \
-    }
+#define SMELT_MATHFN(fn, n)                          \
+    if (calls(source, #fn))                          \
+        add_fn(s, #fn, (void (*)(void))fn);          \
+    if (calls(source, #fn "f"))                      \
+        add_fn(s, #fn "f", (void (*)(void))fn##f);
 #include "mathfns.def"
 #undef SMELT_MATHFN
 }
@@ -181,11 +181,8 @@ static void bind_blocks(TCCState *s, const char *source)
             break;
         snprintf(nm, sizeof nm, "%.*s", (int)(e - name), name);
         smelt__blk_prim f = smelt__blk_find(nm);
-        if (f) {
-            void *fp;
-            memcpy(&fp, &f, sizeof fp);
-            tcc_add_symbol(s, nm, fp);
-        }
+        if (f)
+            add_fn(s, nm, (void (*)(void))f);
     }
 }
 
@@ -217,15 +214,8 @@ static int compile_locked(const char *source, const char *fn_name, void **fn, vo
     tcc_set_options(s, "-nostdlib -Werror");
     bind_math(s, source);
     bind_blocks(s, source);
-    if (tcc_compile_string(s, source) < 0)
+    if (tcc_compile_string(s, source) < 0 || RELOCATE(s) < 0)
         goto out;
-#ifdef TCC_RELOCATE_AUTO
-    if (tcc_relocate(s, TCC_RELOCATE_AUTO) < 0)
-        goto out;
-#else
-    if (tcc_relocate(s) < 0)
-        goto out;
-#endif
     *fn = tcc_get_symbol(s, fn_name);
     if (!*fn) {
         smelt__sb_printf(log, "symbol %s not found after compilation\n", fn_name);
