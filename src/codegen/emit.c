@@ -40,6 +40,12 @@ static smelt_dtype value_dtype(const smelt__kdesc *d, int v)
     return v < d->n_in ? d->in_dt[v] : d->ops[v - d->n_in].dtype;
 }
 
+/* operand k: an input, or output k - n_in */
+static smelt_dtype operand_dtype(const smelt__kdesc *d, int k)
+{
+    return k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+}
+
 static bool is_const(const smelt__kdesc *d, int v)
 {
     return v >= d->n_in && d->ops[v - d->n_in].op == SMELT_OP_CONST;
@@ -61,24 +67,18 @@ static const char *op_template(const smelt__kdesc *d, int k, smelt_dtype *ct)
 
 static void operand_ref(smelt__sb *b, const ectx *e, int k)
 {
-    if (e->form == FORM_OFFSET) {
+    if (e->form == FORM_OFFSET)
         smelt__sb_printf(b, "q%d[o%d]", k, k);
-        return;
-    }
-    if (e->form == FORM_VEC) {
+    else if (e->form == FORM_VEC)
         smelt__sb_printf(b, "l%d.v[%d]", k, e->lane);
-        return;
-    }
-    if (e->form == FORM_BLK) {
+    else if (e->form == FORM_BLK)
         smelt__sb_printf(b, "A%d[i]", k);
-        return;
-    }
-    const char *j = "j";
-    switch (e->d->mode[k]) {
-    case SMELT_MODE_CONTIG: smelt__sb_printf(b, "q%d[%s]", k, j); break;
-    case SMELT_MODE_BCAST: smelt__sb_printf(b, "b%d", k); break;
-    default: smelt__sb_printf(b, "q%d[%s * s%d]", k, j, k);
-    }
+    else if (e->d->mode[k] == SMELT_MODE_CONTIG)
+        smelt__sb_printf(b, "q%d[j]", k);
+    else if (e->d->mode[k] == SMELT_MODE_BCAST)
+        smelt__sb_printf(b, "b%d", k);
+    else
+        smelt__sb_printf(b, "q%d[j * s%d]", k, k);
 }
 
 /* Whether operand k of a C loop-form kernel is an f16/bf16 one that the
@@ -109,55 +109,49 @@ static void input_ref(smelt__sb *b, const ectx *e, int k)
 
 static void op_expr(smelt__sb *b, const ectx *e, int k);
 
+/* The expression that computes value v: its load or its operator. */
+static void value_expr(smelt__sb *b, const ectx *e, int v)
+{
+    if (v < e->d->n_in)
+        input_ref(b, e, v);
+    else
+        op_expr(b, e, v - e->d->n_in);
+}
+
+/* Value v where it is read: inline, or the variable (the array) holding it. */
 static void value_ref(smelt__sb *b, const ectx *e, int v)
 {
-    if (e->inl[v]) {
-        if (v < e->d->n_in) {
-            input_ref(b, e, v);
-        } else {
-            op_expr(b, e, v - e->d->n_in);
-        }
-    } else if (e->arrays && !is_const(e->d, v)) {
-        if (v < e->d->n_in)
-            input_ref(b, e, v);
-        else
-            smelt__sb_printf(b, "v%d[j]", v);
-    } else if (is_const(e->d, v) || e->lane < 0) {
+    if (e->inl[v] || (e->arrays && v < e->d->n_in))
+        value_expr(b, e, v);
+    else if (e->arrays && !is_const(e->d, v))
+        smelt__sb_printf(b, "v%d[j]", v);
+    else if (is_const(e->d, v) || e->lane < 0)
         smelt__sb_printf(b, "v%d", v);
-    } else {
+    else
         smelt__sb_printf(b, "v%d_%d", v, e->lane);
-    }
 }
 
 /* Expand an ops.def expression template. */
 static void expand(smelt__sb *b, const ectx *e, const char *t, smelt_dtype ct, const int *args)
 {
-    const smelt__dialect *dl = e->dl;
     for (const char *p = t; *p; p++) {
-        if (p[0] == '%' && p[1] >= '0' && p[1] <= '2') {
-            value_ref(b, e, args[p[1] - '0']);
-            p++;
-        } else if (p[0] == '%' && p[1] == 'T') {
-            smelt__sb_puts(b, dl->type[ct]);
-            p++;
-        } else if (p[0] == '%' && p[1] == 'U') {
-            smelt__sb_puts(b, dl->utype[ct]);
-            p++;
-        } else if (p[0] == '%' && p[1] == 'S') {
-            smelt__sb_puts(b, smelt__dtypes[smelt__compute_dtype(ct)].name);
-            p++;
-        } else if (p[0] == '%' && p[1] == 'H') {
-            smelt__sb_puts(b, ct == SMELT_F16 ? "1" : "0");
-            p++;
-        } else if (p[0] == '@') {
-            const char *q = p + 1;
-            while (*q && *q != '(')
-                q++;
-            smelt__sb_putn(b, p + 1, (size_t)(q - p - 1));
-            smelt__sb_puts(b, dl->fn_suffix[ct]);
-            p = q - 1;
-        } else {
+        if (p[0] == '@') { /* @fn( */
+            size_t n = strcspn(p + 1, "(");
+            smelt__sb_putn(b, p + 1, n);
+            smelt__sb_puts(b, e->dl->fn_suffix[ct]);
+            p += n;
+        } else if (p[0] != '%' || !p[1] || !strchr("012TUSH", p[1])) {
             smelt__sb_putn(b, p, 1);
+        } else if (*++p <= '2') { /* %0 %1 %2: an operand */
+            value_ref(b, e, args[*p - '0']);
+        } else if (*p == 'T') {
+            smelt__sb_puts(b, e->dl->type[ct]);
+        } else if (*p == 'U') {
+            smelt__sb_puts(b, e->dl->utype[ct]);
+        } else if (*p == 'S') {
+            smelt__sb_puts(b, smelt__dtypes[smelt__compute_dtype(ct)].name);
+        } else {
+            smelt__sb_puts(b, ct == SMELT_F16 ? "1" : "0");
         }
     }
 }
@@ -291,41 +285,41 @@ static void plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons
     }
 }
 
+/* The stores of the outputs, each line after indent: staged ones into
+ * h<k>[j] (converted after the loop), other f16/bf16 ones converted here. */
+static void emit_stores(smelt__sb *b, const ectx *e, const char *indent)
+{
+    const smelt__kdesc *d = e->d;
+    for (int k = d->n_in; k < d->n_in + d->n_out; k++) {
+        smelt_dtype dt = operand_dtype(d, k);
+        bool conv = smelt__is_half(dt) && !staged(e, k, dt);
+        smelt__sb_puts(b, indent);
+        if (staged(e, k, dt))
+            smelt__sb_printf(b, "h%d[j]", k);
+        else
+            operand_ref(b, e, k);
+        smelt__sb_puts(b, " = ");
+        if (conv)
+            smelt__sb_printf(b, "smelt_f2h_%s(", smelt__dtypes[dt].name);
+        value_ref(b, e, d->out_val[k - d->n_in]);
+        smelt__sb_puts(b, conv ? ");\n" : ";\n");
+    }
+}
+
 /* Loads, operators and stores of one lane. */
 static void emit_lane(smelt__sb *b, const ectx *e)
 {
     const smelt__kdesc *d = e->d;
-    const smelt__dialect *dl = e->dl;
     for (int v = 0; v < d->n_in + d->n_ops; v++) {
         if (e->inl[v] || is_const(d, v) || (v < d->n_in && e->uses[v] == 0))
             continue;
-        smelt__sb_printf(b, "            %s ", dl->type[value_dtype(d, v)]);
-        if (e->lane < 0)
-            smelt__sb_printf(b, "v%d = ", v);
-        else
-            smelt__sb_printf(b, "v%d_%d = ", v, e->lane);
-        if (v < d->n_in)
-            input_ref(b, e, v);
-        else
-            op_expr(b, e, v - d->n_in);
+        smelt__sb_printf(b, "            %s ", e->dl->type[value_dtype(d, v)]);
+        value_ref(b, e, v);
+        smelt__sb_puts(b, " = ");
+        value_expr(b, e, v);
         smelt__sb_puts(b, ";\n");
     }
-    for (int o = 0; o < d->n_out; o++) {
-        smelt_dtype dt = value_dtype(d, d->out_val[o]);
-        smelt__sb_puts(b, "            ");
-        if (staged(e, d->n_in + o, dt)) { /* converted after the loop */
-            smelt__sb_printf(b, "h%d[j] = ", d->n_in + o);
-            value_ref(b, e, d->out_val[o]);
-            smelt__sb_puts(b, ";\n");
-            continue;
-        }
-        operand_ref(b, e, d->n_in + o);
-        smelt__sb_puts(b, " = ");
-        if (smelt__is_half(dt))
-            smelt__sb_printf(b, "smelt_f2h_%s(", smelt__dtypes[dt].name);
-        value_ref(b, e, d->out_val[o]);
-        smelt__sb_puts(b, smelt__is_half(dt) ? ");\n" : ";\n");
-    }
+    emit_stores(b, e, "            ");
 }
 
 /* The C loop form's body with f16/bf16 results (ectx.arrays): one loop
@@ -350,24 +344,8 @@ static void emit_arrays(smelt__sb *b, const ectx *e)
                              smelt__dtypes[dt].name, v);
     }
     smelt__sb_printf(b, "    for (int64_t j = 0; j < %d; j++) {\n", C_GROUP);
-    for (int o = 0; o < d->n_out; o++) {
-        smelt_dtype dt = value_dtype(d, d->out_val[o]);
-        if (staged(e, d->n_in + o, dt))
-            smelt__sb_printf(b, "        h%d[j] = ", d->n_in + o);
-        else {
-            smelt__sb_puts(b, "        ");
-            operand_ref(b, e, d->n_in + o);
-            smelt__sb_puts(b, " = ");
-        }
-        value_ref(b, e, d->out_val[o]);
-        smelt__sb_puts(b, ";\n");
-    }
+    emit_stores(b, e, "        ");
     smelt__sb_puts(b, "    }\n");
-}
-
-static smelt_dtype operand_dtype(const smelt__kdesc *d, int k)
-{
-    return k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
 }
 
 /* Device nd kernels: each element's operand offsets from its linear index j
@@ -910,7 +888,7 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
     /* per-row pointers and innermost strides */
     row_offsets(&b.row, d);
     for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt_dtype dt = operand_dtype(d, k);
         smelt__sb_printf(&b.row, "        char *q%d = ptrs[%d] + o%d * %zu;\n", k, k, k, smelt__dtypes[dt].size);
         if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(&b.setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
@@ -1214,7 +1192,7 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
     int nops = d->n_in + d->n_out;
     smelt__sb_puts(group, "static __attribute__((noinline)) void smelt_group(");
     for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt_dtype dt = operand_dtype(d, k);
         const char *sep = k ? ", " : "", *cq = k < d->n_in ? "const " : "";
         if (d->mode[k] == SMELT_MODE_BCAST) {
             smelt__sb_printf(group, "%s%s b%d", sep, dl->type[dt], k);
@@ -1232,7 +1210,7 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
     smelt__sb stage_in, stage_out;
     smelt__sb_init(&stage_in), smelt__sb_init(&stage_out);
     for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt_dtype dt = operand_dtype(d, k);
         if (!smelt__is_half(dt) || (k < d->n_in && d->mode[k] == SMELT_MODE_BCAST))
             continue;
         char stride[16] = "1";
@@ -1257,7 +1235,7 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
     smelt__sb_free(&stage_in), smelt__sb_free(&stage_out);
     /* the tail: gather (index clamped into the valid part), compute, scatter */
     for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt_dtype dt = operand_dtype(d, k);
         if (d->mode[k] != SMELT_MODE_BCAST)
             smelt__sb_printf(tail, "        %s t%d[%d];\n", dl->stype[dt], k, C_GROUP);
     }
@@ -1295,7 +1273,7 @@ static int emit_setup(const smelt__dialect *dl, const smelt__kdesc *d, bool flat
 {
     int nops = d->n_in + d->n_out, R = d->rank;
     for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt_dtype dt = operand_dtype(d, k);
         const char *cq = k < d->n_in ? "const " : "";
         if (flat || dl->device)
             smelt__sb_printf(setup, "    %s%s *%s q%d = (%s%s *)%sptrs[%d];\n", cq, dl->stype[dt],
@@ -1327,7 +1305,7 @@ static void emit_rows(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb
     } else {
         row_offsets(row, d);
         for (int k = 0; k < nops; k++) {
-            smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+            smelt_dtype dt = operand_dtype(d, k);
             const char *cq = k < d->n_in ? "const " : "";
             smelt__sb_printf(row, "        %s%s *%s q%d = (%s%s *)ptrs[%d] + o%d;\n", cq,
                              dl->stype[dt], dl->restrict_kw, k, cq, dl->stype[dt], k, k);
