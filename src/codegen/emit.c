@@ -542,6 +542,13 @@ typedef struct slot {
     const char *key, *val;
 } slot;
 #define NSLOTS(s) ((int)(sizeof(s) / sizeof(s)[0]))
+/* n as a slot's value, in a buffer that lives as long as the caller's block */
+#define SLOT_NUM(n) slot_num((char[16]){0}, (n))
+static const char *slot_num(char *buf, int n)
+{
+    snprintf(buf, 16, "%d", n);
+    return buf;
+}
 
 /* Replace {{KEY}} slots.  Unknown slots are an error naming the template. */
 static int render(smelt__sb *out, const char *tpl, const char *tname, const slot *slots, int n,
@@ -906,23 +913,15 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
         st = SMELT_ERR_COMPILE;
         goto done;
     }
-    {
-        char nops_s[16], rank_s[16], nbuf_s[16], block_s[16];
-        int n_real = 0;
-        for (int k = 0; k < d->n_ops; k++)
-            n_real += d->ops[k].op != SMELT_OP_CONST;
-        snprintf(nops_s, sizeof nops_s, "%d", n_real);
-        snprintf(rank_s, sizeof rank_s, "%d", R);
-        snprintf(nbuf_s, sizeof nbuf_s, "%d", b.nbuf ? b.nbuf : 1);
-        snprintf(block_s, sizeof block_s, "%d", SMELT_BLOCK);
-        const slot sl[] = {{"DECLS", smelt__sb_str(&b.decls)}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s},
-                           {"RANK", rank_s}, {"NBUF", nbuf_s}, {"BLOCK", block_s},
-                           {"SETUP", smelt__sb_str(&b.setup)}, {"ROW", smelt__sb_str(&b.row)},
-                           {"BODY", smelt__sb_str(&b.body)}};
-        if ((st = load_render(&text, dl, "kernel_block", sl, NSLOTS(sl), err)))
-            goto done;
-    }
-    st = finish_name(&text, src, name);
+    int n_real = 0;
+    for (int k = 0; k < d->n_ops; k++)
+        n_real += d->ops[k].op != SMELT_OP_CONST;
+    const slot sl[] = {{"DECLS", smelt__sb_str(&b.decls)}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)},
+                       {"RANK", SLOT_NUM(R)}, {"NBUF", SLOT_NUM(b.nbuf ? b.nbuf : 1)},
+                       {"BLOCK", SLOT_NUM(SMELT_BLOCK)}, {"SETUP", smelt__sb_str(&b.setup)},
+                       {"ROW", smelt__sb_str(&b.row)}, {"BODY", smelt__sb_str(&b.body)}};
+    if (!(st = load_render(&text, dl, "kernel_block", sl, NSLOTS(sl), err)))
+        st = finish_name(&text, src, name);
 done:
     for (int v = 0; b.loc && v < nv; v++)
         free(b.loc[v]);
@@ -1130,6 +1129,26 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
  * scalar epilogue would give the same bits too, and the group is kept for
  * its simple tail and the f16/bf16 staging.  It is large enough that the
  * call and the math's constants cost little.) */
+/* The arguments of a call of smelt_group: every operand at element j (with
+ * its stride), but the outputs in the w<k> buffers (ARGS_W, streaming
+ * stores) or every operand that is not broadcast in t<k> (ARGS_TAIL). */
+enum { ARGS_DIRECT, ARGS_W, ARGS_TAIL };
+static void group_args(smelt__sb *b, const smelt__kdesc *d, int to)
+{
+    for (int k = 0; k < d->n_in + d->n_out; k++) {
+        const char *sep = k ? ", " : "";
+        bool strided = d->mode[k] == SMELT_MODE_STRIDED;
+        if (d->mode[k] == SMELT_MODE_BCAST)
+            smelt__sb_printf(b, "%sb%d", sep, k);
+        else if (to == ARGS_TAIL)
+            smelt__sb_printf(b, strided ? "%st%d, 1" : "%st%d", sep, k);
+        else if (to == ARGS_W && k >= d->n_in)
+            smelt__sb_printf(b, "%sw%d", sep, k);
+        else
+            smelt__sb_printf(b, strided ? "%sq%d + j * s%d, s%d" : "%sq%d + j", sep, k, k, k);
+    }
+}
+
 /* Whole groups with streaming (non-temporal) stores, for kernels whose
  * outputs are contiguous, when the executor sets shape[rank] (outputs larger
  * than the last-level cache, not read by the next kernel).  Each group's
@@ -1137,31 +1156,18 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
  * non-temporal stores once every output is 64-byte aligned; GCC's and
  * clang's x86-64 builtins, no header.  bound: the loop's end ("end" in flat
  * kernels, "n" in a row of an nd kernel). */
-static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, int rank, const char *bound,
+static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char *bound, const char *call,
                      smelt__sb *out)
 {
     int nops = d->n_in + d->n_out;
-    if (rank >= SMELT_MAX_DIMS) /* no shape[rank] slot */
+    if (d->rank >= SMELT_MAX_DIMS) /* no shape[rank] slot */
         return;
     for (int k = d->n_in; k < nops; k++)
         if (d->mode[k] != SMELT_MODE_CONTIG)
             return;
-    /* the arguments of smelt_group: outputs to memory (direct) or to w buffers */
-    smelt__sb args[2];
-    for (int direct = 0; direct < 2; direct++) {
-        smelt__sb_init(&args[direct]);
-        for (int k = 0; k < nops; k++) {
-            const char *sep = k ? ", " : "";
-            if (k >= d->n_in && !direct)
-                smelt__sb_printf(&args[direct], "%sw%d", sep, k);
-            else if (d->mode[k] == SMELT_MODE_BCAST)
-                smelt__sb_printf(&args[direct], "%sb%d", sep, k);
-            else if (d->mode[k] == SMELT_MODE_STRIDED)
-                smelt__sb_printf(&args[direct], "%sq%d + j * s%d, s%d", sep, k, k, k);
-            else
-                smelt__sb_printf(&args[direct], "%sq%d + j", sep, k);
-        }
-    }
+    smelt__sb wcall; /* smelt_group's arguments with the outputs to w buffers (call's: to memory) */
+    smelt__sb_init(&wcall);
+    group_args(&wcall, d, ARGS_W);
     smelt__sb_puts(out, "#if defined(__x86_64__) && defined(__GNUC__)\n"
                         "    typedef long long smelt_v2di __attribute__((vector_size(16), may_alias));\n"
                         "#if defined(__clang__)\n"
@@ -1169,41 +1175,37 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, int rank, 
                         "#else\n"
                         "#define smelt_nt16(p, v) __builtin_ia32_movntdq((smelt_v2di *)(void *)(p), (v))\n"
                         "#endif\n");
-    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n        for (; j + %d <= %s && (0", rank, C_GROUP, bound);
+    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n        for (; j + %d <= %s && (0", d->rank, C_GROUP, bound);
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, " | ((unsigned long)(q%d + j) & 63)", k);
-    smelt__sb_printf(out, "); j += %d)\n            smelt_group(%s);\n", C_GROUP, smelt__sb_str(&args[1]));
+    smelt__sb_printf(out, "); j += %d)\n            smelt_group(%s);\n", C_GROUP, call);
     smelt__sb_printf(out, "        for (; j + %d <= %s; j += %d) {\n", C_GROUP, bound, C_GROUP);
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, "            %s w%d[%d] __attribute__((aligned(64)));\n",
                          dl->stype[value_dtype(d, d->out_val[k - d->n_in])], k, C_GROUP);
-    smelt__sb_printf(out, "            smelt_group(%s);\n", smelt__sb_str(&args[0]));
+    smelt__sb_printf(out, "            smelt_group(%s);\n", smelt__sb_str(&wcall));
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, "            for (int i = 0; i < (int)(sizeof w%d / 16); i++)\n"
                               "                smelt_nt16((char *)(q%d + j) + 16 * i, ((const smelt_v2di *)(const void *)w%d)[i]);\n",
                          k, k, k);
     smelt__sb_puts(out, "        }\n        __builtin_ia32_sfence();\n    }\n#endif\n");
-    smelt__sb_free(&args[0]), smelt__sb_free(&args[1]);
+    smelt__sb_free(&wcall);
 }
 
 static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char *consts,
-                    const char *body, bool arrays, smelt__sb *group, smelt__sb *call, smelt__sb *tail)
+                    const char *body, bool arrays, smelt__sb *group, smelt__sb *tail)
 {
     int nops = d->n_in + d->n_out;
     smelt__sb_puts(group, "static __attribute__((noinline)) void smelt_group(");
     for (int k = 0; k < nops; k++) {
         smelt_dtype dt = operand_dtype(d, k);
         const char *sep = k ? ", " : "", *cq = k < d->n_in ? "const " : "";
-        if (d->mode[k] == SMELT_MODE_BCAST) {
+        if (d->mode[k] == SMELT_MODE_BCAST)
             smelt__sb_printf(group, "%s%s b%d", sep, dl->type[dt], k);
-            smelt__sb_printf(call, "%sb%d", sep, k);
-        } else if (d->mode[k] == SMELT_MODE_STRIDED) {
-            smelt__sb_printf(group, "%s%s%s *%s q%d, int64_t s%d", sep, cq, dl->stype[dt], dl->restrict_kw, k, k);
-            smelt__sb_printf(call, "%sq%d + j * s%d, s%d", sep, k, k, k);
-        } else {
+        else
             smelt__sb_printf(group, "%s%s%s *%s q%d", sep, cq, dl->stype[dt], dl->restrict_kw, k);
-            smelt__sb_printf(call, "%sq%d + j", sep, k);
-        }
+        if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(group, ", int64_t s%d", k);
     }
     /* f16/bf16 operands: converted a group at a time (the prelude's
      * smelt_load16_* / smelt_store16_*, F16C where the compiler has it) */
@@ -1234,33 +1236,23 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
                          smelt__sb_str(&stage_in), C_GROUP, body, smelt__sb_str(&stage_out));
     smelt__sb_free(&stage_in), smelt__sb_free(&stage_out);
     /* the tail: gather (index clamped into the valid part), compute, scatter */
-    for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = operand_dtype(d, k);
+    for (int k = 0; k < nops; k++)
         if (d->mode[k] != SMELT_MODE_BCAST)
-            smelt__sb_printf(tail, "        %s t%d[%d];\n", dl->stype[dt], k, C_GROUP);
-    }
+            smelt__sb_printf(tail, "        %s t%d[%d];\n", dl->stype[operand_dtype(d, k)], k, C_GROUP);
     smelt__sb_printf(tail, "        for (int64_t k = 0; k < %d; k++) {\n            const int64_t x = j + (k < m ? k : 0);\n", C_GROUP);
-    for (int k = 0; k < d->n_in; k++) {
+    for (int k = 0; k < d->n_in; k++)
         if (d->mode[k] == SMELT_MODE_CONTIG)
             smelt__sb_printf(tail, "            t%d[k] = q%d[x];\n", k, k);
         else if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(tail, "            t%d[k] = q%d[x * s%d];\n", k, k, k);
-    }
     smelt__sb_puts(tail, "        }\n        smelt_group(");
-    for (int k = 0; k < nops; k++) {
-        const char *sep = k ? ", " : "";
-        if (d->mode[k] == SMELT_MODE_BCAST)
-            smelt__sb_printf(tail, "%sb%d", sep, k);
-        else
-            smelt__sb_printf(tail, d->mode[k] == SMELT_MODE_STRIDED ? "%st%d, 1" : "%st%d", sep, k);
-    }
+    group_args(tail, d, ARGS_TAIL);
     smelt__sb_puts(tail, ");\n        for (int64_t k = 0; k < m; k++) {\n");
-    for (int k = d->n_in; k < nops; k++) {
+    for (int k = d->n_in; k < nops; k++)
         if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(tail, "            q%d[(j + k) * s%d] = t%d[k];\n", k, k, k);
         else
             smelt__sb_printf(tail, "            q%d[j + k] = t%d[k];\n", k, k);
-    }
     smelt__sb_puts(tail, "        }\n");
 }
 
@@ -1367,16 +1359,13 @@ static int shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
         emit_rows(dl, d, &row);
     int st = emit_body(dl, d, flat, 1, &body, NULL, NULL, &arrays);
     if (!st) {
-        c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &call, &tail);
-        c_stream(d, dl, d->rank, flat ? "end" : "n", &stream);
-        char nops_s[16], rank_s[16], w_s[16];
-        snprintf(nops_s, sizeof nops_s, "%d", n_real);
-        snprintf(rank_s, sizeof rank_s, "%d", d->rank);
-        snprintf(w_s, sizeof w_s, "%d", C_GROUP);
+        group_args(&call, d, ARGS_DIRECT);
+        c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &tail);
+        c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), &stream);
         const slot sl[] = {
-            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s}, {"RANK", rank_s},
+            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"RANK", SLOT_NUM(d->rank)},
             {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)}, {"BODY", smelt__sb_str(&body)},
-            {"W", w_s}, {"GROUP", smelt__sb_str(&group)}, {"CALL", smelt__sb_str(&call)},
+            {"W", SLOT_NUM(C_GROUP)}, {"GROUP", smelt__sb_str(&group)}, {"CALL", smelt__sb_str(&call)},
             {"TAIL", smelt__sb_str(&tail)}, {"STREAM", smelt__sb_str(&stream)}};
         st = load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
     }
@@ -1400,18 +1389,12 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
         emit_rows(dl, d, &row);
     int st = emit_body(dl, d, flat, vec, &body, &vbody, &valigned, &arrays);
     if (!st) {
-        char nops_s[16], rank_s[16], noper_s[16], nstr_s[16], vec_s[16];
-        snprintf(nops_s, sizeof nops_s, "%d", n_real);
-        snprintf(rank_s, sizeof rank_s, "%d", R);
-        snprintf(noper_s, sizeof noper_s, "%d", nops);
-        snprintf(nstr_s, sizeof nstr_s, "%d", nops * R);
-        snprintf(vec_s, sizeof vec_s, "%d", vec);
-        bool by_value = smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX;
         const slot sl[] = {
-            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s}, {"RANK", rank_s},
+            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"RANK", SLOT_NUM(R)},
             {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)}, {"BODY", smelt__sb_str(&body)},
-            {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", noper_s},
-            {"NSTRIDES", nstr_s}, {"BY_VALUE", by_value ? "1" : "0"}, {"VEC", vec_s},
+            {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
+            {"NSTRIDES", SLOT_NUM(nops * R)}, {"VEC", SLOT_NUM(vec)},
+            {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)},
             {"VEC_ALIGNED", smelt__sb_str(&valigned)}, {"BODY_VEC", smelt__sb_str(&vbody)}};
         st = load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
     }
