@@ -708,11 +708,12 @@ typedef struct blk_state {
     const smelt__kdesc *d;
     smelt__sb decls, setup, row, body;
     int *last, *bufof, *freeb; /* per value: last reader, block; free blocks */
-    char **loc;                /* per value: where its elements are */
+    char (*loc)[64];           /* per value: where its elements are */
     int nbuf, nfree;
 } blk_state;
 
 static int blk_new_block(blk_state *b) { return b->nfree ? b->freeb[--b->nfree] : b->nbuf++; }
+static void blk_in_block(blk_state *b, int v, int buf) { snprintf(b->loc[v], 64, "(char *)buf[%d]", buf); }
 
 /* constants: the first SMELT_BLOCK_CONSTS get a block each, filled once;
  * the others are filled into a free block just before each use, so the
@@ -739,6 +740,7 @@ static void blk_constants(blk_state *b)
         declare_once(&b->decls, fn, "int64_t, char *, const char *");
         if (nconst++ < SMELT_BLOCK_CONSTS) {
             b->bufof[v] = b->nbuf++;
+            blk_in_block(b, v, b->bufof[v]);
             smelt__sb_printf(&b->setup, "    %s(%d, (char *)buf[%d], (const char *)&v%d);\n", fn, SMELT_BLOCK,
                              b->bufof[v], v);
         }
@@ -746,21 +748,18 @@ static void blk_constants(blk_state *b)
 }
 
 /* inputs: contiguous ones are read in place, the others staged */
-static int blk_inputs(blk_state *b)
+static void blk_inputs(blk_state *b)
 {
     const smelt__kdesc *d = b->d;
     for (int k = 0; k < d->n_in; k++) {
         size_t sz = smelt__dtypes[d->in_dt[k]].size;
-        char fn[40], *l = malloc(64);
-        if (!l)
-            return SMELT_ERR_NOMEM;
-        b->loc[k] = l;
+        char fn[40], *l = b->loc[k];
         if (d->mode[k] == SMELT_MODE_CONTIG || b->last[k] < 0) {
             snprintf(l, 64, "(q%d + j * %zu)", k, sz);
             continue;
         }
         b->bufof[k] = b->nbuf++;
-        snprintf(l, 64, "(char *)buf[%d]", b->bufof[k]);
+        blk_in_block(b, k, b->bufof[k]);
         if (d->mode[k] == SMELT_MODE_BCAST) {
             move_name(fn, "fill", sz);
             declare_once(&b->decls, fn, "int64_t, char *, const char *");
@@ -771,7 +770,6 @@ static int blk_inputs(blk_state *b)
             smelt__sb_printf(&b->body, "            %s(m, %s, q%d + j * s%d * %zu, s%d);\n", fn, l, k, k, sz, k);
         }
     }
-    return SMELT_OK;
 }
 
 /* Whether operand j of op repeats an earlier operand. */
@@ -783,19 +781,14 @@ static bool repeated_operand(const smelt__kop *op, int j)
     return again;
 }
 
-/* Operator k: one call of its primitive. */
-static int blk_operator(blk_state *b, int k)
+/* Operator k: one call of its primitive (constants: blk_constants). */
+static void blk_operator(blk_state *b, int k)
 {
     const smelt__kdesc *d = b->d;
     const smelt__kop *op = &d->ops[k];
     int v = d->n_in + k;
-    if (op->op == SMELT_OP_CONST) {
-        if (!(b->loc[v] = malloc(32)))
-            return SMELT_ERR_NOMEM;
-        if (b->bufof[v] >= 0)
-            snprintf(b->loc[v], 32, "(char *)buf[%d]", b->bufof[v]);
-        return SMELT_OK;
-    }
+    if (op->op == SMELT_OP_CONST)
+        return;
     /* constants without a block of their own: filled for this operator */
     int temp[3], ntemp = 0;
     for (int j = 0; j < op->nin; j++) {
@@ -803,33 +796,29 @@ static int blk_operator(blk_state *b, int k)
         if (repeated_operand(op, j) || !is_const(d, x) || b->bufof[x] >= 0)
             continue;
         temp[ntemp] = blk_new_block(b);
-        snprintf(b->loc[x], 32, "(char *)buf[%d]", temp[ntemp]);
+        blk_in_block(b, x, temp[ntemp]);
         char fn[40];
         move_name(fn, "fill", smelt__dtypes[d->ops[x - d->n_in].dtype].size);
         smelt__sb_printf(&b->body, "            %s(m, %s, (const char *)&v%d);\n", fn, b->loc[x], x);
         ntemp++;
     }
     /* destination: a contiguous output written in place, else a block */
-    char *l = malloc(64);
-    if (!l)
-        return SMELT_ERR_NOMEM;
-    b->loc[v] = l;
     int out = -1;
     for (int o = 0; o < d->n_out && out < 0; o++)
         if (d->out_val[o] == v && d->mode[d->n_in + o] == SMELT_MODE_CONTIG)
             out = d->n_in + o;
     if (out >= 0) {
-        snprintf(l, 64, "(q%d + j * %zu)", out, smelt__dtypes[op->dtype].size);
+        snprintf(b->loc[v], 64, "(q%d + j * %zu)", out, smelt__dtypes[op->dtype].size);
     } else {
         b->bufof[v] = blk_new_block(b);
-        snprintf(l, 64, "(char *)buf[%d]", b->bufof[v]);
+        blk_in_block(b, v, b->bufof[v]);
     }
     char fn[SMELT_BLK_NAME_MAX];
     smelt_dtype ct;
     op_template(d, k, &ct);
     smelt__blk_name(fn, op->op, ct, op->dtype);
     declare_once(&b->decls, fn, BLK_ARGS);
-    smelt__sb_printf(&b->body, "            %s(m, %s", fn, l);
+    smelt__sb_printf(&b->body, "            %s(m, %s", fn, b->loc[v]);
     for (int j = 0; j < 3; j++)
         smelt__sb_printf(&b->body, ", %s", j < op->nin ? b->loc[op->in[j]] : "0");
     smelt__sb_puts(&b->body, ");\n");
@@ -841,7 +830,6 @@ static int blk_operator(blk_state *b, int k)
         if (!repeated_operand(op, j) && b->last[x] == k && b->bufof[x] >= 0 && !is_const(d, x))
             b->freeb[b->nfree++] = b->bufof[x];
     }
-    return SMELT_OK;
 }
 
 /* outputs not written in place */
@@ -901,11 +889,9 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
             smelt__sb_printf(&b.setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
     }
     blk_constants(&b);
-    if ((st = blk_inputs(&b)))
-        goto done;
+    blk_inputs(&b);
     for (int k = 0; k < d->n_ops; k++)
-        if ((st = blk_operator(&b, k)))
-            goto done;
+        blk_operator(&b, k);
     blk_outputs(&b);
     if (b.nbuf > SMELT_BLOCK_MAX_BUFS) {
         smelt__sb_printf(err, "the kernel needs %d block buffers of %d elements on its stack, more than %d",
@@ -923,8 +909,6 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
     if (!(st = load_render(&text, dl, "kernel_block", sl, NSLOTS(sl), err)))
         st = finish_name(&text, src, name);
 done:
-    for (int v = 0; b.loc && v < nv; v++)
-        free(b.loc[v]);
     free(b.loc), free(b.last), free(b.bufof), free(b.freeb);
     smelt__sb_free(&b.decls), smelt__sb_free(&b.setup);
     smelt__sb_free(&b.row), smelt__sb_free(&b.body), smelt__sb_free(&text);
@@ -1363,10 +1347,10 @@ static int shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
         c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &tail);
         c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), &stream);
         const slot sl[] = {
-            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"RANK", SLOT_NUM(d->rank)},
-            {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)}, {"BODY", smelt__sb_str(&body)},
-            {"W", SLOT_NUM(C_GROUP)}, {"GROUP", smelt__sb_str(&group)}, {"CALL", smelt__sb_str(&call)},
-            {"TAIL", smelt__sb_str(&tail)}, {"STREAM", smelt__sb_str(&stream)}};
+            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)},
+            {"RANK", SLOT_NUM(d->rank)}, {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)},
+            {"BODY", smelt__sb_str(&body)}, {"W", SLOT_NUM(C_GROUP)}, {"GROUP", smelt__sb_str(&group)},
+            {"CALL", smelt__sb_str(&call)}, {"TAIL", smelt__sb_str(&tail)}, {"STREAM", smelt__sb_str(&stream)}};
         st = load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
     }
     smelt__sb_free(&setup), smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&gconst);
