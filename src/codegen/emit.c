@@ -210,37 +210,29 @@ static void literal(smelt__sb *b, const smelt__dialect *dl, const smelt__kop *k)
 /* The C expression computing op k, of the op's own type. */
 static void op_expr(smelt__sb *b, const ectx *e, int k)
 {
-    const smelt__kdesc *d = e->d;
-    const smelt__kop *op = &d->ops[k];
-    const smelt__opinfo *oi = &smelt__ops[op->op];
+    const smelt__kop *op = &e->d->ops[k];
     smelt_dtype ct;
-    const char *t = op_template(d, k, &ct);
-    if (!t) { /* cast */
-        const char *to = smelt__dtypes[op->dtype].name;
+    const char *t = op_template(e->d, k, &ct);
+    if (!t) { /* cast: a prefix, the operand, end */
+        const char *to = smelt__dtypes[op->dtype].name, *end = ")";
         if (op->dtype == SMELT_BOOL) {
             smelt__sb_puts(b, "(");
-            value_ref(b, e, op->in[0]);
-            smelt__sb_puts(b, " != 0)");
+            end = " != 0)";
         } else if (smelt__is_half(op->dtype) && (ct == SMELT_F32 || smelt__is_half(ct))) {
             smelt__sb_printf(b, e->arrays ? "((float)" : "smelt_rnd_%s(", to); /* from an exact f32 value */
-            value_ref(b, e, op->in[0]);
-            smelt__sb_puts(b, ")");
         } else if (smelt__is_half(op->dtype)) { /* one rounding, from double */
             smelt__sb_printf(b, "smelt_h2f_%s(smelt_d2h_%s((double)", to, to);
-            value_ref(b, e, op->in[0]);
-            smelt__sb_puts(b, "))");
+            end = "))";
         } else if (smelt__is_float(ct) && !smelt__is_float(op->dtype)) {
-            smelt__sb_printf(b, "smelt_f2%s(", smelt__dtypes[op->dtype].name);
-            value_ref(b, e, op->in[0]);
-            smelt__sb_puts(b, ")");
+            smelt__sb_printf(b, "smelt_f2%s(", to);
         } else {
             smelt__sb_printf(b, "((%s)", e->dl->type[op->dtype]);
-            value_ref(b, e, op->in[0]);
-            smelt__sb_puts(b, ")");
         }
+        value_ref(b, e, op->in[0]);
+        smelt__sb_puts(b, end);
         return;
     }
-    bool to_bool = op->dtype == SMELT_BOOL && oi->rule != SMELT_RULE_CMP;
+    bool to_bool = op->dtype == SMELT_BOOL && smelt__ops[op->op].rule != SMELT_RULE_CMP;
     bool rnd = smelt__is_half(op->dtype) && !e->arrays; /* computed in f32, rounded to f16/bf16 */
     if (to_bool)
         smelt__sb_puts(b, "(");
@@ -251,14 +243,10 @@ static void op_expr(smelt__sb *b, const ectx *e, int k)
         smelt__sb_puts(b, rnd ? ")" : " != 0)");
 }
 
-/* Which values are written inline (see ectx). */
+/* Which values are written inline (see ectx); uses and inl come zeroed. */
 static void plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons_op, int *cons_slot)
 {
     int nv = d->n_in + d->n_ops;
-    for (int v = 0; v < nv; v++) {
-        uses[v] = 0;
-        inl[v] = false;
-    }
     for (int o = 0; o < d->n_out; o++)
         uses[d->out_val[o]] += 2; /* never inline an output */
     for (int k = 0; k < d->n_ops; k++)
@@ -272,16 +260,11 @@ static void plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons
     for (int v = 0; v < nv; v++) {
         if (uses[v] != 1 || is_const(d, v))
             continue;
+        /* when its reader's expression names it once (a cast names its operand once) */
         smelt_dtype ct;
-        const char *t = op_template(d, cons_op[v], &ct);
-        int refs = 1; /* a cast names its operand once */
-        if (t) {
-            char tok[3] = {'%', (char)('0' + cons_slot[v]), 0};
-            refs = 0;
-            for (const char *p = t; (p = strstr(p, tok)); p += 2)
-                refs++;
-        }
-        inl[v] = refs == 1;
+        const char *t = op_template(d, cons_op[v], &ct), *p;
+        char tok[3] = {'%', (char)('0' + cons_slot[v]), 0};
+        inl[v] = !t || ((p = strstr(t, tok)) && !strstr(p + 2, tok));
     }
 }
 
@@ -554,31 +537,24 @@ static const char *slot_num(char *buf, int n)
 static int render(smelt__sb *out, const char *tpl, const char *tname, const slot *slots, int n,
                   smelt__sb *err)
 {
-    const char *p = tpl;
-    while (*p) {
-        const char *s = strstr(p, "{{");
-        if (!s) {
-            smelt__sb_puts(out, p);
-            break;
-        }
+    const char *p = tpl, *s, *e;
+    for (; (s = strstr(p, "{{")); p = e + 2) {
         smelt__sb_putn(out, p, (size_t)(s - p));
-        const char *e = strstr(s, "}}");
-        if (!e) {
+        if (!(e = strstr(s, "}}"))) {
             smelt__sb_printf(err, "template %s: unterminated slot", tname);
             return SMELT_ERR_COMPILE;
         }
-        int i;
-        for (i = 0; i < n; i++)
-            if (strlen(slots[i].key) == (size_t)(e - s - 2) &&
-                !strncmp(s + 2, slots[i].key, (size_t)(e - s - 2)))
-                break;
+        size_t len = (size_t)(e - s - 2);
+        int i = 0;
+        while (i < n && (strlen(slots[i].key) != len || strncmp(s + 2, slots[i].key, len)))
+            i++;
         if (i == n) {
-            smelt__sb_printf(err, "template %s: unknown slot {{%.*s}}", tname, (int)(e - s - 2), s + 2);
+            smelt__sb_printf(err, "template %s: unknown slot {{%.*s}}", tname, (int)len, s + 2);
             return SMELT_ERR_COMPILE;
         }
         smelt__sb_puts(out, slots[i].val);
-        p = e + 2;
     }
+    smelt__sb_puts(out, p);
     return SMELT_OK;
 }
 
@@ -1301,8 +1277,8 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
                      smelt__sb *body, smelt__sb *vbody, smelt__sb *valigned, bool *arrays)
 {
     int nv = d->n_in + d->n_ops;
-    int *uses = malloc(sizeof(int) * (size_t)(3 * nv + 1));
-    bool *inl = malloc(sizeof(bool) * (size_t)(nv + 1));
+    int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
+    bool *inl = calloc((size_t)(nv + 1), sizeof(bool));
     if (!uses || !inl) {
         free(uses), free(inl);
         return SMELT_ERR_NOMEM;
