@@ -56,11 +56,9 @@ static const char *op_template(const smelt__kdesc *d, int k, smelt_dtype *ct)
 {
     const smelt__kop *op = &d->ops[k];
     const smelt__opinfo *oi = &smelt__ops[op->op];
-    if (op->op == SMELT_OP_CAST) {
-        *ct = value_dtype(d, op->in[0]);
-        return NULL;
-    }
     *ct = value_dtype(d, op->in[oi->rule == SMELT_RULE_WHERE ? 1 : 0]);
+    if (op->op == SMELT_OP_CAST)
+        return NULL;
     const char *t = smelt__is_float(*ct) ? oi->c_float : oi->c_int;
     return strcmp(t, "=") ? t : oi->c_float;
 }
@@ -341,14 +339,13 @@ static void device_offsets(smelt__sb *b, const smelt__kdesc *d)
                             "        const smelt_idx c = j - r * a.shape[%d];\n", R - 1, R - 1);
     else
         smelt__sb_puts(b, "        const smelt_idx c = j;\n");
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++)
         if (d->mode[k] == SMELT_MODE_CONTIG)
             smelt__sb_printf(b, "        smelt_idx o%d = c;\n", k);
         else if (d->mode[k] == SMELT_MODE_BCAST)
             smelt__sb_printf(b, "        smelt_idx o%d = 0;\n", k);
         else
             smelt__sb_printf(b, "        smelt_idx o%d = c * a.strides[%d];\n", k, k * R + R - 1);
-    }
     for (int dd = R - 2; dd >= 0; dd--) {
         if (dd > 0)
             smelt__sb_printf(b, "        {\n"
@@ -646,8 +643,7 @@ static int finish_name(smelt__sb *text, smelt__sb *src, char *name)
 {
     if (text->oom)
         return SMELT_ERR_NOMEM;
-    uint64_t h = smelt__hash(text->s, text->len, 0x5eed);
-    snprintf(name, 32, "smelt_ew_%016" PRIx64, h);
+    snprintf(name, 32, "smelt_ew_%016" PRIx64, smelt__hash(text->s, text->len, 0x5eed));
     const char *p = text->s;
     for (const char *s; (s = strstr(p, NAME_TOKEN)); p = s + strlen(NAME_TOKEN)) {
         smelt__sb_putn(src, p, (size_t)(s - p));
@@ -666,6 +662,7 @@ static void declare_once(smelt__sb *decls, const char *fn, const char *args)
 }
 
 #define BLK_ARGS "int64_t, char *, const char *, const char *, const char *"
+#define FILL_ARGS "int64_t, char *, const char *"
 #define MOV_ARGS "int64_t, char *, const char *, int64_t"
 
 /* The data movement primitives: smelt_blk_fill_<size> (one value into a
@@ -712,8 +709,7 @@ static void blk_constants(blk_state *b)
             literal(&b->setup, b->dl, op);
         smelt__sb_puts(&b->setup, ";\n");
         char fn[40];
-        move_name(fn, "fill", smelt__dtypes[op->dtype].size);
-        declare_once(&b->decls, fn, "int64_t, char *, const char *");
+        declare_once(&b->decls, move_name(fn, "fill", smelt__dtypes[op->dtype].size), FILL_ARGS);
         if (nconst++ < SMELT_BLOCK_CONSTS) {
             b->bufof[v] = b->nbuf++;
             blk_in_block(b, v, b->bufof[v]);
@@ -737,13 +733,12 @@ static void blk_inputs(blk_state *b)
         b->bufof[k] = b->nbuf++;
         blk_in_block(b, k, b->bufof[k]);
         if (d->mode[k] == SMELT_MODE_BCAST) {
-            move_name(fn, "fill", sz);
-            declare_once(&b->decls, fn, "int64_t, char *, const char *");
-            smelt__sb_printf(&b->body, "            %s(m, %s, q%d);\n", fn, l, k);
+            smelt__sb_printf(&b->body, "            %s(m, %s, q%d);\n", move_name(fn, "fill", sz), l, k);
+            declare_once(&b->decls, fn, FILL_ARGS);
         } else {
-            move_name(fn, "gather", sz);
+            smelt__sb_printf(&b->body, "            %s(m, %s, q%d + j * s%d * %zu, s%d);\n",
+                             move_name(fn, "gather", sz), l, k, k, sz, k);
             declare_once(&b->decls, fn, MOV_ARGS);
-            smelt__sb_printf(&b->body, "            %s(m, %s, q%d + j * s%d * %zu, s%d);\n", fn, l, k, k, sz, k);
         }
     }
 }
@@ -774,8 +769,8 @@ static void blk_operator(blk_state *b, int k)
         temp[ntemp] = blk_new_block(b);
         blk_in_block(b, x, temp[ntemp]);
         char fn[40];
-        move_name(fn, "fill", smelt__dtypes[d->ops[x - d->n_in].dtype].size);
-        smelt__sb_printf(&b->body, "            %s(m, %s, (const char *)&v%d);\n", fn, b->loc[x], x);
+        smelt__sb_printf(&b->body, "            %s(m, %s, (const char *)&v%d);\n",
+                         move_name(fn, "fill", smelt__dtypes[value_dtype(d, x)].size), b->loc[x], x);
         ntemp++;
     }
     /* destination: a contiguous output written in place, else a block */
@@ -820,14 +815,12 @@ static void blk_outputs(blk_state *b)
         if (!strcmp(b->loc[v], want))
             continue;
         char fn[40];
-        if (d->mode[q] == SMELT_MODE_STRIDED) {
-            move_name(fn, "scatter", sz);
-            smelt__sb_printf(&b->body, "            %s(m, q%d + j * s%d * %zu, %s, s%d);\n", fn, q, q, sz,
-                             b->loc[v], q);
-        } else {
-            move_name(fn, "gather", sz);
-            smelt__sb_printf(&b->body, "            %s(m, %s, %s, 1);\n", fn, want, b->loc[v]);
-        }
+        if (d->mode[q] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(&b->body, "            %s(m, q%d + j * s%d * %zu, %s, s%d);\n",
+                             move_name(fn, "scatter", sz), q, q, sz, b->loc[v], q);
+        else
+            smelt__sb_printf(&b->body, "            %s(m, %s, %s, 1);\n", move_name(fn, "gather", sz), want,
+                             b->loc[v]);
         declare_once(&b->decls, fn, MOV_ARGS);
     }
 }
@@ -1006,8 +999,8 @@ static void blk_moves(smelt__sb *b, smelt__sb *table)
 int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
 {
     const smelt__dialect *dl = &smelt__dialect_c;
-    smelt__sb prims, table, prelude, text;
-    smelt__sb_init(&prims), smelt__sb_init(&table), smelt__sb_init(&prelude), smelt__sb_init(&text);
+    smelt__sb prims, table, prelude;
+    smelt__sb_init(&prims), smelt__sb_init(&table), smelt__sb_init(&prelude);
     char fn[SMELT_BLK_NAME_MAX], inner[SMELT_BLK_NAME_MAX + 8], *mathlib = NULL;
     /* one operator on operands A0[i], A1[i], A2[i] of its compute type; its
      * result not rounded to f16/bf16 (arrays: blk_half's store rounds it) */
@@ -1069,15 +1062,14 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
     if (!st) {
         const slot sl[] = {{"PRELUDE", smelt__sb_str(&prelude)}, {"PRIMITIVES", smelt__sb_str(&prims)},
                            {"TABLE", smelt__sb_str(&table)}};
-        st = load_render(&text, dl, "blocks", sl, NSLOTS(sl), err);
+        st = load_render(out, dl, "blocks", sl, NSLOTS(sl), err);
     }
     if (!st) {
-        with_math(&text, mathlib);
-        smelt__sb_puts(out, smelt__sb_str(&text));
-        st = text.oom || out->oom ? SMELT_ERR_NOMEM : SMELT_OK;
+        with_math(out, mathlib);
+        st = out->oom ? SMELT_ERR_NOMEM : SMELT_OK;
     }
     free(mathlib);
-    smelt__sb_free(&prims), smelt__sb_free(&table), smelt__sb_free(&prelude), smelt__sb_free(&text);
+    smelt__sb_free(&prims), smelt__sb_free(&table), smelt__sb_free(&prelude);
     return st;
 }
 
@@ -1251,22 +1243,21 @@ static int emit_setup(const smelt__dialect *dl, const smelt__kdesc *d, bool flat
  * row's operand pointers and broadcast values. */
 static void emit_rows(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *row)
 {
-    int nops = d->n_in + d->n_out;
     if (dl->device) {
         device_offsets(row, d);
-    } else {
-        row_offsets(row, d);
-        for (int k = 0; k < nops; k++) {
-            smelt_dtype dt = operand_dtype(d, k);
-            const char *cq = k < d->n_in ? "const " : "";
-            smelt__sb_printf(row, "        %s%s *%s q%d = (%s%s *)ptrs[%d] + o%d;\n", cq,
-                             dl->stype[dt], dl->restrict_kw, k, cq, dl->stype[dt], k, k);
-            if (d->mode[k] == SMELT_MODE_BCAST && smelt__is_half(dt))
-                smelt__sb_printf(row, "        const %s b%d = smelt_h2f_%s(q%d[0]);\n", dl->type[dt], k,
-                                 smelt__dtypes[dt].name, k);
-            else if (d->mode[k] == SMELT_MODE_BCAST)
-                smelt__sb_printf(row, "        const %s b%d = q%d[0];\n", dl->type[dt], k, k);
-        }
+        return;
+    }
+    row_offsets(row, d);
+    for (int k = 0; k < d->n_in + d->n_out; k++) {
+        smelt_dtype dt = operand_dtype(d, k);
+        const char *cq = k < d->n_in ? "const " : "";
+        smelt__sb_printf(row, "        %s%s *%s q%d = (%s%s *)ptrs[%d] + o%d;\n", cq,
+                         dl->stype[dt], dl->restrict_kw, k, cq, dl->stype[dt], k, k);
+        if (d->mode[k] == SMELT_MODE_BCAST && smelt__is_half(dt))
+            smelt__sb_printf(row, "        const %s b%d = smelt_h2f_%s(q%d[0]);\n", dl->type[dt], k,
+                             smelt__dtypes[dt].name, k);
+        else if (d->mode[k] == SMELT_MODE_BCAST)
+            smelt__sb_printf(row, "        const %s b%d = q%d[0];\n", dl->type[dt], k, k);
     }
 }
 
@@ -1323,10 +1314,10 @@ static int shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
         c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &tail);
         c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), &stream);
         const slot sl[] = {
-            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)},
+            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"W", SLOT_NUM(C_GROUP)},
             {"RANK", SLOT_NUM(d->rank)}, {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)},
-            {"BODY", smelt__sb_str(&body)}, {"W", SLOT_NUM(C_GROUP)}, {"GROUP", smelt__sb_str(&group)},
-            {"CALL", smelt__sb_str(&call)}, {"TAIL", smelt__sb_str(&tail)}, {"STREAM", smelt__sb_str(&stream)}};
+            {"BODY", smelt__sb_str(&body)}, {"GROUP", smelt__sb_str(&group)}, {"CALL", smelt__sb_str(&call)},
+            {"TAIL", smelt__sb_str(&tail)}, {"STREAM", smelt__sb_str(&stream)}};
         st = load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
     }
     smelt__sb_free(&setup), smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&gconst);
