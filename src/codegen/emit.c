@@ -431,11 +431,10 @@ static bool item_start(const char *l)
            !strncmp(l, "SMELT__F32_", 11);
 }
 
-static void item_name(math_item *it)
+/* The name of the item whose first line (after its comment) is p. */
+static void item_name(math_item *it, const char *p)
 {
-    const char *p = it->s, *q;
-    while (!item_start(p)) /* skip the comment above */
-        p = strchr(p, '\n') + 1;
+    const char *q;
     if (!strncmp(p, "#define ", 8)) {
         for (q = p += 8; ident_char(*q); q++)
             ;
@@ -488,7 +487,7 @@ static void math_select(smelt__sb *out, const char *lib, const char *uses, const
                 it[n - 1].e = pending ? pending : l;
             it[n].s = pending ? pending : l;
             it[n].used = false;
-            n++;
+            item_name(&it[n++], l);
             pending = NULL;
         } else if (*l != ' ' && *l != '}' && *l != '\n' && *l != '{')
             pending = NULL;
@@ -499,8 +498,6 @@ static void math_select(smelt__sb *out, const char *lib, const char *uses, const
         return;
     }
     it[n - 1].e = lib + strlen(lib);
-    for (int i = 0; i < n; i++)
-        item_name(&it[i]);
     math_mark(it, n, uses, uses_end, stack, &top);
     while (top > 0) {
         int i = stack[--top];
@@ -713,8 +710,7 @@ static void blk_constants(blk_state *b)
         if (nconst++ < SMELT_BLOCK_CONSTS) {
             b->bufof[v] = b->nbuf++;
             blk_in_block(b, v, b->bufof[v]);
-            smelt__sb_printf(&b->setup, "    %s(%d, (char *)buf[%d], (const char *)&v%d);\n", fn, SMELT_BLOCK,
-                             b->bufof[v], v);
+            smelt__sb_printf(&b->setup, "    %s(%d, %s, (const char *)&v%d);\n", fn, SMELT_BLOCK, b->loc[v], v);
         }
     }
 }
@@ -746,10 +742,10 @@ static void blk_inputs(blk_state *b)
 /* Whether operand j of op repeats an earlier operand. */
 static bool repeated_operand(const smelt__kop *op, int j)
 {
-    bool again = false;
-    for (int jj = 0; jj < j; jj++)
-        again = again || op->in[jj] == op->in[j];
-    return again;
+    for (int i = 0; i < j; i++)
+        if (op->in[i] == op->in[j])
+            return true;
+    return false;
 }
 
 /* Operator k: one call of its primitive (constants: blk_constants). */
