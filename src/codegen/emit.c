@@ -173,35 +173,24 @@ static void hexfloat(smelt__sb *b, double v)
 
 static void literal(smelt__sb *b, const smelt__dialect *dl, const smelt__kop *k)
 {
-    switch (k->dtype) {
-    case SMELT_F16: /* a value of the compute type, f32 (exact) */
-    case SMELT_BF16:
-    case SMELT_F32: {
-        float f = (float)k->fval;
-        if (isfinite(f)) {
-            smelt__sb_puts(b, "(float)");
-            hexfloat(b, (double)f);
-        } else {
-            uint32_t u;
-            memcpy(&u, &f, 4);
-            smelt__sb_printf(b, "smelt_f32_bits(0x%08" PRIx32 "u)", u);
-        }
-        break;
-    }
-    case SMELT_F64:
-        if (isfinite(k->fval)) {
-            hexfloat(b, k->fval);
-        } else {
-            uint64_t u;
-            memcpy(&u, &k->fval, 8);
-            smelt__sb_printf(b, "smelt_f64_bits(0x%016" PRIx64 "ull)", u);
-        }
-        break;
-    default:
-        if (k->ival == INT64_MIN)
-            smelt__sb_printf(b, "(%s)(-9223372036854775807LL - 1)", dl->type[k->dtype]);
-        else
-            smelt__sb_printf(b, "(%s)%" PRId64 "LL", dl->type[k->dtype], k->ival);
+    float f = (float)k->fval; /* f32, and f16/bf16 as a value of their compute type, f32 (exact) */
+    uint32_t u32;
+    uint64_t u64;
+    memcpy(&u32, &f, 4);
+    memcpy(&u64, &k->fval, 8);
+    if (k->dtype == SMELT_F64 && isfinite(k->fval)) {
+        hexfloat(b, k->fval);
+    } else if (k->dtype == SMELT_F64) {
+        smelt__sb_printf(b, "smelt_f64_bits(0x%016" PRIx64 "ull)", u64);
+    } else if (smelt__is_float(k->dtype) && isfinite(f)) {
+        smelt__sb_puts(b, "(float)");
+        hexfloat(b, (double)f);
+    } else if (smelt__is_float(k->dtype)) {
+        smelt__sb_printf(b, "smelt_f32_bits(0x%08" PRIx32 "u)", u32);
+    } else if (k->ival == INT64_MIN) {
+        smelt__sb_printf(b, "(%s)(-9223372036854775807LL - 1)", dl->type[k->dtype]);
+    } else {
+        smelt__sb_printf(b, "(%s)%" PRId64 "LL", dl->type[k->dtype], k->ival);
     }
 }
 
