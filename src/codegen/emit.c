@@ -27,7 +27,8 @@ typedef struct ectx {
 } ectx;
 
 /* Operand references: C kernels follow the operand's mode (q0[j], b0,
- * q0[j * s0]); device nd kernels index every operand by its own offset
+ * q0[j * s0]) or read a staged f16/bf16 operand's f32 copy (h0[j], see
+ * staged); device nd kernels index every operand by its own offset
  * (q0[o0]); device vector bodies read and write lanes of vectors (l0.v[2]);
  * block primitives read element i of their compute-type arrays (A0[i]). */
 enum { FORM_C, FORM_OFFSET, FORM_VEC, FORM_BLK };
@@ -63,6 +64,14 @@ static const char *op_template(const smelt__kdesc *d, int k, smelt_dtype *ct)
     return strcmp(t, "=") ? t : oi->c_float;
 }
 
+/* Whether operand k of a C loop-form kernel is an f16/bf16 one that the
+ * group function converts as a whole (c_group): h<k>[j]. */
+static bool staged(const ectx *e, int k)
+{
+    return e->stage && smelt__is_half(operand_dtype(e->d, k)) &&
+           (k >= e->d->n_in || e->d->mode[k] != SMELT_MODE_BCAST);
+}
+
 static void operand_ref(smelt__sb *b, const ectx *e, int k)
 {
     if (e->form == FORM_OFFSET)
@@ -71,6 +80,8 @@ static void operand_ref(smelt__sb *b, const ectx *e, int k)
         smelt__sb_printf(b, "l%d.v[%d]", k, e->lane);
     else if (e->form == FORM_BLK)
         smelt__sb_printf(b, "A%d[i]", k);
+    else if (staged(e, k))
+        smelt__sb_printf(b, "h%d[j]", k);
     else if (e->d->mode[k] == SMELT_MODE_CONTIG)
         smelt__sb_printf(b, "q%d[j]", k);
     else if (e->d->mode[k] == SMELT_MODE_BCAST)
@@ -79,24 +90,13 @@ static void operand_ref(smelt__sb *b, const ectx *e, int k)
         smelt__sb_printf(b, "q%d[j * s%d]", k, k);
 }
 
-/* Whether operand k of a C loop-form kernel is an f16/bf16 one that the
- * group function converts as a whole (c_group): h<k>[j]. */
-static bool staged(const ectx *e, int k, smelt_dtype dt)
-{
-    return e->stage && smelt__is_half(dt) && (k >= e->d->n_in || e->d->mode[k] != SMELT_MODE_BCAST);
-}
-
 /* Input k read as a value of its compute type: f16/bf16 operands are
  * converted from their bit patterns (a C kernel's broadcast operand b<k> is
  * converted once per row, the others once per group when staged). */
 static void input_ref(smelt__sb *b, const ectx *e, int k)
 {
     smelt_dtype dt = e->d->in_dt[k];
-    if (staged(e, k, dt)) {
-        smelt__sb_printf(b, "h%d[j]", k);
-        return;
-    }
-    bool conv = smelt__is_half(dt) && e->form != FORM_BLK &&
+    bool conv = smelt__is_half(dt) && e->form != FORM_BLK && !staged(e, k) &&
                 !(e->form == FORM_C && e->d->mode[k] == SMELT_MODE_BCAST);
     if (conv)
         smelt__sb_printf(b, "smelt_h2f_%s(", smelt__dtypes[dt].name);
@@ -262,12 +262,9 @@ static void emit_stores(smelt__sb *b, const ectx *e, const char *indent)
     const smelt__kdesc *d = e->d;
     for (int k = d->n_in; k < d->n_in + d->n_out; k++) {
         smelt_dtype dt = operand_dtype(d, k);
-        bool conv = smelt__is_half(dt) && !staged(e, k, dt);
+        bool conv = smelt__is_half(dt) && !staged(e, k);
         smelt__sb_puts(b, indent);
-        if (staged(e, k, dt))
-            smelt__sb_printf(b, "h%d[j]", k);
-        else
-            operand_ref(b, e, k);
+        operand_ref(b, e, k);
         smelt__sb_puts(b, " = ");
         if (conv)
             smelt__sb_printf(b, "smelt_f2h_%s(", smelt__dtypes[dt].name);
