@@ -665,7 +665,7 @@ typedef struct blk_state {
     smelt__sb decls, setup, row, body;
     int *last, *bufof, *freeb; /* per value: last reader, block; free blocks */
     char (*loc)[64];           /* per value: where its elements are */
-    int nbuf, nfree;
+    int nbuf, nfree, nconst; /* blocks, free blocks, constants seen */
 } blk_state;
 
 static int blk_new_block(blk_state *b) { return b->nfree ? b->freeb[--b->nfree] : b->nbuf++; }
@@ -677,7 +677,6 @@ static void blk_in_block(blk_state *b, int v, int buf) { snprintf(b->loc[v], 64,
 static void blk_constants(blk_state *b)
 {
     const smelt__kdesc *d = b->d;
-    int nconst = 0;
     for (int k = 0; k < d->n_ops; k++) {
         const smelt__kop *op = &d->ops[k];
         if (op->op != SMELT_OP_CONST)
@@ -693,10 +692,11 @@ static void blk_constants(blk_state *b)
         smelt__sb_puts(&b->setup, ";\n");
         char fn[40];
         declare_once(&b->decls, move_name(fn, "fill", smelt__dtypes[op->dtype].size), FILL_ARGS);
-        if (nconst++ < SMELT_BLOCK_CONSTS) {
+        if (b->nconst++ < SMELT_BLOCK_CONSTS) {
             b->bufof[v] = b->nbuf++;
             blk_in_block(b, v, b->bufof[v]);
-            smelt__sb_printf(&b->setup, "    %s(%d, %s, (const char *)&v%d);\n", fn, SMELT_BLOCK, b->loc[v], v);
+            smelt__sb_printf(&b->setup, "    %s(%d, %s, (const char *)&v%d);\n", fn, SMELT_BLOCK,
+                             b->loc[v], v);
         }
     }
 }
@@ -749,11 +749,10 @@ static void blk_operator(blk_state *b, int k)
         if (repeated_operand(op, j) || !is_const(d, x) || b->bufof[x] >= 0)
             continue;
         temp[ntemp] = blk_new_block(b);
-        blk_in_block(b, x, temp[ntemp]);
+        blk_in_block(b, x, temp[ntemp++]);
         char fn[40];
         smelt__sb_printf(&b->body, "            %s(m, %s, (const char *)&v%d);\n",
                          move_name(fn, "fill", smelt__dtypes[value_dtype(d, x)].size), b->loc[x], x);
-        ntemp++;
     }
     /* destination: a contiguous output written in place, else a block */
     int out = -1;
@@ -850,11 +849,8 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
         st = SMELT_ERR_COMPILE;
         goto done;
     }
-    int n_real = 0;
-    for (int k = 0; k < d->n_ops; k++)
-        n_real += d->ops[k].op != SMELT_OP_CONST;
-    const slot sl[] = {{"DECLS", smelt__sb_str(&b.decls)}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)},
-                       {"RANK", SLOT_NUM(R)}, {"NBUF", SLOT_NUM(b.nbuf ? b.nbuf : 1)},
+    const slot sl[] = {{"DECLS", smelt__sb_str(&b.decls)}, {"NAME", NAME_TOKEN}, {"RANK", SLOT_NUM(R)},
+                       {"NOPS", SLOT_NUM(d->n_ops - b.nconst)}, {"NBUF", SLOT_NUM(b.nbuf ? b.nbuf : 1)},
                        {"BLOCK", SLOT_NUM(SMELT_BLOCK)}, {"SETUP", smelt__sb_str(&b.setup)},
                        {"ROW", smelt__sb_str(&b.row)}, {"BODY", smelt__sb_str(&b.body)}};
     if (!(st = load_render(&text, dl, "kernel_block", sl, NSLOTS(sl), err)))
@@ -988,9 +984,8 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
      * result not rounded to f16/bf16 (arrays: blk_half's store rounds it) */
     smelt__kop op;
     smelt__kdesc d = {.n_out = 1, .n_ops = 1, .ops = &op, .rank = 1};
-    int uses[3] = {0};
     bool inl[3] = {true, true, true};
-    ectx e = {.dl = dl, .d = &d, .uses = uses, .inl = inl, .lane = -1, .form = FORM_BLK, .arrays = true};
+    ectx e = {.dl = dl, .d = &d, .inl = inl, .lane = -1, .form = FORM_BLK, .arrays = true};
     for (smelt_op o = 0; o < SMELT_OP_COUNT; o++) {
         const smelt__opinfo *oi = &smelt__ops[o];
         bool fp_only = oi->rule == SMELT_RULE_FLOAT || oi->rule == SMELT_RULE_TRUEDIV;
@@ -1207,12 +1202,11 @@ static int emit_setup(const smelt__dialect *dl, const smelt__kdesc *d, bool flat
         else if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
     }
-    int n_real = 0;
+    int n_real = d->n_ops;
     for (int i = 0; i < d->n_ops; i++) {
-        if (d->ops[i].op != SMELT_OP_CONST) {
-            n_real++;
+        if (d->ops[i].op != SMELT_OP_CONST)
             continue;
-        }
+        n_real--;
         smelt__sb *cb = dl->device ? setup : gconst;
         smelt__sb_printf(cb, "    const %s v%d = ", dl->type[d->ops[i].dtype], d->n_in + i);
         literal(cb, dl, &d->ops[i]);
