@@ -373,10 +373,9 @@ static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
         else
             smelt__sb_printf(b, "            smelt_vec<%s, %d> l%d;\n", t, V, k);
     }
-    for (int L = 0; L < V; L++) {
-        e->lane = L;
+    e->form = FORM_VEC;
+    for (e->lane = 0; e->lane < V; e->lane++)
         emit_lane(b, e);
-    }
     for (int k = d->n_in; k < n; k++)
         smelt__sb_printf(b, "            ((smelt_vec<%s, %d> *)q%d)[i] = l%d;\n",
                          e->dl->stype[operand_dtype(d, k)], V, k, k);
@@ -384,12 +383,10 @@ static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
 
 static bool is_flat(const smelt__kdesc *d)
 {
-    if (d->rank != 1)
-        return false;
     for (int k = 0; k < d->n_in + d->n_out; k++)
         if (d->mode[k] != SMELT_MODE_CONTIG)
             return false;
-    return true;
+    return d->rank == 1;
 }
 
 int smelt__emit_step(const smelt__target *t, const smelt__kdesc *d)
@@ -1261,10 +1258,8 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
         emit_arrays(body, &e);
     else
         emit_lane(body, &e);
-    if (vec > 1) {
-        e.form = FORM_VEC;
+    if (vec > 1)
         device_vec_body(vbody, valigned, &e, vec);
-    }
     free(uses), free(inl);
     return SMELT_OK;
 }
