@@ -249,9 +249,9 @@ static void plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons
             continue;
         /* when its reader's expression names it once (a cast names its operand once) */
         smelt_dtype ct;
-        const char *t = op_template(d, cons_op[v], &ct), *p;
         char tok[3] = {'%', (char)('0' + cons_slot[v]), 0};
-        inl[v] = !t || ((p = strstr(t, tok)) && !strstr(p + 2, tok));
+        const char *t = op_template(d, cons_op[v], &ct), *first = t ? strstr(t, tok) : NULL;
+        inl[v] = !t || (first && !strstr(first + 2, tok));
     }
 }
 
@@ -662,7 +662,7 @@ typedef struct blk_state {
     smelt__sb decls, setup, row, body;
     int *last, *bufof, *freeb; /* per value: last reader, block; free blocks */
     char (*loc)[64];           /* per value: where its elements are */
-    int nbuf, nfree, nconst; /* blocks, free blocks, constants seen */
+    int nbuf, nfree, nconst;   /* blocks used, free blocks, constants seen */
 } blk_state;
 
 static int blk_new_block(blk_state *b) { return b->nfree ? b->freeb[--b->nfree] : b->nbuf++; }
