@@ -48,9 +48,7 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err);
 const char *smelt__template_builtin(const char *name);
 char *smelt__template_load(const char *name, smelt__sb *err); /* caller frees */
 
-
 struct smelt__dialect {
-    const char *name;                      /* "c" */
     const char *dir;                       /* template folder: "c" */
     const char *ext;                       /* template file extension: "c" */
     const char *type[SMELT_DTYPE_COUNT];   /* compute type (values in the kernel body) */

@@ -2,7 +2,6 @@
 #include "codegen.h"
 
 const smelt__dialect smelt__dialect_c = {
-    .name = "c",
     .dir = "c",
     .ext = "c",
     SMELT_C_NAMES,

@@ -4,7 +4,6 @@
 #include "codegen.h"
 
 const smelt__dialect smelt__dialect_cuda = {
-    .name = "cuda",
     .dir = "cuda",
     .ext = "cu",
     SMELT_C_NAMES,

@@ -27,7 +27,8 @@ typedef struct ectx {
 } ectx;
 
 /* Operand references: C kernels follow the operand's mode (q0[j], b0,
- * q0[j * s0]); device nd kernels index every operand by its own offset
+ * q0[j * s0]) or read a staged f16/bf16 operand's f32 copy (h0[j], see
+ * staged); device nd kernels index every operand by its own offset
  * (q0[o0]); device vector bodies read and write lanes of vectors (l0.v[2]);
  * block primitives read element i of their compute-type arrays (A0[i]). */
 enum { FORM_C, FORM_OFFSET, FORM_VEC, FORM_BLK };
@@ -40,6 +41,12 @@ static smelt_dtype value_dtype(const smelt__kdesc *d, int v)
     return v < d->n_in ? d->in_dt[v] : d->ops[v - d->n_in].dtype;
 }
 
+/* operand k: an input, or output k - n_in */
+static smelt_dtype operand_dtype(const smelt__kdesc *d, int k)
+{
+    return k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+}
+
 static bool is_const(const smelt__kdesc *d, int v)
 {
     return v >= d->n_in && d->ops[v - d->n_in].op == SMELT_OP_CONST;
@@ -50,42 +57,37 @@ static const char *op_template(const smelt__kdesc *d, int k, smelt_dtype *ct)
 {
     const smelt__kop *op = &d->ops[k];
     const smelt__opinfo *oi = &smelt__ops[op->op];
-    if (op->op == SMELT_OP_CAST) {
-        *ct = value_dtype(d, op->in[0]);
-        return NULL;
-    }
     *ct = value_dtype(d, op->in[oi->rule == SMELT_RULE_WHERE ? 1 : 0]);
+    if (op->op == SMELT_OP_CAST)
+        return NULL;
     const char *t = smelt__is_float(*ct) ? oi->c_float : oi->c_int;
     return strcmp(t, "=") ? t : oi->c_float;
 }
 
-static void operand_ref(smelt__sb *b, const ectx *e, int k)
-{
-    if (e->form == FORM_OFFSET) {
-        smelt__sb_printf(b, "q%d[o%d]", k, k);
-        return;
-    }
-    if (e->form == FORM_VEC) {
-        smelt__sb_printf(b, "l%d.v[%d]", k, e->lane);
-        return;
-    }
-    if (e->form == FORM_BLK) {
-        smelt__sb_printf(b, "A%d[i]", k);
-        return;
-    }
-    const char *j = "j";
-    switch (e->d->mode[k]) {
-    case SMELT_MODE_CONTIG: smelt__sb_printf(b, "q%d[%s]", k, j); break;
-    case SMELT_MODE_BCAST: smelt__sb_printf(b, "b%d", k); break;
-    default: smelt__sb_printf(b, "q%d[%s * s%d]", k, j, k);
-    }
-}
-
 /* Whether operand k of a C loop-form kernel is an f16/bf16 one that the
  * group function converts as a whole (c_group): h<k>[j]. */
-static bool staged(const ectx *e, int k, smelt_dtype dt)
+static bool staged(const ectx *e, int k)
 {
-    return e->stage && smelt__is_half(dt) && (k >= e->d->n_in || e->d->mode[k] != SMELT_MODE_BCAST);
+    return e->stage && smelt__is_half(operand_dtype(e->d, k)) &&
+           (k >= e->d->n_in || e->d->mode[k] != SMELT_MODE_BCAST);
+}
+
+static void operand_ref(smelt__sb *b, const ectx *e, int k)
+{
+    if (e->form == FORM_OFFSET)
+        smelt__sb_printf(b, "q%d[o%d]", k, k);
+    else if (e->form == FORM_VEC)
+        smelt__sb_printf(b, "l%d.v[%d]", k, e->lane);
+    else if (e->form == FORM_BLK)
+        smelt__sb_printf(b, "A%d[i]", k);
+    else if (staged(e, k))
+        smelt__sb_printf(b, "h%d[j]", k);
+    else if (e->d->mode[k] == SMELT_MODE_CONTIG)
+        smelt__sb_printf(b, "q%d[j]", k);
+    else if (e->d->mode[k] == SMELT_MODE_BCAST)
+        smelt__sb_printf(b, "b%d", k);
+    else
+        smelt__sb_printf(b, "q%d[j * s%d]", k, k);
 }
 
 /* Input k read as a value of its compute type: f16/bf16 operands are
@@ -94,11 +96,7 @@ static bool staged(const ectx *e, int k, smelt_dtype dt)
 static void input_ref(smelt__sb *b, const ectx *e, int k)
 {
     smelt_dtype dt = e->d->in_dt[k];
-    if (staged(e, k, dt)) {
-        smelt__sb_printf(b, "h%d[j]", k);
-        return;
-    }
-    bool conv = smelt__is_half(dt) && e->form != FORM_BLK &&
+    bool conv = smelt__is_half(dt) && e->form != FORM_BLK && !staged(e, k) &&
                 !(e->form == FORM_C && e->d->mode[k] == SMELT_MODE_BCAST);
     if (conv)
         smelt__sb_printf(b, "smelt_h2f_%s(", smelt__dtypes[dt].name);
@@ -109,55 +107,49 @@ static void input_ref(smelt__sb *b, const ectx *e, int k)
 
 static void op_expr(smelt__sb *b, const ectx *e, int k);
 
+/* The expression that computes value v: its load or its operator. */
+static void value_expr(smelt__sb *b, const ectx *e, int v)
+{
+    if (v < e->d->n_in)
+        input_ref(b, e, v);
+    else
+        op_expr(b, e, v - e->d->n_in);
+}
+
+/* Value v where it is read: inline, or the variable (the array) holding it. */
 static void value_ref(smelt__sb *b, const ectx *e, int v)
 {
-    if (e->inl[v]) {
-        if (v < e->d->n_in) {
-            input_ref(b, e, v);
-        } else {
-            op_expr(b, e, v - e->d->n_in);
-        }
-    } else if (e->arrays && !is_const(e->d, v)) {
-        if (v < e->d->n_in)
-            input_ref(b, e, v);
-        else
-            smelt__sb_printf(b, "v%d[j]", v);
-    } else if (is_const(e->d, v) || e->lane < 0) {
+    if (e->inl[v] || (e->arrays && v < e->d->n_in))
+        value_expr(b, e, v);
+    else if (e->arrays && !is_const(e->d, v))
+        smelt__sb_printf(b, "v%d[j]", v);
+    else if (is_const(e->d, v) || e->lane < 0)
         smelt__sb_printf(b, "v%d", v);
-    } else {
+    else
         smelt__sb_printf(b, "v%d_%d", v, e->lane);
-    }
 }
 
 /* Expand an ops.def expression template. */
 static void expand(smelt__sb *b, const ectx *e, const char *t, smelt_dtype ct, const int *args)
 {
-    const smelt__dialect *dl = e->dl;
     for (const char *p = t; *p; p++) {
-        if (p[0] == '%' && p[1] >= '0' && p[1] <= '2') {
-            value_ref(b, e, args[p[1] - '0']);
-            p++;
-        } else if (p[0] == '%' && p[1] == 'T') {
-            smelt__sb_puts(b, dl->type[ct]);
-            p++;
-        } else if (p[0] == '%' && p[1] == 'U') {
-            smelt__sb_puts(b, dl->utype[ct]);
-            p++;
-        } else if (p[0] == '%' && p[1] == 'S') {
-            smelt__sb_puts(b, smelt__dtypes[smelt__compute_dtype(ct)].name);
-            p++;
-        } else if (p[0] == '%' && p[1] == 'H') {
-            smelt__sb_puts(b, ct == SMELT_F16 ? "1" : "0");
-            p++;
-        } else if (p[0] == '@') {
-            const char *q = p + 1;
-            while (*q && *q != '(')
-                q++;
-            smelt__sb_putn(b, p + 1, (size_t)(q - p - 1));
-            smelt__sb_puts(b, dl->fn_suffix[ct]);
-            p = q - 1;
-        } else {
+        if (p[0] == '@') { /* @fn( */
+            size_t n = strcspn(p + 1, "(");
+            smelt__sb_putn(b, p + 1, n);
+            smelt__sb_puts(b, e->dl->fn_suffix[ct]);
+            p += n;
+        } else if (p[0] != '%' || !p[1] || !strchr("012TUSH", p[1])) {
             smelt__sb_putn(b, p, 1);
+        } else if (*++p <= '2') { /* %0 %1 %2: an operand */
+            value_ref(b, e, args[*p - '0']);
+        } else if (*p == 'T') {
+            smelt__sb_puts(b, e->dl->type[ct]);
+        } else if (*p == 'U') {
+            smelt__sb_puts(b, e->dl->utype[ct]);
+        } else if (*p == 'S') {
+            smelt__sb_puts(b, smelt__dtypes[smelt__compute_dtype(ct)].name);
+        } else {
+            smelt__sb_puts(b, ct == SMELT_F16 ? "1" : "0");
         }
     }
 }
@@ -181,72 +173,53 @@ static void hexfloat(smelt__sb *b, double v)
 
 static void literal(smelt__sb *b, const smelt__dialect *dl, const smelt__kop *k)
 {
-    switch (k->dtype) {
-    case SMELT_F16: /* a value of the compute type, f32 (exact) */
-    case SMELT_BF16:
-    case SMELT_F32: {
-        float f = (float)k->fval;
-        if (isfinite(f)) {
-            smelt__sb_puts(b, "(float)");
-            hexfloat(b, (double)f);
-        } else {
-            uint32_t u;
-            memcpy(&u, &f, 4);
-            smelt__sb_printf(b, "smelt_f32_bits(0x%08" PRIx32 "u)", u);
-        }
-        break;
-    }
-    case SMELT_F64:
-        if (isfinite(k->fval)) {
-            hexfloat(b, k->fval);
-        } else {
-            uint64_t u;
-            memcpy(&u, &k->fval, 8);
-            smelt__sb_printf(b, "smelt_f64_bits(0x%016" PRIx64 "ull)", u);
-        }
-        break;
-    default:
-        if (k->ival == INT64_MIN)
-            smelt__sb_printf(b, "(%s)(-9223372036854775807LL - 1)", dl->type[k->dtype]);
-        else
-            smelt__sb_printf(b, "(%s)%" PRId64 "LL", dl->type[k->dtype], k->ival);
+    float f = (float)k->fval; /* f32, and f16/bf16 as a value of their compute type, f32 (exact) */
+    uint32_t u32;
+    uint64_t u64;
+    memcpy(&u32, &f, 4);
+    memcpy(&u64, &k->fval, 8);
+    if (k->dtype == SMELT_F64 && isfinite(k->fval)) {
+        hexfloat(b, k->fval);
+    } else if (k->dtype == SMELT_F64) {
+        smelt__sb_printf(b, "smelt_f64_bits(0x%016" PRIx64 "ull)", u64);
+    } else if (smelt__is_float(k->dtype) && isfinite(f)) {
+        smelt__sb_puts(b, "(float)");
+        hexfloat(b, (double)f);
+    } else if (smelt__is_float(k->dtype)) {
+        smelt__sb_printf(b, "smelt_f32_bits(0x%08" PRIx32 "u)", u32);
+    } else if (k->ival == INT64_MIN) {
+        smelt__sb_printf(b, "(%s)(-9223372036854775807LL - 1)", dl->type[k->dtype]);
+    } else {
+        smelt__sb_printf(b, "(%s)%" PRId64 "LL", dl->type[k->dtype], k->ival);
     }
 }
 
 /* The C expression computing op k, of the op's own type. */
 static void op_expr(smelt__sb *b, const ectx *e, int k)
 {
-    const smelt__kdesc *d = e->d;
-    const smelt__kop *op = &d->ops[k];
-    const smelt__opinfo *oi = &smelt__ops[op->op];
+    const smelt__kop *op = &e->d->ops[k];
     smelt_dtype ct;
-    const char *t = op_template(d, k, &ct);
-    if (!t) { /* cast */
-        const char *to = smelt__dtypes[op->dtype].name;
+    const char *t = op_template(e->d, k, &ct);
+    if (!t) { /* cast: a prefix, the operand, end */
+        const char *to = smelt__dtypes[op->dtype].name, *end = ")";
         if (op->dtype == SMELT_BOOL) {
             smelt__sb_puts(b, "(");
-            value_ref(b, e, op->in[0]);
-            smelt__sb_puts(b, " != 0)");
+            end = " != 0)";
         } else if (smelt__is_half(op->dtype) && (ct == SMELT_F32 || smelt__is_half(ct))) {
             smelt__sb_printf(b, e->arrays ? "((float)" : "smelt_rnd_%s(", to); /* from an exact f32 value */
-            value_ref(b, e, op->in[0]);
-            smelt__sb_puts(b, ")");
         } else if (smelt__is_half(op->dtype)) { /* one rounding, from double */
             smelt__sb_printf(b, "smelt_h2f_%s(smelt_d2h_%s((double)", to, to);
-            value_ref(b, e, op->in[0]);
-            smelt__sb_puts(b, "))");
+            end = "))";
         } else if (smelt__is_float(ct) && !smelt__is_float(op->dtype)) {
-            smelt__sb_printf(b, "smelt_f2%s(", smelt__dtypes[op->dtype].name);
-            value_ref(b, e, op->in[0]);
-            smelt__sb_puts(b, ")");
+            smelt__sb_printf(b, "smelt_f2%s(", to);
         } else {
             smelt__sb_printf(b, "((%s)", e->dl->type[op->dtype]);
-            value_ref(b, e, op->in[0]);
-            smelt__sb_puts(b, ")");
         }
+        value_ref(b, e, op->in[0]);
+        smelt__sb_puts(b, end);
         return;
     }
-    bool to_bool = op->dtype == SMELT_BOOL && oi->rule != SMELT_RULE_CMP;
+    bool to_bool = op->dtype == SMELT_BOOL && smelt__ops[op->op].rule != SMELT_RULE_CMP;
     bool rnd = smelt__is_half(op->dtype) && !e->arrays; /* computed in f32, rounded to f16/bf16 */
     if (to_bool)
         smelt__sb_puts(b, "(");
@@ -257,14 +230,10 @@ static void op_expr(smelt__sb *b, const ectx *e, int k)
         smelt__sb_puts(b, rnd ? ")" : " != 0)");
 }
 
-/* Which values are written inline (see ectx). */
+/* Which values are written inline (see ectx); uses and inl come zeroed. */
 static void plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons_op, int *cons_slot)
 {
     int nv = d->n_in + d->n_ops;
-    for (int v = 0; v < nv; v++) {
-        uses[v] = 0;
-        inl[v] = false;
-    }
     for (int o = 0; o < d->n_out; o++)
         uses[d->out_val[o]] += 2; /* never inline an output */
     for (int k = 0; k < d->n_ops; k++)
@@ -278,16 +247,29 @@ static void plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons
     for (int v = 0; v < nv; v++) {
         if (uses[v] != 1 || is_const(d, v))
             continue;
+        /* when its reader's expression names it once (a cast names its operand once) */
         smelt_dtype ct;
-        const char *t = op_template(d, cons_op[v], &ct);
-        int refs = 1; /* a cast names its operand once */
-        if (t) {
-            char tok[3] = {'%', (char)('0' + cons_slot[v]), 0};
-            refs = 0;
-            for (const char *p = t; (p = strstr(p, tok)); p += 2)
-                refs++;
-        }
-        inl[v] = refs == 1;
+        char tok[3] = {'%', (char)('0' + cons_slot[v]), 0};
+        const char *t = op_template(d, cons_op[v], &ct), *first = t ? strstr(t, tok) : NULL;
+        inl[v] = !t || (first && !strstr(first + 2, tok));
+    }
+}
+
+/* The stores of the outputs, each line after indent: staged ones into
+ * h<k>[j] (converted after the loop), other f16/bf16 ones converted here. */
+static void emit_stores(smelt__sb *b, const ectx *e, const char *indent)
+{
+    const smelt__kdesc *d = e->d;
+    for (int k = d->n_in; k < d->n_in + d->n_out; k++) {
+        smelt_dtype dt = operand_dtype(d, k);
+        bool conv = smelt__is_half(dt) && !staged(e, k);
+        smelt__sb_puts(b, indent);
+        operand_ref(b, e, k);
+        smelt__sb_puts(b, " = ");
+        if (conv)
+            smelt__sb_printf(b, "smelt_f2h_%s(", smelt__dtypes[dt].name);
+        value_ref(b, e, d->out_val[k - d->n_in]);
+        smelt__sb_puts(b, conv ? ");\n" : ";\n");
     }
 }
 
@@ -295,37 +277,16 @@ static void plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons
 static void emit_lane(smelt__sb *b, const ectx *e)
 {
     const smelt__kdesc *d = e->d;
-    const smelt__dialect *dl = e->dl;
     for (int v = 0; v < d->n_in + d->n_ops; v++) {
         if (e->inl[v] || is_const(d, v) || (v < d->n_in && e->uses[v] == 0))
             continue;
-        smelt__sb_printf(b, "            %s ", dl->type[value_dtype(d, v)]);
-        if (e->lane < 0)
-            smelt__sb_printf(b, "v%d = ", v);
-        else
-            smelt__sb_printf(b, "v%d_%d = ", v, e->lane);
-        if (v < d->n_in)
-            input_ref(b, e, v);
-        else
-            op_expr(b, e, v - d->n_in);
+        smelt__sb_printf(b, "            %s ", e->dl->type[value_dtype(d, v)]);
+        value_ref(b, e, v);
+        smelt__sb_puts(b, " = ");
+        value_expr(b, e, v);
         smelt__sb_puts(b, ";\n");
     }
-    for (int o = 0; o < d->n_out; o++) {
-        smelt_dtype dt = value_dtype(d, d->out_val[o]);
-        smelt__sb_puts(b, "            ");
-        if (staged(e, d->n_in + o, dt)) { /* converted after the loop */
-            smelt__sb_printf(b, "h%d[j] = ", d->n_in + o);
-            value_ref(b, e, d->out_val[o]);
-            smelt__sb_puts(b, ";\n");
-            continue;
-        }
-        operand_ref(b, e, d->n_in + o);
-        smelt__sb_puts(b, " = ");
-        if (smelt__is_half(dt))
-            smelt__sb_printf(b, "smelt_f2h_%s(", smelt__dtypes[dt].name);
-        value_ref(b, e, d->out_val[o]);
-        smelt__sb_puts(b, smelt__is_half(dt) ? ");\n" : ";\n");
-    }
+    emit_stores(b, e, "            ");
 }
 
 /* The C loop form's body with f16/bf16 results (ectx.arrays): one loop
@@ -350,24 +311,8 @@ static void emit_arrays(smelt__sb *b, const ectx *e)
                              smelt__dtypes[dt].name, v);
     }
     smelt__sb_printf(b, "    for (int64_t j = 0; j < %d; j++) {\n", C_GROUP);
-    for (int o = 0; o < d->n_out; o++) {
-        smelt_dtype dt = value_dtype(d, d->out_val[o]);
-        if (staged(e, d->n_in + o, dt))
-            smelt__sb_printf(b, "        h%d[j] = ", d->n_in + o);
-        else {
-            smelt__sb_puts(b, "        ");
-            operand_ref(b, e, d->n_in + o);
-            smelt__sb_puts(b, " = ");
-        }
-        value_ref(b, e, d->out_val[o]);
-        smelt__sb_puts(b, ";\n");
-    }
+    emit_stores(b, e, "        ");
     smelt__sb_puts(b, "    }\n");
-}
-
-static smelt_dtype operand_dtype(const smelt__kdesc *d, int k)
-{
-    return k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
 }
 
 /* Device nd kernels: each element's operand offsets from its linear index j
@@ -380,14 +325,13 @@ static void device_offsets(smelt__sb *b, const smelt__kdesc *d)
                             "        const smelt_idx c = j - r * a.shape[%d];\n", R - 1, R - 1);
     else
         smelt__sb_puts(b, "        const smelt_idx c = j;\n");
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++)
         if (d->mode[k] == SMELT_MODE_CONTIG)
             smelt__sb_printf(b, "        smelt_idx o%d = c;\n", k);
         else if (d->mode[k] == SMELT_MODE_BCAST)
             smelt__sb_printf(b, "        smelt_idx o%d = 0;\n", k);
         else
             smelt__sb_printf(b, "        smelt_idx o%d = c * a.strides[%d];\n", k, k * R + R - 1);
-    }
     for (int dd = R - 2; dd >= 0; dd--) {
         if (dd > 0)
             smelt__sb_printf(b, "        {\n"
@@ -429,10 +373,9 @@ static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
         else
             smelt__sb_printf(b, "            smelt_vec<%s, %d> l%d;\n", t, V, k);
     }
-    for (int L = 0; L < V; L++) {
-        e->lane = L;
+    e->form = FORM_VEC;
+    for (e->lane = 0; e->lane < V; e->lane++)
         emit_lane(b, e);
-    }
     for (int k = d->n_in; k < n; k++)
         smelt__sb_printf(b, "            ((smelt_vec<%s, %d> *)q%d)[i] = l%d;\n",
                          e->dl->stype[operand_dtype(d, k)], V, k, k);
@@ -440,12 +383,10 @@ static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
 
 static bool is_flat(const smelt__kdesc *d)
 {
-    if (d->rank != 1)
-        return false;
     for (int k = 0; k < d->n_in + d->n_out; k++)
         if (d->mode[k] != SMELT_MODE_CONTIG)
             return false;
-    return true;
+    return d->rank == 1;
 }
 
 int smelt__emit_step(const smelt__target *t, const smelt__kdesc *d)
@@ -473,11 +414,10 @@ static bool item_start(const char *l)
            !strncmp(l, "SMELT__F32_", 11);
 }
 
-static void item_name(math_item *it)
+/* The name of the item whose first line (after its comment) is p. */
+static void item_name(math_item *it, const char *p)
 {
-    const char *p = it->s, *q;
-    while (!item_start(p)) /* skip the comment above */
-        p = strchr(p, '\n') + 1;
+    const char *q;
     if (!strncmp(p, "#define ", 8)) {
         for (q = p += 8; ident_char(*q); q++)
             ;
@@ -530,7 +470,7 @@ static void math_select(smelt__sb *out, const char *lib, const char *uses, const
                 it[n - 1].e = pending ? pending : l;
             it[n].s = pending ? pending : l;
             it[n].used = false;
-            n++;
+            item_name(&it[n++], l);
             pending = NULL;
         } else if (*l != ' ' && *l != '}' && *l != '\n' && *l != '{')
             pending = NULL;
@@ -541,8 +481,6 @@ static void math_select(smelt__sb *out, const char *lib, const char *uses, const
         return;
     }
     it[n - 1].e = lib + strlen(lib);
-    for (int i = 0; i < n; i++)
-        item_name(&it[i]);
     math_mark(it, n, uses, uses_end, stack, &top);
     while (top > 0) {
         int i = stack[--top];
@@ -564,36 +502,36 @@ typedef struct slot {
     const char *key, *val;
 } slot;
 #define NSLOTS(s) ((int)(sizeof(s) / sizeof(s)[0]))
+/* n as a slot's value, in a buffer that lives as long as the caller's block */
+#define SLOT_NUM(n) slot_num((char[16]){0}, (n))
+static const char *slot_num(char *buf, int n)
+{
+    snprintf(buf, 16, "%d", n);
+    return buf;
+}
 
 /* Replace {{KEY}} slots.  Unknown slots are an error naming the template. */
 static int render(smelt__sb *out, const char *tpl, const char *tname, const slot *slots, int n,
                   smelt__sb *err)
 {
-    const char *p = tpl;
-    while (*p) {
-        const char *s = strstr(p, "{{");
-        if (!s) {
-            smelt__sb_puts(out, p);
-            break;
-        }
+    const char *p = tpl, *s, *e;
+    for (; (s = strstr(p, "{{")); p = e + 2) {
         smelt__sb_putn(out, p, (size_t)(s - p));
-        const char *e = strstr(s, "}}");
-        if (!e) {
+        if (!(e = strstr(s, "}}"))) {
             smelt__sb_printf(err, "template %s: unterminated slot", tname);
             return SMELT_ERR_COMPILE;
         }
-        int i;
-        for (i = 0; i < n; i++)
-            if (strlen(slots[i].key) == (size_t)(e - s - 2) &&
-                !strncmp(s + 2, slots[i].key, (size_t)(e - s - 2)))
-                break;
+        size_t len = (size_t)(e - s - 2);
+        int i = 0;
+        while (i < n && (strlen(slots[i].key) != len || strncmp(s + 2, slots[i].key, len)))
+            i++;
         if (i == n) {
-            smelt__sb_printf(err, "template %s: unknown slot {{%.*s}}", tname, (int)(e - s - 2), s + 2);
+            smelt__sb_printf(err, "template %s: unknown slot {{%.*s}}", tname, (int)len, s + 2);
             return SMELT_ERR_COMPILE;
         }
         smelt__sb_puts(out, slots[i].val);
-        p = e + 2;
     }
+    smelt__sb_puts(out, p);
     return SMELT_OK;
 }
 
@@ -685,8 +623,7 @@ static int finish_name(smelt__sb *text, smelt__sb *src, char *name)
 {
     if (text->oom)
         return SMELT_ERR_NOMEM;
-    uint64_t h = smelt__hash(text->s, text->len, 0x5eed);
-    snprintf(name, 32, "smelt_ew_%016" PRIx64, h);
+    snprintf(name, 32, "smelt_ew_%016" PRIx64, smelt__hash(text->s, text->len, 0x5eed));
     const char *p = text->s;
     for (const char *s; (s = strstr(p, NAME_TOKEN)); p = s + strlen(NAME_TOKEN)) {
         smelt__sb_putn(src, p, (size_t)(s - p));
@@ -705,6 +642,7 @@ static void declare_once(smelt__sb *decls, const char *fn, const char *args)
 }
 
 #define BLK_ARGS "int64_t, char *, const char *, const char *, const char *"
+#define FILL_ARGS "int64_t, char *, const char *"
 #define MOV_ARGS "int64_t, char *, const char *, int64_t"
 
 /* The data movement primitives: smelt_blk_fill_<size> (one value into a
@@ -723,11 +661,12 @@ typedef struct blk_state {
     const smelt__kdesc *d;
     smelt__sb decls, setup, row, body;
     int *last, *bufof, *freeb; /* per value: last reader, block; free blocks */
-    char **loc;                /* per value: where its elements are */
-    int nbuf, nfree;
+    char (*loc)[64];           /* per value: where its elements are */
+    int nbuf, nfree, nconst;   /* blocks used, free blocks, constants seen */
 } blk_state;
 
 static int blk_new_block(blk_state *b) { return b->nfree ? b->freeb[--b->nfree] : b->nbuf++; }
+static void blk_in_block(blk_state *b, int v, int buf) { snprintf(b->loc[v], 64, "(char *)buf[%d]", buf); }
 
 /* constants: the first SMELT_BLOCK_CONSTS get a block each, filled once;
  * the others are filled into a free block just before each use, so the
@@ -735,7 +674,6 @@ static int blk_new_block(blk_state *b) { return b->nfree ? b->freeb[--b->nfree] 
 static void blk_constants(blk_state *b)
 {
     const smelt__kdesc *d = b->d;
-    int nconst = 0;
     for (int k = 0; k < d->n_ops; k++) {
         const smelt__kop *op = &d->ops[k];
         if (op->op != SMELT_OP_CONST)
@@ -750,67 +688,57 @@ static void blk_constants(blk_state *b)
             literal(&b->setup, b->dl, op);
         smelt__sb_puts(&b->setup, ";\n");
         char fn[40];
-        move_name(fn, "fill", smelt__dtypes[op->dtype].size);
-        declare_once(&b->decls, fn, "int64_t, char *, const char *");
-        if (nconst++ < SMELT_BLOCK_CONSTS) {
+        declare_once(&b->decls, move_name(fn, "fill", smelt__dtypes[op->dtype].size), FILL_ARGS);
+        if (b->nconst++ < SMELT_BLOCK_CONSTS) {
             b->bufof[v] = b->nbuf++;
-            smelt__sb_printf(&b->setup, "    %s(%d, (char *)buf[%d], (const char *)&v%d);\n", fn, SMELT_BLOCK,
-                             b->bufof[v], v);
+            blk_in_block(b, v, b->bufof[v]);
+            smelt__sb_printf(&b->setup, "    %s(%d, %s, (const char *)&v%d);\n", fn, SMELT_BLOCK,
+                             b->loc[v], v);
         }
     }
 }
 
 /* inputs: contiguous ones are read in place, the others staged */
-static int blk_inputs(blk_state *b)
+static void blk_inputs(blk_state *b)
 {
     const smelt__kdesc *d = b->d;
     for (int k = 0; k < d->n_in; k++) {
         size_t sz = smelt__dtypes[d->in_dt[k]].size;
-        char fn[40], *l = malloc(64);
-        if (!l)
-            return SMELT_ERR_NOMEM;
-        b->loc[k] = l;
+        char fn[40], *l = b->loc[k];
         if (d->mode[k] == SMELT_MODE_CONTIG || b->last[k] < 0) {
             snprintf(l, 64, "(q%d + j * %zu)", k, sz);
             continue;
         }
         b->bufof[k] = b->nbuf++;
-        snprintf(l, 64, "(char *)buf[%d]", b->bufof[k]);
+        blk_in_block(b, k, b->bufof[k]);
         if (d->mode[k] == SMELT_MODE_BCAST) {
-            move_name(fn, "fill", sz);
-            declare_once(&b->decls, fn, "int64_t, char *, const char *");
-            smelt__sb_printf(&b->body, "            %s(m, %s, q%d);\n", fn, l, k);
+            smelt__sb_printf(&b->body, "            %s(m, %s, q%d);\n", move_name(fn, "fill", sz), l, k);
+            declare_once(&b->decls, fn, FILL_ARGS);
         } else {
-            move_name(fn, "gather", sz);
+            smelt__sb_printf(&b->body, "            %s(m, %s, q%d + j * s%d * %zu, s%d);\n",
+                             move_name(fn, "gather", sz), l, k, k, sz, k);
             declare_once(&b->decls, fn, MOV_ARGS);
-            smelt__sb_printf(&b->body, "            %s(m, %s, q%d + j * s%d * %zu, s%d);\n", fn, l, k, k, sz, k);
         }
     }
-    return SMELT_OK;
 }
 
 /* Whether operand j of op repeats an earlier operand. */
 static bool repeated_operand(const smelt__kop *op, int j)
 {
-    bool again = false;
-    for (int jj = 0; jj < j; jj++)
-        again = again || op->in[jj] == op->in[j];
-    return again;
+    for (int i = 0; i < j; i++)
+        if (op->in[i] == op->in[j])
+            return true;
+    return false;
 }
 
-/* Operator k: one call of its primitive. */
-static int blk_operator(blk_state *b, int k)
+/* Operator k: one call of its primitive (constants: blk_constants). */
+static void blk_operator(blk_state *b, int k)
 {
     const smelt__kdesc *d = b->d;
     const smelt__kop *op = &d->ops[k];
     int v = d->n_in + k;
-    if (op->op == SMELT_OP_CONST) {
-        if (!(b->loc[v] = malloc(32)))
-            return SMELT_ERR_NOMEM;
-        if (b->bufof[v] >= 0)
-            snprintf(b->loc[v], 32, "(char *)buf[%d]", b->bufof[v]);
-        return SMELT_OK;
-    }
+    if (op->op == SMELT_OP_CONST)
+        return;
     /* constants without a block of their own: filled for this operator */
     int temp[3], ntemp = 0;
     for (int j = 0; j < op->nin; j++) {
@@ -818,33 +746,28 @@ static int blk_operator(blk_state *b, int k)
         if (repeated_operand(op, j) || !is_const(d, x) || b->bufof[x] >= 0)
             continue;
         temp[ntemp] = blk_new_block(b);
-        snprintf(b->loc[x], 32, "(char *)buf[%d]", temp[ntemp]);
+        blk_in_block(b, x, temp[ntemp++]);
         char fn[40];
-        move_name(fn, "fill", smelt__dtypes[d->ops[x - d->n_in].dtype].size);
-        smelt__sb_printf(&b->body, "            %s(m, %s, (const char *)&v%d);\n", fn, b->loc[x], x);
-        ntemp++;
+        smelt__sb_printf(&b->body, "            %s(m, %s, (const char *)&v%d);\n",
+                         move_name(fn, "fill", smelt__dtypes[value_dtype(d, x)].size), b->loc[x], x);
     }
     /* destination: a contiguous output written in place, else a block */
-    char *l = malloc(64);
-    if (!l)
-        return SMELT_ERR_NOMEM;
-    b->loc[v] = l;
     int out = -1;
     for (int o = 0; o < d->n_out && out < 0; o++)
         if (d->out_val[o] == v && d->mode[d->n_in + o] == SMELT_MODE_CONTIG)
             out = d->n_in + o;
     if (out >= 0) {
-        snprintf(l, 64, "(q%d + j * %zu)", out, smelt__dtypes[op->dtype].size);
+        snprintf(b->loc[v], 64, "(q%d + j * %zu)", out, smelt__dtypes[op->dtype].size);
     } else {
         b->bufof[v] = blk_new_block(b);
-        snprintf(l, 64, "(char *)buf[%d]", b->bufof[v]);
+        blk_in_block(b, v, b->bufof[v]);
     }
     char fn[SMELT_BLK_NAME_MAX];
     smelt_dtype ct;
     op_template(d, k, &ct);
     smelt__blk_name(fn, op->op, ct, op->dtype);
     declare_once(&b->decls, fn, BLK_ARGS);
-    smelt__sb_printf(&b->body, "            %s(m, %s", fn, l);
+    smelt__sb_printf(&b->body, "            %s(m, %s", fn, b->loc[v]);
     for (int j = 0; j < 3; j++)
         smelt__sb_printf(&b->body, ", %s", j < op->nin ? b->loc[op->in[j]] : "0");
     smelt__sb_puts(&b->body, ");\n");
@@ -856,7 +779,6 @@ static int blk_operator(blk_state *b, int k)
         if (!repeated_operand(op, j) && b->last[x] == k && b->bufof[x] >= 0 && !is_const(d, x))
             b->freeb[b->nfree++] = b->bufof[x];
     }
-    return SMELT_OK;
 }
 
 /* outputs not written in place */
@@ -871,14 +793,12 @@ static void blk_outputs(blk_state *b)
         if (!strcmp(b->loc[v], want))
             continue;
         char fn[40];
-        if (d->mode[q] == SMELT_MODE_STRIDED) {
-            move_name(fn, "scatter", sz);
-            smelt__sb_printf(&b->body, "            %s(m, q%d + j * s%d * %zu, %s, s%d);\n", fn, q, q, sz,
-                             b->loc[v], q);
-        } else {
-            move_name(fn, "gather", sz);
-            smelt__sb_printf(&b->body, "            %s(m, %s, %s, 1);\n", fn, want, b->loc[v]);
-        }
+        if (d->mode[q] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(&b->body, "            %s(m, q%d + j * s%d * %zu, %s, s%d);\n",
+                             move_name(fn, "scatter", sz), q, q, sz, b->loc[v], q);
+        else
+            smelt__sb_printf(&b->body, "            %s(m, %s, %s, 1);\n", move_name(fn, "gather", sz), want,
+                             b->loc[v]);
         declare_once(&b->decls, fn, MOV_ARGS);
     }
 }
@@ -910,17 +830,15 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
     /* per-row pointers and innermost strides */
     row_offsets(&b.row, d);
     for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt_dtype dt = operand_dtype(d, k);
         smelt__sb_printf(&b.row, "        char *q%d = ptrs[%d] + o%d * %zu;\n", k, k, k, smelt__dtypes[dt].size);
         if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(&b.setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
     }
     blk_constants(&b);
-    if ((st = blk_inputs(&b)))
-        goto done;
+    blk_inputs(&b);
     for (int k = 0; k < d->n_ops; k++)
-        if ((st = blk_operator(&b, k)))
-            goto done;
+        blk_operator(&b, k);
     blk_outputs(&b);
     if (b.nbuf > SMELT_BLOCK_MAX_BUFS) {
         smelt__sb_printf(err, "the kernel needs %d block buffers of %d elements on its stack, more than %d",
@@ -928,26 +846,13 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
         st = SMELT_ERR_COMPILE;
         goto done;
     }
-    {
-        char nops_s[16], rank_s[16], nbuf_s[16], block_s[16];
-        int n_real = 0;
-        for (int k = 0; k < d->n_ops; k++)
-            n_real += d->ops[k].op != SMELT_OP_CONST;
-        snprintf(nops_s, sizeof nops_s, "%d", n_real);
-        snprintf(rank_s, sizeof rank_s, "%d", R);
-        snprintf(nbuf_s, sizeof nbuf_s, "%d", b.nbuf ? b.nbuf : 1);
-        snprintf(block_s, sizeof block_s, "%d", SMELT_BLOCK);
-        const slot sl[] = {{"DECLS", smelt__sb_str(&b.decls)}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s},
-                           {"RANK", rank_s}, {"NBUF", nbuf_s}, {"BLOCK", block_s},
-                           {"SETUP", smelt__sb_str(&b.setup)}, {"ROW", smelt__sb_str(&b.row)},
-                           {"BODY", smelt__sb_str(&b.body)}};
-        if ((st = load_render(&text, dl, "kernel_block", sl, NSLOTS(sl), err)))
-            goto done;
-    }
-    st = finish_name(&text, src, name);
+    const slot sl[] = {{"DECLS", smelt__sb_str(&b.decls)}, {"NAME", NAME_TOKEN}, {"RANK", SLOT_NUM(R)},
+                       {"NOPS", SLOT_NUM(d->n_ops - b.nconst)}, {"NBUF", SLOT_NUM(b.nbuf ? b.nbuf : 1)},
+                       {"BLOCK", SLOT_NUM(SMELT_BLOCK)}, {"SETUP", smelt__sb_str(&b.setup)},
+                       {"ROW", smelt__sb_str(&b.row)}, {"BODY", smelt__sb_str(&b.body)}};
+    if (!(st = load_render(&text, dl, "kernel_block", sl, NSLOTS(sl), err)))
+        st = finish_name(&text, src, name);
 done:
-    for (int v = 0; b.loc && v < nv; v++)
-        free(b.loc[v]);
     free(b.loc), free(b.last), free(b.bufof), free(b.freeb);
     smelt__sb_free(&b.decls), smelt__sb_free(&b.setup);
     smelt__sb_free(&b.row), smelt__sb_free(&b.body), smelt__sb_free(&text);
@@ -1069,16 +974,15 @@ static void blk_moves(smelt__sb *b, smelt__sb *table)
 int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
 {
     const smelt__dialect *dl = &smelt__dialect_c;
-    smelt__sb prims, table, prelude, text;
-    smelt__sb_init(&prims), smelt__sb_init(&table), smelt__sb_init(&prelude), smelt__sb_init(&text);
+    smelt__sb prims, table, prelude;
+    smelt__sb_init(&prims), smelt__sb_init(&table), smelt__sb_init(&prelude);
     char fn[SMELT_BLK_NAME_MAX], inner[SMELT_BLK_NAME_MAX + 8], *mathlib = NULL;
     /* one operator on operands A0[i], A1[i], A2[i] of its compute type; its
      * result not rounded to f16/bf16 (arrays: blk_half's store rounds it) */
     smelt__kop op;
     smelt__kdesc d = {.n_out = 1, .n_ops = 1, .ops = &op, .rank = 1};
-    int uses[3] = {0};
     bool inl[3] = {true, true, true};
-    ectx e = {.dl = dl, .d = &d, .uses = uses, .inl = inl, .lane = -1, .form = FORM_BLK, .arrays = true};
+    ectx e = {.dl = dl, .d = &d, .inl = inl, .lane = -1, .form = FORM_BLK, .arrays = true};
     for (smelt_op o = 0; o < SMELT_OP_COUNT; o++) {
         const smelt__opinfo *oi = &smelt__ops[o];
         bool fp_only = oi->rule == SMELT_RULE_FLOAT || oi->rule == SMELT_RULE_TRUEDIV;
@@ -1132,15 +1036,14 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
     if (!st) {
         const slot sl[] = {{"PRELUDE", smelt__sb_str(&prelude)}, {"PRIMITIVES", smelt__sb_str(&prims)},
                            {"TABLE", smelt__sb_str(&table)}};
-        st = load_render(&text, dl, "blocks", sl, NSLOTS(sl), err);
+        st = load_render(out, dl, "blocks", sl, NSLOTS(sl), err);
     }
     if (!st) {
-        with_math(&text, mathlib);
-        smelt__sb_puts(out, smelt__sb_str(&text));
-        st = text.oom || out->oom ? SMELT_ERR_NOMEM : SMELT_OK;
+        with_math(out, mathlib);
+        st = out->oom ? SMELT_ERR_NOMEM : SMELT_OK;
     }
     free(mathlib);
-    smelt__sb_free(&prims), smelt__sb_free(&table), smelt__sb_free(&prelude), smelt__sb_free(&text);
+    smelt__sb_free(&prims), smelt__sb_free(&table), smelt__sb_free(&prelude);
     return st;
 }
 
@@ -1152,6 +1055,26 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
  * scalar epilogue would give the same bits too, and the group is kept for
  * its simple tail and the f16/bf16 staging.  It is large enough that the
  * call and the math's constants cost little.) */
+/* The arguments of a call of smelt_group: every operand at element j (with
+ * its stride), but the outputs in the w<k> buffers (ARGS_W, streaming
+ * stores) or every operand that is not broadcast in t<k> (ARGS_TAIL). */
+enum { ARGS_DIRECT, ARGS_W, ARGS_TAIL };
+static void group_args(smelt__sb *b, const smelt__kdesc *d, int to)
+{
+    for (int k = 0; k < d->n_in + d->n_out; k++) {
+        const char *sep = k ? ", " : "";
+        bool strided = d->mode[k] == SMELT_MODE_STRIDED;
+        if (d->mode[k] == SMELT_MODE_BCAST)
+            smelt__sb_printf(b, "%sb%d", sep, k);
+        else if (to == ARGS_TAIL)
+            smelt__sb_printf(b, strided ? "%st%d, 1" : "%st%d", sep, k);
+        else if (to == ARGS_W && k >= d->n_in)
+            smelt__sb_printf(b, "%sw%d", sep, k);
+        else
+            smelt__sb_printf(b, strided ? "%sq%d + j * s%d, s%d" : "%sq%d + j", sep, k, k, k);
+    }
+}
+
 /* Whole groups with streaming (non-temporal) stores, for kernels whose
  * outputs are contiguous, when the executor sets shape[rank] (outputs larger
  * than the last-level cache, not read by the next kernel).  Each group's
@@ -1159,31 +1082,18 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
  * non-temporal stores once every output is 64-byte aligned; GCC's and
  * clang's x86-64 builtins, no header.  bound: the loop's end ("end" in flat
  * kernels, "n" in a row of an nd kernel). */
-static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, int rank, const char *bound,
+static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char *bound, const char *call,
                      smelt__sb *out)
 {
     int nops = d->n_in + d->n_out;
-    if (rank >= SMELT_MAX_DIMS) /* no shape[rank] slot */
+    if (d->rank >= SMELT_MAX_DIMS) /* no shape[rank] slot */
         return;
     for (int k = d->n_in; k < nops; k++)
         if (d->mode[k] != SMELT_MODE_CONTIG)
             return;
-    /* the arguments of smelt_group: outputs to memory (direct) or to w buffers */
-    smelt__sb args[2];
-    for (int direct = 0; direct < 2; direct++) {
-        smelt__sb_init(&args[direct]);
-        for (int k = 0; k < nops; k++) {
-            const char *sep = k ? ", " : "";
-            if (k >= d->n_in && !direct)
-                smelt__sb_printf(&args[direct], "%sw%d", sep, k);
-            else if (d->mode[k] == SMELT_MODE_BCAST)
-                smelt__sb_printf(&args[direct], "%sb%d", sep, k);
-            else if (d->mode[k] == SMELT_MODE_STRIDED)
-                smelt__sb_printf(&args[direct], "%sq%d + j * s%d, s%d", sep, k, k, k);
-            else
-                smelt__sb_printf(&args[direct], "%sq%d + j", sep, k);
-        }
-    }
+    smelt__sb wcall; /* smelt_group's arguments with the outputs to w buffers (call's: to memory) */
+    smelt__sb_init(&wcall);
+    group_args(&wcall, d, ARGS_W);
     smelt__sb_puts(out, "#if defined(__x86_64__) && defined(__GNUC__)\n"
                         "    typedef long long smelt_v2di __attribute__((vector_size(16), may_alias));\n"
                         "#if defined(__clang__)\n"
@@ -1191,48 +1101,44 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, int rank, 
                         "#else\n"
                         "#define smelt_nt16(p, v) __builtin_ia32_movntdq((smelt_v2di *)(void *)(p), (v))\n"
                         "#endif\n");
-    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n        for (; j + %d <= %s && (0", rank, C_GROUP, bound);
+    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n        for (; j + %d <= %s && (0", d->rank, C_GROUP, bound);
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, " | ((unsigned long)(q%d + j) & 63)", k);
-    smelt__sb_printf(out, "); j += %d)\n            smelt_group(%s);\n", C_GROUP, smelt__sb_str(&args[1]));
+    smelt__sb_printf(out, "); j += %d)\n            smelt_group(%s);\n", C_GROUP, call);
     smelt__sb_printf(out, "        for (; j + %d <= %s; j += %d) {\n", C_GROUP, bound, C_GROUP);
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, "            %s w%d[%d] __attribute__((aligned(64)));\n",
                          dl->stype[value_dtype(d, d->out_val[k - d->n_in])], k, C_GROUP);
-    smelt__sb_printf(out, "            smelt_group(%s);\n", smelt__sb_str(&args[0]));
+    smelt__sb_printf(out, "            smelt_group(%s);\n", smelt__sb_str(&wcall));
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, "            for (int i = 0; i < (int)(sizeof w%d / 16); i++)\n"
                               "                smelt_nt16((char *)(q%d + j) + 16 * i, ((const smelt_v2di *)(const void *)w%d)[i]);\n",
                          k, k, k);
     smelt__sb_puts(out, "        }\n        __builtin_ia32_sfence();\n    }\n#endif\n");
-    smelt__sb_free(&args[0]), smelt__sb_free(&args[1]);
+    smelt__sb_free(&wcall);
 }
 
 static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char *consts,
-                    const char *body, bool arrays, smelt__sb *group, smelt__sb *call, smelt__sb *tail)
+                    const char *body, bool arrays, smelt__sb *group, smelt__sb *tail)
 {
     int nops = d->n_in + d->n_out;
     smelt__sb_puts(group, "static __attribute__((noinline)) void smelt_group(");
     for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt_dtype dt = operand_dtype(d, k);
         const char *sep = k ? ", " : "", *cq = k < d->n_in ? "const " : "";
-        if (d->mode[k] == SMELT_MODE_BCAST) {
+        if (d->mode[k] == SMELT_MODE_BCAST)
             smelt__sb_printf(group, "%s%s b%d", sep, dl->type[dt], k);
-            smelt__sb_printf(call, "%sb%d", sep, k);
-        } else if (d->mode[k] == SMELT_MODE_STRIDED) {
-            smelt__sb_printf(group, "%s%s%s *%s q%d, int64_t s%d", sep, cq, dl->stype[dt], dl->restrict_kw, k, k);
-            smelt__sb_printf(call, "%sq%d + j * s%d, s%d", sep, k, k, k);
-        } else {
+        else
             smelt__sb_printf(group, "%s%s%s *%s q%d", sep, cq, dl->stype[dt], dl->restrict_kw, k);
-            smelt__sb_printf(call, "%sq%d + j", sep, k);
-        }
+        if (d->mode[k] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(group, ", int64_t s%d", k);
     }
     /* f16/bf16 operands: converted a group at a time (the prelude's
      * smelt_load16_* / smelt_store16_*, F16C where the compiler has it) */
     smelt__sb stage_in, stage_out;
     smelt__sb_init(&stage_in), smelt__sb_init(&stage_out);
     for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt_dtype dt = operand_dtype(d, k);
         if (!smelt__is_half(dt) || (k < d->n_in && d->mode[k] == SMELT_MODE_BCAST))
             continue;
         char stride[16] = "1";
@@ -1256,33 +1162,23 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
                          smelt__sb_str(&stage_in), C_GROUP, body, smelt__sb_str(&stage_out));
     smelt__sb_free(&stage_in), smelt__sb_free(&stage_out);
     /* the tail: gather (index clamped into the valid part), compute, scatter */
-    for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+    for (int k = 0; k < nops; k++)
         if (d->mode[k] != SMELT_MODE_BCAST)
-            smelt__sb_printf(tail, "        %s t%d[%d];\n", dl->stype[dt], k, C_GROUP);
-    }
+            smelt__sb_printf(tail, "        %s t%d[%d];\n", dl->stype[operand_dtype(d, k)], k, C_GROUP);
     smelt__sb_printf(tail, "        for (int64_t k = 0; k < %d; k++) {\n            const int64_t x = j + (k < m ? k : 0);\n", C_GROUP);
-    for (int k = 0; k < d->n_in; k++) {
+    for (int k = 0; k < d->n_in; k++)
         if (d->mode[k] == SMELT_MODE_CONTIG)
             smelt__sb_printf(tail, "            t%d[k] = q%d[x];\n", k, k);
         else if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(tail, "            t%d[k] = q%d[x * s%d];\n", k, k, k);
-    }
     smelt__sb_puts(tail, "        }\n        smelt_group(");
-    for (int k = 0; k < nops; k++) {
-        const char *sep = k ? ", " : "";
-        if (d->mode[k] == SMELT_MODE_BCAST)
-            smelt__sb_printf(tail, "%sb%d", sep, k);
-        else
-            smelt__sb_printf(tail, d->mode[k] == SMELT_MODE_STRIDED ? "%st%d, 1" : "%st%d", sep, k);
-    }
+    group_args(tail, d, ARGS_TAIL);
     smelt__sb_puts(tail, ");\n        for (int64_t k = 0; k < m; k++) {\n");
-    for (int k = d->n_in; k < nops; k++) {
+    for (int k = d->n_in; k < nops; k++)
         if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(tail, "            q%d[(j + k) * s%d] = t%d[k];\n", k, k, k);
         else
             smelt__sb_printf(tail, "            q%d[j + k] = t%d[k];\n", k, k);
-    }
     smelt__sb_puts(tail, "        }\n");
 }
 
@@ -1295,7 +1191,7 @@ static int emit_setup(const smelt__dialect *dl, const smelt__kdesc *d, bool flat
 {
     int nops = d->n_in + d->n_out, R = d->rank;
     for (int k = 0; k < nops; k++) {
-        smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
+        smelt_dtype dt = operand_dtype(d, k);
         const char *cq = k < d->n_in ? "const " : "";
         if (flat || dl->device)
             smelt__sb_printf(setup, "    %s%s *%s q%d = (%s%s *)%sptrs[%d];\n", cq, dl->stype[dt],
@@ -1303,12 +1199,11 @@ static int emit_setup(const smelt__dialect *dl, const smelt__kdesc *d, bool flat
         else if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
     }
-    int n_real = 0;
+    int n_real = d->n_ops;
     for (int i = 0; i < d->n_ops; i++) {
-        if (d->ops[i].op != SMELT_OP_CONST) {
-            n_real++;
+        if (d->ops[i].op != SMELT_OP_CONST)
             continue;
-        }
+        n_real--;
         smelt__sb *cb = dl->device ? setup : gconst;
         smelt__sb_printf(cb, "    const %s v%d = ", dl->type[d->ops[i].dtype], d->n_in + i);
         literal(cb, dl, &d->ops[i]);
@@ -1321,22 +1216,21 @@ static int emit_setup(const smelt__dialect *dl, const smelt__kdesc *d, bool flat
  * row's operand pointers and broadcast values. */
 static void emit_rows(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *row)
 {
-    int nops = d->n_in + d->n_out;
     if (dl->device) {
         device_offsets(row, d);
-    } else {
-        row_offsets(row, d);
-        for (int k = 0; k < nops; k++) {
-            smelt_dtype dt = k < d->n_in ? d->in_dt[k] : value_dtype(d, d->out_val[k - d->n_in]);
-            const char *cq = k < d->n_in ? "const " : "";
-            smelt__sb_printf(row, "        %s%s *%s q%d = (%s%s *)ptrs[%d] + o%d;\n", cq,
-                             dl->stype[dt], dl->restrict_kw, k, cq, dl->stype[dt], k, k);
-            if (d->mode[k] == SMELT_MODE_BCAST && smelt__is_half(dt))
-                smelt__sb_printf(row, "        const %s b%d = smelt_h2f_%s(q%d[0]);\n", dl->type[dt], k,
-                                 smelt__dtypes[dt].name, k);
-            else if (d->mode[k] == SMELT_MODE_BCAST)
-                smelt__sb_printf(row, "        const %s b%d = q%d[0];\n", dl->type[dt], k, k);
-        }
+        return;
+    }
+    row_offsets(row, d);
+    for (int k = 0; k < d->n_in + d->n_out; k++) {
+        smelt_dtype dt = operand_dtype(d, k);
+        const char *cq = k < d->n_in ? "const " : "";
+        smelt__sb_printf(row, "        %s%s *%s q%d = (%s%s *)ptrs[%d] + o%d;\n", cq,
+                         dl->stype[dt], dl->restrict_kw, k, cq, dl->stype[dt], k, k);
+        if (d->mode[k] == SMELT_MODE_BCAST && smelt__is_half(dt))
+            smelt__sb_printf(row, "        const %s b%d = smelt_h2f_%s(q%d[0]);\n", dl->type[dt], k,
+                             smelt__dtypes[dt].name, k);
+        else if (d->mode[k] == SMELT_MODE_BCAST)
+            smelt__sb_printf(row, "        const %s b%d = q%d[0];\n", dl->type[dt], k, k);
     }
 }
 
@@ -1347,8 +1241,8 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
                      smelt__sb *body, smelt__sb *vbody, smelt__sb *valigned, bool *arrays)
 {
     int nv = d->n_in + d->n_ops;
-    int *uses = malloc(sizeof(int) * (size_t)(3 * nv + 1));
-    bool *inl = malloc(sizeof(bool) * (size_t)(nv + 1));
+    int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
+    bool *inl = calloc((size_t)(nv + 1), sizeof(bool));
     if (!uses || !inl) {
         free(uses), free(inl);
         return SMELT_ERR_NOMEM;
@@ -1364,10 +1258,8 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
         emit_arrays(body, &e);
     else
         emit_lane(body, &e);
-    if (vec > 1) {
-        e.form = FORM_VEC;
+    if (vec > 1)
         device_vec_body(vbody, valigned, &e, vec);
-    }
     free(uses), free(inl);
     return SMELT_OK;
 }
@@ -1389,16 +1281,13 @@ static int shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
         emit_rows(dl, d, &row);
     int st = emit_body(dl, d, flat, 1, &body, NULL, NULL, &arrays);
     if (!st) {
-        c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &call, &tail);
-        c_stream(d, dl, d->rank, flat ? "end" : "n", &stream);
-        char nops_s[16], rank_s[16], w_s[16];
-        snprintf(nops_s, sizeof nops_s, "%d", n_real);
-        snprintf(rank_s, sizeof rank_s, "%d", d->rank);
-        snprintf(w_s, sizeof w_s, "%d", C_GROUP);
+        group_args(&call, d, ARGS_DIRECT);
+        c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), arrays, &group, &tail);
+        c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), &stream);
         const slot sl[] = {
-            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s}, {"RANK", rank_s},
-            {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)}, {"BODY", smelt__sb_str(&body)},
-            {"W", w_s}, {"GROUP", smelt__sb_str(&group)}, {"CALL", smelt__sb_str(&call)},
+            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"W", SLOT_NUM(C_GROUP)},
+            {"RANK", SLOT_NUM(d->rank)}, {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)},
+            {"BODY", smelt__sb_str(&body)}, {"GROUP", smelt__sb_str(&group)}, {"CALL", smelt__sb_str(&call)},
             {"TAIL", smelt__sb_str(&tail)}, {"STREAM", smelt__sb_str(&stream)}};
         st = load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
     }
@@ -1422,18 +1311,12 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
         emit_rows(dl, d, &row);
     int st = emit_body(dl, d, flat, vec, &body, &vbody, &valigned, &arrays);
     if (!st) {
-        char nops_s[16], rank_s[16], noper_s[16], nstr_s[16], vec_s[16];
-        snprintf(nops_s, sizeof nops_s, "%d", n_real);
-        snprintf(rank_s, sizeof rank_s, "%d", R);
-        snprintf(noper_s, sizeof noper_s, "%d", nops);
-        snprintf(nstr_s, sizeof nstr_s, "%d", nops * R);
-        snprintf(vec_s, sizeof vec_s, "%d", vec);
-        bool by_value = smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX;
         const slot sl[] = {
-            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", nops_s}, {"RANK", rank_s},
+            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"RANK", SLOT_NUM(R)},
             {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)}, {"BODY", smelt__sb_str(&body)},
-            {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", noper_s},
-            {"NSTRIDES", nstr_s}, {"BY_VALUE", by_value ? "1" : "0"}, {"VEC", vec_s},
+            {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
+            {"NSTRIDES", SLOT_NUM(nops * R)}, {"VEC", SLOT_NUM(vec)},
+            {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)},
             {"VEC_ALIGNED", smelt__sb_str(&valigned)}, {"BODY_VEC", smelt__sb_str(&vbody)}};
         st = load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
     }

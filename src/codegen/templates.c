@@ -7,8 +7,7 @@
 #include "codegen.h"
 
 extern const struct {
-    const char *name;
-    const char *text;
+    const char *name, *text;
 } smelt__builtin_templates[];
 
 const char *smelt__template_builtin(const char *name)
