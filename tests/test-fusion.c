@@ -914,3 +914,52 @@ Test(backends, every_registered_backend_gives_the_same_bits)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* A backend's supports() hook declines a kernel before anything is
+ * emitted: here TinyCC with a hook that takes one operator per kernel.  The
+ * planner runs a declined fused cluster as its operators' own kernels, says
+ * why in the plan's warnings, and the results stay the reference's. */
+static int one_operator_only(smelt__backend *be, const smelt__kdesc *d, smelt__sb *why)
+{
+    SMELT_UNUSED(be);
+    int ops = 0;
+    for (int j = 0; j < d->n_ops; j++)
+        ops += d->ops[j].op != SMELT_OP_CONST;
+    if (ops <= 1)
+        return 1;
+    smelt__sb_printf(why, "this backend takes one operator per kernel, not %d", ops);
+    return 0;
+}
+
+Test(backends, supports_hook_declines_a_kernel)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt__backend *be;
+    T_OK(ctx, smelt__backend_get(ctx, smelt__backend_find("TCC"), &be));
+    const smelt__backend_i *tcc = be->iface;
+    smelt__backend_i iface = *tcc;
+    iface.supports = one_operator_only;
+    be->iface = &iface;
+    trng r;
+    trng_init(&r, 0x5097);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(333));
+    smelt_node *y = smelt_unary(g, SMELT_OP_TANH, smelt_add(g, smelt_mul(g, a, a), smelt_scalar(g, 0.5)));
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(333));
+    smelt_plan_stats st = t_check_plan("declined", ctx, g, 1, &y, 3, 1, &in, T_CHAIN);
+    cr_assert_eq(st.kernels, 3, "mul, add and tanh as kernels of their own, got %d", st.kernels);
+    cr_assert_eq(st.fallbacks, 1, "one declined cluster, %d fallbacks", st.fallbacks);
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "TCC";
+    smelt_plan *p;
+    T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &p));
+    const char *d = smelt_plan_describe(p);
+    cr_assert(strstr(d, "(this backend takes one operator per kernel, not 3); running them unfused"),
+              "the warning quotes the hook's reason: %s", d);
+    smelt_plan_free(p);
+    be->iface = tcc; /* before the context destroys its backend */
+    smelt_tensor_free(in);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
