@@ -268,6 +268,33 @@ Test(fusion, describe_says_a_failed_fused_kernel_was_split)
     smelt_ctx_free(ctx);
 }
 
+/* Two siblings of one cluster need no path between them: P = {p1, p2} and
+ * Q = {q1, q2, q3} with p1 -> barrier -> q1 and q2 -> barrier -> p2 would be
+ * a cycle of kernels (P before Q before P) although no path leaves Q and
+ * comes back to it.  Merging q2 into Q must be refused as a cycle. */
+Test(fusion, no_cycle_through_a_sibling_of_a_cluster)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(7, 9));
+    smelt_node *p1 = smelt_unary(g, SMELT_OP_NEG, x);
+    smelt_node *q1 = smelt_unary(g, SMELT_OP_TANH, smelt_unary(g, SMELT_OP_BARRIER, p1));
+    smelt_node *q2 = smelt_unary(g, SMELT_OP_EXP, x);
+    smelt_node *p2 = smelt_add(g, p1, smelt_unary(g, SMELT_OP_BARRIER, q2));
+    smelt_node *q3 = smelt_add(g, q1, q2);
+    smelt_node *outs[] = {p2, q3};
+    trng r;
+    trng_init(&r, 0xc1c);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(7, 9));
+    t_check_plan("sibling cycle", ctx, g, 2, outs, 3, 1, &in, T_CHAIN);
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    cr_assert(t_contains(smelt_plan_describe(p), ": would create a cycle\n"), "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    smelt_tensor_free(in);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
 /* ---- the kernel cache ----------------------------------------------------------------- */
 
 /* A 6-operator layer. */

@@ -73,30 +73,44 @@ static bool in_set(pstate *s, int x, int ka, int kb)
         for (m = (s)->head[k_ ? (kc) : (ka)]; m >= 0; m = (s)->next[m])
 
 /* Would merging clusters ka and kc (kc contains instruction i, the newest)
- * create a path that leaves the union and re-enters it? */
+ * create a cycle between kernels: a path that leaves the union and comes
+ * back to it?  A kernel runs after all of its inputs, so a path that enters
+ * another cluster goes on from every member of it, not only from the one it
+ * entered (two siblings of one cluster need no path between them). */
+static void reach(pstate *s, int x, int ka, int kc, int *sp)
+{
+    if (s->stamp[x] == s->epoch || in_set(s, x, ka, kc))
+        return;
+    if (!is_op(s->p, x)) {
+        s->stamp[x] = s->epoch;
+        s->stack[(*sp)++] = x;
+        return;
+    }
+    for (int m = s->head[find(s, x)]; m >= 0; m = s->next[m]) /* x's whole cluster */
+        if (s->stamp[m] != s->epoch) {
+            s->stamp[m] = s->epoch;
+            s->stack[(*sp)++] = m;
+        }
+}
+
 static bool creates_cycle(pstate *s, int ka, int kc, int i)
 {
     int sp = 0;
     s->epoch++;
     FOR_MEMBERS(s, ka, kc, m) {
-        for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++) {
-            int x = s->users[u];
-            if (x <= i && !in_set(s, x, ka, kc) && s->stamp[x] != s->epoch) {
-                s->stamp[x] = s->epoch;
-                s->stack[sp++] = x;
-            }
-        }
+        for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++)
+            if (s->users[u] <= i)
+                reach(s, s->users[u], ka, kc, &sp);
     }
     while (sp) {
         int x = s->stack[--sp];
         for (int u = s->uoff[x]; u < s->uoff[x + 1]; u++) {
             int y = s->users[u];
-            if (y > i || s->stamp[y] == s->epoch)
+            if (y > i)
                 continue;
             if (in_set(s, y, ka, kc))
                 return true;
-            s->stamp[y] = s->epoch;
-            s->stack[sp++] = y;
+            reach(s, y, ka, kc, &sp);
         }
     }
     return false;
