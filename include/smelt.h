@@ -188,7 +188,9 @@ smelt_op smelt_node_op(const smelt_node *n);
  * opt_level 0: no passes, one kernel per operator (the unfused path).
  *           1: constant folding, common-subexpression elimination,
  *              dead-code elimination.
- *           2: as 1 (memory reuse is planned, not yet done).
+ *           2: as 1, and the intermediates share one arena: each lives from
+ *              the kernel that writes it to the last that reads it, and
+ *              memory is reused after (smelt_plan_stats.mem_*).
  *           3: as 2 plus fusion of elementwise clusters. */
 typedef struct smelt_plan_opts {
     int opt_level;       /* default 3 */
@@ -231,6 +233,12 @@ typedef struct smelt_plan_stats {
     double tier_compile_ms;   /* background compile time so far */
     int disk_hits;      /* kernels this plan loaded from the persistent (disk) cache, no
                            compiler run (the CC and NVRTC backends) */
+    /* intermediates (kernel outputs that are not plan outputs), for the
+     * shapes of the last run (before any: the graph's), in bytes */
+    int mem_buffers;         /* how many */
+    int64_t mem_bytes;       /* what they take: one arena at opt_level >= 2, one buffer each below */
+    int64_t mem_lower_bytes; /* the largest set of them live at once (no arena is smaller) */
+    int64_t mem_naive_bytes; /* one buffer each */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
 /* Tiered plans (AUTO on a CPU) queue their kernels for the optimising tier

@@ -54,6 +54,11 @@ static int value_view(smelt_plan *p, runstate *rs, int v, view *out, int64_t *sc
         return SMELT_OK;
     }
     const smelt__rshape *r = &p->rs[v];
+    smelt__contig_strides(r->ndim, r->shape, scratch);
+    if (p->msig && p->moff[v] >= 0) { /* in the arena (opt_level >= 2) */
+        *out = (view){p->arena + p->moff[v], r->ndim, r->shape, scratch};
+        return SMELT_OK;
+    }
     size_t bytes = (size_t)smelt__numel(r->ndim, r->shape) * smelt__dtypes[x->dtype].size;
     if (p->bufsize[v] < bytes || !p->buf[v]) {
         smelt__be_free(p->be, p->buf[v]);
@@ -62,7 +67,6 @@ static int value_view(smelt_plan *p, runstate *rs, int v, view *out, int64_t *sc
         if (!p->buf[v])
             return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes for an intermediate", bytes);
     }
-    smelt__contig_strides(r->ndim, r->shape, scratch);
     *out = (view){p->buf[v], r->ndim, r->shape, scratch};
     return SMELT_OK;
 }
@@ -306,6 +310,31 @@ static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
     return SMELT_OK;
 }
 
+/* opt_level >= 2: the memory plan for this run's shapes and kernels (the
+ * one of the last run when they are the same), and an arena that holds it.
+ * A kernel split during the run keeps it valid: its replacements run in
+ * the same place, their new intermediates outside the arena. */
+static int plan_memory(smelt_plan *p)
+{
+    uint64_t sig = smelt__hash(p->rs, sizeof *p->rs * (size_t)p->prog.n, (uint64_t)p->nkern) | 1;
+    if (sig == p->msig)
+        return SMELT_OK;
+    p->msig = 0;
+    int st = smelt__mem_plan(p, p->rs, smelt__mem_align(p), p->moff, &p->mem);
+    if (st)
+        return smelt__err(p->ctx, st, "out of memory");
+    if (p->mem.arena > p->arena_size) {
+        smelt__be_free(p->be, p->arena);
+        p->arena_size = 0;
+        if (!(p->arena = smelt__be_alloc(p->be, (size_t)p->mem.arena)))
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate the %lld-byte arena of %d intermediates",
+                              (long long)p->mem.arena, p->mem.buffers);
+        p->arena_size = p->mem.arena;
+    }
+    p->msig = sig;
+    return SMELT_OK;
+}
+
 static int check_overlaps(smelt_plan *p, bool dev, int n_in, smelt_tensor *const *inputs, int n_out,
                           smelt_tensor **outputs, const bool *alloc, smelt_tensor ***tmp_out)
 {
@@ -372,6 +401,8 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
         return st;
     smelt__tier_start(p);
     smelt__tier_apply(p);
+    if (p->opt_level >= 2 && (st = plan_memory(p)))
+        return st;
     /* device plans: outputs the plan allocates live on the device when an
      * input does; host tensors are staged through device copies */
     bool dev = p->be->iface->launch != NULL, on_dev = false;

@@ -50,6 +50,8 @@ void smelt_plan_free(smelt_plan *p)
         smelt__be_free(p->be, p->buf[i]);
     free(p->buf);
     free(p->bufsize);
+    smelt__be_free(p->be, p->arena);
+    free(p->moff);
     free(p->rs);
     free(p->out_slot);
     smelt__prog_free(&p->prog);
@@ -238,6 +240,16 @@ static void describe(smelt_plan *p)
     smelt__sb_printf(b, "kernels: %d compiled, %d from memory, %d from disk; compile %.3f ms, "
                         "fallbacks %d\n",
                      s->compiles, s->cache_hits, s->disk_hits, s->compile_ms, s->fallbacks);
+    const smelt__memplan *m = &p->mem;
+    if (p->opt_level >= 2)
+        smelt__sb_printf(b, "memory: %d intermediate%s in an arena of %lld bytes (largest live set %lld, "
+                            "one buffer each %lld)\n",
+                         m->buffers, smelt__plural(m->buffers), (long long)m->arena, (long long)m->lower,
+                         (long long)m->naive);
+    else
+        smelt__sb_printf(b, "memory: %d intermediate%s, one buffer each: %lld bytes (opt_level 2 "
+                            "plans an arena: %lld)\n",
+                         m->buffers, smelt__plural(m->buffers), (long long)m->naive, (long long)m->arena);
     static const char *const origin[] = {"compiled", "from memory", "from disk"};
     int *kof = malloc(sizeof(int) * (size_t)(p->prog.n + 1));
     for (int i = 0; kof && i < p->nkern; i++)
@@ -310,6 +322,10 @@ int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
     out->ops = 0;
     out->kernels_fast = 0;
     out->tier_backend = p->up_be ? p->up_be->iface->name : NULL;
+    out->mem_buffers = p->mem.buffers;
+    out->mem_bytes = p->opt_level >= 2 ? p->mem.arena : p->mem.naive;
+    out->mem_lower_bytes = p->mem.lower;
+    out->mem_naive_bytes = p->mem.naive;
     for (int i = 0; i < p->nkern; i++) {
         out->ops += p->kern[i].cl.nmem;
         out->kernels_fast += p->up_be && p->kern[i].nvar && p->kern[i].var[0].k->backend == p->up_be;
@@ -393,7 +409,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     p->rs = calloc((size_t)p->prog.n + 1, sizeof *p->rs);
     p->buf = calloc((size_t)p->prog.n + 1, sizeof *p->buf);
     p->bufsize = calloc((size_t)p->prog.n + 1, sizeof *p->bufsize);
-    if (!p->out_slot || !p->rs || !p->buf || !p->bufsize) {
+    p->moff = malloc(sizeof *p->moff * (size_t)(p->prog.n + 1));
+    if (!p->out_slot || !p->rs || !p->buf || !p->bufsize || !p->moff) {
         st = smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -426,6 +443,15 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
             goto fail;
         if (split)
             i--; /* compile the replacements */
+    }
+    /* the memory plan for the graph's shapes (each run plans for its own) */
+    for (int v = 0; v < p->prog.n; v++) {
+        p->rs[v].ndim = p->prog.v[v].ndim;
+        memcpy(p->rs[v].shape, p->prog.v[v].shape, sizeof p->rs[v].shape);
+    }
+    if ((st = smelt__mem_plan(p, p->rs, smelt__mem_align(p), p->moff, &p->mem))) {
+        smelt__err(ctx, st, "out of memory");
+        goto fail;
     }
     smelt__sb_free(&err);
     *out = p;

@@ -32,6 +32,14 @@ typedef struct smelt__rshape {
     int64_t shape[SMELT_MAX_DIMS];
 } smelt__rshape;
 
+/* What a memory plan gives (src/runtime/memplan.c), in bytes. */
+typedef struct smelt__memplan {
+    int buffers;   /* intermediates */
+    int64_t arena; /* the arena holding them all */
+    int64_t lower; /* the largest set of them live at once: no arena is smaller */
+    int64_t naive; /* one buffer each */
+} smelt__memplan;
+
 struct smelt_plan {
     smelt_ctx *ctx;
     smelt__backend *be;
@@ -55,8 +63,15 @@ struct smelt_plan {
     int nups, napplied;
     /* run state */
     smelt__rshape *rs; /* runtime shape of each value */
-    void **buf;        /* intermediate storage per value */
+    void **buf;        /* intermediate storage per value (unplanned ones) */
     size_t *bufsize;
+    /* memory plan (opt_level >= 2): intermediates at offsets of one arena,
+     * planned again when the run-time shapes or the kernels change */
+    smelt__memplan mem; /* for the last run's shapes (before any: the graph's) */
+    int64_t *moff;      /* per value: its offset in the arena, -1: not in it */
+    char *arena;
+    int64_t arena_size;
+    uint64_t msig;      /* what moff was planned for (0: nothing yet) */
 };
 
 /* Background compiler of a context (src/runtime/tier.c).
@@ -65,6 +80,16 @@ void smelt__tier_submit_variant(smelt_plan *p, int ki, int vi);
 void smelt__tier_cancel(smelt_plan *p); /* drop queued jobs, wait for a running one */
 void smelt__tier_apply(smelt_plan *p);  /* switch in finished upgrades */
 void smelt__tier_start(smelt_plan *p);  /* count a run; queue the kernels on the second */
+
+/* Plan the intermediates of p's kernels for the shapes rs: off[v] is value
+ * v's offset in an arena (multiples of align), -1 for values not in it
+ * (inputs, outputs, constants, values no kernel writes). */
+static inline int64_t smelt__mem_align(const smelt_plan *p)
+{
+    return p->be->iface->target.dialect->device ? 256 : 64;
+}
+int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, int64_t *off,
+                    smelt__memplan *out);
 
 /* Compile the variant of kernel ki for a layout; on failure of a fused
  * kernel, replace it by its unfused kernels (logged) and report *split. */

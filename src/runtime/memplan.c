@@ -1,0 +1,201 @@
+/* Memory planning (opt_level >= 2): the intermediates of a plan share one
+ * arena.  Each intermediate (a kernel's output that is not a plan output)
+ * lives from the kernel that writes it to the last kernel that reads it,
+ * both included, so a kernel's inputs and outputs never share memory.
+ * Offsets come from several heuristics, and the smallest arena wins (XLA's
+ * "choose best"): greedy by size (the largest buffers first, each in the
+ * smallest gap that fits among the placed buffers it overlaps in time;
+ * TFLite's greedy-by-size; ties broken by start, then by longer life) and
+ * first fit and best fit in lifetime order.  Greedy by size looks at every
+ * placed buffer, quadratic in their number, so it runs only up to
+ * SMELT_MEM_GREEDY_MAX buffers; up to SMELT_MEM_SHUFFLE_MAX buffers, the
+ * same placement also runs in SMELT_MEM_SHUFFLES fixed pseudo-random orders,
+ * which find packings the sorted orders miss (seen: 7 units of 64 bytes
+ * where every sorted order needed 8). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+#define SMELT_MEM_GREEDY_MAX 4096
+#define SMELT_MEM_SHUFFLE_MAX 256
+#define SMELT_MEM_SHUFFLES 64
+
+typedef struct mbuf {
+    int v, start, end;
+    int64_t size, off;
+} mbuf;
+
+static int by_size(const void *a, const void *b)
+{
+    const mbuf *x = *(const mbuf *const *)a, *y = *(const mbuf *const *)b;
+    if (x->size != y->size)
+        return x->size < y->size ? 1 : -1;
+    return x->start - y->start;
+}
+
+static int by_size_life(const void *a, const void *b)
+{
+    const mbuf *x = *(const mbuf *const *)a, *y = *(const mbuf *const *)b;
+    if (x->size != y->size)
+        return x->size < y->size ? 1 : -1;
+    return (y->end - y->start) - (x->end - x->start);
+}
+
+static int by_life(const void *a, const void *b)
+{
+    const mbuf *x = *(const mbuf *const *)a, *y = *(const mbuf *const *)b;
+    int lx = x->end - x->start, ly = y->end - y->start;
+    if (lx != ly)
+        return ly - lx;
+    return x->size != y->size ? (x->size < y->size ? 1 : -1) : x->start - y->start;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const mbuf *x = *(const mbuf *const *)a, *y = *(const mbuf *const *)b;
+    return x->start != y->start ? x->start - y->start : x->v - y->v;
+}
+
+static int by_off(const void *a, const void *b)
+{
+    const mbuf *x = *(const mbuf *const *)a, *y = *(const mbuf *const *)b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Place b below, between or above the buffers of near (n of them, sorted by
+ * offset): the smallest gap that fits (best), else the lowest (first). */
+static int64_t place(const mbuf *b, mbuf **near, int n, bool best)
+{
+    int64_t top = 0, at = -1, gap_best = INT64_MAX;
+    for (int i = 0; i < n; i++) {
+        int64_t gap = near[i]->off - top;
+        if (gap >= b->size && (best ? gap < gap_best : at < 0)) {
+            at = top;
+            gap_best = gap;
+        }
+        top = SMELT_MAX(top, near[i]->off + near[i]->size);
+    }
+    return at >= 0 ? at : top;
+}
+
+/* Offsets by greedy by size (order: buffers by decreasing size); the arena's size. */
+static int64_t greedy_by_size(mbuf **order, int n, mbuf **near)
+{
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        mbuf *b = order[i];
+        int m = 0;
+        for (int j = 0; j < i; j++)
+            if (order[j]->start <= b->end && b->start <= order[j]->end)
+                near[m++] = order[j];
+        qsort(near, (size_t)m, sizeof *near, by_off);
+        b->off = place(b, near, m, true);
+        total = SMELT_MAX(total, b->off + b->size);
+    }
+    return total;
+}
+
+/* Offsets by first (or best) fit in lifetime order (order: by start),
+ * keeping the set of buffers still live sorted by offset; the arena's size. */
+static int64_t lifetime_fit(mbuf **order, int n, mbuf **live, bool best)
+{
+    int64_t total = 0;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        mbuf *b = order[i];
+        int k = 0;
+        for (int j = 0; j < m; j++) /* drop the dead */
+            if (live[j]->end >= b->start)
+                live[k++] = live[j];
+        m = k;
+        b->off = place(b, live, m, best);
+        total = SMELT_MAX(total, b->off + b->size);
+        int at = m; /* insert by offset */
+        while (at > 0 && live[at - 1]->off > b->off)
+            at--;
+        memmove(live + at + 1, live + at, sizeof *live * (size_t)(m - at));
+        live[at] = b;
+        m++;
+    }
+    return total;
+}
+
+int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, int64_t *off,
+                    smelt__memplan *out)
+{
+    int n = p->prog.n, nb = 0;
+    memset(out, 0, sizeof *out);
+    for (int v = 0; v < n; v++)
+        off[v] = -1;
+    int *idx = malloc(sizeof(int) * (size_t)(n + 1));
+    mbuf *b = malloc(sizeof *b * (size_t)(n + 1));
+    mbuf **order = malloc(sizeof *order * (size_t)(n + 1)), **near = malloc(sizeof *near * (size_t)(n + 1));
+    int64_t *delta = calloc((size_t)p->nkern + 2, sizeof *delta);
+    int st = idx && b && order && near && delta ? SMELT_OK : SMELT_ERR_NOMEM;
+    for (int v = 0; !st && v < n; v++)
+        idx[v] = -1;
+    for (int ki = 0; !st && ki < p->nkern; ki++) {
+        const smelt__cluster *c = &p->kern[ki].cl;
+        for (int j = 0; j < c->nin; j++)
+            if (idx[c->inputs[j]] >= 0)
+                b[idx[c->inputs[j]]].end = ki;
+        for (int j = 0; j < c->nout; j++) {
+            int v = c->outputs[j];
+            if (p->out_slot[v] >= 0 || idx[v] >= 0)
+                continue;
+            int64_t bytes = smelt__numel(rs[v].ndim, rs[v].shape) * (int64_t)smelt__dtypes[p->prog.v[v].dtype].size;
+            b[nb] = (mbuf){v, ki, ki, (bytes + align - 1) / align * align, 0};
+            idx[v] = nb++;
+        }
+    }
+    if (!st) {
+        for (int i = 0; i < nb; i++) { /* the live set's largest sum: no arena is smaller */
+            delta[b[i].start] += b[i].size;
+            delta[b[i].end + 1] -= b[i].size;
+            out->naive += b[i].size;
+        }
+        int64_t live = 0;
+        for (int ki = 0; ki <= p->nkern; ki++) {
+            live += delta[ki];
+            out->lower = SMELT_MAX(out->lower, live);
+        }
+        /* each heuristic in turn; keep holds the best offsets so far */
+        int64_t *keep = malloc(sizeof *keep * (size_t)(nb + 1));
+        st = keep ? SMELT_OK : SMELT_ERR_NOMEM;
+        out->arena = INT64_MAX;
+        int (*const orders[])(const void *, const void *) = {by_start, by_start, by_size, by_size_life, by_life};
+        uint64_t rng = 0x9e3779b97f4a7c15ull;
+        for (int h = 0; !st && h < 5 + SMELT_MEM_SHUFFLES; h++) {
+            if ((h >= 2 && nb > SMELT_MEM_GREEDY_MAX) || (h >= 5 && nb > SMELT_MEM_SHUFFLE_MAX))
+                break;
+            for (int i = 0; i < nb; i++)
+                order[i] = &b[i];
+            if (h < 5)
+                qsort(order, (size_t)nb, sizeof *order, orders[h]);
+            for (int i = nb - 1; h >= 5 && i > 0; i--) { /* Fisher-Yates, a fixed sequence */
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                int j = (int)((rng >> 33) % (uint64_t)(i + 1));
+                mbuf *t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+            int64_t size = h < 2 ? lifetime_fit(order, nb, near, h == 1) : greedy_by_size(order, nb, near);
+            if (size < out->arena) {
+                out->arena = size;
+                for (int i = 0; i < nb; i++)
+                    keep[i] = b[i].off;
+            }
+        }
+        for (int i = 0; !st && i < nb; i++)
+            b[i].off = keep[i];
+        if (!nb)
+            out->arena = 0;
+        free(keep);
+        for (int i = 0; !st && i < nb; i++)
+            off[b[i].v] = b[i].off;
+        out->buffers = nb;
+    }
+    free(idx), free(b), free(order), free(near), free(delta);
+    return st;
+}

@@ -1,0 +1,147 @@
+/* Memory planning (opt_level >= 2, src/runtime/memplan.c): the plan's
+ * intermediates share one arena.  Results must be the bits of the
+ * unplanned plan (opt_level 1, one buffer per intermediate), on graphs
+ * whose values are read long after they are written; the arena stays near
+ * the largest live set and never below it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+/* Runs p and q on the same inputs; every output the same bits. */
+static void same_bits(const char *what, smelt_plan *p, smelt_plan *q, int n_in, smelt_tensor **in, int n_out)
+{
+    smelt_tensor *a[16] = {0}, *b[16] = {0};
+    cr_assert_leq(n_out, 16);
+    t_run(p, n_in, in, n_out, a);
+    t_run(q, n_in, in, n_out, b);
+    for (int i = 0; i < n_out; i++)
+        cr_assert(t_bitwise_equal(a[i], b[i]), "%s: output %d differs from the unplanned plan's at element %lld",
+                  what, i, (long long)t_first_difference(a[i], b[i]));
+    t_free_all(a, n_out);
+    t_free_all(b, n_out);
+}
+
+/* A chain of 50 unfused operators: 49 intermediates, two live at a time. */
+Test(memplan, chain_takes_two_buffers)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(1000));
+    smelt_node *y = x;
+    for (int i = 0; i < 50; i++)
+        y = i % 2 ? smelt_unary(g, SMELT_OP_TANH, y) : smelt_add(g, y, x);
+    smelt_plan *p2 = t_plan(ctx, g, 1, &y, 2), *p1 = t_plan(ctx, g, 1, &y, 1);
+    smelt_plan_stats s = t_stats(p2), s1 = t_stats(p1);
+    cr_assert_eq(s.mem_buffers, 49);
+    cr_assert_eq(s.mem_lower_bytes, 2 * 4032, "two f32[1000] live at once, 64-byte aligned: %lld",
+                 (long long)s.mem_lower_bytes);
+    cr_assert_eq(s.mem_bytes, s.mem_lower_bytes, "the arena is %lld bytes", (long long)s.mem_bytes);
+    cr_assert_eq(s.mem_naive_bytes, 49 * 4032);
+    cr_assert_eq(s1.mem_bytes, s1.mem_naive_bytes, "opt_level 1 keeps one buffer each");
+    cr_assert(strstr(smelt_plan_describe(p2), "memory: 49 intermediates in an arena of 8064 bytes"),
+              "%s", smelt_plan_describe(p2));
+    trng r;
+    trng_init(&r, 3);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(1000));
+    same_bits("chain", p2, p1, 1, &in, 1);
+    smelt_tensor_free(in);
+    smelt_plan_free(p1);
+    smelt_plan_free(p2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* Random graphs: operands drawn from anywhere before (values read late),
+ * broadcasting shapes, several outputs.  Planned (opt_level 2, and 3 with
+ * fusion) against unplanned (opt_level 1) bit for bit; the arena between
+ * the largest live set and 1.10 times it. */
+Test(memplan, random_graphs, .timeout = 120)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 0x3e3);
+    double worst = 1;
+    int graphs = 300;
+    for (int gi = 0; gi < graphs; gi++) {
+        int64_t R = 1 + (int64_t)(trng_u64(&r) % 40), C = 1 + (int64_t)(trng_u64(&r) % 70);
+        int64_t shapes[3][2] = {{R, C}, {1, C}, {R, 1}};
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *v[80];
+        smelt_tensor *in[3];
+        int n = 0;
+        for (int i = 0; i < 3; i++) {
+            v[n++] = smelt_input(g, NULL, SMELT_F32, 2, shapes[i]);
+            in[i] = t_rand(ctx, &r, SMELT_F32, 2, shapes[i]);
+        }
+        int nodes = 10 + (int)(trng_u64(&r) % 60);
+        while (n < nodes) {
+            smelt_node *a = v[trng_u64(&r) % (uint64_t)n], *b = v[trng_u64(&r) % (uint64_t)n];
+            switch (trng_u64(&r) % 5) {
+            case 0: v[n++] = smelt_add(g, a, b); break;
+            case 1: v[n++] = smelt_mul(g, a, smelt_scalar(g, 0.75)); break;
+            case 2: v[n++] = smelt_binary(g, SMELT_OP_MAXIMUM, a, b); break;
+            case 3: v[n++] = smelt_unary(g, SMELT_OP_TANH, a); break;
+            default: v[n++] = smelt_unary(g, SMELT_OP_BARRIER, smelt_sub(g, a, b)); break;
+            }
+        }
+        smelt_node *outs[4] = {v[n - 1]};
+        int n_out = 1 + (int)(trng_u64(&r) % 4);
+        for (int i = 1; i < n_out; i++)
+            outs[i] = v[3 + trng_u64(&r) % (uint64_t)(n - 3)];
+        T_OK(ctx, smelt_graph_status(g));
+        smelt_plan *p1 = t_plan(ctx, g, n_out, outs, 1);
+        for (int level = 2; level <= 3; level++) {
+            smelt_plan *p = t_plan(ctx, g, n_out, outs, level);
+            char what[64];
+            snprintf(what, sizeof what, "graph %d (%d nodes), opt_level %d", gi, n, level);
+            same_bits(what, p, p1, 3, in, n_out);
+            smelt_plan_stats s = t_stats(p);
+            cr_assert(s.mem_bytes >= s.mem_lower_bytes && s.mem_bytes <= s.mem_naive_bytes,
+                      "%s: arena %lld, lower bound %lld, one buffer each %lld", what, (long long)s.mem_bytes,
+                      (long long)s.mem_lower_bytes, (long long)s.mem_naive_bytes);
+            if (s.mem_lower_bytes) {
+                double ratio = (double)s.mem_bytes / (double)s.mem_lower_bytes;
+                cr_assert_leq(ratio, 1.10, "%s: arena %lld is %.3f times the largest live set %lld", what,
+                              (long long)s.mem_bytes, ratio, (long long)s.mem_lower_bytes);
+                worst = ratio > worst ? ratio : worst;
+            }
+            smelt_plan_free(p);
+        }
+        smelt_plan_free(p1);
+        t_free_all(in, 3);
+        smelt_graph_free(g);
+    }
+    cr_log_info("%d random graphs: the arena at most %.3f times the largest live set", graphs, worst);
+    smelt_ctx_free(ctx);
+}
+
+/* Each run plans for its own shapes: a larger run grows the arena, a
+ * smaller one reuses it; results stay the unplanned plan's. */
+Test(memplan, shapes_change_between_runs)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F64, SHP(16, 8)), *b = smelt_input(g, "b", SMELT_F64, SHP(8));
+    smelt_node *y = smelt_unary(g, SMELT_OP_EXP, smelt_mul(g, a, b));
+    y = smelt_add(g, smelt_unary(g, SMELT_OP_NEG, y), smelt_mul(g, y, a));
+    smelt_plan *p2 = t_plan(ctx, g, 1, &y, 2), *p1 = t_plan(ctx, g, 1, &y, 1);
+    int64_t first = t_stats(p2).mem_bytes;
+    trng r;
+    trng_init(&r, 11);
+    const int64_t rows[] = {16, 300, 5, 300};
+    for (int i = 0; i < 4; i++) {
+        smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F64, SHP(rows[i], 8)), t_rand(ctx, &r, SMELT_F64, SHP(8))};
+        same_bits("run", p2, p1, 2, in, 1);
+        smelt_plan_stats s = t_stats(p2);
+        int64_t row = (rows[i] * 8 * 8 + 63) / 64 * 64;
+        cr_assert_eq(s.mem_lower_bytes, 3 * row, "%lld rows: lower bound %lld", (long long)rows[i],
+                     (long long)s.mem_lower_bytes);
+        t_free_all(in, 2);
+    }
+    cr_assert_eq(first, 3 * 16 * 8 * 8, "planned for the graph's shapes at first: %lld", (long long)first);
+    smelt_plan_free(p1);
+    smelt_plan_free(p2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
