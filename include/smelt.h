@@ -211,7 +211,10 @@ void smelt_plan_free(smelt_plan *p);
  * temporary and copied at the end, so the result is as if the inputs had
  * been read first.  Outputs whose memory ranges intersect each other
  * (interleaved views included) and outputs with a zero stride on an axis
- * of size > 1 are SMELT_ERR_INVALID_ARG. */
+ * of size > 1 are SMELT_ERR_INVALID_ARG.  Memory: intermediates are kept by
+ * the plan (in one arena at opt_level >= 2) and reused, so a run with the
+ * outputs given and the shapes of an earlier run allocates nothing (CPU
+ * backends); a NULL output is a new tensor every run. */
 int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
                    smelt_tensor **outputs);
 
