@@ -320,7 +320,7 @@ static int plan_memory(smelt_plan *p)
     if (sig == p->msig)
         return SMELT_OK;
     p->msig = 0;
-    int st = smelt__mem_plan(p, p->rs, smelt__mem_align(p), p->moff, &p->mem);
+    int st = smelt__mem_plan(p, p->rs, smelt__mem_align(p), true, p->moff, &p->mem);
     if (st)
         return smelt__err(p->ctx, st, "out of memory");
     if (p->mem.arena > p->arena_size) {

@@ -17,9 +17,9 @@
 
 #include "plan.h"
 
-#define SMELT_MEM_GREEDY_MAX 4096
-#define SMELT_MEM_SHUFFLE_MAX 256
-#define SMELT_MEM_SHUFFLES 64
+#define SMELT_MEM_GREEDY_MAX 256
+#define SMELT_MEM_SHUFFLE_MAX 80
+#define SMELT_MEM_SHUFFLES 32
 
 typedef struct mbuf {
     int v, start, end;
@@ -121,7 +121,7 @@ static int64_t lifetime_fit(mbuf **order, int n, mbuf **live, bool best)
     return total;
 }
 
-int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, int64_t *off,
+int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, bool place, int64_t *off,
                     smelt__memplan *out)
 {
     int n = p->prog.n, nb = 0;
@@ -160,6 +160,11 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
             live += delta[ki];
             out->lower = SMELT_MAX(out->lower, live);
         }
+        if (!place) { /* the bounds only */
+            out->buffers = nb;
+            out->arena = out->naive;
+            goto done;
+        }
         /* each heuristic in turn; keep holds the best offsets so far */
         int64_t *keep = malloc(sizeof *keep * (size_t)(nb + 1));
         st = keep ? SMELT_OK : SMELT_ERR_NOMEM;
@@ -196,6 +201,7 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
             off[b[i].v] = b[i].off;
         out->buffers = nb;
     }
+done:
     free(idx), free(b), free(order), free(near), free(delta);
     return st;
 }

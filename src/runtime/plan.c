@@ -247,9 +247,9 @@ static void describe(smelt_plan *p)
                          m->buffers, smelt__plural(m->buffers), (long long)m->arena, (long long)m->lower,
                          (long long)m->naive);
     else
-        smelt__sb_printf(b, "memory: %d intermediate%s, one buffer each: %lld bytes (opt_level 2 "
-                            "plans an arena: %lld)\n",
-                         m->buffers, smelt__plural(m->buffers), (long long)m->naive, (long long)m->arena);
+        smelt__sb_printf(b, "memory: %d intermediate%s, one buffer each: %lld bytes (largest live set %lld; "
+                            "opt_level 2 shares an arena)\n",
+                         m->buffers, smelt__plural(m->buffers), (long long)m->naive, (long long)m->lower);
     static const char *const origin[] = {"compiled", "from memory", "from disk"};
     int *kof = malloc(sizeof(int) * (size_t)(p->prog.n + 1));
     for (int i = 0; kof && i < p->nkern; i++)
@@ -449,7 +449,7 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         p->rs[v].ndim = p->prog.v[v].ndim;
         memcpy(p->rs[v].shape, p->prog.v[v].shape, sizeof p->rs[v].shape);
     }
-    if ((st = smelt__mem_plan(p, p->rs, smelt__mem_align(p), p->moff, &p->mem))) {
+    if ((st = smelt__mem_plan(p, p->rs, smelt__mem_align(p), o.opt_level >= 2, p->moff, &p->mem))) {
         smelt__err(ctx, st, "out of memory");
         goto fail;
     }

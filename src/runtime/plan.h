@@ -83,12 +83,13 @@ void smelt__tier_start(smelt_plan *p);  /* count a run; queue the kernels on the
 
 /* Plan the intermediates of p's kernels for the shapes rs: off[v] is value
  * v's offset in an arena (multiples of align), -1 for values not in it
- * (inputs, outputs, constants, values no kernel writes). */
+ * (inputs, outputs, constants, values no kernel writes).  place false: the
+ * counts and bounds only (arena = naive, offsets all -1). */
 static inline int64_t smelt__mem_align(const smelt_plan *p)
 {
     return p->be->iface->target.dialect->device ? 256 : 64;
 }
-int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, int64_t *off,
+int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, bool place, int64_t *off,
                     smelt__memplan *out);
 
 /* Compile the variant of kernel ki for a layout; on failure of a fused
