@@ -351,6 +351,7 @@ typedef struct row {
     double unfused_ms, fused_ms, compile_ms, max_rel_err, first_call_ms;
     double memcpy_gbps, nt_gbps, copy_gbps; /* copy_gbps: the better of the two */
     int compiles, k_unf, k_fus, threads;
+    double mem_mb[2]; /* intermediates of the unfused and the fused plan (smelt_plan_stats.mem_bytes) */
     const char *backend;
     double numpy_ms, numexpr_ms;
     char label[96]; /* progress: "[i/n] workload backend" */
@@ -427,6 +428,8 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     smelt_plan_get_stats(pf, &sf);
     r->k_unf = su.kernels;
     r->k_fus = sf.kernels;
+    r->mem_mb[0] = (double)su.mem_bytes / 1048576;
+    r->mem_mb[1] = (double)sf.mem_bytes / 1048576;
     r->compiles = sf.compiles + sf.disk_hits;
     r->backend = sf.backend;
     r->threads = smelt_ctx_threads(ctx);
@@ -581,6 +584,8 @@ static void usage(void)
            "  kern u/f    kernel launches per run, unfused / fused\n"
            "  max_rel_err max |fused - ref| / max |ref| over the outputs of a 65536-element\n"
            "              instance, ref = smelt's float64 reference interpreter\n"
+           "  JSON only: unfused_mem_mb, fused_mem_mb, the memory the unfused (opt_level 0: one\n"
+           "              buffer each) and fused (opt_level 3: one arena) plans keep for intermediates\n"
            "  numpy_ms, numexpr_ms (--peers) the same workload in numpy and numexpr, median;\n"
            "              vs_numpy, vs_numexpr = their time / fused_ms\n");
 }
@@ -623,6 +628,7 @@ typedef struct gpu_row {
     double cached_plan_ms;  /* smelt_plan_new again in the fused plan's context (memory cache) */
     double first_call_ms;   /* a new process: CUDA start-up, plan, one small run */
     int compiles, k_unf, k_fus;
+    double mem_mb[2]; /* intermediates of the unfused and the fused plan */
     double peer[NPEER];
 } gpu_row;
 
@@ -798,6 +804,8 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     smelt_plan_get_stats(pf, &sf);
     r->k_unf = su.kernels;
     r->k_fus = sf.kernels;
+    r->mem_mb[0] = (double)su.mem_bytes / 1048576;
+    r->mem_mb[1] = (double)sf.mem_bytes / 1048576;
     r->first_call_ms = spawn_first_call(w, "NVRTC");
 
     /* outputs on the device (both plans write into the same tensors) */
@@ -907,7 +915,7 @@ static void jnum(const char *key, const char *fmt, double v)
 
 /* A JSON row's first fields (to json_fp), the ones CPU and GPU rows share */
 static void jrow_start(const wl *w, int64_t n, const char *backend, double unfused_ms, double fused_ms,
-                       double copy_gbps)
+                       double copy_gbps, const double *mem_mb)
 {
     fprintf(json_fp, "{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\"",
             w->name, (long long)n, backend);
@@ -916,6 +924,8 @@ static void jrow_start(const wl *w, int64_t n, const char *backend, double unfus
     jnum("speedup", "%.2f", unfused_ms / fused_ms);
     jnum("fused_gbps", "%.1f", w->bytes_per_elem * (double)n / (fused_ms * 1e6));
     jnum("copy_gbps", "%.1f", copy_gbps);
+    jnum("unfused_mem_mb", "%.3f", mem_mb[0]); /* the plans' intermediates */
+    jnum("fused_mem_mb", "%.3f", mem_mb[1]);
 }
 
 static void gpu_header(const char *dev, int json, int peers)
@@ -934,7 +944,7 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
     for (int pass = 0; pass < 2; pass++) {
         if (!(json_fp = pass ? json_file : json ? stdout : NULL))
             continue;
-        jrow_start(r->w, r->n, "NVRTC", r->unfused_ms, r->fused_ms, r->copy_gbps);
+        jrow_start(r->w, r->n, "NVRTC", r->unfused_ms, r->fused_ms, r->copy_gbps, r->mem_mb);
         fprintf(json_fp, ", \"device\": \"%s\"", dev);
         jnum("compile_ms", "%.3f", r->compile_ms);
         fprintf(json_fp, ", \"compiles\": %d", r->compiles);
@@ -1001,7 +1011,7 @@ static void cpu_print(const row *r, int json, int peers)
     for (int pass = 0; pass < 2; pass++) {
         if (!(json_fp = pass ? json_file : json ? stdout : NULL))
             continue;
-        jrow_start(r->w, r->n, r->backend, r->unfused_ms, r->fused_ms, r->copy_gbps);
+        jrow_start(r->w, r->n, r->backend, r->unfused_ms, r->fused_ms, r->copy_gbps, r->mem_mb);
         fprintf(json_fp, ", \"threads\": %d", r->threads);
         jnum("memcpy_gbps", "%.1f", r->memcpy_gbps);
         jnum("nt_copy_gbps", "%.1f", r->nt_gbps);

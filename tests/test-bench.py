@@ -70,6 +70,11 @@ rc, so, se = bench("--workload", "add", "--json", *SMALL, env={"MGB_JIT_BACKEND"
 check(rc == 0 and [x["backend"] for x in rows(so)] == ["TCC"], "MGB_JIT_BACKEND=tcc: %r %s" % (so, se))
 rc, so, se = bench("--workload", "add", "--json", *SMALL, "--backend", "CC", env={"SMELT_JIT_BACKEND": "TCC"})
 check(rc == 0 and [x["backend"] for x in rows(so)] == ["CC"], "--backend CC overrides: %r %s" % (so, se))
+# the plans' intermediates: chain8 unfused keeps 7 of 4096 f32 (one buffer each), fused none
+rc, so, se = bench("--workload", "chain8", "--json", *SMALL, "--backend", "TCC")
+c8 = rows(so)
+check(rc == 0 and len(c8) == 1 and abs(c8[0].get("unfused_mem_mb", -1) - 7 * 4096 * 4 / 1048576) < 1e-3 and
+      c8[0].get("fused_mem_mb") == 0, "chain8's intermediates in JSON: %r %s" % (so, se))
 if r:
     x = r[0]
     check(all(k in x for k in ("memcpy_gbps", "nt_copy_gbps", "copy_gbps", "fraction_of_copy")),
