@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__SSE2__)
@@ -395,6 +396,8 @@ static double spawn_first_call(const wl *w, const char *backend)
     return ms;
 }
 
+static int unfused_opt; /* --unfused-opt: the "unfused" plan's opt_level (0: one buffer per intermediate) */
+
 static void run_workload(const wl *w, int64_t n, int runs, int threads, const char *backend, row *r)
 {
     smelt_ctx *ctx;
@@ -407,7 +410,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     smelt_plan_opts o0, o3;
     smelt_plan_opts_init(&o0);
     smelt_plan_opts_init(&o3);
-    o0.opt_level = 0;
+    o0.opt_level = unfused_opt;
     o0.backend = o3.backend = backend;
     smelt_plan *pu, *pf;
     progress("%s: compiling the unfused and fused plans", r->label);
@@ -569,6 +572,8 @@ static void usage(void)
            "  --json-file F    also write the rows as JSON lines to F (the table still prints)\n"
            "  --n N            elements (default 16M; 64M on the GPU)   --runs R (default 9)\n"
            "  --threads T      worker threads (default: all cores)\n"
+           "  --unfused-opt N  opt_level of the unfused plan: 0 (default, one buffer per intermediate)\n"
+           "                   or 2 (unfused, intermediates in one arena; layers100 then runs at --n)\n"
            "  --device cuda    the workloads on the GPU, backend NVRTC (docs/cuda.md)\n"
            "\n"
            "columns:\n"
@@ -769,7 +774,7 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     smelt_plan_opts o0, o3;
     smelt_plan_opts_init(&o0);
     smelt_plan_opts_init(&o3);
-    o0.opt_level = 0;
+    o0.opt_level = unfused_opt;
     o0.backend = o3.backend = "NVRTC";
 
     /* cold compile: fresh contexts, persistent cache off, median of 3 */
@@ -924,8 +929,12 @@ static void jrow_start(const wl *w, int64_t n, const char *backend, double unfus
     jnum("speedup", "%.2f", unfused_ms / fused_ms);
     jnum("fused_gbps", "%.1f", w->bytes_per_elem * (double)n / (fused_ms * 1e6));
     jnum("copy_gbps", "%.1f", copy_gbps);
+    fprintf(json_fp, ", \"unfused_opt_level\": %d", unfused_opt);
     jnum("unfused_mem_mb", "%.3f", mem_mb[0]); /* the plans' intermediates */
     jnum("fused_mem_mb", "%.3f", mem_mb[1]);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru); /* the process's high-water mark so far */
+    jnum("peak_rss_mb", "%.1f", (double)ru.ru_maxrss / 1024);
 }
 
 static void gpu_header(const char *dev, int json, int peers)
@@ -1148,6 +1157,14 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--device")) {
             if (!(device = opt_value(argc, argv, &i, "cpu or cuda")))
                 return 2;
+        } else if (!strcmp(a, "--unfused-opt")) {
+            if (!(v = opt_value(argc, argv, &i, "an opt_level, 0 or 2")) || parse_count(a, v, 0, &x))
+                return 2;
+            if (x != 0 && x != 2) {
+                fprintf(stderr, "smelt-bench: --unfused-opt: 0 (one buffer per intermediate) or 2 (an arena), not %s\n", v);
+                return 2;
+            }
+            unfused_opt = (int)x;
         } else if (!strcmp(a, "--n") || !strcmp(a, "--runs") || !strcmp(a, "--threads")) {
             if (!(v = opt_value(argc, argv, &i, "a number")))
                 return 2;
@@ -1214,7 +1231,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < NWL; i++) {
         if (only && strcmp(only, workloads[i].name))
             continue;
-        int64_t wn = workloads[i].n_default && workloads[i].n_default < n ? workloads[i].n_default : n;
+        /* layers100 is smaller unless its unfused plan shares an arena */
+        int64_t wn = workloads[i].n_default && workloads[i].n_default < n && unfused_opt < 2 ? workloads[i].n_default : n;
         row rows[2];
         for (int b = 0; b < nb; b++) {
             snprintf(rows[b].label, sizeof rows[b].label, "[%d/%d] %s %s", ++done, total,
