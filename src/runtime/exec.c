@@ -55,7 +55,7 @@ static int value_view(smelt_plan *p, runstate *rs, int v, view *out, int64_t *sc
     }
     const smelt__rshape *r = &p->rs[v];
     smelt__contig_strides(r->ndim, r->shape, scratch);
-    if (p->msig && p->moff[v] >= 0) { /* in the arena (opt_level >= 2) */
+    if (p->moff[v] >= 0) { /* in the arena (opt_level >= 2; plan_memory made it hold it) */
         *out = (view){p->arena + p->moff[v], r->ndim, r->shape, scratch};
         return SMELT_OK;
     }
@@ -311,18 +311,19 @@ static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
 }
 
 /* opt_level >= 2: the memory plan for this run's shapes and kernels (the
- * one of the last run when they are the same), and an arena that holds it.
+ * one made before when they are the same), and an arena that holds it.
  * A kernel split during the run keeps it valid: its replacements run in
  * the same place, their new intermediates outside the arena. */
 static int plan_memory(smelt_plan *p)
 {
-    uint64_t sig = smelt__hash(p->rs, sizeof *p->rs * (size_t)p->prog.n, (uint64_t)p->nkern) | 1;
-    if (sig == p->msig)
-        return SMELT_OK;
-    p->msig = 0;
-    int st = smelt__mem_plan(p, p->rs, smelt__mem_align(p), true, p->moff, &p->mem);
-    if (st)
-        return smelt__err(p->ctx, st, "out of memory");
+    uint64_t sig = smelt__mem_sig(p);
+    if (sig != p->msig) {
+        p->msig = 0;
+        int st = smelt__mem_plan(p, p->rs, smelt__mem_align(p), true, p->moff, &p->mem);
+        if (st)
+            return smelt__err(p->ctx, st, "out of memory");
+        p->msig = sig;
+    }
     if (p->mem.arena > p->arena_size) {
         smelt__be_free(p->be, p->arena);
         p->arena_size = 0;
@@ -331,7 +332,6 @@ static int plan_memory(smelt_plan *p)
                               (long long)p->mem.arena, p->mem.buffers);
         p->arena_size = p->mem.arena;
     }
-    p->msig = sig;
     return SMELT_OK;
 }
 

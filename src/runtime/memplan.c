@@ -160,8 +160,8 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
             live += delta[ki];
             out->lower = SMELT_MAX(out->lower, live);
         }
+        out->buffers = nb;
         if (!place) { /* the bounds only */
-            out->buffers = nb;
             out->arena = out->naive;
             goto done;
         }
@@ -193,13 +193,8 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
             }
         }
         for (int i = 0; !st && i < nb; i++)
-            b[i].off = keep[i];
-        if (!nb)
-            out->arena = 0;
+            off[b[i].v] = keep[i];
         free(keep);
-        for (int i = 0; !st && i < nb; i++)
-            off[b[i].v] = b[i].off;
-        out->buffers = nb;
     }
 done:
     free(idx), free(b), free(order), free(near), free(delta);

@@ -453,6 +453,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         smelt__err(ctx, st, "out of memory");
         goto fail;
     }
+    if (o.opt_level >= 2) /* a run of the graph's shapes takes these offsets as they are */
+        p->msig = smelt__mem_sig(p);
     smelt__sb_free(&err);
     *out = p;
     return SMELT_OK;

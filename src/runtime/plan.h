@@ -69,9 +69,9 @@ struct smelt_plan {
      * planned again when the run-time shapes or the kernels change */
     smelt__memplan mem; /* for the last run's shapes (before any: the graph's) */
     int64_t *moff;      /* per value: its offset in the arena, -1: not in it */
-    char *arena;
+    char *arena;        /* allocated by the first run that needs it */
     int64_t arena_size;
-    uint64_t msig;      /* what moff was planned for (0: nothing yet) */
+    uint64_t msig;      /* what moff was planned for (smelt__mem_sig; 0: nothing yet) */
 };
 
 /* Background compiler of a context (src/runtime/tier.c).
@@ -88,6 +88,12 @@ void smelt__tier_start(smelt_plan *p);  /* count a run; queue the kernels on the
 static inline int64_t smelt__mem_align(const smelt_plan *p)
 {
     return p->be->iface->target.dialect->device ? 256 : 64;
+}
+/* What a memory plan depends on: the shapes in p->rs and the kernel list
+ * (never 0). */
+static inline uint64_t smelt__mem_sig(const smelt_plan *p)
+{
+    return smelt__hash(p->rs, sizeof *p->rs * (size_t)p->prog.n, (uint64_t)p->nkern) | 1;
 }
 int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, bool place, int64_t *off,
                     smelt__memplan *out);
