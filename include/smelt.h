@@ -171,6 +171,16 @@ smelt_node *smelt_ternary(smelt_graph *g, smelt_op op, smelt_node *a, smelt_node
                           smelt_node *c);
 smelt_node *smelt_cast(smelt_graph *g, smelt_node *a, smelt_dtype dt);
 smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const int64_t *shape);
+/* A reduction (SMELT_OP_SUM, _PROD, _MEAN, _MAX, _MIN, _ARGMAX, _ARGMIN,
+ * _ANY, _ALL) of a over the n_axes axes given (negative ones count from the
+ * end, as in NumPy; n_axes == 0: every axis; argmax and argmin take one
+ * axis or all).  keepdims: the reduced axes stay, of size 1.  Result dtypes
+ * are NumPy's (sum and prod of integers and bool: i64; mean of integers and
+ * bool: f64; argmax, argmin: i64; any, all: bool; docs/numerics.md).
+ * Duplicate or out-of-range axes, and max, min, argmax or argmin over an
+ * axis of size 0, are sticky errors. */
+smelt_node *smelt_reduce(smelt_graph *g, smelt_op op, smelt_node *a, int n_axes, const int *axes,
+                         int keepdims);
 
 /* Shorthands. */
 #define smelt_add(g, a, b) smelt_binary((g), SMELT_OP_ADD, (a), (b))

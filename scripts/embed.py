@@ -34,7 +34,7 @@ def ops_header(out, ops_def):
     ids = []
     with open(ops_def) as f:
         for line in f:
-            m = re.match(r"\s*SMELT_OP\(\s*(\w+)\s*,", line)
+            m = re.match(r"\s*SMELT_(?:OP|REDUCE)\(\s*(\w+)\s*,", line)
             if m:
                 ids.append(m.group(1))
     with open(out, "w") as f:

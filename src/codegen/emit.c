@@ -988,7 +988,7 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
         bool fp_only = oi->rule == SMELT_RULE_FLOAT || oi->rule == SMELT_RULE_TRUEDIV;
         for (smelt_dtype dt = 0; dt < SMELT_DTYPE_COUNT; dt++) {
             smelt_dtype ct;
-            if (oi->cls == SMELT_CLASS_SOURCE || oi->cls == SMELT_CLASS_CAST ||
+            if (oi->cls == SMELT_CLASS_SOURCE || oi->cls == SMELT_CLASS_CAST || oi->cls == SMELT_CLASS_REDUCE ||
                 !(oi->dtypes & smelt__dtypes[dt].kind) || (fp_only && !smelt__is_float(dt)))
                 continue;
             op = (smelt__kop){.op = o, .dtype = oi->rule == SMELT_RULE_CMP ? SMELT_BOOL : dt, .nin = oi->arity,

@@ -15,10 +15,74 @@
 
 const smelt__opinfo smelt__ops[SMELT_OP_COUNT] = {
 #define SMELT_OP(ID, nm, n, cls, rule, dts, cf, ci, ref) \
-    [SMELT_OP_##ID] = {#nm, n, SMELT_CLASS_##cls, SMELT_RULE_##rule, dts, cf, ci},
+    [SMELT_OP_##ID] = {#nm, n, SMELT_CLASS_##cls, SMELT_RULE_##rule, dts, cf, ci, SMELT_IDENT_NONE},
+#define SMELT_REDUCE(ID, nm, rule, dts, cf, ci, ref, ident) \
+    [SMELT_OP_##ID] = {#nm, 1, SMELT_CLASS_REDUCE, SMELT_RULE_##rule, dts, cf, ci, SMELT_IDENT_##ident},
 #include "ops.def"
 #undef SMELT_OP
+#undef SMELT_REDUCE
 };
+
+smelt_dtype smelt__red_result(smelt_op op, smelt_dtype dt)
+{
+    bool fl = smelt__is_float(dt);
+    switch (smelt__ops[op].rule) {
+    case SMELT_RULE_SUM: return fl ? dt : SMELT_I64;
+    case SMELT_RULE_MEAN: return fl ? dt : SMELT_F64;
+    case SMELT_RULE_ARG: return SMELT_I64;
+    case SMELT_RULE_BOOL: return SMELT_BOOL;
+    default: return dt;
+    }
+}
+
+smelt_dtype smelt__red_acc(smelt_op op, smelt_dtype dt)
+{
+    int rule = smelt__ops[op].rule;
+    if (rule == SMELT_RULE_BOOL)
+        return SMELT_BOOL;
+    if (rule == SMELT_RULE_SAME || rule == SMELT_RULE_ARG)
+        return smelt__compute_dtype(dt);
+    if (smelt__is_half(dt))
+        return SMELT_F32; /* f16/bf16 sums and means: f32, rounded once */
+    if (smelt__is_float(dt))
+        return SMELT_F64; /* f32 sums and means: f64, rounded once */
+    return rule == SMELT_RULE_MEAN ? SMELT_F64 : SMELT_I64;
+}
+
+double smelt__red_identity(smelt_op op, smelt_dtype acc)
+{
+    int id = smelt__ops[op].ident;
+    bool lo = id == SMELT_IDENT_LOWEST;
+    if (id == SMELT_IDENT_ZERO || id == SMELT_IDENT_ONE)
+        return id == SMELT_IDENT_ONE;
+    switch (acc) {
+    case SMELT_I64: return lo ? -9223372036854775808.0 : 9223372036854775807.0;
+    case SMELT_I32: return lo ? -2147483648.0 : 2147483647.0;
+    case SMELT_U8: return lo ? 0 : 255;
+    case SMELT_BOOL: return lo ? 0 : 1;
+    default: return lo ? -INFINITY : INFINITY;
+    }
+}
+
+void smelt__red_shape(int ndim, const int64_t *in, unsigned mask, bool keepdims, int *ondim, int64_t *out)
+{
+    int k = 0;
+    for (int d = 0; d < ndim; d++)
+        if (!(mask >> d & 1u))
+            out[k++] = in[d];
+        else if (keepdims)
+            out[k++] = 1;
+    *ondim = k;
+}
+
+int64_t smelt__red_count(int ndim, const int64_t *in, unsigned mask)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        if (mask >> d & 1u)
+            n *= in[d];
+    return n;
+}
 
 const smelt__dtinfo smelt__dtypes[SMELT_DTYPE_COUNT] = {
     [SMELT_F32] = {"f32", 4, F},  [SMELT_F64] = {"f64", 8, F}, [SMELT_I32] = {"i32", 4, I},

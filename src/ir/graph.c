@@ -358,6 +358,82 @@ smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const in
     return new_node(g, SMELT_OP_BROADCAST, a->dtype, ndim, shape, 1, &a);
 }
 
+/* The value of a reduction over one element x (of dtype dt): x in the
+ * accumulator's dtype, divided by 1 for mean, index 0 for argmax and argmin,
+ * as the result dtype. */
+static double reduce_one(smelt_op op, smelt_dtype dt, double x)
+{
+    smelt_dtype acc = smelt__red_acc(op, dt), res = smelt__red_result(op, dt);
+    int rule = smelt__ops[op].rule;
+    if (rule == SMELT_RULE_ARG)
+        return 0;
+    if (rule == SMELT_RULE_BOOL)
+        return x != 0;
+    return smelt__dtype_round(res, smelt__dtype_round(acc, x));
+}
+
+smelt_node *smelt_reduce(smelt_graph *g, smelt_op op, smelt_node *a, int n_axes, const int *axes,
+                         int keepdims)
+{
+    if (!g || g->status)
+        return NULL;
+    if ((int)op < 0 || op >= SMELT_OP_COUNT || !smelt__is_reduce(op))
+        return fail(g, SMELT_ERR_INVALID_ARG, "smelt_reduce: %s is not a reduction (sum, prod, mean, max, "
+                    "min, argmax, argmin, any, all)", smelt_op_name(op) ? smelt_op_name(op) : "the operator");
+    const char *name = smelt__ops[op].name;
+    if (!check_operands(g, name, 1, &a))
+        return NULL;
+    if (n_axes < 0 || (n_axes > 0 && !axes))
+        return fail(g, SMELT_ERR_INVALID_ARG, "%s: %s", name, n_axes < 0 ? "n_axes is negative" : "axes is NULL");
+    if (smelt__ops[op].rule == SMELT_RULE_ARG && n_axes > 1)
+        return fail(g, SMELT_ERR_INVALID_ARG, "%s takes one axis or all of them, got %d axes (as NumPy's)",
+                    name, n_axes);
+    unsigned mask = 0;
+    for (int i = 0; i < n_axes; i++) {
+        int ax = axes[i];
+        if (ax < -a->ndim || ax >= a->ndim)
+            return fail(g, SMELT_ERR_INVALID_ARG, "%s: axis %d is out of bounds for an array of rank %d", name,
+                        ax, a->ndim);
+        ax = ax < 0 ? ax + a->ndim : ax;
+        if (mask >> ax & 1u)
+            return fail(g, SMELT_ERR_INVALID_ARG, "%s: duplicate value in 'axis' (axis %d given twice)", name,
+                        axes[i]);
+        mask |= 1u << ax;
+    }
+    if (n_axes == 0)
+        mask = (1u << a->ndim) - 1u;
+    if (!(smelt__ops[op].dtypes & smelt__dtypes[a->dtype].kind))
+        return fail(g, SMELT_ERR_DTYPE, "%s does not support dtype %s", name, smelt__dtypes[a->dtype].name);
+    int ident = smelt__ops[op].ident;
+    for (int d = 0; d < a->ndim; d++)
+        if ((mask >> d & 1u) && a->shape[d] == 0 && (ident == SMELT_IDENT_LOWEST || ident == SMELT_IDENT_HIGHEST)) {
+            char txt[SMELT_SHAPE_STR_MAX];
+            return fail(g, SMELT_ERR_SHAPE, "%s of an empty array: axis %d of %s has size 0, and %s has no "
+                        "identity (as NumPy: zero-size array to reduction operation)", name, d,
+                        smelt__shape_fmt(txt, a->ndim, a->shape), name);
+        }
+    smelt_dtype rt = smelt__red_result(op, a->dtype);
+    if (a->op == SMELT_OP_CONST) { /* a scalar: one element, known now */
+        smelt_node *c = make_const(g, reduce_one(op, a->dtype, smelt__is_float(a->dtype) ? a->fval : (double)a->ival),
+                                   rt, false);
+        int rule = smelt__ops[op].rule;
+        if (c && !smelt__is_float(a->dtype) && (rule == SMELT_RULE_SUM || rule == SMELT_RULE_SAME)) {
+            c->ival = a->ival; /* every bit, beyond 2^53 too */
+            c->fval = (double)a->ival;
+        }
+        return c;
+    }
+    int nd;
+    int64_t shape[SMELT_MAX_DIMS];
+    smelt__red_shape(a->ndim, a->shape, mask, keepdims != 0, &nd, shape);
+    smelt_node *r = new_node(g, op, rt, nd, shape, 1, &a);
+    if (r) {
+        r->axes = (uint8_t)mask;
+        r->keepdims = keepdims != 0;
+    }
+    return r;
+}
+
 smelt_dtype smelt_node_dtype(const smelt_node *n) { return n ? n->dtype : SMELT_F32; }
 int smelt_node_ndim(const smelt_node *n) { return n ? n->ndim : 0; }
 const int64_t *smelt_node_shape(const smelt_node *n) { return n ? n->shape : NULL; }

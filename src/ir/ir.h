@@ -68,14 +68,19 @@ void *smelt__grow(void *v, int n, int *cap, size_t elem, int first);
 void *smelt__aligned_alloc(size_t bytes); /* 64-byte aligned, freed with free() */
 
 /* ---- op and dtype tables --------------------------------------------- */
-enum { SMELT_CLASS_SOURCE, SMELT_CLASS_ELEMWISE, SMELT_CLASS_LAYOUT, SMELT_CLASS_CAST, SMELT_CLASS_OPAQUE };
-enum { SMELT_RULE_NONE, SMELT_RULE_SAME, SMELT_RULE_FLOAT, SMELT_RULE_TRUEDIV, SMELT_RULE_CMP, SMELT_RULE_WHERE };
+enum { SMELT_CLASS_SOURCE, SMELT_CLASS_ELEMWISE, SMELT_CLASS_LAYOUT, SMELT_CLASS_CAST, SMELT_CLASS_OPAQUE,
+       SMELT_CLASS_REDUCE };
+enum { SMELT_RULE_NONE, SMELT_RULE_SAME, SMELT_RULE_FLOAT, SMELT_RULE_TRUEDIV, SMELT_RULE_CMP, SMELT_RULE_WHERE,
+       SMELT_RULE_SUM, SMELT_RULE_MEAN, SMELT_RULE_ARG, SMELT_RULE_BOOL };
 enum { SMELT_DT_F = 1, SMELT_DT_I = 2, SMELT_DT_U = 4, SMELT_DT_B = 8 };
+/* a reduction's identity (ops.def): what its accumulators start from */
+enum { SMELT_IDENT_NONE, SMELT_IDENT_ZERO, SMELT_IDENT_ONE, SMELT_IDENT_LOWEST, SMELT_IDENT_HIGHEST };
 
 typedef struct smelt__opinfo {
     const char *name;
     int arity, cls, rule, dtypes;
     const char *c_float, *c_int;
+    int ident; /* reductions: SMELT_IDENT_* */
 } smelt__opinfo;
 extern const smelt__opinfo smelt__ops[SMELT_OP_COUNT];
 
@@ -95,6 +100,31 @@ static inline bool smelt__is_half(smelt_dtype d) { return d == SMELT_F16 || d ==
 /* The dtype an operator on operands of dtype d computes in. */
 static inline smelt_dtype smelt__compute_dtype(smelt_dtype d) { return smelt__is_half(d) ? SMELT_F32 : d; }
 bool smelt__dtype_valid(int d);
+
+/* ---- reductions (class REDUCE) ----------------------------------------
+ * The one order every kernel combines in, a function of the shape only
+ * (docs/numerics.md): a reduced row of n elements (row-major over the
+ * reduced axes) is cut into chunks of SMELT_RED_CHUNK; in a chunk, lane l
+ * (of SMELT_RED_LANES) accumulates elements l, l + 32, l + 64, ... in turn
+ * from the identity, then lane l takes lane l + d for d = 16, 8, 4, 2, 1
+ * (a warp's shuffle-down tree); the chunks' results are combined in order,
+ * from the identity. */
+#define SMELT_RED_LANES 32
+#define SMELT_RED_CHUNK 16384
+static inline bool smelt__is_reduce(smelt_op op) { return smelt__ops[op].cls == SMELT_CLASS_REDUCE; }
+/* The result dtype of reduction op on an operand of dtype dt, and the
+ * dtype it accumulates in (ops.def's rules). */
+smelt_dtype smelt__red_result(smelt_op op, smelt_dtype dt);
+smelt_dtype smelt__red_acc(smelt_op op, smelt_dtype dt);
+/* The identity of op as a value of the accumulator dtype acc (-inf, the
+ * integer minimum, ...). */
+double smelt__red_identity(smelt_op op, smelt_dtype acc);
+/* The shape of a reduction over the axes in mask (bit d: axis d) of a
+ * value of shape in (rank ndim): the reduced axes dropped, or kept as 1. */
+void smelt__red_shape(int ndim, const int64_t *in, unsigned mask, bool keepdims, int *ondim, int64_t *out);
+/* The elements a reduction combines for each of its results: the product
+ * of the reduced dimensions. */
+int64_t smelt__red_count(int ndim, const int64_t *in, unsigned mask);
 /* Round a double to what dtype d can hold (integers wrap, floats round to
  * nearest even; f16/bf16 directly from the double, as a cast does). */
 double smelt__dtype_round(smelt_dtype d, double v);
@@ -184,6 +214,8 @@ struct smelt_node {
     bool weak;     /* weakly typed scalar */
     int input_index;
     char *name;
+    uint8_t axes;  /* reductions: the reduced axes (bit d: axis d) */
+    bool keepdims; /* reductions: the reduced axes stay, of size 1 */
 };
 
 struct smelt_graph {
@@ -208,6 +240,8 @@ typedef struct smelt__inst {
     int64_t ival;
     int input_index; /* SMELT_OP_INPUT */
     bool copy;       /* a copy made for an output: its shape follows its operand */
+    uint8_t axes;    /* reductions: the reduced axes of the operand (bit d: axis d) */
+    bool keepdims;   /* reductions: the reduced axes stay, of size 1 */
     int uses;        /* filled by smelt__prog_uses */
     bool is_output;
 } smelt__inst;

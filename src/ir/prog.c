@@ -45,7 +45,8 @@ int smelt__prog_from_graph(smelt_graph *g, int n_out, smelt_node *const *outs, s
     for (int k = 0; k < g->n; k++) {
         smelt_node *n = g->nodes[k];
         smelt__inst in = {.op = n->op, .dtype = n->dtype, .ndim = n->ndim, .nin = n->nin, .fval = n->fval,
-                          .ival = n->ival, .input_index = n->input_index};
+                          .ival = n->ival, .input_index = n->input_index, .axes = n->axes,
+                          .keepdims = n->keepdims};
         memcpy(in.shape, n->shape, sizeof in.shape);
         for (int j = 0; j < n->nin; j++)
             in.in[j] = n->in[j]->id; /* node ids equal instruction indices */

@@ -29,6 +29,17 @@ static double ref_minimum(double a, double b, bool tie_first)
     return (a < b || isnan(a) || (tie_first && a == b)) ? a : b;
 }
 
+/* the reductions' max and min: NaN propagates, and a tie of zeros gives
+ * +0.0 (max) and -0.0 (min) whatever the order (ops.def) */
+static double ref_redmax(double a, double b)
+{
+    return (a > b || isnan(a)) ? a : (a == b && a == 0) ? a + b : b;
+}
+static double ref_redmin(double a, double b)
+{
+    return (a < b || isnan(a)) ? a : (a == b && a == 0) ? -(-a - b) : b;
+}
+
 /* C's fmod (the sign of the dividend); integer division by zero gives 0 */
 static double ref_fmod(double a, double b, bool isint)
 {
@@ -135,6 +146,104 @@ static int64_t bcast_offset(const rval *v, int ndim, const int64_t *shape, int64
     return off;
 }
 
+/* The reference combine of reduction op (ops.def's ref column): a
+ * combined with b, or for ARG whether b beats a. */
+static double red_combine(smelt_op op, double a, double b)
+{
+    double v[3] = {a, b, 0};
+    return smelt__eval_scalar(op, SMELT_F64, SMELT_F64, v);
+}
+
+/* One result of reduction op over the n values x[0..n) (in order) of an
+ * operand of dtype dt: float sums with Neumaier's compensation (the error
+ * of the double result stays near one rounding), integer sums and
+ * products wrapping in 64 bits as kernels do, the others in their order
+ * (max and min do not depend on it).  st: SMELT_ERR_SHAPE for an empty
+ * max, min, argmax or argmin. */
+static double ref_reduce1(smelt_op op, smelt_dtype dt, const double *x, int64_t n, int *st)
+{
+    int rule = smelt__ops[op].rule;
+    smelt_dtype acc = smelt__red_acc(op, dt);
+    if (n == 0 && (rule == SMELT_RULE_SAME || rule == SMELT_RULE_ARG)) {
+        *st = SMELT_ERR_SHAPE;
+        return 0;
+    }
+    if (rule == SMELT_RULE_ARG) {
+        int64_t best = 0;
+        for (int64_t i = 1; i < n; i++)
+            if (red_combine(op, x[best], x[i]) != 0)
+                best = i;
+        return (double)best;
+    }
+    if (!smelt__is_float(acc) && acc != SMELT_BOOL && rule == SMELT_RULE_SUM) {
+        uint64_t u = op == SMELT_OP_PROD ? 1 : 0;
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t v = (uint64_t)(int64_t)x[i];
+            u = op == SMELT_OP_PROD ? u * v : u + v;
+        }
+        return (double)(int64_t)u;
+    }
+    if (op == SMELT_OP_SUM || op == SMELT_OP_MEAN) {
+        double s = 0, c = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double t = s + x[i];
+            c += fabs(s) >= fabs(x[i]) ? (s - t) + x[i] : (x[i] - t) + s;
+            s = t;
+        }
+        s = isfinite(s) ? s + c : s; /* inf and NaN as plain sums give them */
+        return op == SMELT_OP_MEAN ? s / (double)n : s;
+    }
+    double a = smelt__red_identity(op, acc);
+    for (int64_t i = 0; i < n; i++)
+        a = red_combine(op, a, rule == SMELT_RULE_BOOL ? x[i] != 0 : x[i]);
+    return a;
+}
+
+/* Reduction node n of operand s into r (its shape): for each result, the
+ * reduced elements in row-major order of the reduced axes. */
+static int ref_reduce(smelt_ctx *ctx, const smelt_node *n, const rval *s, rval *r)
+{
+    const smelt_node *a = n->in[0];
+    int kd[SMELT_MAX_DIMS], rd[SMELT_MAX_DIMS], nk = 0, nr = 0;
+    for (int d = 0; d < a->ndim; d++) {
+        if (n->axes >> d & 1u)
+            rd[nr++] = d;
+        else
+            kd[nk++] = d;
+    }
+    int64_t nred = smelt__red_count(a->ndim, a->shape, n->axes);
+    int64_t nout = smelt__numel(n->ndim, n->shape);
+    double *x = malloc(sizeof(double) * (size_t)(nred ? nred : 1));
+    if (!x)
+        return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    int st = SMELT_OK;
+    for (int64_t o = 0; o < nout && !st; o++) {
+        int64_t base = 0, t = o;
+        for (int k = nk - 1; k >= 0; k--) {
+            int64_t sz = a->shape[kd[k]];
+            base += (t % sz) * s->strides[kd[k]];
+            t /= sz;
+        }
+        for (int64_t i = 0; i < nred; i++) {
+            int64_t off = base;
+            t = i;
+            for (int k = nr - 1; k >= 0; k--) {
+                int64_t sz = a->shape[rd[k]];
+                off += (t % sz) * s->strides[rd[k]];
+                t /= sz;
+            }
+            x[i] = s->data[off];
+        }
+        double y = ref_reduce1(n->op, a->dtype, x, nred, &st);
+        r->data[o] = smelt__is_half(n->dtype) ? smelt__dtype_round_result(n->dtype, y) : y;
+    }
+    free(x);
+    if (st)
+        return smelt__err(ctx, st, "reference: %s of an empty axis (it has no identity)", smelt__ops[n->op].name);
+    return SMELT_OK;
+}
+
+
 int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
                          int n_in, smelt_tensor *const *inputs, smelt_tensor **results)
 {
@@ -181,6 +290,10 @@ int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
         }
         if (n->op == SMELT_OP_CONST) {
             r->data[0] = smelt__is_float(n->dtype) ? n->fval : (double)n->ival;
+            continue;
+        }
+        if (smelt__is_reduce(n->op)) {
+            st = ref_reduce(ctx, n, &vals[n->in[0]->id], r);
             continue;
         }
         smelt_dtype in_dt = n->in[n->op == SMELT_OP_WHERE ? 1 : 0]->dtype;

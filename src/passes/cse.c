@@ -1,5 +1,6 @@
 /* Common-subexpression elimination: identical instructions (same operator,
- * dtype, operands, shape and constant value) are computed once. */
+ * dtype, operands, shape, constant value and reduced axes) are computed
+ * once. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,7 +8,8 @@
 
 static uint64_t inst_key(const smelt__inst *in)
 {
-    uint64_t h = smelt__hash(&in->op, sizeof in->op, in->dtype);
+    uint64_t h = smelt__hash(&in->op, sizeof in->op, in->dtype ^ ((uint64_t)in->axes << 8) ^
+                                                         ((uint64_t)in->keepdims << 16));
     h = smelt__hash(in->in, sizeof(int) * (size_t)in->nin, h);
     if (in->op == SMELT_OP_CONST) {
         h = smelt__hash(&in->fval, sizeof in->fval, h);
@@ -19,6 +21,7 @@ static uint64_t inst_key(const smelt__inst *in)
 static bool same(const smelt__inst *a, const smelt__inst *b)
 {
     return a->op == b->op && a->dtype == b->dtype && a->nin == b->nin && a->ndim == b->ndim &&
+           a->axes == b->axes && a->keepdims == b->keepdims &&
            !memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) &&
            !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
            (a->op != SMELT_OP_CONST || (a->ival == b->ival && !memcmp(&a->fval, &b->fval, sizeof a->fval)));

@@ -5,8 +5,14 @@
  * reference semantics, rounded to the dtype.
  * Integers are folded only while exact in double (below 2^53); larger ones
  * are left to the kernel's exact integer arithmetic.  An output that folds
- * is written by the copy kernel smelt__prog_finalize gives it. */
+ * is written by the copy kernel smelt__prog_finalize gives it.
+ *
+ * A reduction of a constant (n equal elements) folds by following the
+ * kernels' one order of combination (src/ir/ir.h) in the accumulator's
+ * dtype, up to FOLD_RED_MAX elements; a larger one is left to its kernel,
+ * and so is its operand (a kernel reads its operand from memory). */
 #include <math.h>
+#include <stdlib.h>
 
 #include "passes.h"
 
@@ -26,14 +32,94 @@ static bool fold_by_kernel(const smelt__prog *p, const smelt__inst *in, smelt_dt
     return true;
 }
 
+#define FOLD_RED_MAX ((int64_t)1 << 30)
+
+/* a op b (sum, mean: +; prod: *) rounded to the accumulator's dtype */
+static double red_step(smelt_op op, smelt_dtype acc, double a, double b)
+{
+    double r = op == SMELT_OP_PROD ? a * b : a + b; /* double, then float: one rounding (53 >= 2 * 24 + 2) */
+    return acc == SMELT_F32 ? (double)(float)r : r;
+}
+
+/* Reduction in of n copies of the constant s, as its kernel combines
+ * them, into in (a constant then); false when it is not folded. */
+static bool fold_reduce(smelt__inst *in, const smelt__inst *s)
+{
+    smelt_op op = in->op;
+    int rule = smelt__ops[op].rule;
+    smelt_dtype dt = s->dtype, acc = smelt__red_acc(op, dt);
+    int64_t n = smelt__red_count(s->ndim, s->shape, in->axes), iv = s->ival;
+    double v = smelt__is_float(dt) ? s->fval : (double)s->ival, y = 0;
+    if (n > FOLD_RED_MAX || (n == 0 && (rule == SMELT_RULE_SAME || rule == SMELT_RULE_ARG)))
+        return false;
+    if (rule == SMELT_RULE_ARG || rule == SMELT_RULE_BOOL) {
+        iv = rule == SMELT_RULE_ARG ? 0 : n ? v != 0 : op == SMELT_OP_ALL;
+        y = (double)iv;
+    } else if (rule == SMELT_RULE_SAME) { /* max, min: the element, every bit of it */
+        y = v;
+    } else if (!smelt__is_float(acc)) { /* an i64 sum or product, wrapping: the order does not matter */
+        uint64_t u = op == SMELT_OP_PROD, x = (uint64_t)iv;
+        for (int64_t e = n; op == SMELT_OP_PROD && e; e >>= 1, x *= x)
+            u = (e & 1) ? u * x : u;
+        iv = (int64_t)(op == SMELT_OP_PROD ? u : x * (uint64_t)n);
+        y = (double)iv;
+    } else {
+        /* a chunk: its lanes (each a run of copies from the identity), then
+         * their tree; full chunks are all alike */
+        double id = smelt__red_identity(op, acc), tot = id, full = id;
+        for (int64_t c = 0; c * SMELT_RED_CHUNK < n; c++) {
+            int64_t len = SMELT_MIN(SMELT_RED_CHUNK, n - c * SMELT_RED_CHUNK);
+            double part;
+            if (len == SMELT_RED_CHUNK && c > 0) {
+                part = full;
+            } else {
+                double lane[SMELT_RED_LANES], run = id;
+                int64_t q = len / SMELT_RED_LANES, rem = len % SMELT_RED_LANES;
+                for (int64_t k = 0; k < q; k++)
+                    run = red_step(op, acc, run, v);
+                for (int l = SMELT_RED_LANES - 1; l >= 0; l--)
+                    lane[l] = l < rem ? red_step(op, acc, run, v) : run;
+                for (int d = SMELT_RED_LANES / 2; d >= 1; d >>= 1)
+                    for (int l = 0; l < d; l++)
+                        lane[l] = red_step(op, acc, lane[l], lane[l + d]);
+                part = lane[0];
+                if (len == SMELT_RED_CHUNK)
+                    full = part;
+            }
+            tot = red_step(op, acc, tot, part);
+        }
+        if (op == SMELT_OP_MEAN)
+            tot = acc == SMELT_F32 ? (double)(float)(tot / (double)n) : tot / (double)n;
+        y = smelt__dtype_round_result(in->dtype, tot); /* f16/bf16: from the f32 accumulator */
+    }
+    in->op = SMELT_OP_CONST;
+    in->nin = 0;
+    in->fval = smelt__is_float(in->dtype) ? y : (double)iv;
+    in->ival = smelt__is_float(in->dtype) ? 0 : iv;
+    return true;
+}
+
 int smelt__pass_fold(smelt__prog *p)
 {
     int folded = 0;
     smelt__prog_uses(p);
+    /* the operands of reductions too large to fold stay computed */
+    bool *keep = calloc((size_t)p->n + 1, 1);
+    if (!keep)
+        return 0; /* folding is an optimisation: skipping it is correct */
+    for (int i = 0; i < p->n; i++) {
+        const smelt__inst *in = &p->v[i], *a = in->nin ? &p->v[in->in[0]] : NULL;
+        if (smelt__is_reduce(in->op) && smelt__red_count(a->ndim, a->shape, in->axes) > FOLD_RED_MAX)
+            keep[in->in[0]] = true;
+    }
     for (int i = 0; i < p->n; i++) {
         smelt__inst *in = &p->v[i];
-        if (smelt__ops[in->op].cls == SMELT_CLASS_SOURCE)
+        if (smelt__ops[in->op].cls == SMELT_CLASS_SOURCE || keep[i])
             continue;
+        if (smelt__is_reduce(in->op)) {
+            folded += p->v[in->in[0]].op == SMELT_OP_CONST && fold_reduce(in, &p->v[in->in[0]]);
+            continue;
+        }
         double a[3] = {0, 0, 0};
         bool ok = true; /* all operands constant, integers exact in double */
         const double exact = 9007199254740992.0; /* 2^53 */
@@ -58,5 +144,6 @@ int smelt__pass_fold(smelt__prog *p)
         in->ival = smelt__is_float(in->dtype) ? 0 : (int64_t)y;
         folded++;
     }
+    free(keep);
     return folded;
 }
