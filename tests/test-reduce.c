@@ -170,3 +170,574 @@ Test(builder, reduction_of_a_constant_is_a_constant)
     smelt_ctx_free(ctx);
 }
 
+/* ---- against the reference --------------------------------------------- */
+
+/* An operand for op: random values of the default domain; for prod, values
+ * near 1 (so that a product of hundreds stays finite) and small integers. */
+static smelt_tensor *operand(smelt_ctx *ctx, trng *r, smelt_op op, smelt_dtype dt, int ndim, const int64_t *shape)
+{
+    smelt_tensor *t = t_rand(ctx, r, dt, ndim, shape);
+    if (op != SMELT_OP_PROD)
+        return t;
+    for (int64_t i = 0, n = smelt_tensor_numel(t); i < n; i++)
+        if (t_is_float(dt))
+            t_set(t, i, trng_uniform(r, 0.8, 1.25) * ((trng_u64(r) & 7) ? 1 : -1));
+        else if (dt != SMELT_BOOL)
+            t_set_i64(t, i, trng_range(r, dt == SMELT_U8 ? 0 : -3, 3));
+    return t;
+}
+
+/* got against ref, element by element: integers, bool, max, min, argmax and
+ * argmin exactly; float sums and means within one unit of the result's
+ * precision plus what the accumulator's roundings can add, (n + 64) eps of
+ * the accumulator times the sum of magnitudes (abssum, per result, from the
+ * reference); products likewise relative to the product. */
+static void expect_reduction(const char *label, smelt_op op, smelt_dtype in_dt, int64_t nred,
+                             const smelt_tensor *got, const smelt_tensor *ref, const smelt_tensor *abssum)
+{
+    smelt_dtype dt = smelt_tensor_dtype(got);
+    bool inexact = t_is_float(in_dt) && (op == SMELT_OP_SUM || op == SMELT_OP_MEAN || op == SMELT_OP_PROD);
+    if (!inexact && !(op == SMELT_OP_MEAN)) {
+        t_expect_match(label, got, ref, T_EXACT);
+        return;
+    }
+    double eacc = t_is_float(in_dt) ? (t_is_half(in_dt) ? 0x1p-24 : 0x1p-53) : 0x1p-53;
+    for (int64_t i = 0, n = smelt_tensor_numel(got); i < n; i++) {
+        double g = smelt_tensor_get(got, i), r = smelt_tensor_get(ref, i);
+        double tol = t_eps(dt) * fabs(r) + 0x1p-1074;
+        double spread = (double)(nred + 64) * eacc;
+        if (op == SMELT_OP_PROD)
+            tol += spread * fabs(r);
+        else
+            tol += spread * smelt_tensor_get(abssum, i) / (op == SMELT_OP_MEAN && nred ? (double)nred : 1.0);
+        cr_assert((isnan(g) && isnan(r)) || fabs(g - r) <= tol || g == r,
+                  "%s: [%lld] got %.17g, reference %.17g (tolerance %.3g)", label, (long long)i, g, r, tol);
+    }
+}
+
+typedef struct axcase {
+    int ndim;
+    int64_t shape[4];
+    int n_axes;
+    int axes[4];
+} axcase;
+
+static const axcase cases[] = {
+    {0, {0}, 0, {0}},
+    {1, {37}, 0, {0}},           {1, {37}, 1, {-1}},          {1, {1}, 1, {0}},
+    {2, {5, 70}, 1, {1}},        {2, {5, 70}, 1, {0}},        {2, {5, 70}, 2, {0, 1}},
+    {2, {1, 9}, 1, {0}},         {2, {70, 1}, 1, {0}},
+    {3, {4, 3, 50}, 2, {0, 2}},  {3, {4, 3, 50}, 1, {1}},     {3, {4, 3, 50}, 1, {2}},
+    {3, {4, 3, 50}, 2, {0, -2}}, {3, {4, 1, 50}, 1, {1}},
+    {4, {2, 3, 4, 20}, 2, {1, 3}}, {4, {2, 3, 4, 20}, 1, {0}}, {4, {2, 3, 4, 20}, 1, {3}},
+    {4, {2, 3, 4, 20}, 2, {1, 2}}, {4, {2, 3, 4, 20}, 0, {0}}, {4, {3, 1, 2, 33}, 3, {0, 1, 3}},
+};
+
+/* op over every dtype and axis case, keepdims on and off: a plan of each
+ * (the context's backend), against the reference */
+static void against_reference(smelt_ctx *ctx, smelt_op op, int opt_level)
+{
+    for (int t = 0; t < NELEMS(all_dts); t++)
+        for (int c = 0; c < NELEMS(cases); c++)
+            for (int keep = 0; keep < 2; keep++) {
+                const axcase *k = &cases[c];
+                if (is_arg(op) && k->n_axes > 1)
+                    continue;
+                smelt_dtype dt = all_dts[t];
+                smelt_graph *g = t_graph(ctx);
+                smelt_node *a = smelt_input(g, "a", dt, k->ndim, k->shape);
+                smelt_node *y = smelt_reduce(g, op, a, k->n_axes, k->axes, keep);
+                /* the sum of magnitudes, for the tolerance */
+                smelt_node *abs = smelt_reduce(g, SMELT_OP_SUM, smelt_unary(g, SMELT_OP_ABS, smelt_cast(g, a, SMELT_F64)),
+                                               k->n_axes, k->axes, keep);
+                T_OK(ctx, smelt_graph_status(g));
+                trng r;
+                trng_init(&r, (uint64_t)(t * 1000 + c * 2 + keep));
+                smelt_tensor *in = operand(ctx, &r, op, dt, k->ndim, k->shape), *got = NULL, *ref[2];
+                smelt_plan *p = t_plan(ctx, g, 1, &y, opt_level);
+                t_run(p, 1, &in, 1, &got);
+                smelt_node *outs[] = {y, abs};
+                t_reference(ctx, g, 2, outs, 1, &in, ref);
+                char label[160];
+                snprintf(label, sizeof label, "%s of %s, case %d, keepdims %d, opt_level %d", smelt_op_name(op),
+                         smelt_dtype_name(dt), c, keep, opt_level);
+                int64_t nred = 1;
+                for (int d = 0; d < k->ndim; d++) {
+                    bool red = k->n_axes == 0;
+                    for (int j = 0; j < k->n_axes; j++)
+                        red = red || (k->axes[j] + k->ndim) % k->ndim == d;
+                    nred *= red ? k->shape[d] : 1;
+                }
+                cr_assert_eq(smelt_tensor_dtype(got), numpy_result(op, dt), "%s", label);
+                expect_reduction(label, op, dt, nred, got, ref[0], ref[1]);
+                t_free_all(ref, 2);
+                smelt_tensor_free(got), smelt_tensor_free(in);
+                smelt_plan_free(p);
+                smelt_graph_free(g);
+            }
+}
+
+ParameterizedTestParameters(reference, every_op_dtype_axes)
+{
+    static int idx[NELEMS(red_ops)];
+    for (int i = 0; i < NELEMS(red_ops); i++)
+        idx[i] = i;
+    return cr_make_param_array(int, idx, NELEMS(red_ops));
+}
+
+ParameterizedTest(int *i, reference, every_op_dtype_axes, .timeout = 120)
+{
+    smelt_ctx *ctx = t_ctx();
+    against_reference(ctx, red_ops[*i], 3);
+    smelt_ctx_free(ctx);
+}
+
+/* the same on the CC tier (one operator per dtype, to bound compile time) */
+Test(reference, cc_tier, .timeout = 300)
+{
+    smelt_ctx *ctx = t_ctx();
+    if (smelt_backend_check(ctx, "CC") != SMELT_OK)
+        cr_skip_test("CC: %s", smelt_errmsg(ctx));
+    T_OK(ctx, smelt_ctx_set_backend(ctx, "CC"));
+    against_reference(ctx, SMELT_OP_MEAN, 3);
+    against_reference(ctx, SMELT_OP_ARGMIN, 3);
+    smelt_ctx_free(ctx);
+}
+
+/* Rows longer than a chunk (16384 elements), on all cores: the chunked
+ * paths (over the results; over the chunks, then the results) */
+Test(reference, long_rows_and_columns, .timeout = 120)
+{
+    smelt_ctx *ctx = t_ctx();
+    const axcase big[] = {
+        {1, {100003}, 0, {0}},
+        {2, {3, 40000}, 1, {1}},
+        {2, {40000, 3}, 1, {0}},
+        {2, {70, 1000}, 1, {1}},
+        {3, {2, 20000, 3}, 1, {1}},
+    };
+    const smelt_op ops[] = {SMELT_OP_SUM, SMELT_OP_MEAN, SMELT_OP_MAX, SMELT_OP_ARGMIN, SMELT_OP_ALL};
+    for (int c = 0; c < NELEMS(big); c++)
+        for (int o = 0; o < NELEMS(ops); o++)
+            for (int t = 0; t < 3; t++) {
+                smelt_dtype dt = (smelt_dtype[]){SMELT_F32, SMELT_F16, SMELT_I32}[t];
+                const axcase *k = &big[c];
+                smelt_graph *g = t_graph(ctx);
+                smelt_node *a = smelt_input(g, "a", dt, k->ndim, k->shape);
+                smelt_node *y = smelt_reduce(g, ops[o], a, k->n_axes, k->axes, 0);
+                smelt_node *abs = smelt_reduce(g, SMELT_OP_SUM, smelt_unary(g, SMELT_OP_ABS, smelt_cast(g, a, SMELT_F64)),
+                                               k->n_axes, k->axes, 0);
+                trng r;
+                trng_init(&r, (uint64_t)(c * 100 + o * 10 + t));
+                smelt_tensor *in = operand(ctx, &r, ops[o], dt, k->ndim, k->shape), *got = NULL, *ref[2];
+                if (ops[o] == SMELT_OP_ALL) /* mostly true */
+                    for (int64_t i = 0; i < smelt_tensor_numel(in); i++)
+                        t_set(in, i, trng_unit(&r) < 0.9999 ? 1 : 0);
+                smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+                t_run(p, 1, &in, 1, &got);
+                smelt_node *outs[] = {y, abs};
+                t_reference(ctx, g, 2, outs, 1, &in, ref);
+                char label[128];
+                snprintf(label, sizeof label, "%s of %s, big case %d", smelt_op_name(ops[o]), smelt_dtype_name(dt), c);
+                expect_reduction(label, ops[o], dt, smelt_tensor_numel(in) / smelt_tensor_numel(got), got, ref[0],
+                                 ref[1]);
+                t_free_all(ref, 2);
+                smelt_tensor_free(got), smelt_tensor_free(in);
+                smelt_plan_free(p);
+                smelt_graph_free(g);
+            }
+    smelt_ctx_free(ctx);
+}
+
+/* 2^24 f32 values in [0, 1): the sum within 1e-6 relative of the exact one
+ * (f32 accumulates in f64) */
+Test(reference, long_sum_accuracy, .timeout = 120)
+{
+    smelt_ctx *ctx = t_ctx();
+    const int64_t n = (int64_t)1 << 24;
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(n));
+    smelt_node *y = smelt_reduce(g, SMELT_OP_SUM, a, 0, NULL, 0);
+    smelt_node *m = smelt_reduce(g, SMELT_OP_MEAN, a, 0, NULL, 0);
+    trng r;
+    trng_init(&r, 1);
+    smelt_tensor *in = t_tensor(ctx, SMELT_F32, SHP(n));
+    float *x = smelt_tensor_data(in);
+    long double exact = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = (float)trng_unit(&r);
+        exact += x[i]; /* 64-bit significand: exact here (sums of 24-bit values below 2^24) */
+    }
+    smelt_node *outs[] = {y, m};
+    smelt_tensor *got[2] = {0};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    t_run(p, 1, &in, 2, got);
+    double s = smelt_tensor_get(got[0], 0), mean = smelt_tensor_get(got[1], 0);
+    cr_assert_lt(fabs(s - (double)exact) / (double)exact, 1e-6, "sum %.9g, exact %.9Lg", s, exact);
+    cr_assert_lt(fabs(s - (double)exact) / (double)exact, 0x1p-23, "one rounding of the f64 sum");
+    cr_assert_lt(fabs(mean - (double)(exact / n)) / (double)(exact / n), 0x1p-23);
+    t_free_all(got, 2);
+    smelt_tensor_free(in);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- special values ------------------------------------------------------ */
+
+/* y = op(values) over one row, on TCC: the result's bits */
+static double reduce_row(smelt_op op, smelt_dtype dt, const double *v, int n)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", dt, SHP(n));
+    smelt_node *y = smelt_reduce(g, op, a, 0, NULL, 0);
+    smelt_tensor *in = t_tensor(ctx, dt, SHP(n)), *got = NULL, *ref = NULL;
+    for (int i = 0; i < n; i++)
+        t_set(in, i, v[i]);
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    t_run(p, 1, &in, 1, &got);
+    t_reference(ctx, g, 1, &y, 1, &in, &ref);
+    double r = smelt_tensor_get(got, 0), e = smelt_tensor_get(ref, 0);
+    cr_assert((isnan(r) && isnan(e)) || (r == e && signbit(r) == signbit(e)),
+              "%s of %s: kernel %a, reference %a", smelt_op_name(op), smelt_dtype_name(dt), r, e);
+    smelt_tensor_free(in), smelt_tensor_free(got), smelt_tensor_free(ref);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    return r;
+}
+
+Test(special, nan_inf_and_signed_zeros)
+{
+    const smelt_dtype fdts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_BF16};
+    for (int t = 0; t < NELEMS(fdts); t++) {
+        smelt_dtype dt = fdts[t];
+        double with_nan[40], infs[3] = {INFINITY, 1, -INFINITY}, zeros[70], mz[5] = {-0.0, -0.0, -0.0, -0.0, -0.0};
+        for (int i = 0; i < 40; i++)
+            with_nan[i] = i == 23 || i == 37 ? NAN : i - 20.0;
+        cr_assert(isnan(reduce_row(SMELT_OP_MAX, dt, with_nan, 40)));
+        cr_assert(isnan(reduce_row(SMELT_OP_MIN, dt, with_nan, 40)));
+        cr_assert(isnan(reduce_row(SMELT_OP_SUM, dt, with_nan, 40)));
+        cr_assert(isnan(reduce_row(SMELT_OP_MEAN, dt, with_nan, 40)));
+        cr_assert_eq(reduce_row(SMELT_OP_ARGMAX, dt, with_nan, 40), 23); /* the first NaN counts as the max */
+        cr_assert_eq(reduce_row(SMELT_OP_ARGMIN, dt, with_nan, 40), 23);
+        cr_assert_eq(reduce_row(SMELT_OP_ANY, dt, with_nan, 40), 1);
+        cr_assert(isnan(reduce_row(SMELT_OP_SUM, dt, infs, 3)));   /* inf + -inf */
+        cr_assert_eq(reduce_row(SMELT_OP_MAX, dt, infs, 3), INFINITY);
+        cr_assert_eq(reduce_row(SMELT_OP_MIN, dt, infs, 3), -INFINITY);
+        cr_assert_eq(reduce_row(SMELT_OP_ARGMIN, dt, infs, 3), 2);
+        cr_assert_eq(reduce_row(SMELT_OP_PROD, dt, infs, 2), INFINITY);
+        /* a tie of zeros: +0 for max, -0 for min, whatever the positions */
+        for (int i = 0; i < 70; i++)
+            zeros[i] = (i * 7 % 3) ? 0.0 : -0.0;
+        cr_assert(!signbit(reduce_row(SMELT_OP_MAX, dt, zeros, 70)));
+        cr_assert(signbit(reduce_row(SMELT_OP_MIN, dt, zeros, 70)));
+        cr_assert_eq(reduce_row(SMELT_OP_ARGMAX, dt, zeros, 70), 0); /* equal: the first */
+        cr_assert(signbit(reduce_row(SMELT_OP_MAX, dt, mz, 5)));
+        cr_assert(!signbit(reduce_row(SMELT_OP_SUM, dt, mz, 5))); /* as NumPy: the sum starts at +0 */
+        cr_assert(signbit(reduce_row(SMELT_OP_PROD, dt, mz, 1)));
+        cr_assert_eq(reduce_row(SMELT_OP_ANY, dt, mz, 5), 0);
+    }
+    /* integers: sums and products wrap in 64 bits, as NumPy's int64 */
+    double big[3] = {9007199254740991.0, 9007199254740991.0, 3};
+    cr_assert_eq(reduce_row(SMELT_OP_SUM, SMELT_I32, (double[]){2147483647.0, 2147483647.0, 2}, 3), 4294967296.0);
+    cr_assert_eq(reduce_row(SMELT_OP_ARGMAX, SMELT_I64, big, 3), 0);
+    cr_assert_eq(reduce_row(SMELT_OP_MAX, SMELT_U8, (double[]){3, 255, 7}, 3), 255);
+    cr_assert_eq(reduce_row(SMELT_OP_SUM, SMELT_U8, (double[]){200, 255, 7}, 3), 462);
+    cr_assert_eq(reduce_row(SMELT_OP_SUM, SMELT_BOOL, (double[]){1, 1, 0, 1}, 4), 3);
+    cr_assert_eq(reduce_row(SMELT_OP_MEAN, SMELT_BOOL, (double[]){1, 1, 0, 1}, 4), 0.75);
+    cr_assert_eq(reduce_row(SMELT_OP_MAX, SMELT_BOOL, (double[]){0, 1, 0}, 3), 1);
+    cr_assert_eq(reduce_row(SMELT_OP_ALL, SMELT_I32, (double[]){1, -1, 0}, 3), 0);
+}
+
+/* the i64 product wraps: 3^41 mod 2^64 */
+Test(special, integer_product_wraps)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_I64, SHP(41));
+    smelt_node *y = smelt_reduce(g, SMELT_OP_PROD, a, 0, NULL, 0);
+    smelt_tensor *in = t_tensor(ctx, SMELT_I64, SHP(41)), *got = NULL;
+    uint64_t want = 1;
+    for (int i = 0; i < 41; i++) {
+        t_set_i64(in, i, 3);
+        want *= 3;
+    }
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    t_run(p, 1, &in, 1, &got);
+    cr_assert_eq(*(uint64_t *)smelt_tensor_data(got), want);
+    smelt_tensor_free(in), smelt_tensor_free(got);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- empty axes ------------------------------------------------------------ */
+
+Test(empty, identities_and_errors)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(3, 0));
+    int ax = 1;
+    smelt_node *outs[] = {smelt_reduce(g, SMELT_OP_SUM, a, 1, &ax, 0), smelt_reduce(g, SMELT_OP_PROD, a, 1, &ax, 0),
+                          smelt_reduce(g, SMELT_OP_MEAN, a, 1, &ax, 0), smelt_reduce(g, SMELT_OP_ANY, a, 1, &ax, 0),
+                          smelt_reduce(g, SMELT_OP_ALL, a, 1, &ax, 1),
+                          smelt_reduce(g, SMELT_OP_MAX, a, 1, (int[]){0}, 0)}; /* no results */
+    T_OK(ctx, smelt_graph_status(g));
+    smelt_tensor *in = t_tensor(ctx, SMELT_F32, SHP(3, 0)), *got[6] = {0};
+    smelt_plan *p = t_plan(ctx, g, 6, outs, 3);
+    t_run(p, 1, &in, 6, got);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(smelt_tensor_get(got[0], i), 0);
+        cr_assert(!signbit(smelt_tensor_get(got[0], i)));
+        cr_assert_eq(smelt_tensor_get(got[1], i), 1);
+        cr_assert(isnan(smelt_tensor_get(got[2], i)));
+        cr_assert_eq(smelt_tensor_get(got[3], i), 0);
+        cr_assert_eq(smelt_tensor_get(got[4], i), 1);
+    }
+    cr_assert_eq(smelt_tensor_ndim(got[4]), 2);
+    cr_assert_eq(smelt_tensor_numel(got[5]), 0);
+    t_free_all(got, 6);
+    smelt_tensor_free(in);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+
+    /* a shape with an empty axis only at run time: an error then */
+    g = t_graph(ctx);
+    a = smelt_input(g, "a", SMELT_F32, SHP(3, 4));
+    smelt_node *y = smelt_reduce(g, SMELT_OP_ARGMAX, a, 1, &ax, 0);
+    p = t_plan(ctx, g, 1, &y, 3);
+    in = t_tensor(ctx, SMELT_F32, SHP(3, 0));
+    smelt_tensor *o = NULL;
+    T_ERR(ctx, smelt_plan_run(p, 1, &in, 1, &o), SMELT_ERR_SHAPE,
+          "argmax of an empty array: the run-time shape (3, 0) has a reduced axis of size 0");
+    cr_assert_null(o);
+    smelt_tensor_free(in);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- one result whatever runs it ------------------------------------------ */
+
+/* Runs of one graph that must give the same bits. */
+typedef struct variant {
+    const char *backend;
+    int threads, opt_level;
+} variant;
+
+static void same_bits(smelt_op op, smelt_dtype dt, int ndim, const int64_t *shape, int n_axes, const int *axes,
+                      bool with_cc)
+{
+    const variant vs[] = {{"TCC", 1, 0}, {"TCC", 4, 3}, {"TCC", 2, 1}, {"CC", 1, 3}, {"CC", 3, 0}};
+    smelt_ctx *ctx = t_ctx();
+    bool cc = with_cc && smelt_backend_check(ctx, "CC") == SMELT_OK;
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", dt, ndim, shape);
+    smelt_node *y = smelt_reduce(g, op, a, n_axes, axes, 0);
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, (uint64_t)op * 31 + (uint64_t)dt);
+    smelt_tensor *in = t_rand(ctx, &r, dt, ndim, shape), *first = NULL;
+    /* a strided copy of the operand: a transposed view of a transposed buffer */
+    int perm[8];
+    int64_t tshape[8];
+    for (int d = 0; d < ndim; d++)
+        perm[d] = ndim - 1 - d, tshape[d] = shape[ndim - 1 - d];
+    smelt_tensor *tb = t_tensor(ctx, dt, ndim, tshape), *view = NULL;
+    T_OK(ctx, smelt_tensor_transpose(tb, perm, &view));
+    T_OK(ctx, smelt_tensor_copy(view, in));
+    for (int v = 0; v < NELEMS(vs); v++)
+        for (int strided = 0; strided < 2; strided++) {
+            if (!strcmp(vs[v].backend, "CC") && !cc)
+                continue;
+            T_OK(ctx, smelt_ctx_set_backend(ctx, vs[v].backend));
+            T_OK(ctx, smelt_ctx_set_threads(ctx, vs[v].threads));
+            smelt_plan *p = t_plan(ctx, g, 1, &y, vs[v].opt_level);
+            smelt_tensor *got = NULL;
+            t_run(p, 1, strided ? &view : &in, 1, &got);
+            if (!first) {
+                first = got;
+            } else {
+                int64_t at;
+                cr_assert(t_same_results(first, got, &at), "%s of %s: %s on %d threads at opt_level %d%s gives %a at [%lld], "
+                          "TCC on 1 thread %a", smelt_op_name(op), smelt_dtype_name(dt), vs[v].backend, vs[v].threads,
+                          vs[v].opt_level, strided ? " (strided operand)" : "", smelt_tensor_get(got, at), (long long)at,
+                          smelt_tensor_get(first, at));
+                smelt_tensor_free(got);
+            }
+            smelt_plan_free(p);
+        }
+    smelt_tensor_free(first), smelt_tensor_free(in), smelt_tensor_free(view), smelt_tensor_free(tb);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(bitwise, tiers_threads_layouts, .timeout = 300)
+{
+    /* rows of several chunks (one result: chunks in parallel), many short
+     * rows, columns (the column form), a middle axis, everything */
+    same_bits(SMELT_OP_SUM, SMELT_F32, SHP(200003), 0, NULL, true);
+    same_bits(SMELT_OP_SUM, SMELT_F32, SHP(3, 50000), 1, (int[]){1}, true);
+    same_bits(SMELT_OP_MEAN, SMELT_F16, SHP(50000, 3), 1, (int[]){0}, true);
+    same_bits(SMELT_OP_PROD, SMELT_F64, SHP(300, 257), 1, (int[]){-1}, true);
+    same_bits(SMELT_OP_SUM, SMELT_BF16, SHP(40, 70, 30), 1, (int[]){1}, true);
+    same_bits(SMELT_OP_ARGMAX, SMELT_F32, SHP(7, 40001), 1, (int[]){1}, true);
+    same_bits(SMELT_OP_MIN, SMELT_F64, SHP(33, 2000), 1, (int[]){0}, false);
+    same_bits(SMELT_OP_MEAN, SMELT_I32, SHP(20, 30, 100), 2, (int[]){0, 2}, false);
+    same_bits(SMELT_OP_ANY, SMELT_F32, SHP(100, 400), 0, NULL, false);
+    same_bits(SMELT_OP_ARGMIN, SMELT_U8, SHP(1000, 70), 1, (int[]){0}, false);
+}
+
+/* run-time shapes: a plan built for one shape runs others of the same
+ * rank and broadcast pattern */
+Test(bitwise, run_time_shapes)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(4, 100));
+    smelt_node *outs[] = {smelt_reduce(g, SMELT_OP_SUM, a, 1, (int[]){1}, 1),
+                          smelt_reduce(g, SMELT_OP_MAX, a, 1, (int[]){0}, 0)};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    const int64_t shapes[][2] = {{4, 100}, {7, 33}, {1000, 3}, {2, 20000}};
+    for (int s = 0; s < 4; s++) {
+        trng r;
+        trng_init(&r, (uint64_t)s);
+        smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, 2, shapes[s]), *got[2] = {0}, *ref[2];
+        t_run(p, 1, &in, 2, got);
+        cr_assert_eq(smelt_tensor_shape(got[0])[0], shapes[s][0]);
+        cr_assert_eq(smelt_tensor_shape(got[0])[1], 1);
+        cr_assert_eq(smelt_tensor_shape(got[1])[0], shapes[s][1]);
+        /* the reference, on a graph of this shape */
+        smelt_graph *h = t_graph(ctx);
+        smelt_node *b = smelt_input(h, "a", SMELT_F32, 2, shapes[s]);
+        smelt_node *houts[] = {smelt_reduce(h, SMELT_OP_SUM, b, 1, (int[]){1}, 1),
+                               smelt_reduce(h, SMELT_OP_MAX, b, 1, (int[]){0}, 0)};
+        t_reference(ctx, h, 2, houts, 1, &in, ref);
+        t_expect_match("sum", got[0], ref[0], (t_tol){.ulps = 1, .atol = 1e-4});
+        t_expect_match("max", got[1], ref[1], T_EXACT);
+        t_free_all(got, 2), t_free_all(ref, 2);
+        smelt_tensor_free(in);
+        smelt_graph_free(h);
+    }
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- passes and plans --------------------------------------------------------- */
+
+/* A reduction of a broadcast constant folds (opt_level 1) to the bits its
+ * kernel computes (opt_level 0); one too large to fold keeps its kernel. */
+Test(passes, folding_gives_the_kernel_bits)
+{
+    smelt_ctx *ctx = t_ctx();
+    const smelt_op ops[] = {SMELT_OP_SUM, SMELT_OP_MEAN, SMELT_OP_PROD, SMELT_OP_MAX, SMELT_OP_ARGMIN, SMELT_OP_ALL};
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F16, SMELT_F64, SMELT_I32, SMELT_BF16};
+    const double vals[] = {0.1, 1.0001, -3, 0.3};
+    for (int o = 0; o < NELEMS(ops); o++)
+        for (int t = 0; t < NELEMS(dts); t++)
+            for (int v = 0; v < NELEMS(vals); v++) {
+                smelt_graph *g = t_graph(ctx);
+                smelt_node *c = smelt_const(g, vals[v], dts[t]);
+                smelt_node *b = smelt_broadcast_to(g, smelt_unary(g, SMELT_OP_NEG, c), SHP(3, 50001));
+                smelt_node *y = smelt_reduce(g, ops[o], b, 1, (int[]){1}, 0);
+                smelt_tensor *r0 = NULL, *r1 = NULL;
+                smelt_plan *p0 = t_plan(ctx, g, 1, &y, 0), *p1 = t_plan(ctx, g, 1, &y, 1);
+                t_run(p0, 0, NULL, 1, &r0);
+                t_run(p1, 0, NULL, 1, &r1);
+                cr_assert_geq(t_stats(p1).folded, 3, "%s", smelt_plan_describe(p1));
+                int64_t at;
+                cr_assert(t_same_results(r0, r1, &at), "%s of %s %g: folded %a, kernel %a", smelt_op_name(ops[o]),
+                          smelt_dtype_name(dts[t]), vals[v], smelt_tensor_get(r1, at), smelt_tensor_get(r0, at));
+                smelt_tensor_free(r0), smelt_tensor_free(r1);
+                smelt_plan_free(p0), smelt_plan_free(p1);
+                smelt_graph_free(g);
+            }
+    /* 2^31 elements: not folded, and its broadcast operand stays a kernel */
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *c = smelt_const(g, 1, SMELT_F32);
+    smelt_node *y = smelt_reduce(g, SMELT_OP_MAX, smelt_broadcast_to(g, c, SHP(2, 1 << 30)), 0, NULL, 0);
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 1);
+    cr_assert_eq(t_stats(p).kernels, 2, "%s", smelt_plan_describe(p));
+    cr_assert_eq(t_stats(p).folded, 0);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* CSE merges equal reductions only: the axes and keepdims are part of one */
+Test(passes, cse_keys_include_the_axes)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(4, 4));
+    smelt_node *outs[] = {smelt_reduce(g, SMELT_OP_SUM, a, 1, (int[]){0}, 0), smelt_reduce(g, SMELT_OP_SUM, a, 1, (int[]){1}, 0),
+                          smelt_reduce(g, SMELT_OP_SUM, a, 1, (int[]){-1}, 0), smelt_reduce(g, SMELT_OP_SUM, a, 1, (int[]){1}, 1)};
+    smelt_plan *p = t_plan(ctx, g, 4, outs, 3);
+    cr_assert_eq(t_stats(p).cse, 1, "%s", smelt_plan_describe(p));
+    trng r;
+    trng_init(&r, 3);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(4, 4)), *got[4] = {0}, *ref[4];
+    t_run(p, 1, &in, 4, got);
+    t_reference(ctx, g, 4, outs, 1, &in, ref);
+    for (int i = 0; i < 4; i++)
+        t_expect_match("sum", got[i], ref[i], (t_tol){.ulps = 1});
+    t_free_all(got, 4), t_free_all(ref, 4);
+    smelt_tensor_free(in);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* Each reduction is a kernel of its own for now, and the plan says why. */
+Test(plans, a_reduction_is_its_own_kernel)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(8, 300));
+    /* the softmax: exp(x - max(x)) / sum(exp(x - max(x))) over the last axis */
+    smelt_node *mx = smelt_reduce(g, SMELT_OP_MAX, x, 1, (int[]){-1}, 1);
+    smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, mx));
+    smelt_node *y = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, (int[]){-1}, 1));
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    const char *d = smelt_plan_describe(p);
+    cr_assert_eq(t_stats(p).kernels, 4, "%s", d);
+    cr_assert(t_contains(d, "1 operator [max]"), "%s", d);
+    cr_assert(t_contains(d, "smelt_red_"), "%s", d);
+    cr_assert(t_contains(d, "reduction (not fused yet)"), "%s", d);
+    trng r;
+    trng_init(&r, 9);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(8, 300)), *got = NULL, *ref = NULL;
+    t_run(p, 1, &in, 1, &got);
+    t_reference(ctx, g, 1, &y, 1, &in, &ref);
+    t_expect_match("softmax", got, ref, (t_tol){.ulps = 8, .atol = 1e-7});
+    smelt_tensor_free(in), smelt_tensor_free(got), smelt_tensor_free(ref);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* An output given as a strided view, and outputs that need no kernel. */
+Test(plans, strided_outputs)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F64, SHP(6, 5, 4));
+    smelt_node *y = smelt_reduce(g, SMELT_OP_SUM, a, 1, (int[]){1}, 0); /* (6, 4) */
+    trng r;
+    trng_init(&r, 4);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F64, SHP(6, 5, 4)), *buf = t_tensor(ctx, SMELT_F64, SHP(4, 6)), *view = NULL,
+                 *ref = NULL;
+    T_OK(ctx, smelt_tensor_transpose(buf, (int[]){1, 0}, &view));
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    t_run(p, 1, &in, 1, &view);
+    t_reference(ctx, g, 1, &y, 1, &in, &ref);
+    t_expect_match("into a transposed view", view, ref, (t_tol){.ulps = 1, .atol = 1e-14});
+    smelt_tensor_free(in), smelt_tensor_free(buf), smelt_tensor_free(view), smelt_tensor_free(ref);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}

@@ -33,7 +33,8 @@ typedef struct smelt__target {
     const smelt__dialect *dialect;
     bool blocks; /* block form: calls to the library's smelt_blk_* primitives */
 } smelt__target;
-/* Emit source for d.  The function is named "smelt_ew_<hash of the source>",
+/* Emit source for d.  The function is named "smelt_ew_<hash of the source>"
+ * ("smelt_red_<hash>" for a reduction),
  * written to *name (at least 32 bytes).  Returns 0 or a status with err set. */
 int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err);

@@ -391,7 +391,7 @@ static bool is_flat(const smelt__kdesc *d)
 
 int smelt__emit_step(const smelt__target *t, const smelt__kdesc *d)
 {
-    return t->dialect->device && is_flat(d) ? device_vec_width(d) : 1;
+    return t->dialect->device && !d->reduce && is_flat(d) ? device_vec_width(d) : 1;
 }
 
 /* smelt's math library (templates/common/math.h.in), cut to what a kernel
@@ -619,11 +619,11 @@ static void row_offsets(smelt__sb *row, const smelt__kdesc *d)
 #define SMELT_BLOCK_MAX_BUFS 96 /* 384 KiB of stack at most */
 
 /* The name substituted for NAME_TOKEN: a hash of the text.  */
-static int finish_name(smelt__sb *text, smelt__sb *src, char *name)
+static int finish_name(smelt__sb *text, smelt__sb *src, char *name, const char *prefix)
 {
     if (text->oom)
         return SMELT_ERR_NOMEM;
-    snprintf(name, 32, "smelt_ew_%016" PRIx64, smelt__hash(text->s, text->len, 0x5eed));
+    snprintf(name, 32, "%s_%016" PRIx64, prefix, smelt__hash(text->s, text->len, 0x5eed));
     const char *p = text->s;
     for (const char *s; (s = strstr(p, NAME_TOKEN)); p = s + strlen(NAME_TOKEN)) {
         smelt__sb_putn(src, p, (size_t)(s - p));
@@ -851,7 +851,7 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
                        {"BLOCK", SLOT_NUM(SMELT_BLOCK)}, {"SETUP", smelt__sb_str(&b.setup)},
                        {"ROW", smelt__sb_str(&b.row)}, {"BODY", smelt__sb_str(&b.body)}};
     if (!(st = load_render(&text, dl, "kernel_block", sl, NSLOTS(sl), err)))
-        st = finish_name(&text, src, name);
+        st = finish_name(&text, src, name, "smelt_ew");
 done:
     free(b.loc), free(b.last), free(b.bufof), free(b.freeb);
     smelt__sb_free(&b.decls), smelt__sb_free(&b.setup);
@@ -971,6 +971,8 @@ static void blk_moves(smelt__sb *b, smelt__sb *table)
     }
 }
 
+static void red_blk_prims(smelt__sb *prims, smelt__sb *table); /* the reductions' lanes (below) */
+
 int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
 {
     const smelt__dialect *dl = &smelt__dialect_c;
@@ -1032,6 +1034,7 @@ int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err)
             blk_entry(&table, fn, NULL);
         }
     blk_moves(&prims, &table);
+    red_blk_prims(&prims, &table);
     int st = render_prelude(&prelude, dl, &mathlib, err);
     if (!st) {
         const slot sl[] = {{"PRELUDE", smelt__sb_str(&prelude)}, {"PRIMITIVES", smelt__sb_str(&prims)},
@@ -1325,21 +1328,356 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
     return st;
 }
 
+/* ---- reductions -----------------------------------------------------------
+ * One kernel per reduction for now (fusion will put producers into its
+ * element loop and consumers after its result), in smelt's one reduction
+ * order (src/ir/ir.h): the C form (both CPU tiers: kernel_reduce.c.in) and
+ * the device form (kernel_reduce.cu.in).  The C form's lanes, the loop
+ * that accumulates a run of elements into the 32 lanes, are the functions
+ * red_lanes writes: in the CC tier's source, and compiled into smelt as
+ * block primitives that the TinyCC tier's kernels call (TinyCC's own code
+ * is scalar and spills every value). */
+#define RED_W 64 /* results the column form computes at once */
+
+typedef struct red_kind {
+    smelt_op op;
+    smelt_dtype in, acc, out; /* the operand's, the accumulator's, the result's dtype */
+    bool arg;                 /* argmax, argmin: (value, index) pairs */
+} red_kind;
+
+static red_kind red_kind_of(smelt_op op, smelt_dtype in)
+{
+    return (red_kind){op, in, smelt__red_acc(op, in), smelt__red_result(op, in),
+                      smelt__ops[op].rule == SMELT_RULE_ARG};
+}
+
+/* ops.def's combine (or, for argmax and argmin, beats) template of k, with
+ * %0 and %1 spelled a and b. */
+static void red_expand(smelt__sb *out, const smelt__dialect *dl, const red_kind *k, const char *a, const char *b)
+{
+    const smelt__opinfo *oi = &smelt__ops[k->op];
+    const char *t = smelt__is_float(k->acc) || !strcmp(oi->c_int, "=") ? oi->c_float : oi->c_int;
+    for (const char *p = t; *p; p++) {
+        if (p[0] != '%' || !p[1] || !strchr("01TU", p[1]))
+            smelt__sb_putn(out, p, 1);
+        else if (*++p == '0' || *p == '1')
+            smelt__sb_puts(out, *p == '0' ? a : b);
+        else
+            smelt__sb_puts(out, (*p == 'T' ? dl->type : dl->utype)[k->acc]);
+    }
+}
+
+/* An element e (of the operand's storage type) as an accumulator value:
+ * f16/bf16 converted (exactly), any/all's (x != 0), others cast. */
+static void red_conv(smelt__sb *out, const smelt__dialect *dl, const red_kind *k, const char *e)
+{
+    bool half = smelt__is_half(k->in), test = smelt__ops[k->op].rule == SMELT_RULE_BOOL;
+    if (half)
+        smelt__sb_printf(out, "%ssmelt_h2f_%s(%s)%s", test ? "(" : "", smelt__dtypes[k->in].name, e,
+                         test ? " != 0)" : "");
+    else if (test)
+        smelt__sb_printf(out, "(%s != 0)", e);
+    else
+        smelt__sb_printf(out, "(%s)%s", dl->type[k->acc], e);
+}
+
+/* The statements that take element e (index j) into slot v (index vi). */
+static void red_step(smelt__sb *out, const smelt__dialect *dl, const red_kind *k, const char *ind, const char *v,
+                     const char *vi, const char *e, const char *j)
+{
+    smelt__sb_printf(out, "%sconst %s e = ", ind, dl->type[k->acc]);
+    red_conv(out, dl, k, e);
+    smelt__sb_puts(out, ";\n");
+    if (!k->arg) {
+        smelt__sb_printf(out, "%s%s = ", ind, v);
+        red_expand(out, dl, k, v, "e");
+        smelt__sb_puts(out, ";\n");
+        return;
+    }
+    /* a select, not a branch: the compiler vectorises it */
+    smelt__sb_printf(out, "%sconst int64_t ej = %s;\n%sconst int take = ", ind, j, ind);
+    red_expand(out, dl, k, v, "e");
+    smelt__sb_puts(out, " || (!");
+    red_expand(out, dl, k, "e", v);
+    smelt__sb_printf(out, " && ej < %s);\n%s%s = take ? e : %s;\n%s%s = take ? ej : %s;\n", vi, ind, v, v, ind, vi,
+                     vi);
+}
+
+/* The name of k's lanes primitive (argument names: the combine's operator,
+ * mean's being sum's, the operand's and the accumulator's dtypes). */
+static void red_prim_name(char *name, size_t n, const red_kind *k)
+{
+    smelt_op op = k->op == SMELT_OP_MEAN ? SMELT_OP_SUM : k->op;
+    snprintf(name, n, "smelt_blk_red_%s_%s_%s", smelt__ops[op].name, smelt__dtypes[k->in].name,
+             smelt__dtypes[k->acc].name);
+}
+
+#define RED_LANES_ARGS "int64_t n, void *accp, const void *xp, const int64_t *args"
+
+/* The lanes of k, fn_row and fn_col (qual: their qualifiers).
+ *   row: n elements x[i * args[0]] into the lanes acc[0..32), element i in
+ *        lane (args[1] + i) % 32 (argmax, argmin: its index args[2] + i);
+ *   col: n rows of args[2] results, element w of row i x[i * args[0] + w *
+ *        args[1]], into acc[l * RED_W + w], row i in lane (args[3] + i) % 32
+ *        (its index args[4] + i).
+ * The indices of argmax and argmin sit 32 * RED_W slots after the values. */
+static void red_lanes(smelt__sb *b, const smelt__dialect *dl, const red_kind *k, const char *fn, const char *qual)
+{
+    const char *A = dl->type[k->acc], *X = dl->stype[k->in];
+    smelt__sb_printf(b, "%s void %s_row(" RED_LANES_ARGS ")\n{\n"
+                        "    %s *restrict acc = (%s *)accp;\n"
+                        "    const %s *restrict x = (const %s *)xp;\n"
+                        "    const int64_t s = args[0];\n"
+                        "    int64_t i = 0;\n"
+                        "    int l = (int)args[1];\n",
+                     qual, fn, A, A, X, X);
+    if (k->arg)
+        smelt__sb_printf(b, "    int64_t *restrict acci = (int64_t *)accp + %d;\n"
+                            "    const int64_t r0 = args[2];\n", 32 * RED_W);
+    else
+        smelt__sb_puts(b, "    int64_t *restrict acci = 0;\n    const int64_t r0 = 0;\n    (void)acci, (void)r0;\n");
+    smelt__sb_puts(b, "    for (; l != 0 && i < n; i++, l = (l + 1) & 31) {\n");
+    red_step(b, dl, k, "        ", "acc[l]", "acci[l]", "x[i * s]", "r0 + i");
+    smelt__sb_printf(b, "    }\n    %s v[32];\n    int64_t vi[32];\n    for (int q = 0; q < 32; q++)\n"
+                        "        v[q] = acc[q]%s;\n", A, k->arg ? ", vi[q] = acci[q]" : ", vi[q] = 0");
+    const char *loops[2][2] = {{"s == 1", "x[i + q]"}, {"s != 1", "x[(i + q) * s]"}};
+    for (int t = 0; t < 2; t++) {
+        if (t)
+            smelt__sb_puts(b, "    else\n");
+        else
+            smelt__sb_printf(b, "    if (%s)\n", loops[t][0]);
+        smelt__sb_puts(b, "        for (; i + 32 <= n; i += 32)\n            for (int q = 0; q < 32; q++) {\n");
+        red_step(b, dl, k, "                ", "v[q]", "vi[q]", loops[t][1], "r0 + i + q");
+        smelt__sb_puts(b, "            }\n");
+    }
+    smelt__sb_puts(b, "    for (int q = 0; i < n; i++, q++) {\n");
+    red_step(b, dl, k, "        ", "v[q]", "vi[q]", "x[i * s]", "r0 + i");
+    smelt__sb_printf(b, "    }\n    for (int q = 0; q < 32; q++)\n        acc[q] = v[q]%s;\n}\n",
+                     k->arg ? ", acci[q] = vi[q]" : "");
+
+    smelt__sb_printf(b, "%s void %s_col(" RED_LANES_ARGS ")\n{\n"
+                        "    %s *restrict acc = (%s *)accp;\n"
+                        "    const %s *restrict x = (const %s *)xp;\n"
+                        "    const int64_t sr = args[0], sw = args[1], nw = args[2];\n"
+                        "    int l = (int)args[3];\n",
+                     qual, fn, A, A, X, X);
+    if (k->arg)
+        smelt__sb_printf(b, "    int64_t *restrict acci = (int64_t *)accp + %d;\n"
+                            "    const int64_t r0 = args[4];\n", 32 * RED_W);
+    smelt__sb_printf(b, "    for (int64_t i = 0; i < n; i++, l = (l + 1) & 31) {\n"
+                        "        const %s *restrict row = x + i * sr;\n"
+                        "        %s *restrict a = acc + l * %d;\n", X, A, RED_W);
+    if (k->arg)
+        smelt__sb_printf(b, "        int64_t *restrict ai = acci + l * %d;\n", RED_W);
+    const char *cols[2][2] = {{"sw == 1", "row[w]"}, {"sw != 1", "row[w * sw]"}};
+    for (int t = 0; t < 2; t++) {
+        if (t)
+            smelt__sb_puts(b, "        else\n");
+        else
+            smelt__sb_printf(b, "        if (%s)\n", cols[t][0]);
+        smelt__sb_puts(b, "            for (int64_t w = 0; w < nw; w++) {\n");
+        red_step(b, dl, k, "                ", "a[w]", "ai[w]", cols[t][1], "r0 + i");
+        smelt__sb_puts(b, "            }\n");
+    }
+    smelt__sb_puts(b, "    }\n}\n");
+}
+
+/* A literal of the accumulator's identity (or, idx, of the largest index). */
+static void red_identity(smelt__sb *b, const smelt__dialect *dl, const red_kind *k)
+{
+    smelt__kop c = {.op = SMELT_OP_CONST, .dtype = k->acc, .fval = smelt__red_identity(k->op, k->acc)};
+    int id = smelt__ops[k->op].ident;
+    c.ival = k->acc == SMELT_I64 && id == SMELT_IDENT_LOWEST    ? INT64_MIN
+             : k->acc == SMELT_I64 && id == SMELT_IDENT_HIGHEST ? INT64_MAX
+                                                                : (int64_t)c.fval;
+    literal(b, dl, &c);
+}
+
+/* The typedefs and macros both reduction templates use. */
+static void red_defs(smelt__sb *b, const smelt__dialect *dl, const red_kind *k)
+{
+    smelt__sb_printf(b, "typedef %s smelt_acc; /* %s accumulators */\n"
+                        "typedef %s smelt_in;  /* the operand's elements (%s) */\n"
+                        "typedef %s smelt_out; /* the results (%s) */\n"
+                        "#define SMELT_ARG %d\n#define SMELT_ID ",
+                     dl->type[k->acc], smelt__dtypes[k->acc].name, dl->stype[k->in], smelt__dtypes[k->in].name,
+                     dl->stype[k->out], smelt__dtypes[k->out].name, k->arg);
+    red_identity(b, dl, k);
+    smelt__sb_puts(b, "\n#define SMELT_NOIDX 9223372036854775807LL /* no element yet */\n#define SMELT_CONV(x) ");
+    red_conv(b, dl, k, "(x)");
+    if (k->arg) { /* (v, vi) takes (u, ui) when u beats v, or neither beats the other and ui is lower */
+        smelt__sb_puts(b, "\n#define SMELT_FOLD(v, vi, u, ui) do { if (");
+        red_expand(b, dl, k, "(v)", "(u)");
+        smelt__sb_puts(b, " || (!");
+        red_expand(b, dl, k, "(u)", "(v)");
+        smelt__sb_puts(b, " && (ui) < (vi))) { (v) = (u); (vi) = (ui); } } while (0)\n"
+                          "#define SMELT_RESULT(v, vi) (vi)\n");
+        return;
+    }
+    smelt__sb_puts(b, "\n#define SMELT_FOLD(v, vi, u, ui) ((v) = ");
+    red_expand(b, dl, k, "(v)", "(u)");
+    smelt__sb_puts(b, ")\n#define SMELT_RESULT(v, vi) ");
+    const char *fin = k->op == SMELT_OP_MEAN ? "((v) / (smelt_acc)nred)" : "(v)";
+    if (smelt__is_half(k->out))
+        smelt__sb_printf(b, "smelt_f2h_%s(%s)\n", smelt__dtypes[k->out].name, fin);
+    else
+        smelt__sb_printf(b, "((smelt_out)%s)\n", fin);
+}
+
+/* The dimension lists and a description shared by both forms. */
+static void red_dims(const smelt__kdesc *d, smelt__sb *kd, smelt__sb *rd, int *nk, int *nr, int *klast, int *rlast)
+{
+    *nk = *nr = 0;
+    *klast = *rlast = -1;
+    for (int dd = 0; dd < d->rank; dd++) {
+        bool r = d->rmask >> dd & 1u;
+        smelt__sb_printf(r ? rd : kd, "%s%d", (r ? *nr : *nk) ? ", " : "", dd);
+        if (r)
+            (*nr)++, *rlast = dd;
+        else
+            (*nk)++, *klast = dd;
+    }
+    if (!*nk)
+        smelt__sb_puts(kd, "0");
+}
+
+static int red_check(const smelt__kdesc *d, smelt__sb *err)
+{
+    if (d->red < 0 || d->red >= d->n_ops || d->n_in != 1 || d->ops[d->red].in[0] != 0 || !d->rmask) {
+        smelt__sb_puts(err, "a reduction kernel reads its operand as input 0");
+        return SMELT_ERR_INVALID_ARG;
+    }
+    return SMELT_OK;
+}
+
+static void red_what(smelt__sb *b, const red_kind *k)
+{
+    smelt__sb_printf(b, "%s of %s into %s (%s accumulators)", smelt__ops[k->op].name, smelt__dtypes[k->in].name,
+                     smelt__dtypes[k->out].name, smelt__dtypes[k->acc].name);
+}
+
+/* C (both CPU tiers): blocks, the TinyCC tier's, calls the library's lanes
+ * (smelt__emit_blk_library compiles the same functions into it). */
+static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, const char *prelude,
+                          smelt__sb *text, smelt__sb *err)
+{
+    int st = red_check(d, err);
+    if (st)
+        return st;
+    red_kind k = red_kind_of(d->ops[d->red].op, d->in_dt[0]);
+    int nk, nr, klast, rlast;
+    bool col = d->rmask >> (d->rank - 1) & 1u ? false : true; /* the innermost dimension is kept */
+    smelt__sb kd, rd, defs, lanes, what, call, group;
+    smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&defs), smelt__sb_init(&lanes);
+    smelt__sb_init(&what), smelt__sb_init(&call), smelt__sb_init(&group);
+    red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
+    red_defs(&defs, dl, &k);
+    red_what(&what, &k);
+    char fn[SMELT_BLK_NAME_MAX];
+    red_prim_name(fn, sizeof fn, &k);
+    if (blocks)
+        smelt__sb_printf(&lanes, "void %s_row(" RED_LANES_ARGS ");\nvoid %s_col(" RED_LANES_ARGS ");\n"
+                                 "#define smelt_red_row %s_row\n#define smelt_red_col %s_col\n", fn, fn, fn, fn);
+    else
+        red_lanes(&lanes, dl, &k, "smelt_red", "static");
+    if (col) {
+        smelt__sb_printf(&group, "{\n            const int64_t ii = o %% inner;\n"
+                                 "            m = inner - ii < %d ? inner - ii : %d;\n"
+                                 "            if (m > end - i)\n                m = end - i;\n        }", RED_W, RED_W);
+        smelt__sb_puts(&call, "{\n                    const int64_t a[5] = {rs, xw, m, r & 31, r};\n"
+                              "                    smelt_red_col(seg, buf, x + xo + off, a);\n                }");
+    } else {
+        smelt__sb_puts(&call, "{\n                    const int64_t a[3] = {rs, r & 31, r};\n"
+                              "                    smelt_red_row(seg, buf, x + xo + off, a);\n                }");
+    }
+    char inner[32], xw[32], yw[32];
+    snprintf(inner, sizeof inner, col ? "shape[%d]" : "1", klast);
+    snprintf(xw, sizeof xw, col ? "sx[%d]" : "0", klast);
+    snprintf(yw, sizeof yw, col ? "sy[%d]" : "0", klast);
+    const slot sl[] = {
+        {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", "1"}, {"WHAT", smelt__sb_str(&what)},
+        {"RANK", SLOT_NUM(d->rank)},
+        {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)},
+        {"FORM", col ? "column" : "row"}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"W", SLOT_NUM(RED_W)},
+        {"LS", SLOT_NUM(col ? RED_W : 1)}, {"DEFS", smelt__sb_str(&defs)}, {"LANES", smelt__sb_str(&lanes)},
+        {"RLAST", SLOT_NUM(rlast)}, {"INNER", inner}, {"XW", xw}, {"YW", yw}, {"GROUP", smelt__sb_str(&group)},
+        {"CALL", smelt__sb_str(&call)}};
+    st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
+    smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&lanes);
+    smelt__sb_free(&what), smelt__sb_free(&call), smelt__sb_free(&group);
+    return st;
+}
+
+/* A device (CUDA): a warp per result. */
+static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
+                               smelt__sb *text, smelt__sb *err)
+{
+    int st = red_check(d, err);
+    if (st)
+        return st;
+    red_kind k = red_kind_of(d->ops[d->red].op, d->in_dt[0]);
+    int nk, nr, klast, rlast, R = d->rank, nops = 2;
+    smelt__sb kd, rd, defs, what;
+    smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&defs), smelt__sb_init(&what);
+    red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
+    red_defs(&defs, dl, &k);
+    red_what(&what, &k);
+    const slot sl[] = {
+        {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", "1"}, {"WHAT", smelt__sb_str(&what)},
+        {"RANK", SLOT_NUM(R)},
+        {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)},
+        {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"DEFS", smelt__sb_str(&defs)},
+        {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
+        {"NSTRIDES", SLOT_NUM(nops * R)},
+        {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)}};
+    st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
+    smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&what);
+    return st;
+}
+
+/* The lanes of every reduction and operand dtype, as block primitives
+ * (smelt__emit_blk_library); mean's are sum's. */
+static void red_blk_prims(smelt__sb *prims, smelt__sb *table)
+{
+    for (smelt_op o = 0; o < SMELT_OP_COUNT; o++) {
+        if (!smelt__is_reduce(o))
+            continue;
+        for (smelt_dtype dt = 0; dt < SMELT_DTYPE_COUNT; dt++) {
+            if (!(smelt__ops[o].dtypes & smelt__dtypes[dt].kind))
+                continue;
+            red_kind k = red_kind_of(o, dt);
+            char fn[SMELT_BLK_NAME_MAX], row[SMELT_BLK_NAME_MAX + 8], col[SMELT_BLK_NAME_MAX + 8];
+            red_prim_name(fn, sizeof fn, &k);
+            snprintf(row, sizeof row, "\"%s_row\"", fn);
+            if (strstr(smelt__sb_str(table), row)) /* mean's, the same as sum's */
+                continue;
+            red_lanes(prims, &smelt__dialect_c, &k, fn, "static");
+            snprintf(row, sizeof row, "%s_row", fn);
+            snprintf(col, sizeof col, "%s_col", fn);
+            blk_entry(table, row, NULL);
+            blk_entry(table, col, NULL);
+        }
+    }
+}
+
 int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err)
 {
     const smelt__dialect *dl = t->dialect;
-    if (t->blocks) /* the block form needs no prelude */
+    if (t->blocks && !d->reduce) /* the block form needs no prelude */
         return emit_blocks(dl, d, src, name, err);
     smelt__sb prelude, text;
     smelt__sb_init(&prelude), smelt__sb_init(&text);
     char *mathlib = NULL;
     int st = render_prelude(&prelude, dl, &mathlib, err);
-    if (!st)
+    if (!st && d->reduce)
+        st = dl->device ? shape_device_reduce(dl, d, smelt__sb_str(&prelude), &text, err)
+                        : shape_c_reduce(dl, d, t->blocks, smelt__sb_str(&prelude), &text, err);
+    else if (!st)
         st = (dl->device ? shape_device_grid : shape_c_loop)(dl, d, smelt__sb_str(&prelude), &text, err);
     if (!st) {
         with_math(&text, mathlib);
-        st = finish_name(&text, src, name); /* name = hash of the source */
+        st = finish_name(&text, src, name, d->reduce ? "smelt_red" : "smelt_ew"); /* name = hash of the source */
     }
     smelt__sb_free(&prelude), smelt__sb_free(&text);
     free(mathlib);

@@ -27,6 +27,13 @@ typedef struct smelt__kdesc {
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS]; /* inputs then outputs */
     bool idx32; /* iteration space and every operand offset fit in 31 bits: device
                  * dialects index with 32-bit arithmetic (C kernels ignore it) */
+    /* reduction kernels (reduce): ops[red] is the reduction, input 0 its
+     * operand (full size), output 0 its result; the iteration space is the
+     * operand's shape, whose merged dimensions in rmask (bit d: dimension d
+     * of rank) are reduced (smelt__merge_reduce_layout) */
+    bool reduce;
+    int red;
+    uint8_t rmask;
 } smelt__kdesc;
 
 /* ---- partition (src/fusion/partition.c) ----------------------------------- */
@@ -49,7 +56,7 @@ typedef struct smelt__partition {
 #define SMELT_MAX_CLUSTER_OPS 256
 /* The decision on a producer -> consumer edge: fused, or why not. */
 enum { SMELT__FUSE, SMELT__FUSE_OFF, SMELT__FUSE_OPAQUE, SMELT__FUSE_SHAPE, SMELT__FUSE_OPS,
-       SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_NREASONS };
+       SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_REDUCE, SMELT__FUSE_NREASONS };
 extern const char *const smelt__fuse_why[SMELT__FUSE_NREASONS];
 /* fuse=false: one cluster per operator (the unfused path). */
 int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);
@@ -63,5 +70,14 @@ void smelt__kdesc_free(smelt__kdesc *d);
  * dimensions every operand walks contiguously, and classify each operand's
  * innermost stride.  S and st are rewritten; returns the new rank (>= 1). */
 int smelt__merge_layout(int r, int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS], uint8_t *mode);
+/* The same for a reduction: S is its operand's shape (rank r), mask its
+ * reduced axes, st[0] the operand's strides and st[1..n) the outputs'
+ * over the same dimensions (0 along reduced ones).  Size-1 dimensions are
+ * dropped, adjacent ones of one kind (reduced or kept) that every operand
+ * walks contiguously merge; at least one reduced dimension stays (of size
+ * 1, outermost, when every reduced axis had size 1).  *rmask gets the
+ * merged dimensions that are reduced; returns the rank (>= 1). */
+int smelt__merge_reduce_layout(int r, int64_t *S, unsigned mask, int n, int64_t (*st)[SMELT_MAX_DIMS],
+                               uint8_t *mode, uint8_t *rmask);
 
 #endif

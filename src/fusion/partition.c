@@ -1,8 +1,8 @@
 /* Partitioner: the program's operators grouped into clusters, one kernel
  * each.  Rules (docs/fusion.md):
  *   - elementwise operators, casts and broadcasts fuse (OPAQUE operators such
- *     as barrier never do); constants are inlined into every kernel that
- *     reads them;
+ *     as barrier never do, nor reductions yet: each is a kernel of its own);
+ *     constants are inlined into every kernel that reads them;
  *   - all operators of a cluster have one shape (the iteration space); a
  *     smaller, broadcast operand is read with stride 0;
  *   - a merge never creates a cycle: no path may leave a cluster and re-enter;
@@ -41,6 +41,7 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_CYCLE] = "would create a cycle",
     [SMELT__FUSE_OPERANDS] = "the kernel would exceed " STR(SMELT_MAX_KERNEL_OPERANDS) " operands",
     [SMELT__FUSE_SPLIT] = "the fused kernel failed to compile",
+    [SMELT__FUSE_REDUCE] = "reduction (not fused yet)",
 };
 
 static int find(pstate *s, int x)
@@ -147,6 +148,8 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
     const smelt__inst *a = &s->p->v[x], *b = &s->p->v[i];
     if (!s->fuse)
         return SMELT__FUSE_OFF;
+    if (smelt__is_reduce(a->op) || smelt__is_reduce(b->op))
+        return SMELT__FUSE_REDUCE;
     if (!fusible(s->p, x) || !fusible(s->p, i))
         return SMELT__FUSE_OPAQUE;
     if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim))
@@ -457,6 +460,10 @@ int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__k
                 *v = d->n_in + d->n_ops++;
             }
             op.in[j] = *v;
+        }
+        if (smelt__is_reduce(in->op)) {
+            d->reduce = true;
+            d->red = d->n_ops;
         }
         d->ops[d->n_ops] = op;
         *vmap_slot(&map, c->members[k]) = d->n_in + d->n_ops++;

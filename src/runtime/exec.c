@@ -160,10 +160,117 @@ static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int6
     return true;
 }
 
+/* ---- reductions --------------------------------------------------------
+ * A reduction kernel (src/codegen/emit.c, kernel_reduce.*.in) runs over its
+ * results; when there are few results and long rows, over the rows'
+ * chunks first (phase 1, each chunk's result to a scratch array), then over
+ * the results (phase 2, combining the chunks in order): the same order of
+ * combination, so the same bits, on any number of threads. */
+typedef struct rlaunch {
+    smelt__kfn fn;
+    char *ptrs[4];                        /* operand, result, chunk results, their indices */
+    int64_t shape[SMELT_MAX_DIMS + 1];    /* shape[rank]: the phase */
+    int64_t strides[2 * SMELT_MAX_DIMS];
+    int64_t n, chunk;
+} rlaunch;
+
+static void run_red_chunk(void *arg, int64_t c)
+{
+    rlaunch *l = arg;
+    int64_t s = c * l->chunk, e = SMELT_MIN(l->n, s + l->chunk);
+    l->fn(s, e, l->ptrs, l->shape, l->strides);
+}
+
+static void red_run(smelt_plan *p, rlaunch *l, int64_t n, int64_t per_item, int threads)
+{
+    l->n = n;
+    if (threads <= 1 || n * per_item < SMALL_ELEMS || n == 1) {
+        l->fn(0, n, l->ptrs, l->shape, l->strides);
+        return;
+    }
+    if (!p->ctx->pool)
+        p->ctx->pool = smelt__pool_new(threads);
+    l->chunk = SMELT_MAX((n + threads * 4 - 1) / (threads * 4), (MIN_CHUNK + per_item - 1) / per_item);
+    smelt__pool_run(p->ctx->pool, run_red_chunk, l, (n + l->chunk - 1) / l->chunk);
+}
+
+static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    const smelt__inst *x = &p->prog.v[k->cl.members[0]];
+    if (!k->cl.nout) /* a dead reduction (kept at opt_level 0) */
+        return SMELT_OK;
+    const smelt__rshape *A = &p->rs[x->in[0]];
+    int64_t nred = smelt__red_count(A->ndim, A->shape, x->axes), nout = smelt__numel(p->rs[k->cl.outputs[0]].ndim,
+                                                                                   p->rs[k->cl.outputs[0]].shape);
+    int ident = smelt__ops[x->op].ident;
+    if (nred == 0 && (ident == SMELT_IDENT_LOWEST || ident == SMELT_IDENT_HIGHEST)) {
+        char txt[SMELT_SHAPE_STR_MAX];
+        return smelt__err(p->ctx, SMELT_ERR_SHAPE, "%s of an empty array: the run-time shape %s has a reduced axis of "
+                          "size 0, and %s has no identity", smelt__ops[x->op].name,
+                          smelt__shape_fmt(txt, A->ndim, A->shape), smelt__ops[x->op].name);
+    }
+    if (nout == 0)
+        return SMELT_OK;
+    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS], scratch[2][SMELT_MAX_DIMS];
+    view w[2];
+    for (int o = 0; o < 2; o++) {
+        int stt = value_view(p, rs, o ? k->cl.outputs[0] : x->in[0], &w[o], scratch[o]);
+        if (stt)
+            return stt;
+    }
+    for (int d = 0, od = 0; d < A->ndim; d++) {
+        bool red = x->axes >> d & 1u;
+        S[d] = A->shape[d];
+        st[0][d] = w[0].shape[d] == 1 ? 0 : w[0].strides[d];
+        st[1][d] = red ? 0 : w[1].strides[od];
+        od += !red || x->keepdims;
+    }
+    uint8_t mode[2], rmask;
+    int rank = smelt__merge_reduce_layout(A->ndim, S, x->axes, 2, st, mode, &rmask);
+    bool idx32 = p->be->iface->target.dialect->device && nout <= INT32_MAX / 32 &&
+                 fits_idx32(smelt__numel(rank, S), rank, S, 2, st);
+    smelt__kernel *kk;
+    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, rmask, &kk, split);
+    if (stt || *split)
+        return stt;
+    static __thread rlaunch l;
+    l.fn = kk->fn;
+    l.ptrs[0] = w[0].data, l.ptrs[1] = w[1].data, l.ptrs[2] = l.ptrs[3] = NULL;
+    memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
+    for (int o = 0; o < 2; o++)
+        memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
+    l.shape[rank] = 0;
+    if (kk->backend->iface->launch) { /* a warp per result */
+        smelt__devlaunch dl = {nout * 32, 2, rank, idx32, l.ptrs, l.shape, l.strides};
+        return kk->backend->iface->launch(kk->backend, kk, &dl);
+    }
+    int threads = smelt_ctx_threads(p->ctx);
+    int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
+    if (threads <= 1 || nchunk <= 1 || nout >= 4 * (int64_t)threads) {
+        red_run(p, &l, nout, SMELT_MAX(nred, 1), threads);
+        return SMELT_OK;
+    }
+    /* few long rows: their chunks in parallel, then each row's in order */
+    size_t items = (size_t)(nout * nchunk);
+    char *part = malloc(items * 16);
+    if (!part)
+        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+    l.ptrs[2] = part, l.ptrs[3] = part + items * 8;
+    l.shape[rank] = 1;
+    red_run(p, &l, (int64_t)items, SMELT_RED_CHUNK, threads);
+    l.shape[rank] = 2;
+    red_run(p, &l, nout, nchunk, 1);
+    free(part);
+    return SMELT_OK;
+}
+
 /* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
 static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
+    if (k->desc.reduce)
+        return run_reduce(p, rs, ki, split);
     const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
     for (int j = 1; j < k->cl.nmem; j++) {
         const smelt__rshape *o = &p->rs[k->cl.members[j]];
@@ -196,7 +303,7 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
     int rank = smelt__merge_layout(r, S, n, st, mode);
     bool idx32 = p->be->iface->target.dialect->device && fits_idx32(N, rank, S, n, st);
     smelt__kernel *kk;
-    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, &kk, split);
+    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, 0, &kk, split);
     if (stt || *split)
         return stt;
     l.fn = kk->fn;
@@ -274,6 +381,11 @@ static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
             smelt_tensor *t = inputs[x->input_index];
             r->ndim = t->ndim;
             memcpy(r->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+            continue;
+        }
+        if (smelt__is_reduce(x->op)) {
+            const smelt__rshape *a = &p->rs[x->in[0]];
+            smelt__red_shape(a->ndim, a->shape, x->axes, x->keepdims, &r->ndim, r->shape);
             continue;
         }
         if (x->op == SMELT_OP_CONST || (x->op == SMELT_OP_BROADCAST && !x->copy)) {

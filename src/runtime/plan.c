@@ -96,11 +96,26 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
 }
 
 /* The layout a kernel has when every operand is contiguous, given the
- * example shapes of the graph. */
-static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode)
+ * example shapes of the graph (*rmask: a reduction's reduced dimensions). */
+static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode, uint8_t *rmask)
 {
     const smelt__pkernel *k = &p->kern[ki];
     const smelt__inst *it = &p->prog.v[k->cl.members[0]];
+    *rmask = 0;
+    if (k->desc.reduce) { /* the operand's shape, the result's strides along its kept axes */
+        const smelt__inst *a = &p->prog.v[it->in[0]];
+        int64_t S[SMELT_MAX_DIMS], st[2][SMELT_MAX_DIMS], os[SMELT_MAX_DIMS];
+        memcpy(S, a->shape, sizeof S);
+        smelt__contig_strides(a->ndim, a->shape, st[0]);
+        smelt__contig_strides(it->ndim, it->shape, os);
+        for (int d = 0, od = 0; d < a->ndim; d++) {
+            bool red = it->axes >> d & 1u;
+            st[1][d] = red ? 0 : os[od];
+            od += !red || it->keepdims;
+        }
+        *rank = smelt__merge_reduce_layout(a->ndim, S, it->axes, 2, st, mode, rmask);
+        return;
+    }
     /* Contiguous operands of the iteration shape merge into one dimension;
      * broadcast operands keep the dimensions their pattern needs. */
     int n = k->cl.nin + k->cl.nout;
@@ -120,20 +135,21 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
     *rank = smelt__merge_layout(r, S, n, st, mode);
 }
 
-int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32,
+int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32, uint8_t rmask,
                         smelt__kernel **out, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
     int n = k->cl.nin + k->cl.nout;
     *split = false;
     for (int i = 0; i < k->nvar; i++)
-        if (k->var[i].rank == rank && k->var[i].idx32 == idx32 &&
+        if (k->var[i].rank == rank && k->var[i].idx32 == idx32 && k->var[i].rmask == rmask &&
             !memcmp(k->var[i].mode, mode, (size_t)n)) {
             *out = k->var[i].k;
             return SMELT_OK;
         }
     k->desc.rank = rank;
     k->desc.idx32 = idx32;
+    k->desc.rmask = rmask;
     memcpy(k->desc.mode, mode, (size_t)n);
     smelt__sb err;
     smelt__sb_init(&err);
@@ -160,6 +176,7 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
         k->var = v;
         v[k->nvar].rank = rank;
         v[k->nvar].idx32 = idx32;
+        v[k->nvar].rmask = rmask;
         memcpy(v[k->nvar].mode, mode, sizeof v[k->nvar].mode);
         v[k->nvar].k = kk;
         v[k->nvar].base = kk;
@@ -433,13 +450,15 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     /* compile the layout every contiguous run will use */
     for (int i = 0; i < p->nkern; i++) {
         int rank;
-        uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
-        default_layout(p, i, &rank, mode);
+        uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
+        default_layout(p, i, &rank, mode, &rmask);
         const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
+        if (rmask) /* a reduction: its iteration space is its operand's */
+            it = &p->prog.v[it->in[0]];
         bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
         smelt__kernel *k;
         bool split;
-        if ((st = smelt__plan_variant(p, i, rank, mode, idx32, &k, &split)))
+        if ((st = smelt__plan_variant(p, i, rank, mode, idx32, rmask, &k, &split)))
             goto fail;
         if (split)
             i--; /* compile the replacements */

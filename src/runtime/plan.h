@@ -6,6 +6,7 @@
 typedef struct smelt__variant {
     int rank;
     bool idx32; /* the 32-bit index variant (device dialects) */
+    uint8_t rmask; /* reductions: the merged dimensions reduced (smelt__kdesc) */
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     smelt__kernel *k;    /* what runs now (a reference held) */
     smelt__kernel *base; /* the first tier's kernel (upgrades are keyed by it; held) */
@@ -98,8 +99,9 @@ static inline uint64_t smelt__mem_sig(const smelt_plan *p)
 int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, bool place, int64_t *off,
                     smelt__memplan *out);
 
-/* Compile the variant of kernel ki for a layout; on failure of a fused
- * kernel, replace it by its unfused kernels (logged) and report *split. */
-int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32,
+/* Compile the variant of kernel ki for a layout (rmask: a reduction's
+ * reduced dimensions, 0 for other kernels); on failure of a fused kernel,
+ * replace it by its unfused kernels (logged) and report *split. */
+int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32, uint8_t rmask,
                         smelt__kernel **out, bool *split);
 #endif
