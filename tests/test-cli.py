@@ -89,6 +89,8 @@ NS = {
     "minimum": np.minimum, "log1p": np.log1p, "expm1": np.expm1, "floor": np.floor,
     "ceil": np.ceil, "log": np.log, "arcsin": np.arcsin, "power": np.power,
     "float16": lambda x: np.asarray(x).astype(np.float16),
+    "sum": np.sum, "prod": np.prod, "mean": np.mean, "max": np.max, "min": np.min, "amax": np.amax,
+    "amin": np.amin, "argmax": np.argmax, "argmin": np.argmin, "any": np.any, "all": np.all,
 }
 
 
@@ -157,6 +159,17 @@ cases = [
     ("h + a", "ah"),
     ("h * i", "hi"),
     ("where(h > 0, h, float16(a))", "ah"),
+    # reductions (NumPy's f32 sums are pairwise in f32, smelt's in f64: within the tolerance)
+    ("sum(a, axis=1)", "a"),
+    ("sum(i)", "i"),
+    ("max(a, axis=-1, keepdims=True) - a", "a"),
+    ("mean(i, axis=0) + mean(d, axis=(0, 1))", "di"),
+    ("argmax(d, axis=0) - argmin(a, axis=0, keepdims=True) + argmax(a)", "ad"),
+    ("prod(m, axis=0) + sum(j, 1, keepdims=True)", "jm"),
+    ("any(a > 2, axis=0) & all(u > 1)", "au"),
+    ("sum(h, axis=0) + min(h, axis=0)", "h"),
+    ("amax(a) - amin(b, 0)", "ab"),
+    ("exp(a - max(a, axis=-1, keepdims=True)) / sum(exp(a - max(a, axis=-1, keepdims=True)), axis=-1, keepdims=True)", "a"),
 ]
 for expr, names in cases:
     eval_case(expr, names)
@@ -352,6 +365,7 @@ if shutil.which("cc"):
     check(os.listdir(open_dir) == [], "entries were written to a cache folder of mode 777: %r" % os.listdir(open_dir))
 rc, so, se = smelt("info", "--ops")
 check(rc == 0 and "bitwise_and" in so and "where" in so, "info --ops")
+check("sum(x, axis, keepdims)" in so and "argmax(x, axis, keepdims)" in so and "exp(x)" in so, "info --ops: %r" % so)
 for cmd in ([], ["eval"], ["run"], ["explain"], ["info"]):
     rc, so, se = smelt(*(cmd + ["--help"]))
     check(rc == 0 and so.startswith("usage: smelt") and not se, "%s --help" % " ".join(["smelt"] + cmd))
@@ -522,7 +536,9 @@ errors2 = [
     (["eval", "a @ a", "a=arange:f32[3]"], 1, "the matrix product (@) is not supported yet"),
     (["eval", "a.T", "a=arange:f32[3]"], 1, "(a.T, a.sum()) are not supported yet"),
     (["eval", "a[0]", "a=arange:f32[3]"], 1, "indexing and slicing (a[0], a[:, 1]) are not supported yet"),
-    (["eval", "sum(a, axis=1)", "a=arange:f32[3]"], 1, "reductions are not supported yet"),
+    (["eval", "std(a, axis=1)", "a=arange:f32[3]"], 1, "this reduction is not supported yet"),
+    (["eval", "sum(a, axis=1)", "a=arange:f32[3]"], 1, "sum: axis 1 is out of bounds for an array of rank 1"),
+    (["eval", "max(a, axis=0)", "a=arange:f32[0]"], 1, "max of an empty array"),
     (["eval", "x0"] + many, 2, "at most 64 name=value inputs"),
     (["eval", "a", "a=zeros:f32[1,1,1,1,1,1,1,1,1]"], 2, "at most 8 dimensions"),
     (["explain", "a", "a=f32[1,1,1,1,1,1,1,1,1]"], 2, "at most 8 dimensions"),

@@ -18,7 +18,8 @@ const char *smelt__expr_alias(int i, const char **op);
 
 static bool callable(int op)
 {
-    return !strcmp(test_ops[op].cls, "ELEMWISE") || !strcmp(test_ops[op].cls, "OPAQUE");
+    return !strcmp(test_ops[op].cls, "ELEMWISE") || !strcmp(test_ops[op].cls, "OPAQUE") ||
+           !strcmp(test_ops[op].cls, "REDUCE");
 }
 
 static t_tol tol_for(smelt_dtype dt)
@@ -437,7 +438,11 @@ Test(expr_errors, syntax)
     expect_error("", SMELT_ERR_PARSE, "empty expression", 1);
     expect_error("   ", SMELT_ERR_PARSE, "empty expression", 4);
     expect_error("a = 1", SMELT_ERR_PARSE,
-                 "unexpected '=' at column 3 (use == to compare; keyword arguments are not supported)", 3);
+                 "unexpected '=' at column 3 (use == to compare; keyword arguments are those of reductions: "
+                 "sum(a, axis=1, keepdims=True))", 3);
+    expect_error("exp(a, x=1)", SMELT_ERR_PARSE,
+                 "exp() at column 8 takes no keyword arguments (those are the reductions': sum(a, axis=1, "
+                 "keepdims=True))", 8);
     expect_error("!a", SMELT_ERR_PARSE, "unexpected '!' at column 1 (use ~ or 'not' to negate)", 1);
     expect_error("a $ 1", SMELT_ERR_PARSE, "unexpected '$' at column 3", 3);
     expect_error("a.b", SMELT_ERR_PARSE,
@@ -513,9 +518,9 @@ Test(expr_errors, suggestions_and_not_supported_yet)
                  "unexpected '.' at column 2: attributes and methods (a.T, a.sum()) are not supported yet", 2);
     expect_error("a[0]", SMELT_ERR_PARSE,
                  "unexpected '[' at column 2: indexing and slicing (a[0], a[:, 1]) are not supported yet", 2);
-    expect_error("sum(a, axis=1)", SMELT_ERR_PARSE,
-                 "sum() at column 1: reductions are not supported yet; smelt fuses elementwise "
-                 "operations (smelt info --ops lists them)", 1);
+    expect_error("std(a, axis=1)", SMELT_ERR_PARSE,
+                 "std() at column 1: this reduction is not supported yet (sum, prod, mean, max, min, argmax, "
+                 "argmin, any and all are); smelt fuses elementwise operations (smelt info --ops lists them)", 1);
     expect_error("2 * matmul(a, a)", SMELT_ERR_PARSE,
                  "matmul() at column 5: matrix products are not supported yet; smelt fuses elementwise "
                  "operations (smelt info --ops lists them)", 5);
@@ -823,4 +828,79 @@ Test(expr_fuzz, mutations_and_bytes)
         fuzz_one(ctx, s, it % 32 == 0);
     }
     smelt_ctx_free(ctx);
+}
+
+/* ---- reductions --------------------------------------------------------------- */
+
+/* expr on a (f32 [4, 5]) and i (i32 [4, 5]): the dtype and shape of its
+ * result, and the reference's values */
+static void expect_reduce(const char *expr, smelt_dtype dt, int ndim, const int64_t *shape)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *in[] = {smelt_input(g, "a", SMELT_F32, SHP(4, 5)), smelt_input(g, "i", SMELT_I32, SHP(4, 5))};
+    smelt_node *n = smelt_expr(g, expr, NULL, NULL, 0);
+    cr_assert_not_null(n, "'%s': %s", expr, smelt_graph_errmsg(g));
+    cr_assert_eq(smelt_node_dtype(n), dt, "'%s': %s", expr, smelt_dtype_name(smelt_node_dtype(n)));
+    cr_assert_eq(smelt_node_ndim(n), ndim, "'%s': rank %d", expr, smelt_node_ndim(n));
+    for (int d = 0; d < ndim; d++)
+        cr_assert_eq(smelt_node_shape(n)[d], shape[d], "'%s': dimension %d", expr, d);
+    trng r;
+    trng_init(&r, 7);
+    smelt_tensor *t[] = {t_tensor(ctx, SMELT_F32, SHP(4, 5)), t_tensor(ctx, SMELT_I32, SHP(4, 5))};
+    fill(t[0], &r, false), fill(t[1], &r, false);
+    (void)in;
+    t_check_plan(expr, ctx, g, 1, &n, 3, 2, t, (t_tol){4, 1e-6, 1e-5, false});
+    t_free_all(t, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(expr_reduce, numpy_calls)
+{
+    expect_reduce("sum(a)", SMELT_F32, 0, NULL);
+    expect_reduce("prod(i)", SMELT_I64, 0, NULL); /* numexpr's */
+    expect_reduce("sum(a, 1)", SMELT_F32, SHP(4));
+    expect_reduce("sum(a, axis=1)", SMELT_F32, SHP(4));
+    expect_reduce("sum(i, axis = -2, keepdims = True)", SMELT_I64, SHP(1, 5));
+    expect_reduce("max(a, axis=-1, keepdims=True)", SMELT_F32, SHP(4, 1));
+    expect_reduce("mean(i, axis=(0, 1))", SMELT_F64, 0, NULL);
+    expect_reduce("mean(a, axis=(1,), keepdims=1)", SMELT_F32, SHP(4, 1));
+    expect_reduce("argmax(a, axis=1)", SMELT_I64, SHP(4));
+    expect_reduce("argmin(a)", SMELT_I64, 0, NULL);
+    expect_reduce("amin(a, None, keepdims=False)", SMELT_F32, 0, NULL);
+    expect_reduce("any(a > 1, axis=0)", SMELT_BOOL, SHP(5));
+    expect_reduce("all(i, 0,)", SMELT_BOOL, SHP(5));
+    expect_reduce("a - max(a, axis=1, keepdims=True) + sum(i) * 2", SMELT_F64, SHP(4, 5));
+    /* the softmax, in one expression */
+    expect_reduce("exp(a - max(a, axis=-1, keepdims=True)) / "
+                  "sum(exp(a - max(a, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
+                  SMELT_F32, SHP(4, 5));
+}
+
+Test(expr_reduce, errors)
+{
+    expect_error("sum()", SMELT_ERR_PARSE, "sum() takes an array (and optionally axis, keepdims), got no argument "
+                 "at column 1", 1);
+    expect_error("sum(a, axis=2)", SMELT_ERR_INVALID_ARG,
+                 "sum: axis 2 is out of bounds for an array of rank 2 at column 1", 1);
+    expect_error("sum(a, axis=(1, -1))", SMELT_ERR_INVALID_ARG,
+                 "sum: duplicate value in 'axis' (axis -1 given twice) at column 1", 1);
+    expect_error("argmax(a, axis=(0, 1))", SMELT_ERR_INVALID_ARG,
+                 "argmax takes one axis or all of them, got 2 axes (as NumPy's) at column 1", 1);
+    expect_error("sum(a, dtype=1)", SMELT_ERR_PARSE, "sum() at column 8: the unsupported keyword argument 'dtype' "
+                 "(sum() takes axis= and keepdims=)", 8);
+    expect_error("max(a, foo=1)", SMELT_ERR_PARSE, "max() at column 8: unexpected keyword argument 'foo' "
+                 "(max() takes axis= and keepdims=)", 8);
+    expect_error("sum(a, 1, 0)", SMELT_ERR_PARSE, "sum() at column 11: after the array and the axis, arguments are "
+                 "keyword arguments (keepdims=True)", 11);
+    expect_error("sum(a, axis=1, axis=0)", SMELT_ERR_PARSE, "sum() got axis twice at column 16", 16);
+    expect_error("sum(a, keepdims=2)", SMELT_ERR_PARSE, "unexpected '2' at column 17 (keepdims is True or False)", 17);
+    expect_error("sum(a, axis=1.5)", SMELT_ERR_PARSE,
+                 "unexpected '1.5' at column 13 (an axis is an integer, a tuple of integers or None)", 13);
+    expect_error("sum(a, axis=())", SMELT_ERR_PARSE, "axis=() reduces no axis, which smelt does not support: leave "
+                 "the axis out (or give None) to reduce every axis", 0);
+    expect_error("sum(a, axis=(0 1))", SMELT_ERR_PARSE,
+                 "unexpected '1' at column 16 (expected ',' or ')' in a tuple of axes)", 16);
+    expect_error("sum(a b)", SMELT_ERR_PARSE, "unexpected 'b' at column 7 (expected ',' or ')')", 7);
 }

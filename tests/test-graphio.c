@@ -84,7 +84,13 @@ static smelt_graph *big_graph(smelt_ctx *ctx, smelt_node **outs, int *n_out)
     cr_assert_not_null(hb, "%s", smelt_graph_errmsg(g));
     outs[7] = smelt_binary(g, SMELT_OP_ADD, h, k[13]);
     outs[8] = hb;
-    *n_out = 9;
+    /* reductions: axes, keepdims, every axis, argmax of every axis */
+    outs[9] = smelt_reduce(g, SMELT_OP_SUM, i, 1, (int[]){-1}, 1);
+    outs[10] = smelt_reduce(g, SMELT_OP_ARGMAX, h, 0, NULL, 0);
+    outs[11] = smelt_expr(g, "mean(a - max(a, axis=0), axis=(0, 1), keepdims=True) + any(u > 9)", NULL, NULL, 0);
+    outs[12] = smelt_reduce(g, SMELT_OP_PROD, bc, 2, (int[]){0, 2}, 0);
+    cr_assert(outs[9] && outs[10] && outs[11] && outs[12], "%s", smelt_graph_errmsg(g));
+    *n_out = 13;
     return g;
 }
 
@@ -142,6 +148,9 @@ Test(graphio, text_round_trip_is_exact)
     cr_assert(t_contains(text, "const f16 0x1.998p-4"), "%s", text); /* 0.1 in f16 */
     cr_assert(t_contains(text, "const bf16 -0x0p+0"), "%s", text);
     cr_assert(t_contains(text, "input \"h\" f16 [3, 4]"), "%s", text);
+    cr_assert(t_contains(text, " = sum %2 axes [1] keepdims : i64 [3, 1]\n"), "%s", text);
+    cr_assert(t_contains(text, " = argmax %6 axes [0, 1] : i64 []\n"), "%s", text);
+    cr_assert(t_contains(text, " axes [0, 2] : f64 [3]\n"), "%s", text);
     cr_assert(t_contains(text, "const i64 9223372036854775807 weak"), "%s", text);
     cr_assert(t_contains(text, "input \"b \\\"quoted\\\"\\\\ name\\x0a\" f64 [4]"), "%s", text);
     same_results(ctx, g, outs, h, houts, n_out);
@@ -290,6 +299,19 @@ Test(graphio, malformed_files_are_errors)
         {HDR "output %0 %1\n", SMELT_ERR_PARSE, "unexpected '%' after the output"},
         {HDR "outputs %0\n", SMELT_ERR_PARSE, "unexpected 'outputs' (expected %N = ... or output %N)"},
         {HDR "= neg\n", SMELT_ERR_PARSE, ":4: unexpected '='"},
+        {HDR "%2 = sum %0 : f32 []\n", SMELT_ERR_PARSE, ":4: sum needs its axes: sum %N axes [A, ...] [keepdims] : ..."},
+        {HDR "%2 = neg %0 axes [0] : f32 [3]\n", SMELT_ERR_PARSE, ":4: unexpected 'axes' (neg takes operands %N only)"},
+        {HDR "%2 = sum %0 axes [0, 0] : f32 []\n", SMELT_ERR_PARSE, ":4: axes must increase (0 after 0)"},
+        {HDR "%2 = sum %0 axes [0] axes [0] : f32 []\n", SMELT_ERR_PARSE, ":4: axes given twice"},
+        {HDR "%2 = sum %0 axes [0] keepdims keepdims : f32 [1]\n", SMELT_ERR_PARSE, ":4: keepdims given twice"},
+        {HDR "%2 = sum %0 axis [0] : f32 []\n", SMELT_ERR_PARSE, ":4: unexpected 'axis' (a reduction takes axes [A, ...] and keepdims)"},
+        {HDR "%2 = sum %0 axes 0 : f32 []\n", SMELT_ERR_PARSE, ":4: expected a list of axes [A, ...]"},
+        {HDR "%2 = sum %0 axes [0 : f32 []\n", SMELT_ERR_PARSE, ":4: expected ',' or ']' in a list of axes"},
+        {HDR "%2 = sum %0 axes [9] : f32 []\n", SMELT_ERR_PARSE, "9 is out of range [0, 7]"},
+        {HDR "%2 = sum %0 axes [3] : f32 []\n", SMELT_ERR_INVALID_ARG, ":4: sum: axis 3 is out of bounds for an array of rank 1"},
+        {HDR "%2 = sum %0 axes [0] : f32 [3]\n", SMELT_ERR_PARSE, ":4: sum gives f32 [], the file says f32 [3]"},
+        {HDR "%2 = sum %0 axes [0] keepdims : f32 []\n", SMELT_ERR_PARSE, ":4: sum gives f32 [1], the file says f32 []"},
+        {HDR "%2 = argmax %0 %1 axes [0] : i64 []\n", SMELT_ERR_PARSE, ":4: argmax takes 1 operand, the line has 2"},
     };
     smelt_ctx *ctx = t_ctx();
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

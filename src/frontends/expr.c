@@ -17,9 +17,14 @@
  *   factor     := ('+'|'-'|'~') factor | power
  *   power      := primary ['**' factor]
  *   primary    := NUMBER | NAME | NAME '(' [expr (',' expr)* [',']] ')' | '(' expr ')'
+ *               | REDUCTION '(' expr [',' axis] (',' NAME '=' (axis | bool))* [','] ')'
+ *   axis       := None | INT | '(' [INT (',' INT)* [',']] ')'         INT: with an optional sign
  *
  * Functions are the elementwise (and opaque: barrier) operators of
- * src/ir/ops.def under their own names, plus the NumPy spellings of the alias
+ * src/ir/ops.def under their own names, its reductions (sum, mean, max, ...,
+ * NumPy's: sum(a), sum(a, 1), max(a, axis=-1, keepdims=True),
+ * mean(a, axis=(0, 2)); keyword arguments are theirs only), plus the
+ * NumPy spellings of the alias
  * table below (the only other list of names, beside numexpr's functions
  * that smelt refuses with a reason), plus the dtype names as casts
  * (float32(x), i64(x), ...).  & | ^ ~ are logical on bool operands (the
@@ -61,6 +66,7 @@ static const struct {
     {"invert", "bitwise_not"},    {"bitwise_invert", "bitwise_not"},
     {"bitwise_left_shift", "left_shift"},
     {"bitwise_right_shift", "right_shift"},
+    {"amax", "max"},              {"amin", "min"},
 };
 
 /* numexpr's and NumPy's functions that smelt does not have (yet), and why
@@ -70,9 +76,9 @@ static const struct {
 } unsupported[] = {
     {"smelt has no complex dtypes", {"real", "imag", "complex"}},
     {"smelt has no string dtypes", {"contains"}},
-    {"reductions are not supported yet",
-     {"sum", "mean", "prod", "std", "var", "max", "min", "amax", "amin", "argmax", "argmin", "any", "all",
-      "cumsum", "cumprod", "norm", "softmax", "logsumexp"}},
+    {"this reduction is not supported yet (sum, prod, mean, max, min, argmax, argmin, any and all are)",
+     {"std", "var", "cumsum", "cumprod", "norm", "softmax", "logsumexp", "median", "ptp", "nansum",
+      "nanmean", "nanmax", "nanmin", "average"}},
     {"matrix products are not supported yet", {"dot", "matmul", "einsum", "inner", "outer", "tensordot"}},
     {"layout operations are not supported in expressions yet (pass views as inputs)",
      {"transpose", "reshape", "concatenate", "stack", "squeeze", "expand_dims", "flip", "roll", "take"}},
@@ -153,6 +159,8 @@ static val unexpected(P *p, const char *extra)
         snprintf(b, sizeof b, "byte 0x%02x", c);
     else
         snprintf(b, sizeof b, "'%.*s'", (int)SMELT_MIN(p->t.len, 40), p->s + p->t.pos);
+    if (!extra && p->t.kind == T_OP && p->t.len == 1 && c == '=')
+        extra = " (use == to compare; keyword arguments are those of reductions: sum(a, axis=1, keepdims=True))";
     return fail(p, p->t.pos, SMELT_ERR_PARSE, "unexpected %s at column %zu%s", b, p->t.pos + 1,
                 extra ? extra : "");
 }
@@ -310,10 +318,9 @@ static void next(P *p)
         }
     t->len = 1;
     p->pos++;
-    if (!strchr("+-*/%<>&|^~(),", c) || c == 0) {
+    if (!strchr("+-*/%<>&|^~(),=", c) || c == 0) {
         /* NumPy syntax smelt does not have (yet): say so */
-        unexpected(p, c == '=' ? " (use == to compare; keyword arguments are not supported)"
-                      : c == '!' ? " (use ~ or 'not' to negate)"
+        unexpected(p, c == '!' ? " (use ~ or 'not' to negate)"
                       : c == '@' ? ": the matrix product (@) is not supported yet; smelt fuses "
                                    "elementwise operations"
                       : c == '.' ? ": attributes and methods (a.T, a.sum()) are not supported yet"
@@ -348,7 +355,8 @@ static int edit_distance(const char *a, const char *b)
 
 static bool callable_op(int op)
 {
-    return op >= 0 && (smelt__ops[op].cls == SMELT_CLASS_ELEMWISE || smelt__ops[op].cls == SMELT_CLASS_OPAQUE);
+    return op >= 0 && (smelt__ops[op].cls == SMELT_CLASS_ELEMWISE || smelt__ops[op].cls == SMELT_CLASS_OPAQUE ||
+                       smelt__ops[op].cls == SMELT_CLASS_REDUCE);
 }
 
 /* The function name nearest to name (operators, aliases, dtype names),
@@ -483,6 +491,132 @@ static val named_const(P *p, const char *s, size_t len)
     return literal(p, &t);
 }
 
+/* Whether the current token is a name followed by '=' (not '=='): a
+ * keyword argument. */
+static bool at_keyword(P *p)
+{
+    if (p->t.kind != T_NAME)
+        return false;
+    size_t i = p->pos;
+    while (i < p->len && is_space((unsigned char)p->s[i]))
+        i++;
+    return i < p->len && p->s[i] == '=' && (i + 1 >= p->len || p->s[i + 1] != '=');
+}
+
+/* An axis value: None (every axis: *n 0, *none), an integer or a tuple of
+ * them, each with an optional sign. */
+static bool axis_value(P *p, int *n, int *axes, bool *none)
+{
+    *n = 0;
+    *none = false;
+    if (is_kw(p, "None")) {
+        *none = true;
+        next(p);
+        return true;
+    }
+    bool tuple = is_op(p, "(");
+    if (tuple)
+        next(p);
+    while (!tuple || !is_op(p, ")")) {
+        size_t pos = p->t.pos;
+        bool neg = is_op(p, "-");
+        if (neg || is_op(p, "+"))
+            next(p);
+        if (p->t.kind != T_INT) {
+            unexpected(p, " (an axis is an integer, a tuple of integers or None)");
+            return false;
+        }
+        if (*n == SMELT_MAX_DIMS || p->t.big || p->t.ival > 1000) {
+            fail(p, pos, SMELT_ERR_PARSE, "axis at column %zu: at most %d axes of rank %d at most", pos + 1,
+                 SMELT_MAX_DIMS, SMELT_MAX_DIMS);
+            return false;
+        }
+        axes[(*n)++] = neg ? -(int)p->t.ival : (int)p->t.ival;
+        next(p);
+        if (!tuple)
+            return true;
+        if (is_op(p, ","))
+            next(p);
+        else if (!is_op(p, ")")) {
+            unexpected(p, " (expected ',' or ')' in a tuple of axes)");
+            return false;
+        }
+    }
+    next(p); /* ')' */
+    if (!*n) {
+        fail(p, p->t.pos, SMELT_ERR_PARSE, "axis=() reduces no axis, which smelt does not support: leave the "
+             "axis out (or give None) to reduce every axis");
+        return false;
+    }
+    return true;
+}
+
+/* A reduction: NAME(a [, axis] [, axis=...] [, keepdims=...]), as NumPy's
+ * functions take them (and numexpr's sum(a), prod(a)). */
+static val call_reduce(P *p, smelt_op op, const char *fname, size_t npos)
+{
+    next(p); /* '(' */
+    if (is_op(p, ")"))
+        return fail(p, npos, SMELT_ERR_PARSE, "%s() takes an array (and optionally axis, keepdims), got no argument "
+                    "at column %zu", fname, npos + 1);
+    val a = expr(p);
+    if (!a.n)
+        return a;
+    int nax = 0, axes[SMELT_MAX_DIMS];
+    bool have_axis = false, have_keep = false, keep = false, none;
+    while (!p->status && is_op(p, ",")) {
+        next(p);
+        if (is_op(p, ")"))
+            break;
+        size_t kpos = p->t.pos;
+        if (!at_keyword(p)) { /* NumPy's positional axis */
+            if (have_axis || have_keep)
+                return fail(p, kpos, SMELT_ERR_PARSE, "%s() at column %zu: after the array and the axis, arguments "
+                            "are keyword arguments (keepdims=True)", fname, kpos + 1);
+            if (!axis_value(p, &nax, axes, &none))
+                return NONE;
+            have_axis = true;
+            continue;
+        }
+        const char *kw = p->s + p->t.pos;
+        size_t klen = p->t.len;
+        next(p); /* the name */
+        next(p); /* '=' */
+        if (name_is(kw, klen, "axis")) {
+            if (have_axis)
+                return fail(p, kpos, SMELT_ERR_PARSE, "%s() got axis twice at column %zu", fname, kpos + 1);
+            if (!axis_value(p, &nax, axes, &none))
+                return NONE;
+            have_axis = true;
+        } else if (name_is(kw, klen, "keepdims")) {
+            if (have_keep)
+                return fail(p, kpos, SMELT_ERR_PARSE, "%s() got keepdims twice at column %zu", fname, kpos + 1);
+            if (is_kw(p, "True") || is_kw(p, "False"))
+                keep = is_kw(p, "True");
+            else if (p->t.kind == T_INT && (p->t.ival == 0 || p->t.ival == 1))
+                keep = p->t.ival == 1;
+            else
+                return unexpected(p, " (keepdims is True or False)");
+            next(p);
+            have_keep = true;
+        } else {
+            bool numpy = name_is(kw, klen, "dtype") || name_is(kw, klen, "out") || name_is(kw, klen, "initial") ||
+                         name_is(kw, klen, "where") || name_is(kw, klen, "ddof");
+            return fail(p, kpos, SMELT_ERR_PARSE, "%s() at column %zu: %s keyword argument '%.*s' (%s() takes axis= "
+                        "and keepdims=)", fname, kpos + 1, numpy ? "the unsupported" : "unexpected",
+                        (int)SMELT_MIN(klen, 40), kw, fname);
+        }
+    }
+    if (p->status)
+        return NONE;
+    if (!is_op(p, ")"))
+        return unexpected(p, p->t.kind == T_END ? " (expected ')')" : " (expected ',' or ')')");
+    next(p); /* ')' */
+    if (!p->build)
+        return CHECKED;
+    return made(p, smelt_reduce(p->g, op, a.n, nax, axes, keep), npos, NULL);
+}
+
 static val call(P *p, size_t npos, size_t nlen)
 {
     const char *name = p->s + npos;
@@ -506,12 +640,17 @@ static val call(P *p, size_t npos, size_t nlen)
                     "smelt info --ops lists the functions)", fname, npos + 1,
                     near ? "did you mean " : "", near ? near : "", near ? "? " : "");
     }
+    if (op >= 0 && smelt__ops[op].cls == SMELT_CLASS_REDUCE)
+        return call_reduce(p, (smelt_op)op, fname, npos);
     int arity = op >= 0 ? smelt__ops[op].arity : 1;
 
     next(p); /* '(' */
     val a[3] = {NONE, NONE, NONE};
     int n = 0;
     while (!p->status && !is_op(p, ")")) {
+        if (at_keyword(p))
+            return fail(p, p->t.pos, SMELT_ERR_PARSE, "%s() at column %zu takes no keyword arguments (those are "
+                        "the reductions': sum(a, axis=1, keepdims=True))", fname, p->t.pos + 1);
         val v = expr(p);
         if (!v.n)
             return v;

@@ -4,7 +4,8 @@
  *   %0 = input "a" f32 [3, 4]
  *   %1 = const f32 0x1.8p+1
  *   %2 = mul %0 %1 : f32 [3, 4]
- *   output %2
+ *   %3 = sum %2 axes [1] keepdims : f32 [3, 1]
+ *   output %3
  *
  * Every node of the graph is written in creation order; float constants are
  * hex floats (bit-exact).  The reader replays each line through the builder
@@ -125,6 +126,13 @@ static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, sme
             smelt__sb_puts(b, smelt__ops[n->op].name);
             for (int j = 0; j < n->nin; j++)
                 smelt__sb_printf(b, " %%%d", n->in[j]->id);
+            if (smelt__is_reduce(n->op)) { /* the reduced axes, in full */
+                smelt__sb_puts(b, " axes [");
+                for (int d = 0, k = 0; d < n->in[0]->ndim; d++)
+                    if (n->axes >> d & 1u)
+                        smelt__sb_printf(b, k++ ? ", %d" : "%d", d);
+                smelt__sb_puts(b, n->keepdims ? "] keepdims" : "]");
+            }
             smelt__sb_printf(b, " : %s ", smelt__dtypes[n->dtype].name);
             put_shape(b, n->ndim, n->shape);
         }
@@ -435,6 +443,45 @@ static int weak_flag(rd *r, bool *weak)
     return at_end(r) ? SMELT_OK : rerr(r, SMELT_ERR_PARSE, "unexpected '%c' at the end of the line", *r->s);
 }
 
+/* After a reduction's operand: "axes [A, ...]" (non-negative, increasing)
+ * or "keepdims". */
+static int reduce_attr(rd *r, const char *opname, int cls, int *nax, int *axes, bool *keepdims)
+{
+    char w[32];
+    int st = word(r, w, sizeof w);
+    if (st)
+        return st;
+    if (cls != SMELT_CLASS_REDUCE)
+        return rerr(r, SMELT_ERR_PARSE, "unexpected '%s' (%s takes operands %%N only)", w, opname);
+    if (!strcmp(w, "keepdims")) {
+        if (*keepdims)
+            return rerr(r, SMELT_ERR_PARSE, "keepdims given twice");
+        *keepdims = true;
+        return SMELT_OK;
+    }
+    if (strcmp(w, "axes"))
+        return rerr(r, SMELT_ERR_PARSE, "unexpected '%s' (a reduction takes axes [A, ...] and keepdims)", w);
+    if (*nax >= 0)
+        return rerr(r, SMELT_ERR_PARSE, "axes given twice");
+    if (!eat(r, '['))
+        return rerr(r, SMELT_ERR_PARSE, "expected a list of axes [A, ...]");
+    *nax = 0;
+    if (eat(r, ']'))
+        return SMELT_OK;
+    for (;;) {
+        int64_t v;
+        if ((st = word(r, w, sizeof w)) || (st = parse_int(r, w, 0, SMELT_MAX_DIMS - 1, &v)))
+            return st;
+        if (*nax && v <= axes[*nax - 1])
+            return rerr(r, SMELT_ERR_PARSE, "axes must increase (%d after %d)", (int)v, axes[*nax - 1]);
+        axes[(*nax)++] = (int)v;
+        if (eat(r, ']'))
+            return SMELT_OK;
+        if (!eat(r, ','))
+            return rerr(r, SMELT_ERR_PARSE, "expected ',' or ']' in a list of axes");
+    }
+}
+
 static int node_line(rd *r)
 {
     int id, st;
@@ -483,8 +530,15 @@ static int node_line(rd *r)
         if (cls == SMELT_CLASS_SOURCE)
             return rerr(r, SMELT_ERR_PARSE, "'%s' takes no operands", opname);
         smelt_node *args[3];
-        int na = 0;
+        int na = 0, nax = -1, axes[SMELT_MAX_DIMS];
+        bool keepdims = false;
         while (!eat(r, ':')) {
+            ws(r);
+            if (r->s < r->end && *r->s != '%') { /* a reduction's attributes */
+                if ((st = reduce_attr(r, opname, cls, &nax, axes, &keepdims)))
+                    return st;
+                continue;
+            }
             if (na == 3)
                 return rerr(r, SMELT_ERR_PARSE, "too many operands for %s", opname);
             int a;
@@ -498,7 +552,13 @@ static int node_line(rd *r)
         if ((st = dtype(r, &dt)) || (st = shape(r, &ndim, sh)))
             return st;
         int before = g->n;
-        if (cls == SMELT_CLASS_CAST)
+        if (cls == SMELT_CLASS_REDUCE && nax < 0)
+            return rerr(r, SMELT_ERR_PARSE, "%s needs its axes: %s %%N axes [A, ...] [keepdims] : ...", opname,
+                        opname);
+        if (cls == SMELT_CLASS_REDUCE) /* every axis: n_axes 0 (argmax of all axes takes no list) */
+            n = smelt_reduce(g, (smelt_op)op, args[0], nax && nax == args[0]->ndim && axes[nax - 1] == nax - 1 ? 0 : nax,
+                             axes, keepdims);
+        else if (cls == SMELT_CLASS_CAST)
             n = smelt_cast(g, args[0], dt);
         else if (cls == SMELT_CLASS_LAYOUT)
             n = smelt_broadcast_to(g, args[0], ndim, sh);

@@ -1138,13 +1138,20 @@ static int cmd_info(const opts *o, binding *b, int nb)
             snprintf(e, sizeof e, "%s(%s)", name, n == 0 ? "" : n == 1 ? "x" : n == 2 ? "x, y" : "x, y, z");
             smelt_graph *g = NULL;
             bool ok = false;
-            if (!smelt_graph_new(ctx, &g)) {
+            for (int form = 0; form < 2; form++) { /* the reductions' form takes axis and keepdims */
+                char r[64];
+                snprintf(r, sizeof r, "%s(x, axis=None, keepdims=False)", name);
+                if (smelt_graph_new(ctx, &g))
+                    break;
                 smelt_input(g, "x", SMELT_I64, 0, NULL);
                 smelt_input(g, "y", SMELT_I64, 0, NULL);
                 smelt_input(g, "z", SMELT_I64, 0, NULL);
-                ok = smelt_expr(g, e, NULL, NULL, 0) || !strstr(smelt_graph_errmsg(g), "unknown function");
+                bool parsed = smelt_expr(g, form ? r : e, NULL, NULL, 0);
+                ok = ok || parsed || !strstr(smelt_graph_errmsg(g), "unknown function");
+                smelt_graph_free(g);
+                if (form && parsed)
+                    snprintf(e, sizeof e, "%s(x, axis, keepdims)", name);
             }
-            smelt_graph_free(g);
             printf("%-16s %-9d %s\n", name, n, ok ? e : "-");
         }
         smelt_ctx_free(ctx);
