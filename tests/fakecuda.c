@@ -8,13 +8,19 @@
  * giving its size, as its "CUBIN"; cuModuleLoadData opens it (from a temporary
  * file); cuLaunchKernel runs every
  * (block, thread) of the grid in turn on the calling thread, passing the
- * parameter block exactly as the driver would.  So the emitted kernels, the
- * parameter packing, the grid-stride loops, the index variants and the
- * executor's device path all run here, checked against the reference. */
+ * parameter block exactly as the driver would.  A kernel that exchanges
+ * values between the threads of a warp (__shfl_down_sync: the reduction
+ * kernels) runs each warp's 32 threads as coroutines (ucontext) that take
+ * turns at every shuffle, as a warp does in lockstep.  So the emitted
+ * kernels, the parameter packing, the grid-stride loops, the index variants,
+ * the warp shuffles and the executor's device path all run here, checked
+ * against the reference. */
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -113,15 +119,122 @@ EXPORT int cuModuleLoadData(void **mod, const void *image)
     unlink(path);
     return *mod ? 0 : 200;
 }
-EXPORT int cuModuleUnload(void *mod) { return dlclose(mod) ? 400 : 0; }
-
+/* ---- warps: 32 threads as coroutines ------------------------------------ */
 typedef void (*emu_launch)(void *arg, unsigned grid, unsigned block);
+typedef void (*emu_thread)(void *arg, unsigned grid, unsigned block, unsigned b, unsigned t);
+typedef struct emu_fn { /* a CUfunction */
+    void *mod;
+    emu_launch launch;
+    emu_thread thread; /* set when the kernel shuffles: it runs warp by warp */
+    struct emu_fn *next;
+} emu_fn;
+static emu_fn *fns;
+
+#define LANE_STACK (256 * 1024)
+static ucontext_t sched_ctx, lane_ctx[32];
+static char *lane_stack[32];
+static bool lane_done[32];
+static int cur_lane, n_lanes;
+static struct {
+    const emu_fn *f;
+    void *arg;
+    unsigned grid, block, b, t0;
+} job;
+
+/* from lane me to the next lane that has not finished (or, when every lane
+ * has, back to the launch) */
+static void next_lane(int me)
+{
+    for (int k = 1; k <= n_lanes; k++) {
+        int n = (me + k) % n_lanes;
+        if (!lane_done[n]) {
+            if (n != me) {
+                cur_lane = n;
+                swapcontext(&lane_ctx[me], &lane_ctx[n]);
+            }
+            return;
+        }
+    }
+    swapcontext(&lane_ctx[me], &sched_ctx);
+}
+
+/* every live lane runs to its next barrier in turn: a warp's lockstep at
+ * each shuffle (the kernels shuffle in warp-uniform code) */
+static void emu_barrier(void) { next_lane(cur_lane); }
+static const struct emu_rt { void (*barrier)(void); } rt = {emu_barrier};
+
+static void lane_main(void)
+{
+    int me = cur_lane;
+    job.f->thread(job.arg, job.grid, job.block, job.b, job.t0 + (unsigned)me);
+    lane_done[me] = true;
+    next_lane(me);
+}
+
+static int run_warps(const emu_fn *f, void *arg, unsigned grid, unsigned block)
+{
+    for (int l = 0; l < 32; l++)
+        if (!lane_stack[l] && !(lane_stack[l] = malloc(LANE_STACK)))
+            return 2;
+    /* the loop's state in statics: swapcontext returns like setjmp */
+    job.f = f, job.arg = arg, job.grid = grid, job.block = block;
+    for (job.b = 0; job.b < job.grid; job.b++)
+        for (job.t0 = 0; job.t0 < job.block; job.t0 += 32) {
+            n_lanes = job.block - job.t0 < 32 ? (int)(job.block - job.t0) : 32;
+            for (int l = 0; l < n_lanes; l++) {
+                lane_done[l] = false;
+                getcontext(&lane_ctx[l]);
+                lane_ctx[l].uc_stack.ss_sp = lane_stack[l];
+                lane_ctx[l].uc_stack.ss_size = LANE_STACK;
+                lane_ctx[l].uc_link = &sched_ctx;
+                makecontext(&lane_ctx[l], lane_main, 0);
+            }
+            cur_lane = 0;
+            swapcontext(&sched_ctx, &lane_ctx[0]);
+        }
+    return 0;
+}
+
+EXPORT int cuModuleUnload(void *mod)
+{
+    for (emu_fn **pp = &fns; *pp;)
+        if ((*pp)->mod == mod) {
+            emu_fn *f = *pp;
+            *pp = f->next;
+            free(f);
+        } else {
+            pp = &(*pp)->next;
+        }
+    return dlclose(mod) ? 400 : 0;
+}
+
 EXPORT int cuModuleGetFunction(void **fn, void *mod, const char *name)
 {
     if (!dlsym(mod, name)) /* the kernel must exist under its own name */
         return 500;
-    *fn = dlsym(mod, "smelt_emu_launch");
-    return *fn ? 0 : 500;
+    emu_fn *f = calloc(1, sizeof *f);
+    void *launch = dlsym(mod, "smelt_emu_launch"), *thread = NULL, *setter = NULL;
+    bool warps = dlsym(mod, "smelt_emu_warps") != NULL; /* else an image may predate warps */
+    if (warps) {
+        thread = dlsym(mod, "smelt_emu_thread");
+        setter = dlsym(mod, "smelt_emu_set_rt");
+    }
+    if (!f || !launch || (warps && (!thread || !setter))) {
+        free(f);
+        return 500;
+    }
+    memcpy(&f->launch, &launch, sizeof f->launch);
+    if (warps) {
+        void (*set_rt)(const struct emu_rt *);
+        memcpy(&set_rt, &setter, sizeof set_rt);
+        set_rt(&rt);
+        memcpy(&f->thread, &thread, sizeof f->thread);
+    }
+    f->mod = mod;
+    f->next = fns;
+    fns = f;
+    *fn = f;
+    return 0;
 }
 EXPORT int cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block, void *fn, void *b2d,
                                             size_t smem, int limit)
@@ -138,9 +251,10 @@ EXPORT int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsig
     if (gy != 1 || gz != 1 || by != 1 || bz != 1 || smem || extra || st != &stream_token ||
         !gx || !bx || bx > 1024)
         return 1;
-    emu_launch f;
-    memcpy(&f, &fn, sizeof f);
-    f(params[0], gx, bx);
+    const emu_fn *f = fn;
+    if (f->thread)
+        return run_warps(f, params[0], gx, bx);
+    f->launch(params[0], gx, bx);
     return 0;
 }
 
@@ -196,7 +310,18 @@ static const char *const emu_prelude =
     "static inline float __uint_as_float(unsigned u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
     "static inline double __longlong_as_double(long long u) { double f; __builtin_memcpy(&f, &u, 8); return f; }\n"
     "static inline unsigned __float_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }\n"
-    "static inline long long __double_as_longlong(double f) { long long u; __builtin_memcpy(&u, &f, 8); return u; }\n";
+    "static inline long long __double_as_longlong(double f) { long long u; __builtin_memcpy(&u, &f, 8); return u; }\n"
+    /* a warp's shuffle: every lane leaves its value and waits for the others
+     * (the launch runs the lanes as coroutines), takes lane + d's, waits
+     * again; a lane's block and thread index are its own again after */
+    "struct smelt_emu_rt { void (*barrier)(void); };\n"
+    "static const smelt_emu_rt *smelt_emu_rtp;\n"
+    "static unsigned long long smelt_emu_slot[32];\n"
+    "template <typename T> static T __shfl_down_sync(unsigned mask, T v, unsigned d)\n{\n"
+    "    (void)mask;\n    const smelt_emu_dim3 b = blockIdx, t = threadIdx;\n    const unsigned lane = t.x & 31u;\n"
+    "    __builtin_memcpy(&smelt_emu_slot[lane], &v, sizeof v);\n    smelt_emu_rtp->barrier();\n"
+    "    T r = v;\n    if (lane + d < 32)\n        __builtin_memcpy(&r, &smelt_emu_slot[lane + d], sizeof r);\n"
+    "    smelt_emu_rtp->barrier();\n    blockIdx = b, threadIdx = t;\n    return r;\n}\n";
 static const char *const mathfns[][2] = { /* the libm functions kernels may call */
 #define SMELT_MATHFN(fn, n) {#fn, #n},
 #include "../src/ir/mathfns.def"
@@ -210,7 +335,11 @@ static const char *const emu_launcher =
     "    gridDim = {grid, 1, 1};\n    blockDim = {block, 1, 1};\n"
     "    for (unsigned b = 0; b < grid; b++)\n        for (unsigned t = 0; t < block; t++) {\n"
     "            blockIdx = {b, 0, 0};\n            threadIdx = {t, 0, 0};\n"
-    "            smelt_emu_call(%s, arg);\n        }\n}\n";
+    "            smelt_emu_call(%s, arg);\n        }\n}\n"
+    "extern \"C\" void smelt_emu_set_rt(const smelt_emu_rt *r) { smelt_emu_rtp = r; }\n"
+    "extern \"C\" void smelt_emu_thread(void *arg, unsigned grid, unsigned block, unsigned b, unsigned t)\n{\n"
+    "    gridDim = {grid, 1, 1};\n    blockDim = {block, 1, 1};\n    blockIdx = {b, 0, 0};\n    threadIdx = {t, 0, 0};\n"
+    "    smelt_emu_call(%s, arg);\n}\n";
 
 EXPORT int nvrtcCompileProgram(prog *p, int nopt, const char *const *opts)
 {
@@ -232,7 +361,9 @@ EXPORT int nvrtcCompileProgram(prog *p, int nopt, const char *const *opts)
     }
     fputs("}\n", f);
     fputs(p->src, f);
-    fprintf(f, emu_launcher, p->name);
+    fprintf(f, emu_launcher, p->name, p->name);
+    if (strstr(p->src, "__shfl")) /* run warp by warp (cuLaunchKernel) */
+        fputs("extern \"C\" const int smelt_emu_warps = 1;\n", f);
     fclose(f);
     snprintf(cmd, sizeof cmd, "c++ -std=c++17 -shared -fPIC -O1 -ffp-contract=off -w -o %s %s > %s 2>&1", so, cpp, logf);
     int rc = system(cmd);

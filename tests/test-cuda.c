@@ -424,6 +424,56 @@ Test(cuda_emit, rejected_kernel_report, .timeout = 60)
     rmdir(dir);
 }
 
+/* Reductions: every reduction on every dtype (one kernel each, a warp per
+ * result), and the layouts the emitter tells apart (a row, a column, kept
+ * and reduced dimensions interleaved, the 64-bit index variant). */
+static const smelt_op red_ops[] = {SMELT_OP_SUM,    SMELT_OP_PROD,   SMELT_OP_MEAN, SMELT_OP_MAX, SMELT_OP_MIN,
+                                   SMELT_OP_ARGMAX, SMELT_OP_ARGMIN, SMELT_OP_ANY,  SMELT_OP_ALL};
+
+static void reductions_of(smelt_dtype dt, const char *arch)
+{
+    need_nvrtc();
+    smelt_ctx *ctx = t_ctx_raw();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, dt, SHP(6, 7, 300)), *outs[NELEMS(red_ops)];
+    for (int o = 0; o < NELEMS(red_ops); o++)
+        outs[o] = smelt_reduce(g, red_ops[o], a, 1, (int[]){o % 3}, o & 1);
+    T_OK(ctx, smelt_graph_status(g));
+    char label[64];
+    snprintf(label, sizeof label, "reductions of %s", smelt_dtype_name(dt));
+    const char *must[] = {"extern \"C\" __global__ void smelt_red_", "__shfl_down_sync"};
+    emit_ok_arch(label, ctx, g, NELEMS(red_ops), outs, must, 2, arch);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(cuda_emit, reductions_f32, .timeout = 240) { reductions_of(SMELT_F32, NULL); }
+Test(cuda_emit, reductions_f64, .timeout = 240) { reductions_of(SMELT_F64, "sm_90"); }
+Test(cuda_emit, reductions_f16, .timeout = 240) { reductions_of(SMELT_F16, "sm_80"); }
+Test(cuda_emit, reductions_bf16, .timeout = 240) { reductions_of(SMELT_BF16, "sm_90"); }
+Test(cuda_emit, reductions_i32, .timeout = 240) { reductions_of(SMELT_I32, "sm_80"); }
+Test(cuda_emit, reductions_i64, .timeout = 240) { reductions_of(SMELT_I64, "sm_90"); }
+Test(cuda_emit, reductions_u8, .timeout = 240) { reductions_of(SMELT_U8, "sm_80"); }
+Test(cuda_emit, reductions_bool, .timeout = 240) { reductions_of(SMELT_BOOL, NULL); }
+
+Test(cuda_emit, reduction_layouts, .timeout = 240)
+{
+    need_nvrtc();
+    smelt_ctx *ctx = t_ctx_raw();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(3, 4, 5, 6));
+    smelt_node *big = smelt_input(g, NULL, SMELT_F64, SHP(3, (int64_t)1 << 30)); /* 64-bit indices */
+    smelt_node *outs[] = {smelt_reduce(g, SMELT_OP_SUM, a, 2, (int[]){0, 2}, 0),
+                          smelt_reduce(g, SMELT_OP_MAX, a, 2, (int[]){1, 3}, 1),
+                          smelt_reduce(g, SMELT_OP_ARGMIN, a, 0, NULL, 0),
+                          smelt_reduce(g, SMELT_OP_MEAN, big, 1, (int[]){1}, 0)};
+    T_OK(ctx, smelt_graph_status(g));
+    const char *must[] = {"typedef long long smelt_idx", "typedef unsigned int smelt_idx"};
+    emit_ok("reduction layouts", ctx, g, NELEMS(outs), outs, must, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
 Test(cuda_emit, bad_arguments)
 {
     smelt_ctx *ctx = t_ctx_raw();
@@ -1058,4 +1108,62 @@ DEVICE_TEST(cubin_persistent_cache, 120)
     t_free_all(out, 3);
     smelt_tensor_free(h);
     unsetenv("SMELT_CACHE_DIR");
+}
+
+/* Reductions on the device compute the CPU tiers' bits (smelt's one
+ * reduction order: a warp's lanes and its shuffle-down tree are the C
+ * kernels' 32 lanes and their tree): rows of several chunks, columns, a
+ * middle axis, every axis, f16 means, integer sums, argmax with NaN. */
+DEVICE_TEST(reductions_same_bits_as_cpu, 300)
+{
+    typedef struct {
+        smelt_op op;
+        smelt_dtype dt;
+        int ndim;
+        int64_t shape[3];
+        int n_axes, axes[2], keep;
+    } rcase;
+    const rcase cases[] = {
+        {SMELT_OP_SUM, SMELT_F32, 2, {3, 40000}, 1, {1}, 0},
+        {SMELT_OP_MEAN, SMELT_F16, 2, {300, 7}, 1, {0}, 1},
+        {SMELT_OP_ARGMAX, SMELT_F32, 2, {5, 100}, 1, {1}, 0},
+        {SMELT_OP_MAX, SMELT_BF16, 3, {4, 50, 6}, 1, {1}, 0},
+        {SMELT_OP_SUM, SMELT_I32, 3, {4, 5, 60}, 2, {0, 2}, 0},
+        {SMELT_OP_PROD, SMELT_F64, 1, {70}, 0, {0}, 0},
+        {SMELT_OP_ALL, SMELT_U8, 2, {20, 33}, 1, {1}, 1},
+        {SMELT_OP_MIN, SMELT_F32, 2, {64, 30}, 0, {0}, 0},
+    };
+    for (int c = 0; c < NELEMS(cases); c++) {
+        const rcase *k = &cases[c];
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, NULL, k->dt, k->ndim, k->shape);
+        smelt_node *y = smelt_reduce(g, k->op, a, k->n_axes, k->axes, k->keep);
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 70 + (uint64_t)c);
+        smelt_tensor *in = t_rand(ctx, &r, k->dt, k->ndim, k->shape), *dev = NULL, *cpu = NULL, *ref = NULL;
+        if (k->op == SMELT_OP_ARGMAX) /* a NaN: the first counts as the max */
+            t_set(in, 137, NAN), t_set(in, 420, NAN);
+        if (k->op == SMELT_OP_PROD)
+            for (int64_t i = 0; i < smelt_tensor_numel(in); i++)
+                t_set(in, i, trng_uniform(&r, 0.8, 1.25));
+        smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+        cr_assert_str_eq(t_stats(pd).backend, "NVRTC");
+        t_run(pd, 1, &in, 1, &dev);
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.backend = "TCC";
+        smelt_plan *pc = NULL;
+        T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pc));
+        t_run(pc, 1, &in, 1, &cpu);
+        int64_t at;
+        cr_assert(t_same_results(cpu, dev, &at), "case %d (%s of %s): the device gives %a, TCC %a at [%lld]", c,
+                  smelt_op_name(k->op), smelt_dtype_name(k->dt), smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at),
+                  (long long)at);
+        t_reference(ctx, g, 1, &y, 1, &in, &ref);
+        t_expect_match("reduction on the device", dev, ref, (t_tol){.ulps = 2, .atol = 1e-3});
+        smelt_tensor_free(in), smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(ref);
+        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_graph_free(g);
+    }
 }
