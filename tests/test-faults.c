@@ -8,9 +8,11 @@
  * allocations of libc and of libtcc count too.  Each N runs in a child
  * process.  Then, with no failure injected: a plan run again (opt_level 0
  * to 3, 1 and 2 threads, outputs given) allocates nothing.  Prints
- * "test-faults: N runs, F failed".
+ * "test-faults: N runs, F failed".  Two scenarios: an elementwise plan,
+ * and a reduction checked against the reference.
  *
- *   test-faults [MAX_N]      (SMELT_FAULT_N=N runs one N in this process) */
+ *   test-faults [MAX_N]      (SMELT_FAULT_N=N runs one N in this process,
+ *                             of scenario SMELT_FAULT_SCENARIO, 0 or 1) */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -157,6 +159,57 @@ done:
     return 0;
 }
 
+/* The same for a reduction: the reference and the kernel, one TinyCC
+ * compile (libtcc 0.9.27 may crash when an allocation fails in a process's
+ * second compile, whatever the kernel: a scenario compiles one). */
+static int scenario_reduce(void)
+{
+    smelt_ctx *ctx = NULL;
+    smelt_graph *g = NULL;
+    smelt_plan *p = NULL;
+    smelt_tensor *in = NULL, *out = NULL, *ref = NULL;
+    int64_t shape[2] = {3, N};
+    int st = smelt_ctx_new(&ctx);
+    if (st)
+        return 0;
+    if ((st = smelt_ctx_set_threads(ctx, 1)) || (st = smelt_graph_new(ctx, &g)))
+        goto done;
+    int axis = 1;
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, 2, shape);
+    smelt_node *y = smelt_reduce(g, SMELT_OP_MEAN, a, 1, &axis, 0);
+    if ((st = smelt_graph_status(g)))
+        goto done;
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "TCC";
+    if ((st = smelt_plan_new(ctx, g, 1, &y, &o, &p)) || (st = smelt_tensor_new(ctx, SMELT_F32, 2, shape, &in)))
+        goto done;
+    float *x = smelt_tensor_data(in);
+    for (int i = 0; i < 3 * N; i++)
+        x[i] = 0.01f * (float)(i % 97) - 0.3f;
+    if ((st = smelt_plan_run(p, 1, &in, 1, &out)) || (st = smelt_reference_eval(ctx, g, 1, &y, 1, &in, &ref)))
+        goto done;
+    for (int i = 0; i < 3; i++) {
+        double got = smelt_tensor_get(out, i), want = smelt_tensor_get(ref, i);
+        if (!(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7)) {
+            fprintf(stderr, "wrong mean at %d: %g, expected %g\n", i, got, want);
+            st = 1;
+            break;
+        }
+    }
+done:;
+    bool no_msg = st < 0 && !smelt_errmsg(ctx)[0];
+    smelt_tensor_free(in), smelt_tensor_free(out), smelt_tensor_free(ref);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    if (no_msg)
+        fprintf(stderr, "a reduction failed with status %d (%s) and no message\n", st, smelt_strerror(st));
+    return st > 0 || no_msg;
+}
+
+static int which; /* the scenario: 0 elementwise, 1 a reduction */
+
 /* One run with the n-th allocation failing; 0 if all was well, and in
  * *reached whether the run made n allocations at all. */
 static int one(long n, bool *reached)
@@ -165,7 +218,7 @@ static int one(long n, bool *reached)
     count = 0;
     live = 0;
     armed = true;
-    int bad = scenario();
+    int bad = which ? scenario_reduce() : scenario();
     armed = false;
     *reached = count >= n;
     if (!bad && live != 0) {
@@ -184,7 +237,7 @@ static int allocations_per_run(int opt_level, int threads)
     smelt_ctx *ctx = NULL;
     smelt_graph *g = NULL;
     smelt_plan *p = NULL;
-    smelt_tensor *in = NULL, *out = NULL;
+    smelt_tensor *in = NULL, *out[2] = {0};
     int64_t n = 100000;
     long made = -1;
     if (smelt_ctx_new(&ctx) || smelt_ctx_set_threads(ctx, threads) || smelt_graph_new(ctx, &g))
@@ -192,23 +245,25 @@ static int allocations_per_run(int opt_level, int threads)
     smelt_node *x = smelt_input(g, "x", SMELT_F32, 1, &n), *y = x;
     for (int i = 0; i < 12; i++) /* intermediates at every level: barriers stop fusion */
         y = smelt_unary(g, i % 3 == 2 ? SMELT_OP_BARRIER : SMELT_OP_TANH, smelt_add(g, y, x));
+    /* and a reduction of one long row (on 2 threads: its chunks in parallel) */
+    smelt_node *ys[2] = {y, smelt_reduce(g, SMELT_OP_SUM, y, 0, NULL, 0)};
     smelt_plan_opts o;
     smelt_plan_opts_init(&o);
     o.backend = "TCC";
     o.opt_level = opt_level;
-    if (smelt_plan_new(ctx, g, 1, &y, &o, &p) || smelt_tensor_new(ctx, SMELT_F32, 1, &n, &in) ||
-        smelt_tensor_new(ctx, SMELT_F32, 1, &n, &out))
+    if (smelt_plan_new(ctx, g, 2, ys, &o, &p) || smelt_tensor_new(ctx, SMELT_F32, 1, &n, &in) ||
+        smelt_tensor_new(ctx, SMELT_F32, 1, &n, &out[0]) || smelt_tensor_new(ctx, SMELT_F32, 0, NULL, &out[1]))
         goto done;
     float *d = smelt_tensor_data(in);
     for (int64_t i = 0; i < n; i++)
         d[i] = 0.001f * (float)(i % 1999) - 1;
-    if (smelt_plan_run(p, 1, &in, 1, &out))
+    if (smelt_plan_run(p, 1, &in, 2, out))
         goto done;
     fail_at = -1;
     count = 0;
     armed = true;
     for (int r = 0; r < 5; r++)
-        if (smelt_plan_run(p, 1, &in, 1, &out))
+        if (smelt_plan_run(p, 1, &in, 2, out))
             break;
     armed = false;
     made = count;
@@ -219,7 +274,8 @@ done:
         fprintf(stderr, "allocations per run: %ld allocations in 5 runs at opt_level %d, %d thread%s\n", made,
                 opt_level, threads, threads == 1 ? "" : "s");
     smelt_tensor_free(in);
-    smelt_tensor_free(out);
+    smelt_tensor_free(out[0]);
+    smelt_tensor_free(out[1]);
     smelt_plan_free(p);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
@@ -229,13 +285,15 @@ done:
 int main(int argc, char **argv)
 {
     setenv("SMELT_CACHE", "0", 1);
-    const char *only = getenv("SMELT_FAULT_N");
+    const char *only = getenv("SMELT_FAULT_N"), *sc = getenv("SMELT_FAULT_SCENARIO");
+    which = sc && !strcmp(sc, "1");
     if (only) {
         bool reached;
         return one(atol(only), &reached);
     }
     long max = argc > 1 ? atol(argv[1]) : 100000;
     int runs = 0, failed = 0;
+    for (which = 0; which < 2; which++)
     for (long n = 1; n <= max; n++) {
         int fds[2];
         if (pipe(fds))
@@ -266,7 +324,7 @@ int main(int argc, char **argv)
             else
                 fprintf(stderr, "allocation %ld failed: exit status %d%s\n", n, WEXITSTATUS(ws),
                         WEXITSTATUS(ws) == 1 && got != 1 ? " (the process exited)" : "");
-            fprintf(stderr, "  repeat it: SMELT_FAULT_N=%ld %s\n", n, argv[0]);
+            fprintf(stderr, "  repeat it: SMELT_FAULT_SCENARIO=%d SMELT_FAULT_N=%ld %s\n", which, n, argv[0]);
         }
         if (got == 1 && c == 'n') /* the run made fewer than n allocations: all covered */
             break;

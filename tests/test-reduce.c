@@ -233,17 +233,17 @@ static const axcase cases[] = {
     {4, {2, 3, 4, 20}, 2, {1, 2}}, {4, {2, 3, 4, 20}, 0, {0}}, {4, {3, 1, 2, 33}, 3, {0, 1, 3}},
 };
 
-/* op over every dtype and axis case, keepdims on and off: a plan of each
- * (the context's backend), against the reference */
-static void against_reference(smelt_ctx *ctx, smelt_op op, int opt_level)
+/* op over the dtypes dts (n of them) and every axis case, keepdims on and
+ * off: a plan of each (the context's backend), against the reference */
+static void against_reference(smelt_ctx *ctx, smelt_op op, int opt_level, const smelt_dtype *dts, int n)
 {
-    for (int t = 0; t < NELEMS(all_dts); t++)
+    for (int t = 0; t < n; t++)
         for (int c = 0; c < NELEMS(cases); c++)
             for (int keep = 0; keep < 2; keep++) {
                 const axcase *k = &cases[c];
                 if (is_arg(op) && k->n_axes > 1)
                     continue;
-                smelt_dtype dt = all_dts[t];
+                smelt_dtype dt = dts[t];
                 smelt_graph *g = t_graph(ctx);
                 smelt_node *a = smelt_input(g, "a", dt, k->ndim, k->shape);
                 smelt_node *y = smelt_reduce(g, op, a, k->n_axes, k->axes, keep);
@@ -288,19 +288,22 @@ ParameterizedTestParameters(reference, every_op_dtype_axes)
 ParameterizedTest(int *i, reference, every_op_dtype_axes, .timeout = 120)
 {
     smelt_ctx *ctx = t_ctx();
-    against_reference(ctx, red_ops[*i], 3);
+    against_reference(ctx, red_ops[*i], 3, all_dts, NELEMS(all_dts));
     smelt_ctx_free(ctx);
 }
 
-/* the same on the CC tier (one operator per dtype, to bound compile time) */
+/* the same on the CC tier (two operators, each dtype once, to bound the
+ * compile time: the kernels are the TinyCC tier's but for the lanes) */
 Test(reference, cc_tier, .timeout = 300)
 {
     smelt_ctx *ctx = t_ctx();
     if (smelt_backend_check(ctx, "CC") != SMELT_OK)
         cr_skip_test("CC: %s", smelt_errmsg(ctx));
     T_OK(ctx, smelt_ctx_set_backend(ctx, "CC"));
-    against_reference(ctx, SMELT_OP_MEAN, 3);
-    against_reference(ctx, SMELT_OP_ARGMIN, 3);
+    const smelt_dtype mean_dts[] = {SMELT_F32, SMELT_BF16, SMELT_I32, SMELT_BOOL};
+    const smelt_dtype argmin_dts[] = {SMELT_F64, SMELT_F16, SMELT_I64, SMELT_U8};
+    against_reference(ctx, SMELT_OP_MEAN, 3, mean_dts, NELEMS(mean_dts));
+    against_reference(ctx, SMELT_OP_ARGMIN, 3, argmin_dts, NELEMS(argmin_dts));
     smelt_ctx_free(ctx);
 }
 
@@ -739,5 +742,76 @@ Test(plans, strided_outputs)
     smelt_tensor_free(in), smelt_tensor_free(buf), smelt_tensor_free(view), smelt_tensor_free(ref);
     smelt_plan_free(p);
     smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* AUTO: TinyCC kernels first, CC's switched in from the third run; the
+ * switch changes no reduction's bits */
+Test(bitwise, auto_tier_switch, .timeout = 120)
+{
+    smelt_ctx *ctx = t_ctx();
+    if (smelt_backend_check(ctx, "CC") != SMELT_OK)
+        cr_skip_test("CC: %s", smelt_errmsg(ctx));
+    T_OK(ctx, smelt_ctx_set_backend(ctx, "AUTO"));
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(70, 3000));
+    smelt_node *outs[] = {smelt_reduce(g, SMELT_OP_SUM, a, 1, (int[]){1}, 0),
+                          smelt_reduce(g, SMELT_OP_MEAN, a, 1, (int[]){0}, 1),
+                          smelt_reduce(g, SMELT_OP_ARGMIN, a, 0, NULL, 0)};
+    trng r;
+    trng_init(&r, 12);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(70, 3000)), *o1[3] = {0}, *o2[3] = {0};
+    smelt_plan *p = t_plan(ctx, g, 3, outs, 3);
+    if (!t_stats(p).tier_backend)
+        cr_skip_test("AUTO has no optimising tier here");
+    t_run(p, 1, &in, 3, o1);
+    t_free_all(o1, 3);
+    t_run(p, 1, &in, 3, o1); /* queues the CC kernels */
+    T_OK(ctx, smelt_plan_wait(p));
+    t_run(p, 1, &in, 3, o2);
+    cr_assert_eq(t_stats(p).kernels_fast, 3, "%s", smelt_plan_describe(p));
+    for (int i = 0; i < 3; i++) {
+        int64_t at;
+        cr_assert(t_same_results(o1[i], o2[i], &at), "output %d: TCC %a, CC %a at [%lld]", i,
+                  smelt_tensor_get(o1[i], at), smelt_tensor_get(o2[i], at), (long long)at);
+    }
+    t_free_all(o1, 3), t_free_all(o2, 3);
+    smelt_tensor_free(in);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* a traced function with a reduction: one plan per signature */
+static int traced_softmax(smelt_graph *g, int n_in, smelt_node *const *in, int n_out, smelt_node **out, void *user)
+{
+    (void)n_in, (void)n_out, (void)user;
+    out[0] = smelt_expr(g, "exp(x - max(x, axis=-1, keepdims=True)) / "
+                           "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
+                        (const char *[]){"x"}, in, 1);
+    return out[0] ? SMELT_OK : smelt_graph_status(g);
+}
+
+Test(plans, traced_softmax)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_trace *t = NULL;
+    T_OK(ctx, smelt_trace_new(ctx, traced_softmax, NULL, 1, 1, NULL, &t));
+    const int64_t shapes[][2] = {{5, 40}, {9, 7}};
+    for (int s = 0; s < 2; s++) {
+        trng r;
+        trng_init(&r, (uint64_t)s);
+        smelt_tensor *x = t_rand(ctx, &r, SMELT_F32, 2, shapes[s]), *y = NULL;
+        T_OK(ctx, smelt_trace_call(t, 1, &x, 1, &y));
+        for (int64_t i = 0; i < shapes[s][0]; i++) { /* each row sums to 1 */
+            double sum = 0;
+            for (int64_t j = 0; j < shapes[s][1]; j++)
+                sum += smelt_tensor_get(y, i * shapes[s][1] + j);
+            cr_assert_float_eq(sum, 1.0, 1e-5, "row %lld sums to %g", (long long)i, sum);
+        }
+        smelt_tensor_free(x), smelt_tensor_free(y);
+    }
+    cr_assert_eq(smelt_trace_num_plans(t), 1, "the same signature (rank, no size-1 axes)");
+    smelt_trace_free(t);
     smelt_ctx_free(ctx);
 }

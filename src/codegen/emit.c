@@ -1498,36 +1498,66 @@ static void red_identity(smelt__sb *b, const smelt__dialect *dl, const red_kind 
     literal(b, dl, &c);
 }
 
-/* The typedefs and macros both reduction templates use. */
-static void red_defs(smelt__sb *b, const smelt__dialect *dl, const red_kind *k)
+/* The types and helpers both reduction templates use: smelt_fold (a
+ * value, or argmax's pair, takes another), smelt_result (what a result
+ * stores), and for the device smelt_conv (an element as an accumulator
+ * value).  Functions rather than macros: TinyCC's preprocessor is the part
+ * of it that fails (crashes) when an allocation fails (tests/test-faults.c),
+ * and TinyCC's kernels (blocks) include no prelude: the library converts
+ * their f16/bf16 results (its cast primitive, the prelude's rounding). */
+static void red_defs(smelt__sb *b, const smelt__dialect *dl, const red_kind *k, bool blocks)
 {
+    const char *kw = dl->helper_kw;
     smelt__sb_printf(b, "typedef %s smelt_acc; /* %s accumulators */\n"
                         "typedef %s smelt_in;  /* the operand's elements (%s) */\n"
-                        "typedef %s smelt_out; /* the results (%s) */\n"
-                        "#define SMELT_ARG %d\n#define SMELT_ID ",
+                        "typedef %s smelt_out; /* the results (%s) */\n",
                      dl->type[k->acc], smelt__dtypes[k->acc].name, dl->stype[k->in], smelt__dtypes[k->in].name,
-                     dl->stype[k->out], smelt__dtypes[k->out].name, k->arg);
-    red_identity(b, dl, k);
-    smelt__sb_puts(b, "\n#define SMELT_NOIDX 9223372036854775807LL /* no element yet */\n#define SMELT_CONV(x) ");
-    red_conv(b, dl, k, "(x)");
+                     dl->stype[k->out], smelt__dtypes[k->out].name);
+    char cast[SMELT_BLK_NAME_MAX];
+    smelt__blk_name(cast, SMELT_OP_CAST, SMELT_F32, k->out);
+    if (smelt__is_half(k->out) && blocks && !k->arg)
+        declare_once(b, cast, BLK_ARGS);
+    smelt__sb_printf(b, "%s void smelt_fold(smelt_acc *v, int64_t *vi, smelt_acc u, int64_t ui)\n{\n", kw);
     if (k->arg) { /* (v, vi) takes (u, ui) when u beats v, or neither beats the other and ui is lower */
-        smelt__sb_puts(b, "\n#define SMELT_FOLD(v, vi, u, ui) do { if (");
-        red_expand(b, dl, k, "(v)", "(u)");
+        smelt__sb_puts(b, "    if (");
+        red_expand(b, dl, k, "(*v)", "u");
         smelt__sb_puts(b, " || (!");
-        red_expand(b, dl, k, "(u)", "(v)");
-        smelt__sb_puts(b, " && (ui) < (vi))) { (v) = (u); (vi) = (ui); } } while (0)\n"
-                          "#define SMELT_RESULT(v, vi) (vi)\n");
-        return;
+        red_expand(b, dl, k, "u", "(*v)");
+        smelt__sb_puts(b, " && ui < *vi)) {\n        *v = u;\n        *vi = ui;\n    }\n}\n");
+    } else {
+        smelt__sb_puts(b, "    (void)vi, (void)ui;\n    *v = ");
+        red_expand(b, dl, k, "(*v)", "u");
+        smelt__sb_puts(b, ";\n}\n");
     }
-    smelt__sb_puts(b, "\n#define SMELT_FOLD(v, vi, u, ui) ((v) = ");
-    red_expand(b, dl, k, "(v)", "(u)");
-    smelt__sb_puts(b, ")\n#define SMELT_RESULT(v, vi) ");
-    const char *fin = k->op == SMELT_OP_MEAN ? "((v) / (smelt_acc)nred)" : "(v)";
-    if (smelt__is_half(k->out))
-        smelt__sb_printf(b, "smelt_f2h_%s(%s)\n", smelt__dtypes[k->out].name, fin);
-    else
-        smelt__sb_printf(b, "((smelt_out)%s)\n", fin);
+    smelt__sb_printf(b, "%s smelt_out smelt_result(smelt_acc v, int64_t vi, int64_t nred)\n{\n", kw);
+    if (k->arg) {
+        smelt__sb_puts(b, "    (void)v, (void)nred;\n    return vi;\n}\n");
+    } else {
+        smelt__sb_printf(b, "    (void)vi, (void)nred;\n    const smelt_acc r = %s;\n",
+                         k->op == SMELT_OP_MEAN ? "v / (smelt_acc)nred" : "v");
+        if (smelt__is_half(k->out) && blocks)
+            smelt__sb_printf(b, "    smelt_out h;\n    %s(1, (char *)&h, (const char *)&r, 0, 0);\n    return h;\n}\n",
+                             cast);
+        else if (smelt__is_half(k->out)) {
+            smelt__sb_printf(b, "    return smelt_f2h_%s(r);\n}\n", smelt__dtypes[k->out].name);
+        } else {
+            smelt__sb_puts(b, "    return (smelt_out)r;\n}\n");
+        }
+    }
+    if (dl->device) {
+        smelt__sb_printf(b, "%s smelt_acc smelt_conv(smelt_in x)\n{\n    return ", kw);
+        red_conv(b, dl, k, "x");
+        smelt__sb_puts(b, ";\n}\n");
+    }
 }
+
+/* A TinyCC reduction kernel's own prelude: the library does its arithmetic. */
+static const char red_blocks_prelude[] =
+    "/* smelt reduction kernel for TinyCC: no prelude needed, the library's lanes do the arithmetic */\n"
+    "typedef unsigned char uint8_t;\ntypedef unsigned short uint16_t;\ntypedef int int32_t;\n"
+    "typedef unsigned int uint32_t;\ntypedef long long int64_t;\ntypedef unsigned long long uint64_t;\n"
+    "static float smelt_f32_bits(uint32_t u) { union { uint32_t u; float f; } x; x.u = u; return x.f; }\n"
+    "static double smelt_f64_bits(uint64_t u) { union { uint64_t u; double f; } x; x.u = u; return x.f; }\n";
 
 /* The dimension lists and a description shared by both forms. */
 static void red_dims(const smelt__kdesc *d, smelt__sb *kd, smelt__sb *rd, int *nk, int *nr, int *klast, int *rlast)
@@ -1572,28 +1602,29 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
     red_kind k = red_kind_of(d->ops[d->red].op, d->in_dt[0]);
     int nk, nr, klast, rlast;
     bool col = d->rmask >> (d->rank - 1) & 1u ? false : true; /* the innermost dimension is kept */
-    smelt__sb kd, rd, defs, lanes, what, call, group;
+    smelt__sb kd, rd, defs, lanes, what, call, group, ident;
     smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&defs), smelt__sb_init(&lanes);
-    smelt__sb_init(&what), smelt__sb_init(&call), smelt__sb_init(&group);
+    smelt__sb_init(&what), smelt__sb_init(&call), smelt__sb_init(&group), smelt__sb_init(&ident);
     red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
-    red_defs(&defs, dl, &k);
+    red_defs(&defs, dl, &k, blocks);
     red_what(&what, &k);
+    red_identity(&ident, dl, &k);
     char fn[SMELT_BLK_NAME_MAX];
     red_prim_name(fn, sizeof fn, &k);
     if (blocks)
-        smelt__sb_printf(&lanes, "void %s_row(" RED_LANES_ARGS ");\nvoid %s_col(" RED_LANES_ARGS ");\n"
-                                 "#define smelt_red_row %s_row\n#define smelt_red_col %s_col\n", fn, fn, fn, fn);
+        smelt__sb_printf(&lanes, "void %s_row(" RED_LANES_ARGS ");\nvoid %s_col(" RED_LANES_ARGS ");\n", fn, fn);
     else
         red_lanes(&lanes, dl, &k, "smelt_red", "static");
+    const char *lf = blocks ? fn : "smelt_red";
     if (col) {
         smelt__sb_printf(&group, "{\n            const int64_t ii = o %% inner;\n"
                                  "            m = inner - ii < %d ? inner - ii : %d;\n"
                                  "            if (m > end - i)\n                m = end - i;\n        }", RED_W, RED_W);
-        smelt__sb_puts(&call, "{\n                    const int64_t a[5] = {rs, xw, m, r & 31, r};\n"
-                              "                    smelt_red_col(seg, buf, x + xo + off, a);\n                }");
+        smelt__sb_printf(&call, "{\n                    const int64_t a[5] = {rs, xw, m, r & 31, r};\n"
+                                "                    %s_col(seg, buf, x + xo + off, a);\n                }", lf);
     } else {
-        smelt__sb_puts(&call, "{\n                    const int64_t a[3] = {rs, r & 31, r};\n"
-                              "                    smelt_red_row(seg, buf, x + xo + off, a);\n                }");
+        smelt__sb_printf(&call, "{\n                    const int64_t a[3] = {rs, r & 31, r};\n"
+                                "                    %s_row(seg, buf, x + xo + off, a);\n                }", lf);
     }
     char inner[32], xw[32], yw[32];
     snprintf(inner, sizeof inner, col ? "shape[%d]" : "1", klast);
@@ -1606,10 +1637,10 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
         {"FORM", col ? "column" : "row"}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"W", SLOT_NUM(RED_W)},
         {"LS", SLOT_NUM(col ? RED_W : 1)}, {"DEFS", smelt__sb_str(&defs)}, {"LANES", smelt__sb_str(&lanes)},
         {"RLAST", SLOT_NUM(rlast)}, {"INNER", inner}, {"XW", xw}, {"YW", yw}, {"GROUP", smelt__sb_str(&group)},
-        {"CALL", smelt__sb_str(&call)}};
+        {"CALL", smelt__sb_str(&call)}, {"IDENT", smelt__sb_str(&ident)}};
     st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
     smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&lanes);
-    smelt__sb_free(&what), smelt__sb_free(&call), smelt__sb_free(&group);
+    smelt__sb_free(&what), smelt__sb_free(&call), smelt__sb_free(&group), smelt__sb_free(&ident);
     return st;
 }
 
@@ -1622,11 +1653,12 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         return st;
     red_kind k = red_kind_of(d->ops[d->red].op, d->in_dt[0]);
     int nk, nr, klast, rlast, R = d->rank, nops = 2;
-    smelt__sb kd, rd, defs, what;
-    smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&defs), smelt__sb_init(&what);
+    smelt__sb kd, rd, defs, what, ident;
+    smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&defs), smelt__sb_init(&what), smelt__sb_init(&ident);
     red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
-    red_defs(&defs, dl, &k);
+    red_defs(&defs, dl, &k, false);
     red_what(&what, &k);
+    red_identity(&ident, dl, &k);
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", "1"}, {"WHAT", smelt__sb_str(&what)},
         {"RANK", SLOT_NUM(R)},
@@ -1634,9 +1666,10 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"DEFS", smelt__sb_str(&defs)},
         {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
         {"NSTRIDES", SLOT_NUM(nops * R)},
-        {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)}};
+        {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)},
+        {"IDENT", smelt__sb_str(&ident)}, {"ARG", SLOT_NUM(k.arg)}};
     st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
-    smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&what);
+    smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&what), smelt__sb_free(&ident);
     return st;
 }
 
@@ -1674,10 +1707,11 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
     smelt__sb prelude, text;
     smelt__sb_init(&prelude), smelt__sb_init(&text);
     char *mathlib = NULL;
-    int st = render_prelude(&prelude, dl, &mathlib, err);
+    int st = t->blocks ? SMELT_OK : render_prelude(&prelude, dl, &mathlib, err);
     if (!st && d->reduce)
         st = dl->device ? shape_device_reduce(dl, d, smelt__sb_str(&prelude), &text, err)
-                        : shape_c_reduce(dl, d, t->blocks, smelt__sb_str(&prelude), &text, err);
+                        : shape_c_reduce(dl, d, t->blocks, t->blocks ? red_blocks_prelude : smelt__sb_str(&prelude),
+                                         &text, err);
     else if (!st)
         st = (dl->device ? shape_device_grid : shape_c_loop)(dl, d, smelt__sb_str(&prelude), &text, err);
     if (!st) {

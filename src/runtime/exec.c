@@ -251,17 +251,22 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
         red_run(p, &l, nout, SMELT_MAX(nred, 1), threads);
         return SMELT_OK;
     }
-    /* few long rows: their chunks in parallel, then each row's in order */
+    /* few long rows: their chunks in parallel, then each row's in order
+     * (the chunks' results in memory the kernel keeps: a run of the same
+     * shapes allocates nothing) */
     size_t items = (size_t)(nout * nchunk);
-    char *part = malloc(items * 16);
-    if (!part)
-        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
-    l.ptrs[2] = part, l.ptrs[3] = part + items * 8;
+    if (k->scratch_bytes < items * 16) {
+        free(k->scratch);
+        k->scratch_bytes = 0;
+        if (!(k->scratch = malloc(items * 16)))
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+        k->scratch_bytes = items * 16;
+    }
+    l.ptrs[2] = k->scratch, l.ptrs[3] = k->scratch + items * 8;
     l.shape[rank] = 1;
     red_run(p, &l, (int64_t)items, SMELT_RED_CHUNK, threads);
     l.shape[rank] = 2;
     red_run(p, &l, nout, nchunk, 1);
-    free(part);
     return SMELT_OK;
 }
 

@@ -28,6 +28,7 @@ static void kernel_free(smelt__pkernel *k)
 {
     free(k->cl.members), free(k->cl.inputs), free(k->cl.outputs);
     smelt__kdesc_free(&k->desc);
+    free(k->scratch);
     for (int i = 0; i < k->nvar; i++)
         smelt__kernel_unref(k->var[i].k), smelt__kernel_unref(k->var[i].base);
     free(k->var);

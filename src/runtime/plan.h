@@ -26,6 +26,8 @@ typedef struct smelt__pkernel {
     smelt__variant *var;
     int nvar;
     bool fused;         /* more than one operator */
+    char *scratch;      /* a reduction's chunk results, kept for the next run (exec.c) */
+    size_t scratch_bytes;
 } smelt__pkernel;
 
 typedef struct smelt__rshape {
