@@ -1167,3 +1167,28 @@ DEVICE_TEST(reductions_same_bits_as_cpu, 300)
         smelt_graph_free(g);
     }
 }
+
+/* A reduction of a constant too large to fold reads the constant from
+ * device memory with strides 0: the bits of a reduction of memory. */
+DEVICE_TEST(reduction_of_a_large_constant, 120)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *c = smelt_const(g, 0.1, SMELT_F32);
+    smelt_node *y = smelt_reduce(g, SMELT_OP_SUM, smelt_broadcast_to(g, c, SHP(3, (1 << 23) + 7)), 0, NULL, 0);
+    smelt_plan *pd = t_plan(ctx, g, 1, &y, 1);
+    cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "TCC";
+    o.opt_level = 0;
+    smelt_plan *pc = NULL;
+    T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pc));
+    smelt_tensor *dev = NULL, *cpu = NULL;
+    t_run(pd, 0, NULL, 1, &dev);
+    t_run(pc, 0, NULL, 1, &cpu);
+    cr_assert(t_bitwise_equal(dev, cpu), "the device gives %a, TCC from memory %a", smelt_tensor_get(dev, 0),
+              smelt_tensor_get(cpu, 0));
+    smelt_tensor_free(dev), smelt_tensor_free(cpu);
+    smelt_plan_free(pd), smelt_plan_free(pc);
+    smelt_graph_free(g);
+}

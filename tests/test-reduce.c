@@ -659,15 +659,34 @@ Test(passes, folding_gives_the_kernel_bits)
                 smelt_plan_free(p0), smelt_plan_free(p1);
                 smelt_graph_free(g);
             }
-    /* 2^31 elements: not folded, and its broadcast operand stays a kernel */
-    smelt_graph *g = t_graph(ctx);
-    smelt_node *c = smelt_const(g, 1, SMELT_F32);
-    smelt_node *y = smelt_reduce(g, SMELT_OP_MAX, smelt_broadcast_to(g, c, SHP(2, 1 << 30)), 0, NULL, 0);
-    smelt_plan *p = t_plan(ctx, g, 1, &y, 1);
-    cr_assert_eq(t_stats(p).kernels, 2, "%s", smelt_plan_describe(p));
-    cr_assert_eq(t_stats(p).folded, 0);
-    smelt_plan_free(p);
-    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* More than 2^24 elements: not folded; the kernel reads the folded
+ * broadcast constant with strides 0, and gives the bits of the kernel that
+ * reads it from memory (opt_level 0) */
+Test(passes, reduction_of_a_large_constant, .timeout = 60)
+{
+    smelt_ctx *ctx = t_ctx();
+    const smelt_op ops[] = {SMELT_OP_SUM, SMELT_OP_ARGMAX, SMELT_OP_MEAN};
+    for (int o = 0; o < NELEMS(ops); o++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *c = smelt_const(g, 0.1, SMELT_F32);
+        smelt_node *b = smelt_broadcast_to(g, c, SHP(2, (1 << 24) + 1));
+        smelt_node *y = smelt_reduce(g, ops[o], b, 0, NULL, 0);
+        smelt_plan *p1 = t_plan(ctx, g, 1, &y, 1), *p0 = t_plan(ctx, g, 1, &y, 0);
+        cr_assert_eq(t_stats(p1).kernels, 1, "%s", smelt_plan_describe(p1));
+        cr_assert_eq(t_stats(p1).folded, 1, "the broadcast only: %s", smelt_plan_describe(p1));
+        smelt_tensor *r0 = NULL, *r1 = NULL;
+        t_run(p1, 0, NULL, 1, &r1);
+        t_run(p0, 0, NULL, 1, &r0);
+        int64_t at;
+        cr_assert(t_same_results(r0, r1, &at), "%s: %a from the constant, %a from memory", smelt_op_name(ops[o]),
+                  smelt_tensor_get(r1, 0), smelt_tensor_get(r0, 0));
+        smelt_tensor_free(r0), smelt_tensor_free(r1);
+        smelt_plan_free(p0), smelt_plan_free(p1);
+        smelt_graph_free(g);
+    }
     smelt_ctx_free(ctx);
 }
 

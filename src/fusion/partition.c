@@ -183,7 +183,9 @@ static int cluster_io(const smelt__prog *p, const int *uoff, const int *users, c
         const smelt__inst *in = &p->v[c->members[k]];
         for (int j = 0; j < in->nin; j++) {
             int x = in->in[j];
-            if (p->v[x].op == SMELT_OP_CONST || mark[x] == tag || mark[x] == -tag)
+            /* constants are inlined, but a reduction reads its operand from
+             * memory (the executor lays a constant out with strides 0) */
+            if ((p->v[x].op == SMELT_OP_CONST && !smelt__is_reduce(in->op)) || mark[x] == tag || mark[x] == -tag)
                 continue;
             mark[x] = -tag;
             c->why[c->nin] = why[3 * c->members[k] + j];

@@ -10,9 +10,8 @@
  * A reduction of a constant (n equal elements) folds by following the
  * kernels' one order of combination (src/ir/ir.h) in the accumulator's
  * dtype, up to FOLD_RED_MAX elements; a larger one is left to its kernel,
- * and so is its operand (a kernel reads its operand from memory). */
+ * which reads the constant as an operand of strides 0. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "passes.h"
 
@@ -32,7 +31,7 @@ static bool fold_by_kernel(const smelt__prog *p, const smelt__inst *in, smelt_dt
     return true;
 }
 
-#define FOLD_RED_MAX ((int64_t)1 << 30)
+#define FOLD_RED_MAX ((int64_t)1 << 24) /* (folding costs ~n / 16384 + 1000 steps) */
 
 /* a op b (sum, mean: +; prod: *) rounded to the accumulator's dtype */
 static double red_step(smelt_op op, smelt_dtype acc, double a, double b)
@@ -103,18 +102,9 @@ int smelt__pass_fold(smelt__prog *p)
 {
     int folded = 0;
     smelt__prog_uses(p);
-    /* the operands of reductions too large to fold stay computed */
-    bool *keep = calloc((size_t)p->n + 1, 1);
-    if (!keep)
-        return 0; /* folding is an optimisation: skipping it is correct */
-    for (int i = 0; i < p->n; i++) {
-        const smelt__inst *in = &p->v[i], *a = in->nin ? &p->v[in->in[0]] : NULL;
-        if (smelt__is_reduce(in->op) && smelt__red_count(a->ndim, a->shape, in->axes) > FOLD_RED_MAX)
-            keep[in->in[0]] = true;
-    }
     for (int i = 0; i < p->n; i++) {
         smelt__inst *in = &p->v[i];
-        if (smelt__ops[in->op].cls == SMELT_CLASS_SOURCE || keep[i])
+        if (smelt__ops[in->op].cls == SMELT_CLASS_SOURCE)
             continue;
         if (smelt__is_reduce(in->op)) {
             folded += p->v[in->in[0]].op == SMELT_OP_CONST && fold_reduce(in, &p->v[in->in[0]]);
@@ -144,6 +134,5 @@ int smelt__pass_fold(smelt__prog *p)
         in->ival = smelt__is_float(in->dtype) ? 0 : (int64_t)y;
         folded++;
     }
-    free(keep);
     return folded;
 }

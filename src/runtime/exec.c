@@ -194,6 +194,30 @@ static void red_run(smelt_plan *p, rlaunch *l, int64_t n, int64_t per_item, int 
     smelt__pool_run(p->ctx->pool, run_red_chunk, l, (n + l->chunk - 1) / l->chunk);
 }
 
+/* A constant operand (of any shape: all its elements are one value) as a
+ * view of one element, strides 0, in memory the plan keeps (the device's
+ * for a device plan). */
+static int const_view(smelt_plan *p, int v, const smelt__rshape *r, view *out, int64_t *zeros)
+{
+    const smelt__inst *c = &p->prog.v[v];
+    char val[8] = {0};
+    size_t size = smelt__dtypes[c->dtype].size;
+    smelt__elem_store(c->dtype, val, smelt__is_float(c->dtype) ? c->fval : (double)c->ival);
+    if (!smelt__is_float(c->dtype))
+        memcpy(val, &c->ival, size); /* every bit of an i64 (little-endian) */
+    if (!p->buf[v]) {
+        if (!(p->buf[v] = smelt__be_alloc(p->be, 8)))
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+        p->bufsize[v] = 8;
+    }
+    int st = p->be->iface->copy ? p->be->iface->copy(p->be, p->buf[v], val, size, SMELT_COPY_H2D) : SMELT_OK;
+    if (!p->be->iface->copy)
+        memcpy(p->buf[v], val, size);
+    memset(zeros, 0, sizeof(int64_t) * SMELT_MAX_DIMS);
+    *out = (view){p->buf[v], r->ndim, r->shape, zeros};
+    return st;
+}
+
 static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
@@ -215,14 +239,18 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS], scratch[2][SMELT_MAX_DIMS];
     view w[2];
     for (int o = 0; o < 2; o++) {
-        int stt = value_view(p, rs, o ? k->cl.outputs[0] : x->in[0], &w[o], scratch[o]);
+        int v = o ? k->cl.outputs[0] : x->in[0], stt;
+        if (!o && p->prog.v[v].op == SMELT_OP_CONST) /* (a pass left it too large to fold) */
+            stt = const_view(p, v, A, &w[0], scratch[0]);
+        else
+            stt = value_view(p, rs, v, &w[o], scratch[o]);
         if (stt)
             return stt;
     }
     for (int d = 0, od = 0; d < A->ndim; d++) {
         bool red = x->axes >> d & 1u;
         S[d] = A->shape[d];
-        st[0][d] = w[0].shape[d] == 1 ? 0 : w[0].strides[d];
+        st[0][d] = w[0].shape[d] == 1 ? 0 : w[0].strides[d]; /* 0 for a constant */
         st[1][d] = red ? 0 : w[1].strides[od];
         od += !red || x->keepdims;
     }
