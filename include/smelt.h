@@ -239,6 +239,7 @@ typedef struct smelt_plan_stats {
     /* intermediates (kernel outputs that are not plan outputs), for the
      * shapes of the last run (before any: the graph's), in bytes */
     int mem_buffers;         /* how many */
+    int mem_inplace;         /* of them, written in place of an input of their kernel (opt_level >= 2) */
     int64_t mem_bytes;       /* what they take: one arena at opt_level >= 2, one buffer each below */
     int64_t mem_lower_bytes; /* the largest set of them live at once (no arena is smaller) */
     int64_t mem_naive_bytes; /* one buffer each */

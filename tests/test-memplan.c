@@ -22,8 +22,10 @@ static void same_bits(const char *what, smelt_plan *p, smelt_plan *q, int n_in, 
     t_free_all(b, n_out);
 }
 
-/* A chain of 50 unfused operators: 49 intermediates, two live at a time. */
-Test(memplan, chain_takes_two_buffers)
+/* A chain of 50 unfused operators: 49 intermediates, each kernel the last
+ * reader of its input, so all but the first are written in place: one
+ * buffer. */
+Test(memplan, chain_takes_one_buffer)
 {
     smelt_ctx *ctx = t_ctx();
     smelt_graph *g = t_graph(ctx);
@@ -34,13 +36,16 @@ Test(memplan, chain_takes_two_buffers)
     smelt_plan *p2 = t_plan(ctx, g, 1, &y, 2), *p1 = t_plan(ctx, g, 1, &y, 1);
     smelt_plan_stats s = t_stats(p2), s1 = t_stats(p1);
     cr_assert_eq(s.mem_buffers, 49);
-    cr_assert_eq(s.mem_lower_bytes, 2 * 4032, "two f32[1000] live at once, 64-byte aligned: %lld",
+    cr_assert_eq(s.mem_inplace, 48);
+    cr_assert_eq(s.mem_lower_bytes, 4032, "one f32[1000] buffer, 64-byte aligned: %lld",
                  (long long)s.mem_lower_bytes);
     cr_assert_eq(s.mem_bytes, s.mem_lower_bytes, "the arena is %lld bytes", (long long)s.mem_bytes);
     cr_assert_eq(s.mem_naive_bytes, 49 * 4032);
     cr_assert_eq(s1.mem_bytes, s1.mem_naive_bytes, "opt_level 1 keeps one buffer each");
-    cr_assert(strstr(smelt_plan_describe(p2), "memory: 49 intermediates in an arena of 8064 bytes"),
+    cr_assert_eq(s1.mem_inplace, 0, "opt_level 1 writes nothing in place");
+    cr_assert(strstr(smelt_plan_describe(p2), "memory: 49 intermediates (48 in place) in an arena of 4032 bytes"),
               "%s", smelt_plan_describe(p2));
+    cr_assert(strstr(smelt_plan_describe(p2), "outputs [%3@0 (in place of %2)]"), "%s", smelt_plan_describe(p2));
     trng r;
     trng_init(&r, 3);
     smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(1000));
@@ -54,15 +59,18 @@ Test(memplan, chain_takes_two_buffers)
 
 /* Random graphs: operands drawn from anywhere before (values read late),
  * broadcasting shapes, several outputs.  Planned (opt_level 2, and 3 with
- * fusion) against unplanned (opt_level 1) bit for bit; the arena between
- * the largest live set and 1.10 times it. */
-Test(memplan, random_graphs, .timeout = 120)
+ * fusion) against unplanned (opt_level 1) bit for bit on backend be; the
+ * arena between the largest live set and 1.10 times it.  Values read late
+ * are what writing in place must not overwrite; the graphs give it many
+ * chances (counted: at least one per graph on average). */
+static void random_graphs(const char *be, uint64_t seed, int graphs)
 {
     smelt_ctx *ctx = t_ctx();
+    T_OK(ctx, smelt_ctx_set_backend(ctx, be));
     trng r;
-    trng_init(&r, 0x3e3);
+    trng_init(&r, seed);
     double worst = 1;
-    int graphs = 300;
+    int inplace = 0;
     for (int gi = 0; gi < graphs; gi++) {
         int64_t R = 1 + (int64_t)(trng_u64(&r) % 40), C = 1 + (int64_t)(trng_u64(&r) % 70);
         int64_t shapes[3][2] = {{R, C}, {1, C}, {R, 1}};
@@ -93,10 +101,11 @@ Test(memplan, random_graphs, .timeout = 120)
         smelt_plan *p1 = t_plan(ctx, g, n_out, outs, 1);
         for (int level = 2; level <= 3; level++) {
             smelt_plan *p = t_plan(ctx, g, n_out, outs, level);
-            char what[64];
-            snprintf(what, sizeof what, "graph %d (%d nodes), opt_level %d", gi, n, level);
+            char what[96];
+            snprintf(what, sizeof what, "%s: graph %d (%d nodes), opt_level %d", be, gi, n, level);
             same_bits(what, p, p1, 3, in, n_out);
             smelt_plan_stats s = t_stats(p);
+            inplace += s.mem_inplace;
             cr_assert(s.mem_bytes >= s.mem_lower_bytes && s.mem_bytes <= s.mem_naive_bytes,
                       "%s: arena %lld, lower bound %lld, one buffer each %lld", what, (long long)s.mem_bytes,
                       (long long)s.mem_lower_bytes, (long long)s.mem_naive_bytes);
@@ -112,8 +121,50 @@ Test(memplan, random_graphs, .timeout = 120)
         t_free_all(in, 3);
         smelt_graph_free(g);
     }
-    cr_log_info("%d random graphs: the arena at most %.3f times the largest live set", graphs, worst);
+    cr_assert_geq(inplace, graphs, "%s: only %d intermediates written in place over %d graphs", be, inplace, graphs);
+    cr_log_info("%s: %d random graphs: the arena at most %.3f times the largest live set; %d intermediates in place",
+                be, graphs, worst, inplace);
     smelt_ctx_free(ctx);
+}
+
+Test(memplan, random_graphs, .timeout = 120) { random_graphs("TCC", 0x3e3, 300); }
+/* the loop form (gcc's vectorised code) on a few of them */
+Test(memplan, random_graphs_cc, .timeout = 300) { random_graphs("CC", 0x51c, 6); }
+
+/* In place inside a fused kernel: t's last reader writes a (read later)
+ * before c, which reads t again; a over t would feed c a's values (the
+ * block form writes a's block before computing c's), so only c may be in
+ * place of t. */
+Test(memplan, inplace_waits_for_the_last_reader_in_a_kernel)
+{
+    const char *bes[] = {"TCC", "CC"};
+    for (int bi = 0; bi < 2; bi++) {
+        smelt_ctx *ctx = t_ctx();
+        T_OK(ctx, smelt_ctx_set_backend(ctx, bes[bi]));
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *x = smelt_input(g, "x", SMELT_F64, SHP(3000));
+        smelt_node *t = smelt_unary(g, SMELT_OP_BARRIER, smelt_mul(g, x, smelt_scalar(g, 2)));
+        smelt_node *a = smelt_add(g, t, smelt_scalar(g, 1)), *c = smelt_mul(g, a, t);
+        smelt_node *y = smelt_add(g, c, smelt_unary(g, SMELT_OP_BARRIER, a));
+        smelt_plan *p3 = t_plan(ctx, g, 1, &y, 3), *p1 = t_plan(ctx, g, 1, &y, 1);
+        const char *d = smelt_plan_describe(p3);
+        cr_assert(strstr(d, "2 operators [add mul]"), "%s", d);
+        /* "outputs [%5@A %6@B (in place of %3)]": c (%6) over t (%3), a (%5) not */
+        const char *k = strstr(d, "2 operators [add mul]"), *e = k ? strchr(k, '\n') : NULL;
+        const char *o = k ? strstr(k, "outputs [%5@") : NULL, *ip = o ? strstr(o, "(in place") : NULL;
+        cr_assert(e && o && ip && ip < e, "%s", d);
+        cr_assert(!strncmp(ip, "(in place of %3)]", 17) && strstr(o, "%6@") < ip, "only c is in place there:\n%s", d);
+        cr_assert_eq(t_stats(p3).mem_inplace, 3, "t over x*2, c over t, barrier(a) over a:\n%s", d);
+        trng r;
+        trng_init(&r, 5);
+        smelt_tensor *in = t_rand(ctx, &r, SMELT_F64, SHP(3000));
+        same_bits(bes[bi], p3, p1, 1, &in, 1);
+        smelt_tensor_free(in);
+        smelt_plan_free(p1);
+        smelt_plan_free(p3);
+        smelt_graph_free(g);
+        smelt_ctx_free(ctx);
+    }
 }
 
 /* Each run plans for its own shapes: a larger run grows the arena, a
@@ -134,12 +185,13 @@ Test(memplan, shapes_change_between_runs)
         smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F64, SHP(rows[i], 8)), t_rand(ctx, &r, SMELT_F64, SHP(8))};
         same_bits("run", p2, p1, 2, in, 1);
         smelt_plan_stats s = t_stats(p2);
-        int64_t row = (rows[i] * 8 * 8 + 63) / 64 * 64;
-        cr_assert_eq(s.mem_lower_bytes, 3 * row, "%lld rows: lower bound %lld", (long long)rows[i],
+        int64_t row = (rows[i] * 8 * 8 + 63) / 64 * 64; /* exp over the product, then the product by a over exp */
+        cr_assert_eq(s.mem_inplace, 2);
+        cr_assert_eq(s.mem_lower_bytes, 2 * row, "%lld rows: lower bound %lld", (long long)rows[i],
                      (long long)s.mem_lower_bytes);
         t_free_all(in, 2);
     }
-    cr_assert_eq(first, 3 * 16 * 8 * 8, "planned for the graph's shapes at first: %lld", (long long)first);
+    cr_assert_eq(first, 2 * 16 * 8 * 8, "planned for the graph's shapes at first: %lld", (long long)first);
     smelt_plan_free(p1);
     smelt_plan_free(p2);
     smelt_graph_free(g);

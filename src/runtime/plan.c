@@ -242,10 +242,10 @@ static void describe(smelt_plan *p)
                      s->compiles, s->cache_hits, s->disk_hits, s->compile_ms, s->fallbacks);
     const smelt__memplan *m = &p->mem;
     if (p->opt_level >= 2)
-        smelt__sb_printf(b, "memory: %d intermediate%s in an arena of %lld bytes (largest live set %lld, "
-                            "one buffer each %lld)\n",
-                         m->buffers, smelt__plural(m->buffers), (long long)m->arena, (long long)m->lower,
-                         (long long)m->naive);
+        smelt__sb_printf(b, "memory: %d intermediate%s (%d in place) in an arena of %lld bytes (largest live "
+                            "set %lld, one buffer each %lld); kernel outputs show their offsets (@)\n",
+                         m->buffers, smelt__plural(m->buffers), m->inplace, (long long)m->arena,
+                         (long long)m->lower, (long long)m->naive);
     else
         smelt__sb_printf(b, "memory: %d intermediate%s, one buffer each: %lld bytes (largest live set %lld; "
                             "opt_level 2 shares an arena)\n",
@@ -282,6 +282,12 @@ static void describe(smelt_plan *p)
                 smelt__sb_printf(b, j ? " out%d" : "out%d", p->out_slot[v]);
             else
                 smelt__sb_printf(b, j ? " %%%d" : "%%%d", v);
+            if (p->opt_level < 2 || p->moff[v] < 0)
+                continue;
+            smelt__sb_printf(b, "@%lld", (long long)p->moff[v]);
+            for (int i = 0; i < k->cl.nin; i++) /* both live here: the same offset is in place */
+                if (p->moff[k->cl.inputs[i]] == p->moff[v])
+                    smelt__sb_printf(b, " (in place of %%%d)", k->cl.inputs[i]);
         }
         smelt__sb_printf(b, "] shape ");
         const smelt__inst *it = &p->prog.v[k->cl.members[0]];
@@ -323,6 +329,7 @@ int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
     out->kernels_fast = 0;
     out->tier_backend = p->up_be ? p->up_be->iface->name : NULL;
     out->mem_buffers = p->mem.buffers;
+    out->mem_inplace = p->mem.inplace;
     out->mem_bytes = p->opt_level >= 2 ? p->mem.arena : p->mem.naive;
     out->mem_lower_bytes = p->mem.lower;
     out->mem_naive_bytes = p->mem.naive;
