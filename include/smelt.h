@@ -195,6 +195,18 @@ smelt_op smelt_node_op(const smelt_node *n);
 typedef struct smelt_plan_opts {
     int opt_level;       /* default 3 */
     const char *backend; /* NULL: the context's / environment's choice */
+    /* Donated inputs (JAX's donate_argnums): the indices of graph inputs
+     * whose memory the caller gives up for each run, so that an output
+     * given as the same tensor (same memory, shape and strides: x = f(x),
+     * Adam's param, m and v) is written in place, with no temporary and no
+     * copy, when the kernel that writes it is the last to read the input
+     * and reads each element before writing it (smelt_plan_stats.
+     * donated_inplace counts them).  Otherwise such an output goes through a
+     * temporary as without donation.  A donated input's contents after a
+     * run are unspecified unless it is an output's memory.  The array is
+     * copied; default none. */
+    const int *donate;
+    int n_donate;
 } smelt_plan_opts;
 void smelt_plan_opts_init(smelt_plan_opts *opts);
 
@@ -209,7 +221,9 @@ void smelt_plan_free(smelt_plan *p);
  * Overlap: an output may share memory with inputs (x = f(x) in place, or a
  * transposed view of an input): such an output is computed into a
  * temporary and copied at the end, so the result is as if the inputs had
- * been read first.  Outputs whose memory ranges intersect each other
+ * been read first (on a GPU, device tensors that overlap are an error),
+ * except where the input is donated (smelt_plan_opts.donate) and the
+ * output can be written over it directly.  Outputs whose memory ranges intersect each other
  * (interleaved views included) and outputs with a zero stride on an axis
  * of size > 1 are SMELT_ERR_INVALID_ARG.  Memory: intermediates are kept by
  * the plan (in one arena at opt_level >= 2) and reused, so a run with the
@@ -240,6 +254,7 @@ typedef struct smelt_plan_stats {
      * shapes of the last run (before any: the graph's), in bytes */
     int mem_buffers;         /* how many */
     int mem_inplace;         /* of them, written in place of an input of their kernel (opt_level >= 2) */
+    int donated_inplace;     /* outputs the last run wrote over donated inputs directly */
     int64_t mem_bytes;       /* what they take: one arena at opt_level >= 2, one buffer each below */
     int64_t mem_lower_bytes; /* the largest set of them live at once (no arena is smaller) */
     int64_t mem_naive_bytes; /* one buffer each */

@@ -76,11 +76,13 @@ static void random_graphs(const char *be, uint64_t seed, int graphs)
         int64_t shapes[3][2] = {{R, C}, {1, C}, {R, 1}};
         smelt_graph *g = t_graph(ctx);
         smelt_node *v[80];
-        smelt_tensor *in[3];
+        smelt_tensor *in[3], *keep[3];
         int n = 0;
         for (int i = 0; i < 3; i++) {
             v[n++] = smelt_input(g, NULL, SMELT_F32, 2, shapes[i]);
             in[i] = t_rand(ctx, &r, SMELT_F32, 2, shapes[i]);
+            keep[i] = t_tensor(ctx, SMELT_F32, 2, shapes[i]);
+            T_OK(ctx, smelt_tensor_copy(keep[i], in[i]));
         }
         int nodes = 10 + (int)(trng_u64(&r) % 60);
         while (n < nodes) {
@@ -118,7 +120,10 @@ static void random_graphs(const char *be, uint64_t seed, int graphs)
             smelt_plan_free(p);
         }
         smelt_plan_free(p1);
+        for (int i = 0; i < 3; i++) /* not donated: never written */
+            cr_assert(t_bitwise_equal(in[i], keep[i]), "%s: graph %d wrote its input %d", be, gi, i);
         t_free_all(in, 3);
+        t_free_all(keep, 3);
         smelt_graph_free(g);
     }
     cr_assert_geq(inplace, graphs, "%s: only %d intermediates written in place over %d graphs", be, inplace, graphs);
@@ -194,6 +199,130 @@ Test(memplan, shapes_change_between_runs)
     cr_assert_eq(first, 2 * 16 * 8 * 8, "planned for the graph's shapes at first: %lld", (long long)first);
     smelt_plan_free(p1);
     smelt_plan_free(p2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* One Adam step with param, m and v donated and given back as the outputs:
+ * written in place (no temporary), the bits of a run into separate
+ * outputs; without donation the same call goes through temporaries. */
+Test(memplan, donated_adam_updates_in_place)
+{
+    for (int level = 0; level <= 3; level++) {
+        smelt_ctx *ctx = t_ctx();
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *in[4];
+        for (int i = 0; i < 4; i++)
+            in[i] = smelt_input(g, NULL, SMELT_F32, SHP(5000));
+        smelt_node *m2 = smelt_add(g, smelt_mul(g, smelt_scalar(g, 0.9), in[2]), smelt_mul(g, smelt_scalar(g, 0.1), in[1]));
+        smelt_node *v2 = smelt_add(g, smelt_mul(g, smelt_scalar(g, 0.999), in[3]),
+                                   smelt_mul(g, smelt_scalar(g, 0.001), smelt_mul(g, in[1], in[1])));
+        smelt_node *den = smelt_add(g, smelt_unary(g, SMELT_OP_SQRT, v2), smelt_scalar(g, 1e-8));
+        smelt_node *outs[3] = {smelt_sub(g, in[0], smelt_mul(g, smelt_scalar(g, 1e-3), smelt_div(g, m2, den))), m2, v2};
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.opt_level = level;
+        const int donate[] = {0, 2, 3, 0};
+        o.donate = donate;
+        o.n_donate = 4;
+        smelt_plan *pd, *pn = t_plan(ctx, g, 3, outs, level);
+        T_OK(ctx, smelt_plan_new(ctx, g, 3, outs, &o, &pd));
+        trng r;
+        trng_init(&r, 40 + (uint64_t)level);
+        smelt_tensor *x[4], *y[4], *sep[3] = {0};
+        for (int i = 0; i < 4; i++) {
+            x[i] = t_rand(ctx, &r, SMELT_F32, SHP(5000));
+            if (i == 3)
+                t_fill_uniform(x[i], &r, 0.01, 1);
+            y[i] = t_tensor(ctx, SMELT_F32, SHP(5000));
+            T_OK(ctx, smelt_tensor_copy(y[i], x[i]));
+        }
+        for (int step = 0; step < 3; step++) { /* three steps: each reads what the last wrote */
+            t_run(pn, 4, x, 3, sep);
+            smelt_tensor *alias[3] = {x[0], x[2], x[3]}, *alias2[3] = {y[0], y[2], y[3]};
+            t_run(pd, 4, x, 3, alias);
+            cr_assert_eq(t_stats(pd).donated_inplace, 3, "opt_level %d: %d outputs in place", level,
+                         t_stats(pd).donated_inplace);
+            t_run(pn, 4, y, 3, alias2); /* not donated: through temporaries */
+            cr_assert_eq(t_stats(pn).donated_inplace, 0);
+            for (int i = 0; i < 3; i++) {
+                cr_assert(t_bitwise_equal(alias[i], sep[i]), "opt_level %d step %d: output %d in place differs at %lld",
+                          level, step, i, (long long)t_first_difference(alias[i], sep[i]));
+                cr_assert(t_bitwise_equal(alias2[i], sep[i]), "opt_level %d step %d: output %d staged differs", level,
+                          step, i);
+            }
+            t_free_all(sep, 3);
+        }
+        t_free_all(x, 4);
+        t_free_all(y, 4);
+        smelt_plan_free(pd);
+        smelt_plan_free(pn);
+        smelt_graph_free(g);
+        smelt_ctx_free(ctx);
+    }
+}
+
+/* Donated, but the kernel that writes the output is not the input's last
+ * reader (y0 = x + 1 is written before y1 = 2x reads x, in one kernel or
+ * two): the output goes through a temporary, and the results are as if x
+ * had been read first.  Inputs not donated are never written. */
+Test(memplan, donated_input_still_needed_is_not_overwritten)
+{
+    for (int level = 0; level <= 3; level += 3) {
+        smelt_ctx *ctx = t_ctx();
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *x = smelt_input(g, "x", SMELT_F64, SHP(4, 300)), *z = smelt_input(g, "z", SMELT_F64, SHP(300));
+        smelt_node *outs[2] = {smelt_add(g, x, smelt_scalar(g, 1)), smelt_mul(g, smelt_mul(g, x, smelt_scalar(g, 2)), z)};
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.opt_level = level;
+        const int donate[] = {0};
+        o.donate = donate;
+        o.n_donate = 1;
+        smelt_plan *p;
+        T_OK(ctx, smelt_plan_new(ctx, g, 2, outs, &o, &p));
+        trng r;
+        trng_init(&r, 9);
+        smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F64, SHP(4, 300)), t_rand(ctx, &r, SMELT_F64, SHP(300))};
+        smelt_tensor *ref[2], *zcopy = t_tensor(ctx, SMELT_F64, SHP(300));
+        T_OK(ctx, smelt_tensor_copy(zcopy, in[1]));
+        t_reference(ctx, g, 2, outs, 2, in, ref);
+        smelt_tensor *res[2] = {in[0], NULL};
+        t_run(p, 2, in, 2, res);
+        cr_assert_eq(t_stats(p).donated_inplace, 0);
+        const double *a = smelt_tensor_data(res[0]), *b = smelt_tensor_data(res[1]);
+        const double *ra = smelt_tensor_data(ref[0]), *rb = smelt_tensor_data(ref[1]);
+        for (int i = 0; i < 1200; i++)
+            cr_assert(a[i] == ra[i] && b[i] == rb[i], "opt_level %d: element %d: %g %g, expected %g %g", level, i,
+                      a[i], b[i], ra[i], rb[i]);
+        cr_assert(t_bitwise_equal(in[1], zcopy), "an input not donated was written");
+        smelt_tensor_free(res[1]);
+        t_free_all(ref, 2);
+        t_free_all(in, 2);
+        smelt_tensor_free(zcopy);
+        smelt_plan_free(p);
+        smelt_graph_free(g);
+        smelt_ctx_free(ctx);
+    }
+}
+
+Test(memplan, donate_names_an_input)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(8)), *y = smelt_unary(g, SMELT_OP_NEG, x);
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    const int bad[] = {0, 1};
+    o.donate = bad;
+    o.n_donate = 2;
+    smelt_plan *p = NULL;
+    cr_assert_eq(smelt_plan_new(ctx, g, 1, &y, &o, &p), SMELT_ERR_INVALID_ARG);
+    cr_assert(p == NULL && strstr(smelt_errmsg(ctx), "donate[1] is 1, not an input of the graph (it has 1: 0..0)"),
+              "%s", smelt_errmsg(ctx));
+    o.donate = NULL;
+    cr_assert_eq(smelt_plan_new(ctx, g, 1, &y, &o, &p), SMELT_ERR_INVALID_ARG);
+    cr_assert(strstr(smelt_errmsg(ctx), "n_donate is 2 and donate NULL"), "%s", smelt_errmsg(ctx));
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }

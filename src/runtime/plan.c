@@ -13,6 +13,8 @@ void smelt_plan_opts_init(smelt_plan_opts *opts)
     if (opts) {
         opts->opt_level = 3;
         opts->backend = NULL;
+        opts->donate = NULL;
+        opts->n_donate = 0;
     }
 }
 
@@ -52,6 +54,7 @@ void smelt_plan_free(smelt_plan *p)
     free(p->bufsize);
     smelt__be_free(p->be, p->arena);
     free(p->moff);
+    free(p->donated);
     free(p->rs);
     free(p->out_slot);
     smelt__prog_free(&p->prog);
@@ -367,6 +370,14 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         o = *opts;
     if (o.opt_level < 0 || o.opt_level > 3)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", o.opt_level);
+    if (o.n_donate < 0 || (o.n_donate && !o.donate))
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_opts: n_donate is %d and donate %s", o.n_donate,
+                          o.donate ? "set" : "NULL");
+    for (int i = 0; i < o.n_donate; i++)
+        if (o.donate[i] < 0 || o.donate[i] >= g->nin)
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                              "smelt_plan_opts: donate[%d] is %d, not an input of the graph (it has %d: 0..%d)", i,
+                              o.donate[i], g->nin, g->nin - 1);
     int kind;
     int st = SMELT_OK;
     smelt__backend *be = forced;
@@ -417,7 +428,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     p->buf = calloc((size_t)p->prog.n + 1, sizeof *p->buf);
     p->bufsize = calloc((size_t)p->prog.n + 1, sizeof *p->bufsize);
     p->moff = malloc(sizeof *p->moff * (size_t)(p->prog.n + 1));
-    if (!p->out_slot || !p->rs || !p->buf || !p->bufsize || !p->moff) {
+    p->donated = calloc((size_t)p->prog.ninputs + 1, sizeof *p->donated);
+    if (!p->out_slot || !p->rs || !p->buf || !p->bufsize || !p->moff || !p->donated) {
         st = smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -425,6 +437,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         p->out_slot[i] = -1;
     for (int i = 0; i < p->prog.nout; i++)
         p->out_slot[p->prog.outputs[i]] = i;
+    for (int i = 0; i < o.n_donate; i++)
+        p->donated[o.donate[i]] = true;
 
     smelt__partition pt;
     if ((st = smelt__partition_build(&p->prog, o.opt_level >= 3, &pt))) {

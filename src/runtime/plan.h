@@ -52,6 +52,7 @@ struct smelt_plan {
     smelt__sb log;  /* warnings */
     smelt__sb desc; /* smelt_plan_describe */
     int *out_slot;  /* prog value -> output index, or -1 */
+    bool *donated;  /* per graph input: smelt_plan_opts.donate named it */
     /* tiered compilation (AUTO on a CPU): TCC kernels run at once while the
      * CC backend compiles in the background; finished kernels are switched
      * in together at the start of a run. */
