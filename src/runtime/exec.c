@@ -481,15 +481,16 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
     const char *sm = getenv("SMELT_STREAM_STORES"); /* auto (default), 0: never, 1: always */
     rs.stream = sm && !strcmp(sm, "0") ? 0 : sm && !strcmp(sm, "1") ? 1 : -1;
     smelt_tensor **din = NULL, **dout = NULL;
-    if (dev && !st && !(st = smelt__device_stage(p->be, n_in, inputs, n_out, outputs, &din, &dout)))
-        rs.inputs = din, rs.outputs = dout;
+    bool staged = dev && !st && !(st = smelt__device_stage(p->be, n_in, inputs, n_out, outputs, &din, &dout));
+    if (staged)
+        rs.inputs = din ? din : inputs, rs.outputs = dout ? dout : outputs;
     for (int ki = 0; ki < p->nkern && !st; ki++) {
         bool split = false;
         st = run_kernel(p, &rs, ki, &split);
         if (split)
             ki--;
     }
-    if (din) /* waits for the device, copies host outputs back */
+    if (staged) /* waits for the device, copies host outputs back */
         st = smelt__device_unstage(p->be, n_in, inputs, din, n_out, outputs, dout, st);
     for (int i = 0; tmp && i < n_out; i++)
         if (tmp[i] != outputs[i]) {
