@@ -258,6 +258,7 @@ typedef struct smelt_plan_stats {
     int64_t mem_bytes;       /* what they take: one arena at opt_level >= 2, one buffer each below */
     int64_t mem_lower_bytes; /* the largest set of them live at once (no arena is smaller) */
     int64_t mem_naive_bytes; /* one buffer each */
+    double mem_plan_ms;      /* the time that memory plan took */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
 /* Tiered plans (AUTO on a CPU) queue their kernels for the optimising tier

@@ -144,6 +144,7 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
                     smelt__memplan *out)
 {
     int n = p->prog.n, nb = 0;
+    double t0 = smelt__now_ms();
     memset(out, 0, sizeof *out);
     for (int v = 0; v < n; v++)
         off[v] = -1;
@@ -244,5 +245,6 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
     }
 done:
     free(idx), free(b), free(order), free(near), free(roots), free(delta);
+    out->ms = smelt__now_ms() - t0;
     return st;
 }

@@ -333,6 +333,7 @@ int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
     out->tier_backend = p->up_be ? p->up_be->iface->name : NULL;
     out->mem_buffers = p->mem.buffers;
     out->mem_inplace = p->mem.inplace;
+    out->mem_plan_ms = p->mem.ms;
     out->mem_bytes = p->opt_level >= 2 ? p->mem.arena : p->mem.naive;
     out->mem_lower_bytes = p->mem.lower;
     out->mem_naive_bytes = p->mem.naive;

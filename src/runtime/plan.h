@@ -39,6 +39,7 @@ typedef struct smelt__memplan {
     int64_t arena; /* the arena holding them all */
     int64_t lower; /* the largest set of their buffers live at once: no arena is smaller */
     int64_t naive; /* one buffer each */
+    double ms;     /* how long planning took */
 } smelt__memplan;
 
 struct smelt_plan {
