@@ -190,7 +190,10 @@ smelt_op smelt_node_op(const smelt_node *n);
  *              dead-code elimination.
  *           2: as 1, and the intermediates share one arena: each lives from
  *              the kernel that writes it to the last that reads it, and
- *              memory is reused after (smelt_plan_stats.mem_*).
+ *              memory is reused after; a kernel's output takes the memory
+ *              of an input it is the last to read, in place, when each
+ *              element is read before it is written (smelt_plan_stats.mem_*,
+ *              smelt_plan_describe shows offsets and what runs in place).
  *           3: as 2 plus fusion of elementwise clusters. */
 typedef struct smelt_plan_opts {
     int opt_level;       /* default 3 */
