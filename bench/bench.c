@@ -65,7 +65,7 @@ typedef struct wl {
     void (*build)(smelt_graph *g, smelt_node **in, smelt_node **out);
     /* input shapes for n elements */
     void (*shapes)(int64_t n, int *ndim, int64_t (*shape)[2]);
-    int64_t n_default; /* 0: the global --n; else at most this on the GPU */
+    int64_t n_default; /* 0: the global --n; else at most this on the GPU (the CPU runs --n) */
     double bytes_per_elem; /* bytes that must move per element (f32) */
     const int *donate;     /* output k is an update of input donate[k] (the donated run) */
 } wl;
@@ -1370,8 +1370,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < NWL; i++) {
         if (only && strcmp(only, workloads[i].name))
             continue;
-        /* layers100 is smaller unless its unfused plan shares an arena */
-        int64_t wn = workloads[i].n_default && workloads[i].n_default < n && unfused_opt < 2 ? workloads[i].n_default : n;
+        int64_t wn = n; /* layers100 too: its unfused plan shares an arena where it must (unfused_opt_for) */
         row rows[2];
         for (int b = 0; b < nb; b++) {
             snprintf(rows[b].label, sizeof rows[b].label, "[%d/%d] %s %s", ++done, total,
