@@ -187,7 +187,9 @@ smelt_op smelt_node_op(const smelt_node *n);
 /* ---- plans -------------------------------------------------------------
  * opt_level 0: no passes, one kernel per operator (the unfused path).
  *           1: constant folding, common-subexpression elimination,
- *              dead-code elimination.
+ *              algebraic simplification and dead branches (bit-exact
+ *              identities only: src/passes/simplify.c), dead-code
+ *              elimination.
  *           2: as 1, and the intermediates share one arena: each lives from
  *              the kernel that writes it to the last that reads it, and
  *              memory is reused after; a kernel's output takes the memory
@@ -245,6 +247,8 @@ typedef struct smelt_plan_stats {
     int folded;         /* nodes removed by constant folding */
     int cse;            /* nodes removed by common-subexpression elimination */
     int dce;            /* nodes removed as dead */
+    int simplified;     /* nodes replaced by an algebraic identity (x * 1, neg(neg(x)), x - x of ints ...) */
+    int dead_branches;  /* where(c, a, b) with a constant c, or a == b: replaced by the branch taken */
     const char *backend;
     /* tiered compilation (AUTO on a CPU: TCC first, CC in the background) */
     const char *tier_backend; /* the optimising tier, NULL if none */

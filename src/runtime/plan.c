@@ -239,7 +239,8 @@ static void describe(smelt_plan *p)
     smelt__sb_printf(b, "plan: opt_level %d, backend %s, %d instruction%s, %d kernel%s\n",
                      p->opt_level, s->backend, p->prog.n, smelt__plural(p->prog.n), p->nkern,
                      smelt__plural(p->nkern));
-    smelt__sb_printf(b, "passes: folded %d, cse %d, dce %d\n", s->folded, s->cse, s->dce);
+    smelt__sb_printf(b, "passes: folded %d, cse %d, simplified %d, dead branches %d, dce %d\n", s->folded, s->cse,
+                     s->simplified, s->dead_branches, s->dce);
     smelt__sb_printf(b, "kernels: %d compiled, %d from memory, %d from disk; compile %.3f ms, "
                         "fallbacks %d\n",
                      s->compiles, s->cache_hits, s->disk_hits, s->compile_ms, s->fallbacks);
@@ -418,6 +419,11 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     if (o.opt_level >= 1) {
         p->stats.folded = smelt__pass_fold(&p->prog);
         p->stats.cse = smelt__pass_cse(&p->prog);
+        p->stats.simplified = smelt__pass_simplify(&p->prog, &p->stats.dead_branches);
+        if (p->stats.simplified || p->stats.dead_branches) { /* what they leave may fold or repeat */
+            p->stats.folded += smelt__pass_fold(&p->prog);
+            p->stats.cse += smelt__pass_cse(&p->prog);
+        }
         p->stats.dce = smelt__pass_dce(&p->prog);
     }
     if ((st = smelt__prog_finalize(&p->prog))) {
