@@ -34,6 +34,30 @@
 
 #define MAXIO 8
 
+/* ---- allocations --------------------------------------------------------
+ * The malloc family of the whole process, counted (glibc lets the main
+ * program replace it): alloc_per_call is the count a timed run adds. */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+static long n_allocs;
+static void counted(void) { __atomic_fetch_add(&n_allocs, 1, __ATOMIC_RELAXED); }
+static long allocs(void) { return __atomic_load_n(&n_allocs, __ATOMIC_RELAXED); }
+void *malloc(size_t n) { return counted(), __libc_malloc(n); }
+void *calloc(size_t n, size_t m) { return counted(), __libc_calloc(n, m); }
+void *realloc(void *p, size_t n) { return counted(), __libc_realloc(p, n); }
+void *aligned_alloc(size_t a, size_t n) { return counted(), __libc_memalign(a, n); }
+int posix_memalign(void **out, size_t a, size_t n)
+{
+    counted();
+    void *p = __libc_memalign(a, n);
+    if (!p)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
+
 typedef struct wl {
     const char *name;
     int n_in, n_out;
@@ -41,8 +65,9 @@ typedef struct wl {
     void (*build)(smelt_graph *g, smelt_node **in, smelt_node **out);
     /* input shapes for n elements */
     void (*shapes)(int64_t n, int *ndim, int64_t (*shape)[2]);
-    int64_t n_default; /* 0: the global --n */
+    int64_t n_default; /* 0: the global --n; else at most this on the GPU (the CPU runs --n) */
     double bytes_per_elem; /* bytes that must move per element (f32) */
+    const int *donate;     /* output k is an update of input donate[k] (the donated run) */
 } wl;
 
 /* ---- workloads ---------------------------------------------------------- */
@@ -140,15 +165,17 @@ static void sh_rows(int64_t n, int *nd, int64_t (*s)[2])
     }
 }
 
+static const int adam_donate[] = {0, 2, 3}; /* param' m' v' over param m v */
 static const wl workloads[] = {
-    {"add", 2, 1, b_add, sh_flat, 0, 12},
-    {"chain8", 3, 1, b_chain8, sh_flat, 0, 16},
-    {"gelu_tanh", 1, 1, b_gelu_tanh, sh_flat, 0, 8},
-    {"swish", 1, 1, b_swish, sh_flat, 0, 8},
-    {"adam", 4, 3, b_adam, sh_flat, 0, 28},
-    {"bias_relu", 2, 1, b_bias_relu, sh_rows, 0, 8},
-    /* 700 values: smaller so that the unfused path's intermediates fit */
-    {"layers100", 3, 1, b_layers100, sh_rows, 1 << 18, 100 * 16}, /* 100 x (layer + barrier) */
+    {"add", 2, 1, b_add, sh_flat, 0, 12, NULL},
+    {"chain8", 3, 1, b_chain8, sh_flat, 0, 16, NULL},
+    {"gelu_tanh", 1, 1, b_gelu_tanh, sh_flat, 0, 8, NULL},
+    {"swish", 1, 1, b_swish, sh_flat, 0, 8, NULL},
+    {"adam", 4, 3, b_adam, sh_flat, 0, 28, adam_donate},
+    {"bias_relu", 2, 1, b_bias_relu, sh_rows, 0, 8, NULL},
+    /* 100 x (layer + barrier), 700 values: on the CPU its unfused plan
+     * shares an arena when one buffer each would not fit (unfused_opt_for) */
+    {"layers100", 3, 1, b_layers100, sh_rows, 1 << 22, 100 * 16, NULL},
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 
@@ -346,13 +373,24 @@ static double check_error(const wl *w, const char *backend)
     return worst;
 }
 
+/* What CPU and GPU rows share beside the times, per plan (unfused, fused):
+ * the intermediates' memory (smelt_plan_stats.mem_bytes), the memory held
+ * during a call (intermediates + outputs), the allocations a call makes */
+typedef struct memrow {
+    int uopt; /* the unfused plan's opt_level */
+    double mem_mb[2], peak_mb[2], alloc_per_call[2];
+    double lower_mb[2]; /* the largest live set of intermediates, + outputs: no peak is lower */
+} memrow;
+
 typedef struct row {
     const wl *w;
     int64_t n;
     double unfused_ms, fused_ms, compile_ms, max_rel_err, first_call_ms;
     double memcpy_gbps, nt_gbps, copy_gbps; /* copy_gbps: the better of the two */
     int compiles, k_unf, k_fus, threads;
-    double mem_mb[2]; /* intermediates of the unfused and the fused plan (smelt_plan_stats.mem_bytes) */
+    memrow m;
+    double donated_ms, donated_alloc_per_call; /* w->donate: fused, outputs over donated inputs */
+    int donated_inplace;
     const char *backend;
     double numpy_ms, numexpr_ms;
     char label[96]; /* progress: "[i/n] workload backend" */
@@ -396,7 +434,18 @@ static double spawn_first_call(const wl *w, const char *backend)
     return ms;
 }
 
-static int unfused_opt; /* --unfused-opt: the "unfused" plan's opt_level (0: one buffer per intermediate) */
+static int unfused_opt = -1; /* --unfused-opt: the "unfused" plan's opt_level; -1: unfused_opt_for */
+
+/* Without --unfused-opt: 0 (one buffer per intermediate), unless those
+ * buffers would take more than half of this machine's memory (layers100
+ * at 16M: 700 x 64 MB); then 2 (unfused, its intermediates in one arena). */
+static int unfused_opt_for(const smelt_plan_stats *s0)
+{
+    if (unfused_opt >= 0)
+        return unfused_opt;
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    return phys > 0 && (double)s0->mem_naive_bytes > 0.5 * phys ? 2 : 0;
+}
 
 static void run_workload(const wl *w, int64_t n, int runs, int threads, const char *backend, row *r)
 {
@@ -410,11 +459,18 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     smelt_plan_opts o0, o3;
     smelt_plan_opts_init(&o0);
     smelt_plan_opts_init(&o3);
-    o0.opt_level = unfused_opt;
+    o0.opt_level = unfused_opt < 0 ? 0 : unfused_opt;
     o0.backend = o3.backend = backend;
     smelt_plan *pu, *pf;
     progress("%s: compiling the unfused and fused plans", r->label);
     CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &o0, &pu));
+    smelt_plan_stats s0;
+    smelt_plan_get_stats(pu, &s0);
+    if ((r->m.uopt = unfused_opt_for(&s0)) != o0.opt_level) {
+        smelt_plan_free(pu);
+        o0.opt_level = r->m.uopt;
+        CHECK(smelt_plan_new(ctx, s.g, w->n_out, s.out, &o0, &pu));
+    }
     /* the fused plan in a context of its own: its compile is cold */
     smelt_ctx *ctx3;
     smelt_ctx_new(&ctx3);
@@ -431,8 +487,6 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     smelt_plan_get_stats(pf, &sf);
     r->k_unf = su.kernels;
     r->k_fus = sf.kernels;
-    r->mem_mb[0] = (double)su.mem_bytes / 1048576;
-    r->mem_mb[1] = (double)sf.mem_bytes / 1048576;
     r->compiles = sf.compiles + sf.disk_hits;
     r->backend = sf.backend;
     r->threads = smelt_ctx_threads(ctx);
@@ -486,15 +540,45 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
         timed_copy(dst, src, bytes, r->threads, 0);
         timed_copy(dst, src, bytes, r->threads, 1);
     }
+    /* w->donate: the fused plan once more, its outputs given as the
+     * donated inputs they update (copies of the inputs: they change) */
+    smelt_plan *pd = NULL;
+    smelt_tensor *dtin[MAXIO] = {0}, *dout[MAXIO] = {0};
+    if (w->donate) {
+        smelt_plan_opts od = o3;
+        od.donate = w->donate;
+        od.n_donate = w->n_out;
+        CHECK(smelt_plan_new(ctx3, s.g, w->n_out, s.out, &od, &pd));
+        for (int k = 0; k < w->n_in; k++) {
+            CHECK(smelt_tensor_new(ctx, SMELT_F32, smelt_tensor_ndim(s.tin[k]), smelt_tensor_shape(s.tin[k]),
+                                   &dtin[k]));
+            CHECK(smelt_tensor_copy(dtin[k], s.tin[k]));
+        }
+        for (int k = 0; k < w->n_out; k++)
+            dout[k] = dtin[w->donate[k]];
+        for (int i = 0; i < 2; i++)
+            CHECK(smelt_plan_run(pd, w->n_in, dtin, w->n_out, dout));
+    }
     double *tu = malloc(sizeof(double) * (size_t)runs), *tf = malloc(sizeof(double) * (size_t)runs),
-           *tc = malloc(sizeof(double) * (size_t)runs), *tn = malloc(sizeof(double) * (size_t)runs);
+           *tc = malloc(sizeof(double) * (size_t)runs), *tn = malloc(sizeof(double) * (size_t)runs),
+           *td = malloc(sizeof(double) * (size_t)runs);
+    long au = 0, af = 0, ad = 0;
     for (int i = 0; i < runs; i++) {
         progress("%s: timing run %d of %d", r->label, i + 1, runs);
+        long a0 = allocs();
         double t0 = now_ms();
         CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
         double t1 = now_ms();
+        long a1 = allocs();
         CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
         double t2 = now_ms();
+        long a2 = allocs();
+        if (pd)
+            CHECK(smelt_plan_run(pd, w->n_in, dtin, w->n_out, dout));
+        td[i] = now_ms() - t2;
+        ad += allocs() - a2;
+        au += a1 - a0;
+        af += a2 - a1;
         tu[i] = t1 - t0;
         tf[i] = t2 - t1;
         tc[i] = timed_copy(dst, src, bytes, r->threads, 0);
@@ -502,6 +586,32 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     }
     r->unfused_ms = median(tu, runs);
     r->fused_ms = median(tf, runs);
+    r->m.alloc_per_call[0] = (double)au / runs;
+    r->m.alloc_per_call[1] = (double)af / runs;
+    r->donated_ms = pd ? median(td, runs) : NAN;
+    r->donated_alloc_per_call = pd ? (double)ad / runs : NAN;
+    r->donated_inplace = 0;
+    if (pd) {
+        smelt_plan_stats sd;
+        smelt_plan_get_stats(pd, &sd);
+        r->donated_inplace = sd.donated_inplace;
+        smelt_plan_free(pd);
+    }
+    for (int k = 0; k < w->n_in; k++)
+        smelt_tensor_free(dtin[k]);
+    free(td);
+    /* what each plan holds during a call: its intermediates and the outputs */
+    double out_mb = 0;
+    for (int k = 0; k < w->n_out; k++)
+        out_mb += (double)smelt_tensor_numel(outs[k]) * 4 / 1048576;
+    smelt_plan_get_stats(pu, &su);
+    smelt_plan_get_stats(pf, &sf);
+    r->m.mem_mb[0] = (double)su.mem_bytes / 1048576;
+    r->m.mem_mb[1] = (double)sf.mem_bytes / 1048576;
+    r->m.peak_mb[0] = r->m.mem_mb[0] + out_mb;
+    r->m.peak_mb[1] = r->m.mem_mb[1] + out_mb;
+    r->m.lower_mb[0] = (double)su.mem_lower_bytes / 1048576 + out_mb;
+    r->m.lower_mb[1] = (double)sf.mem_lower_bytes / 1048576 + out_mb;
     r->memcpy_gbps = 2.0 * (double)bytes / (median(tc, runs) * 1e6);
     r->nt_gbps = 2.0 * (double)bytes / (median(tn, runs) * 1e6);
     r->copy_gbps = fmax(r->memcpy_gbps, r->nt_gbps);
@@ -572,8 +682,10 @@ static void usage(void)
            "  --json-file F    also write the rows as JSON lines to F (the table still prints)\n"
            "  --n N            elements (default 16M; 64M on the GPU)   --runs R (default 9)\n"
            "  --threads T      worker threads (default: all cores)\n"
-           "  --unfused-opt N  opt_level of the unfused plan: 0 (default, one buffer per intermediate)\n"
-           "                   or 2 (unfused, intermediates in one arena; layers100 then runs at --n)\n"
+           "  --unfused-opt N  opt_level of the unfused plan: 0 (one buffer per intermediate) or 2\n"
+           "                   (unfused, intermediates in one arena, in place where possible); default:\n"
+           "                   0, or 2 where one buffer each would take over half of the memory\n"
+           "                   (layers100 at 16M: 700 x 64 MB)\n"
            "  --device cuda    the workloads on the GPU, backend NVRTC (docs/cuda.md)\n"
            "\n"
            "columns:\n"
@@ -590,7 +702,14 @@ static void usage(void)
            "  max_rel_err max |fused - ref| / max |ref| over the outputs of a 65536-element\n"
            "              instance, ref = smelt's float64 reference interpreter\n"
            "  JSON only: unfused_mem_mb, fused_mem_mb, the memory the unfused (opt_level 0: one\n"
-           "              buffer each) and fused (opt_level 3: one arena) plans keep for intermediates\n"
+           "              buffer each) and fused (opt_level 3: one arena) plans keep for intermediates;\n"
+           "              unfused_peak_mb, peak_mb: that + the outputs, what a call holds besides\n"
+           "              its inputs; unfused_peak_lower_mb, peak_lower_mb: the largest live set\n"
+           "              of intermediates + outputs (no plan holds less);\n"
+           "              unfused_alloc_per_call, alloc_per_call: malloc-family calls per timed run\n"
+           "              (outputs given; host allocations on the GPU); peak_rss_mb: the process's;\n"
+           "              adam: donated_ms, donated_alloc_per_call, donated_inplace: the fused plan\n"
+           "              with param, m and v donated and given back as its outputs (in place)\n"
            "  numpy_ms, numexpr_ms (--peers) the same workload in numpy and numexpr, median;\n"
            "              vs_numpy, vs_numexpr = their time / fused_ms\n");
 }
@@ -618,7 +737,6 @@ static void legend(int gpu)
  * bandwidth is that of smelt_tensor_copy between two device tensors of n
  * f32 (cuMemcpyDtoDAsync), measured in the same loop. */
 #define GPU_N_DEFAULT ((int64_t)64 << 20)
-#define GPU_N_SMALL ((int64_t)4 << 20) /* workloads that are smaller on the CPU too */
 #define NPEER 4
 static const char *const gpu_peer_keys[NPEER] = {"torch_eager_ms", "torch_compile_ms", "cupy_ms",
                                                  "jax_ms"};
@@ -633,7 +751,7 @@ typedef struct gpu_row {
     double cached_plan_ms;  /* smelt_plan_new again in the fused plan's context (memory cache) */
     double first_call_ms;   /* a new process: CUDA start-up, plan, one small run */
     int compiles, k_unf, k_fus;
-    double mem_mb[2]; /* intermediates of the unfused and the fused plan */
+    memrow m;
     double peer[NPEER];
 } gpu_row;
 
@@ -774,7 +892,7 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     smelt_plan_opts o0, o3;
     smelt_plan_opts_init(&o0);
     smelt_plan_opts_init(&o3);
-    o0.opt_level = unfused_opt;
+    o0.opt_level = unfused_opt < 0 ? 0 : unfused_opt;
     o0.backend = o3.backend = "NVRTC";
 
     /* cold compile: fresh contexts, persistent cache off, median of 3 */
@@ -809,8 +927,9 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     smelt_plan_get_stats(pf, &sf);
     r->k_unf = su.kernels;
     r->k_fus = sf.kernels;
-    r->mem_mb[0] = (double)su.mem_bytes / 1048576;
-    r->mem_mb[1] = (double)sf.mem_bytes / 1048576;
+    r->m.uopt = o0.opt_level;
+    r->m.mem_mb[0] = (double)su.mem_bytes / 1048576;
+    r->m.mem_mb[1] = (double)sf.mem_bytes / 1048576;
     r->first_call_ms = spawn_first_call(w, "NVRTC");
 
     /* outputs on the device (both plans write into the same tensors) */
@@ -825,12 +944,17 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     }
     double *tu = malloc(sizeof(double) * (size_t)runs), *tf = malloc(sizeof(double) * (size_t)runs),
            *tc = malloc(sizeof(double) * (size_t)runs);
+    long au = 0, af = 0;
     for (int i = 0; i < runs; i++) {
+        long a0 = allocs();
         double a = now_ms();
         CHECK(smelt_plan_run(pu, w->n_in, din, w->n_out, dout));
         double b = now_ms();
+        long a1 = allocs();
         CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, dout));
         double c = now_ms();
+        au += a1 - a0;
+        af += allocs() - a1;
         CHECK(smelt_tensor_copy(cdst, csrc));
         double d = now_ms();
         tu[i] = b - a;
@@ -840,6 +964,15 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     r->unfused_ms = median(tu, runs);
     r->fused_ms = median(tf, runs);
     r->copy_gbps = 2.0 * (double)n * 4 / (median(tc, runs) * 1e6);
+    r->m.alloc_per_call[0] = (double)au / runs; /* host allocations */
+    r->m.alloc_per_call[1] = (double)af / runs;
+    double out_mb = 0;
+    for (int k = 0; k < w->n_out; k++)
+        out_mb += (double)smelt_tensor_numel(dout[k]) * 4 / 1048576;
+    r->m.peak_mb[0] = r->m.mem_mb[0] + out_mb;
+    r->m.peak_mb[1] = r->m.mem_mb[1] + out_mb;
+    r->m.lower_mb[0] = (double)su.mem_lower_bytes / 1048576 + out_mb;
+    r->m.lower_mb[1] = (double)sf.mem_lower_bytes / 1048576 + out_mb;
     r->n = n;
     r->w = w;
     free(tu), free(tf), free(tc);
@@ -920,7 +1053,7 @@ static void jnum(const char *key, const char *fmt, double v)
 
 /* A JSON row's first fields (to json_fp), the ones CPU and GPU rows share */
 static void jrow_start(const wl *w, int64_t n, const char *backend, double unfused_ms, double fused_ms,
-                       double copy_gbps, const double *mem_mb)
+                       double copy_gbps, const memrow *m)
 {
     fprintf(json_fp, "{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\"",
             w->name, (long long)n, backend);
@@ -929,9 +1062,15 @@ static void jrow_start(const wl *w, int64_t n, const char *backend, double unfus
     jnum("speedup", "%.2f", unfused_ms / fused_ms);
     jnum("fused_gbps", "%.1f", w->bytes_per_elem * (double)n / (fused_ms * 1e6));
     jnum("copy_gbps", "%.1f", copy_gbps);
-    fprintf(json_fp, ", \"unfused_opt_level\": %d", unfused_opt);
-    jnum("unfused_mem_mb", "%.3f", mem_mb[0]); /* the plans' intermediates */
-    jnum("fused_mem_mb", "%.3f", mem_mb[1]);
+    fprintf(json_fp, ", \"unfused_opt_level\": %d", m->uopt);
+    jnum("unfused_mem_mb", "%.3f", m->mem_mb[0]); /* the plans' intermediates */
+    jnum("fused_mem_mb", "%.3f", m->mem_mb[1]);
+    jnum("unfused_peak_mb", "%.3f", m->peak_mb[0]); /* intermediates + outputs */
+    jnum("peak_mb", "%.3f", m->peak_mb[1]);
+    jnum("unfused_peak_lower_mb", "%.3f", m->lower_mb[0]);
+    jnum("peak_lower_mb", "%.3f", m->lower_mb[1]);
+    jnum("unfused_alloc_per_call", "%.2f", m->alloc_per_call[0]);
+    jnum("alloc_per_call", "%.2f", m->alloc_per_call[1]);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru); /* the process's high-water mark so far */
     jnum("peak_rss_mb", "%.1f", (double)ru.ru_maxrss / 1024);
@@ -953,7 +1092,7 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
     for (int pass = 0; pass < 2; pass++) {
         if (!(json_fp = pass ? json_file : json ? stdout : NULL))
             continue;
-        jrow_start(r->w, r->n, "NVRTC", r->unfused_ms, r->fused_ms, r->copy_gbps, r->mem_mb);
+        jrow_start(r->w, r->n, "NVRTC", r->unfused_ms, r->fused_ms, r->copy_gbps, &r->m);
         fprintf(json_fp, ", \"device\": \"%s\"", dev);
         jnum("compile_ms", "%.3f", r->compile_ms);
         fprintf(json_fp, ", \"compiles\": %d", r->compiles);
@@ -995,7 +1134,7 @@ static int gpu_main(const char *only, int64_t n, int runs, int json, int peers)
     for (int i = 0; i < NWL; i++) {
         if (only && strcmp(only, workloads[i].name))
             continue;
-        int64_t wn = workloads[i].n_default && GPU_N_SMALL < n ? GPU_N_SMALL : n;
+        int64_t wn = workloads[i].n_default && workloads[i].n_default < n ? workloads[i].n_default : n;
         gpu_row r;
         progress("[%d/%d] %s NVRTC: compiling, timing", ++done, total, workloads[i].name);
         gpu_run_workload(&workloads[i], wn, runs, &r);
@@ -1020,7 +1159,12 @@ static void cpu_print(const row *r, int json, int peers)
     for (int pass = 0; pass < 2; pass++) {
         if (!(json_fp = pass ? json_file : json ? stdout : NULL))
             continue;
-        jrow_start(r->w, r->n, r->backend, r->unfused_ms, r->fused_ms, r->copy_gbps, r->mem_mb);
+        jrow_start(r->w, r->n, r->backend, r->unfused_ms, r->fused_ms, r->copy_gbps, &r->m);
+        if (r->w->donate) {
+            jnum("donated_ms", "%.3f", r->donated_ms);
+            jnum("donated_alloc_per_call", "%.2f", r->donated_alloc_per_call);
+            fprintf(json_fp, ", \"donated_inplace\": %d", r->donated_inplace);
+        }
         fprintf(json_fp, ", \"threads\": %d", r->threads);
         jnum("memcpy_gbps", "%.1f", r->memcpy_gbps);
         jnum("nt_copy_gbps", "%.1f", r->nt_gbps);
@@ -1231,8 +1375,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < NWL; i++) {
         if (only && strcmp(only, workloads[i].name))
             continue;
-        /* layers100 is smaller unless its unfused plan shares an arena */
-        int64_t wn = workloads[i].n_default && workloads[i].n_default < n && unfused_opt < 2 ? workloads[i].n_default : n;
+        int64_t wn = n; /* layers100 too: its unfused plan shares an arena where it must (unfused_opt_for) */
         row rows[2];
         for (int b = 0; b < nb; b++) {
             snprintf(rows[b].label, sizeof rows[b].label, "[%d/%d] %s %s", ++done, total,

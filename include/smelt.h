@@ -197,14 +197,31 @@ smelt_op smelt_node_op(const smelt_node *n);
 /* ---- plans -------------------------------------------------------------
  * opt_level 0: no passes, one kernel per operator (the unfused path).
  *           1: constant folding, common-subexpression elimination,
- *              dead-code elimination.
+ *              algebraic simplification and dead branches (bit-exact
+ *              identities only: src/passes/simplify.c), dead-code
+ *              elimination.
  *           2: as 1, and the intermediates share one arena: each lives from
  *              the kernel that writes it to the last that reads it, and
- *              memory is reused after (smelt_plan_stats.mem_*).
+ *              memory is reused after; a kernel's output takes the memory
+ *              of an input it is the last to read, in place, when each
+ *              element is read before it is written (smelt_plan_stats.mem_*,
+ *              smelt_plan_describe shows offsets and what runs in place).
  *           3: as 2 plus fusion of elementwise clusters. */
 typedef struct smelt_plan_opts {
     int opt_level;       /* default 3 */
     const char *backend; /* NULL: the context's / environment's choice */
+    /* Donated inputs (JAX's donate_argnums): the indices of graph inputs
+     * whose memory the caller gives up for each run, so that an output
+     * given as the same tensor (same memory, shape and strides: x = f(x),
+     * Adam's param, m and v) is written in place, with no temporary and no
+     * copy, when the kernel that writes it is the last to read the input
+     * and reads each element before writing it (smelt_plan_stats.
+     * donated_inplace counts them).  Otherwise such an output goes through a
+     * temporary as without donation.  A donated input's contents after a
+     * run are unspecified unless it is an output's memory.  The array is
+     * copied; default none. */
+    const int *donate;
+    int n_donate;
 } smelt_plan_opts;
 void smelt_plan_opts_init(smelt_plan_opts *opts);
 
@@ -219,7 +236,9 @@ void smelt_plan_free(smelt_plan *p);
  * Overlap: an output may share memory with inputs (x = f(x) in place, or a
  * transposed view of an input): such an output is computed into a
  * temporary and copied at the end, so the result is as if the inputs had
- * been read first.  Outputs whose memory ranges intersect each other
+ * been read first (on a GPU, device tensors that overlap are an error),
+ * except where the input is donated (smelt_plan_opts.donate) and the
+ * output can be written over it directly.  Outputs whose memory ranges intersect each other
  * (interleaved views included) and outputs with a zero stride on an axis
  * of size > 1 are SMELT_ERR_INVALID_ARG.  Memory: intermediates are kept by
  * the plan (in one arena at opt_level >= 2) and reused, so a run with the
@@ -238,6 +257,8 @@ typedef struct smelt_plan_stats {
     int folded;         /* nodes removed by constant folding */
     int cse;            /* nodes removed by common-subexpression elimination */
     int dce;            /* nodes removed as dead */
+    int simplified;     /* nodes replaced by an algebraic identity (x * 1, neg(neg(x)), x - x of ints ...) */
+    int dead_branches;  /* where(c, a, b) with a constant c, or a == b: replaced by the branch taken */
     const char *backend;
     /* tiered compilation (AUTO on a CPU: TCC first, CC in the background) */
     const char *tier_backend; /* the optimising tier, NULL if none */
@@ -249,9 +270,12 @@ typedef struct smelt_plan_stats {
     /* intermediates (kernel outputs that are not plan outputs), for the
      * shapes of the last run (before any: the graph's), in bytes */
     int mem_buffers;         /* how many */
+    int mem_inplace;         /* of them, written in place of an input of their kernel (opt_level >= 2) */
+    int donated_inplace;     /* outputs the last run wrote over donated inputs directly */
     int64_t mem_bytes;       /* what they take: one arena at opt_level >= 2, one buffer each below */
     int64_t mem_lower_bytes; /* the largest set of them live at once (no arena is smaller) */
     int64_t mem_naive_bytes; /* one buffer each */
+    double mem_plan_ms;      /* the time that memory plan took */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
 /* Tiered plans (AUTO on a CPU) queue their kernels for the optimising tier

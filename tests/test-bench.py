@@ -70,13 +70,13 @@ rc, so, se = bench("--workload", "add", "--json", *SMALL, env={"MGB_JIT_BACKEND"
 check(rc == 0 and [x["backend"] for x in rows(so)] == ["TCC"], "MGB_JIT_BACKEND=tcc: %r %s" % (so, se))
 rc, so, se = bench("--workload", "add", "--json", *SMALL, "--backend", "CC", env={"SMELT_JIT_BACKEND": "TCC"})
 check(rc == 0 and [x["backend"] for x in rows(so)] == ["CC"], "--backend CC overrides: %r %s" % (so, se))
-# --unfused-opt: 0 or 2; with 2 the unfused plan shares an arena (chain8: two of its 7 buffers)
+# --unfused-opt: 0 or 2; with 2 the unfused plan shares an arena (chain8: its 7 intermediates in place in one buffer)
 rc, so, se = bench("--workload", "add", *SMALL, "--unfused-opt", "1")
 check(rc == 2 and "--unfused-opt" in se and not so, "--unfused-opt 1: %d %r" % (rc, se))
 rc, so, se = bench("--workload", "chain8", "--json", *SMALL, "--backend", "TCC", "--unfused-opt", "2")
 u2 = rows(so)
 check(rc == 0 and len(u2) == 1 and u2[0].get("unfused_opt_level") == 2 and
-      abs(u2[0].get("unfused_mem_mb", -1) - 2 * 4096 * 4 / 1048576) < 1e-3, "--unfused-opt 2: %r %s" % (so, se))
+      abs(u2[0].get("unfused_mem_mb", -1) - 1 * 4096 * 4 / 1048576) < 1e-3, "--unfused-opt 2: %r %s" % (so, se))
 # the plans' intermediates: chain8 unfused keeps 7 of 4096 f32 (one buffer each), fused none
 rc, so, se = bench("--workload", "chain8", "--json", *SMALL, "--backend", "TCC")
 c8 = rows(so)
@@ -90,6 +90,26 @@ if r:
         check(abs(x["copy_gbps"] - max(x["memcpy_gbps"], x["nt_copy_gbps"])) < 0.11,
               "copy limit = the better copy: %r" % x)
 
+# every row: the memory a call holds and the allocations it makes (none: outputs given);
+# adam also runs with param, m and v donated and given back as its outputs: in place
+rc, so, se = bench("--workload", "adam", "--json", *SMALL, "--backend", "TCC")
+ad = rows(so)
+keys = ("peak_mb", "unfused_peak_mb", "peak_lower_mb", "alloc_per_call", "unfused_alloc_per_call", "donated_ms")
+check(rc == 0 and len(ad) == 1 and all(k in ad[0] for k in keys), "adam's JSON keys: %r %s" % (so, se))
+if rc == 0 and len(ad) == 1 and all(k in ad[0] for k in keys):
+    x = ad[0]
+    out_mb = 3 * 4096 * 4 / 1048576
+    check(x["alloc_per_call"] == 0 and x["unfused_alloc_per_call"] == 0 and x["donated_alloc_per_call"] == 0,
+          "no allocation per call: %r" % x)
+    check(x["donated_inplace"] == 3, "adam donated: param, m and v in place: %r" % x)
+    check(abs(x["peak_mb"] - (x["fused_mem_mb"] + out_mb)) < 1e-3 and x["peak_lower_mb"] <= x["peak_mb"] + 1e-9 and
+          abs(x["unfused_peak_mb"] - (x["unfused_mem_mb"] + out_mb)) < 1e-3, "peak = intermediates + outputs: %r" % x)
+# without --unfused-opt, layers100 keeps opt_level 0 where its buffers fit
+rc, so, se = bench("--workload", "layers100", "--json", *SMALL, "--backend", "TCC")
+l1 = rows(so)
+check(rc == 0 and len(l1) == 1 and l1[0].get("unfused_opt_level") == 0 and l1[0].get("n") == 4096 and
+      l1[0].get("kernels_unfused") == 700, "layers100 at 4096: %r %s" % (so, se))
+
 # NVRTC without a GPU is a clear error, not a CPU run
 probe = subprocess.run([BENCH, "--device", "cuda", *SMALL, "--workload", "add"], capture_output=True, text=True)
 if probe.returncode != 0 and "not available" in probe.stderr:
@@ -102,7 +122,8 @@ if FAKECUDA:
     gpu_env = {"SMELT_JIT_BACKEND": "NVRTC", "SMELT_CUDA_DRIVER_LIB": FAKECUDA, "SMELT_NVRTC_LIB": FAKECUDA}
     rc, so, se = bench("--workload", "add", *SMALL, "--json", env=gpu_env)
     r = rows(so)
-    check(rc == 0 and len(r) == 1 and r[0]["backend"] == "NVRTC" and "device" in r[0],
+    check(rc == 0 and len(r) == 1 and r[0]["backend"] == "NVRTC" and "device" in r[0] and
+          "peak_mb" in r[0] and r[0].get("alloc_per_call") == 0,
           "SMELT_JIT_BACKEND=NVRTC with a GPU: %r %s" % (so, se))
     rc, so, se = bench("--workload", "add", *SMALL, env=gpu_env)
     check(rc == 0 and so.startswith("device: ") and "legend: " in so and "device-to-device" in so,

@@ -660,6 +660,42 @@ DEVICE_TEST(device_tensors, 120)
     smelt_graph_free(g);
 }
 
+/* Device memory: an output that is an input's own device tensor is an
+ * error, unless the input is donated and the output's kernel is its last
+ * reader: then it is written in place (an intermediate of the plan too). */
+DEVICE_TEST(donated_device_tensor, 120)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(3001)), *b = smelt_input(g, "b", SMELT_F32, SHP(3001));
+    smelt_node *t = smelt_unary(g, SMELT_OP_BARRIER, smelt_mul(g, a, b));
+    smelt_node *y = smelt_add(g, smelt_unary(g, SMELT_OP_TANH, t), a);
+    trng r;
+    trng_init(&r, 21);
+    smelt_tensor *hin[] = {t_rand(ctx, &r, SMELT_F32, SHP(3001)), t_rand(ctx, &r, SMELT_F32, SHP(3001))}, *ref;
+    t_reference(ctx, g, 1, &y, 2, hin, &ref);
+    smelt_tensor *din[] = {to_device(ctx, hin[0]), to_device(ctx, hin[1])};
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    T_ERR(ctx, smelt_plan_run(p, 2, din, 1, &din[0]), SMELT_ERR_INVALID_ARG, "donate the input");
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    const int donate[] = {0};
+    o.donate = donate;
+    o.n_donate = 1;
+    smelt_plan *pd;
+    T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pd));
+    t_run(pd, 2, din, 1, &din[0]);
+    cr_assert_eq(t_stats(pd).donated_inplace, 1);
+    cr_assert_eq(t_stats(pd).mem_inplace, 1, "barrier(a * b) over a * b in the arena");
+    smelt_tensor *h = to_host(ctx, din[0]);
+    t_expect_match("donated device tensor", h, ref, (t_tol){.ulps = 4, .atol = 1e-6});
+    smelt_tensor_free(h);
+    smelt_tensor_free(ref);
+    t_free_all(din, 2), t_free_all(hin, 2);
+    smelt_plan_free(pd);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+}
+
 /* Host tensors on a device plan are copied in and out: every dtype, with
  * the vector path and its tail (n is not a multiple of any vector width). */
 DEVICE_TEST(host_tensors_all_dtypes, 120)

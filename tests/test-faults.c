@@ -7,9 +7,10 @@
  * free for the whole process (glibc lets the main program do so), so
  * allocations of libc and of libtcc count too.  Each N runs in a child
  * process.  Then, with no failure injected: a plan run again (opt_level 0
- * to 3, 1 and 2 threads, outputs given) allocates nothing.  Prints
- * "test-faults: N runs, F failed".  Two scenarios: an elementwise plan,
- * and a reduction checked against the reference.
+ * to 3, 1 and 2 threads, outputs given, or the input donated and given as
+ * the output) allocates nothing.  Prints "test-faults: N runs, F failed".
+ * Two scenarios: an elementwise plan, and a reduction checked against the
+ * reference.
  *
  *   test-faults [MAX_N]      (SMELT_FAULT_N=N runs one N in this process,
  *                             of scenario SMELT_FAULT_SCENARIO, 0 or 1) */
@@ -230,9 +231,11 @@ static int one(long n, bool *reached)
 
 /* Allocations a run makes once the plan has run: none when the caller
  * gives the outputs (the intermediates live in the plan's arena at
- * opt_level >= 2, or in buffers kept from the first run below that).  1 if
- * some were made, with what on stderr. */
-static int allocations_per_run(int opt_level, int threads)
+ * opt_level >= 2, or in buffers kept from the first run below that), and
+ * none when the output is the input's own tensor and the input is donated
+ * (written in place, no temporary).  1 if some were made, with what on
+ * stderr. */
+static int allocations_per_run(int opt_level, int threads, bool donate)
 {
     smelt_ctx *ctx = NULL;
     smelt_graph *g = NULL;
@@ -251,28 +254,39 @@ static int allocations_per_run(int opt_level, int threads)
     smelt_plan_opts_init(&o);
     o.backend = "TCC";
     o.opt_level = opt_level;
+    const int donated[] = {0};
+    o.donate = donate ? donated : NULL;
+    o.n_donate = donate;
     if (smelt_plan_new(ctx, g, 2, ys, &o, &p) || smelt_tensor_new(ctx, SMELT_F32, 1, &n, &in) ||
-        smelt_tensor_new(ctx, SMELT_F32, 1, &n, &out[0]) || smelt_tensor_new(ctx, SMELT_F32, 0, NULL, &out[1]))
+        (!donate && smelt_tensor_new(ctx, SMELT_F32, 1, &n, &out[0])) ||
+        smelt_tensor_new(ctx, SMELT_F32, 0, NULL, &out[1]))
         goto done;
+    smelt_tensor *dst[2] = {donate ? in : out[0], out[1]};
     float *d = smelt_tensor_data(in);
     for (int64_t i = 0; i < n; i++)
         d[i] = 0.001f * (float)(i % 1999) - 1;
-    if (smelt_plan_run(p, 1, &in, 2, out))
+    if (smelt_plan_run(p, 1, &in, 2, dst))
         goto done;
     fail_at = -1;
     count = 0;
     armed = true;
     for (int r = 0; r < 5; r++)
-        if (smelt_plan_run(p, 1, &in, 2, out))
+        if (smelt_plan_run(p, 1, &in, 2, dst))
             break;
     armed = false;
     made = count;
+    smelt_plan_stats s;
+    if (donate && (smelt_plan_get_stats(p, &s) || s.donated_inplace != 1)) {
+        fprintf(stderr, "allocations per run: the donated input was not written in place at opt_level %d\n",
+                opt_level);
+        made = made ? made : 1;
+    }
 done:
     if (made < 0)
         fprintf(stderr, "allocations per run: the scenario failed: %s\n", ctx ? smelt_errmsg(ctx) : "no context");
     else if (made)
-        fprintf(stderr, "allocations per run: %ld allocations in 5 runs at opt_level %d, %d thread%s\n", made,
-                opt_level, threads, threads == 1 ? "" : "s");
+        fprintf(stderr, "allocations per run: %ld allocations in 5 runs at opt_level %d, %d thread%s%s\n", made,
+                opt_level, threads, threads == 1 ? "" : "s", donate ? ", the input donated and written in place" : "");
     smelt_tensor_free(in);
     smelt_tensor_free(out[0]);
     smelt_tensor_free(out[1]);
@@ -332,7 +346,8 @@ int main(int argc, char **argv)
     /* after the forks: these leave TinyCC's state behind in this process */
     int per_run = 0;
     for (int level = 0; level <= 3; level++)
-        per_run += allocations_per_run(level, 1) + allocations_per_run(level, 2);
-    printf("test-faults: %d runs, %d failed\n", runs + 8, failed + per_run);
+        per_run += allocations_per_run(level, 1, false) + allocations_per_run(level, 2, false) +
+                   allocations_per_run(level, 2, true);
+    printf("test-faults: %d runs, %d failed\n", runs + 12, failed + per_run);
     return failed || per_run ? 1 : 0;
 }

@@ -990,3 +990,68 @@ Test(backends, supports_hook_declines_a_kernel)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* Algebraic identities and dead branches (src/passes/simplify.c): each
+ * rewrite counted, and opt_level 1 (simplified) gives the bits of opt_level 0
+ * on special values (+-0, +-inf, NaN, subnormals) and random ones; rules
+ * that would change a bit are not applied (x + 0.0 on -0.0, x - x of
+ * floats on inf, a broadcast operand). */
+Test(passes, algebraic_identities_and_dead_branches)
+{
+    static const struct {
+        const char *expr;
+        int simplified, branches;
+    } cases[] = {
+        {"x * 1", 1, 0},           {"1 * x", 1, 0},
+        {"x / 1", 1, 0},           {"x + -0.0", 1, 0},
+        {"-0.0 + x", 1, 0},        {"x + 0.0", 0, 0},
+        {"x - 0", 1, 0},           {"x - -0.0", 0, 0},
+        {"x - x", 0, 0},           {"i - i", 1, 0},
+        {"i ^ i", 1, 0},           {"i + 0", 1, 0},
+        {"i | 0", 1, 0},           {"-(-x)", 1, 0},
+        {"-(-i)", 1, 0},           {"~~i", 1, 0},
+        {"not (not c)", 1, 0},     {"c & c", 1, 0},
+        {"c | False", 1, 0},       {"c & True", 1, 0},
+        {"abs(abs(x))", 1, 0},     {"floor(floor(x))", 1, 0},
+        {"relu(relu(x))", 1, 0},   {"maximum(x, x)", 1, 0},
+        {"minimum(x, x)", 1, 0},   {"(x * 1) * 1", 2, 0},
+        {"b * 1 + x", 1, 0},       {"float32(x)", 0, 0},
+        {"where(c, x, x)", 0, 1},  {"where(1 > 2, x, i)", 0, 1},
+        {"where(2 > 1, x, x * 3) + 1", 0, 1},
+        {"where(1 > 0, b, x)", 0, 0}, /* b is broadcast: not the result */
+        {"x * 2", 0, 0},           {"i * 1 - i", 2, 0}, /* i * 1 is i, then i - i is 0 */
+    };
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 12);
+    int64_t n = 64 * 3;
+    smelt_tensor *xs = t_tensor(ctx, SMELT_F32, SHP(4, 64 * 3)), *is = t_tensor(ctx, SMELT_I32, SHP(4, 64 * 3));
+    t_mixed_inputs(&r, &xs, 1);
+    t_mixed_inputs(&r, &is, 1);
+    smelt_tensor *in[] = {xs, is, t_rand(ctx, &r, SMELT_BOOL, SHP(4, 64 * 3)), t_rand(ctx, &r, SMELT_F32, SHP(64 * 3))};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_input(g, "x", SMELT_F32, SHP(4, n));
+        smelt_input(g, "i", SMELT_I32, SHP(4, n));
+        smelt_input(g, "c", SMELT_BOOL, SHP(4, n));
+        smelt_input(g, "b", SMELT_F32, SHP(n));
+        smelt_node *y = smelt_expr(g, cases[k].expr, NULL, NULL, 0);
+        T_OK(ctx, smelt_graph_status(g));
+        smelt_plan *p0 = t_plan(ctx, g, 1, &y, 0), *p1 = t_plan(ctx, g, 1, &y, 1);
+        smelt_plan_stats s1 = t_stats(p1);
+        cr_assert(s1.simplified == cases[k].simplified && s1.dead_branches == cases[k].branches,
+                  "%s: simplified %d, dead branches %d; expected %d, %d\n%s", cases[k].expr, s1.simplified,
+                  s1.dead_branches, cases[k].simplified, cases[k].branches, smelt_plan_describe(p1));
+        cr_assert_eq(t_stats(p0).simplified + t_stats(p0).dead_branches, 0, "opt_level 0 runs no pass");
+        smelt_tensor *a = NULL, *b = NULL;
+        t_run(p0, 4, in, 1, &a);
+        t_run(p1, 4, in, 1, &b);
+        cr_assert(t_bitwise_equal(a, b), "%s: simplified differs at element %lld", cases[k].expr,
+                  (long long)t_first_difference(a, b));
+        smelt_tensor_free(a), smelt_tensor_free(b);
+        smelt_plan_free(p0), smelt_plan_free(p1);
+        smelt_graph_free(g);
+    }
+    t_free_all(in, 4);
+    smelt_ctx_free(ctx);
+}

@@ -22,8 +22,10 @@ static void same_bits(const char *what, smelt_plan *p, smelt_plan *q, int n_in, 
     t_free_all(b, n_out);
 }
 
-/* A chain of 50 unfused operators: 49 intermediates, two live at a time. */
-Test(memplan, chain_takes_two_buffers)
+/* A chain of 50 unfused operators: 49 intermediates, each kernel the last
+ * reader of its input, so all but the first are written in place: one
+ * buffer. */
+Test(memplan, chain_takes_one_buffer)
 {
     smelt_ctx *ctx = t_ctx();
     smelt_graph *g = t_graph(ctx);
@@ -34,13 +36,16 @@ Test(memplan, chain_takes_two_buffers)
     smelt_plan *p2 = t_plan(ctx, g, 1, &y, 2), *p1 = t_plan(ctx, g, 1, &y, 1);
     smelt_plan_stats s = t_stats(p2), s1 = t_stats(p1);
     cr_assert_eq(s.mem_buffers, 49);
-    cr_assert_eq(s.mem_lower_bytes, 2 * 4032, "two f32[1000] live at once, 64-byte aligned: %lld",
+    cr_assert_eq(s.mem_inplace, 48);
+    cr_assert_eq(s.mem_lower_bytes, 4032, "one f32[1000] buffer, 64-byte aligned: %lld",
                  (long long)s.mem_lower_bytes);
     cr_assert_eq(s.mem_bytes, s.mem_lower_bytes, "the arena is %lld bytes", (long long)s.mem_bytes);
     cr_assert_eq(s.mem_naive_bytes, 49 * 4032);
     cr_assert_eq(s1.mem_bytes, s1.mem_naive_bytes, "opt_level 1 keeps one buffer each");
-    cr_assert(strstr(smelt_plan_describe(p2), "memory: 49 intermediates in an arena of 8064 bytes"),
+    cr_assert_eq(s1.mem_inplace, 0, "opt_level 1 writes nothing in place");
+    cr_assert(strstr(smelt_plan_describe(p2), "memory: 49 intermediates (48 in place) in an arena of 4032 bytes"),
               "%s", smelt_plan_describe(p2));
+    cr_assert(strstr(smelt_plan_describe(p2), "outputs [%3@0 (in place of %2)]"), "%s", smelt_plan_describe(p2));
     trng r;
     trng_init(&r, 3);
     smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(1000));
@@ -54,25 +59,30 @@ Test(memplan, chain_takes_two_buffers)
 
 /* Random graphs: operands drawn from anywhere before (values read late),
  * broadcasting shapes, several outputs.  Planned (opt_level 2, and 3 with
- * fusion) against unplanned (opt_level 1) bit for bit; the arena between
- * the largest live set and 1.10 times it. */
-Test(memplan, random_graphs, .timeout = 120)
+ * fusion) against unplanned (opt_level 1) bit for bit on backend be; the
+ * arena between the largest live set and 1.10 times it.  Values read late
+ * are what writing in place must not overwrite; the graphs give it many
+ * chances (counted: at least one per graph on average). */
+static void random_graphs(const char *be, uint64_t seed, int graphs)
 {
     smelt_ctx *ctx = t_ctx();
+    T_OK(ctx, smelt_ctx_set_backend(ctx, be));
     trng r;
-    trng_init(&r, 0x3e3);
+    trng_init(&r, seed);
     double worst = 1;
-    int graphs = 300;
+    int inplace = 0;
     for (int gi = 0; gi < graphs; gi++) {
         int64_t R = 1 + (int64_t)(trng_u64(&r) % 40), C = 1 + (int64_t)(trng_u64(&r) % 70);
         int64_t shapes[3][2] = {{R, C}, {1, C}, {R, 1}};
         smelt_graph *g = t_graph(ctx);
         smelt_node *v[80];
-        smelt_tensor *in[3];
+        smelt_tensor *in[3], *keep[3];
         int n = 0;
         for (int i = 0; i < 3; i++) {
             v[n++] = smelt_input(g, NULL, SMELT_F32, 2, shapes[i]);
             in[i] = t_rand(ctx, &r, SMELT_F32, 2, shapes[i]);
+            keep[i] = t_tensor(ctx, SMELT_F32, 2, shapes[i]);
+            T_OK(ctx, smelt_tensor_copy(keep[i], in[i]));
         }
         int nodes = 10 + (int)(trng_u64(&r) % 60);
         while (n < nodes) {
@@ -93,10 +103,11 @@ Test(memplan, random_graphs, .timeout = 120)
         smelt_plan *p1 = t_plan(ctx, g, n_out, outs, 1);
         for (int level = 2; level <= 3; level++) {
             smelt_plan *p = t_plan(ctx, g, n_out, outs, level);
-            char what[64];
-            snprintf(what, sizeof what, "graph %d (%d nodes), opt_level %d", gi, n, level);
+            char what[96];
+            snprintf(what, sizeof what, "%s: graph %d (%d nodes), opt_level %d", be, gi, n, level);
             same_bits(what, p, p1, 3, in, n_out);
             smelt_plan_stats s = t_stats(p);
+            inplace += s.mem_inplace;
             cr_assert(s.mem_bytes >= s.mem_lower_bytes && s.mem_bytes <= s.mem_naive_bytes,
                       "%s: arena %lld, lower bound %lld, one buffer each %lld", what, (long long)s.mem_bytes,
                       (long long)s.mem_lower_bytes, (long long)s.mem_naive_bytes);
@@ -109,11 +120,56 @@ Test(memplan, random_graphs, .timeout = 120)
             smelt_plan_free(p);
         }
         smelt_plan_free(p1);
+        for (int i = 0; i < 3; i++) /* not donated: never written */
+            cr_assert(t_bitwise_equal(in[i], keep[i]), "%s: graph %d wrote its input %d", be, gi, i);
         t_free_all(in, 3);
+        t_free_all(keep, 3);
         smelt_graph_free(g);
     }
-    cr_log_info("%d random graphs: the arena at most %.3f times the largest live set", graphs, worst);
+    cr_assert_geq(inplace, graphs, "%s: only %d intermediates written in place over %d graphs", be, inplace, graphs);
+    cr_log_info("%s: %d random graphs: the arena at most %.3f times the largest live set; %d intermediates in place",
+                be, graphs, worst, inplace);
     smelt_ctx_free(ctx);
+}
+
+Test(memplan, random_graphs, .timeout = 120) { random_graphs("TCC", 0x3e3, 300); }
+/* the loop form (gcc's vectorised code) on a few of them */
+Test(memplan, random_graphs_cc, .timeout = 300) { random_graphs("CC", 0x51c, 6); }
+
+/* In place inside a fused kernel: t's last reader writes a (read later)
+ * before c, which reads t again; a over t would feed c a's values (the
+ * block form writes a's block before computing c's), so only c may be in
+ * place of t. */
+Test(memplan, inplace_waits_for_the_last_reader_in_a_kernel)
+{
+    const char *bes[] = {"TCC", "CC"};
+    for (int bi = 0; bi < 2; bi++) {
+        smelt_ctx *ctx = t_ctx();
+        T_OK(ctx, smelt_ctx_set_backend(ctx, bes[bi]));
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *x = smelt_input(g, "x", SMELT_F64, SHP(3000));
+        smelt_node *t = smelt_unary(g, SMELT_OP_BARRIER, smelt_mul(g, x, smelt_scalar(g, 2)));
+        smelt_node *a = smelt_add(g, t, smelt_scalar(g, 1)), *c = smelt_mul(g, a, t);
+        smelt_node *y = smelt_add(g, c, smelt_unary(g, SMELT_OP_BARRIER, a));
+        smelt_plan *p3 = t_plan(ctx, g, 1, &y, 3), *p1 = t_plan(ctx, g, 1, &y, 1);
+        const char *d = smelt_plan_describe(p3);
+        cr_assert(strstr(d, "2 operators [add mul]"), "%s", d);
+        /* "outputs [%5@A %6@B (in place of %3)]": c (%6) over t (%3), a (%5) not */
+        const char *k = strstr(d, "2 operators [add mul]"), *e = k ? strchr(k, '\n') : NULL;
+        const char *o = k ? strstr(k, "outputs [%5@") : NULL, *ip = o ? strstr(o, "(in place") : NULL;
+        cr_assert(e && o && ip && ip < e, "%s", d);
+        cr_assert(!strncmp(ip, "(in place of %3)]", 17) && strstr(o, "%6@") < ip, "only c is in place there:\n%s", d);
+        cr_assert_eq(t_stats(p3).mem_inplace, 3, "t over x*2, c over t, barrier(a) over a:\n%s", d);
+        trng r;
+        trng_init(&r, 5);
+        smelt_tensor *in = t_rand(ctx, &r, SMELT_F64, SHP(3000));
+        same_bits(bes[bi], p3, p1, 1, &in, 1);
+        smelt_tensor_free(in);
+        smelt_plan_free(p1);
+        smelt_plan_free(p3);
+        smelt_graph_free(g);
+        smelt_ctx_free(ctx);
+    }
 }
 
 /* Each run plans for its own shapes: a larger run grows the arena, a
@@ -134,14 +190,139 @@ Test(memplan, shapes_change_between_runs)
         smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F64, SHP(rows[i], 8)), t_rand(ctx, &r, SMELT_F64, SHP(8))};
         same_bits("run", p2, p1, 2, in, 1);
         smelt_plan_stats s = t_stats(p2);
-        int64_t row = (rows[i] * 8 * 8 + 63) / 64 * 64;
-        cr_assert_eq(s.mem_lower_bytes, 3 * row, "%lld rows: lower bound %lld", (long long)rows[i],
+        int64_t row = (rows[i] * 8 * 8 + 63) / 64 * 64; /* exp over the product, then the product by a over exp */
+        cr_assert_eq(s.mem_inplace, 2);
+        cr_assert_eq(s.mem_lower_bytes, 2 * row, "%lld rows: lower bound %lld", (long long)rows[i],
                      (long long)s.mem_lower_bytes);
         t_free_all(in, 2);
     }
-    cr_assert_eq(first, 3 * 16 * 8 * 8, "planned for the graph's shapes at first: %lld", (long long)first);
+    cr_assert_eq(first, 2 * 16 * 8 * 8, "planned for the graph's shapes at first: %lld", (long long)first);
     smelt_plan_free(p1);
     smelt_plan_free(p2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* One Adam step with param, m and v donated and given back as the outputs:
+ * written in place (no temporary), the bits of a run into separate
+ * outputs; without donation the same call goes through temporaries. */
+Test(memplan, donated_adam_updates_in_place)
+{
+    for (int level = 0; level <= 3; level++) {
+        smelt_ctx *ctx = t_ctx();
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *in[4];
+        for (int i = 0; i < 4; i++)
+            in[i] = smelt_input(g, NULL, SMELT_F32, SHP(5000));
+        smelt_node *m2 = smelt_add(g, smelt_mul(g, smelt_scalar(g, 0.9), in[2]), smelt_mul(g, smelt_scalar(g, 0.1), in[1]));
+        smelt_node *v2 = smelt_add(g, smelt_mul(g, smelt_scalar(g, 0.999), in[3]),
+                                   smelt_mul(g, smelt_scalar(g, 0.001), smelt_mul(g, in[1], in[1])));
+        smelt_node *den = smelt_add(g, smelt_unary(g, SMELT_OP_SQRT, v2), smelt_scalar(g, 1e-8));
+        smelt_node *outs[3] = {smelt_sub(g, in[0], smelt_mul(g, smelt_scalar(g, 1e-3), smelt_div(g, m2, den))), m2, v2};
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.opt_level = level;
+        const int donate[] = {0, 2, 3, 0};
+        o.donate = donate;
+        o.n_donate = 4;
+        smelt_plan *pd, *pn = t_plan(ctx, g, 3, outs, level);
+        T_OK(ctx, smelt_plan_new(ctx, g, 3, outs, &o, &pd));
+        trng r;
+        trng_init(&r, 40 + (uint64_t)level);
+        smelt_tensor *x[4], *y[4], *sep[3] = {0};
+        for (int i = 0; i < 4; i++) {
+            x[i] = t_rand(ctx, &r, SMELT_F32, SHP(5000));
+            if (i == 3)
+                t_fill_uniform(x[i], &r, 0.01, 1);
+            y[i] = t_tensor(ctx, SMELT_F32, SHP(5000));
+            T_OK(ctx, smelt_tensor_copy(y[i], x[i]));
+        }
+        for (int step = 0; step < 3; step++) { /* three steps: each reads what the last wrote */
+            t_run(pn, 4, x, 3, sep);
+            smelt_tensor *alias[3] = {x[0], x[2], x[3]}, *alias2[3] = {y[0], y[2], y[3]};
+            t_run(pd, 4, x, 3, alias);
+            cr_assert_eq(t_stats(pd).donated_inplace, 3, "opt_level %d: %d outputs in place", level,
+                         t_stats(pd).donated_inplace);
+            t_run(pn, 4, y, 3, alias2); /* not donated: through temporaries */
+            cr_assert_eq(t_stats(pn).donated_inplace, 0);
+            for (int i = 0; i < 3; i++) {
+                cr_assert(t_bitwise_equal(alias[i], sep[i]), "opt_level %d step %d: output %d in place differs at %lld",
+                          level, step, i, (long long)t_first_difference(alias[i], sep[i]));
+                cr_assert(t_bitwise_equal(alias2[i], sep[i]), "opt_level %d step %d: output %d staged differs", level,
+                          step, i);
+            }
+            t_free_all(sep, 3);
+        }
+        t_free_all(x, 4);
+        t_free_all(y, 4);
+        smelt_plan_free(pd);
+        smelt_plan_free(pn);
+        smelt_graph_free(g);
+        smelt_ctx_free(ctx);
+    }
+}
+
+/* Donated, but the kernel that writes the output is not the input's last
+ * reader (y0 = x + 1 is written before y1 = 2x reads x, in one kernel or
+ * two): the output goes through a temporary, and the results are as if x
+ * had been read first.  Inputs not donated are never written. */
+Test(memplan, donated_input_still_needed_is_not_overwritten)
+{
+    for (int level = 0; level <= 3; level += 3) {
+        smelt_ctx *ctx = t_ctx();
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *x = smelt_input(g, "x", SMELT_F64, SHP(4, 300)), *z = smelt_input(g, "z", SMELT_F64, SHP(300));
+        smelt_node *outs[2] = {smelt_add(g, x, smelt_scalar(g, 1)), smelt_mul(g, smelt_mul(g, x, smelt_scalar(g, 2)), z)};
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.opt_level = level;
+        const int donate[] = {0};
+        o.donate = donate;
+        o.n_donate = 1;
+        smelt_plan *p;
+        T_OK(ctx, smelt_plan_new(ctx, g, 2, outs, &o, &p));
+        trng r;
+        trng_init(&r, 9);
+        smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F64, SHP(4, 300)), t_rand(ctx, &r, SMELT_F64, SHP(300))};
+        smelt_tensor *ref[2], *zcopy = t_tensor(ctx, SMELT_F64, SHP(300));
+        T_OK(ctx, smelt_tensor_copy(zcopy, in[1]));
+        t_reference(ctx, g, 2, outs, 2, in, ref);
+        smelt_tensor *res[2] = {in[0], NULL};
+        t_run(p, 2, in, 2, res);
+        cr_assert_eq(t_stats(p).donated_inplace, 0);
+        const double *a = smelt_tensor_data(res[0]), *b = smelt_tensor_data(res[1]);
+        const double *ra = smelt_tensor_data(ref[0]), *rb = smelt_tensor_data(ref[1]);
+        for (int i = 0; i < 1200; i++)
+            cr_assert(a[i] == ra[i] && b[i] == rb[i], "opt_level %d: element %d: %g %g, expected %g %g", level, i,
+                      a[i], b[i], ra[i], rb[i]);
+        cr_assert(t_bitwise_equal(in[1], zcopy), "an input not donated was written");
+        smelt_tensor_free(res[1]);
+        t_free_all(ref, 2);
+        t_free_all(in, 2);
+        smelt_tensor_free(zcopy);
+        smelt_plan_free(p);
+        smelt_graph_free(g);
+        smelt_ctx_free(ctx);
+    }
+}
+
+Test(memplan, donate_names_an_input)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(8)), *y = smelt_unary(g, SMELT_OP_NEG, x);
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    const int bad[] = {0, 1};
+    o.donate = bad;
+    o.n_donate = 2;
+    smelt_plan *p = NULL;
+    cr_assert_eq(smelt_plan_new(ctx, g, 1, &y, &o, &p), SMELT_ERR_INVALID_ARG);
+    cr_assert(p == NULL && strstr(smelt_errmsg(ctx), "donate[1] is 1, not an input of the graph (it has 1: 0..0)"),
+              "%s", smelt_errmsg(ctx));
+    o.donate = NULL;
+    cr_assert_eq(smelt_plan_new(ctx, g, 1, &y, &o, &p), SMELT_ERR_INVALID_ARG);
+    cr_assert(strstr(smelt_errmsg(ctx), "n_donate is 2 and donate NULL"), "%s", smelt_errmsg(ctx));
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }

@@ -23,6 +23,8 @@ struct smelt_trace {
     int n_in, n_out;
     int opt_level;
     char *backend;
+    int donate[64]; /* smelt_plan_opts.donate, copied */
+    int n_donate;
     tentry *e;
     int ne;
     smelt_plan *last;
@@ -44,6 +46,14 @@ int smelt_trace_new(smelt_ctx *ctx, smelt_trace_fn fn, void *user, int n_in, int
     int opt_level = opts ? opts->opt_level : 3;
     if (opt_level < 0 || opt_level > 3)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", opt_level);
+    if (opts && (opts->n_donate < 0 || (opts->n_donate && !opts->donate)))
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_opts: n_donate is %d and donate %s",
+                          opts->n_donate, opts->donate ? "set" : "NULL");
+    for (int i = 0; opts && i < opts->n_donate; i++)
+        if (opts->donate[i] < 0 || opts->donate[i] >= n_in)
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                              "smelt_plan_opts: donate[%d] is %d, not an input of the function (it has %d)", i,
+                              opts->donate[i], n_in);
     smelt_trace *t = malloc(sizeof *t);
     char *backend = opts && opts->backend ? smelt__strdup(opts->backend) : NULL;
     if (!t || (opts && opts->backend && !backend)) {
@@ -53,6 +63,13 @@ int smelt_trace_new(smelt_ctx *ctx, smelt_trace_fn fn, void *user, int n_in, int
     }
     *t = (smelt_trace){.ctx = ctx, .fn = fn, .user = user, .n_in = n_in, .n_out = n_out, .opt_level = opt_level,
                        .backend = backend};
+    for (int i = 0; opts && i < opts->n_donate; i++) { /* each once: at most n_in of them */
+        int j = 0;
+        while (j < t->n_donate && t->donate[j] != opts->donate[i])
+            j++;
+        if (j == t->n_donate)
+            t->donate[t->n_donate++] = opts->donate[i];
+    }
     *out = t;
     return SMELT_OK;
 }
@@ -116,7 +133,7 @@ static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out,
         if (!outs[i])
             st = smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "traced function left output %d unset", i);
     if (!st) {
-        smelt_plan_opts o = {t->opt_level, t->backend};
+        smelt_plan_opts o = {t->opt_level, t->backend, t->donate, t->n_donate};
         st = smelt_plan_new(t->ctx, g, t->n_out, outs, &o, out);
     }
     if (st) {

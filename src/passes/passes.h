@@ -7,5 +7,9 @@
 int smelt__pass_fold(smelt__prog *p);
 int smelt__pass_cse(smelt__prog *p);
 int smelt__pass_dce(smelt__prog *p);
+/* Algebraic identities (x * 1, neg(neg(x)), ...) and dead branches (where
+ * with a constant condition or equal branches); *branches counts the
+ * latter, the return value the former. */
+int smelt__pass_simplify(smelt__prog *p, int *branches);
 
 #endif

@@ -480,9 +480,37 @@ static int plan_memory(smelt_plan *p)
     return SMELT_OK;
 }
 
+/* Output i may be written straight over donated input k, whose elements
+ * it has (same memory, shape and strides): the kernel that writes it is
+ * the last to read the input and reads each element first. */
+static bool donated_inplace(const smelt_plan *p, int i, const smelt_tensor *o, int k, const smelt_tensor *in)
+{
+    if (!p->donated[k] || o->data != in->data || smelt__dtypes[o->dtype].size != smelt__dtypes[in->dtype].size ||
+        o->ndim != in->ndim || memcmp(o->shape, in->shape, sizeof(int64_t) * (size_t)o->ndim))
+        return false;
+    for (int d = 0; d < o->ndim; d++)
+        if (o->shape[d] > 1 && o->strides[d] != in->strides[d])
+            return false;
+    int v = p->prog.outputs[i], kw = -1;
+    for (int ki = 0; ki < p->nkern && kw < 0; ki++)
+        for (int j = 0; j < p->kern[ki].cl.nout; j++)
+            kw = p->kern[ki].cl.outputs[j] == v ? ki : kw;
+    for (int ki = 0; kw >= 0 && ki < p->nkern; ki++) {
+        const smelt__cluster *c = &p->kern[ki].cl;
+        for (int j = 0; j < c->nin; j++) {
+            const smelt__inst *u = &p->prog.v[c->inputs[j]];
+            if (u->op == SMELT_OP_INPUT && u->input_index == k &&
+                (ki > kw || (ki == kw && !smelt__inplace_ok(p, c, p->rs, c->inputs[j], v))))
+                return false;
+        }
+    }
+    return kw >= 0;
+}
+
 static int check_overlaps(smelt_plan *p, bool dev, int n_in, smelt_tensor *const *inputs, int n_out,
                           smelt_tensor **outputs, const bool *alloc, smelt_tensor ***tmp_out)
 {
+    p->stats.donated_inplace = 0;
     smelt_tensor **tmp = NULL;
     int st = SMELT_OK;
     for (int i = 0; i < n_out && !st; i++) {
@@ -498,16 +526,21 @@ static int check_overlaps(smelt_plan *p, bool dev, int n_in, smelt_tensor *const
             if (!alloc[j] && smelt__tensors_overlap(o, outputs[j]))
                 st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
                                 "outputs %d and %d overlap in memory: give each a tensor of its own (or NULL)", j, i);
-        bool stage = false;
+        bool stage = false, direct = false;
         for (int k = 0; k < n_in && !st && !stage; k++) {
-            if (!smelt__tensors_overlap(o, inputs[k]))
+            if (!smelt__tensors_overlap(o, inputs[k]) ||
+                (dev && !(smelt__is_device(o) && smelt__is_device(inputs[k])))) /* host ones are staged anyway */
                 continue;
-            if (!dev) /* host plans: through a temporary */
+            if (donated_inplace(p, i, o, k, inputs[k]))
+                direct = true;
+            else if (!dev) /* host plans: through a temporary */
                 stage = true;
-            else if (smelt__is_device(o) && smelt__is_device(inputs[k])) /* host ones are staged anyway */
+            else
                 st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
-                                "output %d overlaps input %d in device memory: give a tensor of its own", i, k);
+                                "output %d overlaps input %d in device memory: give a tensor of its own, or "
+                                "donate the input when it is the same tensor (smelt_plan_opts.donate)", i, k);
         }
+        p->stats.donated_inplace += direct && !stage && !st;
         if (st || !stage)
             continue;
         if (!tmp) {
@@ -593,15 +626,16 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
     const char *sm = getenv("SMELT_STREAM_STORES"); /* auto (default), 0: never, 1: always */
     rs.stream = sm && !strcmp(sm, "0") ? 0 : sm && !strcmp(sm, "1") ? 1 : -1;
     smelt_tensor **din = NULL, **dout = NULL;
-    if (dev && !st && !(st = smelt__device_stage(p->be, n_in, inputs, n_out, outputs, &din, &dout)))
-        rs.inputs = din, rs.outputs = dout;
+    bool staged = dev && !st && !(st = smelt__device_stage(p->be, n_in, inputs, n_out, outputs, &din, &dout));
+    if (staged)
+        rs.inputs = din ? din : inputs, rs.outputs = dout ? dout : outputs;
     for (int ki = 0; ki < p->nkern && !st; ki++) {
         bool split = false;
         st = run_kernel(p, &rs, ki, &split);
         if (split)
             ki--;
     }
-    if (din) /* waits for the device, copies host outputs back */
+    if (staged) /* waits for the device, copies host outputs back */
         st = smelt__device_unstage(p->be, n_in, inputs, din, n_out, outputs, dout, st);
     for (int i = 0; tmp && i < n_out; i++)
         if (tmp[i] != outputs[i]) {

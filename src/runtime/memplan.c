@@ -1,7 +1,10 @@
 /* Memory planning (opt_level >= 2): the intermediates of a plan share one
  * arena.  Each intermediate (a kernel's output that is not a plan output)
  * lives from the kernel that writes it to the last kernel that reads it,
- * both included, so a kernel's inputs and outputs never share memory.
+ * both included, so a kernel's inputs and outputs share memory only in
+ * place: an output takes the buffer of an input the kernel reads for the
+ * last time when smelt__inplace_ok says each element is read before it is
+ * written (the two then form one buffer whose life is both of theirs).
  * Offsets come from several heuristics, and the smallest arena wins (XLA's
  * "choose best"): greedy by size (the largest buffers first, each in the
  * smallest gap that fits among the placed buffers it overlaps in time;
@@ -11,7 +14,8 @@
  * SMELT_MEM_GREEDY_MAX buffers; up to SMELT_MEM_SHUFFLE_MAX buffers, the
  * same placement also runs in SMELT_MEM_SHUFFLES fixed pseudo-random orders,
  * which find packings the sorted orders miss (seen: 7 units of 64 bytes
- * where every sorted order needed 8). */
+ * where every sorted order needed 8).  Values in place of others go with
+ * them: the heuristics place buffers, not values. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +28,22 @@
 typedef struct mbuf {
     int v, start, end;
     int64_t size, off;
+    int root;  /* the buffer it is in place of (its own index when none) */
+    int taken; /* the kernel whose output took this buffer in place last (-1) */
 } mbuf;
+
+bool smelt__inplace_ok(const smelt_plan *p, const smelt__cluster *c, const smelt__rshape *rs, int u, int v)
+{
+    const smelt__inst *x = &p->prog.v[u], *y = &p->prog.v[v];
+    if (smelt__dtypes[x->dtype].size != smelt__dtypes[y->dtype].size ||
+        smelt__numel(rs[u].ndim, rs[u].shape) != smelt__numel(rs[v].ndim, rs[v].shape))
+        return false; /* a broadcast operand is read at other elements' indices */
+    for (int m = c->nmem - 1; m >= 0 && c->members[m] > v; m--) /* members after v's writer */
+        for (int j = 0; j < p->prog.v[c->members[m]].nin; j++)
+            if (p->prog.v[c->members[m]].in[j] == u)
+                return false;
+    return true;
+}
 
 static int by_size(const void *a, const void *b)
 {
@@ -125,14 +144,16 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
                     smelt__memplan *out)
 {
     int n = p->prog.n, nb = 0;
+    double t0 = smelt__now_ms();
     memset(out, 0, sizeof *out);
     for (int v = 0; v < n; v++)
         off[v] = -1;
     int *idx = malloc(sizeof(int) * (size_t)(n + 1));
     mbuf *b = malloc(sizeof *b * (size_t)(n + 1));
     mbuf **order = malloc(sizeof *order * (size_t)(n + 1)), **near = malloc(sizeof *near * (size_t)(n + 1));
+    mbuf **roots = malloc(sizeof *roots * (size_t)(n + 1));
     int64_t *delta = calloc((size_t)p->nkern + 2, sizeof *delta);
-    int st = idx && b && order && near && delta ? SMELT_OK : SMELT_ERR_NOMEM;
+    int st = idx && b && order && near && roots && delta ? SMELT_OK : SMELT_ERR_NOMEM;
     for (int v = 0; !st && v < n; v++)
         idx[v] = -1;
     for (int ki = 0; !st && ki < p->nkern; ki++) {
@@ -145,15 +166,42 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
             if (p->out_slot[v] >= 0 || idx[v] >= 0)
                 continue;
             int64_t bytes = smelt__numel(rs[v].ndim, rs[v].shape) * (int64_t)smelt__dtypes[p->prog.v[v].dtype].size;
-            b[nb] = (mbuf){v, ki, ki, (bytes + align - 1) / align * align, 0};
+            b[nb] = (mbuf){v, ki, ki, (bytes + align - 1) / align * align, 0, nb, -1};
             idx[v] = nb++;
         }
     }
+    for (int i = 0; !st && i < nb; i++)
+        out->naive += b[i].size;
+    /* in place: an output of kernel ki takes the buffer of an input whose
+     * buffer ki reads for the last time (place only: opt_level >= 2) */
+    for (int ki = 0; !st && place && ki < p->nkern; ki++) {
+        const smelt__cluster *c = &p->kern[ki].cl;
+        for (int j = 0; j < c->nout; j++) {
+            int iv = idx[c->outputs[j]];
+            if (iv < 0 || b[iv].start != ki)
+                continue;
+            for (int i = 0; i < c->nin; i++) {
+                int iu = idx[c->inputs[i]], r = iu < 0 ? -1 : b[iu].root;
+                if (r < 0 || b[r].end != ki || b[r].taken == ki || b[r].size != b[iv].size ||
+                    !smelt__inplace_ok(p, c, rs, c->inputs[i], c->outputs[j]))
+                    continue;
+                b[iv].root = r;
+                b[r].end = b[iv].end;
+                b[r].taken = ki;
+                out->inplace++;
+                break;
+            }
+        }
+    }
+    /* the buffers: values not in place of another (others go with theirs) */
+    int nr = 0;
+    for (int i = 0; !st && i < nb; i++)
+        if (b[i].root == i)
+            roots[nr++] = &b[i];
     if (!st) {
-        for (int i = 0; i < nb; i++) { /* the live set's largest sum: no arena is smaller */
-            delta[b[i].start] += b[i].size;
-            delta[b[i].end + 1] -= b[i].size;
-            out->naive += b[i].size;
+        for (int i = 0; i < nr; i++) { /* the live set's largest sum: no arena is smaller */
+            delta[roots[i]->start] += roots[i]->size;
+            delta[roots[i]->end + 1] -= roots[i]->size;
         }
         int64_t live = 0;
         for (int ki = 0; ki <= p->nkern; ki++) {
@@ -172,31 +220,31 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
         int (*const orders[])(const void *, const void *) = {by_start, by_start, by_size, by_size_life, by_life};
         uint64_t rng = 0x9e3779b97f4a7c15ull;
         for (int h = 0; !st && h < 5 + SMELT_MEM_SHUFFLES; h++) {
-            if ((h >= 2 && nb > SMELT_MEM_GREEDY_MAX) || (h >= 5 && nb > SMELT_MEM_SHUFFLE_MAX))
+            if ((h >= 2 && nr > SMELT_MEM_GREEDY_MAX) || (h >= 5 && nr > SMELT_MEM_SHUFFLE_MAX))
                 break;
-            for (int i = 0; i < nb; i++)
-                order[i] = &b[i];
+            memcpy(order, roots, sizeof *order * (size_t)nr);
             if (h < 5)
-                qsort(order, (size_t)nb, sizeof *order, orders[h]);
-            for (int i = nb - 1; h >= 5 && i > 0; i--) { /* Fisher-Yates, a fixed sequence */
+                qsort(order, (size_t)nr, sizeof *order, orders[h]);
+            for (int i = nr - 1; h >= 5 && i > 0; i--) { /* Fisher-Yates, a fixed sequence */
                 rng = rng * 6364136223846793005ull + 1442695040888963407ull;
                 int j = (int)((rng >> 33) % (uint64_t)(i + 1));
                 mbuf *t = order[i];
                 order[i] = order[j];
                 order[j] = t;
             }
-            int64_t size = h < 2 ? lifetime_fit(order, nb, near, h == 1) : greedy_by_size(order, nb, near);
+            int64_t size = h < 2 ? lifetime_fit(order, nr, near, h == 1) : greedy_by_size(order, nr, near);
             if (size < out->arena) {
                 out->arena = size;
-                for (int i = 0; i < nb; i++)
-                    keep[i] = b[i].off;
+                for (int i = 0; i < nr; i++)
+                    keep[roots[i] - b] = roots[i]->off;
             }
         }
-        for (int i = 0; !st && i < nb; i++)
-            off[b[i].v] = keep[i];
+        for (int i = 0; !st && i < nb; i++) /* a value in place of another takes its offset */
+            off[b[i].v] = keep[b[i].root];
         free(keep);
     }
 done:
-    free(idx), free(b), free(order), free(near), free(delta);
+    free(idx), free(b), free(order), free(near), free(roots), free(delta);
+    out->ms = smelt__now_ms() - t0;
     return st;
 }

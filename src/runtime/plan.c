@@ -13,6 +13,8 @@ void smelt_plan_opts_init(smelt_plan_opts *opts)
     if (opts) {
         opts->opt_level = 3;
         opts->backend = NULL;
+        opts->donate = NULL;
+        opts->n_donate = 0;
     }
 }
 
@@ -53,6 +55,7 @@ void smelt_plan_free(smelt_plan *p)
     free(p->bufsize);
     smelt__be_free(p->be, p->arena);
     free(p->moff);
+    free(p->donated);
     free(p->rs);
     free(p->out_slot);
     smelt__prog_free(&p->prog);
@@ -254,16 +257,17 @@ static void describe(smelt_plan *p)
     smelt__sb_printf(b, "plan: opt_level %d, backend %s, %d instruction%s, %d kernel%s\n",
                      p->opt_level, s->backend, p->prog.n, smelt__plural(p->prog.n), p->nkern,
                      smelt__plural(p->nkern));
-    smelt__sb_printf(b, "passes: folded %d, cse %d, dce %d\n", s->folded, s->cse, s->dce);
+    smelt__sb_printf(b, "passes: folded %d, cse %d, simplified %d, dead branches %d, dce %d\n", s->folded, s->cse,
+                     s->simplified, s->dead_branches, s->dce);
     smelt__sb_printf(b, "kernels: %d compiled, %d from memory, %d from disk; compile %.3f ms, "
                         "fallbacks %d\n",
                      s->compiles, s->cache_hits, s->disk_hits, s->compile_ms, s->fallbacks);
     const smelt__memplan *m = &p->mem;
     if (p->opt_level >= 2)
-        smelt__sb_printf(b, "memory: %d intermediate%s in an arena of %lld bytes (largest live set %lld, "
-                            "one buffer each %lld)\n",
-                         m->buffers, smelt__plural(m->buffers), (long long)m->arena, (long long)m->lower,
-                         (long long)m->naive);
+        smelt__sb_printf(b, "memory: %d intermediate%s (%d in place) in an arena of %lld bytes (largest live "
+                            "set %lld, one buffer each %lld); kernel outputs show their offsets (@)\n",
+                         m->buffers, smelt__plural(m->buffers), m->inplace, (long long)m->arena,
+                         (long long)m->lower, (long long)m->naive);
     else
         smelt__sb_printf(b, "memory: %d intermediate%s, one buffer each: %lld bytes (largest live set %lld; "
                             "opt_level 2 shares an arena)\n",
@@ -300,6 +304,12 @@ static void describe(smelt_plan *p)
                 smelt__sb_printf(b, j ? " out%d" : "out%d", p->out_slot[v]);
             else
                 smelt__sb_printf(b, j ? " %%%d" : "%%%d", v);
+            if (p->opt_level < 2 || p->moff[v] < 0)
+                continue;
+            smelt__sb_printf(b, "@%lld", (long long)p->moff[v]);
+            for (int i = 0; i < k->cl.nin; i++) /* both live here: the same offset is in place */
+                if (p->moff[k->cl.inputs[i]] == p->moff[v])
+                    smelt__sb_printf(b, " (in place of %%%d)", k->cl.inputs[i]);
         }
         smelt__sb_printf(b, "] shape ");
         const smelt__inst *it = &p->prog.v[k->cl.members[0]];
@@ -341,6 +351,8 @@ int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
     out->kernels_fast = 0;
     out->tier_backend = p->up_be ? p->up_be->iface->name : NULL;
     out->mem_buffers = p->mem.buffers;
+    out->mem_inplace = p->mem.inplace;
+    out->mem_plan_ms = p->mem.ms;
     out->mem_bytes = p->opt_level >= 2 ? p->mem.arena : p->mem.naive;
     out->mem_lower_bytes = p->mem.lower;
     out->mem_naive_bytes = p->mem.naive;
@@ -378,6 +390,14 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         o = *opts;
     if (o.opt_level < 0 || o.opt_level > 3)
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", o.opt_level);
+    if (o.n_donate < 0 || (o.n_donate && !o.donate))
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_opts: n_donate is %d and donate %s", o.n_donate,
+                          o.donate ? "set" : "NULL");
+    for (int i = 0; i < o.n_donate; i++)
+        if (o.donate[i] < 0 || o.donate[i] >= g->nin)
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                              "smelt_plan_opts: donate[%d] is %d, not an input of the graph (it has %d: 0..%d)", i,
+                              o.donate[i], g->nin, g->nin - 1);
     int kind;
     int st = SMELT_OK;
     smelt__backend *be = forced;
@@ -417,6 +437,11 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     if (o.opt_level >= 1) {
         p->stats.folded = smelt__pass_fold(&p->prog);
         p->stats.cse = smelt__pass_cse(&p->prog);
+        p->stats.simplified = smelt__pass_simplify(&p->prog, &p->stats.dead_branches);
+        if (p->stats.simplified || p->stats.dead_branches) { /* what they leave may fold or repeat */
+            p->stats.folded += smelt__pass_fold(&p->prog);
+            p->stats.cse += smelt__pass_cse(&p->prog);
+        }
         p->stats.dce = smelt__pass_dce(&p->prog);
     }
     if ((st = smelt__prog_finalize(&p->prog))) {
@@ -428,7 +453,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     p->buf = calloc((size_t)p->prog.n + 1, sizeof *p->buf);
     p->bufsize = calloc((size_t)p->prog.n + 1, sizeof *p->bufsize);
     p->moff = malloc(sizeof *p->moff * (size_t)(p->prog.n + 1));
-    if (!p->out_slot || !p->rs || !p->buf || !p->bufsize || !p->moff) {
+    p->donated = calloc((size_t)p->prog.ninputs + 1, sizeof *p->donated);
+    if (!p->out_slot || !p->rs || !p->buf || !p->bufsize || !p->moff || !p->donated) {
         st = smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -436,6 +462,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         p->out_slot[i] = -1;
     for (int i = 0; i < p->prog.nout; i++)
         p->out_slot[p->prog.outputs[i]] = i;
+    for (int i = 0; i < o.n_donate; i++)
+        p->donated[o.donate[i]] = true;
 
     smelt__partition pt;
     if ((st = smelt__partition_build(&p->prog, o.opt_level >= 3, &pt))) {

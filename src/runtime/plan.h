@@ -38,9 +38,11 @@ typedef struct smelt__rshape {
 /* What a memory plan gives (src/runtime/memplan.c), in bytes. */
 typedef struct smelt__memplan {
     int buffers;   /* intermediates */
+    int inplace;   /* of them, written in place of an input of their kernel */
     int64_t arena; /* the arena holding them all */
-    int64_t lower; /* the largest set of them live at once: no arena is smaller */
+    int64_t lower; /* the largest set of their buffers live at once: no arena is smaller */
     int64_t naive; /* one buffer each */
+    double ms;     /* how long planning took */
 } smelt__memplan;
 
 struct smelt_plan {
@@ -54,6 +56,7 @@ struct smelt_plan {
     smelt__sb log;  /* warnings */
     smelt__sb desc; /* smelt_plan_describe */
     int *out_slot;  /* prog value -> output index, or -1 */
+    bool *donated;  /* per graph input: smelt_plan_opts.donate named it */
     /* tiered compilation (AUTO on a CPU): TCC kernels run at once while the
      * CC backend compiles in the background; finished kernels are switched
      * in together at the start of a run. */
@@ -100,6 +103,15 @@ static inline uint64_t smelt__mem_sig(const smelt_plan *p)
 }
 int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, bool place, int64_t *off,
                     smelt__memplan *out);
+/* Whether cluster c may write its output v over its input u (shapes rs):
+ * same element size and count (u is not broadcast), and no member of c
+ * after v's writer reads u.  Every kernel form reads an element of u
+ * before writing that element of v (the C loop and CUDA forms load each
+ * element at its first use, the block form runs c's members in order, a
+ * split kernel runs them as kernels in that order), so the result is the
+ * same as with separate memory; whether u is still needed after c is the
+ * caller's question. */
+bool smelt__inplace_ok(const smelt_plan *p, const smelt__cluster *c, const smelt__rshape *rs, int u, int v);
 
 /* Compile the variant of kernel ki for a layout (rmask: a reduction's
  * reduced dimensions, 0 for other kernels); on failure of a fused kernel,

@@ -117,7 +117,10 @@ int smelt__tensor_new_on(smelt_ctx *ctx, smelt__backend *be, smelt_dtype dt, int
 /* For plans of a device backend: *din / *dout are the tensors the kernels
  * use, host tensors replaced by device copies (inputs copied in).  unstage
  * copies the device results of host outputs back (status OK only), frees the
- * copies and returns status or the first error of its own. */
+ * copies and returns status or the first error of its own.  An array whose
+ * tensors are all on the device is not copied: *din or *dout is NULL (the
+ * caller's array serves), and a run with device tensors only allocates
+ * nothing on the host. */
 int smelt__device_stage(smelt__backend *be, int n_in, smelt_tensor *const *inputs, int n_out,
                         smelt_tensor **outputs, smelt_tensor ***din, smelt_tensor ***dout);
 int smelt__device_unstage(smelt__backend *be, int n_in, smelt_tensor *const *inputs,

@@ -188,9 +188,16 @@ static void free_copies(smelt_tensor *const *orig, smelt_tensor **copy, int n)
 }
 
 /* ts on be's device in *out: a device tensor is itself, a host one a new
- * device tensor, with its data when copy_in.  On failure *out is NULL. */
+ * device tensor, with its data when copy_in.  *out is NULL on failure, and
+ * when every tensor is a device tensor (nothing allocated: ts serves). */
 static int stage(smelt__backend *be, int n, smelt_tensor *const *ts, bool copy_in, smelt_tensor ***out)
 {
+    int host = 0;
+    for (int i = 0; i < n; i++)
+        host += !smelt__is_device(ts[i]);
+    *out = NULL;
+    if (!host)
+        return SMELT_OK;
     smelt_tensor **d = calloc((size_t)n + 1, sizeof *d);
     int st = d ? SMELT_OK : smelt__err(be->ctx, SMELT_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n && !st; i++) {
@@ -226,7 +233,7 @@ int smelt__device_unstage(smelt__backend *be, int n_in, smelt_tensor *const *inp
 {
     int sst = be->iface->sync(be); /* also before freeing what kernels may still use */
     int st = status ? status : sst;
-    for (int i = 0; i < n_out; i++)
+    for (int i = 0; dout && i < n_out; i++)
         if (dout[i] != outputs[i] && !st)
             st = smelt_tensor_copy_to_host(outputs[i], dout[i]);
     free_copies(outputs, dout, n_out);

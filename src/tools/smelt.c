@@ -1076,8 +1076,11 @@ static int cmd_explain(const opts *o, binding *b, int nb)
     if (o->opt_level >= 1)
         printf("constant folding        %d node%s folded into constants\n"
                "common subexpressions   %d duplicate node%s removed\n"
+               "algebraic identities    %d node%s simplified (x * 1, neg(neg(x)), ...)\n"
+               "dead branches           %d where operator%s with a constant condition or equal branches\n"
                "dead code               %d unused node%s removed\n",
-               s.folded, plural(s.folded, ""), s.cse, plural(s.cse, ""), s.dce, plural(s.dce, ""));
+               s.folded, plural(s.folded, ""), s.cse, plural(s.cse, ""), s.simplified, plural(s.simplified, ""),
+               s.dead_branches, plural(s.dead_branches, ""), s.dce, plural(s.dce, ""));
     else
         printf("passes                  none at opt-level 0\n");
     printf("fusion                  %d operator%s in %d kernel%s%s\n", s.ops, plural(s.ops, ""),
