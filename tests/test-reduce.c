@@ -834,3 +834,56 @@ Test(plans, traced_softmax)
     smelt_trace_free(t);
     smelt_ctx_free(ctx);
 }
+
+/* The memory plan puts a kernel's output in place of an input it reads for
+ * the last time when both have one element size and count: for a
+ * reduction, over size-1 axes only, and its kernels read a result's
+ * elements before they write it (the row and the column form). */
+Test(plans, in_place_over_size_one_axes)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(5000, 1)), *z = smelt_input(g, "z", SMELT_F32, SHP(1, 3000));
+    smelt_node *outs[] = {smelt_reduce(g, SMELT_OP_SUM, smelt_unary(g, SMELT_OP_EXP, x), 1, (int[]){1}, 0),
+                          smelt_reduce(g, SMELT_OP_MAX, smelt_unary(g, SMELT_OP_SIN, z), 1, (int[]){0}, 1)};
+    trng r;
+    trng_init(&r, 21);
+    smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F32, SHP(5000, 1)), t_rand(ctx, &r, SMELT_F32, SHP(1, 3000))};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 2);
+    cr_assert_eq(t_stats(p).mem_inplace, 0, "outputs are not intermediates: %s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    /* as intermediates: y = sum(exp(x), axis=1) + 1 */
+    smelt_node *y[] = {smelt_add(g, outs[0], smelt_scalar(g, 1)), smelt_add(g, outs[1], smelt_scalar(g, 1))};
+    p = t_plan(ctx, g, 2, y, 2);
+    cr_assert_geq(t_stats(p).mem_inplace, 2, "%s", smelt_plan_describe(p));
+    smelt_tensor *got[2] = {0}, *ref[2];
+    t_run(p, 2, in, 2, got);
+    t_reference(ctx, g, 2, y, 2, in, ref);
+    for (int i = 0; i < 2; i++)
+        t_expect_match("in place", got[i], ref[i], (t_tol){.ulps = 2, .atol = 1e-6});
+    t_free_all(got, 2), t_free_all(ref, 2), t_free_all(in, 2);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* Simplification (x - x of integers is 0) leaves a reduction of a constant
+ * too large to fold: its kernel reads the constant. */
+Test(passes, simplified_to_a_large_constant, .timeout = 60)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_I32, SHP(2, (1 << 24) + 1));
+    smelt_node *y = smelt_reduce(g, SMELT_OP_SUM, smelt_sub(g, x, x), 0, NULL, 0);
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 1);
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
+    smelt_tensor *in = t_tensor(ctx, SMELT_I32, SHP(2, (1 << 24) + 1)), *got = NULL;
+    for (int64_t i = 0; i < smelt_tensor_numel(in); i += 4097)
+        t_set_i64(in, i, i);
+    t_run(p, 1, &in, 1, &got);
+    cr_assert_eq(*(const int64_t *)smelt_tensor_data(got), 0);
+    smelt_tensor_free(in), smelt_tensor_free(got);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
