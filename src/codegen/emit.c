@@ -803,8 +803,9 @@ static void blk_outputs(blk_state *b)
     }
 }
 
+/* raw: the text as it is (NAME_TOKEN unreplaced) into src, name unused */
 static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *src,
-                       char *name, smelt__sb *err)
+                       char *name, bool raw, smelt__sb *err)
 {
     int nops = d->n_in + d->n_out, R = d->rank, nv = d->n_in + d->n_ops, st = SMELT_OK;
     blk_state b = {.dl = dl, .d = d};
@@ -850,7 +851,7 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
                        {"NOPS", SLOT_NUM(d->n_ops - b.nconst)}, {"NBUF", SLOT_NUM(b.nbuf ? b.nbuf : 1)},
                        {"BLOCK", SLOT_NUM(SMELT_BLOCK)}, {"SETUP", smelt__sb_str(&b.setup)},
                        {"ROW", smelt__sb_str(&b.row)}, {"BODY", smelt__sb_str(&b.body)}};
-    if (!(st = load_render(&text, dl, "kernel_block", sl, NSLOTS(sl), err)))
+    if (!(st = load_render(raw ? src : &text, dl, "kernel_block", sl, NSLOTS(sl), err)) && !raw)
         st = finish_name(&text, src, name, "smelt_ew");
 done:
     free(b.loc), free(b.last), free(b.bufof), free(b.freeb);
@@ -1578,18 +1579,82 @@ static void red_dims(const smelt__kdesc *d, smelt__sb *kd, smelt__sb *rd, int *n
 
 static int red_check(const smelt__kdesc *d, smelt__sb *err)
 {
-    if (d->red < 0 || d->red >= d->n_ops || d->n_in != 1 || d->ops[d->red].in[0] != 0 || !d->rmask) {
-        smelt__sb_puts(err, "a reduction kernel reads its operand as input 0");
+    if (d->red != d->n_ops - 1 || d->n_out != 1 || !d->rmask || d->ops[d->red].in[0] < 0 ||
+        d->ops[d->red].in[0] >= d->n_in + d->red || (d->ops[d->red].in[0] < d->n_in && d->n_in != 1)) {
+        smelt__sb_puts(err, "a reduction kernel is its operand's producers, then the reduction");
         return SMELT_ERR_INVALID_ARG;
     }
     return SMELT_OK;
 }
 
-static void red_what(smelt__sb *b, const red_kind *k)
+/* Whether the reduction's operand is computed in the kernel (input fusion). */
+static bool red_fused(const smelt__kdesc *d) { return d->ops[d->red].in[0] >= d->n_in; }
+
+/* The producers of a fused reduction as an elementwise kernel description:
+ * the reduction's inputs, the operators before it, one output (its
+ * operand), written contiguously into the kernel's block of elements. */
+static smelt__kdesc red_producers(const smelt__kdesc *d)
+{
+    smelt__kdesc p = *d;
+    p.n_ops = d->red;
+    p.n_out = 1;
+    p.out_val[0] = d->ops[d->red].in[0];
+    p.mode[d->n_in] = SMELT_MODE_CONTIG;
+    p.reduce = false;
+    p.red = 0;
+    p.rmask = 0;
+    return p;
+}
+
+/* Elements of the operand the C forms compute at once (a row form's run;
+ * the column form computes RED_W, one row of its results). */
+#define RED_PROD_BLOCK 1024
+
+/* The producers' elementwise kernel (the loop form, or for TinyCC the
+ * block form) as a static function smelt_prod. */
+static int red_producer_fn(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, smelt__sb *out,
+                           smelt__sb *err)
+{
+    smelt__kdesc p = red_producers(d);
+    smelt__sb text;
+    smelt__sb_init(&text);
+    int st = blocks ? emit_blocks(dl, &p, &text, NULL, true, err) : shape_c_loop(dl, &p, "", &text, err);
+    if (!st) {
+        const char *q = smelt__sb_str(&text);
+        for (const char *s; (s = strstr(q, NAME_TOKEN)); q = s + strlen(NAME_TOKEN)) {
+            bool def = s - q >= 5 && !strncmp(s - 5, "void ", 5);
+            smelt__sb_putn(out, q, (size_t)(s - q) - (def ? 5 : 0));
+            smelt__sb_puts(out, def ? "static void smelt_prod" : "smelt_prod");
+        }
+        smelt__sb_puts(out, q);
+        st = out->oom || text.oom ? SMELT_ERR_NOMEM : SMELT_OK;
+    }
+    smelt__sb_free(&text);
+    return st;
+}
+
+static void red_what(smelt__sb *b, const red_kind *k, const smelt__kdesc *d)
 {
     smelt__sb_printf(b, "%s of %s into %s (%s accumulators)", smelt__ops[k->op].name, smelt__dtypes[k->in].name,
                      smelt__dtypes[k->out].name, smelt__dtypes[k->acc].name);
+    if (red_fused(d))
+        smelt__sb_printf(b, ", its operand computed from %d inputs", d->n_in);
 }
+
+/* Real operators (not constants) of a kernel, as a slot. */
+static int red_nops(const smelt__kdesc *d)
+{
+    int n = 0;
+    for (int k = 0; k < d->n_ops; k++)
+        n += d->ops[k].op != SMELT_OP_CONST;
+    return n;
+}
+
+static const char red_fused_text[] =
+    "Input fusion: the operand's elements are computed by its producers,\n"
+    " * the operators fused before the reduction (smelt_prod, an elementwise kernel),\n"
+    " * a run at a time into a block, with the values and roundings of the\n"
+    " * unfused kernels, and combined from there in the same order.";
 
 /* C (both CPU tiers): blocks, the TinyCC tier's, calls the library's lanes
  * (smelt__emit_blk_library compiles the same functions into it). */
@@ -1599,15 +1664,23 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
     int st = red_check(d, err);
     if (st)
         return st;
-    red_kind k = red_kind_of(d->ops[d->red].op, d->in_dt[0]);
-    int nk, nr, klast, rlast;
+    bool fused = red_fused(d);
+    red_kind k = red_kind_of(d->ops[d->red].op, value_dtype(d, d->ops[d->red].in[0]));
+    int nk, nr, klast, rlast, R = d->rank, nin = d->n_in;
     bool col = d->rmask >> (d->rank - 1) & 1u ? false : true; /* the innermost dimension is kept */
-    smelt__sb kd, rd, defs, lanes, what, call, group, ident;
+    smelt__sb kd, rd, defs, lanes, what, call, group, ident, pre, sx;
     smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&defs), smelt__sb_init(&lanes);
     smelt__sb_init(&what), smelt__sb_init(&call), smelt__sb_init(&group), smelt__sb_init(&ident);
+    smelt__sb_init(&pre), smelt__sb_init(&sx);
+    if (fused) { /* the producers' function after the prelude (TinyCC: instead of it) */
+        if (!blocks)
+            smelt__sb_puts(&pre, prelude);
+        st = red_producer_fn(dl, d, blocks, &pre, err);
+        prelude = smelt__sb_str(&pre);
+    }
     red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
     red_defs(&defs, dl, &k, blocks);
-    red_what(&what, &k);
+    red_what(&what, &k, d);
     red_identity(&ident, dl, &k);
     char fn[SMELT_BLK_NAME_MAX];
     red_prim_name(fn, sizeof fn, &k);
@@ -1616,31 +1689,64 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
     else
         red_lanes(&lanes, dl, &k, "smelt_red", "static");
     const char *lf = blocks ? fn : "smelt_red";
-    if (col) {
+    if (col)
         smelt__sb_printf(&group, "{\n            const int64_t ii = o %% inner;\n"
                                  "            m = inner - ii < %d ? inner - ii : %d;\n"
                                  "            if (m > end - i)\n                m = end - i;\n        }", RED_W, RED_W);
-        smelt__sb_printf(&call, "{\n                    const int64_t a[5] = {rs, xw, m, r & 31, r};\n"
-                                "                    %s_col(seg, buf, x + xo + off, a);\n                }", lf);
+    if (!fused) {
+        smelt__sb_puts(&sx, "    const int64_t *sx = strides;");
+        if (col)
+            smelt__sb_printf(&call, "{\n                    const int64_t a[5] = {rs, xw, m, r & 31, r};\n"
+                                    "                    %s_col(seg, buf, x + xo + off, a);\n                }", lf);
+        else
+            smelt__sb_printf(&call, "{\n                    const int64_t a[3] = {rs, r & 31, r};\n"
+                                    "                    %s_row(seg, buf, x + xo + off, a);\n                }", lf);
     } else {
-        smelt__sb_printf(&call, "{\n                    const int64_t a[3] = {rs, r & 31, r};\n"
-                                "                    %s_row(seg, buf, x + xo + off, a);\n                }", lf);
+        /* sx: the iteration space's own (contiguous) strides, so that xo + off
+         * is an element's linear index, the producers' iteration index; the
+         * producers read the inputs with the kernel's strides (pst) and write
+         * tmp (strides 0 but along the innermost dimension) */
+        smelt__sb_printf(&sx, "    int64_t sx[%d], pst[%d], psh[%d];\n    char *pp[%d];\n    smelt_in tmp[%d];\n"
+                              "    for (int d = %d; d >= 0; d--) {\n"
+                              "        sx[d] = d == %d ? 1 : sx[d + 1] * shape[d + 1];\n"
+                              "        psh[d] = shape[d];\n    }\n    psh[%d] = 0; /* no streaming stores */\n"
+                              "    for (int d = 0; d < %d; d++)\n        pst[d] = d < %d ? strides[d] : d == %d;\n"
+                              "    for (int q = 0; q < %d; q++)\n        pp[q] = ptrs[q];",
+                         R, (nin + 1) * R, R + 1, nin + 1, RED_PROD_BLOCK, R - 1, R - 1, R, (nin + 1) * R, nin * R,
+                         (nin + 1) * R - 1, nin);
+        if (col)
+            smelt__sb_printf(&call, "for (int64_t u = 0; u < seg; u++) {\n"
+                                    "                    const int64_t L = xo + off + u * rs, a[5] = {0, 1, m, (r + u) & 31, r + u};\n"
+                                    "                    pp[%d] = (char *)tmp - (L %% shape[%d]) * (int64_t)sizeof(smelt_in);\n"
+                                    "                    smelt_prod(L, L + m, pp, psh, pst);\n"
+                                    "                    %s_col(1, buf, tmp, a);\n                }", nin, R - 1, lf);
+        else
+            smelt__sb_printf(&call, "for (int64_t u = 0; u < seg; u += %d) {\n"
+                                    "                    const int64_t nb = seg - u < %d ? seg - u : %d, L = xo + off + u;\n"
+                                    "                    const int64_t a[3] = {1, (r + u) & 31, r + u};\n"
+                                    "                    pp[%d] = (char *)tmp - (L %% shape[%d]) * (int64_t)sizeof(smelt_in);\n"
+                                    "                    smelt_prod(L, L + nb, pp, psh, pst);\n"
+                                    "                    %s_row(nb, buf, tmp, a);\n                }", RED_PROD_BLOCK,
+                             RED_PROD_BLOCK, RED_PROD_BLOCK, nin, R - 1, lf);
     }
     char inner[32], xw[32], yw[32];
     snprintf(inner, sizeof inner, col ? "shape[%d]" : "1", klast);
     snprintf(xw, sizeof xw, col ? "sx[%d]" : "0", klast);
     snprintf(yw, sizeof yw, col ? "sy[%d]" : "0", klast);
     const slot sl[] = {
-        {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", "1"}, {"WHAT", smelt__sb_str(&what)},
-        {"RANK", SLOT_NUM(d->rank)},
+        {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"WHAT", smelt__sb_str(&what)},
+        {"RANK", SLOT_NUM(d->rank)}, {"NIN", SLOT_NUM(nin)}, {"SX", smelt__sb_str(&sx)},
+        {"FUSED", fused ? red_fused_text : ""},
         {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)},
         {"FORM", col ? "column" : "row"}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"W", SLOT_NUM(RED_W)},
         {"LS", SLOT_NUM(col ? RED_W : 1)}, {"DEFS", smelt__sb_str(&defs)}, {"LANES", smelt__sb_str(&lanes)},
         {"RLAST", SLOT_NUM(rlast)}, {"INNER", inner}, {"XW", xw}, {"YW", yw}, {"GROUP", smelt__sb_str(&group)},
         {"CALL", smelt__sb_str(&call)}, {"IDENT", smelt__sb_str(&ident)}};
-    st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
+    if (!st)
+        st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
     smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&lanes);
     smelt__sb_free(&what), smelt__sb_free(&call), smelt__sb_free(&group), smelt__sb_free(&ident);
+    smelt__sb_free(&pre), smelt__sb_free(&sx);
     return st;
 }
 
@@ -1651,25 +1757,60 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
     int st = red_check(d, err);
     if (st)
         return st;
-    red_kind k = red_kind_of(d->ops[d->red].op, d->in_dt[0]);
-    int nk, nr, klast, rlast, R = d->rank, nops = 2;
-    smelt__sb kd, rd, defs, what, ident;
+    bool fused = red_fused(d);
+    red_kind k = red_kind_of(d->ops[d->red].op, value_dtype(d, d->ops[d->red].in[0]));
+    int nk, nr, klast, rlast, R = d->rank, nin = d->n_in, nops = nin + 1;
+    smelt__sb kd, rd, defs, what, ident, setup, elem;
     smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&defs), smelt__sb_init(&what), smelt__sb_init(&ident);
+    smelt__sb_init(&setup), smelt__sb_init(&elem);
     red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
     red_defs(&defs, dl, &k, false);
-    red_what(&what, &k);
+    red_what(&what, &k, d);
     red_identity(&ident, dl, &k);
+    if (!fused) {
+        smelt__sb_puts(&elem, "                smelt_acc e = smelt_conv(x[off[0]]);");
+    } else { /* the producers per element, their value stored as the unfused kernel stores it */
+        smelt__kdesc p = red_producers(d);
+        int nv = p.n_in + p.n_ops;
+        int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
+        bool *inl = calloc((size_t)(nv + 1), sizeof(bool));
+        if (!uses || !inl) {
+            st = SMELT_ERR_NOMEM;
+        } else {
+            plan_inlining(&p, uses, inl, uses + nv, uses + 2 * nv);
+            for (int q = 0; q < nin; q++)
+                smelt__sb_printf(&setup, "    const %s *__restrict__ q%d = (const %s *)a.ptrs[%d];\n",
+                                 dl->stype[d->in_dt[q]], q, dl->stype[d->in_dt[q]], q);
+            for (int i = 0; i < p.n_ops; i++)
+                if (p.ops[i].op == SMELT_OP_CONST) {
+                    smelt__sb_printf(&setup, "    const %s v%d = ", dl->type[p.ops[i].dtype], nin + i);
+                    literal(&setup, dl, &p.ops[i]);
+                    smelt__sb_puts(&setup, ";\n");
+                }
+            smelt__sb_printf(&elem, "                smelt_in q%d[1];\n", nin);
+            for (int q = 0; q <= nin; q++)
+                smelt__sb_printf(&elem, "                const smelt_idx o%d = %s%d%s;\n", q, q < nin ? "off[" : "",
+                                 q < nin ? q : 0, q < nin ? "]" : "");
+            ectx e = {dl, &p, uses, inl, -1, FORM_OFFSET, false, false};
+            emit_lane(&elem, &e);
+            smelt__sb_printf(&elem, "                smelt_acc e = smelt_conv(q%d[0]);", nin);
+        }
+        free(uses), free(inl);
+    }
     const slot sl[] = {
-        {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", "1"}, {"WHAT", smelt__sb_str(&what)},
-        {"RANK", SLOT_NUM(R)},
+        {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"WHAT", smelt__sb_str(&what)},
+        {"RANK", SLOT_NUM(R)}, {"NIN", SLOT_NUM(nin)}, {"SETUP", smelt__sb_str(&setup)},
+        {"ELEM", smelt__sb_str(&elem)}, {"FUSED", fused ? red_fused_text : ""},
         {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)},
         {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"DEFS", smelt__sb_str(&defs)},
         {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
         {"NSTRIDES", SLOT_NUM(nops * R)},
         {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)},
         {"IDENT", smelt__sb_str(&ident)}, {"ARG", SLOT_NUM(k.arg)}};
-    st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
+    if (!st)
+        st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
     smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&what), smelt__sb_free(&ident);
+    smelt__sb_free(&setup), smelt__sb_free(&elem);
     return st;
 }
 
@@ -1703,7 +1844,7 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
 {
     const smelt__dialect *dl = t->dialect;
     if (t->blocks && !d->reduce) /* the block form needs no prelude */
-        return emit_blocks(dl, d, src, name, err);
+        return emit_blocks(dl, d, src, name, false, err);
     smelt__sb prelude, text;
     smelt__sb_init(&prelude), smelt__sb_init(&text);
     char *mathlib = NULL;

@@ -1,8 +1,11 @@
 /* Partitioner: the program's operators grouped into clusters, one kernel
  * each.  Rules (docs/fusion.md):
  *   - elementwise operators, casts and broadcasts fuse (OPAQUE operators such
- *     as barrier never do, nor reductions yet: each is a kernel of its own);
- *     constants are inlined into every kernel that reads them;
+ *     as barrier never do); constants are inlined into every kernel that reads them;
+ *   - a reduction takes its elementwise producers into its kernel (input
+ *     fusion) when their values are needed nowhere else (no other reader
+ *     outside the kernel, no plan output); nothing fuses after a
+ *     reduction yet, and a kernel holds one reduction at most;
  *   - all operators of a cluster have one shape (the iteration space); a
  *     smaller, broadcast operand is read with stride 0;
  *   - a merge never creates a cycle: no path may leave a cluster and re-enter;
@@ -27,6 +30,7 @@ typedef struct pstate {
     int *head, *tail; /* each root's member list, */
     int *next;        /* linked through next (-1 ends it): a merge is O(1), its checks O(members) */
     bool fuse;        /* opt_level 3 */
+    bool *hasred;     /* per root: its cluster holds a reduction */
 } pstate;
 
 /* After "not fused with kernel N: ", indexed by SMELT__FUSE_* */
@@ -41,7 +45,9 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_CYCLE] = "would create a cycle",
     [SMELT__FUSE_OPERANDS] = "the kernel would exceed " STR(SMELT_MAX_KERNEL_OPERANDS) " operands",
     [SMELT__FUSE_SPLIT] = "the fused kernel failed to compile",
-    [SMELT__FUSE_REDUCE] = "reduction (not fused yet)",
+    [SMELT__FUSE_REDUCE] = "a reduction takes no second reduction into its kernel (not fused yet)",
+    [SMELT__FUSE_AFTER_REDUCE] = "after a reduction (not fused yet)",
+    [SMELT__FUSE_SHARED] = "the producer's value is also needed outside the reduction's kernel",
 };
 
 static int find(pstate *s, int x)
@@ -148,14 +154,27 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
     const smelt__inst *a = &s->p->v[x], *b = &s->p->v[i];
     if (!s->fuse)
         return SMELT__FUSE_OFF;
-    if (smelt__is_reduce(a->op) || smelt__is_reduce(b->op))
+    if (smelt__is_reduce(a->op) || s->hasred[kx])
+        return SMELT__FUSE_AFTER_REDUCE;
+    bool red = smelt__is_reduce(b->op);
+    if (red && s->hasred[kx])
         return SMELT__FUSE_REDUCE;
-    if (!fusible(s->p, x) || !fusible(s->p, i))
+    if (!fusible(s->p, x) || (!red && !fusible(s->p, i)))
         return SMELT__FUSE_OPAQUE;
-    if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim))
-        return SMELT__FUSE_SHAPE;
+    if (!red && (s->hasred[ki] || a->ndim != b->ndim ||
+                 memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)))
+        return s->hasred[ki] ? SMELT__FUSE_AFTER_REDUCE : SMELT__FUSE_SHAPE;
     if (kx == ki)
         return SMELT__FUSE;
+    if (red) { /* input fusion: x's cluster computes the operand, read by i alone */
+        for (int m = s->head[kx]; m >= 0; m = s->next[m]) {
+            if (s->p->v[m].is_output)
+                return SMELT__FUSE_SHARED;
+            for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++)
+                if (s->users[u] != i && find(s, s->users[u]) != kx)
+                    return SMELT__FUSE_SHARED;
+        }
+    }
     if (s->size[kx] + s->size[ki] > SMELT_MAX_CLUSTER_OPS)
         return SMELT__FUSE_OPS;
     if (creates_cycle(s, kx, ki, i))
@@ -339,20 +358,23 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     s.head = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.tail = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.next = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.hasred = calloc((size_t)p->n + 1, sizeof(bool));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
     uint8_t *why = calloc((size_t)p->n + 1, 3);
-    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !root || !why) {
+    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !root || !why) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
     for (int i = 0; i < p->n; i++)
-        s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1;
+        s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1,
+        s.hasred[i] = smelt__is_reduce(p->v[i].op);
     for (int i = 0; i < p->n; i++) {
         for (int j = 0; j < p->v[i].nin; j++) { /* sources have no inputs */
             int x = p->v[i].in[j], kx = find(&s, x), ki = find(&s, i);
             if (!is_op(p, x) || (why[3 * i + j] = (uint8_t)should_fuse(&s, x, i, kx, ki)) || kx == ki)
                 continue;
             s.parent[kx] = ki;
+            s.hasred[ki] = s.hasred[ki] || s.hasred[kx];
             s.size[ki] += s.size[kx];
             s.next[s.tail[ki]] = s.head[kx];
             s.tail[ki] = s.tail[kx];
@@ -363,7 +385,7 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     st = collect(p, root, s.uoff, s.users, why, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
-    free(s.head), free(s.tail), free(s.next), free(why);
+    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(why);
     return st;
 }
 

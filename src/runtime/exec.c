@@ -168,9 +168,9 @@ static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int6
  * combination, so the same bits, on any number of threads. */
 typedef struct rlaunch {
     smelt__kfn fn;
-    char *ptrs[4];                        /* operand, result, chunk results, their indices */
-    int64_t shape[SMELT_MAX_DIMS + 1];    /* shape[rank]: the phase */
-    int64_t strides[2 * SMELT_MAX_DIMS];
+    char *ptrs[SMELT_MAX_KERNEL_OPERANDS + 2]; /* inputs, result, chunk results, their indices */
+    int64_t shape[SMELT_MAX_DIMS + 1];         /* shape[rank]: the phase */
+    int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
     int64_t n, chunk;
 } rlaunch;
 
@@ -221,7 +221,7 @@ static int const_view(smelt_plan *p, int v, const smelt__rshape *r, view *out, i
 static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
-    const smelt__inst *x = &p->prog.v[k->cl.members[0]];
+    const smelt__inst *x = &p->prog.v[k->cl.members[k->cl.nmem - 1]]; /* producers first */
     if (!k->cl.nout) /* a dead reduction (kept at opt_level 0) */
         return SMELT_OK;
     const smelt__rshape *A = &p->rs[x->in[0]];
@@ -236,12 +236,23 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     }
     if (nout == 0)
         return SMELT_OK;
-    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS], scratch[2][SMELT_MAX_DIMS];
-    view w[2];
-    for (int o = 0; o < 2; o++) {
-        int v = o ? k->cl.outputs[0] : x->in[0], stt;
-        if (!o && p->prog.v[v].op == SMELT_OP_CONST) /* (a pass left it too large to fold) */
-            stt = const_view(p, v, A, &w[0], scratch[0]);
+    for (int j = 0; j + 1 < k->cl.nmem; j++) { /* fused producers: the operand's shape */
+        const smelt__rshape *o = &p->rs[k->cl.members[j]];
+        if (o->ndim != A->ndim || memcmp(o->shape, A->shape, sizeof(int64_t) * (size_t)o->ndim))
+            return smelt__err(p->ctx, SMELT_ERR_SHAPE,
+                              "run-time shapes differ inside a fused kernel (the inputs do not "
+                              "keep the graph's broadcast pattern)");
+    }
+    /* operands: the inputs (the reduction's operand alone when nothing is
+     * fused), then the result */
+    int nin = k->cl.nin, n = nin + 1;
+    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    view w[SMELT_MAX_KERNEL_OPERANDS];
+    for (int o = 0; o < n; o++) {
+        int v = o < nin ? k->cl.inputs[o] : k->cl.outputs[0], stt;
+        if (o < nin && p->prog.v[v].op == SMELT_OP_CONST) /* (a pass left it too large to fold) */
+            stt = const_view(p, v, &p->rs[v], &w[o], scratch[o]);
         else
             stt = value_view(p, rs, v, &w[o], scratch[o]);
         if (stt)
@@ -250,27 +261,32 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     for (int d = 0, od = 0; d < A->ndim; d++) {
         bool red = x->axes >> d & 1u;
         S[d] = A->shape[d];
-        st[0][d] = w[0].shape[d] == 1 ? 0 : w[0].strides[d]; /* 0 for a constant */
-        st[1][d] = red ? 0 : w[1].strides[od];
+        for (int o = 0; o < nin; o++) { /* broadcast inputs: stride 0 (right-aligned) */
+            int xd = d - (A->ndim - w[o].ndim);
+            st[o][d] = (xd < 0 || w[o].shape[xd] == 1) ? 0 : w[o].strides[xd];
+        }
+        st[nin][d] = red ? 0 : w[nin].strides[od];
         od += !red || x->keepdims;
     }
-    uint8_t mode[2], rmask;
-    int rank = smelt__merge_reduce_layout(A->ndim, S, x->axes, 2, st, mode, &rmask);
+    uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
+    int rank = smelt__merge_reduce_layout(A->ndim, S, x->axes, n, st, mode, &rmask);
     bool idx32 = p->be->iface->target.dialect->device && nout <= INT32_MAX / 32 &&
-                 fits_idx32(smelt__numel(rank, S), rank, S, 2, st);
+                 fits_idx32(smelt__numel(rank, S), rank, S, n, st);
     smelt__kernel *kk;
     int stt = smelt__plan_variant(p, ki, rank, mode, idx32, rmask, &kk, split);
     if (stt || *split)
         return stt;
     static __thread rlaunch l;
     l.fn = kk->fn;
-    l.ptrs[0] = w[0].data, l.ptrs[1] = w[1].data, l.ptrs[2] = l.ptrs[3] = NULL;
+    for (int o = 0; o < n; o++)
+        l.ptrs[o] = w[o].data;
+    l.ptrs[n] = l.ptrs[n + 1] = NULL;
     memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
-    for (int o = 0; o < 2; o++)
+    for (int o = 0; o < n; o++)
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.shape[rank] = 0;
     if (kk->backend->iface->launch) { /* a warp per result */
-        smelt__devlaunch dl = {nout * 32, 2, rank, idx32, l.ptrs, l.shape, l.strides};
+        smelt__devlaunch dl = {nout * 32, n, rank, idx32, l.ptrs, l.shape, l.strides};
         return kk->backend->iface->launch(kk->backend, kk, &dl);
     }
     int threads = smelt_ctx_threads(p->ctx);
@@ -290,7 +306,7 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
             return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
         k->scratch_bytes = items * 16;
     }
-    l.ptrs[2] = k->scratch, l.ptrs[3] = k->scratch + items * 8;
+    l.ptrs[n] = k->scratch, l.ptrs[n + 1] = k->scratch + items * 8;
     l.shape[rank] = 1;
     red_run(p, &l, (int64_t)items, SMELT_RED_CHUNK, threads);
     l.shape[rank] = 2;

@@ -107,17 +107,27 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
     const smelt__inst *it = &p->prog.v[k->cl.members[0]];
     *rmask = 0;
     if (k->desc.reduce) { /* the operand's shape, the result's strides along its kept axes */
+        it = &p->prog.v[k->cl.members[k->cl.nmem - 1]];
         const smelt__inst *a = &p->prog.v[it->in[0]];
-        int64_t S[SMELT_MAX_DIMS], st[2][SMELT_MAX_DIMS], os[SMELT_MAX_DIMS];
+        int n = k->cl.nin + 1;
+        int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS], os[SMELT_MAX_DIMS];
         memcpy(S, a->shape, sizeof S);
-        smelt__contig_strides(a->ndim, a->shape, st[0]);
+        for (int o = 0; o < k->cl.nin; o++) { /* inputs: broadcast ones with strides 0 */
+            const smelt__inst *x = &p->prog.v[k->cl.inputs[o]];
+            int64_t cs[SMELT_MAX_DIMS];
+            smelt__contig_strides(x->ndim, x->shape, cs);
+            for (int d = 0; d < a->ndim; d++) {
+                int xd = d - (a->ndim - x->ndim);
+                st[o][d] = (xd < 0 || x->shape[xd] == 1) ? 0 : cs[xd];
+            }
+        }
         smelt__contig_strides(it->ndim, it->shape, os);
         for (int d = 0, od = 0; d < a->ndim; d++) {
             bool red = it->axes >> d & 1u;
-            st[1][d] = red ? 0 : os[od];
+            st[n - 1][d] = red ? 0 : os[od];
             od += !red || it->keepdims;
         }
-        *rank = smelt__merge_reduce_layout(a->ndim, S, it->axes, 2, st, mode, rmask);
+        *rank = smelt__merge_reduce_layout(a->ndim, S, it->axes, n, st, mode, rmask);
         return;
     }
     /* Contiguous operands of the iteration shape merge into one dimension;
@@ -483,7 +493,7 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         default_layout(p, i, &rank, mode, &rmask);
         const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
         if (rmask) /* a reduction: its iteration space is its operand's */
-            it = &p->prog.v[it->in[0]];
+            it = &p->prog.v[p->prog.v[p->kern[i].cl.members[p->kern[i].cl.nmem - 1]].in[0]];
         bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
         smelt__kernel *k;
         bool split;
