@@ -1228,3 +1228,58 @@ DEVICE_TEST(reduction_of_a_large_constant, 120)
     smelt_plan_free(pd), smelt_plan_free(pc);
     smelt_graph_free(g);
 }
+
+/* Input fusion on the device: producers computed per element in the warp's
+ * loop give the bits of TinyCC's unfused plan (rows, columns, everything;
+ * broadcast operands; special values). */
+DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
+{
+    typedef struct {
+        smelt_op op;
+        smelt_dtype dt;
+        int64_t shape[2];
+        int n_axes, axes;
+    } fcase;
+    const fcase cases[] = {
+        {SMELT_OP_SUM, SMELT_F32, {7, 3000}, 1, 1},   {SMELT_OP_MAX, SMELT_F32, {300, 9}, 1, 0},
+        {SMELT_OP_MEAN, SMELT_F16, {40, 70}, 1, 1},   {SMELT_OP_ARGMIN, SMELT_F64, {30, 50}, 1, 0},
+        {SMELT_OP_SUM, SMELT_I32, {20, 33}, 0, 0},    {SMELT_OP_PROD, SMELT_F64, {5, 40}, 1, 1},
+        {SMELT_OP_ANY, SMELT_F32, {64, 30}, 1, 1},    {SMELT_OP_MIN, SMELT_F16, {33, 20}, 0, 0},
+    };
+    for (int c = 0; c < NELEMS(cases); c++) {
+        const fcase *k = &cases[c];
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, "a", k->dt, 2, k->shape);
+        smelt_node *m = smelt_input(g, "m", k->dt, SHP(k->shape[0], 1));
+        smelt_node *x = smelt_sub(g, smelt_mul(g, a, a), m);
+        smelt_node *y = smelt_reduce(g, k->op, x, k->n_axes, &k->axes, 0);
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 90 + (uint64_t)c);
+        smelt_tensor *in[2] = {t_rand(ctx, &r, k->dt, 2, k->shape), t_rand(ctx, &r, k->dt, SHP(k->shape[0], 1))};
+        if (k->dt != SMELT_I32)
+            t_set(in[0], 17, NAN), t_set(in[0], 40, INFINITY), t_set(in[1], 2, -0.0);
+        if (k->op == SMELT_OP_PROD)
+            for (int64_t i = 0; i < smelt_tensor_numel(in[0]); i++)
+                t_set(in[0], i, trng_uniform(&r, 0.9, 1.1));
+        smelt_tensor *dev = NULL, *cpu = NULL;
+        smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+        cr_assert_str_eq(t_stats(pd).backend, "NVRTC");
+        cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
+        t_run(pd, 2, in, 1, &dev);
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.backend = "TCC";
+        o.opt_level = 0;
+        smelt_plan *pc = NULL;
+        T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pc));
+        t_run(pc, 2, in, 1, &cpu);
+        int64_t at;
+        cr_assert(t_same_results(cpu, dev, &at), "case %d (%s of %s): the device gives %a, TCC unfused %a at [%lld]", c,
+                  smelt_op_name(k->op), smelt_dtype_name(k->dt), smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at),
+                  (long long)at);
+        smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(in[0]), smelt_tensor_free(in[1]);
+        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_graph_free(g);
+    }
+}

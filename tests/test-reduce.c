@@ -887,3 +887,127 @@ Test(passes, simplified_to_a_large_constant, .timeout = 60)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* ---- input fusion: producers inside the reduction's kernel ----------------- */
+
+/* One operand op(a * a - m) (or a > m for the bool operand of bool_op), m
+ * broadcast along the last axis: the same bits at opt_level 3 (one kernel)
+ * as at opt_level 0 (three), on TinyCC and CC, on 1 and several threads. */
+static void fused_same_bits(smelt_op op, smelt_dtype dt, bool cmp, int ndim, const int64_t *shape, int n_axes,
+                            const int *axes, bool specials)
+{
+    const variant vs[] = {{"TCC", 1, 0}, {"TCC", 4, 3}, {"TCC", 1, 3}, {"CC", 1, 3}, {"CC", 3, 3}, {"CC", 2, 0}};
+    smelt_ctx *ctx = t_ctx();
+    bool cc = smelt_backend_check(ctx, "CC") == SMELT_OK;
+    int64_t mshape[8];
+    memcpy(mshape, shape, sizeof(int64_t) * (size_t)ndim);
+    mshape[ndim - 1] = 1;
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", dt, ndim, shape), *m = smelt_input(g, "m", dt, ndim, mshape);
+    smelt_node *x = cmp ? smelt_binary(g, SMELT_OP_GT, a, m) : smelt_sub(g, smelt_mul(g, a, a), m);
+    smelt_node *y = smelt_reduce(g, op, x, n_axes, axes, 0);
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, (uint64_t)op * 7 + (uint64_t)dt);
+    smelt_tensor *in[2] = {t_rand(ctx, &r, dt, ndim, shape), t_rand(ctx, &r, dt, ndim, mshape)}, *first = NULL;
+    if (specials && (dt == SMELT_F32 || dt == SMELT_F64 || dt == SMELT_F16)) {
+        int64_t n = smelt_tensor_numel(in[0]);
+        t_set(in[0], n / 3, NAN), t_set(in[0], n / 2, INFINITY), t_set(in[0], n - 1, -0.0);
+        t_set(in[1], 0, -INFINITY), t_set(in[1], smelt_tensor_numel(in[1]) - 1, -0.0);
+    }
+    if (op == SMELT_OP_PROD) /* products near 1 */
+        for (int64_t i = 0; i < smelt_tensor_numel(in[0]); i++)
+            t_set(in[0], i, trng_uniform(&r, 0.9, 1.1)), t_set(in[1], i % smelt_tensor_numel(in[1]), 0.2);
+    for (int v = 0; v < NELEMS(vs); v++) {
+        if (!strcmp(vs[v].backend, "CC") && !cc)
+            continue;
+        T_OK(ctx, smelt_ctx_set_backend(ctx, vs[v].backend));
+        T_OK(ctx, smelt_ctx_set_threads(ctx, vs[v].threads));
+        smelt_plan *p = t_plan(ctx, g, 1, &y, vs[v].opt_level);
+        if (vs[v].opt_level == 3)
+            cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
+        smelt_tensor *got = NULL;
+        t_run(p, 2, in, 1, &got);
+        if (!first) {
+            first = got;
+        } else {
+            int64_t at;
+            cr_assert(t_same_results(first, got, &at), "%s of %s%s: %s on %d threads at opt_level %d gives %a at [%lld], "
+                      "TCC unfused %a", smelt_op_name(op), smelt_dtype_name(dt), cmp ? " (a comparison)" : "",
+                      vs[v].backend, vs[v].threads, vs[v].opt_level, smelt_tensor_get(got, at), (long long)at,
+                      smelt_tensor_get(first, at));
+            smelt_tensor_free(got);
+        }
+        smelt_plan_free(p);
+    }
+    smelt_tensor_free(first), smelt_tensor_free(in[0]), smelt_tensor_free(in[1]);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(fusion, every_op_and_dtype_same_bits, .timeout = 300)
+{
+    const smelt_op ops[] = {SMELT_OP_SUM, SMELT_OP_PROD,   SMELT_OP_MEAN,   SMELT_OP_MAX, SMELT_OP_MIN,
+                            SMELT_OP_ARGMAX, SMELT_OP_ARGMIN, SMELT_OP_ANY, SMELT_OP_ALL};
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_I32};
+    for (int o = 0; o < NELEMS(ops); o++) {
+        for (int t = 0; t < NELEMS(dts); t++) {
+            fused_same_bits(ops[o], dts[t], false, SHP(37, 300), 1, (int[]){1}, true); /* rows */
+            fused_same_bits(ops[o], dts[t], false, SHP(300, 37), 1, (int[]){0}, true); /* columns */
+        }
+        if (ops[o] != SMELT_OP_PROD && ops[o] != SMELT_OP_MEAN)
+            fused_same_bits(ops[o], SMELT_F32, true, SHP(37, 300), 1, (int[]){1}, false); /* a bool operand */
+    }
+}
+
+Test(fusion, layouts_and_long_rows_same_bits, .timeout = 300)
+{
+    fused_same_bits(SMELT_OP_SUM, SMELT_F32, false, SHP(3, 70000), 1, (int[]){1}, true); /* chunks in parallel */
+    fused_same_bits(SMELT_OP_MAX, SMELT_F32, false, SHP(50003), 0, NULL, true);          /* reduce-all */
+    fused_same_bits(SMELT_OP_SUM, SMELT_F64, false, SHP(40, 30, 20), 0, NULL, false);    /* reduce-all, 3-D */
+    fused_same_bits(SMELT_OP_MEAN, SMELT_F16, false, SHP(20, 70, 30), 1, (int[]){1}, true); /* a middle axis */
+    fused_same_bits(SMELT_OP_MIN, SMELT_F64, false, SHP(20, 30, 40), 2, (int[]){0, 2}, true);
+    fused_same_bits(SMELT_OP_SUM, SMELT_I32, false, SHP(5000, 3), 1, (int[]){0}, false); /* short columns */
+}
+
+/* Kernel counts at opt_level 3 and the reasons the plan gives. */
+Test(fusion, kernel_counts_and_reasons)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(8, 300));
+    /* sum(x * x, axis=1): one kernel */
+    smelt_node *ss = smelt_reduce(g, SMELT_OP_SUM, smelt_mul(g, x, x), 1, (int[]){1}, 0);
+    smelt_plan *p = t_plan(ctx, g, 1, &ss, 3);
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    /* softmax's second pass, sum(exp(x - m)), m = max(x, keepdims): two kernels (three unfused) */
+    smelt_node *mx = smelt_reduce(g, SMELT_OP_MAX, x, 1, (int[]){-1}, 1);
+    smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, mx));
+    smelt_node *s = smelt_reduce(g, SMELT_OP_SUM, e, 1, (int[]){-1}, 1);
+    p = t_plan(ctx, g, 1, &s, 3);
+    const char *d = smelt_plan_describe(p);
+    cr_assert_eq(t_stats(p).kernels, 2, "%s", d);
+    cr_assert(t_contains(d, "after a reduction (not fused yet)"), "%s", d);
+    smelt_plan_free(p);
+    /* the softmax: e is also read by the division, so it stays a kernel
+     * of its own (4 kernels: max, exp(x - m), sum, the division) */
+    smelt_node *y = smelt_div(g, e, s);
+    p = t_plan(ctx, g, 1, &y, 3);
+    d = smelt_plan_describe(p);
+    cr_assert_eq(t_stats(p).kernels, 4, "%s", d);
+    cr_assert(t_contains(d, "the producer's value is also needed outside the reduction's kernel"), "%s", d);
+    smelt_plan_free(p);
+    /* a plan output is not fused into a reduction either */
+    smelt_node *sq = smelt_mul(g, x, x), *outs[2] = {sq, smelt_reduce(g, SMELT_OP_SUM, sq, 1, (int[]){1}, 0)};
+    p = t_plan(ctx, g, 2, outs, 3);
+    cr_assert_eq(t_stats(p).kernels, 2, "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    /* a reduction of a reduction's result: two kernels */
+    smelt_node *s2 = smelt_reduce(g, SMELT_OP_SUM, smelt_mul(g, ss, ss), 0, NULL, 0);
+    p = t_plan(ctx, g, 1, &s2, 3);
+    cr_assert_eq(t_stats(p).kernels, 2, "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
