@@ -1283,3 +1283,35 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
         smelt_graph_free(g);
     }
 }
+
+/* The softmax on the device: the sum's kernel also writes exp(x - max) for
+ * the division (3 kernels), the bits of TinyCC's unfused plan. */
+DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(37, 500));
+    smelt_node *y = smelt_expr(g, "exp(x - max(x, axis=-1, keepdims=True)) / "
+                                  "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
+                               (const char *[]){"x"}, &x, 1);
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, 11);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(37, 500)), *dev = NULL, *cpu = NULL;
+    t_set(in, 7, -0.0), t_set(in, 600, INFINITY), t_set(in, 1200, NAN);
+    smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+    cr_assert_eq(t_stats(pd).kernels, 3, "%s", smelt_plan_describe(pd));
+    t_run(pd, 1, &in, 1, &dev);
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "TCC";
+    o.opt_level = 0;
+    smelt_plan *pc = NULL;
+    T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pc));
+    t_run(pc, 1, &in, 1, &cpu);
+    int64_t at;
+    cr_assert(t_same_results(cpu, dev, &at), "the device gives %a, TCC unfused %a at [%lld]", smelt_tensor_get(dev, at),
+              smelt_tensor_get(cpu, at), (long long)at);
+    smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(in);
+    smelt_plan_free(pd), smelt_plan_free(pc);
+    smelt_graph_free(g);
+}

@@ -714,8 +714,9 @@ Test(passes, cse_keys_include_the_axes)
     smelt_ctx_free(ctx);
 }
 
-/* Each reduction is a kernel of its own for now, and the plan says why. */
-Test(plans, a_reduction_is_its_own_kernel)
+/* The softmax: its max, then exp(x - max) with its sum in one kernel that
+ * also writes exp(x - max) for the division, after it; the plan says why. */
+Test(plans, softmax_kernels)
 {
     smelt_ctx *ctx = t_ctx();
     smelt_graph *g = t_graph(ctx);
@@ -726,10 +727,10 @@ Test(plans, a_reduction_is_its_own_kernel)
     smelt_node *y = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, (int[]){-1}, 1));
     smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
     const char *d = smelt_plan_describe(p);
-    cr_assert_eq(t_stats(p).kernels, 4, "%s", d);
+    cr_assert_eq(t_stats(p).kernels, 3, "%s", d); /* max; exp(x - max) and its sum; the division */
     cr_assert(t_contains(d, "1 operator [max]"), "%s", d);
     cr_assert(t_contains(d, "smelt_red_"), "%s", d);
-    cr_assert(t_contains(d, "reduction (not fused yet)"), "%s", d);
+    cr_assert(t_contains(d, "after a reduction (not fused yet)"), "%s", d);
     trng r;
     trng_init(&r, 9);
     smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(8, 300)), *got = NULL, *ref = NULL;
@@ -990,18 +991,19 @@ Test(fusion, kernel_counts_and_reasons)
     cr_assert_eq(t_stats(p).kernels, 2, "%s", d);
     cr_assert(t_contains(d, "after a reduction (not fused yet)"), "%s", d);
     smelt_plan_free(p);
-    /* the softmax: e is also read by the division, so it stays a kernel
-     * of its own (4 kernels: max, exp(x - m), sum, the division) */
+    /* the softmax: e is also read by the division, so the sum's kernel
+     * writes it as it computes it (3 kernels: max; exp(x - m) and its sum;
+     * the division, after a reduction) */
     smelt_node *y = smelt_div(g, e, s);
     p = t_plan(ctx, g, 1, &y, 3);
     d = smelt_plan_describe(p);
-    cr_assert_eq(t_stats(p).kernels, 4, "%s", d);
-    cr_assert(t_contains(d, "the producer's value is also needed outside the reduction's kernel"), "%s", d);
+    cr_assert_eq(t_stats(p).kernels, 3, "%s", d);
+    cr_assert(t_contains(d, "after a reduction (not fused yet)"), "%s", d);
     smelt_plan_free(p);
-    /* a plan output is not fused into a reduction either */
+    /* a plan output computed by a reduction's producers: one kernel writes both */
     smelt_node *sq = smelt_mul(g, x, x), *outs[2] = {sq, smelt_reduce(g, SMELT_OP_SUM, sq, 1, (int[]){1}, 0)};
     p = t_plan(ctx, g, 2, outs, 3);
-    cr_assert_eq(t_stats(p).kernels, 2, "%s", smelt_plan_describe(p));
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
     smelt_plan_free(p);
     /* a reduction of a reduction's result: two kernels */
     smelt_node *s2 = smelt_reduce(g, SMELT_OP_SUM, smelt_mul(g, ss, ss), 0, NULL, 0);
@@ -1010,4 +1012,63 @@ Test(fusion, kernel_counts_and_reasons)
     smelt_plan_free(p);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
+}
+
+/* Full-size outputs of a reduction's kernel (a producer's value read
+ * elsewhere): the softmax and a layernorm-like normalisation give the bits
+ * of their unfused plans on TinyCC and CC, on 1 and 4 threads, with the
+ * in-place memory plan of opt_level 3. */
+static void fused_outputs_same_bits(const char *expr, int64_t rows, int64_t cols, int kernels)
+{
+    const variant vs[] = {{"TCC", 1, 0}, {"TCC", 4, 3}, {"TCC", 1, 3}, {"CC", 1, 3}, {"CC", 4, 3}};
+    smelt_ctx *ctx = t_ctx();
+    bool cc = smelt_backend_check(ctx, "CC") == SMELT_OK;
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *in[2] = {smelt_input(g, "x", SMELT_F32, SHP(rows, cols)), smelt_input(g, "w", SMELT_F32, SHP(cols))};
+    smelt_node *y = smelt_expr(g, expr, (const char *[]){"x", "w"}, in, 2);
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, 5);
+    smelt_tensor *xs[2] = {t_rand(ctx, &r, SMELT_F32, SHP(rows, cols)), t_rand(ctx, &r, SMELT_F32, SHP(cols))};
+    t_set(xs[0], 3, -0.0), t_set(xs[0], cols + 5, INFINITY), t_set(xs[0], 2 * cols + 1, NAN);
+    smelt_tensor *first = NULL;
+    for (int v = 0; v < NELEMS(vs); v++) {
+        if (!strcmp(vs[v].backend, "CC") && !cc)
+            continue;
+        T_OK(ctx, smelt_ctx_set_backend(ctx, vs[v].backend));
+        T_OK(ctx, smelt_ctx_set_threads(ctx, vs[v].threads));
+        smelt_plan *p = t_plan(ctx, g, 1, &y, vs[v].opt_level);
+        if (vs[v].opt_level == 3)
+            cr_assert_eq(t_stats(p).kernels, kernels, "%s: %s", expr, smelt_plan_describe(p));
+        smelt_tensor *got = NULL;
+        t_run(p, 2, xs, 1, &got);
+        if (!first) {
+            first = got;
+        } else {
+            int64_t at;
+            cr_assert(t_same_results(first, got, &at), "%s: %s on %d threads gives %a at [%lld], unfused %a", expr,
+                      vs[v].backend, vs[v].threads, smelt_tensor_get(got, at), (long long)at,
+                      smelt_tensor_get(first, at));
+            smelt_tensor_free(got);
+        }
+        smelt_plan_free(p);
+    }
+    smelt_tensor_free(first), smelt_tensor_free(xs[0]), smelt_tensor_free(xs[1]);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(fusion, full_size_outputs_same_bits, .timeout = 300)
+{
+    const char *softmax = "exp(x - max(x, axis=-1, keepdims=True)) / "
+                          "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)";
+    fused_outputs_same_bits(softmax, 40, 3000, 3);
+    fused_outputs_same_bits(softmax, 3, 70000, 3); /* long rows: chunks in parallel */
+    /* layernorm-like: mean, centred values, their mean square, the scaling:
+     * 4 kernels (unfused: 7) */
+    fused_outputs_same_bits("(x - mean(x, axis=1, keepdims=True)) * w / "
+                            "sqrt(mean((x - mean(x, axis=1, keepdims=True)) ** 2, axis=1, keepdims=True) + 1e-5)",
+                            50, 700, 4);
+    /* a column sum whose operand is also needed */
+    fused_outputs_same_bits("x * w / sum(x * w, axis=0)", 700, 50, 2);
 }

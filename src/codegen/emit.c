@@ -1579,8 +1579,9 @@ static void red_dims(const smelt__kdesc *d, smelt__sb *kd, smelt__sb *rd, int *n
 
 static int red_check(const smelt__kdesc *d, smelt__sb *err)
 {
-    if (d->red != d->n_ops - 1 || d->n_out != 1 || !d->rmask || d->ops[d->red].in[0] < 0 ||
-        d->ops[d->red].in[0] >= d->n_in + d->red || (d->ops[d->red].in[0] < d->n_in && d->n_in != 1)) {
+    int x = d->red >= 0 && d->red < d->n_ops ? d->ops[d->red].in[0] : -1;
+    if (d->red != d->n_ops - 1 || d->n_out < 1 || d->out_val[d->n_out - 1] != d->n_in + d->red || !d->rmask ||
+        x < 0 || x >= d->n_in + d->red || (x < d->n_in && (d->n_in != 1 || d->n_out != 1))) {
         smelt__sb_puts(err, "a reduction kernel is its operand's producers, then the reduction");
         return SMELT_ERR_INVALID_ARG;
     }
@@ -1591,15 +1592,19 @@ static int red_check(const smelt__kdesc *d, smelt__sb *err)
 static bool red_fused(const smelt__kdesc *d) { return d->ops[d->red].in[0] >= d->n_in; }
 
 /* The producers of a fused reduction as an elementwise kernel description:
- * the reduction's inputs, the operators before it, one output (its
- * operand), written contiguously into the kernel's block of elements. */
+ * the reduction's inputs, the operators before it; its outputs the
+ * reduction's operand (operand n_in, written contiguously into the
+ * kernel's block of elements), then the kernel's full-size outputs. */
 static smelt__kdesc red_producers(const smelt__kdesc *d)
 {
     smelt__kdesc p = *d;
     p.n_ops = d->red;
-    p.n_out = 1;
     p.out_val[0] = d->ops[d->red].in[0];
     p.mode[d->n_in] = SMELT_MODE_CONTIG;
+    for (int e = 0; e + 1 < d->n_out; e++) {
+        p.out_val[1 + e] = d->out_val[e];
+        p.mode[d->n_in + 1 + e] = d->mode[d->n_in + e];
+    }
     p.reduce = false;
     p.red = 0;
     p.rmask = 0;
@@ -1666,7 +1671,7 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
         return st;
     bool fused = red_fused(d);
     red_kind k = red_kind_of(d->ops[d->red].op, value_dtype(d, d->ops[d->red].in[0]));
-    int nk, nr, klast, rlast, R = d->rank, nin = d->n_in;
+    int nk, nr, klast, rlast, R = d->rank, nin = d->n_in, nx = nin + d->n_out - 1, np = nx + 1;
     bool col = d->rmask >> (d->rank - 1) & 1u ? false : true; /* the innermost dimension is kept */
     smelt__sb kd, rd, defs, lanes, what, call, group, ident, pre, sx;
     smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&defs), smelt__sb_init(&lanes);
@@ -1710,10 +1715,13 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
                               "    for (int d = %d; d >= 0; d--) {\n"
                               "        sx[d] = d == %d ? 1 : sx[d + 1] * shape[d + 1];\n"
                               "        psh[d] = shape[d];\n    }\n    psh[%d] = 0; /* no streaming stores */\n"
-                              "    for (int d = 0; d < %d; d++)\n        pst[d] = d < %d ? strides[d] : d == %d;\n"
-                              "    for (int q = 0; q < %d; q++)\n        pp[q] = ptrs[q];",
-                         R, (nin + 1) * R, R + 1, nin + 1, RED_PROD_BLOCK, R - 1, R - 1, R, (nin + 1) * R, nin * R,
-                         (nin + 1) * R - 1, nin);
+                              "    for (int q = 0; q < %d; q++) /* the inputs, tmp, the full-size outputs */\n"
+                              "        for (int d = 0; d < %d; d++)\n"
+                              "            pst[q * %d + d] = q < %d ? strides[q * %d + d] : q == %d ? d == %d : "
+                              "strides[(q - 1) * %d + d];\n"
+                              "    for (int q = 0; q < %d; q++)\n        pp[q] = q < %d ? ptrs[q] : ptrs[q - 1];",
+                         R, np * R, R + 1, np, RED_PROD_BLOCK, R - 1, R - 1, R, np, R, R, nin, R, nin, R - 1, R, np,
+                         nin);
         if (col)
             smelt__sb_printf(&call, "for (int64_t u = 0; u < seg; u++) {\n"
                                     "                    const int64_t L = xo + off + u * rs, a[5] = {0, 1, m, (r + u) & 31, r + u};\n"
@@ -1735,7 +1743,7 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
     snprintf(yw, sizeof yw, col ? "sy[%d]" : "0", klast);
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"WHAT", smelt__sb_str(&what)},
-        {"RANK", SLOT_NUM(d->rank)}, {"NIN", SLOT_NUM(nin)}, {"SX", smelt__sb_str(&sx)},
+        {"RANK", SLOT_NUM(d->rank)}, {"NX", SLOT_NUM(nx)}, {"SX", smelt__sb_str(&sx)},
         {"FUSED", fused ? red_fused_text : ""},
         {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)},
         {"FORM", col ? "column" : "row"}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"W", SLOT_NUM(RED_W)},
@@ -1759,7 +1767,7 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         return st;
     bool fused = red_fused(d);
     red_kind k = red_kind_of(d->ops[d->red].op, value_dtype(d, d->ops[d->red].in[0]));
-    int nk, nr, klast, rlast, R = d->rank, nin = d->n_in, nops = nin + 1;
+    int nk, nr, klast, rlast, R = d->rank, nin = d->n_in, nx = nin + d->n_out - 1, nops = nx + 1;
     smelt__sb kd, rd, defs, what, ident, setup, elem;
     smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&defs), smelt__sb_init(&what), smelt__sb_init(&ident);
     smelt__sb_init(&setup), smelt__sb_init(&elem);
@@ -1781,6 +1789,9 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
             for (int q = 0; q < nin; q++)
                 smelt__sb_printf(&setup, "    const %s *__restrict__ q%d = (const %s *)a.ptrs[%d];\n",
                                  dl->stype[d->in_dt[q]], q, dl->stype[d->in_dt[q]], q);
+            for (int q = nin + 1; q <= nx; q++) /* the full-size outputs */
+                smelt__sb_printf(&setup, "    %s *__restrict__ q%d = (%s *)a.ptrs[%d];\n",
+                                 dl->stype[operand_dtype(&p, q)], q, dl->stype[operand_dtype(&p, q)], q - 1);
             for (int i = 0; i < p.n_ops; i++)
                 if (p.ops[i].op == SMELT_OP_CONST) {
                     smelt__sb_printf(&setup, "    const %s v%d = ", dl->type[p.ops[i].dtype], nin + i);
@@ -1788,9 +1799,9 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
                     smelt__sb_puts(&setup, ";\n");
                 }
             smelt__sb_printf(&elem, "                smelt_in q%d[1];\n", nin);
-            for (int q = 0; q <= nin; q++)
-                smelt__sb_printf(&elem, "                const smelt_idx o%d = %s%d%s;\n", q, q < nin ? "off[" : "",
-                                 q < nin ? q : 0, q < nin ? "]" : "");
+            for (int q = 0; q <= nx; q++)
+                smelt__sb_printf(&elem, "                const smelt_idx o%d = %s%d%s;\n", q, q != nin ? "off[" : "",
+                                 q < nin ? q : q == nin ? 0 : q - 1, q != nin ? "]" : "");
             ectx e = {dl, &p, uses, inl, -1, FORM_OFFSET, false, false};
             emit_lane(&elem, &e);
             smelt__sb_printf(&elem, "                smelt_acc e = smelt_conv(q%d[0]);", nin);
@@ -1799,7 +1810,7 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
     }
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"WHAT", smelt__sb_str(&what)},
-        {"RANK", SLOT_NUM(R)}, {"NIN", SLOT_NUM(nin)}, {"SETUP", smelt__sb_str(&setup)},
+        {"RANK", SLOT_NUM(R)}, {"NX", SLOT_NUM(nx)}, {"SETUP", smelt__sb_str(&setup)},
         {"ELEM", smelt__sb_str(&elem)}, {"FUSED", fused ? red_fused_text : ""},
         {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)},
         {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"DEFS", smelt__sb_str(&defs)},

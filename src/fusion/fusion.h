@@ -28,7 +28,9 @@ typedef struct smelt__kdesc {
     bool idx32; /* iteration space and every operand offset fit in 31 bits: device
                  * dialects index with 32-bit arithmetic (C kernels ignore it) */
     /* reduction kernels (reduce): ops[red] is the reduction (the last
-     * operator), output 0 its result; its operand (full size) is input 0
+     * operator), the last output its result (the outputs before it: values
+     * of its producers that are read outside the kernel, full size, written
+     * as they are computed); its operand (full size) is input 0
      * when nothing is fused, else a value the operators before it compute
      * per element from the inputs (its producers: input fusion).  The
      * iteration space is the operand's shape, whose merged dimensions in
@@ -61,7 +63,7 @@ typedef struct smelt__partition {
 /* The decision on a producer -> consumer edge: fused, or why not. */
 enum { SMELT__FUSE, SMELT__FUSE_OFF, SMELT__FUSE_OPAQUE, SMELT__FUSE_SHAPE, SMELT__FUSE_OPS,
        SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_REDUCE, SMELT__FUSE_AFTER_REDUCE,
-       SMELT__FUSE_SHARED, SMELT__FUSE_NREASONS };
+       SMELT__FUSE_DEAD, SMELT__FUSE_NREASONS };
 extern const char *const smelt__fuse_why[SMELT__FUSE_NREASONS];
 /* fuse=false: one cluster per operator (the unfused path). */
 int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);

@@ -3,9 +3,10 @@
  *   - elementwise operators, casts and broadcasts fuse (OPAQUE operators such
  *     as barrier never do); constants are inlined into every kernel that reads them;
  *   - a reduction takes its elementwise producers into its kernel (input
- *     fusion) when their values are needed nowhere else (no other reader
- *     outside the kernel, no plan output); nothing fuses after a
- *     reduction yet, and a kernel holds one reduction at most;
+ *     fusion); a producer's value that is also read outside the kernel (or
+ *     is a plan output) is an extra output of full size that the kernel
+ *     writes as it computes it; nothing fuses after a reduction yet, and a
+ *     kernel holds one reduction at most;
  *   - all operators of a cluster have one shape (the iteration space); a
  *     smaller, broadcast operand is read with stride 0;
  *   - a merge never creates a cycle: no path may leave a cluster and re-enter;
@@ -47,7 +48,7 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_SPLIT] = "the fused kernel failed to compile",
     [SMELT__FUSE_REDUCE] = "a reduction takes no second reduction into its kernel (not fused yet)",
     [SMELT__FUSE_AFTER_REDUCE] = "after a reduction (not fused yet)",
-    [SMELT__FUSE_SHARED] = "the producer's value is also needed outside the reduction's kernel",
+    [SMELT__FUSE_DEAD] = "the reduction's result is never read",
 };
 
 static int find(pstate *s, int x)
@@ -166,15 +167,8 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
         return s->hasred[ki] ? SMELT__FUSE_AFTER_REDUCE : SMELT__FUSE_SHAPE;
     if (kx == ki)
         return SMELT__FUSE;
-    if (red) { /* input fusion: x's cluster computes the operand, read by i alone */
-        for (int m = s->head[kx]; m >= 0; m = s->next[m]) {
-            if (s->p->v[m].is_output)
-                return SMELT__FUSE_SHARED;
-            for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++)
-                if (s->users[u] != i && find(s, s->users[u]) != kx)
-                    return SMELT__FUSE_SHARED;
-        }
-    }
+    if (red && s->uoff[i + 1] == s->uoff[i] && !b->is_output)
+        return SMELT__FUSE_DEAD; /* (kept at opt_level 0 only) */
     if (s->size[kx] + s->size[ki] > SMELT_MAX_CLUSTER_OPS)
         return SMELT__FUSE_OPS;
     if (creates_cycle(s, kx, ki, i))

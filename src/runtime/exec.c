@@ -225,8 +225,8 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     if (!k->cl.nout) /* a dead reduction (kept at opt_level 0) */
         return SMELT_OK;
     const smelt__rshape *A = &p->rs[x->in[0]];
-    int64_t nred = smelt__red_count(A->ndim, A->shape, x->axes), nout = smelt__numel(p->rs[k->cl.outputs[0]].ndim,
-                                                                                   p->rs[k->cl.outputs[0]].shape);
+    const smelt__rshape *Y = &p->rs[k->cl.outputs[k->cl.nout - 1]]; /* the result: the last output */
+    int64_t nred = smelt__red_count(A->ndim, A->shape, x->axes), nout = smelt__numel(Y->ndim, Y->shape);
     int ident = smelt__ops[x->op].ident;
     if (nred == 0 && (ident == SMELT_IDENT_LOWEST || ident == SMELT_IDENT_HIGHEST)) {
         char txt[SMELT_SHAPE_STR_MAX];
@@ -244,13 +244,13 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
                               "keep the graph's broadcast pattern)");
     }
     /* operands: the inputs (the reduction's operand alone when nothing is
-     * fused), then the result */
-    int nin = k->cl.nin, n = nin + 1;
+     * fused), the producers' full-size outputs, then the result */
+    int nin = k->cl.nin, nx = nin + k->cl.nout - 1, n = nx + 1;
     int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     view w[SMELT_MAX_KERNEL_OPERANDS];
     for (int o = 0; o < n; o++) {
-        int v = o < nin ? k->cl.inputs[o] : k->cl.outputs[0], stt;
+        int v = o < nin ? k->cl.inputs[o] : k->cl.outputs[o - nin], stt;
         if (o < nin && p->prog.v[v].op == SMELT_OP_CONST) /* (a pass left it too large to fold) */
             stt = const_view(p, v, &p->rs[v], &w[o], scratch[o]);
         else
@@ -261,11 +261,11 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     for (int d = 0, od = 0; d < A->ndim; d++) {
         bool red = x->axes >> d & 1u;
         S[d] = A->shape[d];
-        for (int o = 0; o < nin; o++) { /* broadcast inputs: stride 0 (right-aligned) */
+        for (int o = 0; o < nx; o++) { /* broadcast inputs: stride 0 (right-aligned) */
             int xd = d - (A->ndim - w[o].ndim);
             st[o][d] = (xd < 0 || w[o].shape[xd] == 1) ? 0 : w[o].strides[xd];
         }
-        st[nin][d] = red ? 0 : w[nin].strides[od];
+        st[nx][d] = red ? 0 : w[nx].strides[od];
         od += !red || x->keepdims;
     }
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;

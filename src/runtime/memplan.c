@@ -38,6 +38,13 @@ bool smelt__inplace_ok(const smelt_plan *p, const smelt__cluster *c, const smelt
     if (smelt__dtypes[x->dtype].size != smelt__dtypes[y->dtype].size ||
         smelt__numel(rs[u].ndim, rs[u].shape) != smelt__numel(rs[v].ndim, rs[v].shape))
         return false; /* a broadcast operand is read at other elements' indices */
+    /* a reduction's result over an input of its kernel: only when it reduces
+     * size-1 axes (each result reads one element of each full-size input;
+     * an input of the result's size broadcast along a reduced axis, as m in
+     * sum(x - m, axis=0) with x (n, n) and m (n, 1), is read by every result) */
+    if (smelt__is_reduce(y->op) &&
+        smelt__numel(rs[y->in[0]].ndim, rs[y->in[0]].shape) != smelt__numel(rs[v].ndim, rs[v].shape))
+        return false;
     for (int m = c->nmem - 1; m >= 0 && c->members[m] > v; m--) /* members after v's writer */
         for (int j = 0; j < p->prog.v[c->members[m]].nin; j++)
             if (p->prog.v[c->members[m]].in[j] == u)

@@ -109,11 +109,11 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
     if (k->desc.reduce) { /* the operand's shape, the result's strides along its kept axes */
         it = &p->prog.v[k->cl.members[k->cl.nmem - 1]];
         const smelt__inst *a = &p->prog.v[it->in[0]];
-        int n = k->cl.nin + 1;
+        int n = k->cl.nin + k->cl.nout; /* inputs, producers' outputs, the result */
         int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS], os[SMELT_MAX_DIMS];
         memcpy(S, a->shape, sizeof S);
-        for (int o = 0; o < k->cl.nin; o++) { /* inputs: broadcast ones with strides 0 */
-            const smelt__inst *x = &p->prog.v[k->cl.inputs[o]];
+        for (int o = 0; o < n - 1; o++) { /* inputs: broadcast ones with strides 0 */
+            const smelt__inst *x = &p->prog.v[o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin]];
             int64_t cs[SMELT_MAX_DIMS];
             smelt__contig_strides(x->ndim, x->shape, cs);
             for (int d = 0; d < a->ndim; d++) {
