@@ -1065,10 +1065,14 @@ Test(fusion, full_size_outputs_same_bits, .timeout = 300)
     fused_outputs_same_bits(softmax, 40, 3000, 3);
     fused_outputs_same_bits(softmax, 3, 70000, 3); /* long rows: chunks in parallel */
     /* layernorm-like: mean, centred values, their mean square, the scaling:
-     * 4 kernels (unfused: 7) */
+     * 4 kernels (5 before input fusion: mean; x - mean and its square;
+     * their mean; + 1e-5 and sqrt; the scaling) */
     fused_outputs_same_bits("(x - mean(x, axis=1, keepdims=True)) * w / "
                             "sqrt(mean((x - mean(x, axis=1, keepdims=True)) ** 2, axis=1, keepdims=True) + 1e-5)",
                             50, 700, 4);
+    /* an input of the result's size read by every result (m, broadcast
+     * along the reduced axis): the result is not written in place of it */
+    fused_outputs_same_bits("sum(x - max(x, axis=1, keepdims=True), axis=0) + 0 * w", 300, 300, 3);
     /* a column sum whose operand is also needed */
     fused_outputs_same_bits("x * w / sum(x * w, axis=0)", 700, 50, 2);
 }

@@ -62,7 +62,7 @@ typedef struct smelt__partition {
 #define SMELT_MAX_CLUSTER_OPS 256
 /* The decision on a producer -> consumer edge: fused, or why not. */
 enum { SMELT__FUSE, SMELT__FUSE_OFF, SMELT__FUSE_OPAQUE, SMELT__FUSE_SHAPE, SMELT__FUSE_OPS,
-       SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_REDUCE, SMELT__FUSE_AFTER_REDUCE,
+       SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_AFTER_REDUCE,
        SMELT__FUSE_DEAD, SMELT__FUSE_NREASONS };
 extern const char *const smelt__fuse_why[SMELT__FUSE_NREASONS];
 /* fuse=false: one cluster per operator (the unfused path). */

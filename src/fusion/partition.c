@@ -46,7 +46,6 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_CYCLE] = "would create a cycle",
     [SMELT__FUSE_OPERANDS] = "the kernel would exceed " STR(SMELT_MAX_KERNEL_OPERANDS) " operands",
     [SMELT__FUSE_SPLIT] = "the fused kernel failed to compile",
-    [SMELT__FUSE_REDUCE] = "a reduction takes no second reduction into its kernel (not fused yet)",
     [SMELT__FUSE_AFTER_REDUCE] = "after a reduction (not fused yet)",
     [SMELT__FUSE_DEAD] = "the reduction's result is never read",
 };
@@ -155,16 +154,15 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
     const smelt__inst *a = &s->p->v[x], *b = &s->p->v[i];
     if (!s->fuse)
         return SMELT__FUSE_OFF;
+    /* a kernel holds one reduction, and nothing after it (yet) */
     if (smelt__is_reduce(a->op) || s->hasred[kx])
         return SMELT__FUSE_AFTER_REDUCE;
     bool red = smelt__is_reduce(b->op);
-    if (red && s->hasred[kx])
-        return SMELT__FUSE_REDUCE;
     if (!fusible(s->p, x) || (!red && !fusible(s->p, i)))
         return SMELT__FUSE_OPAQUE;
-    if (!red && (s->hasred[ki] || a->ndim != b->ndim ||
-                 memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)))
-        return s->hasred[ki] ? SMELT__FUSE_AFTER_REDUCE : SMELT__FUSE_SHAPE;
+    /* (a reduction's producers have its operand's shape, its own differs) */
+    if (!red && (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)))
+        return SMELT__FUSE_SHAPE;
     if (kx == ki)
         return SMELT__FUSE;
     if (red && s->uoff[i + 1] == s->uoff[i] && !b->is_output)
