@@ -21,6 +21,7 @@
 #include <smelt.h>
 #include <smelt_cuda.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,7 @@ typedef struct wl {
     int64_t n_default; /* 0: the global --n; else at most this on the GPU (the CPU runs --n) */
     double bytes_per_elem; /* bytes that must move per element (f32) */
     const int *donate;     /* output k is an update of input donate[k] (the donated run) */
+    bool no_gpu_peers;     /* bench/peers/gpu_peers.py has no formula for it (yet) */
 } wl;
 
 /* ---- workloads ---------------------------------------------------------- */
@@ -138,6 +140,27 @@ static void b_layers100(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = x;
 }
 
+/* softmax over the rows: exp(x - max) / sum(exp(x - max)), as a user writes it */
+static void b_softmax(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    smelt_node *x = in[0];
+    smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MAX, x, 1, last, 1)));
+    out[0] = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, last, 1));
+}
+
+/* layer normalisation over the rows, with weight and bias rows:
+ * (x - mean) / sqrt(mean((x - mean)^2) + 1e-5) * w + b */
+static void b_layernorm(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    smelt_node *x = in[0];
+    smelt_node *d = smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MEAN, x, 1, last, 1));
+    smelt_node *var = smelt_reduce(g, SMELT_OP_MEAN, smelt_mul(g, d, d), 1, last, 1);
+    smelt_node *r = smelt_unary(g, SMELT_OP_RSQRT, smelt_add(g, var, S(g, 1e-5)));
+    out[0] = smelt_add(g, smelt_mul(g, smelt_mul(g, d, r), in[1]), in[2]);
+}
+
 static void sh_flat(int64_t n, int *nd, int64_t (*s)[2])
 {
     for (int i = 0; i < MAXIO; i++) {
@@ -167,15 +190,18 @@ static void sh_rows(int64_t n, int *nd, int64_t (*s)[2])
 
 static const int adam_donate[] = {0, 2, 3}; /* param' m' v' over param m v */
 static const wl workloads[] = {
-    {"add", 2, 1, b_add, sh_flat, 0, 12, NULL},
-    {"chain8", 3, 1, b_chain8, sh_flat, 0, 16, NULL},
-    {"gelu_tanh", 1, 1, b_gelu_tanh, sh_flat, 0, 8, NULL},
-    {"swish", 1, 1, b_swish, sh_flat, 0, 8, NULL},
-    {"adam", 4, 3, b_adam, sh_flat, 0, 28, adam_donate},
-    {"bias_relu", 2, 1, b_bias_relu, sh_rows, 0, 8, NULL},
+    {"add", 2, 1, b_add, sh_flat, 0, 12, NULL, false},
+    {"chain8", 3, 1, b_chain8, sh_flat, 0, 16, NULL, false},
+    {"gelu_tanh", 1, 1, b_gelu_tanh, sh_flat, 0, 8, NULL, false},
+    {"swish", 1, 1, b_swish, sh_flat, 0, 8, NULL, false},
+    {"adam", 4, 3, b_adam, sh_flat, 0, 28, adam_donate, false},
+    {"bias_relu", 2, 1, b_bias_relu, sh_rows, 0, 8, NULL, false},
     /* 100 x (layer + barrier), 700 values: on the CPU its unfused plan
      * shares an arena when one buffer each would not fit (unfused_opt_for) */
-    {"layers100", 3, 1, b_layers100, sh_rows, 1 << 22, 100 * 16, NULL},
+    {"layers100", 3, 1, b_layers100, sh_rows, 1 << 22, 100 * 16, NULL, false},
+    /* rows of sqrt(n) (4096 at 16M): one read and one write is the least */
+    {"softmax", 1, 1, b_softmax, sh_rows, 0, 8, NULL, true},
+    {"layernorm", 3, 1, b_layernorm, sh_rows, 0, 8, NULL, true},
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 
@@ -1010,6 +1036,8 @@ static void gpu_run_peers(gpu_row *rows, int nrows, int runs)
     for (int i = 0; i < nrows; i++) {
         for (int k = 0; k < NPEER; k++)
             rows[i].peer[k] = NAN;
+        if (rows[i].w->no_gpu_peers)
+            continue;
         char cmd[1024];
         snprintf(cmd, sizeof cmd,
                  "python3 '%s/bench/peers/gpu_peers.py' --workload %s --n %lld --runs %d 2>&1",

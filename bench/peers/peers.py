@@ -36,8 +36,10 @@ def inputs(name, n, rng):
     c = side(n)
     if name == "bias_relu":
         return [f(n // c, c), f(1, c)]
-    if name == "layers100":
+    if name in ("layers100", "layernorm"):
         return [f(n // c, c), f(1, c), f(1, c)]
+    if name == "softmax":
+        return [f(n // c, c)]
     raise SystemExit("unknown workload " + name)
 
 
@@ -71,6 +73,16 @@ def numpy_fn(name):
                 x = x.copy()  # the barrier (a copy), as in smelt's workload
             return x
         return layers
+    if name == "softmax":
+        def softmax(x):
+            e = np.exp(x - x.max(axis=-1, keepdims=True))
+            return e / e.sum(axis=-1, keepdims=True)
+        return softmax
+    if name == "layernorm":
+        def layernorm(x, w, b):
+            d = x - x.mean(axis=-1, keepdims=True)
+            return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + f32(1e-5)) * w + b
+        return layernorm
 
 
 def numexpr_fn(name):
@@ -102,6 +114,22 @@ def numexpr_fn(name):
                 x = e("where(x * w + b > 0, x * w + b, 0) * 0.5 + x * 0.5")
             return x
         return layers
+    # numexpr reduces along no axis: the rows' reductions in numpy, the
+    # elementwise work in numexpr, as a numexpr user writes it
+    if name == "softmax":
+        def softmax(x):
+            m = x.max(axis=-1, keepdims=True)
+            t = e("exp(x - m)")
+            s = t.sum(axis=-1, keepdims=True)
+            return e("t / s")
+        return softmax
+    if name == "layernorm":
+        def layernorm(x, w, b):
+            mu = x.mean(axis=-1, keepdims=True)
+            d = e("x - mu")
+            v = e("d * d").mean(axis=-1, keepdims=True)
+            return e("d / sqrt(v + 1e-5) * w + b", local_dict=dict(d=d, v=v, w=w, b=b))
+        return layernorm
 
 
 def timeit(fn, args, runs):
