@@ -3,8 +3,8 @@
 
 Prints the coefficient tables and split constants of smelt's math library,
 computed with mpmath at 200+ bits: Taylor series (exp, log, sin, cos, asin,
-atan, erf), Chebyshev interpolants (erfc's scaled tails, the f32 exponential
-and expm1 polynomials), constants split into a high part with trailing zero
+atan, erf), Chebyshev interpolants (erfc's scaled tails; the f32 polynomials of exp
+and tanh, their coefficients rounded to f32), constants split into a high part with trailing zero
 bits and a low part (ln 2, 1/ln 2, 1/ln 10, log10 2, pi/2, atan breakpoints),
 and the bits of 2/pi for the huge-argument reduction.  Chebyshev
 coefficients can differ from the file's in the last bit (the interpolation's
@@ -50,6 +50,38 @@ def chebfit(f, a, b, n):
     return float(c), coef, lo0, float(worst)
 
 
+def f32(x):
+    """x rounded to the nearest f32 (through double: exact for these values' purposes)."""
+    return struct.unpack("<f", struct.pack("<f", float(x)))[0]
+
+
+def f32s(coef):
+    return ", ".join("%sf" % f32hex(c) for c in coef)
+
+
+def f32hex(x):
+    """An f32 as C's hexadecimal literal with its 6 significant hex digits."""
+    if not x:
+        return "0x0p+0"
+    m, e = mp.frexp(mp.mpf(x))
+    m, e = float(m) * 2, int(e) - 1
+    return "%s0x1.%06xp%+d" % ("-" if m < 0 else "", int(round((abs(m) - 1) * 2 ** 24)), e)
+
+
+def chebfit_f32(f, a, b, n, weight):
+    """Chebyshev interpolant of degree n - 1 on [a, b] in the variable itself, its coefficients rounded
+    to f32; the largest |(p - f) weight| on 401 points."""
+    coef = [f32(c) for c in reversed(mp.chebyfit(f, [a, b], n))]
+    err = 0
+    for i in range(401):
+        t = mp.mpf(a) + (mp.mpf(b) - a) * i / 400
+        p = mp.mpf(0)
+        for c in reversed(coef):
+            p = p * t + mp.mpf(c)
+        err = max(err, abs((p - f(t)) * weight(t)))
+    return coef, float(err)
+
+
 def main():
     print("/* series */")
     print(tab("smelt__expm1_q", [mp.mpf(1) / factorial(n + 2) for n in range(14)]))
@@ -75,12 +107,22 @@ def main():
     print("/* x >= 6.5, in u = 1/x^2: rel. error %.1e */ SMELT__ERFCXU_C %s SMELT__ERFCXU_L %s" % (w, h(c), h(lo0)))
     print(tab("smelt__erfcxu", coef))
 
-    print("/* f32: e^r and (e^r - 1 - r) / r^2 on [-0.3466, 0.3466] */")
-    c, coef, _, w = chebfit(mp.exp, -0.3466, 0.3466, 7)
-    print("/* exp, degree 6, rel. error %.1e: */ %s" % (w, ", ".join(h(x) for x in coef)))
+    print("/* f32 (computed in f32): polynomials with f32 coefficients, Chebyshev interpolants rounded */")
     q = lambda r: (mp.expm1(r) - r) / r ** 2 if r != 0 else mp.mpf(1) / 2
-    c, coef, _, w = chebfit(q, -0.3466, 0.3466, 7)
-    print("/* expm1's q, degree 6, rel. error %.1e: */ %s" % (w, ", ".join(h(x) for x in coef)))
+    for deg, a in ((5, 0.347), (4, 0.3467)):  # smelt__expf_hl; tanh's e^r
+        coef, err = chebfit_f32(q, -a, a, deg + 1, lambda r: r * r)
+        print("/* (e^r - 1 - r) / r^2, degree %d on [-%g, %g]: r^2 Q within %.1e */ %s" % (deg, a, a, err, f32s(coef)))
+    t = mp.mpf(0.55)
+    p = lambda z: (mp.tanh(mp.sqrt(z)) / mp.sqrt(z) - 1) / z if z != 0 else -mp.mpf(1) / 3
+    coef, err = chebfit_f32(p, 0, t * t, 5, lambda z: z)
+    print("/* tanh: (tanh(x) / x - 1) / z, z = x^2 < 0.55^2, degree 4: x z P within %.1e x */ %s" % (err, f32s(coef)))
+    l1 = f32(mp.log(2))
+    print("/* f32: ln 2 = %sf + %sf, 1 / ln 2 = %sf */" % (f32hex(l1), f32hex(f32(mp.log(2) - l1)),
+                                                         f32hex(f32(1 / mp.log(2)))))
+    c1 = 2 * mp.sqrt(2 / mp.pi)
+    for name, v in (("-2 sqrt(2/pi)", -c1), ("-2 sqrt(2/pi) 0.044715", -c1 * mp.mpf(0.044715))):
+        hi = f32(v)
+        print("/* f32: %s = %sf + %sf */" % (name, f32hex(hi), f32hex(f32(v - hi))))
 
     print("/* split constants: hi (21 significant bits) + lo */")
     for name, v in [("IVLN2", 1 / mp.log(2)), ("IVLN10", 1 / mp.log(10)), ("LG102", mp.log10(2))]:

@@ -25,6 +25,18 @@ static inline uint64_t smelt_bits_f64(double f)
     memcpy(&u, &f, sizeof u);
     return u;
 }
+static inline float smelt_f32_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline uint32_t smelt_bits_f32(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
 #include "../templates/common/math.h.in"
 
 #endif

@@ -25,9 +25,13 @@
 
 #include "mathlib.h"
 
-/* the asserted bounds, in ULP (measured: docs/numerics.md) */
+/* the asserted bounds, in ULP (measured: docs/numerics.md): f64 2; f32 1
+ * for the functions computed in double and rounded once and for exp, 2
+ * for those computed in f32 with two roundings (expm1, tanh, sigmoid, silu,
+ * gelu_tanh: scripts/mathcheck-f32 measures them on every f32) */
 #define BOUND_F64 2.0
 #define BOUND_F32 1.0
+#define BOUND_F32_TWO_ROUNDINGS 2.0
 #define TEST_POINTS 100000
 
 /* ---- references in long double --------------------------------------- */
@@ -120,6 +124,16 @@ static const struct fn fns[] = {
     F2(atan2),
 };
 #define NFN ((int)(sizeof fns / sizeof fns[0]))
+static double bound(const struct fn *f, int p)
+{
+    static const char *const two[] = {"expm1", "tanh", "sigmoid", "silu", "gelu_tanh"};
+    if (!p)
+        return BOUND_F64;
+    for (size_t i = 0; i < sizeof two / sizeof two[0]; i++)
+        if (!strcmp(f->name, two[i]))
+            return BOUND_F32_TWO_ROUNDINGS;
+    return BOUND_F32;
+}
 
 /* ---- deterministic points --------------------------------------------- */
 typedef struct {
@@ -320,7 +334,7 @@ int main(int argc, char **argv)
             continue;
         for (int p = 0; p < 2; p++) {
             struct worst w = measure(i, p, n);
-            bad |= !(w.err <= (p ? BOUND_F32 : BOUND_F64));
+            bad |= !(w.err <= bound(&fns[i], p));
             if (fns[i].d2)
                 printf("%-10s %-4s %9ld %8.3f  (%a, %a)\n", fns[i].name, p ? "f32" : "f64", w.points, w.err, w.x, w.y);
             else
@@ -328,7 +342,8 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
-    printf("bounds: %.0f ULP (f64), %.0f ULP (f32): %s\n", BOUND_F64, BOUND_F32, bad ? "EXCEEDED" : "met");
+    printf("bounds: %.0f ULP (f64), %.0f ULP (f32; %.0f for expm1, tanh, sigmoid, silu, gelu_tanh): %s\n", BOUND_F64,
+           BOUND_F32, BOUND_F32_TWO_ROUNDINGS, bad ? "EXCEEDED" : "met");
     return bad;
 }
 #else
@@ -347,10 +362,10 @@ ParameterizedTest(int *i, math, within_bound)
 {
     for (int p = 0; p < 2; p++) {
         struct worst w = measure(*i, p, TEST_POINTS);
-        double bound = p ? BOUND_F32 : BOUND_F64;
+        double b = bound(&fns[*i], p);
         cr_assert_eq(w.points, TEST_POINTS);
-        cr_expect(w.err >= 0 && w.err <= bound, "%s %s: %.3f ULP at x = %a (y = %a), bound %.0f", fns[*i].name,
-                  p ? "f32" : "f64", w.err, w.x, w.y, bound);
+        cr_expect(w.err >= 0 && w.err <= b, "%s %s: %.3f ULP at x = %a (y = %a), bound %.0f", fns[*i].name,
+                  p ? "f32" : "f64", w.err, w.x, w.y, b);
     }
 }
 

@@ -1,0 +1,195 @@
+/* scripts/mathcheck-f32: smelt's f32 functions (templates/common/math.h.in,
+ * through tests/mathlib.h) on every one of the 2^32 f32 bit patterns:
+ *
+ *   - the largest error in ULP of the correctly rounded result (subnormal
+ *     spacing below the normal range, as tests/test-math.c measures it;
+ *     "normal": where the result is not below 2^-126)
+ *     against the f64 function of the same (exact) argument, itself within
+ *     2 ULP of f64 (tests/test-math.c): 2^-28 ULP of f32, nothing here;
+ *   - a NaN where the reference is a NaN and nowhere else, and the sign of
+ *     every zero result (exp(-inf) = +0, silu(-0) = -0, ...);
+ *   - a hash of all 2^32 results (every NaN as one: which NaN is not
+ *     specified), so that two builds (the FMA instruction and its emulation
+ *     in double, scripts/mathcheck-f32 compares them) can be checked for
+ *     the same bits.
+ *
+ *   mathcheck-f32 [--threads N] [--only FUNCTION] [--all] [--hash-only]
+ *
+ * By default the functions computed in f32 (exp, expm1, tanh, sigmoid,
+ * silu, gelu_tanh); --all adds the others (the f64 function rounded once). */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mathlib.h"
+
+#define BOUND_F32 2.0
+#define BLOCK 65536
+
+/* each function's block loops, the calls inlined so that gcc vectorises
+ * them as it does in kernels */
+#define FNS(X)                                                                                                \
+    X(exp, 1) X(expm1, 1) X(tanh, 1) X(sigmoid, 1) X(silu, 1) X(gelu_tanh, 1) X(exp2, 0) X(log, 0) X(log2, 0)   \
+    X(log10, 0) X(log1p, 0) X(sin, 0) X(cos, 0) X(tan, 0) X(asin, 0) X(acos, 0) X(atan, 0) X(sinh, 0)          \
+    X(cosh, 0) X(asinh, 0) X(acosh, 0) X(atanh, 0) X(erf, 0) X(erfc, 0) X(gelu, 0) X(softplus, 0)
+#define LOOPS(n, own)                                                                                         \
+    static void f32_##n(const float *restrict x, float *restrict y)                                           \
+    {                                                                                                         \
+        for (int i = 0; i < BLOCK; i++)                                                                       \
+            y[i] = smelt_##n##_f32(x[i]);                                                                     \
+    }                                                                                                         \
+    static void f64_##n(const float *restrict x, double *restrict r)                                          \
+    {                                                                                                         \
+        for (int i = 0; i < BLOCK; i++)                                                                       \
+            r[i] = smelt_##n##_f64((double)x[i]);                                                             \
+    }
+FNS(LOOPS)
+typedef struct {
+    const char *name;
+    void (*f)(const float *restrict, float *restrict);
+    void (*d)(const float *restrict, double *restrict);
+    int own; /* computed in f32 (checked by default) */
+} fn_t;
+#define ENTRY(n, own) {#n, f32_##n, f64_##n, own},
+static const fn_t fns[] = {FNS(ENTRY)};
+#define NFN ((int)(sizeof fns / sizeof fns[0]))
+
+/* |y - r| in ULP of r rounded to f32; a NaN where the other is not, or a
+ * zero of the wrong sign, is infinitely wrong */
+static double ulp_error(double r, float y)
+{
+    if (isnan(r) || isnan(y))
+        return isnan(r) && isnan(y) ? 0 : INFINITY;
+    float rt = (float)r;
+    if (y == 0 && rt == 0)
+        return !signbit(y) == !signbit(r) ? 0 : INFINITY;
+    if (isinf(y) && y == rt)
+        return 0;
+    double yy = isinf(y) ? copysign(0x1p128, y) : y;
+    double rr = isinf(r) ? copysign(0x1p128, r) : r;
+    uint32_t eb;
+    memcpy(&eb, &rt, sizeof eb);
+    eb = (eb >> 23) & 0xff; /* the binade of rt (255: infinity, as 2^128, in the ulp of 2^127) */
+    uint64_t ulp = (uint64_t)(1023 - 150 + (eb == 0 ? 1 : eb == 255 ? 254 : eb)) << 52;
+    double u;
+    memcpy(&u, &ulp, sizeof u);
+    return fabs(yy - rr) / u;
+}
+
+typedef struct {
+    const fn_t *fn;
+    int id, nthreads, hash_only;
+    double err, errn;      /* the largest error; where the result is normal (not below 2^-126) */
+    uint32_t worst;        /* its argument's bits */
+    unsigned long long n1; /* results more than 1 ULP off */
+    uint64_t hash;         /* of the results, in order of the blocks this thread did */
+} job;
+
+static void *run(void *p)
+{
+    job *j = p;
+    float *x = malloc(BLOCK * sizeof *x), *y = malloc(BLOCK * sizeof *y);
+    double *r = malloc(BLOCK * sizeof *r);
+    j->err = j->errn = 0;
+    j->hash = 0xcbf29ce484222325ull;
+    for (uint64_t b = (uint64_t)j->id; b < (1ull << 32) / BLOCK; b += (uint64_t)j->nthreads) {
+        for (uint32_t i = 0; i < BLOCK; i++) {
+            uint32_t u = (uint32_t)(b * BLOCK + i);
+            memcpy(&x[i], &u, sizeof u);
+        }
+        j->fn->f(x, y);
+        for (int i = 0; i < BLOCK; i++) {
+            uint32_t u = 0x7fc00000u; /* any NaN: which one is not specified (docs/numerics.md) */
+            if (y[i] == y[i])
+                memcpy(&u, &y[i], sizeof u);
+            j->hash = (j->hash ^ u) * 0x100000001b3ull;
+        }
+        if (j->hash_only)
+            continue;
+        j->fn->d(x, r);
+        for (int i = 0; i < BLOCK; i++) {
+            double e = ulp_error(r[i], y[i]);
+            j->n1 += e > 1.0;
+            if (fabs(r[i]) >= 0x1p-126 && !(e <= j->errn))
+                j->errn = e;
+            if (!(e <= j->err)) {
+                j->err = e;
+                memcpy(&j->worst, &x[i], sizeof j->worst);
+            }
+        }
+    }
+    free(x);
+    free(y);
+    free(r);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int nthreads = 2, all = 0, hash_only = 0;
+    const char *only = NULL;
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--threads") && a + 1 < argc)
+            nthreads = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--only") && a + 1 < argc)
+            only = argv[++a];
+        else if (!strcmp(argv[a], "--all"))
+            all = 1;
+        else if (!strcmp(argv[a], "--hash-only"))
+            hash_only = 1;
+        else {
+            fprintf(stderr, "usage: mathcheck-f32 [--threads N] [--only FUNCTION] [--all] [--hash-only]\n");
+            return 2;
+        }
+    }
+    if (nthreads < 1 || nthreads > 64)
+        nthreads = 2;
+    int bad = 0, any = 0;
+    if (hash_only)
+        printf("%-10s %16s\n", "function", "hash of results");
+    else
+        printf("%-10s %8s %-16s %8s %12s %16s\n", "function", "max ULP", "worst input", "normal", ">1 ULP",
+               "hash of results");
+    for (int f = 0; f < NFN; f++) {
+        if (only ? strcmp(only, fns[f].name) : !(all || fns[f].own))
+            continue;
+        any = 1;
+        job j[64];
+        pthread_t t[64];
+        for (int i = 0; i < nthreads; i++) {
+            j[i] = (job){.fn = &fns[f], .id = i, .nthreads = nthreads, .hash_only = hash_only};
+            pthread_create(&t[i], NULL, run, &j[i]);
+        }
+        double err = 0, errn = 0;
+        uint32_t worst = 0;
+        unsigned long long n1 = 0;
+        uint64_t hash = 0;
+        for (int i = 0; i < nthreads; i++) {
+            pthread_join(t[i], NULL);
+            if (j[i].err > err || (j[i].err == err && j[i].worst < worst))
+                err = j[i].err, worst = j[i].worst;
+            n1 += j[i].n1;
+            errn = j[i].errn > errn ? j[i].errn : errn;
+            hash = hash * 31 + j[i].hash;
+        }
+        if (hash_only) {
+            printf("%-10s %016llx\n", fns[f].name, (unsigned long long)hash);
+        } else {
+            float wx;
+            memcpy(&wx, &worst, sizeof wx);
+            bad |= !(err <= BOUND_F32);
+            printf("%-10s %8.3f %-16a %8.3f %12llu %016llx\n", fns[f].name, err, (double)wx, errn, n1,
+                   (unsigned long long)hash);
+        }
+        fflush(stdout);
+    }
+    if (!any) {
+        fprintf(stderr, "mathcheck-f32: no function %s\n", only ? only : "");
+        return 2;
+    }
+    if (!hash_only)
+        printf("bound: %.0f ULP on all 2^32 arguments: %s\n", BOUND_F32, bad ? "EXCEEDED" : "met");
+    return bad;
+}
