@@ -3,51 +3,19 @@
  * layout variant a kernel is compiled for). */
 #include "fusion.h"
 
-int smelt__merge_layout(int r, int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS], uint8_t *mode)
-{
-    int64_t nS[SMELT_MAX_DIMS], nst[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-    int nr = 0; /* built innermost first */
-    for (int d = r - 1; d >= 0; d--) {
-        if (S[d] == 1)
-            continue;
-        bool merge = nr > 0;
-        for (int o = 0; o < n && merge; o++)
-            merge = st[o][d] == nst[o][nr - 1] * nS[nr - 1];
-        if (merge) {
-            nS[nr - 1] *= S[d];
-            continue;
-        }
-        nS[nr] = S[d];
-        for (int o = 0; o < n; o++)
-            nst[o][nr] = st[o][d];
-        nr++;
-    }
-    if (nr == 0) {
-        nS[0] = 1;
-        for (int o = 0; o < n; o++)
-            nst[o][0] = 1;
-        nr = 1;
-    }
-    for (int d = 0; d < nr; d++) {
-        S[d] = nS[nr - 1 - d];
-        for (int o = 0; o < n; o++)
-            st[o][d] = nst[o][nr - 1 - d];
-    }
-    for (int o = 0; o < n; o++) {
-        int64_t s = st[o][nr - 1];
-        mode[o] = s == 1 ? SMELT_MODE_CONTIG : s == 0 ? SMELT_MODE_BCAST : SMELT_MODE_STRIDED;
-    }
-    return nr;
-}
-
-int smelt__merge_reduce_layout(int r, int64_t *S, unsigned mask, int n, int64_t (*st)[SMELT_MAX_DIMS],
-                               uint8_t *mode, uint8_t *rmask)
+/* Both merges: dimensions of size 1 dropped, and a dimension merged into
+ * the next inner one when every operand walks the two contiguously (for a
+ * reduction, when both are reduced or both kept: mask, bit d for axis d);
+ * at least one dimension stays, and a reduction keeps a reduced one (of
+ * size 1, outermost, stride 0, when every reduced axis had size 1). */
+static int merge(int r, int64_t *S, bool reduce, unsigned mask, int n, int64_t (*st)[SMELT_MAX_DIMS],
+                 uint8_t *mode, uint8_t *rmask)
 {
     int64_t nS[SMELT_MAX_DIMS + 1], nst[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS + 1];
     bool red[SMELT_MAX_DIMS + 1], any_red = false;
     int nr = 0; /* built innermost first */
     for (int d = r - 1; d >= 0; d--) {
-        bool rd = mask >> d & 1u;
+        bool rd = reduce && (mask >> d & 1u);
         if (S[d] == 1)
             continue;
         bool merge = nr > 0 && red[nr - 1] == rd;
@@ -64,11 +32,11 @@ int smelt__merge_reduce_layout(int r, int64_t *S, unsigned mask, int n, int64_t 
             nst[o][nr] = st[o][d];
         nr++;
     }
-    if (!any_red) { /* one element a result: a reduced dimension of size 1, outermost */
+    if (reduce ? !any_red : nr == 0) {
         nS[nr] = 1;
-        red[nr] = true;
+        red[nr] = reduce;
         for (int o = 0; o < n; o++)
-            nst[o][nr] = 0;
+            nst[o][nr] = !reduce;
         nr++;
     }
     *rmask = 0;
@@ -84,4 +52,16 @@ int smelt__merge_reduce_layout(int r, int64_t *S, unsigned mask, int n, int64_t 
         mode[o] = s == 1 ? SMELT_MODE_CONTIG : s == 0 ? SMELT_MODE_BCAST : SMELT_MODE_STRIDED;
     }
     return nr;
+}
+
+int smelt__merge_layout(int r, int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS], uint8_t *mode)
+{
+    uint8_t none;
+    return merge(r, S, false, 0, n, st, mode, &none);
+}
+
+int smelt__merge_reduce_layout(int r, int64_t *S, unsigned mask, int n, int64_t (*st)[SMELT_MAX_DIMS],
+                               uint8_t *mode, uint8_t *rmask)
+{
+    return merge(r, S, true, mask, n, st, mode, rmask);
 }
