@@ -63,13 +63,16 @@ typedef struct smelt__partition {
 /* The decision on a producer -> consumer edge: fused, or why not. */
 enum { SMELT__FUSE, SMELT__FUSE_OFF, SMELT__FUSE_OPAQUE, SMELT__FUSE_SHAPE, SMELT__FUSE_OPS,
        SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_AFTER_REDUCE,
-       SMELT__FUSE_DEAD, SMELT__FUSE_NREASONS };
+       SMELT__FUSE_DEAD, SMELT__FUSE_EPI_INPUT, SMELT__FUSE_NREASONS };
 extern const char *const smelt__fuse_why[SMELT__FUSE_NREASONS];
 /* fuse=false: one cluster per operator (the unfused path). */
 int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);
 /* One cluster per member of c (the fallback when c fails to compile). */
 int smelt__partition_split(const smelt__prog *p, const smelt__cluster *c, smelt__partition *out);
 void smelt__partition_free(smelt__partition *pt);
+/* The position in c->members of its reduction (-1: none); the members
+ * before it are its producers, those after it its epilogue. */
+int smelt__red_member(const smelt__prog *p, const smelt__cluster *c);
 /* The kernel description of a cluster (layout fields left for the caller). */
 int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__kdesc *d);
 void smelt__kdesc_free(smelt__kdesc *d);

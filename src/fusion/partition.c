@@ -5,8 +5,10 @@
  *   - a reduction takes its elementwise producers into its kernel (input
  *     fusion); a producer's value that is also read outside the kernel (or
  *     is a plan output) is an extra output of full size that the kernel
- *     writes as it computes it; nothing fuses after a reduction yet, and a
- *     kernel holds one reduction at most;
+ *     writes as it computes it; elementwise consumers at the result's shape
+ *     computed from the reduced value and constants alone fuse after it
+ *     (an epilogue, run on each result as it is produced); a kernel holds
+ *     one reduction at most;
  *   - all operators of a cluster have one shape (the iteration space); a
  *     smaller, broadcast operand is read with stride 0;
  *   - a merge never creates a cycle: no path may leave a cluster and re-enter;
@@ -32,6 +34,7 @@ typedef struct pstate {
     int *next;        /* linked through next (-1 ends it): a merge is O(1), its checks O(members) */
     bool fuse;        /* opt_level 3 */
     bool *hasred;     /* per root: its cluster holds a reduction */
+    int *redidx;      /* per root: that reduction's instruction index (-1: none) */
 } pstate;
 
 /* After "not fused with kernel N: ", indexed by SMELT__FUSE_* */
@@ -47,6 +50,7 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_OPERANDS] = "the kernel would exceed " STR(SMELT_MAX_KERNEL_OPERANDS) " operands",
     [SMELT__FUSE_SPLIT] = "the fused kernel failed to compile",
     [SMELT__FUSE_AFTER_REDUCE] = "after a reduction (not fused yet)",
+    [SMELT__FUSE_EPI_INPUT] = "an epilogue's operand computed elementwise (not fused yet)",
     [SMELT__FUSE_DEAD] = "the reduction's result is never read",
 };
 
@@ -154,17 +158,36 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
     const smelt__inst *a = &s->p->v[x], *b = &s->p->v[i];
     if (!s->fuse)
         return SMELT__FUSE_OFF;
-    /* a kernel holds one reduction, and nothing after it (yet) */
-    if (smelt__is_reduce(a->op) || s->hasred[kx])
-        return SMELT__FUSE_AFTER_REDUCE;
     bool red = smelt__is_reduce(b->op);
-    if (!fusible(s->p, x) || (!red && !fusible(s->p, i)))
-        return SMELT__FUSE_OPAQUE;
-    /* (a reduction's producers have its operand's shape, its own differs) */
-    if (!red && (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)))
-        return SMELT__FUSE_SHAPE;
     if (kx == ki)
         return SMELT__FUSE;
+    /* a kernel holds one reduction; after it, an epilogue: elementwise
+     * operators at the result's shape computed from the reduced value (and
+     * constants) alone, on each result as it is produced */
+    if (s->hasred[kx]) {
+        if (red || s->hasred[ki])
+            return SMELT__FUSE_AFTER_REDUCE;
+        if (!fusible(s->p, i))
+            return SMELT__FUSE_OPAQUE;
+        int r = s->redidx[kx];
+        const smelt__inst *R = &s->p->v[r];
+        if (x < r || b->ndim != R->ndim || memcmp(b->shape, R->shape, sizeof(int64_t) * (size_t)b->ndim))
+            return SMELT__FUSE_AFTER_REDUCE; /* a full-size consumer (the diamond) */
+        if (s->size[ki] != 1)
+            return SMELT__FUSE_EPI_INPUT;
+        for (int j = 0; j < b->nin; j++) {
+            int y = b->in[j];
+            if (s->p->v[y].op != SMELT_OP_CONST && !(is_op(s->p, y) && find(s, y) == kx && y >= r))
+                return SMELT__FUSE_EPI_INPUT;
+        }
+    } else if (s->hasred[ki] && !red) {
+        return SMELT__FUSE_EPI_INPUT; /* another input of an epilogue */
+    }
+    if (!s->hasred[kx] && (!fusible(s->p, x) || (!red && !fusible(s->p, i))))
+        return SMELT__FUSE_OPAQUE;
+    /* (a reduction's producers have its operand's shape, its own differs) */
+    if (!red && !s->hasred[kx] && (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)))
+        return SMELT__FUSE_SHAPE;
     if (red && s->uoff[i + 1] == s->uoff[i] && !b->is_output)
         return SMELT__FUSE_DEAD; /* (kept at opt_level 0 only) */
     if (s->size[kx] + s->size[ki] > SMELT_MAX_CLUSTER_OPS)
@@ -351,22 +374,24 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     s.tail = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.next = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.hasred = calloc((size_t)p->n + 1, sizeof(bool));
+    s.redidx = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
     uint8_t *why = calloc((size_t)p->n + 1, 3);
-    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !root || !why) {
+    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.redidx || !root || !why) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
     for (int i = 0; i < p->n; i++)
         s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1,
-        s.hasred[i] = smelt__is_reduce(p->v[i].op);
+        s.hasred[i] = smelt__is_reduce(p->v[i].op), s.redidx[i] = s.hasred[i] ? i : -1;
     for (int i = 0; i < p->n; i++) {
         for (int j = 0; j < p->v[i].nin; j++) { /* sources have no inputs */
             int x = p->v[i].in[j], kx = find(&s, x), ki = find(&s, i);
             if (!is_op(p, x) || (why[3 * i + j] = (uint8_t)should_fuse(&s, x, i, kx, ki)) || kx == ki)
                 continue;
             s.parent[kx] = ki;
-            s.hasred[ki] = s.hasred[ki] || s.hasred[kx];
+            if (s.hasred[kx])
+                s.hasred[ki] = true, s.redidx[ki] = s.redidx[kx];
             s.size[ki] += s.size[kx];
             s.next[s.tail[ki]] = s.head[kx];
             s.tail[ki] = s.tail[kx];
@@ -377,7 +402,7 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     st = collect(p, root, s.uoff, s.users, why, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
-    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(why);
+    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.redidx), free(why);
     return st;
 }
 
@@ -410,6 +435,14 @@ int smelt__partition_split(const smelt__prog *p, const smelt__cluster *c, smelt_
     st = collect(p, root, uoff, users, why, out);
     free(root), free(uoff), free(users), free(why);
     return st;
+}
+
+int smelt__red_member(const smelt__prog *p, const smelt__cluster *c)
+{
+    for (int j = 0; j < c->nmem; j++)
+        if (smelt__is_reduce(p->v[c->members[j]].op))
+            return j;
+    return -1;
 }
 
 void smelt__kdesc_free(smelt__kdesc *d)
