@@ -1319,7 +1319,7 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 /* Epilogues on the device: lane 0 runs the operators fused after the
  * reduction on its result; the bits of TinyCC's unfused plan.  Outputs:
  * the epilogue's, the reduced value (read elsewhere) and an intermediate
- * value of the epilogue. */
+ * value of the epilogue; inputs read by the epilogue. */
 DEVICE_TEST(epilogue_same_bits_as_cpu, 300)
 {
     typedef struct {
@@ -1347,11 +1347,17 @@ DEVICE_TEST(epilogue_same_bits_as_cpu, 300)
         else
             z = smelt_add(g, smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, mid, smelt_scalar(g, 1e-5))),
                           smelt_div(g, smelt_scalar(g, 1), v));
+        /* an input read by the epilogue alone; with keepdims rows, m too */
+        smelt_node *cin = smelt_input(g, "c", k->dt, smelt_node_ndim(y), smelt_node_shape(y));
+        z = smelt_mul(g, z, cin);
+        if (k->keepdims && k->axes == 1)
+            z = smelt_add(g, z, m);
         smelt_node *outs[3] = {z, y, mid};
         T_OK(ctx, smelt_graph_status(g));
         trng r;
         trng_init(&r, 190 + (uint64_t)c);
-        smelt_tensor *in[2] = {t_rand(ctx, &r, k->dt, 2, k->shape), t_rand(ctx, &r, k->dt, SHP(k->shape[0], 1))};
+        smelt_tensor *in[3] = {t_rand(ctx, &r, k->dt, 2, k->shape), t_rand(ctx, &r, k->dt, SHP(k->shape[0], 1)),
+                               t_rand(ctx, &r, k->dt, smelt_node_ndim(y), smelt_node_shape(y))};
         if (k->dt != SMELT_I32)
             t_set(in[0], 17, NAN), t_set(in[0], 40, INFINITY), t_set(in[1], 2, -0.0);
         if (k->op == SMELT_OP_PROD)
@@ -1361,14 +1367,14 @@ DEVICE_TEST(epilogue_same_bits_as_cpu, 300)
         smelt_plan *pd = t_plan(ctx, g, 3, outs, 3);
         cr_assert_str_eq(t_stats(pd).backend, "NVRTC");
         cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
-        t_run(pd, 2, in, 3, dev);
+        t_run(pd, 3, in, 3, dev);
         smelt_plan_opts o;
         smelt_plan_opts_init(&o);
         o.backend = "TCC";
         o.opt_level = 0;
         smelt_plan *pc = NULL;
         T_OK(ctx, smelt_plan_new(ctx, g, 3, outs, &o, &pc));
-        t_run(pc, 2, in, 3, cpu);
+        t_run(pc, 3, in, 3, cpu);
         for (int q = 0; q < 3; q++) {
             int64_t at;
             cr_assert(t_same_results(cpu[q], dev[q], &at), "case %d (%s of %s), output %d: the device gives %a, TCC "
@@ -1376,7 +1382,7 @@ DEVICE_TEST(epilogue_same_bits_as_cpu, 300)
                       smelt_tensor_get(dev[q], at), smelt_tensor_get(cpu[q], at), (long long)at);
             smelt_tensor_free(dev[q]), smelt_tensor_free(cpu[q]);
         }
-        smelt_tensor_free(in[0]), smelt_tensor_free(in[1]);
+        smelt_tensor_free(in[0]), smelt_tensor_free(in[1]), smelt_tensor_free(in[2]);
         smelt_plan_free(pd), smelt_plan_free(pc);
         smelt_graph_free(g);
     }

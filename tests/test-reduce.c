@@ -1000,14 +1000,23 @@ Test(fusion, kernel_counts_and_reasons)
     cr_assert_eq(t_stats(p).kernels, 3, "%s", d);
     cr_assert(t_contains(d, "after a reduction (not fused yet)"), "%s", d);
     smelt_plan_free(p);
-    /* epilogues: sqrt(sum(x * x, axis=1) + eps) is one kernel, 1 / mean
-     * too; an epilogue that reads another input is not fused yet */
+    /* epilogues: sqrt(sum(x * x, axis=1) + eps) is one kernel, mean * w
+     * and mean * (w * w) too; w * w computed before the reduction (in
+     * program order) is not fused yet */
     smelt_node *nrm = smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, ss, smelt_scalar(g, 1e-5)));
     p = t_plan(ctx, g, 1, &nrm, 3);
     cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
     smelt_plan_free(p);
     smelt_node *w8 = smelt_input(g, "w", SMELT_F32, SHP(8));
-    smelt_node *sw = smelt_mul(g, smelt_mul(g, w8, w8), smelt_reduce(g, SMELT_OP_MEAN, x, 1, (int[]){1}, 0));
+    smelt_node *ww = smelt_mul(g, w8, w8), *mn = smelt_reduce(g, SMELT_OP_MEAN, x, 1, (int[]){1}, 0);
+    smelt_node *sw = smelt_mul(g, ww, mn), *mw = smelt_mul(g, mn, w8);
+    smelt_node *mww = smelt_mul(g, mn, smelt_add(g, w8, w8));
+    p = t_plan(ctx, g, 1, &mw, 3);
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    p = t_plan(ctx, g, 1, &mww, 3);
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
     p = t_plan(ctx, g, 1, &sw, 3);
     d = smelt_plan_describe(p);
     cr_assert_eq(t_stats(p).kernels, 2, "%s", d);
@@ -1085,8 +1094,9 @@ Test(fusion, full_size_outputs_same_bits, .timeout = 300)
                             "sqrt(mean((x - mean(x, axis=1, keepdims=True)) ** 2, axis=1, keepdims=True) + 1e-5)",
                             50, 700, 3);
     /* an input of the result's size read by every result (m, broadcast
-     * along the reduced axis): the result is not written in place of it */
-    fused_outputs_same_bits("sum(x - max(x, axis=1, keepdims=True), axis=0) + 0 * w", 300, 300, 3);
+     * along the reduced axis): the result is not written in place of it
+     * (+ 0 * w: the sum's epilogue) */
+    fused_outputs_same_bits("sum(x - max(x, axis=1, keepdims=True), axis=0) + 0 * w", 300, 300, 2);
     /* a column sum whose operand is also needed */
     fused_outputs_same_bits("x * w / sum(x * w, axis=0)", 700, 50, 2);
 }
@@ -1094,7 +1104,9 @@ Test(fusion, full_size_outputs_same_bits, .timeout = 300)
 /* Epilogues: elementwise consumers at the result's shape fuse after the
  * reduction and run on each result as it is stored.  kind 0: the reduced
  * value alone read by the epilogue; 1: it is also a plan output; 2: an
- * intermediate value of the epilogue is a plan output too.  The bits of the
+ * intermediate value of the epilogue is a plan output too; 3: the epilogue
+ * reads another input c of the result's shape; 4: and the producers' input
+ * m (keepdims row reductions: m has the result's shape).  The bits of the
  * unfused plan on TinyCC and CC, 1 and several threads. */
 static smelt_node *epilogue_of(smelt_graph *g, smelt_node *y, smelt_node **mid)
 {
@@ -1122,12 +1134,19 @@ static void epilogue_same_bits(smelt_op op, smelt_dtype dt, int ndim, const int6
     smelt_node *a = smelt_input(g, "a", dt, ndim, shape), *m = smelt_input(g, "m", dt, ndim, mshape);
     smelt_node *y = smelt_reduce(g, op, smelt_sub(g, smelt_mul(g, a, a), m), n_axes, axes, keepdims), *mid;
     smelt_node *z = epilogue_of(g, y, &mid);
+    smelt_node *c = kind >= 3 ? smelt_input(g, "c", dt, smelt_node_ndim(y), smelt_node_shape(y)) : NULL;
+    if (c)
+        z = smelt_mul(g, z, c);
+    if (kind == 4)
+        z = smelt_add(g, z, m);
     smelt_node *outs[2] = {z, kind == 1 ? y : mid};
-    int nout = kind ? 2 : 1;
+    int nout = kind == 1 || kind == 2 ? 2 : 1, nin = c ? 3 : 2;
     T_OK(ctx, smelt_graph_status(g));
     trng r;
     trng_init(&r, (uint64_t)op * 11 + (uint64_t)dt);
-    smelt_tensor *in[2] = {t_rand(ctx, &r, dt, ndim, shape), t_rand(ctx, &r, dt, ndim, mshape)}, *first[2] = {0};
+    smelt_tensor *in[3] = {t_rand(ctx, &r, dt, ndim, shape), t_rand(ctx, &r, dt, ndim, mshape),
+                           c ? t_rand(ctx, &r, dt, smelt_node_ndim(y), smelt_node_shape(y)) : NULL},
+                 *first[2] = {0};
     if (dt == SMELT_F32 || dt == SMELT_F64 || dt == SMELT_F16) {
         int64_t n = smelt_tensor_numel(in[0]);
         t_set(in[0], n / 3, NAN), t_set(in[0], n / 2, INFINITY), t_set(in[0], n - 1, -0.0);
@@ -1145,7 +1164,7 @@ static void epilogue_same_bits(smelt_op op, smelt_dtype dt, int ndim, const int6
         if (vs[v].opt_level == 3)
             cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
         smelt_tensor *got[2] = {0};
-        t_run(p, 2, in, nout, got);
+        t_run(p, nin, in, nout, got);
         for (int o = 0; o < nout; o++) {
             if (!first[o]) {
                 first[o] = got[o];
@@ -1162,7 +1181,7 @@ static void epilogue_same_bits(smelt_op op, smelt_dtype dt, int ndim, const int6
     }
     for (int o = 0; o < nout; o++)
         smelt_tensor_free(first[o]);
-    smelt_tensor_free(in[0]), smelt_tensor_free(in[1]);
+    smelt_tensor_free(in[0]), smelt_tensor_free(in[1]), smelt_tensor_free(in[2]);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
@@ -1174,8 +1193,9 @@ Test(epilogue, every_op_and_dtype_same_bits, .timeout = 600)
     const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_I32};
     for (int o = 0; o < NELEMS(ops); o++)
         for (int t = 0; t < NELEMS(dts); t++) {
-            epilogue_same_bits(ops[o], dts[t], SHP(37, 300), 1, (int[]){1}, 0, (o + t) % 3); /* rows */
-            epilogue_same_bits(ops[o], dts[t], SHP(300, 37), 1, (int[]){0}, 1, (o + t + 1) % 3); /* columns */
+            epilogue_same_bits(ops[o], dts[t], SHP(37, 300), 1, (int[]){1}, 0, (o + t) % 4); /* rows */
+            epilogue_same_bits(ops[o], dts[t], SHP(37, 300), 1, (int[]){1}, 1, 4);           /* rows, keepdims */
+            epilogue_same_bits(ops[o], dts[t], SHP(300, 37), 1, (int[]){0}, 1, (o + t + 1) % 4); /* columns */
         }
 }
 
@@ -1188,4 +1208,8 @@ Test(epilogue, layouts_and_long_rows_same_bits, .timeout = 300)
     epilogue_same_bits(SMELT_OP_MIN, SMELT_F64, SHP(20, 30, 40), 2, (int[]){0, 2}, 1, 2);
     epilogue_same_bits(SMELT_OP_SUM, SMELT_F32, SHP(5, 700), 1, (int[]){0}, 0, 2);   /* columns: several groups of results */
     epilogue_same_bits(SMELT_OP_SUM, SMELT_I32, SHP(5000, 3), 1, (int[]){0}, 1, 1);  /* short columns */
+    epilogue_same_bits(SMELT_OP_SUM, SMELT_F32, SHP(5, 700), 1, (int[]){0}, 0, 3);   /* columns, an input */
+    epilogue_same_bits(SMELT_OP_MAX, SMELT_F16, SHP(3, 70000), 1, (int[]){1}, 1, 4); /* long rows, inputs */
+    epilogue_same_bits(SMELT_OP_MEAN, SMELT_F32, SHP(20, 70, 30), 2, (int[]){0, 2}, 0, 3);
+    epilogue_same_bits(SMELT_OP_SUM, SMELT_F64, SHP(40, 30, 20), 0, NULL, 0, 3);     /* reduce-all, an input */
 }

@@ -1591,11 +1591,11 @@ static int red_check(const smelt__kdesc *d, smelt__sb *err)
         ok = red_rout(d, o) || o == nfull;
         nfull += !red_rout(d, o);
     }
-    ok = ok && (x >= d->n_in || (d->n_in == 1 && nfull == 0));
+    ok = ok && (x >= d->n_in || (x == 0 && nfull == 0)); /* (the epilogue's inputs after it) */
     for (int k = d->red + 1; ok && k < d->n_ops; k++) /* the reduced value, the epilogue's, constants */
         for (int j = 0; j < d->ops[k].nin; j++) {
             int v = d->ops[k].in[j];
-            ok = ok && (v >= d->n_in + d->red || (v >= d->n_in && d->ops[v - d->n_in].op == SMELT_OP_CONST));
+            ok = ok && (v < d->n_in || v >= d->n_in + d->red || d->ops[v - d->n_in].op == SMELT_OP_CONST);
         }
     if (!ok) {
         smelt__sb_puts(err, "a reduction kernel is its operand's producers, the reduction, then its epilogue");
@@ -1605,11 +1605,13 @@ static int red_check(const smelt__kdesc *d, smelt__sb *err)
 }
 
 /* The epilogue as an elementwise kernel description (ops allocated): its
- * input the reduced value (as the result is stored), its operators the
- * constants it reads that the producers' part holds, then its own; its
- * outputs the epilogue's outputs (not the reduced value); rank 1, every
- * operand strided (the column form computes a row of results at once). */
-static int red_epilogue(const smelt__kdesc *d, smelt__kdesc *e)
+ * inputs the reduced value (as the result is stored), then the kernel's
+ * inputs it reads (ein[j]: input j's operand index in the kernel), its
+ * operators the constants it reads that the producers' part holds, then
+ * its own; its outputs the epilogue's outputs (not the reduced value);
+ * rank 1, every operand strided (the column form computes a row of
+ * results at once). */
+static int red_epilogue(const smelt__kdesc *d, smelt__kdesc *e, int *ein)
 {
     memset(e, 0, sizeof *e);
     int nv = d->n_in + d->n_ops, rv = d->n_in + d->red;
@@ -1625,18 +1627,27 @@ static int red_epilogue(const smelt__kdesc *d, smelt__kdesc *e)
     e->n_in = 1;
     e->in_dt[0] = d->ops[d->red].dtype;
     map[rv] = 0;
+    for (int k = d->red + 1; k < d->n_ops; k++) /* the kernel's inputs it reads, by first use */
+        for (int j = 0; j < d->ops[k].nin; j++) {
+            int v = d->ops[k].in[j];
+            if (v < d->n_in && map[v] < 0) {
+                map[v] = e->n_in;
+                ein[e->n_in] = v;
+                e->in_dt[e->n_in++] = d->in_dt[v];
+            }
+        }
     for (int k = d->red + 1; k < d->n_ops; k++) {
         smelt__kop op = d->ops[k];
         for (int j = 0; j < op.nin; j++) {
             int v = op.in[j];
             if (map[v] < 0) { /* a constant of the producers' part */
                 e->ops[e->n_ops] = d->ops[v - d->n_in];
-                map[v] = 1 + e->n_ops++;
+                map[v] = e->n_in + e->n_ops++;
             }
             op.in[j] = map[v];
         }
         e->ops[e->n_ops] = op;
-        map[d->n_in + k] = 1 + e->n_ops++;
+        map[d->n_in + k] = e->n_in + e->n_ops++;
     }
     for (int o = 0; o < d->n_out; o++)
         if (d->out_val[o] > rv)
@@ -1780,7 +1791,8 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
         if (!blocks && !fused)
             smelt__sb_puts(&pre, prelude);
         smelt__kdesc e;
-        st = red_epilogue(d, &e);
+        int ein[SMELT_MAX_KERNEL_OPERANDS + 1];
+        st = red_epilogue(d, &e, ein);
         if (!st)
             st = red_fn(dl, &e, "smelt_epi", blocks, &pre, err);
         free(e.ops);
@@ -1847,28 +1859,34 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
         smelt__sb_puts(&store, "\n            for (int64_t w = 0; w < m; w++)\n"
                                "                y[yo + w * yw] = smelt_result(tot[w], toti[w], nred);");
     } else { /* the results, then smelt_epi on them: a row of m results at once */
+        int ein[SMELT_MAX_KERNEL_OPERANDS + 1], eq[2 * SMELT_MAX_KERNEL_OPERANDS + 1], ne = 0;
+        smelt__kdesc ed;
+        if (!st && !(st = red_epilogue(d, &ed, ein))) { /* its operands: inputs, then outputs */
+            for (int j = 1; j < ed.n_in; j++)
+                eq[ne++] = ein[j];
+            for (int o = 0; o < d->n_out; o++)
+                if (d->out_val[o] > d->n_in + d->red)
+                    eq[ne++] = d->n_in + o;
+            free(ed.ops);
+        }
         smelt__sb_printf(&store, "{\n            smelt_out rv[%d];\n            for (int64_t w = 0; w < m; w++) {\n"
                                  "                rv[w] = smelt_result(tot[w], toti[w], nred);\n%s            }\n"
                                  "            char *ep[%d];\n            int64_t es[%d], esh[2] = {m, 0};\n"
                                  "            ep[0] = (char *)rv;\n            es[0] = 1;\n",
                          col ? RED_W : 1, ny >= 0 ? "                y[yo + w * yw] = rv[w];\n" : "",
-                         d->n_out + 1, d->n_out + 1);
-        int e = 1;
-        for (int o = 0; o < d->n_out; o++) {
-            if (d->out_val[o] <= d->n_in + d->red)
-                continue;
-            int q = d->n_in + o;
+                         ne + 1, ne + 1);
+        for (int e = 1; e <= ne; e++) {
+            int q = eq[e - 1];
             smelt__sb_printf(&store, "            {\n                int64_t eo = 0, et = o;\n"
                                      "                for (int k = nk - 1; k >= 0; k--) {\n"
                                      "                    const int64_t sz = shape[kd[k]], qq = et / sz;\n"
                                      "                    eo += (et - qq * sz) * strides[%d + kd[k]];\n"
                                      "                    et = qq;\n                }\n"
                                      "                ep[%d] = ptrs[%d] + eo * %zu;\n"
-                                     "                es[%d] = %s;\n            }\n",
-                             q * R, e, q, smelt__dtypes[operand_dtype(d, q)].size, e, col ? "0" : "0");
+                                     "                es[%d] = 0;\n            }\n",
+                             q * R, e, q, smelt__dtypes[operand_dtype(d, q)].size, e);
             if (col)
                 smelt__sb_printf(&store, "            es[%d] = strides[%d];\n", e, q * R + klast);
-            e++;
         }
         smelt__sb_puts(&store, "            smelt_epi(0, m, ep, esh, es);\n        }");
     }
@@ -1954,7 +1972,8 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         smelt__sb_printf(&store, "%d]] = smelt_result(tot, toti, nred);", ny);
     } else if (!st) { /* lane 0: the result, then the epilogue on it */
         smelt__kdesc e;
-        st = red_epilogue(d, &e);
+        int ein[SMELT_MAX_KERNEL_OPERANDS + 1];
+        st = red_epilogue(d, &e, ein);
         int nv = e.n_in + e.n_ops;
         int *uses = st ? NULL : calloc((size_t)(3 * nv + 1), sizeof(int));
         bool *inl = st ? NULL : calloc((size_t)(nv + 1), sizeof(bool));
@@ -1966,7 +1985,12 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
                                      "            q0[0] = smelt_result(tot, toti, nred);\n");
             if (ny >= 0)
                 smelt__sb_printf(&store, "            y[xo[%d]] = q0[0];\n", ny);
-            for (int o = 0, q = 1; o < d->n_out; o++)
+            for (int q = 1; q < e.n_in; q++) {
+                const char *T = dl->stype[e.in_dt[q]];
+                smelt__sb_printf(&store, "            const %s *__restrict__ q%d = (const %s *)a.ptrs[%d];\n"
+                                         "            const smelt_idx o%d = xo[%d];\n", T, q, T, ein[q], q, ein[q]);
+            }
+            for (int o = 0, q = e.n_in; o < d->n_out; o++)
                 if (d->out_val[o] > d->n_in + d->red) {
                     const char *T = dl->stype[operand_dtype(&e, q)];
                     smelt__sb_printf(&store, "            %s *__restrict__ q%d = (%s *)a.ptrs[%d];\n"

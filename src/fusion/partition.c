@@ -6,9 +6,9 @@
  *     fusion); a producer's value that is also read outside the kernel (or
  *     is a plan output) is an extra output of full size that the kernel
  *     writes as it computes it; elementwise consumers at the result's shape
- *     computed from the reduced value and constants alone fuse after it
- *     (an epilogue, run on each result as it is produced); a kernel holds
- *     one reduction at most;
+ *     fuse after it (an epilogue, run on each result as it is produced),
+ *     reading the reduced value, constants and inputs of the kernel that
+ *     its producers do not read; a kernel holds one reduction at most;
  *   - all operators of a cluster have one shape (the iteration space); a
  *     smaller, broadcast operand is read with stride 0;
  *   - a merge never creates a cycle: no path may leave a cluster and re-enter;
@@ -150,6 +150,36 @@ static int operand_count(pstate *s, int ka, int kc)
     return count;
 }
 
+/* Can the members of cluster kc (no reduction, fusible) join cluster kr,
+ * which holds reduction r, as its epilogue: each after r, at r's result
+ * shape, reading constants, members of kc, r and its epilogue (not its
+ * producers), and inputs of the kernel read at the result's shape (by its
+ * producers too only with keepdims: the result's rank, one set of strides
+ * serves both)? */
+static bool epi_ok(pstate *s, int kc, int kr)
+{
+    const smelt__prog *p = s->p;
+    int r = s->redidx[kr];
+    const smelt__inst *R = &p->v[r];
+    for (int m = s->head[kc]; m >= 0; m = s->next[m]) {
+        const smelt__inst *b = &p->v[m];
+        if (m < r || !fusible(p, m) || b->ndim != R->ndim ||
+            memcmp(b->shape, R->shape, sizeof(int64_t) * (size_t)b->ndim))
+            return false;
+        for (int j = 0; j < b->nin; j++) {
+            int y = b->in[j], ky = is_op(p, y) ? find(s, y) : -1;
+            if (p->v[y].op == SMELT_OP_CONST || ky == kc || (ky == kr && y >= r))
+                continue;
+            if (ky == kr)
+                return false; /* a producer's value */
+            for (int u = s->uoff[y]; u < s->uoff[y + 1] && !R->keepdims; u++)
+                if (s->users[u] < r && find(s, s->users[u]) == kr)
+                    return false;
+        }
+    }
+    return true;
+}
+
 /* Every fusion rule, for the edge from producer x (in cluster kx) to
  * consumer i (in ki), both operators: SMELT__FUSE to merge the two clusters
  * (or that they are one already), else the reason not to. */
@@ -162,26 +192,23 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
     if (kx == ki)
         return SMELT__FUSE;
     /* a kernel holds one reduction; after it, an epilogue: elementwise
-     * operators at the result's shape computed from the reduced value (and
-     * constants) alone, on each result as it is produced */
+     * operators at the result's shape (epi_ok), run on each result as it
+     * is produced */
     if (s->hasred[kx]) {
         if (red || s->hasred[ki])
             return SMELT__FUSE_AFTER_REDUCE;
         if (!fusible(s->p, i))
             return SMELT__FUSE_OPAQUE;
-        int r = s->redidx[kx];
-        const smelt__inst *R = &s->p->v[r];
-        if (x < r || b->ndim != R->ndim || memcmp(b->shape, R->shape, sizeof(int64_t) * (size_t)b->ndim))
+        const smelt__inst *R = &s->p->v[s->redidx[kx]];
+        if (x < s->redidx[kx] || b->ndim != R->ndim || memcmp(b->shape, R->shape, sizeof(int64_t) * (size_t)b->ndim))
             return SMELT__FUSE_AFTER_REDUCE; /* a full-size consumer (the diamond) */
-        if (s->size[ki] != 1)
+        if (!epi_ok(s, ki, kx))
             return SMELT__FUSE_EPI_INPUT;
-        for (int j = 0; j < b->nin; j++) {
-            int y = b->in[j];
-            if (s->p->v[y].op != SMELT_OP_CONST && !(is_op(s->p, y) && find(s, y) == kx && y >= r))
-                return SMELT__FUSE_EPI_INPUT;
-        }
-    } else if (s->hasred[ki] && !red) {
-        return SMELT__FUSE_EPI_INPUT; /* another input of an epilogue */
+    } else if (s->hasred[ki] && !red) { /* x's cluster into an epilogue */
+        if (!fusible(s->p, x))
+            return SMELT__FUSE_OPAQUE;
+        if (!epi_ok(s, kx, ki))
+            return SMELT__FUSE_EPI_INPUT;
     }
     if (!s->hasred[kx] && (!fusible(s->p, x) || (!red && !fusible(s->p, i))))
         return SMELT__FUSE_OPAQUE;
@@ -443,6 +470,15 @@ int smelt__red_member(const smelt__prog *p, const smelt__cluster *c)
         if (smelt__is_reduce(p->v[c->members[j]].op))
             return j;
     return -1;
+}
+
+bool smelt__red_epi_input(const smelt__kdesc *d, int q)
+{
+    for (int k = d->reduce ? d->red + 1 : d->n_ops; k < d->n_ops; k++)
+        for (int j = 0; j < d->ops[k].nin; j++)
+            if (d->ops[k].in[j] == q)
+                return true;
+    return false;
 }
 
 void smelt__kdesc_free(smelt__kdesc *d)

@@ -266,8 +266,10 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
         bool red = x->axes >> d & 1u;
         S[d] = A->shape[d];
         for (int o = 0; o < n; o++) {
-            if (o >= nin && k->cl.outputs[o - nin] >= ri) { /* at the result's shape: its kept axes */
-                st[o][d] = red ? 0 : w[o].strides[od];
+            if (o >= nin ? k->cl.outputs[o - nin] >= ri : smelt__red_epi_input(&k->desc, o)) {
+                /* at the result's shape (broadcast to it: right-aligned), along its kept axes */
+                int xd = od - (Y->ndim - w[o].ndim);
+                st[o][d] = red || xd < 0 || w[o].shape[xd] == 1 ? 0 : w[o].strides[xd];
                 continue;
             }
             int xd = d - (A->ndim - w[o].ndim); /* broadcast inputs: stride 0 (right-aligned) */

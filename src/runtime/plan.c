@@ -111,9 +111,8 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
         it = &p->prog.v[ri];
         const smelt__inst *a = &p->prog.v[it->in[0]];
         int n = k->cl.nin + k->cl.nout; /* inputs, producers' outputs, the results */
-        int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS], os[SMELT_MAX_DIMS];
+        int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
         memcpy(S, a->shape, sizeof S);
-        smelt__contig_strides(it->ndim, it->shape, os);
         for (int o = 0; o < n; o++) {
             int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
             const smelt__inst *x = &p->prog.v[v];
@@ -122,8 +121,9 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
             for (int d = 0, od = 0; d < a->ndim; d++) {
                 bool red = it->axes >> d & 1u;
                 int xd = d - (a->ndim - x->ndim);
-                if (o >= k->cl.nin && v >= ri) /* at the result's shape: its kept axes */
-                    st[o][d] = red ? 0 : os[od];
+                int yd = od - (it->ndim - x->ndim);
+                if (o >= k->cl.nin ? v >= ri : smelt__red_epi_input(&k->desc, o)) /* at the result's shape */
+                    st[o][d] = red || yd < 0 || x->shape[yd] == 1 ? 0 : cs[yd];
                 else /* inputs: broadcast ones with strides 0 */
                     st[o][d] = (xd < 0 || x->shape[xd] == 1) ? 0 : cs[xd];
                 od += !red || it->keepdims;
