@@ -1330,9 +1330,9 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
 }
 
 /* ---- reductions -----------------------------------------------------------
- * One kernel per reduction for now (fusion will put producers into its
- * element loop and consumers after its result), in smelt's one reduction
- * order (src/ir/ir.h): the C form (both CPU tiers: kernel_reduce.c.in) and
+ * One kernel per reduction, with its producers in its element loop (input
+ * fusion: smelt_prod) and its epilogue on each stored result (smelt_epi),
+ * in smelt's one reduction order (src/ir/ir.h): the C form (both CPU tiers: kernel_reduce.c.in) and
  * the device form (kernel_reduce.cu.in).  The C form's lanes, the loop
  * that accumulates a run of elements into the 32 lanes, are the functions
  * red_lanes writes: in the CC tier's source, and compiled into smelt as
