@@ -1213,3 +1213,39 @@ Test(epilogue, layouts_and_long_rows_same_bits, .timeout = 300)
     epilogue_same_bits(SMELT_OP_MEAN, SMELT_F32, SHP(20, 70, 30), 2, (int[]){0, 2}, 0, 3);
     epilogue_same_bits(SMELT_OP_SUM, SMELT_F64, SHP(40, 30, 20), 0, NULL, 0, 3);     /* reduce-all, an input */
 }
+
+/* A plan with epilogues run at other run-time shapes than the graph's
+ * (rows and columns, an epilogue input of the result's shape): the bits
+ * of the unfused plan at each. */
+Test(epilogue, run_time_shapes)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(4, 100)), *c = smelt_input(g, "c", SMELT_F32, SHP(4));
+    smelt_node *ss = smelt_reduce(g, SMELT_OP_SUM, smelt_mul(g, a, a), 1, (int[]){1}, 0);
+    smelt_node *outs[] = {smelt_mul(g, smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, ss, smelt_scalar(g, 1e-5))), c),
+                          smelt_add(g, smelt_mul(g, smelt_reduce(g, SMELT_OP_MAX, a, 1, (int[]){0}, 1),
+                                                 smelt_scalar(g, 2)), smelt_scalar(g, 1))};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3), *p0 = t_plan(ctx, g, 2, outs, 0);
+    cr_assert_eq(t_stats(p).kernels, 2, "%s", smelt_plan_describe(p));
+    const int64_t shapes[][2] = {{4, 100}, {7, 33}, {1000, 3}, {2, 20000}, {3, 700}};
+    for (int s = 0; s < NELEMS(shapes); s++) {
+        trng r;
+        trng_init(&r, 40 + (uint64_t)s);
+        smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, 2, shapes[s]), t_rand(ctx, &r, SMELT_F32, SHP(shapes[s][0]))};
+        t_set(in[0], 1, NAN), t_set(in[0], 2, -0.0);
+        smelt_tensor *got[2] = {0}, *ref[2] = {0};
+        t_run(p, 2, in, 2, got);
+        t_run(p0, 2, in, 2, ref);
+        for (int o = 0; o < 2; o++) {
+            int64_t at;
+            cr_assert(t_same_results(ref[o], got[o], &at), "shape %d, output %d: %a at [%lld], unfused %a", s, o,
+                      smelt_tensor_get(got[o], at), (long long)at, smelt_tensor_get(ref[o], at));
+        }
+        t_free_all(got, 2), t_free_all(ref, 2);
+        smelt_tensor_free(in[0]), smelt_tensor_free(in[1]);
+    }
+    smelt_plan_free(p), smelt_plan_free(p0);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
