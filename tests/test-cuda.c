@@ -1315,3 +1315,75 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
     smelt_plan_free(pd), smelt_plan_free(pc);
     smelt_graph_free(g);
 }
+
+/* Epilogues on the device: lane 0 runs the operators fused after the
+ * reduction on its result; the bits of TinyCC's unfused plan.  Outputs:
+ * the epilogue's, the reduced value (read elsewhere) and an intermediate
+ * value of the epilogue; inputs read by the epilogue. */
+DEVICE_TEST(epilogue_same_bits_as_cpu, 300)
+{
+    typedef struct {
+        smelt_op op;
+        smelt_dtype dt;
+        int64_t shape[2];
+        int n_axes, axes, keepdims;
+    } ecase;
+    const ecase cases[] = {
+        {SMELT_OP_SUM, SMELT_F32, {7, 3000}, 1, 1, 0},  {SMELT_OP_MAX, SMELT_F32, {300, 9}, 1, 0, 1},
+        {SMELT_OP_MEAN, SMELT_F16, {40, 70}, 1, 1, 1},  {SMELT_OP_ARGMIN, SMELT_F64, {30, 50}, 1, 0, 0},
+        {SMELT_OP_SUM, SMELT_I32, {20, 33}, 0, 0, 0},   {SMELT_OP_PROD, SMELT_F64, {5, 40}, 1, 1, 0},
+        {SMELT_OP_ANY, SMELT_F32, {64, 30}, 1, 1, 1},   {SMELT_OP_MIN, SMELT_F16, {33, 20}, 0, 0, 1},
+    };
+    for (int c = 0; c < NELEMS(cases); c++) {
+        const ecase *k = &cases[c];
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, "a", k->dt, 2, k->shape);
+        smelt_node *m = smelt_input(g, "m", k->dt, SHP(k->shape[0], 1));
+        smelt_node *y = smelt_reduce(g, k->op, smelt_sub(g, smelt_mul(g, a, a), m), k->n_axes, &k->axes, k->keepdims);
+        smelt_node *v = smelt_node_dtype(y) == SMELT_BOOL ? smelt_cast(g, y, SMELT_F32) : y;
+        smelt_node *mid = smelt_mul(g, v, v), *z;
+        if (smelt_node_dtype(v) == SMELT_I64)
+            z = smelt_sub(g, smelt_mul(g, mid, smelt_scalar(g, 3)), v);
+        else
+            z = smelt_add(g, smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, mid, smelt_scalar(g, 1e-5))),
+                          smelt_div(g, smelt_scalar(g, 1), v));
+        /* an input read by the epilogue alone; with keepdims rows, m too */
+        smelt_node *cin = smelt_input(g, "c", k->dt, smelt_node_ndim(y), smelt_node_shape(y));
+        z = smelt_mul(g, z, cin);
+        if (k->keepdims && k->axes == 1)
+            z = smelt_add(g, z, m);
+        smelt_node *outs[3] = {z, y, mid};
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 190 + (uint64_t)c);
+        smelt_tensor *in[3] = {t_rand(ctx, &r, k->dt, 2, k->shape), t_rand(ctx, &r, k->dt, SHP(k->shape[0], 1)),
+                               t_rand(ctx, &r, k->dt, smelt_node_ndim(y), smelt_node_shape(y))};
+        if (k->dt != SMELT_I32)
+            t_set(in[0], 17, NAN), t_set(in[0], 40, INFINITY), t_set(in[1], 2, -0.0);
+        if (k->op == SMELT_OP_PROD)
+            for (int64_t i = 0; i < smelt_tensor_numel(in[0]); i++)
+                t_set(in[0], i, trng_uniform(&r, 0.9, 1.1));
+        smelt_tensor *dev[3] = {0}, *cpu[3] = {0};
+        smelt_plan *pd = t_plan(ctx, g, 3, outs, 3);
+        cr_assert_str_eq(t_stats(pd).backend, "NVRTC");
+        cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
+        t_run(pd, 3, in, 3, dev);
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.backend = "TCC";
+        o.opt_level = 0;
+        smelt_plan *pc = NULL;
+        T_OK(ctx, smelt_plan_new(ctx, g, 3, outs, &o, &pc));
+        t_run(pc, 3, in, 3, cpu);
+        for (int q = 0; q < 3; q++) {
+            int64_t at;
+            cr_assert(t_same_results(cpu[q], dev[q], &at), "case %d (%s of %s), output %d: the device gives %a, TCC "
+                      "unfused %a at [%lld]", c, smelt_op_name(k->op), smelt_dtype_name(k->dt), q,
+                      smelt_tensor_get(dev[q], at), smelt_tensor_get(cpu[q], at), (long long)at);
+            smelt_tensor_free(dev[q]), smelt_tensor_free(cpu[q]);
+        }
+        smelt_tensor_free(in[0]), smelt_tensor_free(in[1]), smelt_tensor_free(in[2]);
+        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_graph_free(g);
+    }
+}

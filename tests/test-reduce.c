@@ -1000,6 +1000,28 @@ Test(fusion, kernel_counts_and_reasons)
     cr_assert_eq(t_stats(p).kernels, 3, "%s", d);
     cr_assert(t_contains(d, "after a reduction (not fused yet)"), "%s", d);
     smelt_plan_free(p);
+    /* epilogues: sqrt(sum(x * x, axis=1) + eps) is one kernel, mean * w
+     * and mean * (w * w) too; w * w computed before the reduction (in
+     * program order) is not fused yet */
+    smelt_node *nrm = smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, ss, smelt_scalar(g, 1e-5)));
+    p = t_plan(ctx, g, 1, &nrm, 3);
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    smelt_node *w8 = smelt_input(g, "w", SMELT_F32, SHP(8));
+    smelt_node *ww = smelt_mul(g, w8, w8), *mn = smelt_reduce(g, SMELT_OP_MEAN, x, 1, (int[]){1}, 0);
+    smelt_node *sw = smelt_mul(g, ww, mn), *mw = smelt_mul(g, mn, w8);
+    smelt_node *mww = smelt_mul(g, mn, smelt_add(g, w8, w8));
+    p = t_plan(ctx, g, 1, &mw, 3);
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    p = t_plan(ctx, g, 1, &mww, 3);
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    p = t_plan(ctx, g, 1, &sw, 3);
+    d = smelt_plan_describe(p);
+    cr_assert_eq(t_stats(p).kernels, 2, "%s", d);
+    cr_assert(t_contains(d, "an epilogue's operand computed elementwise (not fused yet)"), "%s", d);
+    smelt_plan_free(p);
     /* a plan output computed by a reduction's producers: one kernel writes both */
     smelt_node *sq = smelt_mul(g, x, x), *outs[2] = {sq, smelt_reduce(g, SMELT_OP_SUM, sq, 1, (int[]){1}, 0)};
     p = t_plan(ctx, g, 2, outs, 3);
@@ -1064,15 +1086,166 @@ Test(fusion, full_size_outputs_same_bits, .timeout = 300)
                           "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)";
     fused_outputs_same_bits(softmax, 40, 3000, 3);
     fused_outputs_same_bits(softmax, 3, 70000, 3); /* long rows: chunks in parallel */
-    /* layernorm-like: mean, centred values, their mean square, the scaling:
-     * 4 kernels (5 before input fusion: mean; x - mean and its square;
-     * their mean; + 1e-5 and sqrt; the scaling) */
+    /* layernorm-like: mean, centred values, their mean square with + 1e-5
+     * and sqrt as its epilogue, the scaling: 3 kernels (5 before input
+     * fusion: mean; x - mean and its square; their mean; + 1e-5 and sqrt;
+     * the scaling; 4 before epilogues) */
     fused_outputs_same_bits("(x - mean(x, axis=1, keepdims=True)) * w / "
                             "sqrt(mean((x - mean(x, axis=1, keepdims=True)) ** 2, axis=1, keepdims=True) + 1e-5)",
-                            50, 700, 4);
+                            50, 700, 3);
     /* an input of the result's size read by every result (m, broadcast
-     * along the reduced axis): the result is not written in place of it */
-    fused_outputs_same_bits("sum(x - max(x, axis=1, keepdims=True), axis=0) + 0 * w", 300, 300, 3);
+     * along the reduced axis): the result is not written in place of it
+     * (+ 0 * w: the sum's epilogue) */
+    fused_outputs_same_bits("sum(x - max(x, axis=1, keepdims=True), axis=0) + 0 * w", 300, 300, 2);
     /* a column sum whose operand is also needed */
     fused_outputs_same_bits("x * w / sum(x * w, axis=0)", 700, 50, 2);
+}
+
+/* Epilogues: elementwise consumers at the result's shape fuse after the
+ * reduction and run on each result as it is stored.  kind 0: the reduced
+ * value alone read by the epilogue; 1: it is also a plan output; 2: an
+ * intermediate value of the epilogue is a plan output too; 3: the epilogue
+ * reads another input c of the result's shape; 4: and the producers' input
+ * m (keepdims row reductions: m has the result's shape).  The bits of the
+ * unfused plan on TinyCC and CC, 1 and several threads. */
+static smelt_node *epilogue_of(smelt_graph *g, smelt_node *y, smelt_node **mid)
+{
+    smelt_dtype rt = smelt_node_dtype(y);
+    if (rt == SMELT_BOOL) /* any, all: a cast, then arithmetic */
+        y = smelt_cast(g, y, SMELT_F32);
+    *mid = smelt_mul(g, y, y);
+    if (rt == SMELT_I64 || rt == SMELT_I32)
+        return smelt_sub(g, smelt_mul(g, *mid, smelt_scalar(g, 3)), y);
+    /* sqrt(y*y + eps), 1 / y (y = 0 and -0.0 give infinities), the sum */
+    smelt_node *n = smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, *mid, smelt_scalar(g, 1e-5)));
+    return smelt_add(g, n, smelt_div(g, smelt_scalar(g, 1), y));
+}
+
+static void epilogue_same_bits(smelt_op op, smelt_dtype dt, int ndim, const int64_t *shape, int n_axes,
+                               const int *axes, int keepdims, int kind)
+{
+    const variant vs[] = {{"TCC", 1, 0}, {"TCC", 4, 3}, {"TCC", 1, 3}, {"CC", 1, 3}, {"CC", 3, 3}};
+    smelt_ctx *ctx = t_ctx();
+    bool cc = smelt_backend_check(ctx, "CC") == SMELT_OK;
+    int64_t mshape[8];
+    memcpy(mshape, shape, sizeof(int64_t) * (size_t)ndim);
+    mshape[ndim - 1] = 1;
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", dt, ndim, shape), *m = smelt_input(g, "m", dt, ndim, mshape);
+    smelt_node *y = smelt_reduce(g, op, smelt_sub(g, smelt_mul(g, a, a), m), n_axes, axes, keepdims), *mid;
+    smelt_node *z = epilogue_of(g, y, &mid);
+    smelt_node *c = kind >= 3 ? smelt_input(g, "c", dt, smelt_node_ndim(y), smelt_node_shape(y)) : NULL;
+    if (c)
+        z = smelt_mul(g, z, c);
+    if (kind == 4)
+        z = smelt_add(g, z, m);
+    smelt_node *outs[2] = {z, kind == 1 ? y : mid};
+    int nout = kind == 1 || kind == 2 ? 2 : 1, nin = c ? 3 : 2;
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, (uint64_t)op * 11 + (uint64_t)dt);
+    smelt_tensor *in[3] = {t_rand(ctx, &r, dt, ndim, shape), t_rand(ctx, &r, dt, ndim, mshape),
+                           c ? t_rand(ctx, &r, dt, smelt_node_ndim(y), smelt_node_shape(y)) : NULL},
+                 *first[2] = {0};
+    if (dt == SMELT_F32 || dt == SMELT_F64 || dt == SMELT_F16) {
+        int64_t n = smelt_tensor_numel(in[0]);
+        t_set(in[0], n / 3, NAN), t_set(in[0], n / 2, INFINITY), t_set(in[0], n - 1, -0.0);
+        t_set(in[1], smelt_tensor_numel(in[1]) - 1, -0.0);
+    }
+    if (op == SMELT_OP_PROD) /* products near 1 */
+        for (int64_t i = 0; i < smelt_tensor_numel(in[0]); i++)
+            t_set(in[0], i, trng_uniform(&r, 0.9, 1.1)), t_set(in[1], i % smelt_tensor_numel(in[1]), 0.2);
+    for (int v = 0; v < NELEMS(vs); v++) {
+        if (!strcmp(vs[v].backend, "CC") && !cc)
+            continue;
+        T_OK(ctx, smelt_ctx_set_backend(ctx, vs[v].backend));
+        T_OK(ctx, smelt_ctx_set_threads(ctx, vs[v].threads));
+        smelt_plan *p = t_plan(ctx, g, nout, outs, vs[v].opt_level);
+        if (vs[v].opt_level == 3)
+            cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
+        smelt_tensor *got[2] = {0};
+        t_run(p, nin, in, nout, got);
+        for (int o = 0; o < nout; o++) {
+            if (!first[o]) {
+                first[o] = got[o];
+                continue;
+            }
+            int64_t at;
+            cr_assert(t_same_results(first[o], got[o], &at), "%s of %s (kind %d, output %d): %s on %d threads at "
+                      "opt_level %d gives %a at [%lld], TCC unfused %a", smelt_op_name(op), smelt_dtype_name(dt), kind,
+                      o, vs[v].backend, vs[v].threads, vs[v].opt_level, smelt_tensor_get(got[o], at), (long long)at,
+                      smelt_tensor_get(first[o], at));
+            smelt_tensor_free(got[o]);
+        }
+        smelt_plan_free(p);
+    }
+    for (int o = 0; o < nout; o++)
+        smelt_tensor_free(first[o]);
+    smelt_tensor_free(in[0]), smelt_tensor_free(in[1]), smelt_tensor_free(in[2]);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(epilogue, every_op_and_dtype_same_bits, .timeout = 600)
+{
+    const smelt_op ops[] = {SMELT_OP_SUM, SMELT_OP_PROD,   SMELT_OP_MEAN,   SMELT_OP_MAX, SMELT_OP_MIN,
+                            SMELT_OP_ARGMAX, SMELT_OP_ARGMIN, SMELT_OP_ANY, SMELT_OP_ALL};
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_I32};
+    for (int o = 0; o < NELEMS(ops); o++)
+        for (int t = 0; t < NELEMS(dts); t++) {
+            epilogue_same_bits(ops[o], dts[t], SHP(37, 300), 1, (int[]){1}, 0, (o + t) % 4); /* rows */
+            epilogue_same_bits(ops[o], dts[t], SHP(37, 300), 1, (int[]){1}, 1, 4);           /* rows, keepdims */
+            epilogue_same_bits(ops[o], dts[t], SHP(300, 37), 1, (int[]){0}, 1, (o + t + 1) % 4); /* columns */
+        }
+}
+
+Test(epilogue, layouts_and_long_rows_same_bits, .timeout = 300)
+{
+    epilogue_same_bits(SMELT_OP_SUM, SMELT_F32, SHP(3, 70000), 1, (int[]){1}, 1, 1);  /* chunks in parallel */
+    epilogue_same_bits(SMELT_OP_MAX, SMELT_F32, SHP(50003), 0, NULL, 0, 2);           /* reduce-all */
+    epilogue_same_bits(SMELT_OP_SUM, SMELT_F64, SHP(40, 30, 20), 0, NULL, 1, 0);      /* reduce-all, 3-D */
+    epilogue_same_bits(SMELT_OP_MEAN, SMELT_F16, SHP(20, 70, 30), 1, (int[]){1}, 0, 1); /* a middle axis */
+    epilogue_same_bits(SMELT_OP_MIN, SMELT_F64, SHP(20, 30, 40), 2, (int[]){0, 2}, 1, 2);
+    epilogue_same_bits(SMELT_OP_SUM, SMELT_F32, SHP(5, 700), 1, (int[]){0}, 0, 2);   /* columns: several groups of results */
+    epilogue_same_bits(SMELT_OP_SUM, SMELT_I32, SHP(5000, 3), 1, (int[]){0}, 1, 1);  /* short columns */
+    epilogue_same_bits(SMELT_OP_SUM, SMELT_F32, SHP(5, 700), 1, (int[]){0}, 0, 3);   /* columns, an input */
+    epilogue_same_bits(SMELT_OP_MAX, SMELT_F16, SHP(3, 70000), 1, (int[]){1}, 1, 4); /* long rows, inputs */
+    epilogue_same_bits(SMELT_OP_MEAN, SMELT_F32, SHP(20, 70, 30), 2, (int[]){0, 2}, 0, 3);
+    epilogue_same_bits(SMELT_OP_SUM, SMELT_F64, SHP(40, 30, 20), 0, NULL, 0, 3);     /* reduce-all, an input */
+}
+
+/* A plan with epilogues run at other run-time shapes than the graph's
+ * (rows and columns, an epilogue input of the result's shape): the bits
+ * of the unfused plan at each. */
+Test(epilogue, run_time_shapes)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(4, 100)), *c = smelt_input(g, "c", SMELT_F32, SHP(4));
+    smelt_node *ss = smelt_reduce(g, SMELT_OP_SUM, smelt_mul(g, a, a), 1, (int[]){1}, 0);
+    smelt_node *outs[] = {smelt_mul(g, smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, ss, smelt_scalar(g, 1e-5))), c),
+                          smelt_add(g, smelt_mul(g, smelt_reduce(g, SMELT_OP_MAX, a, 1, (int[]){0}, 1),
+                                                 smelt_scalar(g, 2)), smelt_scalar(g, 1))};
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3), *p0 = t_plan(ctx, g, 2, outs, 0);
+    cr_assert_eq(t_stats(p).kernels, 2, "%s", smelt_plan_describe(p));
+    const int64_t shapes[][2] = {{4, 100}, {7, 33}, {1000, 3}, {2, 20000}, {3, 700}};
+    for (int s = 0; s < NELEMS(shapes); s++) {
+        trng r;
+        trng_init(&r, 40 + (uint64_t)s);
+        smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, 2, shapes[s]), t_rand(ctx, &r, SMELT_F32, SHP(shapes[s][0]))};
+        t_set(in[0], 1, NAN), t_set(in[0], 2, -0.0);
+        smelt_tensor *got[2] = {0}, *ref[2] = {0};
+        t_run(p, 2, in, 2, got);
+        t_run(p0, 2, in, 2, ref);
+        for (int o = 0; o < 2; o++) {
+            int64_t at;
+            cr_assert(t_same_results(ref[o], got[o], &at), "shape %d, output %d: %a at [%lld], unfused %a", s, o,
+                      smelt_tensor_get(got[o], at), (long long)at, smelt_tensor_get(ref[o], at));
+        }
+        t_free_all(got, 2), t_free_all(ref, 2);
+        smelt_tensor_free(in[0]), smelt_tensor_free(in[1]);
+    }
+    smelt_plan_free(p), smelt_plan_free(p0);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
 }

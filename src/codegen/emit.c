@@ -1330,9 +1330,9 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
 }
 
 /* ---- reductions -----------------------------------------------------------
- * One kernel per reduction for now (fusion will put producers into its
- * element loop and consumers after its result), in smelt's one reduction
- * order (src/ir/ir.h): the C form (both CPU tiers: kernel_reduce.c.in) and
+ * One kernel per reduction, with its producers in its element loop (input
+ * fusion: smelt_prod) and its epilogue on each stored result (smelt_epi),
+ * in smelt's one reduction order (src/ir/ir.h): the C form (both CPU tiers: kernel_reduce.c.in) and
  * the device form (kernel_reduce.cu.in).  The C form's lanes, the loop
  * that accumulates a run of elements into the 32 lanes, are the functions
  * red_lanes writes: in the CC tier's source, and compiled into smelt as
@@ -1577,15 +1577,97 @@ static void red_dims(const smelt__kdesc *d, smelt__sb *kd, smelt__sb *rd, int *n
         smelt__sb_puts(kd, "0");
 }
 
+/* Whether output o is at the result's shape: the reduction's value, or an
+ * epilogue's (the full-size outputs, its producers' values, come first). */
+static bool red_rout(const smelt__kdesc *d, int o) { return d->out_val[o] >= d->n_in + d->red; }
+/* The operators after the reduction: its epilogue. */
+static bool red_epi(const smelt__kdesc *d) { return d->red + 1 < d->n_ops; }
+
 static int red_check(const smelt__kdesc *d, smelt__sb *err)
 {
-    int x = d->red >= 0 && d->red < d->n_ops ? d->ops[d->red].in[0] : -1;
-    if (d->red != d->n_ops - 1 || d->n_out < 1 || d->out_val[d->n_out - 1] != d->n_in + d->red || !d->rmask ||
-        x < 0 || x >= d->n_in + d->red || (x < d->n_in && (d->n_in != 1 || d->n_out != 1))) {
-        smelt__sb_puts(err, "a reduction kernel is its operand's producers, then the reduction");
+    int x = d->red >= 0 && d->red < d->n_ops ? d->ops[d->red].in[0] : -1, nfull = 0;
+    bool ok = d->n_out >= 1 && d->rmask && x >= 0 && x < d->n_in + d->red && smelt__is_reduce(d->ops[d->red].op);
+    for (int o = 0; ok && o < d->n_out; o++) {
+        ok = red_rout(d, o) || o == nfull;
+        nfull += !red_rout(d, o);
+    }
+    ok = ok && (x >= d->n_in || (x == 0 && nfull == 0)); /* (the epilogue's inputs after it) */
+    for (int k = d->red + 1; ok && k < d->n_ops; k++) /* the reduced value, the epilogue's, constants */
+        for (int j = 0; j < d->ops[k].nin; j++) {
+            int v = d->ops[k].in[j];
+            ok = ok && (v < d->n_in || v >= d->n_in + d->red || d->ops[v - d->n_in].op == SMELT_OP_CONST);
+        }
+    if (!ok) {
+        smelt__sb_puts(err, "a reduction kernel is its operand's producers, the reduction, then its epilogue");
         return SMELT_ERR_INVALID_ARG;
     }
     return SMELT_OK;
+}
+
+/* The epilogue as an elementwise kernel description (ops allocated): its
+ * inputs the reduced value (as the result is stored), then the kernel's
+ * inputs it reads (ein[j]: input j's operand index in the kernel), its
+ * operators the constants it reads that the producers' part holds, then
+ * its own; its outputs the epilogue's outputs (not the reduced value);
+ * rank 1, every operand strided (the column form computes a row of
+ * results at once). */
+static int red_epilogue(const smelt__kdesc *d, smelt__kdesc *e, int *ein)
+{
+    memset(e, 0, sizeof *e);
+    int nv = d->n_in + d->n_ops, rv = d->n_in + d->red;
+    int *map = malloc(sizeof(int) * (size_t)(nv + 1));
+    e->ops = malloc(sizeof *e->ops * (size_t)(d->n_ops + 1));
+    if (!map || !e->ops) {
+        free(map), free(e->ops);
+        e->ops = NULL;
+        return SMELT_ERR_NOMEM;
+    }
+    for (int v = 0; v < nv; v++)
+        map[v] = -1;
+    e->n_in = 1;
+    e->in_dt[0] = d->ops[d->red].dtype;
+    map[rv] = 0;
+    for (int k = d->red + 1; k < d->n_ops; k++) /* the kernel's inputs it reads, by first use */
+        for (int j = 0; j < d->ops[k].nin; j++) {
+            int v = d->ops[k].in[j];
+            if (v < d->n_in && map[v] < 0) {
+                map[v] = e->n_in;
+                ein[e->n_in] = v;
+                e->in_dt[e->n_in++] = d->in_dt[v];
+            }
+        }
+    for (int k = d->red + 1; k < d->n_ops; k++) {
+        smelt__kop op = d->ops[k];
+        for (int j = 0; j < op.nin; j++) {
+            int v = op.in[j];
+            if (map[v] < 0) { /* a constant of the producers' part */
+                e->ops[e->n_ops] = d->ops[v - d->n_in];
+                map[v] = e->n_in + e->n_ops++;
+            }
+            op.in[j] = map[v];
+        }
+        e->ops[e->n_ops] = op;
+        map[d->n_in + k] = e->n_in + e->n_ops++;
+    }
+    for (int o = 0; o < d->n_out; o++)
+        if (d->out_val[o] > rv)
+            e->out_val[e->n_out++] = map[d->out_val[o]];
+    e->rank = 1;
+    for (int q = 0; q < e->n_in + e->n_out; q++)
+        e->mode[q] = SMELT_MODE_STRIDED;
+    e->idx32 = d->idx32;
+    free(map);
+    return SMELT_OK;
+}
+
+/* The operand index of the reduced value among the kernel's operands, or
+ * -1 when only its epilogue reads it. */
+static int red_y(const smelt__kdesc *d)
+{
+    for (int o = 0; o < d->n_out; o++)
+        if (d->out_val[o] == d->n_in + d->red)
+            return d->n_in + o;
+    return -1;
 }
 
 /* Whether the reduction's operand is computed in the kernel (input fusion). */
@@ -1601,9 +1683,11 @@ static smelt__kdesc red_producers(const smelt__kdesc *d)
     p.n_ops = d->red;
     p.out_val[0] = d->ops[d->red].in[0];
     p.mode[d->n_in] = SMELT_MODE_CONTIG;
-    for (int e = 0; e + 1 < d->n_out; e++) {
+    p.n_out = 1;
+    for (int e = 0; e < d->n_out && !red_rout(d, e); e++) { /* the full-size outputs */
         p.out_val[1 + e] = d->out_val[e];
         p.mode[d->n_in + 1 + e] = d->mode[d->n_in + e];
+        p.n_out++;
     }
     p.reduce = false;
     p.red = 0;
@@ -1617,22 +1701,36 @@ static smelt__kdesc red_producers(const smelt__kdesc *d)
 
 /* The producers' elementwise kernel (the loop form, or for TinyCC the
  * block form) as a static function smelt_prod. */
-static int red_producer_fn(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, smelt__sb *out,
-                           smelt__sb *err)
+static int red_fn(const smelt__dialect *dl, const smelt__kdesc *pd, const char *fname, bool blocks, smelt__sb *out,
+                  smelt__sb *err)
 {
-    smelt__kdesc p = red_producers(d);
+    smelt__kdesc p = *pd;
     smelt__sb text;
     smelt__sb_init(&text);
     int st = blocks ? emit_blocks(dl, &p, &text, NULL, true, err) : shape_c_loop(dl, &p, "", &text, err);
     if (!st) {
-        const char *q = smelt__sb_str(&text);
+        const char *q = smelt__sb_str(&text), *h = strstr(q, "static double smelt_f64_bits");
+        if (blocks && out->len && h && strchr(h, '\n')) /* the block form's head, once */
+            q = strchr(h, '\n') + 1;
+        smelt__sb named;
+        smelt__sb_init(&named);
         for (const char *s; (s = strstr(q, NAME_TOKEN)); q = s + strlen(NAME_TOKEN)) {
             bool def = s - q >= 5 && !strncmp(s - 5, "void ", 5);
-            smelt__sb_putn(out, q, (size_t)(s - q) - (def ? 5 : 0));
-            smelt__sb_puts(out, def ? "static void smelt_prod" : "smelt_prod");
+            smelt__sb_putn(&named, q, (size_t)(s - q) - (def ? 5 : 0));
+            smelt__sb_puts(&named, def ? "static void " : "");
+            smelt__sb_puts(&named, fname);
+        }
+        smelt__sb_puts(&named, q);
+        /* the loop form's helper, smelt_group, named after the function:
+         * the producers' and the epilogue's stand side by side */
+        q = smelt__sb_str(&named);
+        for (const char *s; (s = strstr(q, "smelt_group")); q = s + strlen("smelt_group")) {
+            smelt__sb_putn(out, q, (size_t)(s - q));
+            smelt__sb_printf(out, "%s_group", fname);
         }
         smelt__sb_puts(out, q);
-        st = out->oom || text.oom ? SMELT_ERR_NOMEM : SMELT_OK;
+        st = out->oom || text.oom || named.oom ? SMELT_ERR_NOMEM : SMELT_OK;
+        smelt__sb_free(&named);
     }
     smelt__sb_free(&text);
     return st;
@@ -1661,6 +1759,11 @@ static const char red_fused_text[] =
     " * a run at a time into a block, with the values and roundings of the\n"
     " * unfused kernels, and combined from there in the same order.";
 
+static const char red_epi_text[] =
+    "\n * Epilogue: the operators fused after the reduction (smelt_epi, an\n"
+    " * elementwise kernel) run on each result as it is stored, with the\n"
+    " * values and roundings of the unfused kernel that would read it.";
+
 /* C (both CPU tiers): blocks, the TinyCC tier's, calls the library's lanes
  * (smelt__emit_blk_library compiles the same functions into it). */
 static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, const char *prelude,
@@ -1680,7 +1783,19 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
     if (fused) { /* the producers' function after the prelude (TinyCC: instead of it) */
         if (!blocks)
             smelt__sb_puts(&pre, prelude);
-        st = red_producer_fn(dl, d, blocks, &pre, err);
+        smelt__kdesc p = red_producers(d);
+        st = red_fn(dl, &p, "smelt_prod", blocks, &pre, err);
+        prelude = smelt__sb_str(&pre);
+    }
+    if (!st && red_epi(d)) { /* the epilogue's function (after the producers') */
+        if (!blocks && !fused)
+            smelt__sb_puts(&pre, prelude);
+        smelt__kdesc e;
+        int ein[SMELT_MAX_KERNEL_OPERANDS + 1];
+        st = red_epilogue(d, &e, ein);
+        if (!st)
+            st = red_fn(dl, &e, "smelt_epi", blocks, &pre, err);
+        free(e.ops);
         prelude = smelt__sb_str(&pre);
     }
     red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
@@ -1737,6 +1852,44 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
                                     "                    %s_row(nb, buf, tmp, a);\n                }", RED_PROD_BLOCK,
                              RED_PROD_BLOCK, RED_PROD_BLOCK, nin, R - 1, lf);
     }
+    int ny = red_y(d);
+    smelt__sb store;
+    smelt__sb_init(&store);
+    if (!red_epi(d)) {
+        smelt__sb_puts(&store, "\n            for (int64_t w = 0; w < m; w++)\n"
+                               "                y[yo + w * yw] = smelt_result(tot[w], toti[w], nred);");
+    } else { /* the results, then smelt_epi on them: a row of m results at once */
+        int ein[SMELT_MAX_KERNEL_OPERANDS + 1], eq[2 * SMELT_MAX_KERNEL_OPERANDS + 1], ne = 0;
+        smelt__kdesc ed;
+        if (!st && !(st = red_epilogue(d, &ed, ein))) { /* its operands: inputs, then outputs */
+            for (int j = 1; j < ed.n_in; j++)
+                eq[ne++] = ein[j];
+            for (int o = 0; o < d->n_out; o++)
+                if (d->out_val[o] > d->n_in + d->red)
+                    eq[ne++] = d->n_in + o;
+            free(ed.ops);
+        }
+        smelt__sb_printf(&store, "{\n            smelt_out rv[%d];\n            for (int64_t w = 0; w < m; w++) {\n"
+                                 "                rv[w] = smelt_result(tot[w], toti[w], nred);\n%s            }\n"
+                                 "            char *ep[%d];\n            int64_t es[%d], esh[2] = {m, 0};\n"
+                                 "            ep[0] = (char *)rv;\n            es[0] = 1;\n",
+                         col ? RED_W : 1, ny >= 0 ? "                y[yo + w * yw] = rv[w];\n" : "",
+                         ne + 1, ne + 1);
+        for (int e = 1; e <= ne; e++) {
+            int q = eq[e - 1];
+            smelt__sb_printf(&store, "            {\n                int64_t eo = 0, et = o;\n"
+                                     "                for (int k = nk - 1; k >= 0; k--) {\n"
+                                     "                    const int64_t sz = shape[kd[k]], qq = et / sz;\n"
+                                     "                    eo += (et - qq * sz) * strides[%d + kd[k]];\n"
+                                     "                    et = qq;\n                }\n"
+                                     "                ep[%d] = ptrs[%d] + eo * %zu;\n"
+                                     "                es[%d] = 0;\n            }\n",
+                             q * R, e, q, smelt__dtypes[operand_dtype(d, q)].size, e);
+            if (col)
+                smelt__sb_printf(&store, "            es[%d] = strides[%d];\n", e, q * R + klast);
+        }
+        smelt__sb_puts(&store, "            smelt_epi(0, m, ep, esh, es);\n        }");
+    }
     char inner[32], xw[32], yw[32];
     snprintf(inner, sizeof inner, col ? "shape[%d]" : "1", klast);
     snprintf(xw, sizeof xw, col ? "sx[%d]" : "0", klast);
@@ -1749,9 +1902,12 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
         {"FORM", col ? "column" : "row"}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"W", SLOT_NUM(RED_W)},
         {"LS", SLOT_NUM(col ? RED_W : 1)}, {"DEFS", smelt__sb_str(&defs)}, {"LANES", smelt__sb_str(&lanes)},
         {"RLAST", SLOT_NUM(rlast)}, {"INNER", inner}, {"XW", xw}, {"YW", yw}, {"GROUP", smelt__sb_str(&group)},
-        {"CALL", smelt__sb_str(&call)}, {"IDENT", smelt__sb_str(&ident)}};
+        {"CALL", smelt__sb_str(&call)}, {"IDENT", smelt__sb_str(&ident)},
+        {"NY", SLOT_NUM(ny >= 0 ? ny : nx)}, {"STORE", smelt__sb_str(&store)},
+        {"EPI", red_epi(d) ? red_epi_text : ""}};
     if (!st)
         st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
+    smelt__sb_free(&store);
     smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&lanes);
     smelt__sb_free(&what), smelt__sb_free(&call), smelt__sb_free(&group), smelt__sb_free(&ident);
     smelt__sb_free(&pre), smelt__sb_free(&sx);
@@ -1789,7 +1945,7 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
             for (int q = 0; q < nin; q++)
                 smelt__sb_printf(&setup, "    const %s *__restrict__ q%d = (const %s *)a.ptrs[%d];\n",
                                  dl->stype[d->in_dt[q]], q, dl->stype[d->in_dt[q]], q);
-            for (int q = nin + 1; q <= nx; q++) /* the full-size outputs */
+            for (int q = nin + 1; q < nin + p.n_out; q++) /* the full-size outputs */
                 smelt__sb_printf(&setup, "    %s *__restrict__ q%d = (%s *)a.ptrs[%d];\n",
                                  dl->stype[operand_dtype(&p, q)], q, dl->stype[operand_dtype(&p, q)], q - 1);
             for (int i = 0; i < p.n_ops; i++)
@@ -1799,7 +1955,7 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
                     smelt__sb_puts(&setup, ";\n");
                 }
             smelt__sb_printf(&elem, "                smelt_in q%d[1];\n", nin);
-            for (int q = 0; q <= nx; q++)
+            for (int q = 0; q < nin + p.n_out; q++)
                 smelt__sb_printf(&elem, "                const smelt_idx o%d = %s%d%s;\n", q, q != nin ? "off[" : "",
                                  q < nin ? q : q == nin ? 0 : q - 1, q != nin ? "]" : "");
             ectx e = {dl, &p, uses, inl, -1, FORM_OFFSET, false, false};
@@ -1808,8 +1964,57 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         }
         free(uses), free(inl);
     }
+    int ny = red_y(d);
+    smelt__sb store;
+    smelt__sb_init(&store);
+    if (!red_epi(d)) {
+        smelt__sb_puts(&store, "\n            y[xo[" );
+        smelt__sb_printf(&store, "%d]] = smelt_result(tot, toti, nred);", ny);
+    } else if (!st) { /* lane 0: the result, then the epilogue on it */
+        smelt__kdesc e;
+        int ein[SMELT_MAX_KERNEL_OPERANDS + 1];
+        st = red_epilogue(d, &e, ein);
+        int nv = e.n_in + e.n_ops;
+        int *uses = st ? NULL : calloc((size_t)(3 * nv + 1), sizeof(int));
+        bool *inl = st ? NULL : calloc((size_t)(nv + 1), sizeof(bool));
+        if (!st && (!uses || !inl))
+            st = SMELT_ERR_NOMEM;
+        if (!st) {
+            plan_inlining(&e, uses, inl, uses + nv, uses + 2 * nv);
+            smelt__sb_printf(&store, "{\n            smelt_out q0[1];\n            const smelt_idx o0 = 0;\n"
+                                     "            q0[0] = smelt_result(tot, toti, nred);\n");
+            if (ny >= 0)
+                smelt__sb_printf(&store, "            y[xo[%d]] = q0[0];\n", ny);
+            for (int q = 1; q < e.n_in; q++) {
+                const char *T = dl->stype[e.in_dt[q]];
+                smelt__sb_printf(&store, "            const %s *__restrict__ q%d = (const %s *)a.ptrs[%d];\n"
+                                         "            const smelt_idx o%d = xo[%d];\n", T, q, T, ein[q], q, ein[q]);
+            }
+            for (int o = 0, q = e.n_in; o < d->n_out; o++)
+                if (d->out_val[o] > d->n_in + d->red) {
+                    const char *T = dl->stype[operand_dtype(&e, q)];
+                    smelt__sb_printf(&store, "            %s *__restrict__ q%d = (%s *)a.ptrs[%d];\n"
+                                             "            const smelt_idx o%d = xo[%d];\n", T, q, T, d->n_in + o, q,
+                                     d->n_in + o);
+                    q++;
+                }
+            for (int i = 0; i < e.n_ops; i++)
+                if (e.ops[i].op == SMELT_OP_CONST) {
+                    smelt__sb_printf(&store, "            const %s v%d = ", dl->type[e.ops[i].dtype], e.n_in + i);
+                    literal(&store, dl, &e.ops[i]);
+                    smelt__sb_puts(&store, ";\n");
+                }
+            ectx ec = {dl, &e, uses, inl, -1, FORM_OFFSET, false, false};
+            emit_lane(&store, &ec);
+            smelt__sb_puts(&store, "        }");
+        }
+        free(uses), free(inl);
+        free(e.ops);
+    }
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"WHAT", smelt__sb_str(&what)},
+        {"NY", SLOT_NUM(ny >= 0 ? ny : nx)}, {"STORE", smelt__sb_str(&store)},
+        {"EPI", red_epi(d) ? red_epi_text : ""},
         {"RANK", SLOT_NUM(R)}, {"NX", SLOT_NUM(nx)}, {"SETUP", smelt__sb_str(&setup)},
         {"ELEM", smelt__sb_str(&elem)}, {"FUSED", fused ? red_fused_text : ""},
         {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)},
@@ -1820,6 +2025,7 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         {"IDENT", smelt__sb_str(&ident)}, {"ARG", SLOT_NUM(k.arg)}};
     if (!st)
         st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
+    smelt__sb_free(&store);
     smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&what), smelt__sb_free(&ident);
     smelt__sb_free(&setup), smelt__sb_free(&elem);
     return st;

@@ -27,10 +27,14 @@ typedef struct smelt__kdesc {
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS]; /* inputs then outputs */
     bool idx32; /* iteration space and every operand offset fit in 31 bits: device
                  * dialects index with 32-bit arithmetic (C kernels ignore it) */
-    /* reduction kernels (reduce): ops[red] is the reduction (the last
-     * operator), the last output its result (the outputs before it: values
-     * of its producers that are read outside the kernel, full size, written
-     * as they are computed); its operand (full size) is input 0
+    /* reduction kernels (reduce): ops[red] is the reduction; the operators
+     * after it are its epilogue (elementwise, at the result's shape, reading
+     * the reduced value, their own values, constants and inputs that the
+     * producers do not read), run on each result as it is stored.  The
+     * outputs: first values of its producers read outside the kernel (full
+     * size, written as they are computed), then those at the result's
+     * shape (the reduced value when read elsewhere, the epilogue's).  Its
+     * operand (full size) is input 0
      * when nothing is fused, else a value the operators before it compute
      * per element from the inputs (its producers: input fusion).  The
      * iteration space is the operand's shape, whose merged dimensions in
@@ -63,13 +67,20 @@ typedef struct smelt__partition {
 /* The decision on a producer -> consumer edge: fused, or why not. */
 enum { SMELT__FUSE, SMELT__FUSE_OFF, SMELT__FUSE_OPAQUE, SMELT__FUSE_SHAPE, SMELT__FUSE_OPS,
        SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_AFTER_REDUCE,
-       SMELT__FUSE_DEAD, SMELT__FUSE_NREASONS };
+       SMELT__FUSE_DEAD, SMELT__FUSE_EPI_INPUT, SMELT__FUSE_NREASONS };
 extern const char *const smelt__fuse_why[SMELT__FUSE_NREASONS];
 /* fuse=false: one cluster per operator (the unfused path). */
 int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);
 /* One cluster per member of c (the fallback when c fails to compile). */
 int smelt__partition_split(const smelt__prog *p, const smelt__cluster *c, smelt__partition *out);
 void smelt__partition_free(smelt__partition *pt);
+/* The position in c->members of its reduction (-1: none); the members
+ * before it are its producers, those after it its epilogue. */
+int smelt__red_member(const smelt__prog *p, const smelt__cluster *c);
+/* Whether input q of a reduction's kernel is read by its epilogue (then at
+ * the result's shape, with strides 0 along the reduced axes; the
+ * producers do not read it). */
+bool smelt__red_epi_input(const smelt__kdesc *d, int q);
 /* The kernel description of a cluster (layout fields left for the caller). */
 int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__kdesc *d);
 void smelt__kdesc_free(smelt__kdesc *d);

@@ -5,8 +5,10 @@
  *   - a reduction takes its elementwise producers into its kernel (input
  *     fusion); a producer's value that is also read outside the kernel (or
  *     is a plan output) is an extra output of full size that the kernel
- *     writes as it computes it; nothing fuses after a reduction yet, and a
- *     kernel holds one reduction at most;
+ *     writes as it computes it; elementwise consumers at the result's shape
+ *     fuse after it (an epilogue, run on each result as it is produced),
+ *     reading the reduced value, constants and inputs of the kernel that
+ *     its producers do not read; a kernel holds one reduction at most;
  *   - all operators of a cluster have one shape (the iteration space); a
  *     smaller, broadcast operand is read with stride 0;
  *   - a merge never creates a cycle: no path may leave a cluster and re-enter;
@@ -32,6 +34,7 @@ typedef struct pstate {
     int *next;        /* linked through next (-1 ends it): a merge is O(1), its checks O(members) */
     bool fuse;        /* opt_level 3 */
     bool *hasred;     /* per root: its cluster holds a reduction */
+    int *redidx;      /* per root: that reduction's instruction index (-1: none) */
 } pstate;
 
 /* After "not fused with kernel N: ", indexed by SMELT__FUSE_* */
@@ -47,6 +50,7 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_OPERANDS] = "the kernel would exceed " STR(SMELT_MAX_KERNEL_OPERANDS) " operands",
     [SMELT__FUSE_SPLIT] = "the fused kernel failed to compile",
     [SMELT__FUSE_AFTER_REDUCE] = "after a reduction (not fused yet)",
+    [SMELT__FUSE_EPI_INPUT] = "an epilogue's operand computed elementwise (not fused yet)",
     [SMELT__FUSE_DEAD] = "the reduction's result is never read",
 };
 
@@ -146,6 +150,36 @@ static int operand_count(pstate *s, int ka, int kc)
     return count;
 }
 
+/* Can the members of cluster kc (no reduction, fusible) join cluster kr,
+ * which holds reduction r, as its epilogue: each after r, at r's result
+ * shape, reading constants, members of kc, r and its epilogue (not its
+ * producers), and inputs of the kernel read at the result's shape (by its
+ * producers too only with keepdims: the result's rank, one set of strides
+ * serves both)? */
+static bool epi_ok(pstate *s, int kc, int kr)
+{
+    const smelt__prog *p = s->p;
+    int r = s->redidx[kr];
+    const smelt__inst *R = &p->v[r];
+    for (int m = s->head[kc]; m >= 0; m = s->next[m]) {
+        const smelt__inst *b = &p->v[m];
+        if (m < r || !fusible(p, m) || b->ndim != R->ndim ||
+            memcmp(b->shape, R->shape, sizeof(int64_t) * (size_t)b->ndim))
+            return false;
+        for (int j = 0; j < b->nin; j++) {
+            int y = b->in[j], ky = is_op(p, y) ? find(s, y) : -1;
+            if (p->v[y].op == SMELT_OP_CONST || ky == kc || (ky == kr && y >= r))
+                continue;
+            if (ky == kr)
+                return false; /* a producer's value */
+            for (int u = s->uoff[y]; u < s->uoff[y + 1] && !R->keepdims; u++)
+                if (s->users[u] < r && find(s, s->users[u]) == kr)
+                    return false;
+        }
+    }
+    return true;
+}
+
 /* Every fusion rule, for the edge from producer x (in cluster kx) to
  * consumer i (in ki), both operators: SMELT__FUSE to merge the two clusters
  * (or that they are one already), else the reason not to. */
@@ -154,17 +188,33 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
     const smelt__inst *a = &s->p->v[x], *b = &s->p->v[i];
     if (!s->fuse)
         return SMELT__FUSE_OFF;
-    /* a kernel holds one reduction, and nothing after it (yet) */
-    if (smelt__is_reduce(a->op) || s->hasred[kx])
-        return SMELT__FUSE_AFTER_REDUCE;
     bool red = smelt__is_reduce(b->op);
-    if (!fusible(s->p, x) || (!red && !fusible(s->p, i)))
-        return SMELT__FUSE_OPAQUE;
-    /* (a reduction's producers have its operand's shape, its own differs) */
-    if (!red && (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)))
-        return SMELT__FUSE_SHAPE;
     if (kx == ki)
         return SMELT__FUSE;
+    /* a kernel holds one reduction; after it, an epilogue: elementwise
+     * operators at the result's shape (epi_ok), run on each result as it
+     * is produced */
+    if (s->hasred[kx]) {
+        if (red || s->hasred[ki])
+            return SMELT__FUSE_AFTER_REDUCE;
+        if (!fusible(s->p, i))
+            return SMELT__FUSE_OPAQUE;
+        const smelt__inst *R = &s->p->v[s->redidx[kx]];
+        if (x < s->redidx[kx] || b->ndim != R->ndim || memcmp(b->shape, R->shape, sizeof(int64_t) * (size_t)b->ndim))
+            return SMELT__FUSE_AFTER_REDUCE; /* a full-size consumer (the diamond) */
+        if (!epi_ok(s, ki, kx))
+            return SMELT__FUSE_EPI_INPUT;
+    } else if (s->hasred[ki] && !red) { /* x's cluster into an epilogue */
+        if (!fusible(s->p, x))
+            return SMELT__FUSE_OPAQUE;
+        if (!epi_ok(s, kx, ki))
+            return SMELT__FUSE_EPI_INPUT;
+    }
+    if (!s->hasred[kx] && (!fusible(s->p, x) || (!red && !fusible(s->p, i))))
+        return SMELT__FUSE_OPAQUE;
+    /* (a reduction's producers have its operand's shape, its own differs) */
+    if (!red && !s->hasred[kx] && (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)))
+        return SMELT__FUSE_SHAPE;
     if (red && s->uoff[i + 1] == s->uoff[i] && !b->is_output)
         return SMELT__FUSE_DEAD; /* (kept at opt_level 0 only) */
     if (s->size[kx] + s->size[ki] > SMELT_MAX_CLUSTER_OPS)
@@ -351,22 +401,24 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     s.tail = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.next = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.hasred = calloc((size_t)p->n + 1, sizeof(bool));
+    s.redidx = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
     uint8_t *why = calloc((size_t)p->n + 1, 3);
-    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !root || !why) {
+    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.redidx || !root || !why) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
     for (int i = 0; i < p->n; i++)
         s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1,
-        s.hasred[i] = smelt__is_reduce(p->v[i].op);
+        s.hasred[i] = smelt__is_reduce(p->v[i].op), s.redidx[i] = s.hasred[i] ? i : -1;
     for (int i = 0; i < p->n; i++) {
         for (int j = 0; j < p->v[i].nin; j++) { /* sources have no inputs */
             int x = p->v[i].in[j], kx = find(&s, x), ki = find(&s, i);
             if (!is_op(p, x) || (why[3 * i + j] = (uint8_t)should_fuse(&s, x, i, kx, ki)) || kx == ki)
                 continue;
             s.parent[kx] = ki;
-            s.hasred[ki] = s.hasred[ki] || s.hasred[kx];
+            if (s.hasred[kx])
+                s.hasred[ki] = true, s.redidx[ki] = s.redidx[kx];
             s.size[ki] += s.size[kx];
             s.next[s.tail[ki]] = s.head[kx];
             s.tail[ki] = s.tail[kx];
@@ -377,7 +429,7 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     st = collect(p, root, s.uoff, s.users, why, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
-    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(why);
+    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.redidx), free(why);
     return st;
 }
 
@@ -410,6 +462,23 @@ int smelt__partition_split(const smelt__prog *p, const smelt__cluster *c, smelt_
     st = collect(p, root, uoff, users, why, out);
     free(root), free(uoff), free(users), free(why);
     return st;
+}
+
+int smelt__red_member(const smelt__prog *p, const smelt__cluster *c)
+{
+    for (int j = 0; j < c->nmem; j++)
+        if (smelt__is_reduce(p->v[c->members[j]].op))
+            return j;
+    return -1;
+}
+
+bool smelt__red_epi_input(const smelt__kdesc *d, int q)
+{
+    for (int k = d->reduce ? d->red + 1 : d->n_ops; k < d->n_ops; k++)
+        for (int j = 0; j < d->ops[k].nin; j++)
+            if (d->ops[k].in[j] == q)
+                return true;
+    return false;
 }
 
 void smelt__kdesc_free(smelt__kdesc *d)

@@ -221,11 +221,12 @@ static int const_view(smelt_plan *p, int v, const smelt__rshape *r, view *out, i
 static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
-    const smelt__inst *x = &p->prog.v[k->cl.members[k->cl.nmem - 1]]; /* producers first */
+    int rj = smelt__red_member(&p->prog, &k->cl), ri = k->cl.members[rj];
+    const smelt__inst *x = &p->prog.v[ri]; /* producers, the reduction, its epilogue */
     if (!k->cl.nout) /* a dead reduction (kept at opt_level 0) */
         return SMELT_OK;
     const smelt__rshape *A = &p->rs[x->in[0]];
-    const smelt__rshape *Y = &p->rs[k->cl.outputs[k->cl.nout - 1]]; /* the result: the last output */
+    const smelt__rshape *Y = &p->rs[ri]; /* the result's shape */
     int64_t nred = smelt__red_count(A->ndim, A->shape, x->axes), nout = smelt__numel(Y->ndim, Y->shape);
     int ident = smelt__ops[x->op].ident;
     if (nred == 0 && (ident == SMELT_IDENT_LOWEST || ident == SMELT_IDENT_HIGHEST)) {
@@ -236,15 +237,18 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     }
     if (nout == 0)
         return SMELT_OK;
-    for (int j = 0; j + 1 < k->cl.nmem; j++) { /* fused producers: the operand's shape */
-        const smelt__rshape *o = &p->rs[k->cl.members[j]];
-        if (o->ndim != A->ndim || memcmp(o->shape, A->shape, sizeof(int64_t) * (size_t)o->ndim))
+    for (int j = 0; j < k->cl.nmem; j++) { /* producers: the operand's shape; epilogue: the result's */
+        const smelt__rshape *o = &p->rs[k->cl.members[j]], *want = j < rj ? A : Y;
+        if (j == rj)
+            continue;
+        if (o->ndim != want->ndim || memcmp(o->shape, want->shape, sizeof(int64_t) * (size_t)o->ndim))
             return smelt__err(p->ctx, SMELT_ERR_SHAPE,
                               "run-time shapes differ inside a fused kernel (the inputs do not "
                               "keep the graph's broadcast pattern)");
     }
     /* operands: the inputs (the reduction's operand alone when nothing is
-     * fused), the producers' full-size outputs, then the result */
+     * fused), the producers' full-size outputs, then the outputs at the
+     * result's shape (the reduced value if read elsewhere, the epilogue's) */
     int nin = k->cl.nin, nx = nin + k->cl.nout - 1, n = nx + 1;
     int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
@@ -261,11 +265,16 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     for (int d = 0, od = 0; d < A->ndim; d++) {
         bool red = x->axes >> d & 1u;
         S[d] = A->shape[d];
-        for (int o = 0; o < nx; o++) { /* broadcast inputs: stride 0 (right-aligned) */
-            int xd = d - (A->ndim - w[o].ndim);
+        for (int o = 0; o < n; o++) {
+            if (o >= nin ? k->cl.outputs[o - nin] >= ri : smelt__red_epi_input(&k->desc, o)) {
+                /* at the result's shape (broadcast to it: right-aligned), along its kept axes */
+                int xd = od - (Y->ndim - w[o].ndim);
+                st[o][d] = red || xd < 0 || w[o].shape[xd] == 1 ? 0 : w[o].strides[xd];
+                continue;
+            }
+            int xd = d - (A->ndim - w[o].ndim); /* broadcast inputs: stride 0 (right-aligned) */
             st[o][d] = (xd < 0 || w[o].shape[xd] == 1) ? 0 : w[o].strides[xd];
         }
-        st[nx][d] = red ? 0 : w[nx].strides[od];
         od += !red || x->keepdims;
     }
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;

@@ -45,6 +45,12 @@ bool smelt__inplace_ok(const smelt_plan *p, const smelt__cluster *c, const smelt
     if (smelt__is_reduce(y->op) &&
         smelt__numel(rs[y->in[0]].ndim, rs[y->in[0]].shape) != smelt__numel(rs[v].ndim, rs[v].shape))
         return false;
+    /* an epilogue's output: refused (a result is written while other
+     * results' rows are still being read, and a column form writes a row
+     * of results at once) */
+    int rj = smelt__red_member(&p->prog, c);
+    if (rj >= 0 && v > c->members[rj])
+        return false;
     for (int m = c->nmem - 1; m >= 0 && c->members[m] > v; m--) /* members after v's writer */
         for (int j = 0; j < p->prog.v[c->members[m]].nin; j++)
             if (p->prog.v[c->members[m]].in[j] == u)

@@ -107,25 +107,27 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
     const smelt__inst *it = &p->prog.v[k->cl.members[0]];
     *rmask = 0;
     if (k->desc.reduce) { /* the operand's shape, the result's strides along its kept axes */
-        it = &p->prog.v[k->cl.members[k->cl.nmem - 1]];
+        int ri = k->cl.members[smelt__red_member(&p->prog, &k->cl)];
+        it = &p->prog.v[ri];
         const smelt__inst *a = &p->prog.v[it->in[0]];
-        int n = k->cl.nin + k->cl.nout; /* inputs, producers' outputs, the result */
-        int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS], os[SMELT_MAX_DIMS];
+        int n = k->cl.nin + k->cl.nout; /* inputs, producers' outputs, the results */
+        int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
         memcpy(S, a->shape, sizeof S);
-        for (int o = 0; o < n - 1; o++) { /* inputs: broadcast ones with strides 0 */
-            const smelt__inst *x = &p->prog.v[o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin]];
+        for (int o = 0; o < n; o++) {
+            int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
+            const smelt__inst *x = &p->prog.v[v];
             int64_t cs[SMELT_MAX_DIMS];
             smelt__contig_strides(x->ndim, x->shape, cs);
-            for (int d = 0; d < a->ndim; d++) {
+            for (int d = 0, od = 0; d < a->ndim; d++) {
+                bool red = it->axes >> d & 1u;
                 int xd = d - (a->ndim - x->ndim);
-                st[o][d] = (xd < 0 || x->shape[xd] == 1) ? 0 : cs[xd];
+                int yd = od - (it->ndim - x->ndim);
+                if (o >= k->cl.nin ? v >= ri : smelt__red_epi_input(&k->desc, o)) /* at the result's shape */
+                    st[o][d] = red || yd < 0 || x->shape[yd] == 1 ? 0 : cs[yd];
+                else /* inputs: broadcast ones with strides 0 */
+                    st[o][d] = (xd < 0 || x->shape[xd] == 1) ? 0 : cs[xd];
+                od += !red || it->keepdims;
             }
-        }
-        smelt__contig_strides(it->ndim, it->shape, os);
-        for (int d = 0, od = 0; d < a->ndim; d++) {
-            bool red = it->axes >> d & 1u;
-            st[n - 1][d] = red ? 0 : os[od];
-            od += !red || it->keepdims;
         }
         *rank = smelt__merge_reduce_layout(a->ndim, S, it->axes, n, st, mode, rmask);
         return;
@@ -493,7 +495,7 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         default_layout(p, i, &rank, mode, &rmask);
         const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
         if (rmask) /* a reduction: its iteration space is its operand's */
-            it = &p->prog.v[p->prog.v[p->kern[i].cl.members[p->kern[i].cl.nmem - 1]].in[0]];
+            it = &p->prog.v[p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]].in[0]];
         bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
         smelt__kernel *k;
         bool split;
