@@ -11,10 +11,14 @@
 #define SMALL_ELEMS 32768
 #define MIN_CHUNK 16384
 
+/* One launch of a host kernel over [0, n), in chunks on the thread pool.
+ * Reductions use the extra room: two more pointers (chunk results and
+ * their indices) and shape[rank], the phase (elementwise kernels: the
+ * streaming-store flag). */
 typedef struct launch {
     smelt__kfn fn;
-    char *ptrs[SMELT_MAX_KERNEL_OPERANDS];
-    int64_t shape[SMELT_MAX_DIMS];
+    char *ptrs[SMELT_MAX_KERNEL_OPERANDS + 2];
+    int64_t shape[SMELT_MAX_DIMS + 1];
     int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
     int64_t n, chunk;
 } launch;
@@ -166,22 +170,7 @@ static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int6
  * chunks first (phase 1, each chunk's result to a scratch array), then over
  * the results (phase 2, combining the chunks in order): the same order of
  * combination, so the same bits, on any number of threads. */
-typedef struct rlaunch {
-    smelt__kfn fn;
-    char *ptrs[SMELT_MAX_KERNEL_OPERANDS + 2]; /* inputs, result, chunk results, their indices */
-    int64_t shape[SMELT_MAX_DIMS + 1];         /* shape[rank]: the phase */
-    int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
-    int64_t n, chunk;
-} rlaunch;
-
-static void run_red_chunk(void *arg, int64_t c)
-{
-    rlaunch *l = arg;
-    int64_t s = c * l->chunk, e = SMELT_MIN(l->n, s + l->chunk);
-    l->fn(s, e, l->ptrs, l->shape, l->strides);
-}
-
-static void red_run(smelt_plan *p, rlaunch *l, int64_t n, int64_t per_item, int threads)
+static void red_run(smelt_plan *p, launch *l, int64_t n, int64_t per_item, int threads)
 {
     l->n = n;
     if (threads <= 1 || n * per_item < SMALL_ELEMS || n == 1) {
@@ -191,7 +180,7 @@ static void red_run(smelt_plan *p, rlaunch *l, int64_t n, int64_t per_item, int 
     if (!p->ctx->pool)
         p->ctx->pool = smelt__pool_new(threads);
     l->chunk = SMELT_MAX((n + threads * 4 - 1) / (threads * 4), (MIN_CHUNK + per_item - 1) / per_item);
-    smelt__pool_run(p->ctx->pool, run_red_chunk, l, (n + l->chunk - 1) / l->chunk);
+    smelt__pool_run(p->ctx->pool, run_chunk, l, (n + l->chunk - 1) / l->chunk);
 }
 
 /* A constant operand (of any shape: all its elements are one value) as a
@@ -285,7 +274,7 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     int stt = smelt__plan_variant(p, ki, rank, mode, idx32, rmask, &kk, split);
     if (stt || *split)
         return stt;
-    static __thread rlaunch l;
+    static __thread launch l;
     l.fn = kk->fn;
     for (int o = 0; o < n; o++)
         l.ptrs[o] = w[o].data;
