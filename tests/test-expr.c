@@ -518,9 +518,10 @@ Test(expr_errors, suggestions_and_not_supported_yet)
                  "unexpected '.' at column 2: attributes and methods (a.T, a.sum()) are not supported yet", 2);
     expect_error("a[0]", SMELT_ERR_PARSE,
                  "unexpected '[' at column 2: indexing and slicing (a[0], a[:, 1]) are not supported yet", 2);
-    expect_error("std(a, axis=1)", SMELT_ERR_PARSE,
-                 "std() at column 1: this reduction is not supported yet (sum, prod, mean, max, min, argmax, "
-                 "argmin, any and all are); smelt fuses elementwise operations (smelt info --ops lists them)", 1);
+    expect_error("median(a, axis=1)", SMELT_ERR_PARSE,
+                 "median() at column 1: this reduction is not supported yet (sum, prod, mean, max, min, argmax, "
+                 "argmin, any, all, var, std and logsumexp are); smelt fuses elementwise operations (smelt info "
+                 "--ops lists them)", 1);
     expect_error("2 * matmul(a, a)", SMELT_ERR_PARSE,
                  "matmul() at column 5: matrix products are not supported yet; smelt fuses elementwise "
                  "operations (smelt info --ops lists them)", 5);
@@ -903,4 +904,53 @@ Test(expr_reduce, errors)
     expect_error("sum(a, axis=(0 1))", SMELT_ERR_PARSE,
                  "unexpected '1' at column 16 (expected ',' or ')' in a tuple of axes)", 16);
     expect_error("sum(a b)", SMELT_ERR_PARSE, "unexpected 'b' at column 7 (expected ',' or ')')", 7);
+}
+
+/* var, std (ddof) and logsumexp: composites of reductions, against sums in
+ * long double on fresh random rows; SciPy's logsumexp on rows of -inf, +inf
+ * and NaN; ddof's errors. */
+Test(expr, var_std_logsumexp)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 31);
+    enum { R = 5, C = 37 };
+    smelt_tensor *x = t_tensor(ctx, SMELT_F64, SHP(R, C));
+    double *xd = smelt_tensor_data(x);
+    for (int i = 0; i < R * C; i++)
+        xd[i] = trng_uniform(&r, -4, 4) + 10;
+    xd[3 * C + 1] = -INFINITY, xd[4 * C + 2] = INFINITY; /* rows 3, 4: logsumexp's special rows */
+    for (int c = 0; c < C; c++)
+        xd[2 * C + c] = -INFINITY; /* row 2: all -inf */
+    const char *name = "x";
+    const char *exprs[] = {"var(x, axis=1)", "std(x, axis=1, ddof=1)", "logsumexp(x, axis=-1)"};
+    for (int k = 0; k < 3; k++) {
+        smelt_tensor *out = NULL;
+        T_OK(ctx, smelt_eval(ctx, exprs[k], &name, &x, 1, &out));
+        const double *o = smelt_tensor_data(out);
+        const int rows[] = {0, 1, 3}; /* finite rows; logsumexp also row 3 (one -inf) */
+        for (int ri = 0; ri < (k == 2 ? 3 : 2); ri++) {
+            int i = rows[ri];
+            long double s = 0, m = -INFINITY, v = 0, e = 0;
+            for (int c = 0; c < C; c++)
+                s += xd[i * C + c], m = fmaxl(m, xd[i * C + c]);
+            s /= C;
+            for (int c = 0; c < C; c++)
+                v += (xd[i * C + c] - s) * (xd[i * C + c] - s), e += expl(xd[i * C + c] - m);
+            long double want = k == 0 ? v / C : k == 1 ? sqrtl(v / (C - 1)) : logl(e) + m;
+            cr_assert(fabsl(o[i] - want) <= 1e-13L * fabsl(want), "%s row %d: %.17g, expected %.17Lg", exprs[k], i, o[i],
+                      want);
+        }
+        if (k == 2)
+            cr_assert(o[2] == -INFINITY && o[4] == INFINITY, "logsumexp of a row of -inf, of one with +inf: %g %g",
+                      o[2], o[4]);
+        smelt_tensor_free(out);
+    }
+    smelt_tensor *out = NULL;
+    T_ERR(ctx, smelt_eval(ctx, "var(x, ddof=-1)", &name, &x, 1, &out), SMELT_ERR_PARSE, "ddof is a whole number");
+    T_ERR(ctx, smelt_eval(ctx, "logsumexp(x, ddof=1)", &name, &x, 1, &out), SMELT_ERR_PARSE,
+          "keyword argument 'ddof'");
+    T_ERR(ctx, smelt_eval(ctx, "var(x, ddof=1, ddof=1)", &name, &x, 1, &out), SMELT_ERR_PARSE, "ddof twice");
+    smelt_tensor_free(x);
+    smelt_ctx_free(ctx);
 }

@@ -76,8 +76,9 @@ static const struct {
 } unsupported[] = {
     {"smelt has no complex dtypes", {"real", "imag", "complex"}},
     {"smelt has no string dtypes", {"contains"}},
-    {"this reduction is not supported yet (sum, prod, mean, max, min, argmax, argmin, any and all are)",
-     {"std", "var", "cumsum", "cumprod", "norm", "softmax", "logsumexp", "median", "ptp", "nansum",
+    {"this reduction is not supported yet (sum, prod, mean, max, min, argmax, argmin, any, all, var, std "
+     "and logsumexp are)",
+     {"cumsum", "cumprod", "norm", "softmax", "median", "ptp", "nansum",
       "nanmean", "nanmax", "nanmin", "average"}},
     {"matrix products are not supported yet", {"dot", "matmul", "einsum", "inner", "outer", "tensordot"}},
     {"layout operations are not supported in expressions yet (pass views as inputs)",
@@ -551,10 +552,46 @@ static bool axis_value(P *p, int *n, int *axes, bool *none)
     return true;
 }
 
-/* A reduction: NAME(a [, axis] [, axis=...] [, keepdims=...]), as NumPy's
- * functions take them (and numexpr's sum(a), prod(a)). */
-static val call_reduce(P *p, smelt_op op, const char *fname, size_t npos)
+/* Composites of reductions, expanded here into the graph:
+ *   var(a) = mean(d * d), d = a - mean(a, keepdims), two passes as NumPy
+ *            (never E[a^2] - E[a]^2); with ddof, sum(d * d) / (n - ddof),
+ *            n = sum(ones_like(d)) (the run's count, in d's dtype);
+ *   std(a) = sqrt(var(a));
+ *   logsumexp(a) = log(sum(exp(a - m))) + m, m = max(a) where finite, else 0
+ *            (SciPy's: a row of -inf gives -inf, one with +inf gives +inf). */
+enum { RED_PLAIN, RED_VAR, RED_STD, RED_LOGSUMEXP };
+
+static smelt_node *finite_max(smelt_graph *g, smelt_node *a, int nax, const int *axes, int keep)
 {
+    smelt_node *m = smelt_reduce(g, SMELT_OP_MAX, a, nax, axes, keep);
+    return smelt_where(g, smelt_unary(g, SMELT_OP_ISFINITE, m), m, smelt_scalar(g, 0));
+}
+
+static smelt_node *composite(smelt_graph *g, int kind, smelt_node *a, int nax, const int *axes, bool keep,
+                             double ddof)
+{
+    if (kind == RED_LOGSUMEXP) {
+        smelt_node *mk = finite_max(g, a, nax, axes, 1);
+        smelt_node *s = smelt_reduce(g, SMELT_OP_SUM, smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, a, mk)), nax, axes,
+                                     keep);
+        return smelt_add(g, smelt_unary(g, SMELT_OP_LOG, s), keep ? mk : finite_max(g, a, nax, axes, 0));
+    }
+    smelt_node *d = smelt_sub(g, a, smelt_reduce(g, SMELT_OP_MEAN, a, nax, axes, 1)), *dd = smelt_mul(g, d, d);
+    smelt_node *v = ddof == 0 ? smelt_reduce(g, SMELT_OP_MEAN, dd, nax, axes, keep)
+                              : smelt_div(g, smelt_reduce(g, SMELT_OP_SUM, dd, nax, axes, keep),
+                                          smelt_sub(g, smelt_reduce(g, SMELT_OP_SUM, smelt_unary(g, SMELT_OP_ONES_LIKE, d),
+                                                                    nax, axes, keep),
+                                                    smelt_scalar(g, ddof)));
+    return kind == RED_STD ? smelt_unary(g, SMELT_OP_SQRT, v) : v;
+}
+
+/* A reduction: NAME(a [, axis] [, axis=...] [, keepdims=...]), as NumPy's
+ * functions take them (and numexpr's sum(a), prod(a)); var and std also
+ * take ddof=. */
+static val call_reduce(P *p, smelt_op op, const char *fname, size_t npos, int kind)
+{
+    double ddof = 0;
+    bool have_ddof = false;
     next(p); /* '(' */
     if (is_op(p, ")"))
         return fail(p, npos, SMELT_ERR_PARSE, "%s() takes an array (and optionally axis, keepdims), got no argument "
@@ -599,12 +636,20 @@ static val call_reduce(P *p, smelt_op op, const char *fname, size_t npos)
                 return unexpected(p, " (keepdims is True or False)");
             next(p);
             have_keep = true;
+        } else if (name_is(kw, klen, "ddof") && (kind == RED_VAR || kind == RED_STD)) {
+            if (have_ddof)
+                return fail(p, kpos, SMELT_ERR_PARSE, "%s() got ddof twice at column %zu", fname, kpos + 1);
+            if (p->t.kind != T_INT || p->t.ival < 0 || p->t.ival > 1000000)
+                return unexpected(p, " (ddof is a whole number from 0)");
+            ddof = (double)p->t.ival;
+            next(p);
+            have_ddof = true;
         } else {
             bool numpy = name_is(kw, klen, "dtype") || name_is(kw, klen, "out") || name_is(kw, klen, "initial") ||
                          name_is(kw, klen, "where") || name_is(kw, klen, "ddof");
-            return fail(p, kpos, SMELT_ERR_PARSE, "%s() at column %zu: %s keyword argument '%.*s' (%s() takes axis= "
+            return fail(p, kpos, SMELT_ERR_PARSE, "%s() at column %zu: %s keyword argument '%.*s' (%s() takes axis=%s "
                         "and keepdims=)", fname, kpos + 1, numpy ? "the unsupported" : "unexpected",
-                        (int)SMELT_MIN(klen, 40), kw, fname);
+                        (int)SMELT_MIN(klen, 40), kw, fname, kind == RED_VAR || kind == RED_STD ? ", ddof=" : "");
         }
     }
     if (p->status)
@@ -614,7 +659,8 @@ static val call_reduce(P *p, smelt_op op, const char *fname, size_t npos)
     next(p); /* ')' */
     if (!p->build)
         return CHECKED;
-    return made(p, smelt_reduce(p->g, op, a.n, nax, axes, keep), npos, NULL);
+    return made(p, kind == RED_PLAIN ? smelt_reduce(p->g, op, a.n, nax, axes, keep)
+                                     : composite(p->g, kind, a.n, nax, axes, keep, ddof), npos, NULL);
 }
 
 static val call(P *p, size_t npos, size_t nlen)
@@ -623,6 +669,10 @@ static val call(P *p, size_t npos, size_t nlen)
     char fname[64];
     snprintf(fname, sizeof fname, "%.*s", (int)SMELT_MIN(nlen, 40), name);
     /* resolve: alias, operator of the table, dtype name (a cast) */
+    static const char *const composites[] = {"var", "std", "logsumexp"};
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(fname, composites[k]))
+            return call_reduce(p, SMELT_OP_SUM, fname, npos, RED_VAR + k);
     const char *canon = fname;
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (!strcmp(fname, aliases[i].alias))
@@ -641,7 +691,7 @@ static val call(P *p, size_t npos, size_t nlen)
                     near ? "did you mean " : "", near ? near : "", near ? "? " : "");
     }
     if (op >= 0 && smelt__ops[op].cls == SMELT_CLASS_REDUCE)
-        return call_reduce(p, (smelt_op)op, fname, npos);
+        return call_reduce(p, (smelt_op)op, fname, npos, RED_PLAIN);
     int arity = op >= 0 ? smelt__ops[op].arity : 1;
 
     next(p); /* '(' */
