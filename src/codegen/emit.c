@@ -1495,6 +1495,7 @@ static void red_identity(smelt__sb *b, const smelt__dialect *dl, const red_kind 
     int id = smelt__ops[k->op].ident;
     c.ival = k->acc == SMELT_I64 && id == SMELT_IDENT_LOWEST    ? INT64_MIN
              : k->acc == SMELT_I64 && id == SMELT_IDENT_HIGHEST ? INT64_MAX
+             : smelt__is_float(k->acc)                         ? 0 /* +-inf: fval says it */
                                                                 : (int64_t)c.fval;
     literal(b, dl, &c);
 }
