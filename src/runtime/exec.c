@@ -30,12 +30,6 @@ static void run_chunk(void *arg, int64_t c)
     l->fn(s, e, l->ptrs, l->shape, l->strides);
 }
 
-typedef struct view {
-    char *data;
-    int ndim;
-    const int64_t *shape;
-    const int64_t *strides;
-} view;
 
 typedef struct runstate {
     smelt_tensor *const *inputs;
@@ -44,23 +38,23 @@ typedef struct runstate {
     int stream; /* SMELT_STREAM_STORES: -1 auto, 0 never, 1 every flat kernel */
 } runstate;
 
-static int value_view(smelt_plan *p, runstate *rs, int v, view *out, int64_t *scratch)
+static int value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch)
 {
     const smelt__inst *x = &p->prog.v[v];
     if (x->op == SMELT_OP_INPUT) {
         smelt_tensor *t = rs->inputs[x->input_index];
-        *out = (view){t->data, t->ndim, t->shape, t->strides};
+        *out = (smelt__view){t->data, t->ndim, t->shape, t->strides};
         return SMELT_OK;
     }
     if (p->out_slot[v] >= 0) {
         smelt_tensor *t = rs->outputs[p->out_slot[v]];
-        *out = (view){t->data, t->ndim, t->shape, t->strides};
+        *out = (smelt__view){t->data, t->ndim, t->shape, t->strides};
         return SMELT_OK;
     }
     const smelt__rshape *r = &p->rs[v];
     smelt__contig_strides(r->ndim, r->shape, scratch);
     if (p->moff[v] >= 0) { /* in the arena (opt_level >= 2; plan_memory made it hold it) */
-        *out = (view){p->arena + p->moff[v], r->ndim, r->shape, scratch};
+        *out = (smelt__view){p->arena + p->moff[v], r->ndim, r->shape, scratch};
         return SMELT_OK;
     }
     size_t bytes = (size_t)smelt__numel(r->ndim, r->shape) * smelt__dtypes[x->dtype].size;
@@ -71,7 +65,7 @@ static int value_view(smelt_plan *p, runstate *rs, int v, view *out, int64_t *sc
         if (!p->buf[v])
             return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes for an intermediate", bytes);
     }
-    *out = (view){p->buf[v], r->ndim, r->shape, scratch};
+    *out = (smelt__view){p->buf[v], r->ndim, r->shape, scratch};
     return SMELT_OK;
 }
 
@@ -186,7 +180,7 @@ static void red_run(smelt_plan *p, launch *l, int64_t n, int64_t per_item, int t
 /* A constant operand (of any shape: all its elements are one value) as a
  * view of one element, strides 0, in memory the plan keeps (the device's
  * for a device plan). */
-static int const_view(smelt_plan *p, int v, const smelt__rshape *r, view *out, int64_t *zeros)
+static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros)
 {
     const smelt__inst *c = &p->prog.v[v];
     char val[8] = {0};
@@ -203,8 +197,45 @@ static int const_view(smelt_plan *p, int v, const smelt__rshape *r, view *out, i
     if (!p->be->iface->copy)
         memcpy(p->buf[v], val, size);
     memset(zeros, 0, sizeof(int64_t) * SMELT_MAX_DIMS);
-    *out = (view){p->buf[v], r->ndim, r->shape, zeros};
+    *out = (smelt__view){p->buf[v], r->ndim, r->shape, zeros};
     return st;
+}
+
+int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int64_t *S,
+                          int64_t (*st)[SMELT_MAX_DIMS])
+{
+    const smelt__pkernel *k = &p->kern[ki];
+    int nin = k->cl.nin, n = nin + k->cl.nout;
+    if (!k->desc.reduce) { /* the members' shape; broadcast operands: strides 0 (right-aligned) */
+        const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
+        int r = S0->ndim;
+        memcpy(S, S0->shape, sizeof(int64_t) * (size_t)r);
+        for (int o = 0; o < n; o++)
+            for (int d = 0; d < r; d++) {
+                int xd = d - (r - w[o].ndim);
+                st[o][d] = (xd < 0 || w[o].shape[xd] == 1) ? 0 : w[o].strides[xd];
+            }
+        return r;
+    }
+    int ri = k->cl.members[smelt__red_member(&p->prog, &k->cl)];
+    const smelt__inst *x = &p->prog.v[ri];
+    const smelt__rshape *A = &p->rs[x->in[0]], *Y = &p->rs[ri]; /* the operand's shape, the result's */
+    for (int d = 0, od = 0; d < A->ndim; d++) {
+        bool red = x->axes >> d & 1u;
+        S[d] = A->shape[d];
+        for (int o = 0; o < n; o++) {
+            if (o >= nin ? k->cl.outputs[o - nin] >= ri : smelt__red_epi_input(&k->desc, o)) {
+                /* at the result's shape (broadcast to it: right-aligned), along its kept axes */
+                int xd = od - (Y->ndim - w[o].ndim);
+                st[o][d] = red || xd < 0 || w[o].shape[xd] == 1 ? 0 : w[o].strides[xd];
+                continue;
+            }
+            int xd = d - (A->ndim - w[o].ndim); /* broadcast inputs: stride 0 (right-aligned) */
+            st[o][d] = (xd < 0 || w[o].shape[xd] == 1) ? 0 : w[o].strides[xd];
+        }
+        od += !red || x->keepdims;
+    }
+    return A->ndim;
 }
 
 static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
@@ -241,7 +272,7 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     int nin = k->cl.nin, nx = nin + k->cl.nout - 1, n = nx + 1;
     int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-    view w[SMELT_MAX_KERNEL_OPERANDS];
+    smelt__view w[SMELT_MAX_KERNEL_OPERANDS];
     for (int o = 0; o < n; o++) {
         int v = o < nin ? k->cl.inputs[o] : k->cl.outputs[o - nin], stt;
         if (o < nin && p->prog.v[v].op == SMELT_OP_CONST) /* (a pass left it too large to fold) */
@@ -251,23 +282,8 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
         if (stt)
             return stt;
     }
-    for (int d = 0, od = 0; d < A->ndim; d++) {
-        bool red = x->axes >> d & 1u;
-        S[d] = A->shape[d];
-        for (int o = 0; o < n; o++) {
-            if (o >= nin ? k->cl.outputs[o - nin] >= ri : smelt__red_epi_input(&k->desc, o)) {
-                /* at the result's shape (broadcast to it: right-aligned), along its kept axes */
-                int xd = od - (Y->ndim - w[o].ndim);
-                st[o][d] = red || xd < 0 || w[o].shape[xd] == 1 ? 0 : w[o].strides[xd];
-                continue;
-            }
-            int xd = d - (A->ndim - w[o].ndim); /* broadcast inputs: stride 0 (right-aligned) */
-            st[o][d] = (xd < 0 || w[o].shape[xd] == 1) ? 0 : w[o].strides[xd];
-        }
-        od += !red || x->keepdims;
-    }
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
-    int rank = smelt__merge_reduce_layout(A->ndim, S, x->axes, n, st, mode, &rmask);
+    int rank = smelt__merge_reduce_layout(smelt__kernel_strides(p, ki, w, S, st), S, x->axes, n, st, mode, &rmask);
     bool idx32 = p->be->iface->target.dialect->device && nout <= INT32_MAX / 32 &&
                  fits_idx32(smelt__numel(rank, S), rank, S, n, st);
     smelt__kernel *kk;
@@ -329,25 +345,20 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
     int64_t N = smelt__numel(S0->ndim, S0->shape);
     if (N == 0)
         return SMELT_OK;
-    int n = k->cl.nin + k->cl.nout, r = S0->ndim;
+    int n = k->cl.nin + k->cl.nout;
     static __thread launch l;
     int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-    memcpy(S, S0->shape, sizeof(int64_t) * (size_t)r);
+    smelt__view w[SMELT_MAX_KERNEL_OPERANDS];
     for (int o = 0; o < n; o++) {
         int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
-        view w = {0};
-        int stt = value_view(p, rs, v, &w, scratch[o]);
+        int stt = value_view(p, rs, v, &w[o], scratch[o]);
         if (stt)
             return stt;
-        l.ptrs[o] = w.data;
-        for (int d = 0; d < r; d++) {
-            int xd = d - (r - w.ndim);
-            st[o][d] = (xd < 0 || w.shape[xd] == 1) ? 0 : w.strides[xd];
-        }
+        l.ptrs[o] = w[o].data;
     }
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
-    int rank = smelt__merge_layout(r, S, n, st, mode);
+    int rank = smelt__merge_layout(smelt__kernel_strides(p, ki, w, S, st), S, n, st, mode);
     bool idx32 = p->be->iface->target.dialect->device && fits_idx32(N, rank, S, n, st);
     smelt__kernel *kk;
     int stt = smelt__plan_variant(p, ki, rank, mode, idx32, 0, &kk, split);

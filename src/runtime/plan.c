@@ -99,56 +99,27 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
     return SMELT_OK;
 }
 
-/* The layout a kernel has when every operand is contiguous, given the
- * example shapes of the graph (*rmask: a reduction's reduced dimensions). */
+/* The layout a kernel has when every operand is contiguous, at the shapes
+ * in p->rs (the graph's here; *rmask: a reduction's reduced dimensions). */
 static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode, uint8_t *rmask)
 {
     const smelt__pkernel *k = &p->kern[ki];
-    const smelt__inst *it = &p->prog.v[k->cl.members[0]];
-    *rmask = 0;
-    if (k->desc.reduce) { /* the operand's shape, the result's strides along its kept axes */
-        int ri = k->cl.members[smelt__red_member(&p->prog, &k->cl)];
-        it = &p->prog.v[ri];
-        const smelt__inst *a = &p->prog.v[it->in[0]];
-        int n = k->cl.nin + k->cl.nout; /* inputs, producers' outputs, the results */
-        int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-        memcpy(S, a->shape, sizeof S);
-        for (int o = 0; o < n; o++) {
-            int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
-            const smelt__inst *x = &p->prog.v[v];
-            int64_t cs[SMELT_MAX_DIMS];
-            smelt__contig_strides(x->ndim, x->shape, cs);
-            for (int d = 0, od = 0; d < a->ndim; d++) {
-                bool red = it->axes >> d & 1u;
-                int xd = d - (a->ndim - x->ndim);
-                int yd = od - (it->ndim - x->ndim);
-                if (o >= k->cl.nin ? v >= ri : smelt__red_epi_input(&k->desc, o)) /* at the result's shape */
-                    st[o][d] = red || yd < 0 || x->shape[yd] == 1 ? 0 : cs[yd];
-                else /* inputs: broadcast ones with strides 0 */
-                    st[o][d] = (xd < 0 || x->shape[xd] == 1) ? 0 : cs[xd];
-                od += !red || it->keepdims;
-            }
-        }
-        *rank = smelt__merge_reduce_layout(a->ndim, S, it->axes, n, st, mode, rmask);
-        return;
-    }
-    /* Contiguous operands of the iteration shape merge into one dimension;
-     * broadcast operands keep the dimensions their pattern needs. */
     int n = k->cl.nin + k->cl.nout;
     int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-    int r = it->ndim;
-    memcpy(S, it->shape, sizeof S);
+    int64_t cs[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    smelt__view w[SMELT_MAX_KERNEL_OPERANDS];
     for (int o = 0; o < n; o++) {
-        int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
-        const smelt__inst *x = &p->prog.v[v];
-        int64_t cs[SMELT_MAX_DIMS];
-        smelt__contig_strides(x->ndim, x->shape, cs);
-        for (int d = 0; d < r; d++) {
-            int xd = d - (r - x->ndim);
-            st[o][d] = (xd < 0 || x->shape[xd] == 1) ? 0 : cs[xd];
-        }
+        const smelt__rshape *x = &p->rs[o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin]];
+        smelt__contig_strides(x->ndim, x->shape, cs[o]);
+        w[o] = (smelt__view){NULL, x->ndim, x->shape, cs[o]};
     }
-    *rank = smelt__merge_layout(r, S, n, st, mode);
+    int r = smelt__kernel_strides(p, ki, w, S, st);
+    *rmask = 0;
+    if (k->desc.reduce)
+        *rank = smelt__merge_reduce_layout(r, S, p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]].axes,
+                                           n, st, mode, rmask);
+    else
+        *rank = smelt__merge_layout(r, S, n, st, mode);
 }
 
 int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32, uint8_t rmask,
@@ -488,6 +459,10 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         smelt__err(ctx, st, "out of memory");
         goto fail;
     }
+    for (int v = 0; v < p->prog.n; v++) { /* the graph's shapes: the first layouts and memory plan */
+        p->rs[v].ndim = p->prog.v[v].ndim;
+        memcpy(p->rs[v].shape, p->prog.v[v].shape, sizeof p->rs[v].shape);
+    }
     /* compile the layout every contiguous run will use */
     for (int i = 0; i < p->nkern; i++) {
         int rank;
@@ -505,10 +480,6 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
             i--; /* compile the replacements */
     }
     /* the memory plan for the graph's shapes (each run plans for its own) */
-    for (int v = 0; v < p->prog.n; v++) {
-        p->rs[v].ndim = p->prog.v[v].ndim;
-        memcpy(p->rs[v].shape, p->prog.v[v].shape, sizeof p->rs[v].shape);
-    }
     if ((st = smelt__mem_plan(p, p->rs, smelt__mem_align(p), o.opt_level >= 2, p->moff, &p->mem))) {
         smelt__err(ctx, st, "out of memory");
         goto fail;

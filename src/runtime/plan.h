@@ -113,6 +113,23 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
  * caller's question. */
 bool smelt__inplace_ok(const smelt_plan *p, const smelt__cluster *c, const smelt__rshape *rs, int u, int v);
 
+/* An operand of a launch: its first element, shape and strides (elements). */
+typedef struct smelt__view {
+    char *data;
+    int ndim;
+    const int64_t *shape;
+    const int64_t *strides;
+} smelt__view;
+/* Kernel ki's iteration shape S (the rank is returned) and each operand's
+ * strides over it, for the shapes in p->rs and the operands w (inputs, then
+ * outputs): an elementwise kernel iterates over its members' shape, a
+ * reduction over its operand's (results and epilogue inputs with strides 0
+ * along the reduced axes); broadcast operands have strides 0.  A run passes
+ * its views; the plan, contiguous ones for the layout it compiles first
+ * (src/runtime/exec.c). */
+int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int64_t *S,
+                          int64_t (*st)[SMELT_MAX_DIMS]);
+
 /* Compile the variant of kernel ki for a layout (rmask: a reduction's
  * reduced dimensions, 0 for other kernels); on failure of a fused kernel,
  * replace it by its unfused kernels (logged) and report *split. */
