@@ -321,6 +321,12 @@ static const char *const emu_prelude =
     "    (void)mask;\n    const smelt_emu_dim3 b = blockIdx, t = threadIdx;\n    const unsigned lane = t.x & 31u;\n"
     "    __builtin_memcpy(&smelt_emu_slot[lane], &v, sizeof v);\n    smelt_emu_rtp->barrier();\n"
     "    T r = v;\n    if (lane + d < 32)\n        __builtin_memcpy(&r, &smelt_emu_slot[lane + d], sizeof r);\n"
+    "    smelt_emu_rtp->barrier();\n    blockIdx = b, threadIdx = t;\n    return r;\n}\n"
+    /* lane src's value on every lane, the same way */
+    "template <typename T> static T __shfl_sync(unsigned mask, T v, int src)\n{\n"
+    "    (void)mask;\n    const smelt_emu_dim3 b = blockIdx, t = threadIdx;\n    const unsigned lane = t.x & 31u;\n"
+    "    __builtin_memcpy(&smelt_emu_slot[lane], &v, sizeof v);\n    smelt_emu_rtp->barrier();\n"
+    "    T r;\n    __builtin_memcpy(&r, &smelt_emu_slot[src & 31], sizeof r);\n"
     "    smelt_emu_rtp->barrier();\n    blockIdx = b, threadIdx = t;\n    return r;\n}\n";
 static const char *const mathfns[][2] = { /* the libm functions kernels may call */
 #define SMELT_MATHFN(fn, n) {#fn, #n},

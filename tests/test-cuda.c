@@ -456,6 +456,28 @@ Test(cuda_emit, reductions_i64, .timeout = 240) { reductions_of(SMELT_I64, "sm_9
 Test(cuda_emit, reductions_u8, .timeout = 240) { reductions_of(SMELT_U8, "sm_80"); }
 Test(cuda_emit, reductions_bool, .timeout = 240) { reductions_of(SMELT_BOOL, NULL); }
 
+/* Row programs (tests/rows-cases.h, several reductions per kernel):
+ * compiled by NVRTC for sm_80 and sm_90, bf16 too. */
+#include "rows-cases.h"
+Test(cuda_emit, row_programs, .timeout = 240)
+{
+    need_nvrtc();
+    smelt_ctx *ctx = t_ctx_raw();
+    for (int c = 0; c <= NELEMS(rows_cases); c++) {
+        rows_case rc = rows_cases[c < NELEMS(rows_cases) ? c : 0];
+        if (c == NELEMS(rows_cases))
+            rc.dt = SMELT_BF16, rc.what = "softmax bf16";
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *outs[3];
+        int n_out = rows_graph(g, &rc, outs);
+        T_OK(ctx, smelt_graph_status(g));
+        const char *must[] = {"extern \"C\" __global__ void smelt_rows_", "__shfl_sync"};
+        emit_ok(rc.what, ctx, g, n_out, outs, must, 2);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}
+
 Test(cuda_emit, reduction_layouts, .timeout = 240)
 {
     need_nvrtc();
@@ -1284,8 +1306,8 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
     }
 }
 
-/* The softmax on the device: the sum's kernel also writes exp(x - max) for
- * the division (3 kernels), the bits of TinyCC's unfused plan. */
+/* The softmax on the device: one row program (a warp per row), the bits of
+ * TinyCC's unfused plan. */
 DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 {
     smelt_graph *g = t_graph(ctx);
@@ -1299,7 +1321,7 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
     smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(37, 500)), *dev = NULL, *cpu = NULL;
     t_set(in, 7, -0.0), t_set(in, 600, INFINITY), t_set(in, 1200, NAN);
     smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
-    cr_assert_eq(t_stats(pd).kernels, 3, "%s", smelt_plan_describe(pd));
+    cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
     t_run(pd, 1, &in, 1, &dev);
     smelt_plan_opts o;
     smelt_plan_opts_init(&o);
@@ -1314,6 +1336,42 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
     smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(in);
     smelt_plan_free(pd), smelt_plan_free(pc);
     smelt_graph_free(g);
+}
+
+/* Row programs on the device (tests/rows-cases.h): one kernel each, the
+ * bits of TinyCC's unfused plan. */
+#include "rows-cases.h"
+DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
+{
+    for (int c = 0; c < NELEMS(rows_cases); c++) {
+        const rows_case *rc = &rows_cases[c];
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *outs[3];
+        int n_out = rows_graph(g, rc, outs);
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 40 + (uint64_t)c);
+        smelt_tensor *in[3], *dev[3] = {0}, *cpu[3] = {0};
+        rows_inputs(ctx, rc, &r, in);
+        smelt_plan *pd = t_plan(ctx, g, n_out, outs, 3);
+        cr_assert_eq(t_stats(pd).kernels, 1, "%s: %s", rc->what, smelt_plan_describe(pd));
+        t_run(pd, 3, in, n_out, dev);
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.backend = "TCC";
+        o.opt_level = 0;
+        smelt_plan *pc = NULL;
+        T_OK(ctx, smelt_plan_new(ctx, g, n_out, outs, &o, &pc));
+        t_run(pc, 3, in, n_out, cpu);
+        for (int k = 0; k < n_out; k++) {
+            int64_t at;
+            cr_assert(t_same_results(cpu[k], dev[k], &at), "%s, output %d: the device gives %a, TCC unfused %a at [%lld]",
+                      rc->what, k, smelt_tensor_get(dev[k], at), smelt_tensor_get(cpu[k], at), (long long)at);
+        }
+        t_free_all(dev, n_out), t_free_all(cpu, n_out), t_free_all(in, 3);
+        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_graph_free(g);
+    }
 }
 
 /* Epilogues on the device: lane 0 runs the operators fused after the

@@ -714,8 +714,8 @@ Test(passes, cse_keys_include_the_axes)
     smelt_ctx_free(ctx);
 }
 
-/* The softmax: its max, then exp(x - max) with its sum in one kernel that
- * also writes exp(x - max) for the division, after it; the plan says why. */
+/* The softmax: one row program (its max, then exp(x - max) and its sum,
+ * then the division, row by row). */
 Test(plans, softmax_kernels)
 {
     smelt_ctx *ctx = t_ctx();
@@ -727,10 +727,9 @@ Test(plans, softmax_kernels)
     smelt_node *y = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, (int[]){-1}, 1));
     smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
     const char *d = smelt_plan_describe(p);
-    cr_assert_eq(t_stats(p).kernels, 3, "%s", d); /* max; exp(x - max) and its sum; the division */
-    cr_assert(t_contains(d, "1 operator [max]"), "%s", d);
-    cr_assert(t_contains(d, "smelt_red_"), "%s", d);
-    cr_assert(t_contains(d, "after a reduction (not fused yet)"), "%s", d);
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", d); /* a row program */
+    cr_assert(t_contains(d, "5 operators [max sub exp sum div]"), "%s", d);
+    cr_assert(t_contains(d, "smelt_rows_"), "%s", d);
     trng r;
     trng_init(&r, 9);
     smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(8, 300)), *got = NULL, *ref = NULL;
@@ -982,23 +981,30 @@ Test(fusion, kernel_counts_and_reasons)
     smelt_plan *p = t_plan(ctx, g, 1, &ss, 3);
     cr_assert_eq(t_stats(p).kernels, 1, "%s", smelt_plan_describe(p));
     smelt_plan_free(p);
-    /* softmax's second pass, sum(exp(x - m)), m = max(x, keepdims): two kernels (three unfused) */
+    /* softmax's second pass, sum(exp(x - m)), m = max(x, keepdims): one
+     * row program (three kernels unfused) */
     smelt_node *mx = smelt_reduce(g, SMELT_OP_MAX, x, 1, (int[]){-1}, 1);
     smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, mx));
     smelt_node *s = smelt_reduce(g, SMELT_OP_SUM, e, 1, (int[]){-1}, 1);
     p = t_plan(ctx, g, 1, &s, 3);
     const char *d = smelt_plan_describe(p);
-    cr_assert_eq(t_stats(p).kernels, 2, "%s", d);
-    cr_assert(t_contains(d, "after a reduction (not fused yet)"), "%s", d);
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", d);
+    cr_assert(t_contains(d, "smelt_rows_"), "%s", d);
     smelt_plan_free(p);
-    /* the softmax: e is also read by the division, so the sum's kernel
-     * writes it as it computes it (3 kernels: max; exp(x - m) and its sum;
-     * the division, after a reduction) */
+    /* the softmax: the division too */
     smelt_node *y = smelt_div(g, e, s);
     p = t_plan(ctx, g, 1, &y, 3);
     d = smelt_plan_describe(p);
-    cr_assert_eq(t_stats(p).kernels, 3, "%s", d);
-    cr_assert(t_contains(d, "after a reduction (not fused yet)"), "%s", d);
+    cr_assert_eq(t_stats(p).kernels, 1, "%s", d);
+    smelt_plan_free(p);
+    /* without keepdims, max(x, axis=1) (8,) broadcasts along the other
+     * axis of x: no row program (the single form's rules: 2 kernels) */
+    smelt_node *x8 = smelt_input(g, "x8", SMELT_F32, SHP(8, 8));
+    smelt_node *m8 = smelt_sub(g, x8, smelt_reduce(g, SMELT_OP_MAX, x8, 1, (int[]){1}, 0));
+    p = t_plan(ctx, g, 1, &m8, 3);
+    d = smelt_plan_describe(p);
+    cr_assert_eq(t_stats(p).kernels, 2, "%s", d);
+    cr_assert(t_contains(d, "a row program needs"), "%s", d);
     smelt_plan_free(p);
     /* epilogues: sqrt(sum(x * x, axis=1) + eps) is one kernel, mean * w
      * and mean * (w * w) too; w * w computed before the reduction (in
@@ -1084,15 +1090,15 @@ Test(fusion, full_size_outputs_same_bits, .timeout = 300)
 {
     const char *softmax = "exp(x - max(x, axis=-1, keepdims=True)) / "
                           "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)";
-    fused_outputs_same_bits(softmax, 40, 3000, 3);
-    fused_outputs_same_bits(softmax, 3, 70000, 3); /* long rows: chunks in parallel */
+    fused_outputs_same_bits(softmax, 40, 3000, 1); /* a row program */
+    /* few long rows: no row program (a row in one thread); max; exp(x -
+     * max) with its sum, also writing exp(x - max); the division */
+    fused_outputs_same_bits(softmax, 3, 70000, 3);
     /* layernorm-like: mean, centred values, their mean square with + 1e-5
-     * and sqrt as its epilogue, the scaling: 3 kernels (5 before input
-     * fusion: mean; x - mean and its square; their mean; + 1e-5 and sqrt;
-     * the scaling; 4 before epilogues) */
+     * and sqrt, the scaling: one row program (5 kernels unfused) */
     fused_outputs_same_bits("(x - mean(x, axis=1, keepdims=True)) * w / "
                             "sqrt(mean((x - mean(x, axis=1, keepdims=True)) ** 2, axis=1, keepdims=True) + 1e-5)",
-                            50, 700, 3);
+                            50, 700, 1);
     /* an input of the result's size read by every result (m, broadcast
      * along the reduced axis): the result is not written in place of it
      * (+ 0 * w: the sum's epilogue) */
@@ -1247,5 +1253,60 @@ Test(epilogue, run_time_shapes)
     }
     smelt_plan_free(p), smelt_plan_free(p0);
     smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- row programs ----------------------------------------------------------
+ * Several reductions over the same rows, with full-size operators reading
+ * their results broadcast back (softmax, layernorm, rmsnorm): one kernel,
+ * the bits of the unfused plan on TinyCC and CC, 1 and 4 threads; within a
+ * few ulps of the float64 reference. */
+#include "rows-cases.h"
+
+Test(rows, one_kernel_same_bits, .timeout = 300)
+{
+    const variant vs[] = {{"TCC", 1, 0}, {"TCC", 1, 3}, {"TCC", 4, 3}, {"CC", 1, 3}, {"CC", 4, 3}, {"CC", 2, 1}};
+    smelt_ctx *ctx = t_ctx();
+    bool cc = smelt_backend_check(ctx, "CC") == SMELT_OK;
+    for (int c = 0; c < NELEMS(rows_cases); c++) {
+        const rows_case *rc = &rows_cases[c];
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *outs[3];
+        int n_out = rows_graph(g, rc, outs);
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 40 + (uint64_t)c);
+        smelt_tensor *in[3], *first[3] = {0}, *ref[3];
+        rows_inputs(ctx, rc, &r, in);
+        t_reference(ctx, g, n_out, outs, 3, in, ref);
+        for (int v = 0; v < NELEMS(vs); v++) {
+            if (!strcmp(vs[v].backend, "CC") && !cc)
+                continue;
+            T_OK(ctx, smelt_ctx_set_backend(ctx, vs[v].backend));
+            T_OK(ctx, smelt_ctx_set_threads(ctx, vs[v].threads));
+            smelt_plan *p = t_plan(ctx, g, n_out, outs, vs[v].opt_level);
+            if (vs[v].opt_level == 3)
+                cr_assert_eq(t_stats(p).kernels, 1, "%s: %s", rc->what, smelt_plan_describe(p));
+            smelt_tensor *got[3] = {0};
+            t_run(p, 3, in, n_out, got);
+            for (int o = 0; o < n_out; o++) {
+                if (!first[o]) {
+                    first[o] = got[o];
+                    /* f16: every operator rounds to f16 */
+                    t_tol tol = rc->dt == SMELT_F16 ? (t_tol){.ulps = 8, .atol = 2e-3} : t_chain_tol(rc->dt);
+                    t_expect_match(rc->what, got[o], ref[o], tol);
+                    continue;
+                }
+                int64_t at;
+                cr_assert(t_same_results(first[o], got[o], &at), "%s, output %d: %s, %d threads, opt_level %d gives "
+                          "%a at [%lld], unfused %a", rc->what, o, vs[v].backend, vs[v].threads, vs[v].opt_level,
+                          smelt_tensor_get(got[o], at), (long long)at, smelt_tensor_get(first[o], at));
+                smelt_tensor_free(got[o]);
+            }
+            smelt_plan_free(p);
+        }
+        t_free_all(first, n_out), t_free_all(ref, n_out), t_free_all(in, 3);
+        smelt_graph_free(g);
+    }
     smelt_ctx_free(ctx);
 }

@@ -2032,6 +2032,605 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
     return st;
 }
 
+/* ---- row programs (multi-reduction kernels, smelt__kdesc.multi) ---------
+ * One row at a time (the reduced dimensions are innermost: row o is the
+ * elements o * nred .. (o + 1) * nred - 1 of the iteration space).  Its
+ * reductions in turn (stages), each operand computed by its producers (a
+ * stage piece, smelt_p<s>) a run at a time into a block and combined in
+ * smelt's one reduction order, as the single form combines it; the values
+ * at the results' shape once what they read is known (a small piece,
+ * smelt_s<t>, run on one element: the row's scalars sv[]); then the
+ * full-size outputs (the final piece, smelt_f), one more pass over the row
+ * while it is in cache.  A piece is an elementwise kernel of the loop (or
+ * block) form reading the kernel's inputs with its strides and the row's
+ * scalars with strides 0.  A full-size value that two passes read is
+ * computed in each, the same way from the same inputs: the same bits. */
+typedef struct rows_info {
+    int nst;    /* stages: the reductions, in order */
+    int *st;    /* op index of stage s's reduction */
+    int *avail; /* per op: a reduction's stage + 1; a small op's small piece (computed before that stage) */
+    int *slot;  /* per value: its scalar in sv[] (-1: none) */
+    int nslot;
+} rows_info;
+
+static void rows_free(rows_info *ri) { free(ri->st), free(ri->avail), free(ri->slot); }
+
+static int rows_analyse(const smelt__kdesc *d, rows_info *ri)
+{
+    int nv = d->n_in + d->n_ops;
+    ri->nst = ri->nslot = 0;
+    ri->st = malloc(sizeof(int) * (size_t)(d->n_ops + 1));
+    ri->avail = calloc((size_t)d->n_ops + 1, sizeof(int));
+    ri->slot = malloc(sizeof(int) * (size_t)(nv + 1));
+    if (!ri->st || !ri->avail || !ri->slot) {
+        rows_free(ri);
+        return SMELT_ERR_NOMEM;
+    }
+    for (int v = 0; v < nv; v++)
+        ri->slot[v] = -1;
+    for (int k = 0; k < d->n_ops; k++) {
+        const smelt__kop *op = &d->ops[k];
+        if (smelt__is_reduce(op->op)) {
+            ri->st[ri->nst] = k;
+            ri->avail[k] = ++ri->nst;
+            ri->slot[d->n_in + k] = ri->nslot++;
+        } else if (op->small && op->op != SMELT_OP_CONST) {
+            for (int j = 0; j < op->nin; j++)
+                if (op->in[j] >= d->n_in && ri->avail[op->in[j] - d->n_in] > ri->avail[k])
+                    ri->avail[k] = ri->avail[op->in[j] - d->n_in];
+            ri->slot[d->n_in + k] = ri->nslot++;
+        }
+    }
+    return SMELT_OK;
+}
+
+/* Mark the full-size operators value v needs (none past a scalar). */
+static void rows_closure(const smelt__kdesc *d, int v, bool *mine)
+{
+    if (v < d->n_in || is_const(d, v) || d->ops[v - d->n_in].small || mine[v - d->n_in])
+        return;
+    mine[v - d->n_in] = true;
+    for (int j = 0; j < d->ops[v - d->n_in].nin; j++)
+        rows_closure(d, d->ops[v - d->n_in].in[j], mine);
+}
+
+/* The piece of row program d that computes the operators mine marks (in
+ * order) and outputs the values outs[0..nout): an elementwise kernel
+ * description (ops allocated) whose input j reads value src[j] of d (a
+ * kernel input, or a scalar), constants copied; modes left to the caller. */
+static int rows_piece(const smelt__kdesc *d, const bool *mine, const int *outs, int nout, int rank,
+                      smelt__kdesc *pc, int *src, smelt__sb *err)
+{
+    memset(pc, 0, sizeof *pc);
+    int nv = d->n_in + d->n_ops, st = SMELT_OK;
+    int *map = malloc(sizeof(int) * (size_t)(nv + 1));
+    pc->ops = malloc(sizeof *pc->ops * (size_t)(d->n_ops + 1));
+    if (!map || !pc->ops) {
+        free(map), free(pc->ops);
+        pc->ops = NULL;
+        return SMELT_ERR_NOMEM;
+    }
+    for (int v = 0; v < nv; v++)
+        map[v] = -1;
+    for (int k = 0; k < d->n_ops; k++) /* its inputs, by first use */
+        for (int j = 0; mine[k] && j < d->ops[k].nin; j++) {
+            int v = d->ops[k].in[j];
+            if (map[v] >= 0 || is_const(d, v) || (v >= d->n_in && mine[v - d->n_in]))
+                continue;
+            if (pc->n_in == SMELT_MAX_KERNEL_OPERANDS) {
+                st = SMELT_ERR_INVALID_ARG;
+                break;
+            }
+            map[v] = pc->n_in;
+            src[pc->n_in] = v;
+            pc->in_dt[pc->n_in++] = value_dtype(d, v);
+        }
+    for (int k = 0; k < d->n_ops && !st; k++) {
+        if (!mine[k])
+            continue;
+        smelt__kop op = d->ops[k];
+        for (int j = 0; j < op.nin; j++) {
+            int v = op.in[j];
+            if (map[v] < 0) { /* a constant */
+                pc->ops[pc->n_ops] = d->ops[v - d->n_in];
+                map[v] = pc->n_in + pc->n_ops++;
+            }
+            op.in[j] = map[v];
+        }
+        op.small = false;
+        pc->ops[pc->n_ops] = op;
+        map[d->n_in + k] = pc->n_in + pc->n_ops++;
+    }
+    for (int o = 0; o < nout && !st; o++) {
+        if (map[outs[o]] < pc->n_in)
+            st = SMELT_ERR_INVALID_ARG;
+        pc->out_val[o] = map[outs[o]];
+    }
+    pc->n_out = nout;
+    pc->rank = rank;
+    pc->idx32 = d->idx32;
+    if (!st && pc->n_in + pc->n_out > SMELT_MAX_KERNEL_OPERANDS)
+        st = SMELT_ERR_INVALID_ARG;
+    free(map);
+    if (st) {
+        free(pc->ops);
+        pc->ops = NULL;
+        smelt__sb_printf(err, "a row program's pass needs more than %d operands", SMELT_MAX_KERNEL_OPERANDS);
+    }
+    return st;
+}
+
+/* Whether value v of row program d is read outside small piece t. */
+static bool rows_read_outside(const smelt__kdesc *d, const rows_info *ri, int v, int t)
+{
+    for (int o = 0; o < d->n_out; o++)
+        if (d->out_val[o] == v)
+            return true;
+    for (int k = 0; k < d->n_ops; k++)
+        for (int j = 0; j < d->ops[k].nin; j++)
+            if (d->ops[k].in[j] == v &&
+                (!d->ops[k].small || smelt__is_reduce(d->ops[k].op) || ri->avail[k] != t))
+                return true;
+    return false;
+}
+
+/* The text with each whole word of names[0..n) followed by suffix. */
+static void rename_words(smelt__sb *out, const char *text, const char *const *names, int n, const char *suffix)
+{
+    for (const char *p = text; *p;) {
+        int hit = -1;
+        if (!ident_char(p > text ? p[-1] : ' '))
+            for (int i = 0; i < n && hit < 0; i++) {
+                size_t l = strlen(names[i]);
+                if (!strncmp(p, names[i], l) && !ident_char(p[l]))
+                    hit = i;
+            }
+        if (hit < 0) {
+            smelt__sb_putn(out, p++, 1);
+            continue;
+        }
+        smelt__sb_puts(out, names[hit]);
+        smelt__sb_puts(out, suffix);
+        p += strlen(names[hit]);
+    }
+}
+
+static const char *const red_def_names[] = {"smelt_acc", "smelt_in", "smelt_out", "smelt_fold", "smelt_result",
+                                            "smelt_conv"};
+
+/* The operand table of a piece's call, name_p and name_s: the pointer and
+ * strides (rank R) of each operand q, bound by bind[q] to a kernel operand
+ * (>= 0), tmp (-1) or the row's scalar -2 - bind[q] (strides 0); small:
+ * kernel operands at the row's offsets (set per row, into row), strides 0. */
+static void rows_call_setup(smelt__sb *setup, smelt__sb *row, const smelt__kdesc *pc, const int *bind,
+                            const char *name, int R, bool small)
+{
+    int n = pc->n_in + pc->n_out;
+    smelt__sb_printf(setup, "    char *%s_p[%d];\n    int64_t %s_s[%d];\n", name, n, name, n * R);
+    for (int q = 0; q < n; q++) {
+        int b = bind[q];
+        if (b <= -2)
+            smelt__sb_printf(setup, "    %s_p[%d] = (char *)&sv[%d];\n", name, q, -2 - b);
+        else if (b == -1)
+            smelt__sb_printf(setup, "    %s_p[%d] = (char *)tmp;\n", name, q);
+        else if (small)
+            smelt__sb_printf(row, "        %s_p[%d] = ptrs[%d] + yo[%d] * %zu;\n", name, q, b, b,
+                             smelt__dtypes[operand_dtype(pc, q)].size);
+        else
+            smelt__sb_printf(setup, "    %s_p[%d] = ptrs[%d];\n", name, q, b);
+        for (int dd = 0; dd < R; dd++) {
+            if (b <= -2 || small)
+                smelt__sb_printf(setup, "    %s_s[%d] = 0;\n", name, q * R + dd);
+            else if (b == -1)
+                smelt__sb_printf(setup, "    %s_s[%d] = %d;\n", name, q * R + dd, dd == R - 1);
+            else
+                smelt__sb_printf(setup, "    %s_s[%d] = strides[%d];\n", name, q * R + dd, b * R + dd);
+        }
+    }
+}
+
+/* The binding (rows_call_setup) of value v of d read by a piece. */
+static int rows_bind(const smelt__kdesc *d, const rows_info *ri, int v)
+{
+    return v < d->n_in ? v : -2 - ri->slot[v];
+}
+
+/* Copies of the row's scalars that are kernel outputs (at the row's offset). */
+static void rows_out_copies(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const rows_info *ri,
+                            int v, const char *ind)
+{
+    for (int o = 0; o < d->n_out; o++)
+        if (d->out_val[o] == v) {
+            const char *T = dl->stype[value_dtype(d, v)];
+            smelt__sb_printf(b, "%s*(%s *)(void *)(ptrs[%d] + yo[%d] * (int64_t)sizeof(%s)) = *(const %s *)(const void *)&sv[%d];\n",
+                             ind, T, d->n_in + o, d->n_in + o, T, T, ri->slot[v]);
+        }
+}
+
+/* A piece's modes: inputs from kernel operands as the kernel reads them,
+ * scalars broadcast, tmp contiguous, the final pass's outputs as the
+ * kernel's (small pieces: every operand strided, rank 1). */
+static void rows_modes(const smelt__kdesc *d, smelt__kdesc *pc, const int *bind, bool small)
+{
+    for (int q = 0; q < pc->n_in + pc->n_out; q++)
+        pc->mode[q] = small ? SMELT_MODE_STRIDED
+                      : bind[q] <= -2 ? SMELT_MODE_BCAST
+                      : bind[q] == -1 ? SMELT_MODE_CONTIG
+                                      : d->mode[bind[q]];
+}
+
+static int rows_check(const smelt__kdesc *d, smelt__sb *err)
+{
+    int R = d->rank;
+    bool ok = d->multi && d->n_out >= 1 && (d->rmask >> (R - 1) & 1u);
+    for (int dd = 0; ok && dd + 1 < R; dd++)
+        ok = !(d->rmask >> dd & 1u) || (d->rmask >> (dd + 1) & 1u);
+    if (!ok) {
+        smelt__sb_puts(err, "a row program reduces its innermost dimensions (after merging)");
+        return SMELT_ERR_INVALID_ARG;
+    }
+    return SMELT_OK;
+}
+
+/* C (both CPU tiers; TinyCC's pieces are of the block form and its lanes
+ * the library's). */
+static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, const char *prelude,
+                        smelt__sb *text, smelt__sb *err)
+{
+    int st = rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
+    rows_info ri = {0};
+    if (st || (st = rows_analyse(d, &ri)))
+        return st;
+    bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
+    int src[SMELT_MAX_KERNEL_OPERANDS], bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
+    smelt__sb pre, defs, setup, body, kd, rd, what;
+    smelt__sb_init(&pre), smelt__sb_init(&defs), smelt__sb_init(&setup), smelt__sb_init(&body);
+    smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
+    if (!mine)
+        st = SMELT_ERR_NOMEM;
+    if (!blocks)
+        smelt__sb_puts(&pre, prelude);
+    red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
+    for (int t = 0; t <= ri.nst && !st; t++) {
+        /* small piece t: the values at the results' shape known before stage t */
+        int nout = 0;
+        char name[32];
+        for (int k = 0; k < d->n_ops; k++)
+            mine[k] = d->ops[k].small && !smelt__is_reduce(d->ops[k].op) && ri.avail[k] == t;
+        for (int k = 0; k < d->n_ops && nout < SMELT_MAX_KERNEL_OPERANDS; k++)
+            if (mine[k] && rows_read_outside(d, &ri, nin + k, t))
+                outs[nout++] = nin + k;
+        if (nout) {
+            smelt__kdesc pc;
+            snprintf(name, sizeof name, "smelt_s%d", t);
+            if (!(st = rows_piece(d, mine, outs, nout, 1, &pc, src, err))) {
+                for (int q = 0; q < pc.n_in; q++)
+                    bind[q] = rows_bind(d, &ri, src[q]);
+                for (int o = 0; o < nout; o++)
+                    bind[pc.n_in + o] = rows_bind(d, &ri, outs[o]);
+                rows_modes(d, &pc, bind, true);
+                st = red_fn(dl, &pc, name, blocks, &pre, err);
+                rows_call_setup(&setup, &body, &pc, bind, name, 1, true);
+                smelt__sb_printf(&body, "        %s(0, 1, %s_p, one, %s_s);\n", name, name, name);
+                for (int o = 0; o < nout; o++)
+                    rows_out_copies(&body, dl, d, &ri, outs[o], "        ");
+                free(pc.ops);
+            }
+        }
+        if (t == ri.nst || st)
+            break;
+        /* stage t: its reduction */
+        int k = ri.st[t], x = d->ops[k].in[0];
+        red_kind rk = red_kind_of(d->ops[k].op, value_dtype(d, x));
+        char sfx[16], lf[SMELT_BLK_NAME_MAX + 16];
+        snprintf(sfx, sizeof sfx, "_%d", t);
+        smelt__sb one, ident;
+        smelt__sb_init(&one), smelt__sb_init(&ident);
+        red_defs(&one, dl, &rk, blocks);
+        rename_words(&defs, smelt__sb_str(&one), red_def_names, NSLOTS(red_def_names), sfx);
+        red_identity(&ident, dl, &rk);
+        if (blocks) {
+            red_prim_name(lf, sizeof lf, &rk);
+            smelt__sb_printf(&defs, "void %s_row(" RED_LANES_ARGS ");\n", lf);
+        } else {
+            snprintf(lf, sizeof lf, "smelt_red%d", t);
+            red_lanes(&defs, dl, &rk, lf, "static");
+        }
+        smelt__sb_printf(&what, "%s%s of %s", t ? ", " : "", smelt__ops[rk.op].name, smelt__dtypes[rk.in].name);
+        const char *I = smelt__sb_str(&ident);
+        smelt__sb_printf(&body, "        { /* reduction %d: %s of %s into %s (%s accumulators) */\n"
+                                "            smelt_acc%s *acc = (smelt_acc%s *)(void *)buf, tot = %s;\n"
+                                "            int64_t *acci = buf + 32 * %d, toti = 9223372036854775807LL;\n"
+                                "            for (int64_t c = 0; c < nchunk; c++) {\n"
+                                "                for (int l = 0; l < 32; l++) {\n"
+                                "                    acc[l] = %s;\n"
+                                "                    acci[l] = 9223372036854775807LL;\n                }\n"
+                                "                int64_t r = c * %d;\n"
+                                "                const int64_t rend = nred - r < %d ? nred : r + %d;\n"
+                                "                while (r < rend) {\n"
+                                "                    int64_t q = r / rlen;\n"
+                                "                    const int64_t j = r - q * rlen, seg = rlen - j < rend - r ? rlen - j : rend - r;\n",
+                         t, smelt__ops[rk.op].name, smelt__dtypes[rk.in].name, smelt__dtypes[rk.out].name,
+                         smelt__dtypes[rk.acc].name, sfx, sfx, I, RED_W, I, SMELT_RED_CHUNK, SMELT_RED_CHUNK,
+                         SMELT_RED_CHUNK);
+        if (x < nin) { /* an input: read where it is */
+            smelt__sb_printf(&body, "                    int64_t off = yo[%d] + j * strides[%d];\n"
+                                    "                    for (int k = nr - 2; k >= 0; k--) {\n"
+                                    "                        const int64_t sz = shape[rd[k]], qq = q / sz;\n"
+                                    "                        off += (q - qq * sz) * strides[%d + rd[k]];\n"
+                                    "                        q = qq;\n                    }\n"
+                                    "                    const int64_t a[3] = {strides[%d], r & 31, r};\n"
+                                    "                    %s_row(seg, buf, (const smelt_in%s *)(const void *)ptrs[%d] + off, a);\n",
+                             x, x * R + R - 1, x * R, x * R + R - 1, lf, sfx, x);
+        } else { /* computed by its producers, a run at a time */
+            smelt__kdesc pc;
+            for (int kk = 0; kk < d->n_ops; kk++)
+                mine[kk] = false;
+            rows_closure(d, x, mine);
+            snprintf(name, sizeof name, "smelt_p%d", t);
+            if (!(st = rows_piece(d, mine, &x, 1, R, &pc, src, err))) {
+                for (int q = 0; q < pc.n_in; q++)
+                    bind[q] = rows_bind(d, &ri, src[q]);
+                bind[pc.n_in] = -1;
+                rows_modes(d, &pc, bind, false);
+                st = red_fn(dl, &pc, name, blocks, &pre, err);
+                rows_call_setup(&setup, &body, &pc, bind, name, R, false);
+                smelt__sb_printf(&body, "                    (void)q;\n"
+                                        "                    for (int64_t u = 0; u < seg; u += %d) {\n"
+                                        "                        const int64_t nb = seg - u < %d ? seg - u : %d, L = L0 + r + u;\n"
+                                        "                        %s_p[%d] = (char *)tmp - (j + u) * (int64_t)sizeof(smelt_in%s);\n"
+                                        "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
+                                        "                        const int64_t a[3] = {1, (r + u) & 31, r + u};\n"
+                                        "                        %s_row(nb, buf, tmp, a);\n                    }\n",
+                                 RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK, name, pc.n_in, sfx, name, name,
+                                 name, lf);
+                free(pc.ops);
+            }
+        }
+        smelt__sb_printf(&body, "                    r += seg;\n                }\n"
+                                "                for (int d = 16; d >= 1; d >>= 1)\n"
+                                "                    for (int l = 0; l < d; l++)\n"
+                                "                        smelt_fold%s(&acc[l], &acci[l], acc[l + d], acci[l + d]);\n"
+                                "                smelt_fold%s(&tot, &toti, acc[0], acci[0]);\n            }\n"
+                                "            *(smelt_out%s *)(void *)&sv[%d] = smelt_result%s(tot, toti, nred);\n",
+                         sfx, sfx, sfx, ri.slot[nin + k], sfx);
+        rows_out_copies(&body, dl, d, &ri, nin + k, "            ");
+        smelt__sb_puts(&body, "        }\n");
+        smelt__sb_free(&one), smelt__sb_free(&ident);
+    }
+    if (!st) { /* the final pass: the full-size outputs */
+        int nout = 0, ob[SMELT_MAX_KERNEL_OPERANDS];
+        for (int k = 0; k < d->n_ops; k++)
+            mine[k] = false;
+        for (int o = 0; o < d->n_out; o++) {
+            int v = d->out_val[o];
+            if (v >= nin && !d->ops[v - nin].small) {
+                rows_closure(d, v, mine);
+                ob[nout] = nin + o;
+                outs[nout++] = v;
+            }
+        }
+        smelt__kdesc pc;
+        if (nout && !(st = rows_piece(d, mine, outs, nout, R, &pc, src, err))) {
+            for (int q = 0; q < pc.n_in; q++)
+                bind[q] = rows_bind(d, &ri, src[q]);
+            for (int o = 0; o < nout; o++)
+                bind[pc.n_in + o] = ob[o];
+            rows_modes(d, &pc, bind, false);
+            st = red_fn(dl, &pc, "smelt_f", blocks, &pre, err);
+            rows_call_setup(&setup, &body, &pc, bind, "smelt_f", R, false);
+            smelt__sb_puts(&body, "        smelt_f(L0, L0 + nred, smelt_f_p, psh, smelt_f_s);\n");
+            free(pc.ops);
+        }
+    }
+    if (blocks && !pre.len)
+        smelt__sb_puts(&pre, red_blocks_prelude);
+    const slot sl[] = {
+        {"PRELUDE", smelt__sb_str(&pre)}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))},
+        {"NST", SLOT_NUM(ri.nst)}, {"WHAT", smelt__sb_str(&what)}, {"RANK", SLOT_NUM(R)}, {"NK", SLOT_NUM(nk)},
+        {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"RLAST", SLOT_NUM(rlast)},
+        {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"W", SLOT_NUM(RED_W)}, {"PB", SLOT_NUM(RED_PROD_BLOCK)},
+        {"NSLOT", SLOT_NUM(ri.nslot ? ri.nslot : 1)}, {"NOPER", SLOT_NUM(noper)}, {"DEFS", smelt__sb_str(&defs)},
+        {"SETUP", smelt__sb_str(&setup)}, {"BODY", smelt__sb_str(&body)}};
+    if (!st)
+        st = load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);
+    smelt__sb_free(&pre), smelt__sb_free(&defs), smelt__sb_free(&setup), smelt__sb_free(&body);
+    smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&what);
+    free(mine);
+    rows_free(&ri);
+    return st;
+}
+
+/* One element of a piece on a device, in its own scope: operand q named
+ * q<q> at offset o<q> (rows_call_setup's bindings: a kernel operand at
+ * off[] (full) or xo[] (small), the row's scalar sv<slot>, or tmp, the
+ * local array rt); its constants, loads, operators and stores. */
+static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *pc, const int *bind, bool small,
+                          const char *ind)
+{
+    int nv = pc->n_in + pc->n_ops, n = pc->n_in + pc->n_out;
+    int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
+    bool *inl = calloc((size_t)(nv + 1), sizeof(bool));
+    if (!uses || !inl) {
+        free(uses), free(inl);
+        return SMELT_ERR_NOMEM;
+    }
+    plan_inlining(pc, uses, inl, uses + nv, uses + 2 * nv);
+    smelt__sb_printf(b, "%s{\n", ind);
+    for (int q = 0; q < n; q++) {
+        const char *T = dl->stype[operand_dtype(pc, q)], *c = q < pc->n_in ? "const " : "";
+        if (bind[q] <= -2)
+            smelt__sb_printf(b, "%s    %s%s *q%d = &sv%d;\n%s    const smelt_idx o%d = 0;\n", ind, c, T, q, -2 - bind[q],
+                             ind, q);
+        else if (bind[q] == -1)
+            smelt__sb_printf(b, "%s    %s *q%d = rt;\n%s    const smelt_idx o%d = 0;\n", ind, T, q, ind, q);
+        else
+            smelt__sb_printf(b, "%s    %s%s *__restrict__ q%d = (%s%s *)a.ptrs[%d];\n%s    const smelt_idx o%d = %s[%d];\n",
+                             ind, c, T, q, c, T, bind[q], ind, q, small ? "xo" : "off", bind[q]);
+    }
+    for (int i = 0; i < pc->n_ops; i++)
+        if (pc->ops[i].op == SMELT_OP_CONST) {
+            smelt__sb_printf(b, "%s    const %s v%d = ", ind, dl->type[pc->ops[i].dtype], pc->n_in + i);
+            literal(b, dl, &pc->ops[i]);
+            smelt__sb_puts(b, ";\n");
+        }
+    ectx e = {dl, pc, uses, inl, -1, FORM_OFFSET, false, false};
+    emit_lane(b, &e);
+    smelt__sb_printf(b, "%s}\n", ind);
+    free(uses), free(inl);
+    return SMELT_OK;
+}
+
+/* Every kernel operand's offset at element r of the row (off[]). */
+static void rows_dev_offsets(smelt__sb *b, int noper, int R, const char *ind)
+{
+    smelt__sb_printf(b, "%ssmelt_idx qq = r, off[%d];\n%sfor (int j = 0; j < %d; j++)\n%s    off[j] = xo[j];\n"
+                        "%sfor (int k = nr - 1; k >= 0; k--) {\n"
+                        "%s    const smelt_idx sz = a.shape[rd[k]], q2 = qq / sz;\n"
+                        "%s    for (int j = 0; j < %d; j++)\n%s        off[j] += (qq - q2 * sz) * a.strides[j * %d + rd[k]];\n"
+                        "%s    qq = q2;\n%s}\n",
+                     ind, noper, ind, noper, ind, ind, ind, ind, noper, ind, R, ind, ind);
+}
+
+/* A device (CUDA): a warp per row, its lanes along the row; every lane
+ * holds the row's scalars. */
+static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude, smelt__sb *text,
+                             smelt__sb *err)
+{
+    int st = rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
+    rows_info ri = {0};
+    if (st || (st = rows_analyse(d, &ri)))
+        return st;
+    bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
+    int src[SMELT_MAX_KERNEL_OPERANDS], bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
+    smelt__sb defs, body, kd, rd, what;
+    smelt__sb_init(&defs), smelt__sb_init(&body), smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
+    if (!mine)
+        st = SMELT_ERR_NOMEM;
+    red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
+    for (int v = 0; v < nin + d->n_ops && !st; v++)
+        if (ri.slot[v] >= 0)
+            smelt__sb_printf(&body, "        %s sv%d;\n", dl->stype[value_dtype(d, v)], ri.slot[v]);
+    for (int t = 0; t <= ri.nst && !st; t++) {
+        int nout = 0;
+        for (int k = 0; k < d->n_ops; k++)
+            mine[k] = d->ops[k].small && !smelt__is_reduce(d->ops[k].op) && ri.avail[k] == t;
+        for (int k = 0; k < d->n_ops && nout < SMELT_MAX_KERNEL_OPERANDS; k++)
+            if (mine[k] && rows_read_outside(d, &ri, nin + k, t))
+                outs[nout++] = nin + k;
+        if (nout) { /* small piece t, on every lane */
+            smelt__kdesc pc;
+            if (!(st = rows_piece(d, mine, outs, nout, 1, &pc, src, err))) {
+                for (int q = 0; q < pc.n_in; q++)
+                    bind[q] = rows_bind(d, &ri, src[q]);
+                for (int o = 0; o < nout; o++)
+                    bind[pc.n_in + o] = rows_bind(d, &ri, outs[o]);
+                st = rows_dev_piece(&body, dl, &pc, bind, true, "        ");
+                free(pc.ops);
+            }
+            for (int o = 0; o < nout; o++)
+                for (int q = 0; q < d->n_out; q++)
+                    if (d->out_val[q] == outs[o])
+                        smelt__sb_printf(&body, "        if (lane == 0)\n            ((%s *)a.ptrs[%d])[xo[%d]] = sv%d;\n",
+                                         dl->stype[value_dtype(d, outs[o])], nin + q, nin + q, ri.slot[outs[o]]);
+        }
+        if (t == ri.nst || st)
+            break;
+        int k = ri.st[t], x = d->ops[k].in[0];
+        red_kind rk = red_kind_of(d->ops[k].op, value_dtype(d, x));
+        char sfx[16];
+        snprintf(sfx, sizeof sfx, "_%d", t);
+        smelt__sb one, ident;
+        smelt__sb_init(&one), smelt__sb_init(&ident);
+        red_defs(&one, dl, &rk, false);
+        rename_words(&defs, smelt__sb_str(&one), red_def_names, NSLOTS(red_def_names), sfx);
+        red_identity(&ident, dl, &rk);
+        smelt__sb_printf(&what, "%s%s of %s", t ? ", " : "", smelt__ops[rk.op].name, smelt__dtypes[rk.in].name);
+        const char *I = smelt__sb_str(&ident);
+        smelt__sb_printf(&body, "        { /* reduction %d: %s of %s into %s (%s accumulators) */\n"
+                                "            smelt_acc%s tot = %s;\n            long long toti = 9223372036854775807LL;\n"
+                                "            for (smelt_idx c0 = 0; c0 < nred; c0 += %d) {\n"
+                                "                const smelt_idx c1 = nred - c0 < %d ? nred : c0 + %d;\n"
+                                "                smelt_acc%s v = %s;\n                long long vi = 9223372036854775807LL;\n"
+                                "                for (smelt_idx r = c0 + lane; r < c1; r += 32) {\n"
+                                "                    smelt_in%s rt[1];\n",
+                         t, smelt__ops[rk.op].name, smelt__dtypes[rk.in].name, smelt__dtypes[rk.out].name,
+                         smelt__dtypes[rk.acc].name, sfx, I, SMELT_RED_CHUNK, SMELT_RED_CHUNK, SMELT_RED_CHUNK, sfx, I,
+                         sfx);
+        rows_dev_offsets(&body, noper, R, "                    ");
+        if (x < nin) {
+            smelt__sb_printf(&body, "                    rt[0] = ((const smelt_in%s *)a.ptrs[%d])[off[%d]];\n", sfx, x, x);
+        } else {
+            smelt__kdesc pc;
+            for (int kk = 0; kk < d->n_ops; kk++)
+                mine[kk] = false;
+            rows_closure(d, x, mine);
+            if (!(st = rows_piece(d, mine, &x, 1, R, &pc, src, err))) {
+                for (int q = 0; q < pc.n_in; q++)
+                    bind[q] = rows_bind(d, &ri, src[q]);
+                bind[pc.n_in] = -1;
+                st = rows_dev_piece(&body, dl, &pc, bind, false, "                    ");
+                free(pc.ops);
+            }
+        }
+        smelt__sb_printf(&body, "                    smelt_fold%s(&v, &vi, smelt_conv%s(rt[0]), (long long)r);\n"
+                                "                }\n"
+                                "                for (int dd = 16; dd >= 1; dd >>= 1) {\n"
+                                "                    smelt_acc%s u = smelt_shfl(v, dd);\n"
+                                "                    long long ui = %s;\n"
+                                "                    smelt_fold%s(&v, &vi, u, ui);\n                }\n"
+                                "                smelt_fold%s(&tot, &toti, v, vi);\n            }\n"
+                                "            tot = smelt_bcast(tot);\n            toti = smelt_bcast(toti);\n"
+                                "            sv%d = smelt_result%s(tot, toti, nred);\n",
+                         sfx, sfx, sfx, rk.arg ? "smelt_shfl(vi, dd)" : "vi", sfx, sfx, ri.slot[nin + k], sfx);
+        for (int q = 0; q < d->n_out; q++)
+            if (d->out_val[q] == nin + k)
+                smelt__sb_printf(&body, "            if (lane == 0)\n                ((smelt_out%s *)a.ptrs[%d])[xo[%d]] = sv%d;\n",
+                                 sfx, nin + q, nin + q, ri.slot[nin + k]);
+        smelt__sb_puts(&body, "        }\n");
+        smelt__sb_free(&one), smelt__sb_free(&ident);
+    }
+    if (!st) { /* the final pass: the full-size outputs */
+        int nout = 0, ob[SMELT_MAX_KERNEL_OPERANDS];
+        for (int k = 0; k < d->n_ops; k++)
+            mine[k] = false;
+        for (int o = 0; o < d->n_out; o++) {
+            int v = d->out_val[o];
+            if (v >= nin && !d->ops[v - nin].small) {
+                rows_closure(d, v, mine);
+                ob[nout] = nin + o;
+                outs[nout++] = v;
+            }
+        }
+        smelt__kdesc pc;
+        if (nout && !(st = rows_piece(d, mine, outs, nout, R, &pc, src, err))) {
+            for (int q = 0; q < pc.n_in; q++)
+                bind[q] = rows_bind(d, &ri, src[q]);
+            for (int o = 0; o < nout; o++)
+                bind[pc.n_in + o] = ob[o];
+            smelt__sb_puts(&body, "        for (smelt_idx r = lane; r < nred; r += 32) {\n");
+            rows_dev_offsets(&body, noper, R, "            ");
+            st = rows_dev_piece(&body, dl, &pc, bind, false, "            ");
+            smelt__sb_puts(&body, "        }\n");
+            free(pc.ops);
+        }
+    }
+    const slot sl[] = {
+        {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"NST", SLOT_NUM(ri.nst)},
+        {"WHAT", smelt__sb_str(&what)}, {"RANK", SLOT_NUM(R)}, {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)},
+        {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
+        {"NOPER", SLOT_NUM(noper)}, {"NSTRIDES", SLOT_NUM(noper * R)}, {"DEFS", smelt__sb_str(&defs)},
+        {"INDEX", d->idx32 ? "unsigned int" : "long long"},
+        {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(noper, R, d->idx32) <= SMELT_KPARAM_MAX)},
+        {"BODY", smelt__sb_str(&body)}};
+    if (!st)
+        st = load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);
+    smelt__sb_free(&defs), smelt__sb_free(&body), smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&what);
+    free(mine);
+    rows_free(&ri);
+    return st;
+}
+
 /* The lanes of every reduction and operand dtype, as block primitives
  * (smelt__emit_blk_library); mean's are sum's. */
 static void red_blk_prims(smelt__sb *prims, smelt__sb *table)
@@ -2067,7 +2666,10 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
     smelt__sb_init(&prelude), smelt__sb_init(&text);
     char *mathlib = NULL;
     int st = t->blocks ? SMELT_OK : render_prelude(&prelude, dl, &mathlib, err);
-    if (!st && d->reduce)
+    if (!st && d->multi)
+        st = dl->device ? shape_device_rows(dl, d, smelt__sb_str(&prelude), &text, err)
+                        : shape_c_rows(dl, d, t->blocks, t->blocks ? "" : smelt__sb_str(&prelude), &text, err);
+    else if (!st && d->reduce)
         st = dl->device ? shape_device_reduce(dl, d, smelt__sb_str(&prelude), &text, err)
                         : shape_c_reduce(dl, d, t->blocks, t->blocks ? red_blocks_prelude : smelt__sb_str(&prelude),
                                          &text, err);
@@ -2075,7 +2677,7 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
         st = (dl->device ? shape_device_grid : shape_c_loop)(dl, d, smelt__sb_str(&prelude), &text, err);
     if (!st) {
         with_math(&text, mathlib);
-        st = finish_name(&text, src, name, d->reduce ? "smelt_red" : "smelt_ew"); /* name = hash of the source */
+        st = finish_name(&text, src, name, d->multi ? "smelt_rows" : d->reduce ? "smelt_red" : "smelt_ew"); /* name = hash of the source */
     }
     smelt__sb_free(&prelude), smelt__sb_free(&text);
     free(mathlib);

@@ -15,6 +15,7 @@ typedef struct smelt__kop {
     int in[3];
     double fval;
     int64_t ival;
+    bool small; /* multi-reduction kernels: a value at the results' shape */
 } smelt__kop;
 
 typedef struct smelt__kdesc {
@@ -44,6 +45,16 @@ typedef struct smelt__kdesc {
     bool reduce;
     int red;
     uint8_t rmask;
+    /* a multi-reduction kernel (a row program): several reductions over
+     * the same rows (same operand shape and axes, keepdims, the reduced
+     * axes innermost), full-size operators that read their results
+     * broadcast back (the diamond: softmax, layernorm), values at the
+     * results' shape (ops[k].small).  ops[red] is the first reduction;
+     * operators are in dependency order, every operand over the first
+     * reduction's operand shape (broadcast: strides 0); the kernel runs one
+     * row at a time, its reductions in turn, then a last pass that writes
+     * the full-size outputs (src/codegen/emit.c, "row programs"). */
+    bool multi;
 } smelt__kdesc;
 
 /* ---- partition (src/fusion/partition.c) ----------------------------------- */
@@ -67,7 +78,7 @@ typedef struct smelt__partition {
 /* The decision on a producer -> consumer edge: fused, or why not. */
 enum { SMELT__FUSE, SMELT__FUSE_OFF, SMELT__FUSE_OPAQUE, SMELT__FUSE_SHAPE, SMELT__FUSE_OPS,
        SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_AFTER_REDUCE,
-       SMELT__FUSE_DEAD, SMELT__FUSE_EPI_INPUT, SMELT__FUSE_NREASONS };
+       SMELT__FUSE_DEAD, SMELT__FUSE_EPI_INPUT, SMELT__FUSE_ROWS, SMELT__FUSE_NREASONS };
 extern const char *const smelt__fuse_why[SMELT__FUSE_NREASONS];
 /* fuse=false: one cluster per operator (the unfused path). */
 int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);
@@ -77,6 +88,13 @@ void smelt__partition_free(smelt__partition *pt);
 /* The position in c->members of its reduction (-1: none); the members
  * before it are its producers, those after it its epilogue. */
 int smelt__red_member(const smelt__prog *p, const smelt__cluster *c);
+/* Whether c is a multi-reduction kernel (smelt__kdesc.multi): more than one
+ * reduction, or a member after its reduction not at the result's shape. */
+bool smelt__red_multi(const smelt__prog *p, const smelt__cluster *c);
+/* Rows at least this many, or rows no longer than SMELT_ROWS_MAX_LEN
+ * elements, for a multi-reduction kernel (it runs a row in one thread). */
+#define SMELT_ROWS_MIN 8
+#define SMELT_ROWS_MAX_LEN (4 * SMELT_RED_CHUNK)
 /* Whether input q of a reduction's kernel is read by its epilogue (then at
  * the result's shape, with strides 0 along the reduced axes; the
  * producers do not read it). */

@@ -52,6 +52,9 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_AFTER_REDUCE] = "after a reduction (not fused yet)",
     [SMELT__FUSE_EPI_INPUT] = "an epilogue's operand computed elementwise (not fused yet)",
     [SMELT__FUSE_DEAD] = "the reduction's result is never read",
+    [SMELT__FUSE_ROWS] = "a row program needs reductions of one shape and axes with keepdims, over the innermost "
+                         "axes, of at least " STR(SMELT_ROWS_MIN) " rows or rows of at most " STR(SMELT_ROWS_MAX_LEN)
+                         " elements",
 };
 
 static int find(pstate *s, int x)
@@ -180,6 +183,64 @@ static bool epi_ok(pstate *s, int kc, int kr)
     return true;
 }
 
+static bool same_shape(const smelt__inst *a, const smelt__inst *b)
+{
+    return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
+}
+
+/* The form of a kernel whose members are those of clusters ka and kb
+ * (kb == -1: ka alone): 0 none or one reduction with its producers and
+ * an epilogue at its result's shape (the single form), 1 a row program
+ * (smelt__kdesc.multi) that can run, -1 a row program that cannot: every
+ * reduction over the same operand shape A and axes, with keepdims, the
+ * reduced axes of A after its kept ones (size-1 axes aside), enough rows
+ * or short ones (SMELT_ROWS_MIN); every other member fusible, of shape A
+ * or of the results' shape. */
+static int rows_form(const smelt__prog *p, const int *head, const int *next, int ka, int kb)
+{
+    int r0 = -1, nred = 0;
+    for (int k = 0; k < 2; k++)
+        for (int m = k ? (kb < 0 ? -1 : head[kb]) : head[ka]; m >= 0; m = next[m])
+            if (smelt__is_reduce(p->v[m].op)) {
+                nred++;
+                r0 = r0 < 0 || m < r0 ? m : r0;
+            }
+    if (r0 < 0)
+        return 0;
+    const smelt__inst *R = &p->v[r0], *A = &p->v[R->in[0]];
+    bool multi = nred > 1;
+    for (int k = 0; k < 2; k++)
+        for (int m = k ? (kb < 0 ? -1 : head[kb]) : head[ka]; m >= 0; m = next[m])
+            multi = multi || (m > r0 && !same_shape(&p->v[m], R));
+    if (!multi)
+        return 0;
+    if (!R->keepdims || same_shape(A, R))
+        return -1;
+    int64_t rows = 1, len = 1;
+    int lastk = -1, firstr = SMELT_MAX_DIMS;
+    for (int d = 0; d < A->ndim; d++) {
+        if (A->shape[d] == 1)
+            continue;
+        if (R->axes >> d & 1u) {
+            len *= A->shape[d];
+            firstr = d < firstr ? d : firstr;
+        } else {
+            rows *= A->shape[d];
+            lastk = d;
+        }
+    }
+    if (lastk > firstr || (rows < SMELT_ROWS_MIN && len > SMELT_ROWS_MAX_LEN))
+        return -1;
+    for (int k = 0; k < 2; k++)
+        for (int m = k ? (kb < 0 ? -1 : head[kb]) : head[ka]; m >= 0; m = next[m]) {
+            const smelt__inst *b = &p->v[m];
+            if (smelt__is_reduce(b->op) ? !b->keepdims || b->axes != R->axes || !same_shape(&p->v[b->in[0]], A)
+                                        : !fusible(p, m) || (!same_shape(b, A) && !same_shape(b, R)))
+                return -1;
+        }
+    return 1;
+}
+
 /* Every fusion rule, for the edge from producer x (in cluster kx) to
  * consumer i (in ki), both operators: SMELT__FUSE to merge the two clusters
  * (or that they are one already), else the reason not to. */
@@ -191,7 +252,15 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
     bool red = smelt__is_reduce(b->op);
     if (kx == ki)
         return SMELT__FUSE;
-    /* a kernel holds one reduction; after it, an epilogue: elementwise
+    int rows = s->hasred[kx] || s->hasred[ki] ? rows_form(s->p, s->head, s->next, kx, ki) : 0;
+    if (rows < 0)
+        return SMELT__FUSE_ROWS;
+    if (rows > 0) { /* a row program: the shapes checked, the common rules below */
+        if (red && s->uoff[i + 1] == s->uoff[i] && !b->is_output)
+            return SMELT__FUSE_DEAD;
+        goto common;
+    }
+    /* the single form: a kernel holds one reduction; after it, an epilogue: elementwise
      * operators at the result's shape (epi_ok), run on each result as it
      * is produced */
     if (s->hasred[kx]) {
@@ -217,6 +286,7 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
         return SMELT__FUSE_SHAPE;
     if (red && s->uoff[i + 1] == s->uoff[i] && !b->is_output)
         return SMELT__FUSE_DEAD; /* (kept at opt_level 0 only) */
+common:
     if (s->size[kx] + s->size[ki] > SMELT_MAX_CLUSTER_OPS)
         return SMELT__FUSE_OPS;
     if (creates_cycle(s, kx, ki, i))
@@ -417,8 +487,8 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
             if (!is_op(p, x) || (why[3 * i + j] = (uint8_t)should_fuse(&s, x, i, kx, ki)) || kx == ki)
                 continue;
             s.parent[kx] = ki;
-            if (s.hasred[kx])
-                s.hasred[ki] = true, s.redidx[ki] = s.redidx[kx];
+            if (s.hasred[kx] && (!s.hasred[ki] || s.redidx[kx] < s.redidx[ki]))
+                s.hasred[ki] = true, s.redidx[ki] = s.redidx[kx]; /* the first reduction */
             s.size[ki] += s.size[kx];
             s.next[s.tail[ki]] = s.head[kx];
             s.tail[ki] = s.tail[kx];
@@ -472,8 +542,22 @@ int smelt__red_member(const smelt__prog *p, const smelt__cluster *c)
     return -1;
 }
 
+bool smelt__red_multi(const smelt__prog *p, const smelt__cluster *c)
+{
+    int *next = malloc(sizeof(int) * (size_t)(p->n + 1)), head = c->nmem ? c->members[0] : -1;
+    if (!next)
+        return false;
+    for (int k = 0; k < c->nmem; k++)
+        next[c->members[k]] = k + 1 < c->nmem ? c->members[k + 1] : -1;
+    int f = c->nmem ? rows_form(p, &head, next, 0, -1) : 0;
+    free(next);
+    return f != 0;
+}
+
 bool smelt__red_epi_input(const smelt__kdesc *d, int q)
 {
+    if (d->multi)
+        return false;
     for (int k = d->reduce ? d->red + 1 : d->n_ops; k < d->n_ops; k++)
         for (int j = 0; j < d->ops[k].nin; j++)
             if (d->ops[k].in[j] == q)
@@ -523,6 +607,8 @@ int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__k
     for (int i = 0; i < cap; i++)
         map.key[i] = -1;
     d->n_in = c->nin;
+    d->multi = smelt__red_multi(p, c);
+    int rj = smelt__red_member(p, c);
     for (int k = 0; k < c->nin; k++) {
         *vmap_slot(&map, c->inputs[k]) = k;
         d->in_dt[k] = p->v[c->inputs[k]].dtype;
@@ -546,10 +632,13 @@ int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__k
             }
             op.in[j] = *v;
         }
-        if (smelt__is_reduce(in->op)) {
+        if (smelt__is_reduce(in->op) && !d->reduce) {
             d->reduce = true;
             d->red = d->n_ops;
         }
+        /* a row program's values at the results' shape: the reductions'
+         * and those of the (first) result's shape */
+        op.small = d->multi && (smelt__is_reduce(in->op) || same_shape(in, &p->v[c->members[rj]]));
         d->ops[d->n_ops] = op;
         *vmap_slot(&map, c->members[k]) = d->n_in + d->n_ops++;
     }

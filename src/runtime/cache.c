@@ -185,15 +185,15 @@ int smelt__kcache_count(smelt_ctx *ctx, size_t *bytes)
  * its source (the template override folder). */
 static void serialise(smelt__sb *b, const smelt__kdesc *d)
 {
-    int head[] = {d->n_in, d->n_out, d->n_ops, d->rank, d->idx32, d->reduce, d->red, d->rmask};
+    int head[] = {d->n_in, d->n_out, d->n_ops, d->rank, d->idx32, d->reduce, d->red, d->rmask, d->multi};
     smelt__sb_putn(b, (const char *)head, sizeof head);
     smelt__sb_putn(b, (const char *)d->in_dt, sizeof d->in_dt[0] * (size_t)d->n_in);
     smelt__sb_putn(b, (const char *)d->out_val, sizeof d->out_val[0] * (size_t)d->n_out);
     smelt__sb_putn(b, (const char *)d->mode, (size_t)(d->n_in + d->n_out));
     for (int i = 0; i < d->n_ops; i++) {
         const smelt__kop *k = &d->ops[i];
-        int f[] = {(int)k->op, (int)k->dtype, k->nin, k->in[0], k->in[1], k->in[2]};
-        smelt__sb_putn(b, (const char *)f, sizeof(int) * (size_t)(3 + k->nin));
+        int f[] = {(int)k->op, (int)k->dtype, k->small, k->nin, k->in[0], k->in[1], k->in[2]};
+        smelt__sb_putn(b, (const char *)f, sizeof(int) * (size_t)(4 + k->nin));
         if (k->op == SMELT_OP_CONST) {
             smelt__sb_putn(b, (const char *)&k->fval, sizeof k->fval);
             smelt__sb_putn(b, (const char *)&k->ival, sizeof k->ival);

@@ -206,8 +206,12 @@ int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int
 {
     const smelt__pkernel *k = &p->kern[ki];
     int nin = k->cl.nin, n = nin + k->cl.nout;
-    if (!k->desc.reduce) { /* the members' shape; broadcast operands: strides 0 (right-aligned) */
+    if (!k->desc.reduce || k->desc.multi) {
+        /* the members' shape (a row program's: its reductions' operand's);
+         * broadcast operands: strides 0 (right-aligned) */
         const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
+        if (k->desc.multi)
+            S0 = &p->rs[p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]].in[0]];
         int r = S0->ndim;
         memcpy(S, S0->shape, sizeof(int64_t) * (size_t)r);
         for (int o = 0; o < n; o++)
@@ -248,20 +252,31 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     const smelt__rshape *A = &p->rs[x->in[0]];
     const smelt__rshape *Y = &p->rs[ri]; /* the result's shape */
     int64_t nred = smelt__red_count(A->ndim, A->shape, x->axes), nout = smelt__numel(Y->ndim, Y->shape);
-    int ident = smelt__ops[x->op].ident;
-    if (nred == 0 && (ident == SMELT_IDENT_LOWEST || ident == SMELT_IDENT_HIGHEST)) {
-        char txt[SMELT_SHAPE_STR_MAX];
-        return smelt__err(p->ctx, SMELT_ERR_SHAPE, "%s of an empty array: the run-time shape %s has a reduced axis of "
-                          "size 0, and %s has no identity", smelt__ops[x->op].name,
-                          smelt__shape_fmt(txt, A->ndim, A->shape), smelt__ops[x->op].name);
+    for (int j = rj; j < k->cl.nmem && nred == 0; j++) { /* (a row program's every reduction) */
+        const smelt__inst *xj = &p->prog.v[k->cl.members[j]];
+        int ident = smelt__ops[xj->op].ident;
+        if (smelt__is_reduce(xj->op) && (ident == SMELT_IDENT_LOWEST || ident == SMELT_IDENT_HIGHEST)) {
+            char txt[SMELT_SHAPE_STR_MAX];
+            return smelt__err(p->ctx, SMELT_ERR_SHAPE, "%s of an empty array: the run-time shape %s has a reduced "
+                              "axis of size 0, and %s has no identity", smelt__ops[xj->op].name,
+                              smelt__shape_fmt(txt, A->ndim, A->shape), smelt__ops[xj->op].name);
+        }
     }
     if (nout == 0)
         return SMELT_OK;
-    for (int j = 0; j < k->cl.nmem; j++) { /* producers: the operand's shape; epilogue: the result's */
+    for (int j = 0; j < k->cl.nmem; j++) { /* producers: the operand's shape; epilogue: the result's
+                                             * (a row program: either, reductions aside) */
         const smelt__rshape *o = &p->rs[k->cl.members[j]], *want = j < rj ? A : Y;
         if (j == rj)
             continue;
-        if (o->ndim != want->ndim || memcmp(o->shape, want->shape, sizeof(int64_t) * (size_t)o->ndim))
+        bool bad = false;
+        if (k->desc.multi && smelt__is_reduce(p->prog.v[k->cl.members[j]].op)) {
+            const smelt__rshape *oa = &p->rs[p->prog.v[k->cl.members[j]].in[0]];
+            bad = oa->ndim != A->ndim || memcmp(oa->shape, A->shape, sizeof(int64_t) * (size_t)oa->ndim);
+        } else if (k->desc.multi) {
+            want = o->ndim == A->ndim && !memcmp(o->shape, A->shape, sizeof(int64_t) * (size_t)o->ndim) ? A : Y;
+        }
+        if (bad || o->ndim != want->ndim || memcmp(o->shape, want->shape, sizeof(int64_t) * (size_t)o->ndim))
             return smelt__err(p->ctx, SMELT_ERR_SHAPE,
                               "run-time shapes differ inside a fused kernel (the inputs do not "
                               "keep the graph's broadcast pattern)");
@@ -305,7 +320,7 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     }
     int threads = smelt_ctx_threads(p->ctx);
     int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
-    if (threads <= 1 || nchunk <= 1 || nout >= 4 * (int64_t)threads) {
+    if (threads <= 1 || nchunk <= 1 || nout >= 4 * (int64_t)threads || k->desc.multi) { /* (a row program: rows) */
         red_run(p, &l, nout, SMELT_MAX(nred, 1), threads);
         return SMELT_OK;
     }

@@ -49,8 +49,8 @@ bool smelt__inplace_ok(const smelt_plan *p, const smelt__cluster *c, const smelt
      * results' rows are still being read, and a column form writes a row
      * of results at once) */
     int rj = smelt__red_member(&p->prog, c);
-    if (rj >= 0 && v > c->members[rj])
-        return false;
+    if (rj >= 0 && (v > c->members[rj] || smelt__red_multi(&p->prog, c)))
+        return false; /* (a row program reads its inputs again in its last pass) */
     for (int m = c->nmem - 1; m >= 0 && c->members[m] > v; m--) /* members after v's writer */
         for (int j = 0; j < p->prog.v[c->members[m]].nin; j++)
             if (p->prog.v[c->members[m]].in[j] == u)

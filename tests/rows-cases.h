@@ -1,0 +1,70 @@
+/* Row programs (multi-reduction kernels) for tests/test-reduce.c and
+ * tests/test-cuda.c: each case is one kernel at opt_level 3 and gives the
+ * bits of its unfused plan.  Inputs: x (dt, shape), w and b (dt, the last
+ * dimension of x); extra: the graph's extra outputs at the results' shape
+ * (a reduction of the expression's value, after it, and a value computed
+ * from that, read outside). */
+#ifndef SMELT_ROWS_CASES_H
+#define SMELT_ROWS_CASES_H
+#include "common.h"
+
+typedef struct rows_case {
+    const char *what, *expr;
+    smelt_dtype dt;
+    int ndim;
+    int64_t shape[3];
+    bool extra;
+} rows_case;
+
+#define ROWS_SOFTMAX(ax) \
+    "exp(x - max(x, axis=" ax ", keepdims=True)) / sum(exp(x - max(x, axis=" ax ", keepdims=True)), axis=" ax \
+    ", keepdims=True)"
+static const rows_case rows_cases[] = {
+    {"softmax", ROWS_SOFTMAX("-1"), SMELT_F32, 2, {37, 500}, false},
+    {"softmax f16", ROWS_SOFTMAX("-1"), SMELT_F16, 2, {20, 300}, false},
+    {"softmax over two axes", ROWS_SOFTMAX("(1, 2)"), SMELT_F32, 3, {6, 20, 30}, false},
+    {"log_softmax",
+     "x - max(x, axis=-1, keepdims=True) - log(sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True))",
+     SMELT_F64, 2, {30, 257}, false},
+    {"layernorm", "(x - mean(x, axis=-1, keepdims=True)) / sqrt(var(x, axis=-1, keepdims=True) + 1e-5) * w + b",
+     SMELT_F32, 3, {4, 10, 333}, true},
+    {"layernorm f64", "(x - mean(x, axis=-1, keepdims=True)) / sqrt(var(x, axis=-1, keepdims=True) + 1e-5) * w + b",
+     SMELT_F64, 2, {16, 100}, false},
+    {"rmsnorm", "x / sqrt(mean(x * x, axis=-1, keepdims=True) + 1e-6) * w", SMELT_F32, 2, {33, 1000}, true},
+    {"argmax and sum", "where(argmax(x, axis=-1, keepdims=True) > 3, x, -x) / sum(abs(x), axis=-1, keepdims=True)",
+     SMELT_F32, 2, {25, 70}, false},
+    {"integers", "x * 3 - sum(x, axis=-1, keepdims=True) // 7 + max(x * w, axis=-1, keepdims=True)", SMELT_I32, 2,
+     {19, 90}, true},
+};
+
+/* The graph of case c (outputs: the expression's value y, then with extra
+ * max(y, keepdims) and its square); returns the number of outputs. */
+static inline int rows_graph(smelt_graph *g, const rows_case *c, smelt_node **outs)
+{
+    int64_t last = c->shape[c->ndim - 1];
+    smelt_node *in[3] = {smelt_input(g, "x", c->dt, c->ndim, c->shape), smelt_input(g, "w", c->dt, 1, &last),
+                         smelt_input(g, "b", c->dt, 1, &last)};
+    outs[0] = smelt_expr(g, c->expr, (const char *[]){"x", "w", "b"}, in, 3);
+    if (!c->extra)
+        return 1;
+    int ax = -1;
+    outs[1] = smelt_reduce(g, SMELT_OP_MAX, outs[0], 1, &ax, 1);
+    outs[2] = smelt_mul(g, outs[1], outs[1]);
+    return 3;
+}
+
+/* Random inputs with special values in x (floats: -0.0, inf and NaN in
+ * three rows). */
+static inline void rows_inputs(smelt_ctx *ctx, const rows_case *c, trng *r, smelt_tensor **in)
+{
+    int64_t last = c->shape[c->ndim - 1];
+    in[0] = t_rand(ctx, r, c->dt, c->ndim, c->shape);
+    in[1] = t_rand(ctx, r, c->dt, 1, &last);
+    in[2] = t_rand(ctx, r, c->dt, 1, &last);
+    if (c->dt == SMELT_F32 || c->dt == SMELT_F64 || c->dt == SMELT_F16) {
+        t_set(in[0], 3, -0.0);
+        t_set(in[0], last + 5, INFINITY);
+        t_set(in[0], 2 * last + 1, NAN);
+    }
+}
+#endif
