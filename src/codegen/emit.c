@@ -2419,7 +2419,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
             rows_modes(d, &pc, bind, false);
             st = red_fn(dl, &pc, "smelt_f", blocks, &pre, err);
             rows_call_setup(&setup, &body, &pc, bind, "smelt_f", R, false);
-            smelt__sb_puts(&body, "        smelt_f(L0, L0 + nred, smelt_f_p, psh, smelt_f_s);\n");
+            smelt__sb_puts(&body, "        smelt_f(L0, L0 + nred, smelt_f_p, fsh, smelt_f_s);\n");
             free(pc.ops);
         }
     }

@@ -320,7 +320,12 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     }
     int threads = smelt_ctx_threads(p->ctx);
     int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
-    if (threads <= 1 || nchunk <= 1 || nout >= 4 * (int64_t)threads || k->desc.multi) { /* (a row program: rows) */
+    if (k->desc.multi) { /* a row program: rows; streaming stores for its last pass when they pay */
+        l.shape[rank] = stream_outputs(p, rs, ki, nred * nout, rank, mode);
+        red_run(p, &l, nout, SMELT_MAX(nred, 1), threads);
+        return SMELT_OK;
+    }
+    if (threads <= 1 || nchunk <= 1 || nout >= 4 * (int64_t)threads) {
         red_run(p, &l, nout, SMELT_MAX(nred, 1), threads);
         return SMELT_OK;
     }
