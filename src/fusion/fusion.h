@@ -91,6 +91,8 @@ int smelt__red_member(const smelt__prog *p, const smelt__cluster *c);
 /* Whether c is a multi-reduction kernel (smelt__kdesc.multi): more than one
  * reduction, or a member after its reduction not at the result's shape. */
 bool smelt__red_multi(const smelt__prog *p, const smelt__cluster *c);
+/* The reductions among c's members. */
+int smelt__red_count_members(const smelt__prog *p, const smelt__cluster *c);
 /* Rows at least this many, or rows no longer than SMELT_ROWS_MAX_LEN
  * elements, for a multi-reduction kernel (it runs a row in one thread). */
 #define SMELT_ROWS_MIN 8

@@ -542,6 +542,14 @@ int smelt__red_member(const smelt__prog *p, const smelt__cluster *c)
     return -1;
 }
 
+int smelt__red_count_members(const smelt__prog *p, const smelt__cluster *c)
+{
+    int n = 0;
+    for (int j = 0; j < c->nmem; j++)
+        n += smelt__is_reduce(p->v[c->members[j]].op);
+    return n;
+}
+
 bool smelt__red_multi(const smelt__prog *p, const smelt__cluster *c)
 {
     int *next = malloc(sizeof(int) * (size_t)(p->n + 1)), head = c->nmem ? c->members[0] : -1;

@@ -296,7 +296,11 @@ static void describe(smelt_plan *p)
         }
         smelt__sb_printf(b, "] shape ");
         const smelt__inst *it = &p->prog.v[k->cl.members[0]];
+        if (k->desc.multi) /* a row program: its reductions' operand (the rows) */
+            it = &p->prog.v[p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]].in[0]];
         smelt__shape_str(b, it->ndim, it->shape);
+        if (k->desc.multi)
+            smelt__sb_printf(b, " in rows (a row program of %d reductions)", smelt__red_count_members(&p->prog, &k->cl));
         /* the dtype the kernel writes (its first member may be a comparison; a
          * dead operator, kept at opt_level 0, writes nothing) */
         int w = k->cl.nout ? k->cl.outputs[0] : k->cl.members[k->cl.nmem - 1];
