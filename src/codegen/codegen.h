@@ -36,6 +36,10 @@ typedef struct smelt__target {
 /* Emit source for d.  The function is named "smelt_ew_<hash of the source>"
  * ("smelt_red_<hash>" for a reduction),
  * written to *name (at least 32 bytes).  Returns 0 or a status with err set. */
+/* A row program's row cache on the CPU (C forms): bytes per element of a
+ * row that each call of its kernel needs in ptrs[operands] (one row's
+ * worth per call; shape[rank] gives the rows per call); 0 for none. */
+int smelt__rows_cache_bytes(const smelt__kdesc *d);
 int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err);
 /* Elements one thread of a device kernel for d takes per step of its

@@ -2045,27 +2045,59 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
  * block) form reading the kernel's inputs with its strides and the row's
  * scalars with strides 0.  A full-size value that two passes read is
  * computed in each, the same way from the same inputs: the same bits. */
+#define ROWS_KEPT (1 << 20) /* a piece's binding to a kept value (rows_call_setup) */
 typedef struct rows_info {
     int nst;    /* stages: the reductions, in order */
     int *st;    /* op index of stage s's reduction */
     int *avail; /* per op: a reduction's stage + 1; a small op's small piece (computed before that stage) */
     int *slot;  /* per value: its scalar in sv[] (-1: none) */
     int nslot;
+    /* the row cache (C forms): a full-size value one pass computes and a
+     * later one reads is kept for the row (nred elements of it, at byte
+     * cache_off[k] * nred of the row's slot) instead of computed again */
+    bool cache;
+    int *piece;     /* per op: the pass that computes a full-size op (stage s, or nst: the last), -1 none */
+    int *cache_off; /* per op: bytes per element before it in the slot, -1 not kept */
+    int cache_bytes; /* per element of a row */
 } rows_info;
 
-static void rows_free(rows_info *ri) { free(ri->st), free(ri->avail), free(ri->slot); }
+static void rows_free(rows_info *ri) { free(ri->st), free(ri->avail), free(ri->slot), free(ri->piece), free(ri->cache_off); }
 
-static int rows_analyse(const smelt__kdesc *d, rows_info *ri)
+/* The full-size operators value v needs in pass p (rows_info.piece):
+ * those no earlier pass computed; one that did is kept (the row cache). */
+static void rows_assign(const smelt__kdesc *d, rows_info *ri, int v, int p)
+{
+    if (v < d->n_in || is_const(d, v) || d->ops[v - d->n_in].small || ri->piece[v - d->n_in] == p)
+        return;
+    int k = v - d->n_in;
+    if (ri->piece[k] >= 0) {
+        if (ri->cache_off[k] < 0) {
+            ri->cache_off[k] = ri->cache_bytes;
+            ri->cache_bytes += (int)smelt__dtypes[d->ops[k].dtype].size;
+        }
+        return;
+    }
+    ri->piece[k] = p;
+    for (int j = 0; j < d->ops[k].nin; j++)
+        rows_assign(d, ri, d->ops[k].in[j], p);
+}
+
+static int rows_analyse(const smelt__kdesc *d, bool cache, rows_info *ri)
 {
     int nv = d->n_in + d->n_ops;
-    ri->nst = ri->nslot = 0;
+    ri->nst = ri->nslot = ri->cache_bytes = 0;
+    ri->cache = cache;
     ri->st = malloc(sizeof(int) * (size_t)(d->n_ops + 1));
     ri->avail = calloc((size_t)d->n_ops + 1, sizeof(int));
     ri->slot = malloc(sizeof(int) * (size_t)(nv + 1));
-    if (!ri->st || !ri->avail || !ri->slot) {
+    ri->piece = malloc(sizeof(int) * (size_t)(d->n_ops + 1));
+    ri->cache_off = malloc(sizeof(int) * (size_t)(d->n_ops + 1));
+    if (!ri->st || !ri->avail || !ri->slot || !ri->piece || !ri->cache_off) {
         rows_free(ri);
         return SMELT_ERR_NOMEM;
     }
+    for (int k = 0; k < d->n_ops; k++)
+        ri->piece[k] = ri->cache_off[k] = -1;
     for (int v = 0; v < nv; v++)
         ri->slot[v] = -1;
     for (int k = 0; k < d->n_ops; k++) {
@@ -2081,17 +2113,39 @@ static int rows_analyse(const smelt__kdesc *d, rows_info *ri)
             ri->slot[d->n_in + k] = ri->nslot++;
         }
     }
+    if (cache) {
+        for (int s = 0; s < ri->nst; s++)
+            rows_assign(d, ri, d->ops[ri->st[s]].in[0], s);
+        for (int o = 0; o < d->n_out; o++) { /* (a stage writes the outputs it computes) */
+            int v = d->out_val[o];
+            if (v >= d->n_in && (d->ops[v - d->n_in].small || ri->piece[v - d->n_in] >= 0))
+                continue;
+            rows_assign(d, ri, v, ri->nst);
+        }
+    }
     return SMELT_OK;
 }
 
-/* Mark the full-size operators value v needs (none past a scalar). */
-static void rows_closure(const smelt__kdesc *d, int v, bool *mine)
+int smelt__rows_cache_bytes(const smelt__kdesc *d)
 {
-    if (v < d->n_in || is_const(d, v) || d->ops[v - d->n_in].small || mine[v - d->n_in])
+    rows_info ri = {0};
+    if (!d->multi || rows_analyse(d, true, &ri))
+        return 0;
+    int n = ri.cache_bytes;
+    rows_free(&ri);
+    return n;
+}
+
+/* Mark the full-size operators value v needs (none past a scalar);
+ * with the row cache, those of pass p. */
+static void rows_closure(const smelt__kdesc *d, const rows_info *ri, int p, int v, bool *mine)
+{
+    if (v < d->n_in || is_const(d, v) || d->ops[v - d->n_in].small || mine[v - d->n_in] ||
+        (ri->cache && ri->piece[v - d->n_in] != p))
         return;
     mine[v - d->n_in] = true;
     for (int j = 0; j < d->ops[v - d->n_in].nin; j++)
-        rows_closure(d, d->ops[v - d->n_in].in[j], mine);
+        rows_closure(d, ri, p, d->ops[v - d->n_in].in[j], mine);
 }
 
 /* The piece of row program d that computes the operators mine marks (in
@@ -2200,16 +2254,21 @@ static const char *const red_def_names[] = {"smelt_acc", "smelt_in", "smelt_out"
 
 /* The operand table of a piece's call, name_p and name_s: the pointer and
  * strides (rank R) of each operand q, bound by bind[q] to a kernel operand
- * (>= 0), tmp (-1) or the row's scalar -2 - bind[q] (strides 0); small:
- * kernel operands at the row's offsets (set per row, into row), strides 0. */
-static void rows_call_setup(smelt__sb *setup, smelt__sb *row, const smelt__kdesc *pc, const int *bind,
-                            const char *name, int R, bool small)
+ * (>= 0), tmp (-1), the row's scalar -2 - bind[q] (strides 0) or its kept
+ * value bind[q] - ROWS_KEPT (the row cache: contiguous over the reduced
+ * dimensions, rbs); small: kernel operands at the row's offsets (set per
+ * row, into row), strides 0. */
+static void rows_call_setup(smelt__sb *setup, smelt__sb *row, const smelt__kdesc *d, const rows_info *ri,
+                            const smelt__kdesc *pc, const int *bind, const char *name, int R, bool small)
 {
     int n = pc->n_in + pc->n_out;
     smelt__sb_printf(setup, "    char *%s_p[%d];\n    int64_t %s_s[%d];\n", name, n, name, n * R);
     for (int q = 0; q < n; q++) {
         int b = bind[q];
-        if (b <= -2)
+        if (b >= ROWS_KEPT)
+            smelt__sb_printf(setup, "    %s_p[%d] = slot + (int64_t)%d * nred;\n", name, q,
+                             ri->cache_off[b - ROWS_KEPT - d->n_in]);
+        else if (b <= -2)
             smelt__sb_printf(setup, "    %s_p[%d] = (char *)&sv[%d];\n", name, q, -2 - b);
         else if (b == -1)
             smelt__sb_printf(setup, "    %s_p[%d] = (char *)tmp;\n", name, q);
@@ -2219,7 +2278,9 @@ static void rows_call_setup(smelt__sb *setup, smelt__sb *row, const smelt__kdesc
         else
             smelt__sb_printf(setup, "    %s_p[%d] = ptrs[%d];\n", name, q, b);
         for (int dd = 0; dd < R; dd++) {
-            if (b <= -2 || small)
+            if (b >= ROWS_KEPT)
+                smelt__sb_printf(setup, "    %s_s[%d] = rbs[%d];\n", name, q * R + dd, dd);
+            else if (b <= -2 || small)
                 smelt__sb_printf(setup, "    %s_s[%d] = 0;\n", name, q * R + dd);
             else if (b == -1)
                 smelt__sb_printf(setup, "    %s_s[%d] = %d;\n", name, q * R + dd, dd == R - 1);
@@ -2229,10 +2290,11 @@ static void rows_call_setup(smelt__sb *setup, smelt__sb *row, const smelt__kdesc
     }
 }
 
-/* The binding (rows_call_setup) of value v of d read by a piece. */
+/* The binding (rows_call_setup) of value v of d read by a piece: a kernel
+ * input, a kept value (the row cache), or a scalar. */
 static int rows_bind(const smelt__kdesc *d, const rows_info *ri, int v)
 {
-    return v < d->n_in ? v : -2 - ri->slot[v];
+    return v < d->n_in ? v : !d->ops[v - d->n_in].small ? ROWS_KEPT + v : -2 - ri->slot[v];
 }
 
 /* Copies of the row's scalars that are kernel outputs (at the row's offset). */
@@ -2254,6 +2316,7 @@ static void rows_modes(const smelt__kdesc *d, smelt__kdesc *pc, const int *bind,
 {
     for (int q = 0; q < pc->n_in + pc->n_out; q++)
         pc->mode[q] = small ? SMELT_MODE_STRIDED
+                      : bind[q] >= ROWS_KEPT ? SMELT_MODE_CONTIG
                       : bind[q] <= -2 ? SMELT_MODE_BCAST
                       : bind[q] == -1 ? SMELT_MODE_CONTIG
                                       : d->mode[bind[q]];
@@ -2279,7 +2342,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
 {
     int st = rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
     rows_info ri = {0};
-    if (st || (st = rows_analyse(d, &ri)))
+    if (st || (st = rows_analyse(d, true, &ri)))
         return st;
     bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
     int src[SMELT_MAX_KERNEL_OPERANDS], bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
@@ -2310,7 +2373,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                     bind[pc.n_in + o] = rows_bind(d, &ri, outs[o]);
                 rows_modes(d, &pc, bind, true);
                 st = red_fn(dl, &pc, name, blocks, &pre, err);
-                rows_call_setup(&setup, &body, &pc, bind, name, 1, true);
+                rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, 1, true);
                 smelt__sb_printf(&body, "        %s(0, 1, %s_p, one, %s_s);\n", name, name, name);
                 for (int o = 0; o < nout; o++)
                     rows_out_copies(&body, dl, d, &ri, outs[o], "        ");
@@ -2353,7 +2416,12 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                          t, smelt__ops[rk.op].name, smelt__dtypes[rk.in].name, smelt__dtypes[rk.out].name,
                          smelt__dtypes[rk.acc].name, sfx, sfx, I, RED_W, I, SMELT_RED_CHUNK, SMELT_RED_CHUNK,
                          SMELT_RED_CHUNK);
-        if (x < nin) { /* an input: read where it is */
+        if (ri.cache && x >= nin && ri.piece[x - nin] != t) { /* kept by an earlier pass */
+            smelt__sb_printf(&body, "                    const int64_t a[3] = {1, r & 31, r};\n"
+                                    "                    (void)q;\n"
+                                    "                    %s_row(seg, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r, a);\n",
+                             lf, sfx, ri.cache_off[x - nin]);
+        } else if (x < nin) { /* an input: read where it is */
             smelt__sb_printf(&body, "                    int64_t off = yo[%d] + j * strides[%d];\n"
                                     "                    for (int k = nr - 2; k >= 0; k--) {\n"
                                     "                        const int64_t sz = shape[rd[k]], qq = q / sz;\n"
@@ -2366,15 +2434,28 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
             smelt__kdesc pc;
             for (int kk = 0; kk < d->n_ops; kk++)
                 mine[kk] = false;
-            rows_closure(d, x, mine);
+            rows_closure(d, &ri, t, x, mine);
             snprintf(name, sizeof name, "smelt_p%d", t);
-            if (!(st = rows_piece(d, mine, &x, 1, R, &pc, src, err))) {
+            /* its outputs: the operand (into tmp), the values later passes
+             * read (kept), the kernel's outputs it computes */
+            int nout = 0, ob[SMELT_MAX_KERNEL_OPERANDS];
+            outs[nout] = x, ob[nout++] = -1;
+            for (int kk = 0; kk < d->n_ops && nout < SMELT_MAX_KERNEL_OPERANDS; kk++)
+                if (mine[kk] && ri.cache_off[kk] >= 0 && nin + kk != x)
+                    outs[nout] = nin + kk, ob[nout++] = ROWS_KEPT + nin + kk;
+            for (int o = 0; o < d->n_out && nout < SMELT_MAX_KERNEL_OPERANDS && ri.cache; o++)
+                if (d->out_val[o] >= nin && mine[d->out_val[o] - nin])
+                    outs[nout] = d->out_val[o], ob[nout++] = nin + o;
+            if (ri.cache_off[x - nin] >= 0 && nout < SMELT_MAX_KERNEL_OPERANDS) /* the operand kept too */
+                outs[nout] = x, ob[nout++] = ROWS_KEPT + x;
+            if (!(st = rows_piece(d, mine, outs, nout, R, &pc, src, err))) {
                 for (int q = 0; q < pc.n_in; q++)
                     bind[q] = rows_bind(d, &ri, src[q]);
-                bind[pc.n_in] = -1;
+                for (int o = 0; o < nout; o++)
+                    bind[pc.n_in + o] = ob[o];
                 rows_modes(d, &pc, bind, false);
                 st = red_fn(dl, &pc, name, blocks, &pre, err);
-                rows_call_setup(&setup, &body, &pc, bind, name, R, false);
+                rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, R, false);
                 smelt__sb_printf(&body, "                    (void)q;\n"
                                         "                    for (int64_t u = 0; u < seg; u += %d) {\n"
                                         "                        const int64_t nb = seg - u < %d ? seg - u : %d, L = L0 + r + u;\n"
@@ -2404,8 +2485,8 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
             mine[k] = false;
         for (int o = 0; o < d->n_out; o++) {
             int v = d->out_val[o];
-            if (v >= nin && !d->ops[v - nin].small) {
-                rows_closure(d, v, mine);
+            if (v >= nin && !d->ops[v - nin].small && (!ri.cache || ri.piece[v - nin] == ri.nst)) {
+                rows_closure(d, &ri, ri.nst, v, mine);
                 ob[nout] = nin + o;
                 outs[nout++] = v;
             }
@@ -2418,7 +2499,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                 bind[pc.n_in + o] = ob[o];
             rows_modes(d, &pc, bind, false);
             st = red_fn(dl, &pc, "smelt_f", blocks, &pre, err);
-            rows_call_setup(&setup, &body, &pc, bind, "smelt_f", R, false);
+            rows_call_setup(&setup, &body, d, &ri, &pc, bind, "smelt_f", R, false);
             smelt__sb_puts(&body, "        smelt_f(L0, L0 + nred, smelt_f_p, fsh, smelt_f_s);\n");
             free(pc.ops);
         }
@@ -2431,6 +2512,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"RLAST", SLOT_NUM(rlast)},
         {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"W", SLOT_NUM(RED_W)}, {"PB", SLOT_NUM(RED_PROD_BLOCK)},
         {"NSLOT", SLOT_NUM(ri.nslot ? ri.nslot : 1)}, {"NOPER", SLOT_NUM(noper)}, {"DEFS", smelt__sb_str(&defs)},
+        {"CACHE", SLOT_NUM(ri.cache_bytes)},
         {"SETUP", smelt__sb_str(&setup)}, {"BODY", smelt__sb_str(&body)}};
     if (!st)
         st = load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);
@@ -2499,7 +2581,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
 {
     int st = rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
     rows_info ri = {0};
-    if (st || (st = rows_analyse(d, &ri)))
+    if (st || (st = rows_analyse(d, false, &ri)))
         return st;
     bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
     int src[SMELT_MAX_KERNEL_OPERANDS], bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
@@ -2564,7 +2646,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             smelt__kdesc pc;
             for (int kk = 0; kk < d->n_ops; kk++)
                 mine[kk] = false;
-            rows_closure(d, x, mine);
+            rows_closure(d, &ri, t, x, mine);
             if (!(st = rows_piece(d, mine, &x, 1, R, &pc, src, err))) {
                 for (int q = 0; q < pc.n_in; q++)
                     bind[q] = rows_bind(d, &ri, src[q]);
@@ -2597,7 +2679,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         for (int o = 0; o < d->n_out; o++) {
             int v = d->out_val[o];
             if (v >= nin && !d->ops[v - nin].small) {
-                rows_closure(d, v, mine);
+                rows_closure(d, &ri, ri.nst, v, mine);
                 ob[nout] = nin + o;
                 outs[nout++] = v;
             }

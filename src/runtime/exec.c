@@ -164,16 +164,24 @@ static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int6
  * chunks first (phase 1, each chunk's result to a scratch array), then over
  * the results (phase 2, combining the chunks in order): the same order of
  * combination, so the same bits, on any number of threads. */
+/* Items per call when red_run runs n items of per_item elements each. */
+static int64_t red_chunk(int64_t n, int64_t per_item, int threads)
+{
+    if (threads <= 1 || n * per_item < SMALL_ELEMS || n <= 1)
+        return SMELT_MAX(n, 1);
+    return SMELT_MAX((n + threads * 4 - 1) / (threads * 4), (MIN_CHUNK + per_item - 1) / per_item);
+}
+
 static void red_run(smelt_plan *p, launch *l, int64_t n, int64_t per_item, int threads)
 {
     l->n = n;
-    if (threads <= 1 || n * per_item < SMALL_ELEMS || n == 1) {
+    l->chunk = red_chunk(n, per_item, threads);
+    if (l->chunk >= n) {
         l->fn(0, n, l->ptrs, l->shape, l->strides);
         return;
     }
     if (!p->ctx->pool)
         p->ctx->pool = smelt__pool_new(threads);
-    l->chunk = SMELT_MAX((n + threads * 4 - 1) / (threads * 4), (MIN_CHUNK + per_item - 1) / per_item);
     smelt__pool_run(p->ctx->pool, run_chunk, l, (n + l->chunk - 1) / l->chunk);
 }
 
@@ -320,8 +328,18 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     }
     int threads = smelt_ctx_threads(p->ctx);
     int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
-    if (k->desc.multi) { /* a row program: rows; streaming stores for its last pass when they pay */
-        l.shape[rank] = stream_outputs(p, rs, ki, nred * nout, rank, mode);
+    if (k->desc.multi) { /* a row program: rows; each call's row cache in the kernel's scratch */
+        int64_t per = red_chunk(nout, SMELT_MAX(nred, 1), threads), calls = (nout + per - 1) / per;
+        size_t bytes = (size_t)smelt__rows_cache_bytes(&k->desc) * (size_t)nred * (size_t)calls;
+        if (bytes && k->scratch_bytes < bytes) {
+            free(k->scratch);
+            k->scratch_bytes = 0;
+            if (!(k->scratch = malloc(bytes)))
+                return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+            k->scratch_bytes = bytes;
+        }
+        l.ptrs[n] = k->scratch;
+        l.shape[rank] = per * 2 + stream_outputs(p, rs, ki, nred * nout, rank, mode); /* (and streaming stores) */
         red_run(p, &l, nout, SMELT_MAX(nred, 1), threads);
         return SMELT_OK;
     }
