@@ -2297,6 +2297,57 @@ static int rows_bind(const smelt__kdesc *d, const rows_info *ri, int v)
     return v < d->n_in ? v : !d->ops[v - d->n_in].small ? ROWS_KEPT + v : -2 - ri->slot[v];
 }
 
+/* Piece kind of row program d, with its operands' bindings
+ * (rows_call_setup) in bind: ROWS_SMALL, small piece t (the values at the
+ * results' shape known before stage t; outputs: those read after it);
+ * ROWS_STAGE, stage t's producers (outputs: the reduction's operand into
+ * tmp, then with the row cache the values later passes read and the
+ * kernel's outputs it computes); ROWS_FINAL, the last pass (the full-size
+ * outputs).  *nout 0: no such piece; else pc->ops is allocated (SMELT_OK)
+ * and outs[] holds the values it outputs. */
+enum { ROWS_SMALL, ROWS_STAGE, ROWS_FINAL };
+static int rows_piece_of(const smelt__kdesc *d, const rows_info *ri, int kind, int t, bool *mine, int *outs,
+                         int *nout, smelt__kdesc *pc, int *bind, smelt__sb *err)
+{
+    int nin = d->n_in, n = 0, ob[SMELT_MAX_KERNEL_OPERANDS], src[SMELT_MAX_KERNEL_OPERANDS];
+    for (int k = 0; k < d->n_ops; k++)
+        mine[k] = kind == ROWS_SMALL && d->ops[k].small && !smelt__is_reduce(d->ops[k].op) && ri->avail[k] == t;
+    if (kind == ROWS_SMALL) {
+        for (int k = 0; k < d->n_ops && n < SMELT_MAX_KERNEL_OPERANDS; k++)
+            if (mine[k] && rows_read_outside(d, ri, nin + k, t))
+                outs[n] = nin + k, ob[n] = rows_bind(d, ri, nin + k), n++;
+    } else if (kind == ROWS_STAGE) {
+        int x = d->ops[ri->st[t]].in[0];
+        rows_closure(d, ri, t, x, mine);
+        outs[n] = x, ob[n++] = -1;
+        for (int k = 0; k < d->n_ops && n < SMELT_MAX_KERNEL_OPERANDS; k++)
+            if (mine[k] && ri->cache_off[k] >= 0 && nin + k != x)
+                outs[n] = nin + k, ob[n++] = ROWS_KEPT + nin + k;
+        for (int o = 0; o < d->n_out && n < SMELT_MAX_KERNEL_OPERANDS && ri->cache; o++)
+            if (d->out_val[o] >= nin && mine[d->out_val[o] - nin])
+                outs[n] = d->out_val[o], ob[n++] = nin + o;
+        if (ri->cache_off[x - nin] >= 0 && n < SMELT_MAX_KERNEL_OPERANDS) /* the operand kept too */
+            outs[n] = x, ob[n++] = ROWS_KEPT + x;
+    } else {
+        for (int o = 0; o < d->n_out && n < SMELT_MAX_KERNEL_OPERANDS; o++) {
+            int v = d->out_val[o];
+            if (v >= nin && !d->ops[v - nin].small && (!ri->cache || ri->piece[v - nin] == ri->nst)) {
+                rows_closure(d, ri, ri->nst, v, mine);
+                outs[n] = v, ob[n++] = nin + o;
+            }
+        }
+    }
+    *nout = n;
+    if (!n)
+        return SMELT_OK;
+    int st = rows_piece(d, mine, outs, n, kind == ROWS_SMALL ? 1 : d->rank, pc, src, err);
+    for (int q = 0; !st && q < pc->n_in; q++)
+        bind[q] = rows_bind(d, ri, src[q]);
+    for (int o = 0; !st && o < n; o++)
+        bind[pc->n_in + o] = ob[o];
+    return st;
+}
+
 /* Copies of the row's scalars that are kernel outputs (at the row's offset). */
 static void rows_out_copies(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const rows_info *ri,
                             int v, const char *ind)
@@ -2345,7 +2396,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
     if (st || (st = rows_analyse(d, true, &ri)))
         return st;
     bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
-    int src[SMELT_MAX_KERNEL_OPERANDS], bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
+    int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
     smelt__sb pre, defs, setup, body, kd, rd, what;
     smelt__sb_init(&pre), smelt__sb_init(&defs), smelt__sb_init(&setup), smelt__sb_init(&body);
     smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
@@ -2358,27 +2409,16 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         /* small piece t: the values at the results' shape known before stage t */
         int nout = 0;
         char name[32];
-        for (int k = 0; k < d->n_ops; k++)
-            mine[k] = d->ops[k].small && !smelt__is_reduce(d->ops[k].op) && ri.avail[k] == t;
-        for (int k = 0; k < d->n_ops && nout < SMELT_MAX_KERNEL_OPERANDS; k++)
-            if (mine[k] && rows_read_outside(d, &ri, nin + k, t))
-                outs[nout++] = nin + k;
-        if (nout) {
-            smelt__kdesc pc;
-            snprintf(name, sizeof name, "smelt_s%d", t);
-            if (!(st = rows_piece(d, mine, outs, nout, 1, &pc, src, err))) {
-                for (int q = 0; q < pc.n_in; q++)
-                    bind[q] = rows_bind(d, &ri, src[q]);
-                for (int o = 0; o < nout; o++)
-                    bind[pc.n_in + o] = rows_bind(d, &ri, outs[o]);
-                rows_modes(d, &pc, bind, true);
-                st = red_fn(dl, &pc, name, blocks, &pre, err);
-                rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, 1, true);
-                smelt__sb_printf(&body, "        %s(0, 1, %s_p, one, %s_s);\n", name, name, name);
-                for (int o = 0; o < nout; o++)
-                    rows_out_copies(&body, dl, d, &ri, outs[o], "        ");
-                free(pc.ops);
-            }
+        smelt__kdesc pc;
+        snprintf(name, sizeof name, "smelt_s%d", t);
+        if (!(st = rows_piece_of(d, &ri, ROWS_SMALL, t, mine, outs, &nout, &pc, bind, err)) && nout) {
+            rows_modes(d, &pc, bind, true);
+            st = red_fn(dl, &pc, name, blocks, &pre, err);
+            rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, 1, true);
+            smelt__sb_printf(&body, "        %s(0, 1, %s_p, one, %s_s);\n", name, name, name);
+            for (int o = 0; o < nout; o++)
+                rows_out_copies(&body, dl, d, &ri, outs[o], "        ");
+            free(pc.ops);
         }
         if (t == ri.nst || st)
             break;
@@ -2432,27 +2472,9 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                              x, x * R + R - 1, x * R, x * R + R - 1, lf, sfx, x);
         } else { /* computed by its producers, a run at a time */
             smelt__kdesc pc;
-            for (int kk = 0; kk < d->n_ops; kk++)
-                mine[kk] = false;
-            rows_closure(d, &ri, t, x, mine);
+            int nout;
             snprintf(name, sizeof name, "smelt_p%d", t);
-            /* its outputs: the operand (into tmp), the values later passes
-             * read (kept), the kernel's outputs it computes */
-            int nout = 0, ob[SMELT_MAX_KERNEL_OPERANDS];
-            outs[nout] = x, ob[nout++] = -1;
-            for (int kk = 0; kk < d->n_ops && nout < SMELT_MAX_KERNEL_OPERANDS; kk++)
-                if (mine[kk] && ri.cache_off[kk] >= 0 && nin + kk != x)
-                    outs[nout] = nin + kk, ob[nout++] = ROWS_KEPT + nin + kk;
-            for (int o = 0; o < d->n_out && nout < SMELT_MAX_KERNEL_OPERANDS && ri.cache; o++)
-                if (d->out_val[o] >= nin && mine[d->out_val[o] - nin])
-                    outs[nout] = d->out_val[o], ob[nout++] = nin + o;
-            if (ri.cache_off[x - nin] >= 0 && nout < SMELT_MAX_KERNEL_OPERANDS) /* the operand kept too */
-                outs[nout] = x, ob[nout++] = ROWS_KEPT + x;
-            if (!(st = rows_piece(d, mine, outs, nout, R, &pc, src, err))) {
-                for (int q = 0; q < pc.n_in; q++)
-                    bind[q] = rows_bind(d, &ri, src[q]);
-                for (int o = 0; o < nout; o++)
-                    bind[pc.n_in + o] = ob[o];
+            if (!(st = rows_piece_of(d, &ri, ROWS_STAGE, t, mine, outs, &nout, &pc, bind, err))) {
                 rows_modes(d, &pc, bind, false);
                 st = red_fn(dl, &pc, name, blocks, &pre, err);
                 rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, R, false);
@@ -2480,23 +2502,9 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         smelt__sb_free(&one), smelt__sb_free(&ident);
     }
     if (!st) { /* the final pass: the full-size outputs */
-        int nout = 0, ob[SMELT_MAX_KERNEL_OPERANDS];
-        for (int k = 0; k < d->n_ops; k++)
-            mine[k] = false;
-        for (int o = 0; o < d->n_out; o++) {
-            int v = d->out_val[o];
-            if (v >= nin && !d->ops[v - nin].small && (!ri.cache || ri.piece[v - nin] == ri.nst)) {
-                rows_closure(d, &ri, ri.nst, v, mine);
-                ob[nout] = nin + o;
-                outs[nout++] = v;
-            }
-        }
+        int nout;
         smelt__kdesc pc;
-        if (nout && !(st = rows_piece(d, mine, outs, nout, R, &pc, src, err))) {
-            for (int q = 0; q < pc.n_in; q++)
-                bind[q] = rows_bind(d, &ri, src[q]);
-            for (int o = 0; o < nout; o++)
-                bind[pc.n_in + o] = ob[o];
+        if (!(st = rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nout, &pc, bind, err)) && nout) {
             rows_modes(d, &pc, bind, false);
             st = red_fn(dl, &pc, "smelt_f", blocks, &pre, err);
             rows_call_setup(&setup, &body, d, &ri, &pc, bind, "smelt_f", R, false);
@@ -2584,7 +2592,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
     if (st || (st = rows_analyse(d, false, &ri)))
         return st;
     bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
-    int src[SMELT_MAX_KERNEL_OPERANDS], bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
+    int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
     smelt__sb defs, body, kd, rd, what;
     smelt__sb_init(&defs), smelt__sb_init(&body), smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
     if (!mine)
@@ -2595,21 +2603,11 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             smelt__sb_printf(&body, "        %s sv%d;\n", dl->stype[value_dtype(d, v)], ri.slot[v]);
     for (int t = 0; t <= ri.nst && !st; t++) {
         int nout = 0;
-        for (int k = 0; k < d->n_ops; k++)
-            mine[k] = d->ops[k].small && !smelt__is_reduce(d->ops[k].op) && ri.avail[k] == t;
-        for (int k = 0; k < d->n_ops && nout < SMELT_MAX_KERNEL_OPERANDS; k++)
-            if (mine[k] && rows_read_outside(d, &ri, nin + k, t))
-                outs[nout++] = nin + k;
-        if (nout) { /* small piece t, on every lane */
-            smelt__kdesc pc;
-            if (!(st = rows_piece(d, mine, outs, nout, 1, &pc, src, err))) {
-                for (int q = 0; q < pc.n_in; q++)
-                    bind[q] = rows_bind(d, &ri, src[q]);
-                for (int o = 0; o < nout; o++)
-                    bind[pc.n_in + o] = rows_bind(d, &ri, outs[o]);
-                st = rows_dev_piece(&body, dl, &pc, bind, true, "        ");
-                free(pc.ops);
-            }
+        smelt__kdesc pc;
+        if (!(st = rows_piece_of(d, &ri, ROWS_SMALL, t, mine, outs, &nout, &pc, bind, err)) && nout) {
+            /* small piece t, on every lane */
+            st = rows_dev_piece(&body, dl, &pc, bind, true, "        ");
+            free(pc.ops);
             for (int o = 0; o < nout; o++)
                 for (int q = 0; q < d->n_out; q++)
                     if (d->out_val[q] == outs[o])
@@ -2644,13 +2642,8 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             smelt__sb_printf(&body, "                    rt[0] = ((const smelt_in%s *)a.ptrs[%d])[off[%d]];\n", sfx, x, x);
         } else {
             smelt__kdesc pc;
-            for (int kk = 0; kk < d->n_ops; kk++)
-                mine[kk] = false;
-            rows_closure(d, &ri, t, x, mine);
-            if (!(st = rows_piece(d, mine, &x, 1, R, &pc, src, err))) {
-                for (int q = 0; q < pc.n_in; q++)
-                    bind[q] = rows_bind(d, &ri, src[q]);
-                bind[pc.n_in] = -1;
+            int nout;
+            if (!(st = rows_piece_of(d, &ri, ROWS_STAGE, t, mine, outs, &nout, &pc, bind, err))) {
                 st = rows_dev_piece(&body, dl, &pc, bind, false, "                    ");
                 free(pc.ops);
             }
@@ -2673,23 +2666,9 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         smelt__sb_free(&one), smelt__sb_free(&ident);
     }
     if (!st) { /* the final pass: the full-size outputs */
-        int nout = 0, ob[SMELT_MAX_KERNEL_OPERANDS];
-        for (int k = 0; k < d->n_ops; k++)
-            mine[k] = false;
-        for (int o = 0; o < d->n_out; o++) {
-            int v = d->out_val[o];
-            if (v >= nin && !d->ops[v - nin].small) {
-                rows_closure(d, &ri, ri.nst, v, mine);
-                ob[nout] = nin + o;
-                outs[nout++] = v;
-            }
-        }
+        int nout;
         smelt__kdesc pc;
-        if (nout && !(st = rows_piece(d, mine, outs, nout, R, &pc, src, err))) {
-            for (int q = 0; q < pc.n_in; q++)
-                bind[q] = rows_bind(d, &ri, src[q]);
-            for (int o = 0; o < nout; o++)
-                bind[pc.n_in + o] = ob[o];
+        if (!(st = rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nout, &pc, bind, err)) && nout) {
             smelt__sb_puts(&body, "        for (smelt_idx r = lane; r < nred; r += 32) {\n");
             rows_dev_offsets(&body, noper, R, "            ");
             st = rows_dev_piece(&body, dl, &pc, bind, false, "            ");
