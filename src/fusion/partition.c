@@ -35,6 +35,7 @@ typedef struct pstate {
     bool fuse;        /* opt_level 3 */
     bool *hasred;     /* per root: its cluster holds a reduction */
     int *redidx;      /* per root: that reduction's instruction index (-1: none) */
+    int *members;     /* scratch: a union's members (union_rows_form) */
 } pstate;
 
 /* After "not fused with kernel N: ", indexed by SMELT__FUSE_* */
@@ -188,30 +189,27 @@ static bool same_shape(const smelt__inst *a, const smelt__inst *b)
     return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
 }
 
-/* The form of a kernel whose members are those of clusters ka and kb
- * (kb == -1: ka alone): 0 none or one reduction with its producers and
- * an epilogue at its result's shape (the single form), 1 a row program
- * (smelt__kdesc.multi) that can run, -1 a row program that cannot: every
- * reduction over the same operand shape A and axes, with keepdims, the
- * reduced axes of A after its kept ones (size-1 axes aside), enough rows
- * or short ones (SMELT_ROWS_MIN); every other member fusible, of shape A
- * or of the results' shape. */
-static int rows_form(const smelt__prog *p, const int *head, const int *next, int ka, int kb)
+/* The form of a kernel of members mem[0..n): 0 none or one reduction with
+ * its producers and an epilogue at its result's shape (the single form),
+ * 1 a row program (smelt__kdesc.multi) that can run, -1 a row program that
+ * cannot: every reduction over the same operand shape A and axes, with
+ * keepdims, the reduced axes of A after its kept ones (size-1 axes aside),
+ * enough rows or short ones (SMELT_ROWS_MIN); every other member fusible,
+ * of shape A or of the results' shape. */
+static int rows_form(const smelt__prog *p, const int *mem, int n)
 {
     int r0 = -1, nred = 0;
-    for (int k = 0; k < 2; k++)
-        for (int m = k ? (kb < 0 ? -1 : head[kb]) : head[ka]; m >= 0; m = next[m])
-            if (smelt__is_reduce(p->v[m].op)) {
-                nred++;
-                r0 = r0 < 0 || m < r0 ? m : r0;
-            }
+    for (int j = 0; j < n; j++)
+        if (smelt__is_reduce(p->v[mem[j]].op)) {
+            nred++;
+            r0 = r0 < 0 || mem[j] < r0 ? mem[j] : r0;
+        }
     if (r0 < 0)
         return 0;
     const smelt__inst *R = &p->v[r0], *A = &p->v[R->in[0]];
     bool multi = nred > 1;
-    for (int k = 0; k < 2; k++)
-        for (int m = k ? (kb < 0 ? -1 : head[kb]) : head[ka]; m >= 0; m = next[m])
-            multi = multi || (m > r0 && !same_shape(&p->v[m], R));
+    for (int j = 0; j < n; j++)
+        multi = multi || (mem[j] > r0 && !same_shape(&p->v[mem[j]], R));
     if (!multi)
         return 0;
     if (!R->keepdims || same_shape(A, R))
@@ -231,14 +229,22 @@ static int rows_form(const smelt__prog *p, const int *head, const int *next, int
     }
     if (lastk > firstr || (rows < SMELT_ROWS_MIN && len > SMELT_ROWS_MAX_LEN))
         return -1;
-    for (int k = 0; k < 2; k++)
-        for (int m = k ? (kb < 0 ? -1 : head[kb]) : head[ka]; m >= 0; m = next[m]) {
-            const smelt__inst *b = &p->v[m];
-            if (smelt__is_reduce(b->op) ? !b->keepdims || b->axes != R->axes || !same_shape(&p->v[b->in[0]], A)
-                                        : !fusible(p, m) || (!same_shape(b, A) && !same_shape(b, R)))
-                return -1;
-        }
+    for (int j = 0; j < n; j++) {
+        const smelt__inst *b = &p->v[mem[j]];
+        if (smelt__is_reduce(b->op) ? !b->keepdims || b->axes != R->axes || !same_shape(&p->v[b->in[0]], A)
+                                    : !fusible(p, mem[j]) || (!same_shape(b, A) && !same_shape(b, R)))
+            return -1;
+    }
     return 1;
+}
+
+/* rows_form of the union of clusters ka and kc (roots, ka != kc). */
+static int union_rows_form(pstate *s, int ka, int kc)
+{
+    int n = 0;
+    FOR_MEMBERS(s, ka, kc, m)
+        s->members[n++] = m;
+    return rows_form(s->p, s->members, n);
 }
 
 /* Every fusion rule, for the edge from producer x (in cluster kx) to
@@ -252,7 +258,7 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
     bool red = smelt__is_reduce(b->op);
     if (kx == ki)
         return SMELT__FUSE;
-    int rows = s->hasred[kx] || s->hasred[ki] ? rows_form(s->p, s->head, s->next, kx, ki) : 0;
+    int rows = s->hasred[kx] || s->hasred[ki] ? union_rows_form(s, kx, ki) : 0;
     if (rows < 0)
         return SMELT__FUSE_ROWS;
     if (rows > 0) { /* a row program: the shapes checked, the common rules below */
@@ -472,9 +478,10 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     s.next = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.hasred = calloc((size_t)p->n + 1, sizeof(bool));
     s.redidx = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.members = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
     uint8_t *why = calloc((size_t)p->n + 1, 3);
-    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.redidx || !root || !why) {
+    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.redidx || !s.members || !root || !why) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
@@ -499,7 +506,7 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     st = collect(p, root, s.uoff, s.users, why, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
-    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.redidx), free(why);
+    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.redidx), free(s.members), free(why);
     return st;
 }
 
@@ -552,14 +559,7 @@ int smelt__red_count_members(const smelt__prog *p, const smelt__cluster *c)
 
 bool smelt__red_multi(const smelt__prog *p, const smelt__cluster *c)
 {
-    int *next = malloc(sizeof(int) * (size_t)(p->n + 1)), head = c->nmem ? c->members[0] : -1;
-    if (!next)
-        return false;
-    for (int k = 0; k < c->nmem; k++)
-        next[c->members[k]] = k + 1 < c->nmem ? c->members[k + 1] : -1;
-    int f = c->nmem ? rows_form(p, &head, next, 0, -1) : 0;
-    free(next);
-    return f != 0;
+    return rows_form(p, c->members, c->nmem) != 0;
 }
 
 bool smelt__red_epi_input(const smelt__kdesc *d, int q)
