@@ -240,7 +240,8 @@ static int allocations_per_run(int opt_level, int threads, bool donate)
     smelt_ctx *ctx = NULL;
     smelt_graph *g = NULL;
     smelt_plan *p = NULL;
-    smelt_tensor *in = NULL, *out[2] = {0};
+    smelt_tensor *in = NULL, *zin = NULL, *out[3] = {0};
+    const int64_t zs[2] = {64, 100};
     int64_t n = 100000;
     long made = -1;
     if (smelt_ctx_new(&ctx) || smelt_ctx_set_threads(ctx, threads) || smelt_graph_new(ctx, &g))
@@ -248,8 +249,12 @@ static int allocations_per_run(int opt_level, int threads, bool donate)
     smelt_node *x = smelt_input(g, "x", SMELT_F32, 1, &n), *y = x;
     for (int i = 0; i < 12; i++) /* intermediates at every level: barriers stop fusion */
         y = smelt_unary(g, i % 3 == 2 ? SMELT_OP_BARRIER : SMELT_OP_TANH, smelt_add(g, y, x));
-    /* and a reduction of one long row (on 2 threads: its chunks in parallel) */
-    smelt_node *ys[2] = {y, smelt_reduce(g, SMELT_OP_SUM, y, 0, NULL, 0)};
+    /* and a reduction of one long row (on 2 threads: its chunks in parallel),
+     * and a softmax of z over rows (a row program with its row cache) */
+    smelt_node *z = smelt_input(g, "z", SMELT_F32, 2, zs), *mz = smelt_reduce(g, SMELT_OP_MAX, z, 1, (int[]){1}, 1);
+    smelt_node *ez = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, z, mz));
+    smelt_node *ys[3] = {y, smelt_reduce(g, SMELT_OP_SUM, y, 0, NULL, 0),
+                         smelt_div(g, ez, smelt_reduce(g, SMELT_OP_SUM, ez, 1, (int[]){1}, 1))};
     smelt_plan_opts o;
     smelt_plan_opts_init(&o);
     o.backend = "TCC";
@@ -257,21 +262,24 @@ static int allocations_per_run(int opt_level, int threads, bool donate)
     const int donated[] = {0};
     o.donate = donate ? donated : NULL;
     o.n_donate = donate;
-    if (smelt_plan_new(ctx, g, 2, ys, &o, &p) || smelt_tensor_new(ctx, SMELT_F32, 1, &n, &in) ||
+    if (smelt_plan_new(ctx, g, 3, ys, &o, &p) || smelt_tensor_new(ctx, SMELT_F32, 1, &n, &in) ||
+        smelt_tensor_new(ctx, SMELT_F32, 2, zs, &zin) ||
         (!donate && smelt_tensor_new(ctx, SMELT_F32, 1, &n, &out[0])) ||
-        smelt_tensor_new(ctx, SMELT_F32, 0, NULL, &out[1]))
+        smelt_tensor_new(ctx, SMELT_F32, 0, NULL, &out[1]) || smelt_tensor_new(ctx, SMELT_F32, 2, zs, &out[2]))
         goto done;
-    smelt_tensor *dst[2] = {donate ? in : out[0], out[1]};
-    float *d = smelt_tensor_data(in);
+    smelt_tensor *dst[3] = {donate ? in : out[0], out[1], out[2]}, *ins[2] = {in, zin};
+    float *d = smelt_tensor_data(in), *dz = smelt_tensor_data(zin);
     for (int64_t i = 0; i < n; i++)
         d[i] = 0.001f * (float)(i % 1999) - 1;
-    if (smelt_plan_run(p, 1, &in, 2, dst))
+    for (int64_t i = 0; i < zs[0] * zs[1]; i++)
+        dz[i] = 0.01f * (float)(i % 397) - 2;
+    if (smelt_plan_run(p, 2, ins, 3, dst))
         goto done;
     fail_at = -1;
     count = 0;
     armed = true;
     for (int r = 0; r < 5; r++)
-        if (smelt_plan_run(p, 1, &in, 2, dst))
+        if (smelt_plan_run(p, 2, ins, 3, dst))
             break;
     armed = false;
     made = count;
@@ -290,6 +298,8 @@ done:
     smelt_tensor_free(in);
     smelt_tensor_free(out[0]);
     smelt_tensor_free(out[1]);
+    smelt_tensor_free(out[2]);
+    smelt_tensor_free(zin);
     smelt_plan_free(p);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);

@@ -91,6 +91,7 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
         int st = smelt__cluster_kdesc(&p->prog, &k->cl, &k->desc);
         if (st)
             return st;
+        k->rows_cache = smelt__rows_cache_bytes(&k->desc); /* (once: exec.c sizes the scratch by it) */
         int real = 0;
         for (int j = 0; j < k->desc.n_ops; j++)
             real += k->desc.ops[j].op != SMELT_OP_CONST;

@@ -28,6 +28,7 @@ typedef struct smelt__pkernel {
     bool fused;         /* more than one operator */
     char *scratch;      /* a reduction's chunk results, kept for the next run (exec.c) */
     size_t scratch_bytes;
+    int rows_cache;     /* a row program's row cache, bytes per element of a row (CPU) */
 } smelt__pkernel;
 
 typedef struct smelt__rshape {
