@@ -67,4 +67,16 @@ static inline void rows_inputs(smelt_ctx *ctx, const rows_case *c, trng *r, smel
         t_set(in[0], 2 * last + 1, NAN);
     }
 }
+/* Case c's graph (*n_out outputs in outs) and its inputs, from a seed of
+ * its own. */
+static inline smelt_graph *rows_setup(smelt_ctx *ctx, int c, smelt_node **outs, int *n_out, smelt_tensor **in)
+{
+    smelt_graph *g = t_graph(ctx);
+    *n_out = rows_graph(g, &rows_cases[c], outs);
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, 40 + (uint64_t)c);
+    rows_inputs(ctx, &rows_cases[c], &r, in);
+    return g;
+}
 #endif

@@ -1345,14 +1345,10 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
 {
     for (int c = 0; c < NELEMS(rows_cases); c++) {
         const rows_case *rc = &rows_cases[c];
-        smelt_graph *g = t_graph(ctx);
         smelt_node *outs[3];
-        int n_out = rows_graph(g, rc, outs);
-        T_OK(ctx, smelt_graph_status(g));
-        trng r;
-        trng_init(&r, 40 + (uint64_t)c);
         smelt_tensor *in[3], *dev[3] = {0}, *cpu[3] = {0};
-        rows_inputs(ctx, rc, &r, in);
+        int n_out;
+        smelt_graph *g = rows_setup(ctx, c, outs, &n_out, in);
         smelt_plan *pd = t_plan(ctx, g, n_out, outs, 3);
         cr_assert_eq(t_stats(pd).kernels, 1, "%s: %s", rc->what, smelt_plan_describe(pd));
         t_run(pd, 3, in, n_out, dev);

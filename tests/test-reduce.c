@@ -1270,14 +1270,10 @@ Test(rows, one_kernel_same_bits, .timeout = 300)
     bool cc = smelt_backend_check(ctx, "CC") == SMELT_OK;
     for (int c = 0; c < NELEMS(rows_cases); c++) {
         const rows_case *rc = &rows_cases[c];
-        smelt_graph *g = t_graph(ctx);
         smelt_node *outs[3];
-        int n_out = rows_graph(g, rc, outs);
-        T_OK(ctx, smelt_graph_status(g));
-        trng r;
-        trng_init(&r, 40 + (uint64_t)c);
         smelt_tensor *in[3], *first[3] = {0}, *ref[3];
-        rows_inputs(ctx, rc, &r, in);
+        int n_out;
+        smelt_graph *g = rows_setup(ctx, c, outs, &n_out, in);
         t_reference(ctx, g, n_out, outs, 3, in, ref);
         for (int v = 0; v < NELEMS(vs); v++) {
             if (!strcmp(vs[v].backend, "CC") && !cc)
