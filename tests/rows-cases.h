@@ -33,6 +33,12 @@ static const rows_case rows_cases[] = {
     {"rmsnorm", "x / sqrt(mean(x * x, axis=-1, keepdims=True) + 1e-6) * w", SMELT_F32, 2, {33, 1000}, true},
     {"argmax and sum", "where(argmax(x, axis=-1, keepdims=True) > 3, x, -x) / sum(abs(x), axis=-1, keepdims=True)",
      SMELT_F32, 2, {25, 70}, false},
+    {"softmax over the first axis", ROWS_SOFTMAX("0"), SMELT_F32, 2, {300, 37}, false},
+    {"softmax over a middle axis", ROWS_SOFTMAX("1"), SMELT_F64, 3, {5, 40, 7}, false},
+    {"softmax over the outer axes", ROWS_SOFTMAX("(0, 1)"), SMELT_F32, 3, {9, 4, 20}, false},
+    {"layernorm over the first axis",
+     "(x - mean(x, axis=0, keepdims=True)) / sqrt(var(x, axis=0, keepdims=True) + 1e-5) * w + b", SMELT_F32, 2,
+     {64, 50}, false},
     {"integers", "x * 3 - sum(x, axis=-1, keepdims=True) // 7 + max(x * w, axis=-1, keepdims=True)", SMELT_I32, 2,
      {19, 90}, true},
 };

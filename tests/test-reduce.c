@@ -1006,6 +1006,20 @@ Test(fusion, kernel_counts_and_reasons)
     cr_assert_eq(t_stats(p).kernels, 2, "%s", d);
     cr_assert(t_contains(d, "a row program needs"), "%s", d);
     smelt_plan_free(p);
+    /* a softmax over axis 0: one row program while a row's elements are at
+     * most 256 bytes apart (64 f32 columns), else 3 kernels (the single
+     * form's column reductions, vectorised along the columns) */
+    for (int cols = 64; cols <= 128; cols *= 2) {
+        smelt_node *xc = smelt_input(g, cols == 64 ? "xc64" : "xc128", SMELT_F32, SHP(500, cols));
+        smelt_node *mc = smelt_reduce(g, SMELT_OP_MAX, xc, 1, (int[]){0}, 1);
+        smelt_node *ec = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, xc, mc));
+        smelt_node *yc = smelt_div(g, ec, smelt_reduce(g, SMELT_OP_SUM, ec, 1, (int[]){0}, 1));
+        p = t_plan(ctx, g, 1, &yc, 3);
+        d = smelt_plan_describe(p);
+        cr_assert_eq(t_stats(p).kernels, cols == 64 ? 1 : 3, "%d columns: %s", cols, d);
+        cr_assert(cols == 64 || t_contains(d, "bytes of kept elements inside a row's elements"), "%s", d);
+        smelt_plan_free(p);
+    }
     /* epilogues: sqrt(sum(x * x, axis=1) + eps) is one kernel, mean * w
      * and mean * (w * w) too; w * w computed before the reduction (in
      * program order) is not fused yet */

@@ -97,6 +97,13 @@ int smelt__red_count_members(const smelt__prog *p, const smelt__cluster *c);
  * elements, for a multi-reduction kernel (it runs a row in one thread). */
 #define SMELT_ROWS_MIN 8
 #define SMELT_ROWS_MAX_LEN (4 * SMELT_RED_CHUNK)
+/* A row whose elements lie apart (a kept axis inside the reduced ones: a
+ * softmax over axis 0) has at most this many bytes of kept elements
+ * between two of its own: the rows next to it, run next, then find its
+ * lines in cache.  Wider, the kernels of the single form, vectorised along
+ * the kept axis, are faster (bench/RESULTS.md, sixth session: 2-8x faster
+ * than them at 16-64 f32 columns, 0.76x at 128, 0.25x at 4096). */
+#define SMELT_ROWS_MAX_GAP 256
 /* Whether input q of a reduction's kernel is read by its epilogue (then at
  * the result's shape, with strides 0 along the reduced axes; the
  * producers do not read it). */

@@ -53,9 +53,10 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_AFTER_REDUCE] = "after a reduction (not fused yet)",
     [SMELT__FUSE_EPI_INPUT] = "an epilogue's operand computed elementwise (not fused yet)",
     [SMELT__FUSE_DEAD] = "the reduction's result is never read",
-    [SMELT__FUSE_ROWS] = "a row program needs reductions of one shape and axes with keepdims, over the innermost "
-                         "axes, of at least " STR(SMELT_ROWS_MIN) " rows or rows of at most " STR(SMELT_ROWS_MAX_LEN)
-                         " elements",
+    [SMELT__FUSE_ROWS] = "a row program needs reductions of one shape and axes with keepdims, of at least "
+                         STR(SMELT_ROWS_MIN) " rows or rows of at most " STR(SMELT_ROWS_MAX_LEN) " elements, "
+                         "and at most " STR(SMELT_ROWS_MAX_GAP) " bytes of kept elements inside a row's "
+                         "elements (a softmax over axis 0 of 64 f32 columns, not of 128)",
 };
 
 static int find(pstate *s, int x)
@@ -193,9 +194,9 @@ static bool same_shape(const smelt__inst *a, const smelt__inst *b)
  * its producers and an epilogue at its result's shape (the single form),
  * 1 a row program (smelt__kdesc.multi) that can run, -1 a row program that
  * cannot: every reduction over the same operand shape A and axes, with
- * keepdims, the reduced axes of A after its kept ones (size-1 axes aside),
- * enough rows or short ones (SMELT_ROWS_MIN); every other member fusible,
- * of shape A or of the results' shape. */
+ * keepdims, enough rows or short ones (SMELT_ROWS_MIN), strided rows with
+ * at most SMELT_ROWS_MAX_GAP bytes between their elements; every other member fusible, of
+ * shape A or of the results' shape. */
 static int rows_form(const smelt__prog *p, const int *mem, int n)
 {
     int r0 = -1, nred = 0;
@@ -214,20 +215,24 @@ static int rows_form(const smelt__prog *p, const int *mem, int n)
         return 0;
     if (!R->keepdims || same_shape(A, R))
         return -1;
-    int64_t rows = 1, len = 1;
-    int lastk = -1, firstr = SMELT_MAX_DIMS;
+    /* rows: the kept axes index them, the reduced ones their elements; a
+     * kept axis inside the reduced ones makes each row strided: span / len
+     * kept elements per element of a row (SMELT_ROWS_MAX_GAP) */
+    int64_t rows = 1, len = 1, span = 0;
     for (int d = 0; d < A->ndim; d++) {
         if (A->shape[d] == 1)
             continue;
         if (R->axes >> d & 1u) {
             len *= A->shape[d];
-            firstr = d < firstr ? d : firstr;
+            span = span ? span * A->shape[d] : A->shape[d];
         } else {
             rows *= A->shape[d];
-            lastk = d;
+            span = span ? span * A->shape[d] : 0;
         }
     }
-    if (lastk > firstr || (rows < SMELT_ROWS_MIN && len > SMELT_ROWS_MAX_LEN))
+    bool strided = span > len;
+    if ((rows < SMELT_ROWS_MIN && len > SMELT_ROWS_MAX_LEN) ||
+        (strided && span / len * (int64_t)smelt__dtypes[A->dtype].size > SMELT_ROWS_MAX_GAP))
         return -1;
     for (int j = 0; j < n; j++) {
         const smelt__inst *b = &p->v[mem[j]];

@@ -210,27 +210,42 @@ static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view 
 }
 
 int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int64_t *S,
-                          int64_t (*st)[SMELT_MAX_DIMS])
+                          int64_t (*st)[SMELT_MAX_DIMS], unsigned *mask)
 {
     const smelt__pkernel *k = &p->kern[ki];
     int nin = k->cl.nin, n = nin + k->cl.nout;
+    *mask = 0;
     if (!k->desc.reduce || k->desc.multi) {
-        /* the members' shape (a row program's: its reductions' operand's);
+        /* the members' shape (a row program's: its reductions' operand's,
+         * its kept axes first, then its reduced ones: the rows are what
+         * the reduced axes index, wherever they lie in memory);
          * broadcast operands: strides 0 (right-aligned) */
         const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
-        if (k->desc.multi)
-            S0 = &p->rs[p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]].in[0]];
-        int r = S0->ndim;
-        memcpy(S, S0->shape, sizeof(int64_t) * (size_t)r);
+        unsigned axes = 0;
+        if (k->desc.multi) {
+            const smelt__inst *x = &p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]];
+            S0 = &p->rs[x->in[0]];
+            axes = x->axes;
+        }
+        int r = S0->ndim, perm[SMELT_MAX_DIMS], np = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int d = 0; d < r; d++)
+                if ((axes >> d & 1u) == (unsigned)pass) {
+                    *mask |= (unsigned)pass << np;
+                    perm[np++] = d;
+                }
+        for (int d = 0; d < r; d++)
+            S[d] = S0->shape[perm[d]];
         for (int o = 0; o < n; o++)
             for (int d = 0; d < r; d++) {
-                int xd = d - (r - w[o].ndim);
+                int xd = perm[d] - (r - w[o].ndim);
                 st[o][d] = (xd < 0 || w[o].shape[xd] == 1) ? 0 : w[o].strides[xd];
             }
         return r;
     }
     int ri = k->cl.members[smelt__red_member(&p->prog, &k->cl)];
     const smelt__inst *x = &p->prog.v[ri];
+    *mask = x->axes;
     const smelt__rshape *A = &p->rs[x->in[0]], *Y = &p->rs[ri]; /* the operand's shape, the result's */
     for (int d = 0, od = 0; d < A->ndim; d++) {
         bool red = x->axes >> d & 1u;
@@ -306,7 +321,9 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
             return stt;
     }
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
-    int rank = smelt__merge_reduce_layout(smelt__kernel_strides(p, ki, w, S, st), S, x->axes, n, st, mode, &rmask);
+    unsigned axes;
+    int r = smelt__kernel_strides(p, ki, w, S, st, &axes);
+    int rank = smelt__merge_reduce_layout(r, S, axes, n, st, mode, &rmask);
     bool idx32 = p->be->iface->target.dialect->device && nout <= INT32_MAX / 32 &&
                  fits_idx32(smelt__numel(rank, S), rank, S, n, st);
     smelt__kernel *kk;
@@ -396,7 +413,8 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
         l.ptrs[o] = w[o].data;
     }
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
-    int rank = smelt__merge_layout(smelt__kernel_strides(p, ki, w, S, st), S, n, st, mode);
+    unsigned none;
+    int rank = smelt__merge_layout(smelt__kernel_strides(p, ki, w, S, st, &none), S, n, st, mode);
     bool idx32 = p->be->iface->target.dialect->device && fits_idx32(N, rank, S, n, st);
     smelt__kernel *kk;
     int stt = smelt__plan_variant(p, ki, rank, mode, idx32, 0, &kk, split);

@@ -114,11 +114,11 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
         smelt__contig_strides(x->ndim, x->shape, cs[o]);
         w[o] = (smelt__view){NULL, x->ndim, x->shape, cs[o]};
     }
-    int r = smelt__kernel_strides(p, ki, w, S, st);
+    unsigned axes;
+    int r = smelt__kernel_strides(p, ki, w, S, st, &axes);
     *rmask = 0;
     if (k->desc.reduce)
-        *rank = smelt__merge_reduce_layout(r, S, p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]].axes,
-                                           n, st, mode, rmask);
+        *rank = smelt__merge_reduce_layout(r, S, axes, n, st, mode, rmask);
     else
         *rank = smelt__merge_layout(r, S, n, st, mode);
 }

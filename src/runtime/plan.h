@@ -127,9 +127,10 @@ typedef struct smelt__view {
  * reduction over its operand's (results and epilogue inputs with strides 0
  * along the reduced axes); broadcast operands have strides 0.  A run passes
  * its views; the plan, contiguous ones for the layout it compiles first
- * (src/runtime/exec.c). */
+ * (src/runtime/exec.c).  *mask: the iteration's reduced dimensions (a row
+ * program iterates over its kept axes, then its reduced ones). */
 int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int64_t *S,
-                          int64_t (*st)[SMELT_MAX_DIMS]);
+                          int64_t (*st)[SMELT_MAX_DIMS], unsigned *mask);
 
 /* Compile the variant of kernel ki for a layout (rmask: a reduction's
  * reduced dimensions, 0 for other kernels); on failure of a fused kernel,
