@@ -171,6 +171,11 @@ smelt_node *smelt_ternary(smelt_graph *g, smelt_op op, smelt_node *a, smelt_node
                           smelt_node *c);
 smelt_node *smelt_cast(smelt_graph *g, smelt_node *a, smelt_dtype dt);
 smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const int64_t *shape);
+/* 0, 1, ..., n - 1 in dtype dt (a number type, not bool), shape [n], as
+ * NumPy's arange(n): no memory of the graph's, the executor lays it out
+ * once per plan.  `arange(C) == t` with t of shape [N, 1] (integer
+ * targets as a column) is the one-hot mask a cross-entropy picks with. */
+smelt_node *smelt_arange(smelt_graph *g, int64_t n, smelt_dtype dt);
 /* A reduction (SMELT_OP_SUM, _PROD, _MEAN, _MAX, _MIN, _ARGMAX, _ARGMIN,
  * _ANY, _ALL) of a over the n_axes axes given (negative ones count from the
  * end, as in NumPy; n_axes == 0: every axis; argmax and argmin take one

@@ -954,3 +954,44 @@ Test(expr, var_std_logsumexp)
     smelt_tensor_free(x);
     smelt_ctx_free(ctx);
 }
+
+/* arange(n): 0, 1, ..., n - 1 (i64), broadcast as NumPy's; the one-hot pick
+ * of a cross-entropy; bad arguments are clear errors */
+Test(expr_reduce, arange)
+{
+    expect_reduce("arange(5) * a", SMELT_F64, SHP(4, 5));
+    expect_reduce("sum(where(arange(5) == i, a, 0), axis=1)", SMELT_F32, SHP(4));
+    expect_reduce("max(where(arange(5) == abs(i) % 5, a, -inf), axis=-1, keepdims=True)", SMELT_F32, SHP(4, 1));
+    expect_error("arange(-1) + a", SMELT_ERR_PARSE, "arange() at column 1 takes one whole number n >= 0 (arange(n): "
+                 "0, 1, ..., n - 1)", 8);
+    expect_error("arange(a)", SMELT_ERR_PARSE, "arange() at column 1 takes one whole number n >= 0 (arange(n): "
+                 "0, 1, ..., n - 1)", 8);
+    expect_error("arange(4, 5)", SMELT_ERR_PARSE, "unexpected ',' at column 9 (arange(n) takes one argument)", 9);
+    expect_error("arange(4) + a", SMELT_ERR_SHAPE, "add: shapes (4,) and (4, 5) are not broadcastable at column 11 ('+')", 11);
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    cr_assert_null(smelt_arange(g, 3, SMELT_BOOL));
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_DTYPE, "%s", smelt_graph_errmsg(g));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "arange: dtype bool is not a number type"), "%s",
+              smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    cr_assert_null(smelt_arange(g, -2, SMELT_I64));
+    cr_assert_eq(smelt_graph_status(g), SMELT_ERR_SHAPE, "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    /* every number dtype, through a kernel of its own and fused, against the reference */
+    const smelt_dtype dts[] = {SMELT_I32, SMELT_I64, SMELT_U8, SMELT_F16, SMELT_F32, SMELT_F64};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+        g = t_graph(ctx);
+        smelt_node *x = smelt_input(g, "x", dts[k], SHP(3, 70));
+        smelt_node *outs[] = {smelt_arange(g, 70, dts[k]), smelt_mul(g, x, smelt_arange(g, 70, dts[k]))};
+        trng r;
+        trng_init(&r, 11 + k);
+        smelt_tensor *in = t_rand(ctx, &r, dts[k], SHP(3, 70));
+        t_check_plan("arange", ctx, g, 2, outs, 3, 1, &in, (t_tol){4, 1e-6, 1e-5, false});
+        t_check_plan("arange", ctx, g, 2, outs, 0, 1, &in, (t_tol){4, 1e-6, 1e-5, false});
+        smelt_tensor_free(in);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}

@@ -438,3 +438,39 @@ Test(graphio, fuzz_mutations)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* arange is saved as its dtype and length and read back as the same node;
+ * a line giving it operands or another rank is an error */
+Test(graphio, arange_round_trip)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(6, 9)), *t = smelt_input(g, "t", SMELT_I64, SHP(6, 1));
+    smelt_node *outs[] = {smelt_expr(g, "max(where(arange(9) == t, x, -inf), axis=-1, keepdims=True)",
+                                     (const char *[]){"x", "t"}, (smelt_node *[]){x, t}, 2),
+                          smelt_arange(g, 4, SMELT_F32)};
+    cr_assert(outs[0] && outs[1], "%s", smelt_graph_errmsg(g));
+    char *text = NULL, *again = NULL;
+    T_OK(ctx, smelt_graph_to_text(g, 2, outs, &text));
+    cr_assert(t_contains(text, " = arange : i64 [9]\n"), "%s", text);
+    cr_assert(t_contains(text, " = arange : f32 [4]\n"), "%s", text);
+    smelt_graph *h = NULL;
+    smelt_node **houts = NULL;
+    int hn = 0;
+    T_OK(ctx, smelt_graph_from_text(ctx, text, &h, &hn, &houts));
+    T_OK(ctx, smelt_graph_to_text(h, hn, houts, &again));
+    cr_assert_str_eq(text, again, "the text changed in a round trip");
+    same_results(ctx, g, outs, h, houts, 2);
+    smelt_free(text), smelt_free(again), smelt_free(houts);
+    smelt_graph_free(h), smelt_graph_free(g);
+    const char *bad[] = {"smelt-graph 1\n%0 = input \"x\" i64 [3]\n%1 = arange %0 : i64 [3]\noutput %1\n",
+                         "smelt-graph 1\n%0 = arange : i64 [3, 1]\noutput %0\n",
+                         "smelt-graph 1\n%0 = arange : bool [3]\noutput %0\n"};
+    const char *why[] = {"arange takes 0 operands, the line has 1", "arange has shape [n], the line gives rank 2",
+                         "arange: dtype bool is not a number type"};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_neq(smelt_graph_from_text(ctx, bad[i], &h, &hn, &houts), SMELT_OK, "%s", bad[i]);
+        cr_assert(t_contains(smelt_errmsg(ctx), why[i]), "%s: %s", bad[i], smelt_errmsg(ctx));
+    }
+    smelt_ctx_free(ctx);
+}

@@ -663,6 +663,24 @@ static val call_reduce(P *p, smelt_op op, const char *fname, size_t npos, int ki
                                      : composite(p->g, kind, a.n, nax, axes, keep, ddof), npos, NULL);
 }
 
+/* arange(n): 0, 1, ..., n - 1 as i64 (NumPy's default integer), n a whole
+ * number. */
+static val call_arange(P *p, size_t npos)
+{
+    next(p); /* '(' */
+    if (p->t.kind != T_INT || p->t.big || p->t.ival < 0)
+        return fail(p, p->t.pos, SMELT_ERR_PARSE, "arange() at column %zu takes one whole number n >= 0 "
+                    "(arange(n): 0, 1, ..., n - 1)", npos + 1);
+    int64_t n = p->t.ival;
+    next(p);
+    if (!is_op(p, ")"))
+        return unexpected(p, " (arange(n) takes one argument)");
+    next(p); /* ')' */
+    if (!p->build)
+        return CHECKED;
+    return made(p, smelt_arange(p->g, n, SMELT_I64), npos, NULL);
+}
+
 static val call(P *p, size_t npos, size_t nlen)
 {
     const char *name = p->s + npos;
@@ -673,6 +691,8 @@ static val call(P *p, size_t npos, size_t nlen)
     for (int k = 0; k < 3; k++)
         if (!strcmp(fname, composites[k]))
             return call_reduce(p, SMELT_OP_SUM, fname, npos, RED_VAR + k);
+    if (!strcmp(fname, "arange"))
+        return call_arange(p, npos);
     const char *canon = fname;
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (!strcmp(fname, aliases[i].alias))

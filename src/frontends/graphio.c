@@ -527,7 +527,7 @@ static int node_line(rd *r)
         if (op < 0)
             return rerr(r, SMELT_ERR_PARSE, "unknown operator '%s'", opname);
         int cls = smelt__ops[op].cls;
-        if (cls == SMELT_CLASS_SOURCE)
+        if (cls == SMELT_CLASS_SOURCE && op != SMELT_OP_ARANGE)
             return rerr(r, SMELT_ERR_PARSE, "'%s' takes no operands", opname);
         smelt_node *args[3];
         int na = 0, nax = -1, axes[SMELT_MAX_DIMS];
@@ -562,6 +562,10 @@ static int node_line(rd *r)
             n = smelt_cast(g, args[0], dt);
         else if (cls == SMELT_CLASS_LAYOUT)
             n = smelt_broadcast_to(g, args[0], ndim, sh);
+        else if (op == SMELT_OP_ARANGE && ndim != 1)
+            return rerr(r, SMELT_ERR_PARSE, "arange has shape [n], the line gives rank %d", ndim);
+        else if (op == SMELT_OP_ARANGE)
+            n = smelt_arange(g, sh[0], dt);
         else
             n = smelt_op_apply(g, (smelt_op)op, na, args);
         if (!n)

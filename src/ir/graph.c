@@ -358,6 +358,18 @@ smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const in
     return new_node(g, SMELT_OP_BROADCAST, a->dtype, ndim, shape, 1, &a);
 }
 
+smelt_node *smelt_arange(smelt_graph *g, int64_t n, smelt_dtype dt)
+{
+    if (!g || g->status)
+        return NULL;
+    if (!smelt__dtype_valid((int)dt) || !(smelt__ops[SMELT_OP_ARANGE].dtypes & smelt__dtypes[dt].kind))
+        return fail(g, SMELT_ERR_DTYPE, "arange: dtype %s is not a number type (give i64, i32, f32, ...)",
+                    smelt__dtype_valid((int)dt) ? smelt__dtypes[dt].name : "(invalid)");
+    if (!check_shape(g, "arange", 1, &n))
+        return NULL;
+    return new_node(g, SMELT_OP_ARANGE, dt, 1, &n, 0, NULL);
+}
+
 /* The value of a reduction over one element x (of dtype dt): x in the
  * accumulator's dtype, divided by 1 for mean, index 0 for argmax and argmin,
  * as the result dtype. */

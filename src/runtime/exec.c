@@ -38,9 +38,40 @@ typedef struct runstate {
     int stream; /* SMELT_STREAM_STORES: -1 auto, 0 never, 1 every flat kernel */
 } runstate;
 
+/* arange's values, laid out once in memory the plan keeps (the device's
+ * for a device plan) */
+static int arange_view(smelt_plan *p, int v, smelt__view *out, int64_t *scratch)
+{
+    const smelt__inst *x = &p->prog.v[v];
+    size_t es = smelt__dtypes[x->dtype].size, bytes = (size_t)x->shape[0] * es;
+    if (!p->buf[v]) {
+        char *host = malloc(bytes ? bytes : 1);
+        if (!host || !(p->buf[v] = smelt__be_alloc(p->be, bytes ? bytes : 1))) {
+            free(host);
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes for arange", bytes);
+        }
+        p->bufsize[v] = bytes;
+        for (int64_t i = 0; i < x->shape[0]; i++)
+            smelt__elem_store(x->dtype, host + (size_t)i * es, (double)i);
+        int st = SMELT_OK;
+        if (p->be->iface->copy)
+            st = p->be->iface->copy(p->be, p->buf[v], host, bytes, SMELT_COPY_H2D);
+        else
+            memcpy(p->buf[v], host, bytes);
+        free(host);
+        if (st)
+            return st;
+    }
+    scratch[0] = 1;
+    *out = (smelt__view){p->buf[v], 1, x->shape, scratch};
+    return SMELT_OK;
+}
+
 static int value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch)
 {
     const smelt__inst *x = &p->prog.v[v];
+    if (x->op == SMELT_OP_ARANGE)
+        return arange_view(p, v, out, scratch);
     if (x->op == SMELT_OP_INPUT) {
         smelt_tensor *t = rs->inputs[x->input_index];
         *out = (smelt__view){t->data, t->ndim, t->shape, t->strides};
@@ -502,10 +533,10 @@ static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
             smelt__red_shape(a->ndim, a->shape, x->axes, x->keepdims, &r->ndim, r->shape);
             continue;
         }
-        if (x->op == SMELT_OP_CONST || (x->op == SMELT_OP_BROADCAST && !x->copy)) {
+        if (x->op == SMELT_OP_CONST || x->op == SMELT_OP_ARANGE || (x->op == SMELT_OP_BROADCAST && !x->copy)) {
             r->ndim = x->ndim;
             memcpy(r->shape, x->shape, sizeof r->shape);
-            if (x->op == SMELT_OP_CONST)
+            if (x->op != SMELT_OP_BROADCAST)
                 continue;
         } else {
             r->ndim = 0;

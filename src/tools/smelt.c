@@ -1155,6 +1155,8 @@ static int cmd_info(const opts *o, binding *b, int nb)
                 if (form && parsed)
                     snprintf(e, sizeof e, "%s(x, axis, keepdims)", name);
             }
+            if (ok && i == SMELT_OP_ARANGE)
+                snprintf(e, sizeof e, "%s(n)", name); /* (a whole number, not an array) */
             printf("%-16s %-9d %s\n", name, n, ok ? e : "-");
         }
         smelt_ctx_free(ctx);
