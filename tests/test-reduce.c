@@ -1320,3 +1320,35 @@ Test(rows, one_kernel_same_bits, .timeout = 300)
     }
     smelt_ctx_free(ctx);
 }
+
+/* Sibling reductions: sum(x) and sum(x * x) of one input, no edge between
+ * them, share one read as a row program (keepdims); without keepdims they
+ * stay two kernels; the bits of the unfused plan either way. */
+Test(rows, sibling_reductions_share_a_read)
+{
+    smelt_ctx *ctx = t_ctx();
+    for (int keep = 0; keep < 2; keep++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(64, 300));
+        smelt_node *outs[] = {smelt_reduce(g, SMELT_OP_SUM, x, 1, (int[]){-1}, keep),
+                              smelt_reduce(g, SMELT_OP_SUM, smelt_mul(g, x, x), 1, (int[]){-1}, keep),
+                              smelt_reduce(g, SMELT_OP_MAX, smelt_unary(g, SMELT_OP_ABS, x), 1, (int[]){-1}, keep)};
+        trng r;
+        trng_init(&r, 77);
+        smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(64, 300));
+        t_set(in, 5, -0.0), t_set(in, 301, NAN), t_set(in, 620, INFINITY);
+        smelt_plan_stats st = t_check_plan("siblings", ctx, g, 3, outs, 3, 1, &in, t_chain_tol(SMELT_F32));
+        cr_assert_eq(st.kernels, keep ? 1 : 3, "keepdims %d: %d kernels", keep, st.kernels);
+        smelt_plan *p0 = t_plan(ctx, g, 3, outs, 0), *p3 = t_plan(ctx, g, 3, outs, 3);
+        smelt_tensor *a[3] = {0}, *b[3] = {0};
+        t_run(p0, 1, &in, 3, a);
+        t_run(p3, 1, &in, 3, b);
+        for (int o = 0; o < 3; o++)
+            cr_assert(t_bitwise_equal(a[o], b[o]), "keepdims %d, output %d: fused and unfused differ", keep, o);
+        t_free_all(a, 3), t_free_all(b, 3);
+        smelt_plan_free(p0), smelt_plan_free(p3);
+        smelt_tensor_free(in);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}

@@ -252,6 +252,17 @@ static int union_rows_form(pstate *s, int ka, int kc)
     return rows_form(s->p, s->members, n);
 }
 
+/* Merge cluster kx into ki (roots). */
+static void join(pstate *s, int kx, int ki)
+{
+    s->parent[kx] = ki;
+    if (s->hasred[kx] && (!s->hasred[ki] || s->redidx[kx] < s->redidx[ki]))
+        s->hasred[ki] = true, s->redidx[ki] = s->redidx[kx]; /* the first reduction */
+    s->size[ki] += s->size[kx];
+    s->next[s->tail[ki]] = s->head[kx];
+    s->tail[ki] = s->tail[kx];
+}
+
 /* Every fusion rule, for the edge from producer x (in cluster kx) to
  * consumer i (in ki), both operators: SMELT__FUSE to merge the two clusters
  * (or that they are one already), else the reason not to. */
@@ -498,14 +509,24 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
             int x = p->v[i].in[j], kx = find(&s, x), ki = find(&s, i);
             if (!is_op(p, x) || (why[3 * i + j] = (uint8_t)should_fuse(&s, x, i, kx, ki)) || kx == ki)
                 continue;
-            s.parent[kx] = ki;
-            if (s.hasred[kx] && (!s.hasred[ki] || s.redidx[kx] < s.redidx[ki]))
-                s.hasred[ki] = true, s.redidx[ki] = s.redidx[kx]; /* the first reduction */
-            s.size[ki] += s.size[kx];
-            s.next[s.tail[ki]] = s.head[kx];
-            s.tail[ki] = s.tail[kx];
+            join(&s, kx, ki);
         }
     }
+    /* siblings: kernels of reductions that read one value and no edge
+     * joins (sum(x) and sum(x * x) of an input) read it once, as one row
+     * program, where they make one */
+    for (int v = 0; v < p->n && fuse; v++)
+        for (int u1 = s.uoff[v]; u1 < s.uoff[v + 1]; u1++)
+            for (int u2 = u1 + 1; u2 < s.uoff[v + 1]; u2++) {
+                int a = s.users[u1], b = s.users[u2];
+                if (!is_op(p, a) || !is_op(p, b))
+                    continue;
+                int ka = find(&s, a), kb = find(&s, b);
+                if (ka != kb && s.hasred[ka] && s.hasred[kb] && union_rows_form(&s, ka, kb) > 0 &&
+                    s.size[ka] + s.size[kb] <= SMELT_MAX_CLUSTER_OPS && !creates_cycle(&s, ka, kb, p->n - 1) &&
+                    operand_count(&s, ka, kb) <= SMELT_MAX_KERNEL_OPERANDS)
+                    join(&s, ka, kb);
+            }
     for (int i = 0; i < p->n; i++)
         root[i] = is_op(p, i) ? find(&s, i) : -1;
     st = collect(p, root, s.uoff, s.users, why, out);
