@@ -53,10 +53,11 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_AFTER_REDUCE] = "after a reduction (not fused yet)",
     [SMELT__FUSE_EPI_INPUT] = "an epilogue's operand computed elementwise (not fused yet)",
     [SMELT__FUSE_DEAD] = "the reduction's result is never read",
-    [SMELT__FUSE_ROWS] = "a row program needs reductions of one shape and axes with keepdims, of at least "
-                         STR(SMELT_ROWS_MIN) " rows or rows of at most " STR(SMELT_ROWS_MAX_LEN) " elements, "
-                         "and at most " STR(SMELT_ROWS_MAX_GAP) " bytes of kept elements inside a row's "
-                         "elements (a softmax over axis 0 of 64 f32 columns, not of 128)",
+    [SMELT__FUSE_ROWS] = "a row program needs reductions of one shape and axes, of at least " STR(SMELT_ROWS_MIN)
+                         " rows or rows of at most " STR(SMELT_ROWS_MAX_LEN) " elements, at most "
+                         STR(SMELT_ROWS_MAX_GAP) " bytes of kept elements inside a row's elements (a softmax over "
+                         "axis 0 of 64 f32 columns, not of 128), and a result without keepdims read only at the "
+                         "results' shape",
 };
 
 static int find(pstate *s, int x)
@@ -190,13 +191,34 @@ static bool same_shape(const smelt__inst *a, const smelt__inst *b)
     return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
 }
 
+/* Whether b has the results' shape without keepdims, rn (rank nn; a
+ * reduction with keepdims has another rank: nn < the operand's rank). */
+static bool is_rn(const smelt__inst *b, int nn, const int64_t *rn)
+{
+    return b->ndim == nn && !memcmp(b->shape, rn, sizeof(int64_t) * (size_t)nn);
+}
+
+/* Whether every member of mem[0..n) that reads y (not a member) has the
+ * results' shape without keepdims. */
+static bool outside_read_by_rn_only(const smelt__prog *p, const int *mem, int n, int y, int nn, const int64_t *rn)
+{
+    for (int k = 0; k < n; k++) {
+        const smelt__inst *c = &p->v[mem[k]];
+        for (int i = 0; i < c->nin; i++)
+            if (c->in[i] == y && (smelt__is_reduce(c->op) || !is_rn(c, nn, rn)))
+                return false;
+    }
+    return true;
+}
+
 /* The form of a kernel of members mem[0..n): 0 none or one reduction with
  * its producers and an epilogue at its result's shape (the single form),
  * 1 a row program (smelt__kdesc.multi) that can run, -1 a row program that
- * cannot: every reduction over the same operand shape A and axes, with
- * keepdims, enough rows or short ones (SMELT_ROWS_MIN), strided rows with
- * at most SMELT_ROWS_MAX_GAP bytes between their elements; every other member fusible, of
- * shape A or of the results' shape. */
+ * cannot: every reduction over the same operand shape A and axes, enough
+ * rows or short ones (SMELT_ROWS_MIN), strided rows with at most
+ * SMELT_ROWS_MAX_GAP bytes between their elements; every other member
+ * fusible, of shape A or of the results' shape with or without keepdims
+ * (the latter read only by their like, from inputs only they read). */
 static int rows_form(const smelt__prog *p, const int *mem, int n)
 {
     int r0 = -1, nred = 0;
@@ -213,8 +235,13 @@ static int rows_form(const smelt__prog *p, const int *mem, int n)
         multi = multi || (mem[j] > r0 && !same_shape(&p->v[mem[j]], R));
     if (!multi)
         return 0;
-    if (!R->keepdims || same_shape(A, R))
-        return -1;
+    /* the results' shapes: with keepdims (Rk) and without (Rn) */
+    int nk = 0, nn = 0;
+    int64_t rk[SMELT_MAX_DIMS], rn[SMELT_MAX_DIMS];
+    smelt__red_shape(A->ndim, A->shape, R->axes, true, &nk, rk);
+    smelt__red_shape(A->ndim, A->shape, R->axes, false, &nn, rn);
+    if (nk == A->ndim && !memcmp(rk, A->shape, sizeof(int64_t) * (size_t)nk))
+        return -1; /* (every reduced axis of size 1) */
     /* rows: the kept axes index them, the reduced ones their elements; a
      * kept axis inside the reduced ones makes each row strided: span / len
      * kept elements per element of a row (SMELT_ROWS_MAX_GAP) */
@@ -236,9 +263,27 @@ static int rows_form(const smelt__prog *p, const int *mem, int n)
         return -1;
     for (int j = 0; j < n; j++) {
         const smelt__inst *b = &p->v[mem[j]];
-        if (smelt__is_reduce(b->op) ? !b->keepdims || b->axes != R->axes || !same_shape(&p->v[b->in[0]], A)
-                                    : !fusible(p, mem[j]) || (!same_shape(b, A) && !same_shape(b, R)))
+        bool isk = b->ndim == nk && !memcmp(b->shape, rk, sizeof(int64_t) * (size_t)nk);
+        if (smelt__is_reduce(b->op) ? b->axes != R->axes || !same_shape(&p->v[b->in[0]], A)
+                                    : !fusible(p, mem[j]) || (!same_shape(b, A) && !isk && !is_rn(b, nn, rn)))
             return -1;
+    }
+    /* a value at the results' shape without keepdims (rank nn) lines up
+     * with the kept axes: only such values read it, and what they read
+     * from outside is read by them alone (one set of strides per operand) */
+    for (int j = 0; j < n; j++) {
+        const smelt__inst *b = &p->v[mem[j]];
+        bool brn = is_rn(b, nn, rn) && !smelt__is_reduce(b->op);
+        for (int i = 0; i < b->nin; i++) {
+            int y = b->in[i];
+            if (p->v[y].op == SMELT_OP_CONST)
+                continue;
+            bool member = false, yrn = is_rn(&p->v[y], nn, rn);
+            for (int k = 0; k < n && !member; k++)
+                member = mem[k] == y;
+            if (member ? yrn != brn : !brn ? false : !outside_read_by_rn_only(p, mem, n, y, nn, rn))
+                return -1;
+        }
     }
     return 1;
 }
@@ -670,9 +715,10 @@ int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__k
             d->reduce = true;
             d->red = d->n_ops;
         }
-        /* a row program's values at the results' shape: the reductions'
-         * and those of the (first) result's shape */
-        op.small = d->multi && (smelt__is_reduce(in->op) || same_shape(in, &p->v[c->members[rj]]));
+        /* a row program's values at the results' shape (with or without
+         * keepdims): the reductions' and every other not at their operand's */
+        op.small = d->multi && (smelt__is_reduce(in->op) ||
+                                (in->op != SMELT_OP_CONST && !same_shape(in, &p->v[p->v[c->members[rj]].in[0]])));
         d->ops[d->n_ops] = op;
         *vmap_slot(&map, c->members[k]) = d->n_in + d->n_ops++;
     }

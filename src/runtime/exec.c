@@ -240,6 +240,34 @@ static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view 
     return st;
 }
 
+/* Whether operand o of row program k is at its results' shape without
+ * keepdims: an output of that shape (the operand's rank is larger), or an
+ * input that members of that shape read (the partitioner lets no other
+ * member read it: src/fusion/partition.c rows_form). */
+static bool rows_rn_operand(const smelt_plan *p, const smelt__pkernel *k, int o)
+{
+    const smelt__inst *R = &p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]];
+    const smelt__inst *A = &p->prog.v[R->in[0]];
+    int nn;
+    int64_t rn[SMELT_MAX_DIMS];
+    smelt__red_shape(A->ndim, A->shape, R->axes, false, &nn, rn);
+    if (nn == A->ndim)
+        return false;
+    if (o >= k->cl.nin) {
+        const smelt__inst *v = &p->prog.v[k->cl.outputs[o - k->cl.nin]];
+        return v->ndim == nn && !memcmp(v->shape, rn, sizeof(int64_t) * (size_t)nn);
+    }
+    for (int j = 0; j < k->cl.nmem; j++) {
+        const smelt__inst *m = &p->prog.v[k->cl.members[j]];
+        if (smelt__is_reduce(m->op) || m->ndim != nn || memcmp(m->shape, rn, sizeof(int64_t) * (size_t)nn))
+            continue;
+        for (int i = 0; i < m->nin; i++)
+            if (m->in[i] == k->cl.inputs[o])
+                return true;
+    }
+    return false;
+}
+
 int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int64_t *S,
                           int64_t (*st)[SMELT_MAX_DIMS], unsigned *mask)
 {
@@ -258,20 +286,25 @@ int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int
             S0 = &p->rs[x->in[0]];
             axes = x->axes;
         }
-        int r = S0->ndim, perm[SMELT_MAX_DIMS], np = 0;
+        int r = S0->ndim, perm[SMELT_MAX_DIMS], np = 0, nkept = 0;
         for (int pass = 0; pass < 2; pass++)
             for (int d = 0; d < r; d++)
                 if ((axes >> d & 1u) == (unsigned)pass) {
                     *mask |= (unsigned)pass << np;
+                    nkept += !pass;
                     perm[np++] = d;
                 }
         for (int d = 0; d < r; d++)
             S[d] = S0->shape[perm[d]];
-        for (int o = 0; o < n; o++)
+        for (int o = 0; o < n; o++) {
+            /* a value at the results' shape without keepdims lines up with
+             * the kept axes (d < nkept here), others with every axis */
+            bool rn = k->desc.multi && rows_rn_operand(p, k, o);
             for (int d = 0; d < r; d++) {
-                int xd = perm[d] - (r - w[o].ndim);
+                int xd = rn ? (d < nkept ? d - (nkept - w[o].ndim) : -1) : perm[d] - (r - w[o].ndim);
                 st[o][d] = (xd < 0 || w[o].shape[xd] == 1) ? 0 : w[o].strides[xd];
             }
+        }
         return r;
     }
     int ri = k->cl.members[smelt__red_member(&p->prog, &k->cl)];
@@ -327,8 +360,17 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
         if (k->desc.multi && smelt__is_reduce(p->prog.v[k->cl.members[j]].op)) {
             const smelt__rshape *oa = &p->rs[p->prog.v[k->cl.members[j]].in[0]];
             bad = oa->ndim != A->ndim || memcmp(oa->shape, A->shape, sizeof(int64_t) * (size_t)oa->ndim);
-        } else if (k->desc.multi) {
-            want = o->ndim == A->ndim && !memcmp(o->shape, A->shape, sizeof(int64_t) * (size_t)o->ndim) ? A : Y;
+            want = o; /* (its own shape follows from its operand's) */
+        } else if (k->desc.multi) { /* the operand's shape, or the results' with or without keepdims,
+                                      * as in the graph */
+            const smelt__inst *m = &p->prog.v[k->cl.members[j]], *Ag = &p->prog.v[x->in[0]];
+            smelt__rshape rk, rn, gk;
+            smelt__red_shape(A->ndim, A->shape, x->axes, true, &rk.ndim, rk.shape);
+            smelt__red_shape(A->ndim, A->shape, x->axes, false, &rn.ndim, rn.shape);
+            smelt__red_shape(Ag->ndim, Ag->shape, x->axes, true, &gk.ndim, gk.shape);
+            want = m->ndim == Ag->ndim && !memcmp(m->shape, Ag->shape, sizeof(int64_t) * (size_t)m->ndim) ? A
+                   : m->ndim == gk.ndim && !memcmp(m->shape, gk.shape, sizeof(int64_t) * (size_t)m->ndim) ? &rk
+                                                                                                           : &rn;
         }
         if (bad || o->ndim != want->ndim || memcmp(o->shape, want->shape, sizeof(int64_t) * (size_t)o->ndim))
             return smelt__err(p->ctx, SMELT_ERR_SHAPE,
