@@ -967,7 +967,8 @@ Test(expr_reduce, arange)
     expect_error("arange(a)", SMELT_ERR_PARSE, "arange() at column 1 takes one whole number n >= 0 (arange(n): "
                  "0, 1, ..., n - 1)", 8);
     expect_error("arange(4, 5)", SMELT_ERR_PARSE, "unexpected ',' at column 9 (arange(n) takes one argument)", 9);
-    expect_error("arange(4) + a", SMELT_ERR_SHAPE, "add: shapes (4,) and (4, 5) are not broadcastable at column 11 ('+')", 11);
+    expect_error("arange(4) + a", SMELT_ERR_SHAPE,
+                 "add: shapes (4,) and (4, 5) are not broadcastable at column 11 ('+')", 11);
     smelt_ctx *ctx = t_ctx();
     smelt_graph *g = t_graph(ctx);
     cr_assert_null(smelt_arange(g, 3, SMELT_BOOL));
