@@ -161,6 +161,40 @@ static void b_layernorm(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = smelt_add(g, smelt_mul(g, smelt_mul(g, d, r), in[1]), in[2]);
 }
 
+/* log-softmax over the rows: x - max - log(sum(exp(x - max))) */
+static void b_log_softmax(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    smelt_node *x = in[0];
+    smelt_node *d = smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MAX, x, 1, last, 1));
+    smelt_node *s = smelt_reduce(g, SMELT_OP_SUM, smelt_unary(g, SMELT_OP_EXP, d), 1, last, 1);
+    out[0] = smelt_sub(g, d, smelt_unary(g, SMELT_OP_LOG, s));
+}
+
+/* RMS normalisation over the rows, with a weight vector:
+ * x / sqrt(mean(x*x) + 1e-6) * w */
+static void b_rmsnorm(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    smelt_node *x = in[0];
+    smelt_node *ms = smelt_reduce(g, SMELT_OP_MEAN, smelt_mul(g, x, x), 1, last, 1);
+    smelt_node *rms = smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, ms, S(g, 1e-6)));
+    out[0] = smelt_mul(g, smelt_div(g, x, rms), in[1]);
+}
+
+/* sums of the rows and of the columns: sum(x, axis=-1), sum(x, axis=0) */
+static void b_sum_rows(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    out[0] = smelt_reduce(g, SMELT_OP_SUM, in[0], 1, last, 0);
+}
+
+static void b_sum_cols(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int first[] = {0};
+    out[0] = smelt_reduce(g, SMELT_OP_SUM, in[0], 1, first, 0);
+}
+
 static void sh_flat(int64_t n, int *nd, int64_t (*s)[2])
 {
     for (int i = 0; i < MAXIO; i++) {
@@ -188,6 +222,16 @@ static void sh_rows(int64_t n, int *nd, int64_t (*s)[2])
     }
 }
 
+/* a (rows, cols) matrix, then (cols) vectors */
+static void sh_rows_vec(int64_t n, int *nd, int64_t (*s)[2])
+{
+    sh_rows(n, nd, s);
+    for (int i = 1; i < MAXIO; i++) {
+        nd[i] = 1;
+        s[i][0] = s[i][1];
+    }
+}
+
 static const int adam_donate[] = {0, 2, 3}; /* param' m' v' over param m v */
 static const wl workloads[] = {
     {"add", 2, 1, b_add, sh_flat, 0, 12, NULL, false},
@@ -202,6 +246,11 @@ static const wl workloads[] = {
     /* rows of sqrt(n) (4096 at 16M): one read and one write is the least */
     {"softmax", 1, 1, b_softmax, sh_rows, 0, 8, NULL, true},
     {"layernorm", 3, 1, b_layernorm, sh_rows, 0, 8, NULL, true},
+    {"log_softmax", 1, 1, b_log_softmax, sh_rows, 0, 8, NULL, true},
+    {"rmsnorm", 2, 1, b_rmsnorm, sh_rows_vec, 0, 8, NULL, true},
+    /* a read of the matrix; the results (a row or a column) are 1/sqrt(n) of it */
+    {"sum_rows", 1, 1, b_sum_rows, sh_rows, 0, 4, NULL, true},
+    {"sum_cols", 1, 1, b_sum_cols, sh_rows, 0, 4, NULL, true},
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 
