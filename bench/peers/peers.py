@@ -142,7 +142,7 @@ def numexpr_fn(name):
             mu = x.mean(axis=-1, keepdims=True)
             d = e("x - mu")
             v = e("d * d").mean(axis=-1, keepdims=True)
-            return e("d / sqrt(v + 1e-5) * w + b", local_dict=dict(d=d, v=v, w=w, b=b))
+            return e("d / sqrt(v + EPS) * w + b", local_dict=dict(d=d, v=v, w=w, b=b, EPS=np.float32(1e-5)))
         return layernorm
     # (the log and the square root of a row's value too: once per row, not
     # once per element as inside the expression, where they cost 1.6-1.7x)
