@@ -1221,7 +1221,7 @@ static void jrow_start(const wl *w, int64_t n, const char *backend, double unfus
 static void gpu_header(const char *dev, int json, int peers)
 {
     if (!json)
-        printf("device: %s\n%-10s %9s %10s %10s %8s %9s %9s %10s %10s %9s %9s %8s %9s %12s%s\n", dev,
+        printf("device: %s\n%-11s %9s %10s %10s %8s %9s %9s %10s %10s %9s %9s %8s %9s %12s%s\n", dev,
                "workload", "n", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs",
                "compile_ms", "2nd_ctx_ms", "cached_ms", "1st_call", "compiles", "kern u/f",
                "max_rel_err", peers ? "   eager_ms compile_ms    cupy_ms     jax_ms" : "");
@@ -1250,7 +1250,7 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
         fprintf(json_fp, "}\n");
     }
     if (!json) {
-        printf("%-10s %9lld %10.3f %10.3f %7.2fx %9.1f %9.1f %10.3f %10.3f %9.3f %9.1f %8d "
+        printf("%-11s %9lld %10.3f %10.3f %7.2fx %9.1f %9.1f %10.3f %10.3f %9.3f %9.1f %8d "
                "%4d/%-4d %12.2e",
                r->w->name, (long long)r->n, r->unfused_ms, r->fused_ms, r->unfused_ms / r->fused_ms,
                gbps, r->copy_gbps, r->compile_ms, r->warm_compile_ms, r->cached_plan_ms,
@@ -1330,7 +1330,7 @@ static void cpu_print(const row *r, int json, int peers)
         fprintf(json_fp, "}\n");
     }
     if (!json) {
-        printf("%-10s %9lld %7s %10.2f %10.2f %7.2fx %9.1f %9.1f %5.0f%% %10.3f %9.3f %8d %4d/%-4d "
+        printf("%-11s %9lld %7s %10.2f %10.2f %7.2fx %9.1f %9.1f %5.0f%% %10.3f %9.3f %8d %4d/%-4d "
                "%12.2e",
                r->w->name, (long long)r->n, r->backend, r->unfused_ms, r->fused_ms,
                r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, 100 * gbps / r->copy_gbps,
@@ -1516,7 +1516,7 @@ int main(int argc, char **argv)
         return gpu_main(only, n_given ? n : GPU_N_DEFAULT, runs, json, peers);
 
     if (!json) {
-        printf("%-10s %9s %7s %10s %10s %8s %9s %9s %6s %10s %9s %8s %9s %12s%s\n", "workload", "n",
+        printf("%-11s %9s %7s %10s %10s %8s %9s %9s %6s %10s %9s %8s %9s %12s%s\n", "workload", "n",
                "backend", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs", "%copy",
                "compile_ms", "1st_call", "compiles", "kern u/f", "max_rel_err",
                peers ? cpu_peer_hdr() : "");
