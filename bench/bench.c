@@ -5,7 +5,9 @@
  * unfused path, compiled by the same backend) and at opt_level 3 (fused), and
  * timed on the same inputs, alternating, median of --runs runs after warm-up.
  * The machine's copy bandwidth is measured in the same run.  With --peers,
- * bench/peers/peers.py times numpy and numexpr on the same workloads.
+ * bench/peers/peers.py times numpy and numexpr on the same workloads, and
+ * bench/peers/jax_peers.py JAX jit on the CPU (with the python of
+ * BUILD/jax-venv, which scripts/bench --peers installs from PyPI).
  *
  * --device cuda runs the same workloads on the GPU (backend NVRTC, device
  * tensors; see the GPU section below and docs/cuda.md); with --peers,
@@ -161,6 +163,40 @@ static void b_layernorm(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = smelt_add(g, smelt_mul(g, smelt_mul(g, d, r), in[1]), in[2]);
 }
 
+/* log-softmax over the rows: x - max - log(sum(exp(x - max))) */
+static void b_log_softmax(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    smelt_node *x = in[0];
+    smelt_node *d = smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MAX, x, 1, last, 1));
+    smelt_node *s = smelt_reduce(g, SMELT_OP_SUM, smelt_unary(g, SMELT_OP_EXP, d), 1, last, 1);
+    out[0] = smelt_sub(g, d, smelt_unary(g, SMELT_OP_LOG, s));
+}
+
+/* RMS normalisation over the rows, with a weight vector:
+ * x / sqrt(mean(x*x) + 1e-6) * w */
+static void b_rmsnorm(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    smelt_node *x = in[0];
+    smelt_node *ms = smelt_reduce(g, SMELT_OP_MEAN, smelt_mul(g, x, x), 1, last, 1);
+    smelt_node *rms = smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, ms, S(g, 1e-6)));
+    out[0] = smelt_mul(g, smelt_div(g, x, rms), in[1]);
+}
+
+/* sums of the rows and of the columns: sum(x, axis=-1), sum(x, axis=0) */
+static void b_sum_rows(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    out[0] = smelt_reduce(g, SMELT_OP_SUM, in[0], 1, last, 0);
+}
+
+static void b_sum_cols(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int first[] = {0};
+    out[0] = smelt_reduce(g, SMELT_OP_SUM, in[0], 1, first, 0);
+}
+
 static void sh_flat(int64_t n, int *nd, int64_t (*s)[2])
 {
     for (int i = 0; i < MAXIO; i++) {
@@ -188,6 +224,16 @@ static void sh_rows(int64_t n, int *nd, int64_t (*s)[2])
     }
 }
 
+/* a (rows, cols) matrix, then (cols) vectors */
+static void sh_rows_vec(int64_t n, int *nd, int64_t (*s)[2])
+{
+    sh_rows(n, nd, s);
+    for (int i = 1; i < MAXIO; i++) {
+        nd[i] = 1;
+        s[i][0] = s[i][1];
+    }
+}
+
 static const int adam_donate[] = {0, 2, 3}; /* param' m' v' over param m v */
 static const wl workloads[] = {
     {"add", 2, 1, b_add, sh_flat, 0, 12, NULL, false},
@@ -202,6 +248,11 @@ static const wl workloads[] = {
     /* rows of sqrt(n) (4096 at 16M): one read and one write is the least */
     {"softmax", 1, 1, b_softmax, sh_rows, 0, 8, NULL, true},
     {"layernorm", 3, 1, b_layernorm, sh_rows, 0, 8, NULL, true},
+    {"log_softmax", 1, 1, b_log_softmax, sh_rows, 0, 8, NULL, true},
+    {"rmsnorm", 2, 1, b_rmsnorm, sh_rows_vec, 0, 8, NULL, true},
+    /* a read of the matrix; the results (a row or a column) are 1/sqrt(n) of it */
+    {"sum_rows", 1, 1, b_sum_rows, sh_rows, 0, 4, NULL, true},
+    {"sum_cols", 1, 1, b_sum_cols, sh_rows, 0, 4, NULL, true},
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 
@@ -418,7 +469,7 @@ typedef struct row {
     double donated_ms, donated_alloc_per_call; /* w->donate: fused, outputs over donated inputs */
     int donated_inplace;
     const char *backend;
-    double numpy_ms, numexpr_ms;
+    double numpy_ms, numexpr_ms, jax_ms;
     char label[96]; /* progress: "[i/n] workload backend" */
 } row;
 
@@ -655,16 +706,85 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     r->max_rel_err = check_error(w, backend);
 }
 
-/* numpy / numexpr through bench/peers/peers.py (Debian's python3) */
+/* the number after "key": in a JSON line; NAN when absent or null */
+static double json_num(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(line, pat);
+    if (!p)
+        return NAN;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    char *end;
+    double v = strtod(p, &end);
+    return end == p ? NAN : v;
+}
+
+/* The python of the JAX peer's virtual environment, BUILD/jax-venv/bin/python
+ * in this binary's build folder (BUILD/bench/smelt-bench), where scripts/bench
+ * --peers installs JAX; "" when there is none (no JAX column). */
+static const char *jax_python(void)
+{
+    static char path[4200];
+    static int looked;
+    if (looked++)
+        return path;
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0)
+        return path;
+    exe[k] = 0;
+    for (int up = 0; up < 2; up++) { /* .../BUILD/bench/smelt-bench -> .../BUILD */
+        char *slash = strrchr(exe, '/');
+        if (!slash)
+            return path;
+        *slash = 0;
+    }
+    snprintf(path, sizeof path, "%s/jax-venv/bin/python", exe);
+    if (access(path, X_OK))
+        path[0] = 0;
+    return path;
+}
+
+/* JAX jit on the CPU through bench/peers/jax_peers.py (all cores: XLA's default) */
+static double run_jax(const row *r, int runs)
+{
+    if (!*jax_python())
+        return NAN;
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' '%s/bench/peers/jax_peers.py' --workload %s --n %lld --runs %d 2>&1",
+             jax_python(), SMELT_SOURCE_DIR, r->w->name, (long long)r->n, runs);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return NAN;
+    double ms = NAN;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "\"jax_ms\":"))
+            ms = json_num(line, "jax_ms");
+        else if (strstr(line, "rror"))
+            fprintf(stderr, "jax peer: %s", line);
+    }
+    if (pclose(f) != 0 || isnan(ms))
+        fprintf(stderr, "jax peer: %s: bench/peers/jax_peers.py gave no result\n", r->w->name);
+    return ms;
+}
+
+/* numpy / numexpr through bench/peers/peers.py (Debian's python3), JAX
+ * through bench/peers/jax_peers.py */
 static void run_peers(row *rows, int nrows, int runs, int threads, int per_workload)
 {
     for (int i = 0; i < nrows; i++) {
         if (i % per_workload) { /* one peer run per workload */
             rows[i].numpy_ms = rows[i - 1].numpy_ms;
             rows[i].numexpr_ms = rows[i - 1].numexpr_ms;
+            rows[i].jax_ms = rows[i - 1].jax_ms;
             continue;
         }
         rows[i].numpy_ms = rows[i].numexpr_ms = NAN;
+        rows[i].jax_ms = run_jax(&rows[i], runs);
         char cmd[1024];
         snprintf(cmd, sizeof cmd,
                  "/usr/bin/python3 '%s/bench/peers/peers.py' --workload %s --n %lld --runs %d "
@@ -697,13 +817,21 @@ static void usage(void)
            "as it completes (progress on stderr when it is a terminal).\n"
            "\n"
            "  --workload NAME  one workload:");
-    for (int i = 0; i < NWL; i++)
+    for (int i = 0, col = 31; i < NWL; i++) {
+        int len = (int)strlen(workloads[i].name) + 1;
+        if (col + len > 90)
+            printf("\n                  "), col = 18;
         printf(" %s", workloads[i].name);
+        col += len;
+    }
     printf("\n"
            "  --backend NAME   the backend to time; default: SMELT_JIT_BACKEND, else\n"
            "                   MGB_JIT_BACKEND, else all (TCC and CC).  AUTO: NVRTC with a GPU,\n"
            "                   else TCC and CC.  NVRTC runs the GPU benchmark (--device cuda)\n"
-           "  --peers          numpy and numexpr on the same workloads (GPU: PyTorch, CuPy, JAX)\n"
+           "  --peers          numpy, numexpr and JAX jit on the same workloads (GPU: PyTorch, CuPy,\n"
+           "                   JAX); on the CPU, JAX is the python of BUILD/jax-venv (this binary's\n"
+           "                   build folder), which scripts/bench --peers installs from PyPI; without\n"
+           "                   it, no JAX column\n"
            "  --json           one JSON object per row\n"
            "  --json-file F    also write the rows as JSON lines to F (the table still prints)\n"
            "  --n N            elements (default 16M; 64M on the GPU)   --runs R (default 9)\n"
@@ -736,8 +864,10 @@ static void usage(void)
            "              (outputs given; host allocations on the GPU); peak_rss_mb: the process's;\n"
            "              adam: donated_ms, donated_alloc_per_call, donated_inplace: the fused plan\n"
            "              with param, m and v donated and given back as its outputs (in place)\n"
-           "  numpy_ms, numexpr_ms (--peers) the same workload in numpy and numexpr, median;\n"
-           "              vs_numpy, vs_numexpr = their time / fused_ms\n");
+           "  numpy_ms, numexpr_ms, jax_ms (--peers) the same workload in numpy, numexpr (a\n"
+           "              reduction inside a larger expression in numpy) and JAX (jax.jit on the\n"
+           "              CPU, all cores, until block_until_ready), median after warm-up;\n"
+           "              vs_numpy, vs_numexpr, vs_jax = their time / fused_ms\n");
 }
 
 /* One line under the table: what the columns are (--help has more). */
@@ -1013,22 +1143,6 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     r->max_rel_err = gpu_check_error(w);
 }
 
-/* the number after "key": in a JSON line; NAN when absent or null */
-static double json_num(const char *line, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(line, pat);
-    if (!p)
-        return NAN;
-    p += strlen(pat);
-    while (*p == ' ')
-        p++;
-    char *end;
-    double v = strtod(p, &end);
-    return end == p ? NAN : v;
-}
-
 /* PyTorch, torch.compile, CuPy, JAX through bench/peers/gpu_peers.py, with
  * the python3 of PATH (where those packages are installed) */
 static void gpu_run_peers(gpu_row *rows, int nrows, int runs)
@@ -1107,7 +1221,7 @@ static void jrow_start(const wl *w, int64_t n, const char *backend, double unfus
 static void gpu_header(const char *dev, int json, int peers)
 {
     if (!json)
-        printf("device: %s\n%-10s %9s %10s %10s %8s %9s %9s %10s %10s %9s %9s %8s %9s %12s%s\n", dev,
+        printf("device: %s\n%-11s %9s %10s %10s %8s %9s %9s %10s %10s %9s %9s %8s %9s %12s%s\n", dev,
                "workload", "n", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs",
                "compile_ms", "2nd_ctx_ms", "cached_ms", "1st_call", "compiles", "kern u/f",
                "max_rel_err", peers ? "   eager_ms compile_ms    cupy_ms     jax_ms" : "");
@@ -1136,7 +1250,7 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
         fprintf(json_fp, "}\n");
     }
     if (!json) {
-        printf("%-10s %9lld %10.3f %10.3f %7.2fx %9.1f %9.1f %10.3f %10.3f %9.3f %9.1f %8d "
+        printf("%-11s %9lld %10.3f %10.3f %7.2fx %9.1f %9.1f %10.3f %10.3f %9.3f %9.1f %8d "
                "%4d/%-4d %12.2e",
                r->w->name, (long long)r->n, r->unfused_ms, r->fused_ms, r->unfused_ms / r->fused_ms,
                gbps, r->copy_gbps, r->compile_ms, r->warm_compile_ms, r->cached_plan_ms,
@@ -1178,7 +1292,12 @@ static int gpu_main(const char *only, int64_t n, int runs, int json, int peers)
     return 0;
 }
 
-static const char *const cpu_peer_hdr = "   numpy_ms numexpr_ms vs_numpy vs_numexpr";
+/* the peers' columns; JAX's only where its virtual environment is (jax_python) */
+static const char *cpu_peer_hdr(void)
+{
+    return *jax_python() ? "   numpy_ms numexpr_ms     jax_ms vs_numpy vs_numexpr   vs_jax"
+                         : "   numpy_ms numexpr_ms vs_numpy vs_numexpr";
+}
 
 static void cpu_print(const row *r, int json, int peers)
 {
@@ -1206,16 +1325,20 @@ static void cpu_print(const row *r, int json, int peers)
         if (peers) {
             jnum("numpy_ms", "%.3f", r->numpy_ms);
             jnum("numexpr_ms", "%.3f", r->numexpr_ms);
+            jnum("jax_ms", "%.3f", r->jax_ms); /* null without JAX */
         }
         fprintf(json_fp, "}\n");
     }
     if (!json) {
-        printf("%-10s %9lld %7s %10.2f %10.2f %7.2fx %9.1f %9.1f %5.0f%% %10.3f %9.3f %8d %4d/%-4d "
+        printf("%-11s %9lld %7s %10.2f %10.2f %7.2fx %9.1f %9.1f %5.0f%% %10.3f %9.3f %8d %4d/%-4d "
                "%12.2e",
                r->w->name, (long long)r->n, r->backend, r->unfused_ms, r->fused_ms,
                r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, 100 * gbps / r->copy_gbps,
                r->compile_ms, r->first_call_ms, r->compiles, r->k_unf, r->k_fus, r->max_rel_err);
-        if (peers)
+        if (peers && *jax_python())
+            printf(" %10.2f %10.2f %10.2f %7.2fx %9.2fx %7.2fx", r->numpy_ms, r->numexpr_ms, r->jax_ms,
+                   r->numpy_ms / r->fused_ms, r->numexpr_ms / r->fused_ms, r->jax_ms / r->fused_ms);
+        else if (peers)
             printf(" %10.2f %10.2f %7.2fx %9.2fx", r->numpy_ms, r->numexpr_ms,
                    r->numpy_ms / r->fused_ms, r->numexpr_ms / r->fused_ms);
         printf("\n");
@@ -1393,10 +1516,10 @@ int main(int argc, char **argv)
         return gpu_main(only, n_given ? n : GPU_N_DEFAULT, runs, json, peers);
 
     if (!json) {
-        printf("%-10s %9s %7s %10s %10s %8s %9s %9s %6s %10s %9s %8s %9s %12s%s\n", "workload", "n",
+        printf("%-11s %9s %7s %10s %10s %8s %9s %9s %6s %10s %9s %8s %9s %12s%s\n", "workload", "n",
                "backend", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs", "%copy",
                "compile_ms", "1st_call", "compiles", "kern u/f", "max_rel_err",
-               peers ? cpu_peer_hdr : "");
+               peers ? cpu_peer_hdr() : "");
         fflush(stdout);
     }
     int total = (only ? 1 : NWL) * nb, done = 0;
@@ -1411,7 +1534,8 @@ int main(int argc, char **argv)
             run_workload(&workloads[i], wn, runs, threads, bks[b], &rows[b]);
         }
         if (peers) {
-            progress("[%d/%d] %s: numpy and numexpr", done, total, workloads[i].name);
+            progress("[%d/%d] %s: numpy and numexpr%s", done, total, workloads[i].name,
+                     *jax_python() ? ", JAX" : "");
             run_peers(rows, nb, runs, rows[0].threads, nb);
         }
         for (int b = 0; b < nb; b++)

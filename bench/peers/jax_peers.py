@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""JAX jit on the CPU on smelt's benchmark workloads (same formulas, n and inputs).
+
+Run by `smelt-bench --peers` (the CPU benchmark) with the python of
+build/jax-venv, where scripts/bench installs JAX from PyPI; JAX brings
+numpy 2 with it, so bench/peers/peers.py keeps Debian's numpy.  Prints one
+JSON object:
+
+  {"workload", "n", "runs", "jax_ms",   # median
+   "first_call_ms",                     # the first call, compilation included
+   "max_rel_err",                       # against a float64 NumPy reference, small instance
+   "versions": {...}, "cpu_count", "devices"}
+
+A time is the median of --runs calls of the jitted function after warm-up,
+each from the call to block_until_ready on its outputs (gpu_peers.py's
+timing, on the CPU device).  Inputs are put on the device once.  float32;
+constants are Python floats, weakly typed, so float32 stays float32 (as in
+gpu_peers.py).  XLA's CPU backend runs with its defaults: all cores.
+layers100's barrier is lax.optimization_barrier, as on the GPU.
+"""
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the CPU peer, whatever else is installed
+
+CHECK_N = 65536  # instance for max_rel_err (as smelt-bench's)
+
+
+def row_formula(o, name):
+    """the rows' workloads (reductions over the last axis; sums), as smelt-bench's"""
+    if name == "softmax":
+        def softmax(x):
+            e = o.exp(x - o.max(x, axis=-1, keepdims=True))
+            return e / o.sum(e, axis=-1, keepdims=True)
+        return softmax
+    if name == "layernorm":
+        def layernorm(x, w, b):
+            d = x - o.mean(x, axis=-1, keepdims=True)
+            return d / o.sqrt(o.mean(d * d, axis=-1, keepdims=True) + 1e-5) * w + b
+        return layernorm
+    if name == "log_softmax":
+        def log_softmax(x):
+            m = o.max(x, axis=-1, keepdims=True)
+            return x - m - o.log(o.sum(o.exp(x - m), axis=-1, keepdims=True))
+        return log_softmax
+    if name == "rmsnorm":
+        return lambda x, w: x / o.sqrt(o.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w
+    if name == "sum_rows":
+        return lambda x: o.sum(x, axis=-1)
+    if name == "sum_cols":
+        return lambda x: o.sum(x, axis=0)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--n", type=int, default=16 << 20)
+    ap.add_argument("--runs", type=int, default=9)
+    a = ap.parse_args()
+    if a.n < 1024 or a.runs < 1:
+        ap.error("need --n >= 1024 and --runs >= 1")
+
+    import numpy as np
+    import jax
+    import jax.numpy as jnp
+    from gpu_peers import Ops, formula, rel_err, timeit  # the GPU peers' formulas and timing
+    from peers import inputs  # the CPU peers' inputs
+
+    def fn_of(o, name):
+        return row_formula(o, name) or formula(o, name)
+
+    cpu = jax.devices("cpu")[0]
+    oj = Ops(relu=lambda x: jnp.maximum(x, 0.0), tanh=jnp.tanh, exp=jnp.exp, sqrt=jnp.sqrt,
+             log=jnp.log, max=jnp.max, sum=jnp.sum, mean=jnp.mean,
+             barrier=jax.lax.optimization_barrier)
+    o64 = Ops(relu=lambda x: np.maximum(x, 0.0), tanh=np.tanh, exp=np.exp, sqrt=np.sqrt,
+              log=np.log, max=np.max, sum=np.sum, mean=np.mean, barrier=lambda x: x)
+    fn = jax.jit(fn_of(oj, a.workload))
+
+    def block(out):
+        for leaf in jax.tree_util.tree_leaves(out):
+            leaf.block_until_ready()
+
+    args = [jax.device_put(x, cpu) for x in inputs(a.workload, a.n, np.random.default_rng(1))]
+    block(args)
+    state = {}
+
+    def call(*x):
+        state["out"] = fn(*x)
+
+    ms, first = timeit(call, args, a.runs, lambda: block(state.get("out")))
+    state.clear()
+    del args
+
+    small = inputs(a.workload, min(a.n, CHECK_N), np.random.default_rng(2))
+    refs = fn_of(o64, a.workload)(*[x.astype(np.float64) for x in small])
+    out = fn(*[jax.device_put(x, cpu) for x in small])
+    out = [np.asarray(t) for t in out] if isinstance(out, tuple) else np.asarray(out)
+    if any(np.asarray(t).dtype != np.float32 for t in (out if isinstance(out, list) else [out])):
+        print("jax_peers: %s: the result is not float32" % a.workload, file=sys.stderr)
+    import jaxlib
+    print(json.dumps({
+        "workload": a.workload, "n": a.n, "runs": a.runs, "jax_ms": round(ms, 3),
+        "first_call_ms": round(first, 3), "max_rel_err": float("%.3g" % rel_err(np, out, refs)),
+        "versions": {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", None),
+                     "numpy": np.__version__},
+        "cpu_count": os.cpu_count(), "devices": [str(d) for d in jax.devices()]}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
