@@ -107,7 +107,11 @@ def numexpr_fn(name):
     if name == "chain8":
         return lambda a, b, c: e("((((a * b + c) * a - b) * c + a) * b - c)")
     if name == "gelu_tanh":
-        return lambda x: e("0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))")
+        # float32 constants: numexpr's float literals are doubles, which would
+        # make the whole expression (and the result) float64
+        f32 = np.float32
+        k = dict(H=f32(0.5), ONE=f32(1), K=f32(0.7978845608028654), C=f32(0.044715))
+        return lambda x: e("H * x * (ONE + tanh(K * (x + C * (x * x * x))))", local_dict=dict(k, x=x))
     if name == "swish":
         return lambda x: e("x / (1 + exp(-x))")
     if name == "adam":
@@ -124,7 +128,8 @@ def numexpr_fn(name):
     if name == "layers100":
         def layers(x, w, b):
             for _ in range(100):
-                x = e("where(x * w + b > 0, x * w + b, 0) * 0.5 + x * 0.5")
+                x = e("where(x * w + b > 0, x * w + b, 0) * H + x * H",
+                      local_dict=dict(x=x, w=w, b=b, H=np.float32(0.5)))
             return x
         return layers
     # numexpr reduces along one axis only as the whole expression: the rows'
