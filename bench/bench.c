@@ -197,6 +197,20 @@ static void b_sum_cols(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = smelt_reduce(g, SMELT_OP_SUM, in[0], 1, first, 0);
 }
 
+/* mean cross-entropy of logits x [rows, cols] and integer targets t [rows, 1]:
+ * mean(logsumexp(x) - x[t]), the target's logit picked by arange(cols) == t */
+static void b_xent(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    smelt_node *x = in[0], *t = in[1];
+    smelt_node *m = smelt_reduce(g, SMELT_OP_MAX, x, 1, last, 1);
+    smelt_node *s = smelt_reduce(g, SMELT_OP_SUM, smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, m)), 1, last, 1);
+    smelt_node *hit = smelt_binary(g, SMELT_OP_EQ, smelt_arange(g, smelt_node_shape(x)[1], SMELT_I64), t);
+    smelt_node *pick = smelt_reduce(g, SMELT_OP_MAX, smelt_where(g, hit, x, S(g, -INFINITY)), 1, last, 1);
+    smelt_node *loss = smelt_sub(g, smelt_add(g, smelt_unary(g, SMELT_OP_LOG, s), m), pick);
+    out[0] = smelt_reduce(g, SMELT_OP_MEAN, loss, 0, NULL, 0);
+}
+
 static void sh_flat(int64_t n, int *nd, int64_t (*s)[2])
 {
     for (int i = 0; i < MAXIO; i++) {
@@ -234,6 +248,16 @@ static void sh_rows_vec(int64_t n, int *nd, int64_t (*s)[2])
     }
 }
 
+/* logits [rows, 2 cols] (4096 x 8192 at 16M: 2n elements), then targets [rows, 1] */
+static void sh_xent(int64_t n, int *nd, int64_t (*s)[2])
+{
+    int64_t c = side(n);
+    nd[0] = nd[1] = 2;
+    s[0][0] = s[1][0] = n / c;
+    s[0][1] = 2 * c;
+    s[1][1] = 1;
+}
+
 static const int adam_donate[] = {0, 2, 3}; /* param' m' v' over param m v */
 static const wl workloads[] = {
     {"add", 2, 1, b_add, sh_flat, 0, 12, NULL, false},
@@ -253,6 +277,8 @@ static const wl workloads[] = {
     /* a read of the matrix; the results (a row or a column) are 1/sqrt(n) of it */
     {"sum_rows", 1, 1, b_sum_rows, sh_rows, 0, 4, NULL, true},
     {"sum_cols", 1, 1, b_sum_cols, sh_rows, 0, 4, NULL, true},
+    /* the logits (2n elements) read once; the targets: a value per row */
+    {"xent", 2, 1, b_xent, sh_xent, 0, 8, NULL, true},
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 
@@ -398,12 +424,18 @@ static void make(smelt_ctx *ctx, const wl *w, int64_t n, setup *s)
     w->shapes(n, nd, sh);
     CHECK(smelt_graph_new(ctx, &s->g));
     for (int i = 0; i < w->n_in; i++) {
-        s->in[i] = smelt_input(s->g, NULL, SMELT_F32, nd[i], sh[i]);
-        CHECK(smelt_tensor_new(ctx, SMELT_F32, nd[i], sh[i], &s->tin[i]));
+        bool targets = w->build == b_xent && i == 1; /* i64 indices 0 .. cols - 1 */
+        smelt_dtype dt = targets ? SMELT_I64 : SMELT_F32;
+        s->in[i] = smelt_input(s->g, NULL, dt, nd[i], sh[i]);
+        CHECK(smelt_tensor_new(ctx, dt, nd[i], sh[i], &s->tin[i]));
         float *d = smelt_tensor_data(s->tin[i]);
-        int64_t cnt = smelt_tensor_numel(s->tin[i]);
-        for (int64_t k = 0; k < cnt; k++) /* positive for v (adam), mixed otherwise */
-            d[k] = (float)(w->build == b_adam && i == 3 ? urand() + 0.01 : 2.0 * urand() - 1.0);
+        int64_t *di = smelt_tensor_data(s->tin[i]), cnt = smelt_tensor_numel(s->tin[i]);
+        for (int64_t k = 0; k < cnt; k++) { /* positive for v (adam), mixed otherwise */
+            if (targets)
+                di[k] = (int64_t)(urand() * (double)sh[0][1]) % sh[0][1];
+            else
+                d[k] = (float)(w->build == b_adam && i == 3 ? urand() + 0.01 : 2.0 * urand() - 1.0);
+        }
     }
     w->build(s->g, s->in, s->out);
     CHECK(smelt_graph_status(s->g));
@@ -627,8 +659,8 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
         od.n_donate = w->n_out;
         CHECK(smelt_plan_new(ctx3, s.g, w->n_out, s.out, &od, &pd));
         for (int k = 0; k < w->n_in; k++) {
-            CHECK(smelt_tensor_new(ctx, SMELT_F32, smelt_tensor_ndim(s.tin[k]), smelt_tensor_shape(s.tin[k]),
-                                   &dtin[k]));
+            const smelt_tensor *h = s.tin[k];
+            CHECK(smelt_tensor_new(ctx, smelt_tensor_dtype(h), smelt_tensor_ndim(h), smelt_tensor_shape(h), &dtin[k]));
             CHECK(smelt_tensor_copy(dtin[k], s.tin[k]));
         }
         for (int k = 0; k < w->n_out; k++)
@@ -961,7 +993,7 @@ static void gpu_make(smelt_ctx *ctx, const wl *w, int64_t n, setup *s, smelt_ten
     make(ctx, w, n, s);
     for (int i = 0; i < w->n_in; i++) {
         smelt_tensor *h = s->tin[i];
-        CHECK(smelt_tensor_new_device(ctx, SMELT_F32, smelt_tensor_ndim(h), smelt_tensor_shape(h),
+        CHECK(smelt_tensor_new_device(ctx, smelt_tensor_dtype(h), smelt_tensor_ndim(h), smelt_tensor_shape(h),
                                       &din[i]));
         CHECK(smelt_tensor_copy_from_host(din[i], h));
         smelt_tensor_free(h);
@@ -987,7 +1019,7 @@ static double gpu_check_error(const wl *w)
     smelt_tensor *din[MAXIO] = {0}, *dout[MAXIO] = {0}, *r[MAXIO] = {0};
     for (int i = 0; i < w->n_in; i++) {
         smelt_tensor *h = s.tin[i];
-        CHECK(smelt_tensor_new_device(ctx, SMELT_F32, smelt_tensor_ndim(h), smelt_tensor_shape(h),
+        CHECK(smelt_tensor_new_device(ctx, smelt_tensor_dtype(h), smelt_tensor_ndim(h), smelt_tensor_shape(h),
                                       &din[i]));
         CHECK(smelt_tensor_copy_from_host(din[i], h));
     }

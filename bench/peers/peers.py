@@ -42,6 +42,8 @@ def inputs(name, n, rng):
         return [f(n // c, c)]
     if name == "rmsnorm":
         return [f(n // c, c), f(c)]
+    if name == "xent":  # logits [rows, 2 cols] (2n elements), i64 targets [rows, 1]
+        return [f(n // c, 2 * c), rng.integers(0, 2 * c, (n // c, 1), dtype=np.int64)]
     raise SystemExit("unknown workload " + name)
 
 
@@ -96,6 +98,12 @@ def numpy_fn(name):
         return lambda x: x.sum(axis=-1)
     if name == "sum_cols":
         return lambda x: x.sum(axis=0)
+    if name == "xent":
+        def xent(x, t):
+            m = x.max(axis=-1, keepdims=True)
+            lse = np.log(np.exp(x - m).sum(axis=-1, keepdims=True)) + m
+            return (lse - np.take_along_axis(x, t, -1)).mean()
+        return xent
 
 
 def numexpr_fn(name):
@@ -162,6 +170,12 @@ def numexpr_fn(name):
             r = np.sqrt(e("x * x").mean(axis=-1, keepdims=True) + np.float32(1e-6))
             return e("x / r * w")
         return rmsnorm
+    if name == "xent":
+        def xent(x, t):
+            m = x.max(axis=-1, keepdims=True)
+            ls = np.log(e("exp(x - m)").sum(axis=-1, keepdims=True))
+            return e("ls + m - p", local_dict=dict(ls=ls, m=m, p=np.take_along_axis(x, t, -1))).mean()
+        return xent
     # a lone sum along one axis numexpr computes itself
     if name == "sum_rows":
         return lambda x: e("sum(x, axis=1)")
