@@ -240,34 +240,6 @@ static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view 
     return st;
 }
 
-/* Whether operand o of row program k is at its results' shape without
- * keepdims: an output of that shape (the operand's rank is larger), or an
- * input that members of that shape read (the partitioner lets no other
- * member read it: src/fusion/partition.c rows_form). */
-static bool rows_rn_operand(const smelt_plan *p, const smelt__pkernel *k, int o)
-{
-    const smelt__inst *R = &p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]];
-    const smelt__inst *A = &p->prog.v[R->in[0]];
-    int nn;
-    int64_t rn[SMELT_MAX_DIMS];
-    smelt__red_shape(A->ndim, A->shape, R->axes, false, &nn, rn);
-    if (nn == A->ndim)
-        return false;
-    if (o >= k->cl.nin) {
-        const smelt__inst *v = &p->prog.v[k->cl.outputs[o - k->cl.nin]];
-        return v->ndim == nn && !memcmp(v->shape, rn, sizeof(int64_t) * (size_t)nn);
-    }
-    for (int j = 0; j < k->cl.nmem; j++) {
-        const smelt__inst *m = &p->prog.v[k->cl.members[j]];
-        if (smelt__is_reduce(m->op) || m->ndim != nn || memcmp(m->shape, rn, sizeof(int64_t) * (size_t)nn))
-            continue;
-        for (int i = 0; i < m->nin; i++)
-            if (m->in[i] == k->cl.inputs[o])
-                return true;
-    }
-    return false;
-}
-
 int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int64_t *S,
                           int64_t (*st)[SMELT_MAX_DIMS], unsigned *mask)
 {
@@ -299,7 +271,7 @@ int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int
         for (int o = 0; o < n; o++) {
             /* a value at the results' shape without keepdims lines up with
              * the kept axes (d < nkept here), others with every axis */
-            bool rn = k->desc.multi && rows_rn_operand(p, k, o);
+            bool rn = k->rn_operands >> o & 1u;
             for (int d = 0; d < r; d++) {
                 int xd = rn ? (d < nkept ? d - (nkept - w[o].ndim) : -1) : perm[d] - (r - w[o].ndim);
                 st[o][d] = (xd < 0 || w[o].shape[xd] == 1) ? 0 : w[o].strides[xd];
@@ -351,6 +323,13 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     }
     if (nout == 0)
         return SMELT_OK;
+    smelt__rshape rk, rn, gk; /* a row program's results' shapes: with keepdims and without; the graph's */
+    const smelt__inst *Ag = &p->prog.v[x->in[0]];
+    if (k->desc.multi) {
+        smelt__red_shape(A->ndim, A->shape, x->axes, true, &rk.ndim, rk.shape);
+        smelt__red_shape(A->ndim, A->shape, x->axes, false, &rn.ndim, rn.shape);
+        smelt__red_shape(Ag->ndim, Ag->shape, x->axes, true, &gk.ndim, gk.shape);
+    }
     for (int j = 0; j < k->cl.nmem; j++) { /* producers: the operand's shape; epilogue: the result's
                                              * (a row program: either, reductions aside) */
         const smelt__rshape *o = &p->rs[k->cl.members[j]], *want = j < rj ? A : Y;
@@ -363,11 +342,7 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
             want = o; /* (its own shape follows from its operand's) */
         } else if (k->desc.multi) { /* the operand's shape, or the results' with or without keepdims,
                                       * as in the graph */
-            const smelt__inst *m = &p->prog.v[k->cl.members[j]], *Ag = &p->prog.v[x->in[0]];
-            smelt__rshape rk, rn, gk;
-            smelt__red_shape(A->ndim, A->shape, x->axes, true, &rk.ndim, rk.shape);
-            smelt__red_shape(A->ndim, A->shape, x->axes, false, &rn.ndim, rn.shape);
-            smelt__red_shape(Ag->ndim, Ag->shape, x->axes, true, &gk.ndim, gk.shape);
+            const smelt__inst *m = &p->prog.v[k->cl.members[j]];
             want = m->ndim == Ag->ndim && !memcmp(m->shape, Ag->shape, sizeof(int64_t) * (size_t)m->ndim) ? A
                    : m->ndim == gk.ndim && !memcmp(m->shape, gk.shape, sizeof(int64_t) * (size_t)m->ndim) ? &rk
                                                                                                            : &rn;

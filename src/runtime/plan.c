@@ -64,6 +64,34 @@ void smelt_plan_free(smelt_plan *p)
     free(p);
 }
 
+/* Whether operand o of row program k is at its results' shape without
+ * keepdims: an output of that shape (the operand's rank is larger), or an
+ * input that members of that shape read (the partitioner lets no other
+ * member read it: src/fusion/partition.c rows_form). */
+static bool rows_rn_operand(const smelt_plan *p, const smelt__pkernel *k, int o)
+{
+    const smelt__inst *R = &p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]];
+    const smelt__inst *A = &p->prog.v[R->in[0]];
+    int nn;
+    int64_t rn[SMELT_MAX_DIMS];
+    smelt__red_shape(A->ndim, A->shape, R->axes, false, &nn, rn);
+    if (nn == A->ndim)
+        return false;
+    if (o >= k->cl.nin) {
+        const smelt__inst *v = &p->prog.v[k->cl.outputs[o - k->cl.nin]];
+        return v->ndim == nn && !memcmp(v->shape, rn, sizeof(int64_t) * (size_t)nn);
+    }
+    for (int j = 0; j < k->cl.nmem; j++) {
+        const smelt__inst *m = &p->prog.v[k->cl.members[j]];
+        if (smelt__is_reduce(m->op) || m->ndim != nn || memcmp(m->shape, rn, sizeof(int64_t) * (size_t)nn))
+            continue;
+        for (int i = 0; i < m->nin; i++)
+            if (m->in[i] == k->cl.inputs[o])
+                return true;
+    }
+    return false;
+}
+
 /* Insert clusters of pt at position at (replacing nrep kernels there). */
 static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
 {
@@ -92,6 +120,8 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
         if (st)
             return st;
         k->rows_cache = smelt__rows_cache_bytes(&k->desc); /* (once: exec.c sizes the scratch by it) */
+        for (int o = 0; k->desc.multi && o < k->cl.nin + k->cl.nout; o++)
+            k->rn_operands |= (uint64_t)rows_rn_operand(p, k, o) << o;
         int real = 0;
         for (int j = 0; j < k->desc.n_ops; j++)
             real += k->desc.ops[j].op != SMELT_OP_CONST;

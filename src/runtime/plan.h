@@ -29,6 +29,8 @@ typedef struct smelt__pkernel {
     char *scratch;      /* a reduction's chunk results, kept for the next run (exec.c) */
     size_t scratch_bytes;
     int rows_cache;     /* a row program's row cache, bytes per element of a row (CPU) */
+    uint64_t rn_operands; /* a row program's operands at its results' shape without keepdims
+                           * (bit o: operand o, inputs then outputs; smelt__kernel_strides) */
 } smelt__pkernel;
 
 typedef struct smelt__rshape {
