@@ -171,6 +171,25 @@ smelt_node *smelt_ternary(smelt_graph *g, smelt_op op, smelt_node *a, smelt_node
                           smelt_node *c);
 smelt_node *smelt_cast(smelt_graph *g, smelt_node *a, smelt_dtype dt);
 smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const int64_t *shape);
+/* Layout operators, as NumPy's: views of a's elements.  A kernel that reads
+ * one reads a's elements where they lie (no copy kernel); a reshape that
+ * strides cannot express (of a transposed value, say) reads a copy of its
+ * operand (smelt_plan_stats.copies).  Sizes follow a's at run time: a reshape's -1
+ * (one at most) is inferred then; expand_dims and squeeze keep a's other
+ * dimensions, whatever their run-time sizes.  Bad axes, a reshape to
+ * another element count and a squeeze of an axis not of size 1 are
+ * sticky errors. */
+#define SMELT_NONE INT64_MIN /* an absent slice bound (Python's None) */
+smelt_node *smelt_reshape(smelt_graph *g, smelt_node *a, int ndim, const int64_t *shape);
+/* perm[d]: the axis of a that becomes axis d; NULL: the axes reversed (a.T) */
+smelt_node *smelt_transpose(smelt_graph *g, smelt_node *a, const int *perm);
+/* a[..., start:stop:step, ...] along axis (negative: from the end), with
+ * Python's rules: negative bounds count from the end, out-of-range ones
+ * clamp, SMELT_NONE is an absent bound, step != 0 (negative: backwards) */
+smelt_node *smelt_slice(smelt_graph *g, smelt_node *a, int axis, int64_t start, int64_t stop, int64_t step);
+smelt_node *smelt_flip(smelt_graph *g, smelt_node *a, int axis);       /* a[..., ::-1, ...] */
+smelt_node *smelt_expand_dims(smelt_graph *g, smelt_node *a, int axis); /* a new axis of size 1 */
+smelt_node *smelt_squeeze(smelt_graph *g, smelt_node *a, int axis);     /* drop an axis of size 1 */
 /* 0, 1, ..., n - 1 in dtype dt (a number type, not bool), shape [n], as
  * NumPy's arange(n): no memory of the graph's, the executor lays it out
  * once per plan.  `arange(C) == t` with t of shape [N, 1] (integer
@@ -281,6 +300,12 @@ typedef struct smelt_plan_stats {
     int64_t mem_lower_bytes; /* the largest set of them live at once (no arena is smaller) */
     int64_t mem_naive_bytes; /* one buffer each */
     double mem_plan_ms;      /* the time that memory plan took */
+    /* layout operators (views) */
+    int copies;      /* values the kernels lay out anew (copy operators, alone or fused with
+                        what computes them): the operand of a reshape strides cannot express,
+                        an output that is a view, an input or a constant */
+    int views_moved; /* views moved from a value computed elementwise to its operands
+                        (view(f(a, b)) = f(view(a), view(b)): the kernel reads through them) */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
 /* Tiered plans (AUTO on a CPU) queue their kernels for the optimising tier

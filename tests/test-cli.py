@@ -534,8 +534,8 @@ many = ["x%d=zeros:f32[1]" % i for i in range(70)]
 errors2 = [
     (["eval", "sigmod(a)", "a=arange:f32[3]"], 1, "did you mean sigmoid? smelt info --ops"),
     (["eval", "a @ a", "a=arange:f32[3]"], 1, "the matrix product (@) is not supported yet"),
-    (["eval", "a.T", "a=arange:f32[3]"], 1, "(a.T, a.sum()) are not supported yet"),
-    (["eval", "a[0]", "a=arange:f32[3]"], 1, "indexing and slicing (a[0], a[:, 1]) are not supported yet"),
+    (["eval", "a.sum()", "a=arange:f32[3]"], 1, "methods such as a.sum() are not supported (write sum(a))"),
+    (["eval", "a[3]", "a=arange:f32[3]"], 1, "index 3 at column 3 is out of bounds for axis 0 of size 3"),
     (["eval", "median(a, axis=0)", "a=arange:f32[3]"], 1, "this reduction is not supported yet"),
     (["eval", "sum(a, axis=1)", "a=arange:f32[3]"], 1, "sum: axis 1 is out of bounds for an array of rank 1"),
     (["eval", "max(a, axis=0)", "a=arange:f32[0]"], 1, "max of an empty array"),

@@ -446,9 +446,25 @@ Test(expr_errors, syntax)
     expect_error("!a", SMELT_ERR_PARSE, "unexpected '!' at column 1 (use ~ or 'not' to negate)", 1);
     expect_error("a $ 1", SMELT_ERR_PARSE, "unexpected '$' at column 3", 3);
     expect_error("a.b", SMELT_ERR_PARSE,
-                 "unexpected '.' at column 2: attributes and methods (a.T, a.sum()) are not supported yet", 2);
-    expect_error("a[0]", SMELT_ERR_PARSE,
-                 "unexpected '[' at column 2: indexing and slicing (a[0], a[:, 1]) are not supported yet", 2);
+                 "unexpected 'b' at column 3: the only attribute is .T (the transpose); methods such as a.sum() "
+                 "are not supported (write sum(a))", 3);
+    expect_error("a[0", SMELT_ERR_PARSE, "unexpected end of expression at column 4 (expected ',' or ']')", 4);
+    expect_error("a[0, 1, 2]", SMELT_ERR_PARSE, "too many indices at column 9: the array has rank 2", 9);
+    expect_error("a[4]", SMELT_ERR_PARSE, "index 4 at column 3 is out of bounds for axis 0 of size 4", 3);
+    expect_error("a[:, -6]", SMELT_ERR_PARSE, "index -6 at column 6 is out of bounds for axis 1 of size 5", 6);
+    expect_error("a[::0]", SMELT_ERR_PARSE, "slice step cannot be zero at column 3", 3);
+    expect_error("a[+]", SMELT_ERR_PARSE, "unexpected ']' at column 4 (expected an integer)", 4);
+    expect_error("reshape(a, (3, -1))", SMELT_ERR_SHAPE,
+                 "reshape: cannot reshape (4, 5) into a shape of 3 elements and one inferred dimension at column 1", 1);
+    expect_error("reshape(a, (-1, -1))", SMELT_ERR_SHAPE,
+                 "reshape: can only specify one unknown dimension (-1) at column 1", 1);
+    expect_error("transpose(a, (0, 0))", SMELT_ERR_INVALID_ARG,
+                 "transpose: axis 0 is repeated (perm must hold each axis of 2 once) at column 1", 1);
+    expect_error("transpose(a, (1, 0, 2))", SMELT_ERR_PARSE, "transpose() at column 1: 3 axes for an array of rank 2", 1);
+    expect_error("squeeze(a, 0)", SMELT_ERR_SHAPE,
+                 "squeeze: axis 0 has size 4 (only an axis of size 1 can be removed) at column 1", 1);
+    expect_error("flip(a, 2)", SMELT_ERR_INVALID_ARG, "slice: axis 2 is out of bounds for an array of rank 2 at column 1", 1);
+    expect_error("reshape(a)", SMELT_ERR_PARSE, "reshape() at column 1 takes an array and a shape", 1);
     expect_error("'a'", SMELT_ERR_PARSE, "unexpected ''' at column 1", 1);
     expect_error("a +\x01", SMELT_ERR_PARSE, "unexpected byte 0x01 at column 4", 4);
     expect_error("a + \xc3\xa9", SMELT_ERR_PARSE, "unexpected byte 0xc3 at column 5", 5);
@@ -511,13 +527,12 @@ Test(expr_errors, suggestions_and_not_supported_yet)
     expect_error("sqr(a)", SMELT_ERR_PARSE,
                  "unknown function 'sqr' at column 1 (did you mean sqrt? smelt info --ops lists "
                  "the functions)", 1);
-    expect_error("a @ a", SMELT_ERR_PARSE,
-                 "unexpected '@' at column 3: the matrix product (@) is not supported yet; smelt fuses "
-                 "elementwise operations", 3);
-    expect_error("a.T + 1", SMELT_ERR_PARSE,
-                 "unexpected '.' at column 2: attributes and methods (a.T, a.sum()) are not supported yet", 2);
-    expect_error("a[0]", SMELT_ERR_PARSE,
-                 "unexpected '[' at column 2: indexing and slicing (a[0], a[:, 1]) are not supported yet", 2);
+    expect_error("a @ a", SMELT_ERR_PARSE, "unexpected '@' at column 3: the matrix product (@) is not supported yet",
+                 3);
+    expect_error("concatenate((a, a))", SMELT_ERR_PARSE,
+                 "concatenate() at column 1: this layout operation is not supported yet (transpose, reshape, "
+                 "expand_dims, squeeze, flip, broadcast_to and slicing a[1:, ::2, None] are); smelt fuses "
+                 "elementwise operations (smelt info --ops lists them)", 1);
     expect_error("median(a, axis=1)", SMELT_ERR_PARSE,
                  "median() at column 1: this reduction is not supported yet (sum, prod, mean, max, min, argmax, "
                  "argmin, any, all, var, std and logsumexp are); smelt fuses elementwise operations (smelt info "

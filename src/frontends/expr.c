@@ -81,8 +81,9 @@ static const struct {
      {"cumsum", "cumprod", "norm", "softmax", "median", "ptp", "nansum",
       "nanmean", "nanmax", "nanmin", "average"}},
     {"matrix products are not supported yet", {"dot", "matmul", "einsum", "inner", "outer", "tensordot"}},
-    {"layout operations are not supported in expressions yet (pass views as inputs)",
-     {"transpose", "reshape", "concatenate", "stack", "squeeze", "expand_dims", "flip", "roll", "take"}},
+    {"this layout operation is not supported yet (transpose, reshape, expand_dims, squeeze, flip, "
+     "broadcast_to and slicing a[1:, ::2, None] are)",
+     {"concatenate", "concat", "stack", "pad", "roll", "take"}},
 };
 
 /* For tests: the alias table, one entry per call (NULL past the end). */
@@ -319,13 +320,10 @@ static void next(P *p)
         }
     t->len = 1;
     p->pos++;
-    if (!strchr("+-*/%<>&|^~(),=", c) || c == 0) {
+    if (!strchr("+-*/%<>&|^~(),=.[]:", c) || c == 0) {
         /* NumPy syntax smelt does not have (yet): say so */
         unexpected(p, c == '!' ? " (use ~ or 'not' to negate)"
-                      : c == '@' ? ": the matrix product (@) is not supported yet; smelt fuses "
-                                   "elementwise operations"
-                      : c == '.' ? ": attributes and methods (a.T, a.sum()) are not supported yet"
-                      : c == '[' ? ": indexing and slicing (a[0], a[:, 1]) are not supported yet"
+                      : c == '@' ? ": the matrix product (@) is not supported yet"
                                  : NULL);
         t->kind = T_END; /* stop the parse; the error is recorded */
     }
@@ -681,6 +679,199 @@ static val call_arange(P *p, size_t npos)
     return made(p, smelt_arange(p->g, n, SMELT_I64), npos, NULL);
 }
 
+/* An optional integer with an optional sign: *have false when the next
+ * token is not one (nothing consumed). */
+static bool opt_int(P *p, int64_t *v, bool *have)
+{
+    *have = false;
+    bool neg = is_op(p, "-");
+    if (neg || is_op(p, "+")) {
+        next(p);
+        if (p->t.kind != T_INT) {
+            unexpected(p, " (expected an integer)");
+            return false;
+        }
+    }
+    if (p->t.kind != T_INT)
+        return true;
+    if (p->t.big && !neg) {
+        fail(p, p->t.pos, SMELT_ERR_PARSE, "integer at column %zu does not fit in int64", p->t.pos + 1);
+        return false;
+    }
+    *v = p->t.big ? INT64_MIN : neg ? -p->t.ival : p->t.ival;
+    *have = true;
+    next(p);
+    return true;
+}
+
+/* An integer or a tuple of them (at most SMELT_MAX_DIMS): a shape, axes. */
+static bool int_tuple(P *p, const char *what, int *n, int64_t *v)
+{
+    bool have, tuple = is_op(p, "(");
+    *n = 0;
+    if (tuple)
+        next(p);
+    while (!tuple || !is_op(p, ")")) {
+        if (*n == SMELT_MAX_DIMS) {
+            fail(p, p->t.pos, SMELT_ERR_PARSE, "%s at column %zu: more than %d entries", what, p->t.pos + 1,
+                 SMELT_MAX_DIMS);
+            return false;
+        }
+        if (!opt_int(p, &v[*n], &have))
+            return false;
+        if (!have) {
+            unexpected(p, " (expected an integer or a tuple of integers)");
+            return false;
+        }
+        ++*n;
+        if (!tuple)
+            return true;
+        if (is_op(p, ","))
+            next(p);
+        else if (!is_op(p, ")")) {
+            unexpected(p, " (expected ',' or ')' in a tuple)");
+            return false;
+        }
+    }
+    next(p); /* ')' */
+    return true;
+}
+
+/* Layout functions, NumPy's: transpose(a[, axes]), reshape(a, shape),
+ * expand_dims(a, axis), squeeze(a, axis), flip(a, axis),
+ * broadcast_to(a, shape); the second argument may be given by its keyword
+ * (axes=, shape=, newshape=, axis=). */
+static const char *const layout_fns[] = {"transpose", "reshape", "expand_dims", "squeeze", "flip", "broadcast_to",
+                                         "permute_dims"};
+enum { LF_TRANSPOSE, LF_RESHAPE, LF_EXPAND, LF_SQUEEZE, LF_FLIP, LF_BROADCAST, LF_PERMUTE, LF_N };
+
+static val call_layout(P *p, int kind, const char *fname, size_t npos)
+{
+    next(p); /* '(' */
+    val a = expr(p);
+    if (!a.n)
+        return a;
+    int n = -1;
+    int64_t v[SMELT_MAX_DIMS];
+    if (is_op(p, ",")) {
+        next(p);
+        if (at_keyword(p)) {
+            next(p);
+            next(p);
+        }
+        if (!int_tuple(p, kind == LF_RESHAPE || kind == LF_BROADCAST ? "shape" : "axes", &n, v))
+            return NONE;
+    }
+    if (!is_op(p, ")"))
+        return unexpected(p, p->t.kind == T_END ? " (expected ')')" : " (expected ',' or ')')");
+    next(p);
+    bool axes_opt = kind == LF_TRANSPOSE || kind == LF_PERMUTE;
+    if (n < 0 && !axes_opt)
+        return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu takes an array and %s", fname, npos + 1,
+                    kind == LF_RESHAPE || kind == LF_BROADCAST ? "a shape" : "an axis");
+    if (n > 1 && (kind == LF_EXPAND || kind == LF_SQUEEZE || kind == LF_FLIP))
+        return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu takes one axis", fname, npos + 1);
+    if (!p->build)
+        return CHECKED;
+    smelt_graph *g = p->g;
+    smelt_node *r = NULL;
+    int perm[SMELT_MAX_DIMS];
+    for (int d = 0; d < n; d++)
+        perm[d] = v[d] < -1000 || v[d] > 1000 ? 1000 : (int)v[d];
+    switch (kind) {
+    case LF_TRANSPOSE:
+    case LF_PERMUTE:
+        if (n >= 0 && n != smelt_node_ndim(a.n))
+            return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu: %d axes for an array of rank %d", fname,
+                        npos + 1, n, smelt_node_ndim(a.n));
+        r = smelt_transpose(g, a.n, n >= 0 ? perm : NULL);
+        break;
+    case LF_RESHAPE: r = smelt_reshape(g, a.n, n, v); break;
+    case LF_EXPAND: r = smelt_expand_dims(g, a.n, perm[0]); break;
+    case LF_SQUEEZE: r = smelt_squeeze(g, a.n, perm[0]); break;
+    case LF_FLIP: r = smelt_flip(g, a.n, perm[0]); break;
+    default: r = smelt_broadcast_to(g, a.n, n, v); break;
+    }
+    return made(p, r, npos, NULL);
+}
+
+/* After a primary: .T and subscripts a[i, 1:, ::-2, None] (basic indexing:
+ * an integer drops its axis, a slice keeps it, None adds one of size 1;
+ * axes not named stay whole). */
+static val postfix(P *p, val a)
+{
+    while (a.n && !p->status && (is_op(p, ".") || is_op(p, "["))) {
+        size_t pos = p->t.pos;
+        if (is_op(p, ".")) {
+            next(p);
+            if (!is_kw(p, "T"))
+                return unexpected(p, ": the only attribute is .T (the transpose); methods such as a.sum() are "
+                                     "not supported (write sum(a))");
+            next(p);
+            a = p->build ? made(p, smelt_transpose(p->g, a.n, NULL), pos, ".T") : CHECKED;
+            continue;
+        }
+        next(p); /* '[' */
+        int ax = 0, used = 0, rank0 = p->build ? smelt_node_ndim(a.n) : 0;
+        a.lit = false;
+        while (!p->status && !is_op(p, "]")) {
+            size_t ipos = p->t.pos;
+            int64_t b[3] = {SMELT_NONE, SMELT_NONE, 1};
+            bool have[3] = {false, false, false}, slice = false;
+            if (is_kw(p, "None")) {
+                next(p);
+                if (p->build && !(a.n = smelt_expand_dims(p->g, a.n, ax)))
+                    return graph_fail(p, ipos, "None");
+                ax++;
+            } else {
+                for (int k = 0; k < 3 && !p->status; k++) {
+                    if (k && !is_op(p, ":"))
+                        break;
+                    if (k) {
+                        next(p);
+                        slice = true;
+                    }
+                    if (!opt_int(p, &b[k], &have[k]))
+                        return NONE;
+                    if (k == 2 && !have[2])
+                        b[2] = 1;
+                }
+                if (p->status)
+                    return NONE;
+                if (!slice && !have[0])
+                    return unexpected(p, " (an index is an integer, a slice start:stop:step or None)");
+                if (have[2] && b[2] == 0)
+                    return fail(p, ipos, SMELT_ERR_PARSE, "slice step cannot be zero at column %zu", ipos + 1);
+                if (p->build) {
+                    if (used >= rank0)
+                        return fail(p, ipos, SMELT_ERR_PARSE, "too many indices at column %zu: the array has rank "
+                                    "%d", ipos + 1, rank0);
+                    int64_t len = smelt_node_shape(a.n)[ax];
+                    if (!slice && (b[0] >= len || b[0] < -len))
+                        return fail(p, ipos, SMELT_ERR_PARSE, "index %lld at column %zu is out of bounds for axis "
+                                    "%d of size %lld", (long long)b[0], ipos + 1, ax, (long long)len);
+                    smelt_node *r = slice ? smelt_slice(p->g, a.n, ax, b[0], b[1], b[2])
+                                          : smelt_slice(p->g, a.n, ax, b[0], b[0] == -1 ? SMELT_NONE : b[0] + 1, 1);
+                    if (r && !slice)
+                        r = smelt_squeeze(p->g, r, ax);
+                    if (!(a.n = r))
+                        return graph_fail(p, ipos, NULL);
+                }
+                ax += slice;
+                used++;
+            }
+            if (is_op(p, ","))
+                next(p);
+            else if (!is_op(p, "]"))
+                return unexpected(p, " (expected ',' or ']')");
+        }
+        if (p->status)
+            return NONE;
+        next(p); /* ']' */
+    }
+    return a;
+}
+
 static val call(P *p, size_t npos, size_t nlen)
 {
     const char *name = p->s + npos;
@@ -693,6 +884,9 @@ static val call(P *p, size_t npos, size_t nlen)
             return call_reduce(p, SMELT_OP_SUM, fname, npos, RED_VAR + k);
     if (!strcmp(fname, "arange"))
         return call_arange(p, npos);
+    for (int k = 0; k < LF_N; k++)
+        if (!strcmp(fname, layout_fns[k]))
+            return call_layout(p, k, fname, npos);
     const char *canon = fname;
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (!strcmp(fname, aliases[i].alias))
@@ -790,7 +984,7 @@ static val primary(P *p)
 
 static val power(P *p)
 {
-    val a = primary(p);
+    val a = postfix(p, primary(p));
     if (!a.n || !is_op(p, "**"))
         return a;
     size_t pos = p->t.pos;

@@ -133,6 +133,20 @@ static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, sme
                         smelt__sb_printf(b, k++ ? ", %d" : "%d", d);
                 smelt__sb_puts(b, n->keepdims ? "] keepdims" : "]");
             }
+            int nvp = n->op == SMELT_OP_SLICE ? 4 : n->op == SMELT_OP_BROADCAST ? 0 : n->ndim;
+            for (int d = 0; smelt__is_view(n->op) && n->op != SMELT_OP_BROADCAST && d <= nvp; d++) {
+                /* a view's parameters: [4, -1, d0] (d0: the operand's dimension 0), [axis, start, stop, step] */
+                int64_t v = n->vp[d];
+                smelt__sb_puts(b, d == nvp ? "]" : d ? ", " : " [");
+                if (d == nvp)
+                    break;
+                if (v == SMELT_NONE && n->op == SMELT_OP_SLICE)
+                    smelt__sb_puts(b, "none");
+                else if (v <= -2 && n->op == SMELT_OP_RESHAPE)
+                    smelt__sb_printf(b, "d%lld", (long long)(-2 - v));
+                else
+                    smelt__sb_printf(b, "%lld", (long long)v);
+            }
             smelt__sb_printf(b, " : %s ", smelt__dtypes[n->dtype].name);
             put_shape(b, n->ndim, n->shape);
         }
@@ -482,6 +496,38 @@ static int reduce_attr(rd *r, const char *opname, int cls, int *nax, int *axes, 
     }
 }
 
+/* A view's parameters: [E, ...], each an integer, "none" (a slice's absent
+ * bound) or dK (a reshape's: the operand's dimension K). */
+static int view_params(rd *r, smelt_op op, int *n, int64_t *vp)
+{
+    char w[32];
+    int st;
+    eat(r, '[');
+    *n = 0;
+    if (eat(r, ']'))
+        return SMELT_OK;
+    for (;;) {
+        if (*n == SMELT_MAX_DIMS)
+            return rerr(r, SMELT_ERR_PARSE, "more than %d parameters", SMELT_MAX_DIMS);
+        if ((st = word(r, w, sizeof w)))
+            return st;
+        int64_t v;
+        if (!strcmp(w, "none") && op == SMELT_OP_SLICE)
+            v = SMELT_NONE;
+        else if (w[0] == 'd' && op == SMELT_OP_RESHAPE) {
+            if ((st = parse_int(r, w + 1, 0, SMELT_MAX_DIMS - 1, &v)))
+                return st;
+            v = -2 - v;
+        } else if ((st = parse_int(r, w, INT64_MIN + 1, INT64_MAX, &v)))
+            return st;
+        vp[(*n)++] = v;
+        if (eat(r, ']'))
+            return SMELT_OK;
+        if (!eat(r, ','))
+            return rerr(r, SMELT_ERR_PARSE, "expected ',' or ']' in a list of parameters");
+    }
+}
+
 static int node_line(rd *r)
 {
     int id, st;
@@ -530,10 +576,16 @@ static int node_line(rd *r)
         if (cls == SMELT_CLASS_SOURCE && op != SMELT_OP_ARANGE)
             return rerr(r, SMELT_ERR_PARSE, "'%s' takes no operands", opname);
         smelt_node *args[3];
-        int na = 0, nax = -1, axes[SMELT_MAX_DIMS];
+        int na = 0, nax = -1, axes[SMELT_MAX_DIMS], nvp = -1;
+        int64_t vp[SMELT_MAX_DIMS];
         bool keepdims = false;
         while (!eat(r, ':')) {
             ws(r);
+            if (r->s < r->end && *r->s == '[' && cls == SMELT_CLASS_VIEW && op != SMELT_OP_BROADCAST && nvp < 0) {
+                if ((st = view_params(r, (smelt_op)op, &nvp, vp)))
+                    return st;
+                continue;
+            }
             if (r->s < r->end && *r->s != '%') { /* a reduction's attributes */
                 if ((st = reduce_attr(r, opname, cls, &nax, axes, &keepdims)))
                     return st;
@@ -560,8 +612,12 @@ static int node_line(rd *r)
                              axes, keepdims);
         else if (cls == SMELT_CLASS_CAST)
             n = smelt_cast(g, args[0], dt);
-        else if (cls == SMELT_CLASS_LAYOUT)
+        else if (op == SMELT_OP_BROADCAST)
             n = smelt_broadcast_to(g, args[0], ndim, sh);
+        else if (cls == SMELT_CLASS_VIEW && nvp < 0)
+            return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
+        else if (cls == SMELT_CLASS_VIEW)
+            n = smelt__view_node(g, (smelt_op)op, args[0], nvp, vp);
         else if (op == SMELT_OP_ARANGE && ndim != 1)
             return rerr(r, SMELT_ERR_PARSE, "arange has shape [n], the line gives rank %d", ndim);
         else if (op == SMELT_OP_ARANGE)

@@ -69,11 +69,17 @@ static int find(pstate *s, int x)
     return x;
 }
 
-static bool is_op(const smelt__prog *p, int i) { return smelt__ops[p->v[i].op].cls != SMELT_CLASS_SOURCE; }
+/* Sources and views are in no cluster: a kernel reads them (a view where
+ * the value it views lies, written by the kernel that computes that). */
+static bool is_op(const smelt__prog *p, int i)
+{
+    int c = smelt__ops[p->v[i].op].cls;
+    return c != SMELT_CLASS_SOURCE && c != SMELT_CLASS_VIEW;
+}
 static bool fusible(const smelt__prog *p, int i)
 {
     int c = smelt__ops[p->v[i].op].cls;
-    return c == SMELT_CLASS_ELEMWISE || c == SMELT_CLASS_CAST || c == SMELT_CLASS_LAYOUT;
+    return c == SMELT_CLASS_ELEMWISE || c == SMELT_CLASS_CAST;
 }
 
 static bool in_set(pstate *s, int x, int ka, int kb)
@@ -449,7 +455,7 @@ static int collect(const smelt__prog *p, const int *root, const int *uoff, const
     int *mark = calloc((size_t)n + 1, sizeof(int));
     smelt__cluster *tmp = calloc((size_t)n + 1, sizeof *tmp);
     int nc = 0;
-    int *indeg = NULL, *queue = NULL;
+    int *indeg = NULL, *queue = NULL, *vstack = NULL;
     memset(out, 0, sizeof *out);
     if (!cid || !mark || !tmp)
         goto done;
@@ -477,12 +483,21 @@ static int collect(const smelt__prog *p, const int *root, const int *uoff, const
     /* Kahn's algorithm over cluster dependencies */
     indeg = calloc((size_t)nc + 1, sizeof(int));
     queue = malloc(sizeof(int) * (size_t)(nc + 1));
-    if (!indeg || !queue)
+    vstack = malloc(sizeof(int) * (size_t)(n + 1));
+    if (!indeg || !queue || !vstack)
         goto done;
+    for (int i = 0; i < n; i++)
+        mark[i] = 0;
+    /* a cluster depends on the clusters that write the values its inputs
+     * are (or view), one edge per such value */
     for (int k = 0; k < nc; k++)
-        for (int j = 0; j < tmp[k].nin; j++)
-            if (root[tmp[k].inputs[j]] >= 0)
+        for (int j = 0; j < tmp[k].nin; j++) {
+            int b = smelt__view_base(p, tmp[k].inputs[j]);
+            if (root[b] >= 0 && mark[b] != -(k + 1)) {
+                mark[b] = -(k + 1);
                 indeg[k]++;
+            }
+        }
     out->c = calloc((size_t)nc + 1, sizeof *out->c);
     if (!out->c)
         goto done;
@@ -496,9 +511,13 @@ static int collect(const smelt__prog *p, const int *root, const int *uoff, const
         int k = queue[head++];
         out->c[out->n++] = tmp[k];
         for (int o = 0; o < tmp[k].nout; o++) {
-            int v = tmp[k].outputs[o];
-            for (int u = uoff[v]; u < uoff[v + 1]; u++) {
+            int v = tmp[k].outputs[o], sp = 0;
+            vstack[sp++] = v;
+            while (sp) /* v's users, and those of the views of it */
+            for (int w = vstack[--sp], u = uoff[w]; u < uoff[w + 1]; u++) {
                 int x = users[u];
+                if (smelt__is_view(p->v[x].op))
+                    vstack[sp++] = x;
                 if (root[x] < 0)
                     continue;
                 int kk = cid[root[x]];
@@ -520,7 +539,7 @@ done:
     }
     for (int k = 0; k < nc; k++)
         free(tmp[k].members), free(tmp[k].inputs), free(tmp[k].outputs);
-    free(tmp), free(cid), free(mark), free(indeg), free(queue);
+    free(tmp), free(cid), free(mark), free(indeg), free(queue), free(vstack);
     return st;
 }
 

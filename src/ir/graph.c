@@ -335,6 +335,25 @@ smelt_node *smelt_cast(smelt_graph *g, smelt_node *a, smelt_dtype dt)
     return new_node(g, SMELT_OP_CAST, dt, a->ndim, a->shape, 1, &a);
 }
 
+/* A view node: op with parameters vp (rank entries) over a, its shape from
+ * smelt__view_shape (gshape: a broadcast's target). */
+static smelt_node *new_view(smelt_graph *g, smelt_op op, smelt_node *a, int rank, const int64_t *vp,
+                            const int64_t *gshape)
+{
+    int nd;
+    int64_t out[SMELT_MAX_DIMS];
+    smelt__sb why;
+    smelt__sb_init(&why);
+    int st = smelt__view_shape(op, rank, vp, gshape, a->ndim, a->shape, &nd, out, &why);
+    smelt_node *n = st ? fail(g, st, "%s: %s", smelt__ops[op].name, smelt__sb_str(&why)) : NULL;
+    smelt__sb_free(&why);
+    if (st || !check_shape(g, smelt__ops[op].name, nd, out) || !(n = new_node(g, op, a->dtype, nd, out, 1, &a)))
+        return NULL;
+    if (vp)
+        memcpy(n->vp, vp, sizeof(int64_t) * (size_t)(op == SMELT_OP_SLICE ? 4 : rank));
+    return n;
+}
+
 smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const int64_t *shape)
 {
     if (!g || g->status)
@@ -346,17 +365,127 @@ smelt_node *smelt_broadcast_to(smelt_graph *g, smelt_node *a, int ndim, const in
     if (ndim < a->ndim)
         return fail(g, SMELT_ERR_SHAPE, "broadcast_to: cannot broadcast rank %d to rank %d",
                     a->ndim, ndim);
-    int nd;
-    int64_t out[SMELT_MAX_DIMS];
-    bool ok = !smelt__broadcast_shapes(a->ndim, a->shape, ndim, shape, &nd, out);
-    for (int i = 0; ok && i < ndim; i++)
-        ok = out[i] == shape[i];
-    char from[SMELT_SHAPE_STR_MAX], to[SMELT_SHAPE_STR_MAX];
-    if (!ok)
-        return fail(g, SMELT_ERR_SHAPE, "broadcast_to: cannot broadcast %s to %s",
-                    smelt__shape_fmt(from, a->ndim, a->shape), smelt__shape_fmt(to, ndim, shape));
-    return new_node(g, SMELT_OP_BROADCAST, a->dtype, ndim, shape, 1, &a);
+    return new_view(g, SMELT_OP_BROADCAST, a, ndim, NULL, shape);
 }
+
+/* axis of a rank-n array, negative counting from the end: 0..n-1, or -1
+ * with the error recorded */
+static int norm_axis(smelt_graph *g, const char *what, int axis, int n)
+{
+    if (axis < -n || axis >= n) {
+        fail(g, SMELT_ERR_INVALID_ARG, "%s: axis %d is out of bounds for an array of rank %d", what, axis, n);
+        return -1;
+    }
+    return axis < 0 ? axis + n : axis;
+}
+
+/* The parameters of view op over a checked: reshape entries a size, -1 (one
+ * at most) or -2 - k (k < a's rank); transpose a permutation of a's axes;
+ * slice an axis of a, bounds and a step other than 0 and SMELT_NONE. */
+smelt_node *smelt__view_node(smelt_graph *g, smelt_op op, smelt_node *a, int n, const int64_t *vp)
+{
+    const char *name = smelt__ops[op].name;
+    if (!g || g->status || !check_operands(g, name, 1, &a))
+        return NULL;
+    if (n < 0 || n > SMELT_MAX_DIMS || (n && !vp))
+        return fail(g, SMELT_ERR_INVALID_ARG, "%s: %s", name, n && !vp ? "its list is NULL" : "rank out of range");
+    if (op == SMELT_OP_RESHAPE) {
+        int infer = 0;
+        for (int d = 0; d < n; d++) {
+            if (vp[d] == -1 && infer++)
+                return fail(g, SMELT_ERR_SHAPE, "reshape: can only specify one unknown dimension (-1)");
+            if (vp[d] < -2 - (int64_t)(a->ndim - 1))
+                return fail(g, SMELT_ERR_SHAPE, "reshape: dimension %d is %lld (a size, or -1 to infer it)", d,
+                            (long long)vp[d]);
+        }
+    } else if (op == SMELT_OP_PERMUTE) {
+        unsigned seen = 0;
+        if (n != a->ndim)
+            return fail(g, SMELT_ERR_INVALID_ARG, "transpose: %d axes for an array of rank %d (give each axis once)",
+                        n, a->ndim);
+        for (int d = 0; d < n; d++) {
+            if (vp[d] < 0 || vp[d] >= a->ndim || (seen >> vp[d] & 1u))
+                return fail(g, SMELT_ERR_INVALID_ARG, "transpose: axis %lld %s (perm must hold each axis of %d once)",
+                            (long long)vp[d], vp[d] < 0 || vp[d] >= a->ndim ? "is out of bounds" : "is repeated",
+                            a->ndim);
+            seen |= 1u << vp[d];
+        }
+    } else if (op == SMELT_OP_SLICE) {
+        if (n != 4 || vp[0] < 0 || vp[0] >= a->ndim)
+            return fail(g, SMELT_ERR_INVALID_ARG, "slice: axis %lld is out of bounds for an array of rank %d",
+                        n == 4 ? (long long)vp[0] : -1LL, a->ndim);
+        if (vp[3] == 0 || vp[3] == SMELT_NONE)
+            return fail(g, SMELT_ERR_INVALID_ARG, "slice: step cannot be %s", vp[3] ? "absent" : "zero");
+    } else {
+        return fail(g, SMELT_ERR_INVALID_ARG, "%s is not a view with parameters", name);
+    }
+    return new_view(g, op, a, op == SMELT_OP_SLICE ? a->ndim : n, vp, NULL);
+}
+
+smelt_node *smelt_reshape(smelt_graph *g, smelt_node *a, int ndim, const int64_t *shape)
+{
+    for (int d = 0; g && !g->status && shape && d < ndim && d < SMELT_MAX_DIMS; d++)
+        if (shape[d] < -1)
+            return fail(g, SMELT_ERR_SHAPE, "reshape: dimension %d is %lld (a size, or -1 to infer it)", d,
+                        (long long)shape[d]);
+    return smelt__view_node(g, SMELT_OP_RESHAPE, a, ndim, shape);
+}
+
+smelt_node *smelt_transpose(smelt_graph *g, smelt_node *a, const int *perm)
+{
+    if (!g || g->status || !check_operands(g, "transpose", 1, &a))
+        return NULL;
+    int64_t vp[SMELT_MAX_DIMS];
+    for (int d = 0; d < a->ndim; d++) {
+        int ax = perm ? perm[d] : a->ndim - 1 - d;
+        vp[d] = ax < 0 && ax >= -a->ndim ? ax + a->ndim : ax;
+    }
+    return smelt__view_node(g, SMELT_OP_PERMUTE, a, a->ndim, vp);
+}
+
+smelt_node *smelt_slice(smelt_graph *g, smelt_node *a, int axis, int64_t start, int64_t stop, int64_t step)
+{
+    if (!g || g->status || !check_operands(g, "slice", 1, &a))
+        return NULL;
+    if ((axis = norm_axis(g, "slice", axis, a->ndim)) < 0)
+        return NULL;
+    const int64_t vp[4] = {axis, start, stop, step};
+    return smelt__view_node(g, SMELT_OP_SLICE, a, 4, vp);
+}
+
+smelt_node *smelt_flip(smelt_graph *g, smelt_node *a, int axis)
+{
+    return smelt_slice(g, a, axis, SMELT_NONE, SMELT_NONE, -1);
+}
+
+/* expand_dims and squeeze: a reshape that keeps a's other dimensions as
+ * they are at run time (-2 - k: dimension k of the operand) */
+static smelt_node *dims_view(smelt_graph *g, const char *what, smelt_node *a, int axis, bool expand)
+{
+    if (!g || g->status || !check_operands(g, what, 1, &a))
+        return NULL;
+    int r = a->ndim + (expand ? 1 : -1);
+    if (expand && r > SMELT_MAX_DIMS)
+        return fail(g, SMELT_ERR_SHAPE, "expand_dims: rank %d would exceed %d", r, SMELT_MAX_DIMS);
+    if ((axis = norm_axis(g, what, axis, expand ? r : a->ndim)) < 0)
+        return NULL;
+    if (!expand && a->shape[axis] != 1)
+        return fail(g, SMELT_ERR_SHAPE, "squeeze: axis %d has size %lld (only an axis of size 1 can be removed)",
+                    axis, (long long)a->shape[axis]);
+    int64_t vp[SMELT_MAX_DIMS];
+    for (int d = 0, k = 0; d < r; d++) {
+        if (d == axis && expand) {
+            vp[d] = 1;
+            continue;
+        }
+        k += !expand && k == axis; /* the squeezed axis */
+        vp[d] = -2 - k++;
+    }
+    return smelt__view_node(g, SMELT_OP_RESHAPE, a, r, vp);
+}
+
+smelt_node *smelt_expand_dims(smelt_graph *g, smelt_node *a, int axis) { return dims_view(g, "expand_dims", a, axis, true); }
+smelt_node *smelt_squeeze(smelt_graph *g, smelt_node *a, int axis) { return dims_view(g, "squeeze", a, axis, false); }
 
 smelt_node *smelt_arange(smelt_graph *g, int64_t n, smelt_dtype dt)
 {

@@ -68,7 +68,7 @@ void *smelt__grow(void *v, int n, int *cap, size_t elem, int first);
 void *smelt__aligned_alloc(size_t bytes); /* 64-byte aligned, freed with free() */
 
 /* ---- op and dtype tables --------------------------------------------- */
-enum { SMELT_CLASS_SOURCE, SMELT_CLASS_ELEMWISE, SMELT_CLASS_LAYOUT, SMELT_CLASS_CAST, SMELT_CLASS_OPAQUE,
+enum { SMELT_CLASS_SOURCE, SMELT_CLASS_ELEMWISE, SMELT_CLASS_VIEW, SMELT_CLASS_CAST, SMELT_CLASS_OPAQUE,
        SMELT_CLASS_REDUCE };
 enum { SMELT_RULE_NONE, SMELT_RULE_SAME, SMELT_RULE_FLOAT, SMELT_RULE_TRUEDIV, SMELT_RULE_CMP, SMELT_RULE_WHERE,
        SMELT_RULE_SUM, SMELT_RULE_MEAN, SMELT_RULE_ARG, SMELT_RULE_BOOL };
@@ -216,6 +216,7 @@ struct smelt_node {
     char *name;
     uint8_t axes;  /* reductions: the reduced axes (bit d: axis d) */
     bool keepdims; /* reductions: the reduced axes stay, of size 1 */
+    int64_t vp[SMELT_MAX_DIMS]; /* views: their parameters (src/ir/view.c) */
 };
 
 struct smelt_graph {
@@ -228,6 +229,37 @@ struct smelt_graph {
     smelt__sb err;
 };
 
+/* ---- views (class VIEW, src/ir/view.c) --------------------------------
+ * A view is a new shape and strides over its operand's elements: kernels
+ * read it where its operand lies, nothing computes it.  Parameters (vp):
+ *   broadcast_to  none: the node's shape is the target (right-aligned)
+ *   reshape       the new shape: a dimension, -1 (inferred, one at most), or
+ *                 -2 - k: dimension k of the operand (expand_dims and
+ *                 squeeze keep the others so, whatever the run-time sizes)
+ *   transpose     vp[d]: the operand's axis that becomes axis d
+ *   slice         vp[0] the axis, vp[1..3] start, stop, step as Python's
+ *                 (SMELT_NONE: absent; negative ones count from the end)
+ * Shapes follow at run time from the operand's (sizes may change between
+ * runs, as for any plan). */
+static inline bool smelt__is_view(smelt_op op) { return smelt__ops[op].cls == SMELT_CLASS_VIEW; }
+/* The shape of view op (parameters vp; gshape: the node's shape in the
+ * graph, a broadcast's target) over an operand of shape in (rank ndim),
+ * into *ondim, out: SMELT_OK, or SMELT_ERR_SHAPE with the reason in why. */
+int smelt__view_shape(smelt_op op, int rank, const int64_t *vp, const int64_t *gshape, int ndim, const int64_t *in,
+                      int *ondim, int64_t *out, smelt__sb *why);
+/* The strides of that view (of shape out, rank r) over an operand of
+ * shape in and strides st (elements), and *off moved to its first
+ * element: false when a reshape cannot be had by strides (the operand's
+ * elements do not lie as the new shape walks them: it needs a copy). */
+bool smelt__view_strides(smelt_op op, const int64_t *vp, int r, const int64_t *out, int ndim, const int64_t *in,
+                         const int64_t *st, int64_t *off, int64_t *ost);
+/* A view node of op (reshape, transpose, slice) over a with its n
+ * parameters vp, checked (a sticky error on g when they are bad). */
+smelt_node *smelt__view_node(smelt_graph *g, smelt_op op, smelt_node *a, int n, const int64_t *vp);
+/* A Python slice start:stop:step over n elements: the first index and the
+ * count (PySlice_AdjustIndices); step != 0. */
+void smelt__slice_range(int64_t n, int64_t start, int64_t stop, int64_t step, int64_t *first, int64_t *count);
+
 /* ---- lowered program (what passes, partitioner and executor see) ----- */
 typedef struct smelt__inst {
     smelt_op op;
@@ -239,9 +271,9 @@ typedef struct smelt__inst {
     double fval;
     int64_t ival;
     int input_index; /* SMELT_OP_INPUT */
-    bool copy;       /* a copy made for an output: its shape follows its operand */
     uint8_t axes;    /* reductions: the reduced axes of the operand (bit d: axis d) */
     bool keepdims;   /* reductions: the reduced axes stay, of size 1 */
+    int64_t vp[SMELT_MAX_DIMS]; /* views: their parameters (src/ir/view.c) */
     int uses;        /* filled by smelt__prog_uses */
     bool is_output;
 } smelt__inst;
@@ -261,8 +293,21 @@ int smelt__prog_from_graph(smelt_graph *g, int n_out, smelt_node *const *outs, s
                            smelt__sb *err);
 void smelt__prog_free(smelt__prog *p);
 void smelt__prog_uses(smelt__prog *p);
-/* Give every output its own non-source instruction (copies where needed). */
+/* Give every output its own instruction that computes it (copies of
+ * inputs, constants and views), and a reshape that strides cannot express
+ * a copy of its operand to read. */
 int smelt__prog_finalize(smelt__prog *p);
+/* The strides and offset (elements) of value v read through its views from
+ * contiguous values, at the graph's shapes (v's own if it is not a view);
+ * false when a reshape on the way cannot be had by strides. */
+bool smelt__view_chain(const smelt__prog *p, int v, int64_t *off, int64_t *st);
+/* The value a view reads in the end: v itself when v is not a view. */
+static inline int smelt__view_base(const smelt__prog *p, int v)
+{
+    while (smelt__is_view(p->v[v].op))
+        v = p->v[v].in[0];
+    return v;
+}
 
 /* Scalar semantics shared by the reference interpreter and constant
  * folding: op applied to already-rounded operand values of dtype in_dt,

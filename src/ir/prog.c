@@ -48,6 +48,7 @@ int smelt__prog_from_graph(smelt_graph *g, int n_out, smelt_node *const *outs, s
                           .ival = n->ival, .input_index = n->input_index, .axes = n->axes,
                           .keepdims = n->keepdims};
         memcpy(in.shape, n->shape, sizeof in.shape);
+        memcpy(in.vp, n->vp, sizeof in.vp);
         for (int j = 0; j < n->nin; j++)
             in.in[j] = n->in[j]->id; /* node ids equal instruction indices */
         if (prog_push(p, &in) < 0)
@@ -77,20 +78,71 @@ void smelt__prog_uses(smelt__prog *p)
     }
 }
 
+/* The strides (elements) and offset of value v read as a view over
+ * contiguous values, at the graph's shapes: v's own for a value that is not
+ * a view.  false when a reshape on the way cannot be had by strides. */
+bool smelt__view_chain(const smelt__prog *p, int v, int64_t *off, int64_t *st)
+{
+    const smelt__inst *x = &p->v[v];
+    if (!smelt__is_view(x->op)) {
+        *off = 0;
+        smelt__contig_strides(x->ndim, x->shape, st);
+        return true;
+    }
+    int64_t ist[SMELT_MAX_DIMS];
+    const smelt__inst *a = &p->v[x->in[0]];
+    return smelt__view_chain(p, x->in[0], off, ist) &&
+           smelt__view_strides(x->op, x->vp, x->ndim, x->shape, a->ndim, a->shape, ist, off, st);
+}
+
+static smelt__inst copy_of(const smelt__prog *p, int v)
+{
+    smelt__inst c = {.op = SMELT_OP_COPY, .dtype = p->v[v].dtype, .ndim = p->v[v].ndim, .nin = 1, .in = {v},
+                     .input_index = -1};
+    memcpy(c.shape, p->v[v].shape, sizeof c.shape);
+    return c;
+}
+
 /* Every output must be computed by its own non-source instruction so that a
- * kernel writes it: inputs, constants and repeated outputs get a copy. */
+ * kernel writes it: inputs, constants, views and repeated outputs get a
+ * copy.  A reshape that strides cannot express reads a copy of its operand
+ * (laid out contiguously). */
 int smelt__prog_finalize(smelt__prog *p)
 {
+    int *remap = malloc(sizeof(int) * (size_t)(p->n + 1));
+    smelt__prog q = *p;
+    q.v = NULL, q.n = q.cap = 0;
+    bool ok = remap != NULL;
+    for (int i = 0; ok && i < p->n; i++) {
+        smelt__inst x = p->v[i];
+        for (int j = 0; j < x.nin; j++)
+            x.in[j] = remap[x.in[j]];
+        int64_t off, st[SMELT_MAX_DIMS], vst[SMELT_MAX_DIMS];
+        if (x.op == SMELT_OP_RESHAPE &&
+            (!smelt__view_chain(&q, x.in[0], &off, st) ||
+             !smelt__view_strides(x.op, x.vp, x.ndim, x.shape, q.v[x.in[0]].ndim, q.v[x.in[0]].shape, st, &off,
+                                  vst))) {
+            smelt__inst c = copy_of(&q, x.in[0]);
+            ok = (x.in[0] = prog_push(&q, &c)) >= 0;
+        }
+        ok = ok && (remap[i] = prog_push(&q, &x)) >= 0;
+    }
+    for (int i = 0; ok && i < p->nout; i++)
+        p->outputs[i] = remap[p->outputs[i]];
+    free(remap);
+    free(p->v);
+    p->v = q.v, p->n = q.n, p->cap = q.cap;
+    if (!ok)
+        return SMELT_ERR_NOMEM;
     for (int i = 0; i < p->nout; i++) {
         int v = p->outputs[i];
         bool dup = false;
         for (int j = 0; j < i; j++)
             dup = dup || p->outputs[j] == v;
-        if (!dup && smelt__ops[p->v[v].op].cls != SMELT_CLASS_SOURCE)
+        int cls = smelt__ops[p->v[v].op].cls;
+        if (!dup && cls != SMELT_CLASS_SOURCE && cls != SMELT_CLASS_VIEW)
             continue;
-        smelt__inst c = {.op = SMELT_OP_BROADCAST, .dtype = p->v[v].dtype, .ndim = p->v[v].ndim, .nin = 1,
-                         .in = {v}, .input_index = -1, .copy = true};
-        memcpy(c.shape, p->v[v].shape, sizeof c.shape);
+        smelt__inst c = copy_of(p, v);
         int k = prog_push(p, &c);
         if (k < 0)
             return SMELT_ERR_NOMEM;

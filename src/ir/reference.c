@@ -301,6 +301,25 @@ int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
             st = ref_reduce(ctx, n, &vals[n->in[0]->id], r);
             continue;
         }
+        if (smelt__is_view(n->op)) { /* its operand's elements, read through the view's strides */
+            const smelt_node *a = n->in[0];
+            const rval *s = &vals[a->id];
+            int64_t off = 0, vst[SMELT_MAX_DIMS];
+            if (!smelt__view_strides(n->op, n->vp, n->ndim, n->shape, a->ndim, a->shape, s->strides, &off, vst)) {
+                st = smelt__err(ctx, SMELT_ERR_RUNTIME, "reference: %s of a contiguous value failed",
+                                smelt__ops[n->op].name);
+                break;
+            }
+            for (int64_t i = 0; i < cnt; i++) {
+                int64_t o = off, t = i;
+                for (int d = n->ndim - 1; d >= 0; d--) {
+                    o += (t % n->shape[d]) * vst[d];
+                    t /= n->shape[d];
+                }
+                r->data[i] = s->data[o];
+            }
+            continue;
+        }
         smelt_dtype in_dt = n->in[n->op == SMELT_OP_WHERE ? 1 : 0]->dtype;
         for (int64_t i = 0; i < cnt; i++) {
             double a[3] = {0, 0, 0};

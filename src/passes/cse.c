@@ -1,5 +1,6 @@
 /* Common-subexpression elimination: identical instructions (same operator,
- * dtype, operands, shape, constant value and reduced axes) are computed
+ * dtype, operands, shape, constant value, reduced axes and view
+ * parameters) are computed
  * once. */
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@ static uint64_t inst_key(const smelt__inst *in)
         h = smelt__hash(&in->fval, sizeof in->fval, h);
         h = smelt__hash(&in->ival, sizeof in->ival, h);
     }
+    h = smelt__hash(in->vp, sizeof in->vp, h);
     return smelt__hash(in->shape, sizeof(int64_t) * (size_t)in->ndim, h ^ (uint64_t)in->ndim);
 }
 
@@ -23,7 +25,7 @@ static bool same(const smelt__inst *a, const smelt__inst *b)
     return a->op == b->op && a->dtype == b->dtype && a->nin == b->nin && a->ndim == b->ndim &&
            a->axes == b->axes && a->keepdims == b->keepdims &&
            !memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) &&
-           !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
+           !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) && !memcmp(a->vp, b->vp, sizeof a->vp) &&
            (a->op != SMELT_OP_CONST || (a->ival == b->ival && !memcmp(&a->fval, &b->fval, sizeof a->fval)));
 }
 

@@ -10,7 +10,8 @@
  * A reduction of a constant (n equal elements) folds by following the
  * kernels' one order of combination (src/ir/ir.h) in the accumulator's
  * dtype, up to FOLD_RED_MAX elements; a larger one is left to its kernel,
- * which reads the constant as an operand of strides 0. */
+ * which reads the constant as an operand of strides 0.  A view of a
+ * constant is the constant at the view's shape. */
 #include <math.h>
 
 #include "passes.h"
@@ -108,6 +109,14 @@ int smelt__pass_fold(smelt__prog *p)
             continue;
         if (smelt__is_reduce(in->op)) {
             folded += p->v[in->in[0]].op == SMELT_OP_CONST && fold_reduce(in, &p->v[in->in[0]]);
+            continue;
+        }
+        if (smelt__is_view(in->op) && p->v[in->in[0]].op == SMELT_OP_CONST) { /* every element the same */
+            in->op = SMELT_OP_CONST;
+            in->nin = 0;
+            in->fval = p->v[in->in[0]].fval;
+            in->ival = p->v[in->in[0]].ival;
+            folded++;
             continue;
         }
         double a[3] = {0, 0, 0};

@@ -11,5 +11,8 @@ int smelt__pass_dce(smelt__prog *p);
  * with a constant condition or equal branches); *branches counts the
  * latter, the return value the former. */
 int smelt__pass_simplify(smelt__prog *p, int *branches);
+/* Layout folding: views of values computed elementwise moved to their
+ * operands (src/passes/views.c); the number moved. */
+int smelt__pass_views(smelt__prog *p);
 
 #endif

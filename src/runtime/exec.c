@@ -67,11 +67,59 @@ static int arange_view(smelt_plan *p, int v, smelt__view *out, int64_t *scratch)
     return SMELT_OK;
 }
 
+static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros);
+static int value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch);
+
+/* A view's elements where its operand's lie (strides in scratch); a reshape
+ * that the operand's run-time strides cannot express (a strided input) is
+ * gathered into memory the plan keeps, on the host. */
+static int view_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch)
+{
+    const smelt__inst *x = &p->prog.v[v];
+    const smelt__rshape *r = &p->rs[v];
+    int64_t bs[SMELT_MAX_DIMS], off = 0;
+    smelt__view b;
+    int st = p->prog.v[x->in[0]].op == SMELT_OP_CONST ? const_view(p, x->in[0], &p->rs[x->in[0]], &b, bs)
+                                                      : value_view(p, rs, x->in[0], &b, bs);
+    if (st)
+        return st;
+    size_t es = smelt__dtypes[x->dtype].size;
+    if (smelt__view_strides(x->op, x->vp, r->ndim, r->shape, b.ndim, b.shape, b.strides, &off, scratch)) {
+        *out = (smelt__view){b.data + off * (int64_t)es, r->ndim, r->shape, scratch};
+        return SMELT_OK;
+    }
+    if (p->be->iface->launch)
+        return smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "%s: its operand's run-time strides (a non-contiguous "
+                          "input) cannot be reshaped without a copy; pass a contiguous tensor", smelt__ops[x->op].name);
+    int64_t n = smelt__numel(r->ndim, r->shape);
+    size_t bytes = (size_t)n * es;
+    if (p->bufsize[v] < bytes || !p->buf[v]) {
+        smelt__be_free(p->be, p->buf[v]);
+        p->buf[v] = smelt__be_alloc(p->be, bytes ? bytes : 1);
+        p->bufsize[v] = p->buf[v] ? bytes : 0;
+        if (!p->buf[v])
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes for a reshaped input", bytes);
+    }
+    for (int64_t i = 0; i < n; i++) { /* the operand's elements in row-major order */
+        int64_t o = 0, t = i;
+        for (int d = b.ndim - 1; d >= 0; d--) {
+            o += (t % b.shape[d]) * b.strides[d];
+            t /= b.shape[d];
+        }
+        memcpy((char *)p->buf[v] + (size_t)i * es, b.data + o * (int64_t)es, es);
+    }
+    smelt__contig_strides(r->ndim, r->shape, scratch);
+    *out = (smelt__view){p->buf[v], r->ndim, r->shape, scratch};
+    return SMELT_OK;
+}
+
 static int value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch)
 {
     const smelt__inst *x = &p->prog.v[v];
     if (x->op == SMELT_OP_ARANGE)
         return arange_view(p, v, out, scratch);
+    if (smelt__is_view(x->op))
+        return view_view(p, rs, v, out, scratch);
     if (x->op == SMELT_OP_INPUT) {
         smelt_tensor *t = rs->inputs[x->input_index];
         *out = (smelt__view){t->data, t->ndim, t->shape, t->strides};
@@ -183,7 +231,7 @@ static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int6
         const smelt__pkernel *next = &p->kern[ki + 1];
         for (int i = 0; i < next->cl.nin; i++)
             for (int o = 0; o < k->cl.nout; o++)
-                if (next->cl.inputs[i] == k->cl.outputs[o])
+                if (smelt__view_base(&p->prog, next->cl.inputs[i]) == k->cl.outputs[o])
                     return false;
     }
     return true;
@@ -550,21 +598,30 @@ static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
             smelt__red_shape(a->ndim, a->shape, x->axes, x->keepdims, &r->ndim, r->shape);
             continue;
         }
-        if (x->op == SMELT_OP_CONST || x->op == SMELT_OP_ARANGE || (x->op == SMELT_OP_BROADCAST && !x->copy)) {
+        if (x->op == SMELT_OP_CONST || x->op == SMELT_OP_ARANGE) {
             r->ndim = x->ndim;
             memcpy(r->shape, x->shape, sizeof r->shape);
-            if (x->op != SMELT_OP_BROADCAST)
-                continue;
-        } else {
-            r->ndim = 0;
+            continue;
         }
+        if (smelt__is_view(x->op)) {
+            const smelt__rshape *a = &p->rs[x->in[0]];
+            smelt__sb why;
+            smelt__sb_init(&why);
+            int st = smelt__view_shape(x->op, x->ndim, x->vp, x->shape, a->ndim, a->shape, &r->ndim, r->shape, &why);
+            if (st)
+                st = smelt__err(p->ctx, st, "%s: at the run-time shapes, %s", smelt__ops[x->op].name,
+                                smelt__sb_str(&why));
+            smelt__sb_free(&why);
+            if (st)
+                return st;
+            continue;
+        }
+        r->ndim = 0;
         for (int j = 0; j < x->nin; j++) {
             const smelt__rshape *a = &p->rs[x->in[j]];
             int nd;
             int64_t out[SMELT_MAX_DIMS];
             bool ok = !smelt__broadcast_shapes(r->ndim, r->shape, a->ndim, a->shape, &nd, out);
-            if (ok && x->op == SMELT_OP_BROADCAST && !x->copy)
-                ok = nd == x->ndim && !memcmp(out, x->shape, sizeof(int64_t) * (size_t)nd);
             if (!ok) {
                 smelt__sb b;
                 smelt__sb_init(&b);
@@ -627,9 +684,10 @@ static bool donated_inplace(const smelt_plan *p, int i, const smelt_tensor *o, i
     for (int ki = 0; kw >= 0 && ki < p->nkern; ki++) {
         const smelt__cluster *c = &p->kern[ki].cl;
         for (int j = 0; j < c->nin; j++) {
-            const smelt__inst *u = &p->prog.v[c->inputs[j]];
+            int b = smelt__view_base(&p->prog, c->inputs[j]); /* (a view reads others' elements) */
+            const smelt__inst *u = &p->prog.v[b];
             if (u->op == SMELT_OP_INPUT && u->input_index == k &&
-                (ki > kw || (ki == kw && !smelt__inplace_ok(p, c, p->rs, c->inputs[j], v))))
+                (ki > kw || (ki == kw && (b != c->inputs[j] || !smelt__inplace_ok(p, c, p->rs, b, v)))))
                 return false;
         }
     }

@@ -35,6 +35,9 @@ typedef struct mbuf {
 bool smelt__inplace_ok(const smelt_plan *p, const smelt__cluster *c, const smelt__rshape *rs, int u, int v)
 {
     const smelt__inst *x = &p->prog.v[u], *y = &p->prog.v[v];
+    for (int j = 0; j < c->nin; j++) /* a view of u reads u's elements at other indices */
+        if (c->inputs[j] != u && smelt__view_base(&p->prog, c->inputs[j]) == u)
+            return false;
     if (smelt__dtypes[x->dtype].size != smelt__dtypes[y->dtype].size ||
         smelt__numel(rs[u].ndim, rs[u].shape) != smelt__numel(rs[v].ndim, rs[v].shape))
         return false; /* a broadcast operand is read at other elements' indices */
@@ -171,9 +174,11 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
         idx[v] = -1;
     for (int ki = 0; !st && ki < p->nkern; ki++) {
         const smelt__cluster *c = &p->kern[ki].cl;
-        for (int j = 0; j < c->nin; j++)
-            if (idx[c->inputs[j]] >= 0)
-                b[idx[c->inputs[j]]].end = ki;
+        for (int j = 0; j < c->nin; j++) { /* (a view keeps the value it views alive) */
+            int u = smelt__view_base(&p->prog, c->inputs[j]);
+            if (idx[u] >= 0)
+                b[idx[u]].end = ki;
+        }
         for (int j = 0; j < c->nout; j++) {
             int v = c->outputs[j];
             if (p->out_slot[v] >= 0 || idx[v] >= 0)
@@ -194,7 +199,7 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
             if (iv < 0 || b[iv].start != ki)
                 continue;
             for (int i = 0; i < c->nin; i++) {
-                int iu = idx[c->inputs[i]], r = iu < 0 ? -1 : b[iu].root;
+                int iu = idx[c->inputs[i]], r = iu < 0 ? -1 : b[iu].root; /* (never through a view: idx -1) */
                 if (r < 0 || b[r].end != ki || b[r].taken == ki || b[r].size != b[iv].size ||
                     !smelt__inplace_ok(p, c, rs, c->inputs[i], c->outputs[j]))
                     continue;

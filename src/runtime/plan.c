@@ -130,8 +130,9 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
     return SMELT_OK;
 }
 
-/* The layout a kernel has when every operand is contiguous, at the shapes
- * in p->rs (the graph's here; *rmask: a reduction's reduced dimensions). */
+/* The layout a kernel has when every input is contiguous (a view: read
+ * through its strides), at the shapes in p->rs (the graph's here; *rmask: a
+ * reduction's reduced dimensions). */
 static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode, uint8_t *rmask)
 {
     const smelt__pkernel *k = &p->kern[ki];
@@ -140,8 +141,11 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
     int64_t cs[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     smelt__view w[SMELT_MAX_KERNEL_OPERANDS];
     for (int o = 0; o < n; o++) {
-        const smelt__rshape *x = &p->rs[o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin]];
-        smelt__contig_strides(x->ndim, x->shape, cs[o]);
+        int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
+        const smelt__rshape *x = &p->rs[v];
+        int64_t off;
+        if (!smelt__view_chain(&p->prog, v, &off, cs[o])) /* (a view reads through its strides) */
+            smelt__contig_strides(x->ndim, x->shape, cs[o]);
         w[o] = (smelt__view){NULL, x->ndim, x->shape, cs[o]};
     }
     unsigned axes;
@@ -271,8 +275,8 @@ static void describe(smelt_plan *p)
     smelt__sb_printf(b, "plan: opt_level %d, backend %s, %d instruction%s, %d kernel%s\n",
                      p->opt_level, s->backend, p->prog.n, smelt__plural(p->prog.n), p->nkern,
                      smelt__plural(p->nkern));
-    smelt__sb_printf(b, "passes: folded %d, cse %d, simplified %d, dead branches %d, dce %d\n", s->folded, s->cse,
-                     s->simplified, s->dead_branches, s->dce);
+    smelt__sb_printf(b, "passes: folded %d, cse %d, simplified %d, dead branches %d, views moved %d, dce %d\n",
+                     s->folded, s->cse, s->simplified, s->dead_branches, s->views_moved, s->dce);
     smelt__sb_printf(b, "kernels: %d compiled, %d from memory, %d from disk; compile %.3f ms, "
                         "fallbacks %d\n",
                      s->compiles, s->cache_hits, s->disk_hits, s->compile_ms, s->fallbacks);
@@ -374,8 +378,11 @@ int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
     out->mem_bytes = p->opt_level >= 2 ? p->mem.arena : p->mem.naive;
     out->mem_lower_bytes = p->mem.lower;
     out->mem_naive_bytes = p->mem.naive;
+    out->copies = 0;
     for (int i = 0; i < p->nkern; i++) {
         out->ops += p->kern[i].cl.nmem;
+        for (int j = 0; j < p->kern[i].cl.nmem; j++)
+            out->copies += p->prog.v[p->kern[i].cl.members[j]].op == SMELT_OP_COPY;
         out->kernels_fast += p->up_be && p->kern[i].nvar && p->kern[i].var[0].k->backend == p->up_be;
     }
     return SMELT_OK;
@@ -460,6 +467,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
             p->stats.folded += smelt__pass_fold(&p->prog);
             p->stats.cse += smelt__pass_cse(&p->prog);
         }
+        if ((p->stats.views_moved = smelt__pass_views(&p->prog)))
+            p->stats.cse += smelt__pass_cse(&p->prog); /* (views of one operand made twice) */
         p->stats.dce = smelt__pass_dce(&p->prog);
     }
     if ((st = smelt__prog_finalize(&p->prog))) {
