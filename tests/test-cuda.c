@@ -1441,3 +1441,34 @@ DEVICE_TEST(epilogue_same_bits_as_cpu, 300)
         smelt_graph_free(g);
     }
 }
+
+/* Layout operators on the device (tests/layout-cases.h): views read where
+ * their operand lies (negative and zero strides, 64-bit indexing), the
+ * kernel and copy counts of the CPU, the bits of TinyCC's unfused plan. */
+#include "layout-cases.h"
+DEVICE_TEST(layout_views_same_bits_as_cpu, 300)
+{
+    for (int c = 0; c < NELEMS(layout_cases); c++) {
+        const layout_case *k = &layout_cases[c];
+        smelt_node *y;
+        smelt_tensor *in[2], *dev = NULL, *cpu = NULL;
+        smelt_graph *g = layout_setup(ctx, c, &y, in);
+        smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+        cr_assert_eq(t_stats(pd).kernels, k->kernels, "%s: %s", k->what, smelt_plan_describe(pd));
+        cr_assert_eq(t_stats(pd).copies, k->copies, "%s: %s", k->what, smelt_plan_describe(pd));
+        t_run(pd, 2, in, 1, &dev);
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.backend = "TCC";
+        o.opt_level = 0;
+        smelt_plan *pc = NULL;
+        T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pc));
+        t_run(pc, 2, in, 1, &cpu);
+        int64_t at;
+        cr_assert(t_same_results(cpu, dev, &at), "%s: the device gives %a, TCC unfused %a at [%lld]", k->what,
+                  smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+        smelt_tensor_free(dev), smelt_tensor_free(cpu), t_free_all(in, 2);
+        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_graph_free(g);
+    }
+}

@@ -424,6 +424,8 @@ smelt_node *smelt__view_node(smelt_graph *g, smelt_op op, smelt_node *a, int n, 
 
 smelt_node *smelt_reshape(smelt_graph *g, smelt_node *a, int ndim, const int64_t *shape)
 {
+    if (g && !g->status && ndim > 0 && !shape)
+        return fail(g, SMELT_ERR_INVALID_ARG, "reshape: shape is NULL");
     for (int d = 0; g && !g->status && shape && d < ndim && d < SMELT_MAX_DIMS; d++)
         if (shape[d] < -1)
             return fail(g, SMELT_ERR_SHAPE, "reshape: dimension %d is %lld (a size, or -1 to infer it)", d,

@@ -1,0 +1,57 @@
+/* Layout operators (views) inside fused work, for tests/test-layout.c and
+ * tests/test-cuda.c: each case is an expression over x and y with the
+ * kernels and copies its plan has at opt_level 3 (no copy where strides
+ * suffice), and gives the bits of its unfused plan. */
+#ifndef SMELT_LAYOUT_CASES_H
+#define SMELT_LAYOUT_CASES_H
+#include "common.h"
+
+typedef struct layout_case {
+    const char *what, *expr;
+    smelt_dtype dt;
+    int nx, ny;
+    int64_t xs[4], ys[4];
+    int kernels, copies; /* at opt_level 3 */
+} layout_case;
+
+static const layout_case layout_cases[] = {
+    {"transpose_add", "x.T + y", SMELT_F32, 2, 2, {48, 40}, {40, 48}, 1, 0},
+    {"a view of an elementwise value", "exp(x).T * y", SMELT_F32, 2, 2, {33, 20}, {20, 33}, 1, 0},
+    {"permute and stepped slices", "transpose(x, (2, 0, 1))[1:, ::-2] + 1", SMELT_F64, 3, 1, {6, 5, 4}, {1}, 1, 0},
+    {"flip", "-flip(x, 0) + y", SMELT_I64, 2, 1, {9, 7}, {7}, 1, 0},
+    {"reshape that splits an axis", "reshape(x, (6, 4, 5)) * y", SMELT_I32, 2, 1, {6, 20}, {5}, 1, 0},
+    {"reshape of a transposed value (a copy)", "exp(reshape(x.T, (-1,))) + y", SMELT_F32, 2, 1, {6, 8}, {48}, 2, 1},
+    {"expand_dims and squeeze", "squeeze(expand_dims(x, 1), 1) - x[:, None, :][:, 0]", SMELT_F32, 2, 1, {7, 5},
+     {1}, 1, 0},
+    {"broadcast_to then transpose", "broadcast_to(x, (5, 6)).T + y", SMELT_F16, 2, 2, {1, 6}, {6, 5}, 1, 0},
+    {"softmax of a transposed input",
+     "exp(x.T - max(x.T, axis=-1, keepdims=True)) / sum(exp(x.T - max(x.T, axis=-1, keepdims=True)), axis=-1, "
+     "keepdims=True)",
+     SMELT_F32, 2, 1, {24, 16}, {1}, 1, 0},
+    {"a reduction of a slice", "sum(x[::2, 1:] * 2, axis=0)", SMELT_F32, 2, 1, {10, 12}, {1}, 1, 0},
+    {"an output that is a view of computed values", "(x + y).T", SMELT_BF16, 2, 1, {5, 4}, {4}, 1, 0},
+    {"a reshaped output", "reshape(exp(x), (-1,))", SMELT_F64, 2, 1, {4, 6}, {1}, 1, 0},
+    {"a view of a reduction's result", "x - transpose(sum(x, axis=1, keepdims=True))", SMELT_F32, 2, 1, {8, 8},
+     {1}, 2, 0},
+    {"integer index", "x[2] * 3 + x[-1]", SMELT_U8, 2, 1, {8, 6}, {1}, 1, 0},
+    {"arange reshaped", "reshape(arange(12), (3, 4)) * x", SMELT_I64, 2, 1, {3, 4}, {1}, 1, 0},
+    {"a view of an input as the output", "x[::-1, 1:3]", SMELT_BOOL, 2, 1, {5, 4}, {1}, 1, 1},
+    {"a value and its transpose", "exp(x) + exp(x).T", SMELT_F32, 2, 1, {12, 12}, {1}, 2, 0},
+};
+
+/* Case c's graph (one output in *out) and its inputs x, y (random, from a
+ * seed of the case's own). */
+static inline smelt_graph *layout_setup(smelt_ctx *ctx, int c, smelt_node **out, smelt_tensor **in)
+{
+    const layout_case *k = &layout_cases[c];
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *v[2] = {smelt_input(g, "x", k->dt, k->nx, k->xs), smelt_input(g, "y", k->dt, k->ny, k->ys)};
+    *out = smelt_expr(g, k->expr, (const char *[]){"x", "y"}, v, 2);
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, 70 + (uint64_t)c);
+    in[0] = t_rand(ctx, &r, k->dt, k->nx, k->xs);
+    in[1] = t_rand(ctx, &r, k->dt, k->ny, k->ys);
+    return g;
+}
+#endif
