@@ -11,6 +11,9 @@
  *   x & x, x | x, logical and/or of x with x
  *   where(c, a, b) with a constant c: a or b ("dead branches"), and
  *   where(c, a, a): a
+ *   views that change nothing (a transpose in order, a whole slice, a
+ *   reshape that keeps each dimension), and a transpose of a transpose or
+ *   a reshape of a reshape becomes one view of the inner one's operand
  *
  * and x - x, x ^ x (integers) become the constant 0.  Only where the
  * operand has the instruction's dtype and shape (a broadcast operand is
@@ -70,6 +73,41 @@ static bool is_const(const smelt__inst *c, double v, bool neg_zero)
     return c->fval == v && (v != 0 || !signbit(c->fval) == !neg_zero);
 }
 
+/* A view that changes nothing, whatever the run-time sizes: a transpose
+ * that keeps the order of the axes, a reshape that keeps every dimension,
+ * a slice of everything. */
+static bool view_identity(const smelt__inst *x, const smelt__inst *a)
+{
+    bool same = x->op != SMELT_OP_BROADCAST && (x->op != SMELT_OP_RESHAPE || x->ndim == a->ndim);
+    for (int d = 0; same && x->op != SMELT_OP_SLICE && d < x->ndim; d++)
+        same = x->vp[d] == (x->op == SMELT_OP_PERMUTE ? d : -2 - d);
+    return same && (x->op != SMELT_OP_SLICE ||
+                    ((x->vp[1] == SMELT_NONE || x->vp[1] == 0) && x->vp[2] == SMELT_NONE && x->vp[3] == 1));
+}
+
+/* A transpose of a transpose, a reshape of a reshape: one view of the
+ * inner one's operand (x rewritten; false when it is not, as for a
+ * reshape that keeps a dimension the inner one infers). */
+static bool view_compose(const smelt__prog *p, smelt__inst *x)
+{
+    const smelt__inst *a = &p->v[x->in[0]];
+    if (a->op != x->op || (x->op != SMELT_OP_PERMUTE && x->op != SMELT_OP_RESHAPE))
+        return false;
+    int64_t vp[SMELT_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t e = x->vp[d];
+        if (x->op == SMELT_OP_PERMUTE)
+            vp[d] = a->vp[e];
+        else if (e >= -1)
+            vp[d] = e;
+        else if ((vp[d] = a->vp[-2 - e]) == -1)
+            return false;
+    }
+    memcpy(x->vp, vp, sizeof(int64_t) * (size_t)x->ndim);
+    x->in[0] = a->in[0];
+    return true;
+}
+
 /* What instruction i equals: an operand's index, -2 for the constant 0,
  * -1 for nothing.  *branch: a dead branch (where), else algebra. */
 static int rewrite(const smelt__prog *p, const smelt__inst *x, bool *branch)
@@ -96,6 +134,8 @@ static int rewrite(const smelt__prog *p, const smelt__inst *x, bool *branch)
         return a->in[0];
     if (x->nin == 1 && a->op == x->op && IN(x->op, idempotent))
         return x->in[0];
+    if (smelt__is_view(x->op) && view_identity(x, a))
+        return x->in[0];
     if (x->op == SMELT_OP_COPY || (x->op == SMELT_OP_CAST && a->dtype == x->dtype))
         return x->in[0];
     if (x->nin == 2 && x->in[0] == x->in[1] && IN(x->op, self_same))
@@ -120,6 +160,8 @@ int smelt__pass_simplify(smelt__prog *p, int *branches)
         repl[i] = i;
         if (smelt__ops[x->op].cls == SMELT_CLASS_SOURCE)
             continue;
+        while (smelt__is_view(x->op) && view_compose(p, x))
+            n++;
         bool branch;
         int r = rewrite(p, x, &branch);
         if (r == -2) { /* the constant 0, of x's dtype and shape */

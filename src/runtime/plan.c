@@ -309,11 +309,17 @@ static void describe(smelt_plan *p)
             smelt__sb_printf(b, j ? " %s" : "%s", smelt__ops[p->prog.v[k->cl.members[j]].op].name);
         smelt__sb_puts(b, "] inputs [");
         for (int j = 0; j < k->cl.nin; j++) {
-            const smelt__inst *x = &p->prog.v[k->cl.inputs[j]];
+            /* a view: the value it views and the outermost operator, "%7=transpose(in0)" */
+            int v = k->cl.inputs[j], bv = smelt__view_base(&p->prog, v);
+            const smelt__inst *x = &p->prog.v[bv];
+            if (bv != v)
+                smelt__sb_printf(b, j ? " %%%d=%s(" : "%%%d=%s(", v, smelt__ops[p->prog.v[v].op].name);
             if (x->op == SMELT_OP_INPUT)
-                smelt__sb_printf(b, j ? " in%d" : "in%d", x->input_index);
+                smelt__sb_printf(b, j && bv == v ? " in%d" : "in%d", x->input_index);
             else
-                smelt__sb_printf(b, j ? " %%%d" : "%%%d", k->cl.inputs[j]);
+                smelt__sb_printf(b, j && bv == v ? " %%%d" : "%%%d", bv);
+            if (bv != v)
+                smelt__sb_puts(b, ")");
         }
         smelt__sb_puts(b, "] outputs [");
         for (int j = 0; j < k->cl.nout; j++) {
