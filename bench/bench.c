@@ -211,6 +211,12 @@ static void b_xent(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = smelt_reduce(g, SMELT_OP_MEAN, loss, 0, NULL, 0);
 }
 
+/* a transposed operand added to a matrix: a.T + b, a [rows, cols], b [cols, rows] */
+static void b_transpose_add(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    out[0] = smelt_add(g, smelt_transpose(g, in[0], NULL), in[1]);
+}
+
 static void sh_flat(int64_t n, int *nd, int64_t (*s)[2])
 {
     for (int i = 0; i < MAXIO; i++) {
@@ -258,6 +264,14 @@ static void sh_xent(int64_t n, int *nd, int64_t (*s)[2])
     s[1][1] = 1;
 }
 
+/* a (rows, cols) matrix and a (cols, rows) one */
+static void sh_transposed(int64_t n, int *nd, int64_t (*s)[2])
+{
+    sh_rows(n, nd, s);
+    s[1][0] = s[0][1];
+    s[1][1] = s[0][0];
+}
+
 static const int adam_donate[] = {0, 2, 3}; /* param' m' v' over param m v */
 static const wl workloads[] = {
     {"add", 2, 1, b_add, sh_flat, 0, 12, NULL, false},
@@ -279,6 +293,8 @@ static const wl workloads[] = {
     {"sum_cols", 1, 1, b_sum_cols, sh_rows, 0, 4, NULL, true},
     /* the logits (2n elements) read once; the targets: a value per row */
     {"xent", 2, 1, b_xent, sh_xent, 0, 8, NULL, true},
+    /* a view: the transpose is read in place (two reads and a write) */
+    {"transpose_add", 2, 1, b_transpose_add, sh_transposed, 0, 12, NULL, false},
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 

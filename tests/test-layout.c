@@ -371,3 +371,41 @@ Test(layout, builder_errors)
     cr_assert_null(smelt_transpose(NULL, NULL, NULL));
     smelt_ctx_free(ctx);
 }
+
+/* Large kernels that read a transposed operand run tile by tile, with the
+ * ends of both dimensions after the tiles (sizes that are no multiple of
+ * the tile): the same values as the reference, every thread count. */
+Test(layout, tiled_transposed_reads, .timeout = 120)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(300, 257)), *b = smelt_input(g, "b", SMELT_F32, SHP(257, 300));
+    smelt_node *c = smelt_input(g, "c", SMELT_F64, SHP(3, 150, 130));
+    smelt_node *outs[] = {smelt_add(g, smelt_transpose(g, a, NULL), b),
+                          smelt_mul(g, smelt_transpose(g, c, (int[]){0, 2, 1}), smelt_scalar(g, 3)),
+                          smelt_sub(g, smelt_flip(g, smelt_transpose(g, a, NULL), 0), b)};
+    trng r;
+    trng_init(&r, 14);
+    smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F32, SHP(300, 257)), t_rand(ctx, &r, SMELT_F32, SHP(257, 300)),
+                          t_rand(ctx, &r, SMELT_F64, SHP(3, 150, 130))};
+    smelt_tensor *ref[3], *got[3] = {0};
+    t_reference(ctx, g, 3, outs, 3, in, ref);
+    const char *backends[] = {"TCC", "CC"};
+    for (int b2 = 0; b2 < 2; b2++)
+        for (int th = 1; th <= 4; th += 3) {
+            T_OK(ctx, smelt_ctx_set_threads(ctx, th));
+            smelt_plan_opts o;
+            smelt_plan_opts_init(&o);
+            o.backend = backends[b2];
+            smelt_plan *p = NULL;
+            T_OK(ctx, smelt_plan_new(ctx, g, 3, outs, &o, &p));
+            t_run(p, 3, in, 3, got);
+            for (int k = 0; k < 3; k++)
+                t_expect_match(backends[b2], got[k], ref[k], T_EXACT);
+            t_free_all(got, 3);
+            smelt_plan_free(p);
+        }
+    t_free_all(ref, 3), t_free_all(in, 3);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}

@@ -51,6 +51,8 @@ def row_formula(o, name):
         return lambda x: o.sum(x, axis=-1)
     if name == "sum_cols":
         return lambda x: o.sum(x, axis=0)
+    if name == "transpose_add":
+        return lambda a, b: a.T + b
     if name == "xent":
         def xent(x, t):
             m = o.max(x, axis=-1, keepdims=True)

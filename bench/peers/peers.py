@@ -42,6 +42,8 @@ def inputs(name, n, rng):
         return [f(n // c, c)]
     if name == "rmsnorm":
         return [f(n // c, c), f(c)]
+    if name == "transpose_add":  # a [rows, cols], b [cols, rows]
+        return [f(n // c, c), f(c, n // c)]
     if name == "xent":  # logits [rows, 2 cols] (2n elements), i64 targets [rows, 1]
         return [f(n // c, 2 * c), rng.integers(0, 2 * c, (n // c, 1), dtype=np.int64)]
     raise SystemExit("unknown workload " + name)
@@ -104,6 +106,8 @@ def numpy_fn(name):
             lse = np.log(np.exp(x - m).sum(axis=-1, keepdims=True)) + m
             return (lse - np.take_along_axis(x, t, -1)).mean()
         return xent
+    if name == "transpose_add":
+        return lambda a, b: a.T + b
 
 
 def numexpr_fn(name):
@@ -176,6 +180,8 @@ def numexpr_fn(name):
             ls = np.log(e("exp(x - m)").sum(axis=-1, keepdims=True))
             return e("ls + m - p", local_dict=dict(ls=ls, m=m, p=np.take_along_axis(x, t, -1))).mean()
         return xent
+    if name == "transpose_add":  # numexpr reads the transposed view itself
+        return lambda a, b: e("at + b", local_dict=dict(at=a.T, b=b))
     # a lone sum along one axis numexpr computes itself
     if name == "sum_rows":
         return lambda x: e("sum(x, axis=1)")

@@ -479,47 +479,30 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     return SMELT_OK;
 }
 
-/* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
-static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
+/* One launch of elementwise kernel ki over shape S (rank r) with operand
+ * strides st and first elements ptrs (merged here).  tiled: a part of a
+ * tiled launch (no streaming stores: the next tile's lines are near). */
+static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int64_t (*st)[SMELT_MAX_DIMS],
+                     char *const *ptrs, bool tiled, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
-    if (k->desc.reduce)
-        return run_reduce(p, rs, ki, split);
-    const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
-    for (int j = 1; j < k->cl.nmem; j++) {
-        const smelt__rshape *o = &p->rs[k->cl.members[j]];
-        if (o->ndim != S0->ndim || memcmp(o->shape, S0->shape, sizeof(int64_t) * (size_t)o->ndim))
-            return smelt__err(p->ctx, SMELT_ERR_SHAPE,
-                              "run-time shapes differ inside a fused kernel (the inputs do not "
-                              "keep the graph's broadcast pattern)");
-    }
-    int64_t N = smelt__numel(S0->ndim, S0->shape);
+    int n = k->cl.nin + k->cl.nout;
+    int64_t N = smelt__numel(r, S);
     if (N == 0)
         return SMELT_OK;
-    int n = k->cl.nin + k->cl.nout;
     static __thread launch l;
-    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-    int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-    smelt__view w[SMELT_MAX_KERNEL_OPERANDS];
-    for (int o = 0; o < n; o++) {
-        int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
-        int stt = value_view(p, rs, v, &w[o], scratch[o]);
-        if (stt)
-            return stt;
-        l.ptrs[o] = w[o].data;
-    }
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
-    unsigned none;
-    int rank = smelt__merge_layout(smelt__kernel_strides(p, ki, w, S, st, &none), S, n, st, mode);
+    int rank = smelt__merge_layout(r, S, n, st, mode);
     bool idx32 = p->be->iface->target.dialect->device && fits_idx32(N, rank, S, n, st);
     smelt__kernel *kk;
     int stt = smelt__plan_variant(p, ki, rank, mode, idx32, 0, &kk, split);
     if (stt || *split)
         return stt;
     l.fn = kk->fn;
+    memcpy(l.ptrs, ptrs, sizeof(char *) * (size_t)n);
     memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
     if (rank < SMELT_MAX_DIMS)
-        l.shape[rank] = stream_outputs(p, rs, ki, N, rank, mode);
+        l.shape[rank] = !tiled && stream_outputs(p, rs, ki, N, rank, mode);
     for (int o = 0; o < n; o++)
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.n = N;
@@ -540,6 +523,99 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
     l.chunk = chunk;
     smelt__pool_run(p->ctx->pool, run_chunk, &l, (N + chunk - 1) / chunk);
     return SMELT_OK;
+}
+
+/* Host kernels with an operand that walks memory across the iteration (a
+ * transposed one: contiguous along an outer dimension q, strided along the
+ * innermost) run in tiles of TILE_Q x TILE_P over q and the innermost
+ * dimension: a tile's lines of that operand stay in cache while the inner
+ * loop crosses them (128 f32 runs of 256 bytes: 32 KiB), and a tile's row
+ * is a whole group of the CC kernels (128 elements).  The dimension q, or
+ * -1 when there is none (or no room for two more dimensions). */
+#define TILE_Q 64
+#define TILE_P 128
+static int tile_dim(int rank, const int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS], const uint8_t *mode)
+{
+    if (rank < 2 || rank + 2 > SMELT_MAX_DIMS || S[rank - 1] < TILE_P)
+        return -1;
+    for (int o = 0; o < n; o++)
+        for (int q = 0; mode[o] == SMELT_MODE_STRIDED && q < rank - 1; q++)
+            if ((st[o][q] == 1 || st[o][q] == -1) && S[q] >= TILE_Q)
+                return q;
+    return -1;
+}
+
+/* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
+static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    if (k->desc.reduce)
+        return run_reduce(p, rs, ki, split);
+    const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
+    for (int j = 1; j < k->cl.nmem; j++) {
+        const smelt__rshape *o = &p->rs[k->cl.members[j]];
+        if (o->ndim != S0->ndim || memcmp(o->shape, S0->shape, sizeof(int64_t) * (size_t)o->ndim))
+            return smelt__err(p->ctx, SMELT_ERR_SHAPE,
+                              "run-time shapes differ inside a fused kernel (the inputs do not "
+                              "keep the graph's broadcast pattern)");
+    }
+    int64_t N = smelt__numel(S0->ndim, S0->shape);
+    if (N == 0)
+        return SMELT_OK;
+    int n = k->cl.nin + k->cl.nout;
+    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    smelt__view w[SMELT_MAX_KERNEL_OPERANDS];
+    char *ptrs[SMELT_MAX_KERNEL_OPERANDS];
+    size_t esz[SMELT_MAX_KERNEL_OPERANDS];
+    for (int o = 0; o < n; o++) {
+        int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
+        int stt = value_view(p, rs, v, &w[o], scratch[o]);
+        if (stt)
+            return stt;
+        ptrs[o] = w[o].data;
+        esz[o] = smelt__dtypes[p->prog.v[v].dtype].size;
+    }
+    uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
+    unsigned none;
+    int rank = smelt__merge_layout(smelt__kernel_strides(p, ki, w, S, st, &none), S, n, st, mode);
+    int q = p->be->iface->launch || N < SMALL_ELEMS ? -1 : tile_dim(rank, S, n, st, mode);
+    if (q < 0)
+        return launch_ew(p, rs, ki, rank, S, st, ptrs, false, split);
+    /* tiles of TILE_Q x TILE_P over dimensions q and the innermost, then the
+     * rest of each (q's last rows whole, then the innermost's last columns) */
+    int pd = rank - 1, tr = 0;
+    int64_t Q = S[q] - S[q] % TILE_Q, P = S[pd] - S[pd] % TILE_P;
+    int64_t TS[SMELT_MAX_DIMS], Tst[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    for (int d = 0; d < rank; d++)
+        if (d != q && d != pd) {
+            TS[tr] = S[d];
+            for (int o = 0; o < n; o++)
+                Tst[o][tr] = st[o][d];
+            tr++;
+        }
+    const int64_t sz[4] = {Q / TILE_Q, P / TILE_P, TILE_Q, TILE_P};
+    const int dim[4] = {q, pd, q, pd};
+    for (int t = 0; t < 4; t++, tr++) {
+        TS[tr] = sz[t];
+        for (int o = 0; o < n; o++)
+            Tst[o][tr] = st[o][dim[t]] * (t == 0 ? TILE_Q : t == 1 ? TILE_P : 1);
+    }
+    int stt = launch_ew(p, rs, ki, tr, TS, Tst, ptrs, true, split);
+    for (int part = 0; part < 2 && !stt && !*split; part++) {
+        int64_t PS[SMELT_MAX_DIMS], Pst[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+        char *pp[SMELT_MAX_KERNEL_OPERANDS];
+        memcpy(PS, S, sizeof PS);
+        memcpy(Pst, st, sizeof(Pst[0]) * (size_t)n);
+        int64_t from = part ? P : Q;
+        int d = part ? pd : q;
+        PS[q] = part ? Q : S[q] - Q;
+        PS[d] = S[d] - from;
+        for (int o = 0; o < n; o++)
+            pp[o] = ptrs[o] + from * st[o][d] * (int64_t)esz[o];
+        stt = launch_ew(p, rs, ki, rank, PS, Pst, pp, true, split);
+    }
+    return stt;
 }
 
 static void shape_text(smelt__sb *b, int ndim, const int64_t *s) { smelt__shape_str(b, ndim, s); }
