@@ -636,6 +636,21 @@ static smelt_ctx *device_ctx(bool fake)
     }                                                                                     \
     static void name##_body(smelt_ctx *ctx)
 
+/* Graph g's outputs on TinyCC at opt_level opt (the CPU's bits to compare
+ * with), into out. */
+static void tcc_run(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outs, int opt, int n_in,
+                    smelt_tensor *const *in, smelt_tensor **out)
+{
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "TCC";
+    o.opt_level = opt;
+    smelt_plan *pc = NULL;
+    T_OK(ctx, smelt_plan_new(ctx, g, n_out, outs, &o, &pc));
+    t_run(pc, n_in, in, n_out, out);
+    smelt_plan_free(pc);
+}
+
 static smelt_tensor *to_device(smelt_ctx *ctx, const smelt_tensor *h)
 {
     smelt_tensor *d = NULL;
@@ -792,13 +807,7 @@ DEVICE_TEST(same_bits_as_cpu, 300)
         smelt_plan *pd = t_plan(ctx, g, m, outs, 3);
         cr_assert_str_eq(t_stats(pd).backend, "NVRTC");
         t_run(pd, 3, in, m, dev);
-        smelt_plan_opts o;
-        smelt_plan_opts_init(&o);
-        o.backend = "TCC";
-        o.opt_level = 0;
-        smelt_plan *pc = NULL;
-        T_OK(ctx, smelt_plan_new(ctx, g, m, outs, &o, &pc));
-        t_run(pc, 3, in, m, cpu);
+        tcc_run(ctx, g, m, outs, 0, 3, in, cpu);
         for (int i = 0; i < m; i++) {
             int64_t at;
             cr_assert(t_same_results(cpu[i], dev[i], &at), "%s on %s: the device gives %a, TCC %a at [%lld] (%a %a %a)",
@@ -809,7 +818,7 @@ DEVICE_TEST(same_bits_as_cpu, 300)
         cr_log_info("%s: %d operators x %lld values: the same bits as TCC", smelt_dtype_name(dts[t]), m,
                     (long long)n);
         t_free_all(dev, m), t_free_all(cpu, m), t_free_all(in, 3);
-        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_plan_free(pd);
         smelt_graph_free(g);
     }
 }
@@ -1289,19 +1298,13 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
         cr_assert_str_eq(t_stats(pd).backend, "NVRTC");
         cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
         t_run(pd, 2, in, 1, &dev);
-        smelt_plan_opts o;
-        smelt_plan_opts_init(&o);
-        o.backend = "TCC";
-        o.opt_level = 0;
-        smelt_plan *pc = NULL;
-        T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pc));
-        t_run(pc, 2, in, 1, &cpu);
+        tcc_run(ctx, g, 1, &y, 0, 2, in, &cpu);
         int64_t at;
         cr_assert(t_same_results(cpu, dev, &at), "case %d (%s of %s): the device gives %a, TCC unfused %a at [%lld]", c,
                   smelt_op_name(k->op), smelt_dtype_name(k->dt), smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at),
                   (long long)at);
         smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(in[0]), smelt_tensor_free(in[1]);
-        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_plan_free(pd);
         smelt_graph_free(g);
     }
 }
@@ -1323,18 +1326,12 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
     smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
     cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
     t_run(pd, 1, &in, 1, &dev);
-    smelt_plan_opts o;
-    smelt_plan_opts_init(&o);
-    o.backend = "TCC";
-    o.opt_level = 0;
-    smelt_plan *pc = NULL;
-    T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pc));
-    t_run(pc, 1, &in, 1, &cpu);
+    tcc_run(ctx, g, 1, &y, 0, 1, &in, &cpu);
     int64_t at;
     cr_assert(t_same_results(cpu, dev, &at), "the device gives %a, TCC unfused %a at [%lld]", smelt_tensor_get(dev, at),
               smelt_tensor_get(cpu, at), (long long)at);
     smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(in);
-    smelt_plan_free(pd), smelt_plan_free(pc);
+    smelt_plan_free(pd);
     smelt_graph_free(g);
 }
 
@@ -1352,20 +1349,14 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
         smelt_plan *pd = t_plan(ctx, g, n_out, outs, 3);
         cr_assert_eq(t_stats(pd).kernels, rows_kernels(c), "%s: %s", rc->what, smelt_plan_describe(pd));
         t_run(pd, n_in, in, n_out, dev);
-        smelt_plan_opts o;
-        smelt_plan_opts_init(&o);
-        o.backend = "TCC";
-        o.opt_level = 0;
-        smelt_plan *pc = NULL;
-        T_OK(ctx, smelt_plan_new(ctx, g, n_out, outs, &o, &pc));
-        t_run(pc, n_in, in, n_out, cpu);
+        tcc_run(ctx, g, n_out, outs, 0, n_in, in, cpu);
         for (int k = 0; k < n_out; k++) {
             int64_t at;
             cr_assert(t_same_results(cpu[k], dev[k], &at), "%s, output %d: the device gives %a, TCC unfused %a at [%lld]",
                       rc->what, k, smelt_tensor_get(dev[k], at), smelt_tensor_get(cpu[k], at), (long long)at);
         }
         t_free_all(dev, n_out), t_free_all(cpu, n_out), t_free_all(in, n_in);
-        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_plan_free(pd);
         smelt_graph_free(g);
     }
 }
@@ -1422,13 +1413,7 @@ DEVICE_TEST(epilogue_same_bits_as_cpu, 300)
         cr_assert_str_eq(t_stats(pd).backend, "NVRTC");
         cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
         t_run(pd, 3, in, 3, dev);
-        smelt_plan_opts o;
-        smelt_plan_opts_init(&o);
-        o.backend = "TCC";
-        o.opt_level = 0;
-        smelt_plan *pc = NULL;
-        T_OK(ctx, smelt_plan_new(ctx, g, 3, outs, &o, &pc));
-        t_run(pc, 3, in, 3, cpu);
+        tcc_run(ctx, g, 3, outs, 0, 3, in, cpu);
         for (int q = 0; q < 3; q++) {
             int64_t at;
             cr_assert(t_same_results(cpu[q], dev[q], &at), "case %d (%s of %s), output %d: the device gives %a, TCC "
@@ -1437,7 +1422,7 @@ DEVICE_TEST(epilogue_same_bits_as_cpu, 300)
             smelt_tensor_free(dev[q]), smelt_tensor_free(cpu[q]);
         }
         smelt_tensor_free(in[0]), smelt_tensor_free(in[1]), smelt_tensor_free(in[2]);
-        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_plan_free(pd);
         smelt_graph_free(g);
     }
 }
@@ -1457,18 +1442,12 @@ DEVICE_TEST(layout_views_same_bits_as_cpu, 300)
         cr_assert_eq(t_stats(pd).kernels, k->kernels, "%s: %s", k->what, smelt_plan_describe(pd));
         cr_assert_eq(t_stats(pd).copies, k->copies, "%s: %s", k->what, smelt_plan_describe(pd));
         t_run(pd, 2, in, 1, &dev);
-        smelt_plan_opts o;
-        smelt_plan_opts_init(&o);
-        o.backend = "TCC";
-        o.opt_level = 0;
-        smelt_plan *pc = NULL;
-        T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pc));
-        t_run(pc, 2, in, 1, &cpu);
+        tcc_run(ctx, g, 1, &y, 0, 2, in, &cpu);
         int64_t at;
         cr_assert(t_same_results(cpu, dev, &at), "%s: the device gives %a, TCC unfused %a at [%lld]", k->what,
                   smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
         smelt_tensor_free(dev), smelt_tensor_free(cpu), t_free_all(in, 2);
-        smelt_plan_free(pd), smelt_plan_free(pc);
+        smelt_plan_free(pd);
         smelt_graph_free(g);
     }
 }

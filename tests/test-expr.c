@@ -917,7 +917,7 @@ Test(expr_reduce, errors)
     expect_error("sum(a, axis=())", SMELT_ERR_PARSE, "axis=() reduces no axis, which smelt does not support: leave "
                  "the axis out (or give None) to reduce every axis", 0);
     expect_error("sum(a, axis=(0 1))", SMELT_ERR_PARSE,
-                 "unexpected '1' at column 16 (expected ',' or ')' in a tuple of axes)", 16);
+                 "unexpected '1' at column 16 (expected ',' or ')' in a tuple)", 16);
     expect_error("sum(a b)", SMELT_ERR_PARSE, "unexpected 'b' at column 7 (expected ',' or ')')", 7);
 }
 

@@ -502,6 +502,67 @@ static bool at_keyword(P *p)
     return i < p->len && p->s[i] == '=' && (i + 1 >= p->len || p->s[i + 1] != '=');
 }
 
+/* An optional integer with an optional sign: *have false when the next
+ * token is not one (nothing consumed). */
+static bool opt_int(P *p, int64_t *v, bool *have)
+{
+    *have = false;
+    bool neg = is_op(p, "-");
+    if (neg || is_op(p, "+")) {
+        next(p);
+        if (p->t.kind != T_INT) {
+            unexpected(p, " (expected an integer)");
+            return false;
+        }
+    }
+    if (p->t.kind != T_INT)
+        return true;
+    if (p->t.big && !neg) {
+        fail(p, p->t.pos, SMELT_ERR_PARSE, "integer at column %zu does not fit in int64", p->t.pos + 1);
+        return false;
+    }
+    *v = p->t.big ? INT64_MIN : neg ? -p->t.ival : p->t.ival;
+    *have = true;
+    next(p);
+    return true;
+}
+
+/* An integer or a tuple of them (at most SMELT_MAX_DIMS, each of magnitude
+ * lim at most): a shape, axes.  hint follows "unexpected ..." where an
+ * integer is missing; too many entries, or too large a one, is "what at
+ * column N: tmsg". */
+static bool int_tuple(P *p, const char *hint, int64_t lim, const char *what, const char *tmsg, int *n, int64_t *v)
+{
+    bool have, tuple = is_op(p, "(");
+    *n = 0;
+    if (tuple)
+        next(p);
+    while (!tuple || !is_op(p, ")")) {
+        size_t pos = p->t.pos;
+        if (*n < SMELT_MAX_DIMS && !opt_int(p, &v[*n], &have))
+            return false;
+        if (*n < SMELT_MAX_DIMS && !have) {
+            unexpected(p, hint);
+            return false;
+        }
+        if (*n == SMELT_MAX_DIMS || v[*n] > lim || v[*n] < -lim) {
+            fail(p, pos, SMELT_ERR_PARSE, "%s at column %zu: %s", what, pos + 1, tmsg);
+            return false;
+        }
+        ++*n;
+        if (!tuple)
+            return true;
+        if (is_op(p, ","))
+            next(p);
+        else if (!is_op(p, ")")) {
+            unexpected(p, " (expected ',' or ')' in a tuple)");
+            return false;
+        }
+    }
+    next(p); /* ')' */
+    return true;
+}
+
 /* An axis value: None (every axis: *n 0, *none), an integer or a tuple of
  * them, each with an optional sign. */
 static bool axis_value(P *p, int *n, int *axes, bool *none)
@@ -513,35 +574,13 @@ static bool axis_value(P *p, int *n, int *axes, bool *none)
         next(p);
         return true;
     }
-    bool tuple = is_op(p, "(");
-    if (tuple)
-        next(p);
-    while (!tuple || !is_op(p, ")")) {
-        size_t pos = p->t.pos;
-        bool neg = is_op(p, "-");
-        if (neg || is_op(p, "+"))
-            next(p);
-        if (p->t.kind != T_INT) {
-            unexpected(p, " (an axis is an integer, a tuple of integers or None)");
-            return false;
-        }
-        if (*n == SMELT_MAX_DIMS || p->t.big || p->t.ival > 1000) {
-            fail(p, pos, SMELT_ERR_PARSE, "axis at column %zu: at most %d axes of rank %d at most", pos + 1,
-                 SMELT_MAX_DIMS, SMELT_MAX_DIMS);
-            return false;
-        }
-        axes[(*n)++] = neg ? -(int)p->t.ival : (int)p->t.ival;
-        next(p);
-        if (!tuple)
-            return true;
-        if (is_op(p, ","))
-            next(p);
-        else if (!is_op(p, ")")) {
-            unexpected(p, " (expected ',' or ')' in a tuple of axes)");
-            return false;
-        }
-    }
-    next(p); /* ')' */
+    int64_t v[SMELT_MAX_DIMS];
+    char tmsg[64];
+    snprintf(tmsg, sizeof tmsg, "at most %d axes of rank %d at most", SMELT_MAX_DIMS, SMELT_MAX_DIMS);
+    if (!int_tuple(p, " (an axis is an integer, a tuple of integers or None)", 1000, "axis", tmsg, n, v))
+        return false;
+    for (int i = 0; i < *n; i++)
+        axes[i] = (int)v[i];
     if (!*n) {
         fail(p, p->t.pos, SMELT_ERR_PARSE, "axis=() reduces no axis, which smelt does not support: leave the "
              "axis out (or give None) to reduce every axis");
@@ -679,64 +718,6 @@ static val call_arange(P *p, size_t npos)
     return made(p, smelt_arange(p->g, n, SMELT_I64), npos, NULL);
 }
 
-/* An optional integer with an optional sign: *have false when the next
- * token is not one (nothing consumed). */
-static bool opt_int(P *p, int64_t *v, bool *have)
-{
-    *have = false;
-    bool neg = is_op(p, "-");
-    if (neg || is_op(p, "+")) {
-        next(p);
-        if (p->t.kind != T_INT) {
-            unexpected(p, " (expected an integer)");
-            return false;
-        }
-    }
-    if (p->t.kind != T_INT)
-        return true;
-    if (p->t.big && !neg) {
-        fail(p, p->t.pos, SMELT_ERR_PARSE, "integer at column %zu does not fit in int64", p->t.pos + 1);
-        return false;
-    }
-    *v = p->t.big ? INT64_MIN : neg ? -p->t.ival : p->t.ival;
-    *have = true;
-    next(p);
-    return true;
-}
-
-/* An integer or a tuple of them (at most SMELT_MAX_DIMS): a shape, axes. */
-static bool int_tuple(P *p, const char *what, int *n, int64_t *v)
-{
-    bool have, tuple = is_op(p, "(");
-    *n = 0;
-    if (tuple)
-        next(p);
-    while (!tuple || !is_op(p, ")")) {
-        if (*n == SMELT_MAX_DIMS) {
-            fail(p, p->t.pos, SMELT_ERR_PARSE, "%s at column %zu: more than %d entries", what, p->t.pos + 1,
-                 SMELT_MAX_DIMS);
-            return false;
-        }
-        if (!opt_int(p, &v[*n], &have))
-            return false;
-        if (!have) {
-            unexpected(p, " (expected an integer or a tuple of integers)");
-            return false;
-        }
-        ++*n;
-        if (!tuple)
-            return true;
-        if (is_op(p, ","))
-            next(p);
-        else if (!is_op(p, ")")) {
-            unexpected(p, " (expected ',' or ')' in a tuple)");
-            return false;
-        }
-    }
-    next(p); /* ')' */
-    return true;
-}
-
 /* Layout functions, NumPy's: transpose(a[, axes]), reshape(a, shape),
  * expand_dims(a, axis), squeeze(a, axis), flip(a, axis),
  * broadcast_to(a, shape); the second argument may be given by its keyword
@@ -759,7 +740,10 @@ static val call_layout(P *p, int kind, const char *fname, size_t npos)
             next(p);
             next(p);
         }
-        if (!int_tuple(p, kind == LF_RESHAPE || kind == LF_BROADCAST ? "shape" : "axes", &n, v))
+        char tmsg[32];
+        snprintf(tmsg, sizeof tmsg, "more than %d entries", SMELT_MAX_DIMS);
+        if (!int_tuple(p, " (expected an integer or a tuple of integers)", INT64_MAX,
+                       kind == LF_RESHAPE || kind == LF_BROADCAST ? "shape" : "axes", tmsg, &n, v))
             return NONE;
     }
     if (!is_op(p, ")"))
