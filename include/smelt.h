@@ -195,6 +195,13 @@ smelt_node *smelt_squeeze(smelt_graph *g, smelt_node *a, int axis);     /* drop 
  * once per plan.  `arange(C) == t` with t of shape [N, 1] (integer
  * targets as a column) is the one-hot mask a cross-entropy picks with. */
 smelt_node *smelt_arange(smelt_graph *g, int64_t n, smelt_dtype dt);
+/* A tensor constant (weights): t's values (a host tensor, any strides),
+ * copied into the graph; t may be freed after.  Kernels read it as an
+ * input (a plan lays it out once, in device memory for a device plan).  A
+ * constant equal to one the graph has (dtype, shape and every byte) is
+ * that node: equal weights are stored once.  Graph files carry the values
+ * (docs/formats.md). */
+smelt_node *smelt_constant(smelt_graph *g, const smelt_tensor *t);
 /* A reduction (SMELT_OP_SUM, _PROD, _MEAN, _MAX, _MIN, _ARGMAX, _ARGMIN,
  * _ANY, _ALL) of a over the n_axes axes given (negative ones count from the
  * end, as in NumPy; n_axes == 0: every axis; argmax and argmin take one

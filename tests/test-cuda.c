@@ -1451,3 +1451,27 @@ DEVICE_TEST(layout_views_same_bits_as_cpu, 300)
         smelt_graph_free(g);
     }
 }
+
+/* Tensor constants on the device: laid out once in device memory, read by
+ * a fused kernel directly and through a transposed view. */
+DEVICE_TEST(tensor_constants, 120)
+{
+    smelt_graph *g = t_graph(ctx);
+    trng r;
+    trng_init(&r, 34);
+    smelt_tensor *w = t_rand(ctx, &r, SMELT_F32, SHP(30, 50)), *in = t_rand(ctx, &r, SMELT_F32, SHP(50, 30));
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(50, 30)), *c = smelt_constant(g, w);
+    smelt_node *y = smelt_mul(g, smelt_add(g, x, smelt_transpose(g, c, NULL)), smelt_scalar(g, 3));
+    smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+    cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
+    smelt_tensor *dev = NULL, *cpu = NULL;
+    t_run(pd, 1, &in, 1, &dev);
+    t_run(pd, 1, &in, 1, &dev); /* again: the device copy is kept */
+    tcc_run(ctx, g, 1, &y, 0, 1, &in, &cpu);
+    int64_t at;
+    cr_assert(t_same_results(cpu, dev, &at), "the device gives %a, TCC unfused %a at [%lld]",
+              smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+    smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(w), smelt_tensor_free(in);
+    smelt_plan_free(pd);
+    smelt_graph_free(g);
+}

@@ -97,7 +97,51 @@ static void put_string(smelt__sb *b, const char *s)
     smelt__sb_puts(b, "\"");
 }
 
-static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, smelt__sb *b)
+/* A tensor constant: "constant DTYPE [shape]" and its values, inline
+ * ([v, v, ...], as const writes them) or, saving to path with more than
+ * SMELT_INLINE_MAX elements, in a .npy file beside it ("PATH.cID.npy",
+ * named relative to the graph file; bf16, which NumPy lacks, stays inline). */
+#define SMELT_INLINE_MAX 64
+static int put_tensor(smelt__sb *b, const smelt_node *n, const char *path)
+{
+    smelt__sb_printf(b, "constant %s ", smelt__dtypes[n->dtype].name);
+    put_shape(b, n->ndim, n->shape);
+    int64_t cnt = smelt__numel(n->ndim, n->shape);
+    size_t es = smelt__dtypes[n->dtype].size;
+    if (path && cnt > SMELT_INLINE_MAX && n->dtype != SMELT_BF16) {
+        smelt__sb full;
+        smelt__sb_init(&full);
+        smelt__sb_printf(&full, "%s.c%d.npy", path, n->id);
+        const char *slash = strrchr(smelt__sb_str(&full), '/');
+        smelt_tensor *t = NULL;
+        int st = smelt_tensor_wrap(n->g->ctx, n->dtype, n->ndim, n->shape, NULL, n->blob->data, &t);
+        if (!st)
+            st = smelt_npy_save(n->g->ctx, smelt__sb_str(&full), t);
+        smelt_tensor_free(t);
+        smelt__sb_puts(b, " ");
+        put_string(b, slash ? slash + 1 : smelt__sb_str(&full));
+        smelt__sb_free(&full);
+        return st;
+    }
+    smelt__sb_puts(b, " [");
+    for (int64_t i = 0; i < cnt; i++) {
+        smelt_node e = {.dtype = n->dtype}; /* one element, as a const of its dtype */
+        const char *q = n->blob->data + (size_t)i * es;
+        if (n->dtype == SMELT_I64)
+            memcpy(&e.ival, q, 8);
+        else if (smelt__is_float(n->dtype))
+            e.fval = n->dtype == SMELT_F64 ? *(const double *)(const void *)q : smelt__elem_load(n->dtype, q);
+        else
+            e.ival = (int64_t)smelt__elem_load(n->dtype, q);
+        if (i)
+            smelt__sb_puts(b, ", ");
+        put_value(b, &e);
+    }
+    smelt__sb_puts(b, "]");
+    return SMELT_OK;
+}
+
+static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, smelt__sb *b, const char *path)
 {
     smelt_ctx *ctx = g->ctx;
     if (g->status)
@@ -122,6 +166,10 @@ static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, sme
         } else if (n->op == SMELT_OP_CONST) {
             smelt__sb_printf(b, "const %s ", smelt__dtypes[n->dtype].name);
             put_value(b, n);
+        } else if (n->op == SMELT_OP_TENSOR) {
+            int st = put_tensor(b, n, path);
+            if (st)
+                return st;
         } else {
             smelt__sb_puts(b, smelt__ops[n->op].name);
             for (int j = 0; j < n->nin; j++)
@@ -167,7 +215,7 @@ int smelt_graph_to_text(smelt_graph *g, int n_out, smelt_node *const *outputs, c
     *text = NULL;
     smelt__sb b;
     smelt__sb_init(&b);
-    int st = write_text(g, n_out, outputs, &b);
+    int st = write_text(g, n_out, outputs, &b, NULL);
     if (!st && !(*text = smelt__sb_take(&b)))
         st = smelt__err(g->ctx, SMELT_ERR_NOMEM, "out of memory");
     smelt__sb_free(&b);
@@ -182,7 +230,7 @@ int smelt_graph_save(smelt_graph *g, int n_out, smelt_node *const *outputs, cons
         return smelt__err(g->ctx, SMELT_ERR_INVALID_ARG, "smelt_graph_save: path is NULL");
     smelt__sb b;
     smelt__sb_init(&b);
-    int st = write_text(g, n_out, outputs, &b);
+    int st = write_text(g, n_out, outputs, &b, path);
     if (!st)
         st = smelt__write_file(g->ctx, path, 1, (const void *[]){b.s}, &b.len);
     smelt__sb_free(&b);
@@ -194,6 +242,7 @@ int smelt_graph_save(smelt_graph *g, int n_out, smelt_node *const *outputs, cons
 typedef struct rd {
     smelt_ctx *ctx;
     const char *what; /* file name for messages */
+    const char *dir;  /* the graph file's folder (constants' .npy files); NULL: text */
     int line;
     const char *s, *end; /* the current line */
     smelt_graph *g;
@@ -528,6 +577,53 @@ static int view_params(rd *r, smelt_op op, int *n, int64_t *vp)
     }
 }
 
+/* A tensor constant's values after its shape: [v, ...] (as const writes
+ * them, row-major) or "FILE.npy" (relative to the graph file's folder), of
+ * the line's dtype and shape; *n the builder's node. */
+static int tensor_values(rd *r, smelt_dtype dt, int ndim, const int64_t *sh, smelt_node **n)
+{
+    smelt_tensor *t = NULL;
+    int st;
+    ws(r);
+    if (r->s < r->end && *r->s == '"') {
+        smelt__sb name, path;
+        smelt__sb_init(&name), smelt__sb_init(&path);
+        if (!(st = quoted(r, &name))) {
+            const char *f = smelt__sb_str(&name);
+            if (r->dir && f[0] != '/')
+                smelt__sb_printf(&path, "%s/", r->dir);
+            smelt__sb_puts(&path, f);
+            if ((st = smelt_npy_load(r->ctx, smelt__sb_str(&path), &t)))
+                st = rerr(r, st, "constant: %s", smelt_errmsg(r->ctx));
+            else if (t->dtype != dt || t->ndim != ndim || memcmp(t->shape, sh, sizeof(int64_t) * (size_t)ndim))
+                st = rerr(r, SMELT_ERR_PARSE, "constant: '%s' holds %s of another dtype or shape than the line's",
+                          smelt__sb_str(&path), smelt__dtypes[t->dtype].name);
+        }
+        smelt__sb_free(&name), smelt__sb_free(&path);
+    } else if (!eat(r, '[')) {
+        return rerr(r, SMELT_ERR_PARSE, "constant: expected its values [v, ...] or a \"file.npy\"");
+    } else if (!(st = smelt_tensor_new(r->ctx, dt, ndim, sh, &t))) {
+        int64_t cnt = smelt__numel(ndim, sh), i = 0;
+        for (; !st && i < cnt; i++) {
+            double fv = 0;
+            int64_t iv = 0;
+            if (i && !eat(r, ','))
+                st = rerr(r, SMELT_ERR_PARSE, "constant: %lld values, the shape holds %lld", (long long)i,
+                          (long long)cnt);
+            else if (!(st = const_value(r, dt, &fv, &iv)) && smelt__is_float(dt))
+                smelt__elem_store(dt, (char *)t->data + (size_t)i * smelt__dtypes[dt].size, fv);
+            else if (!st)
+                memcpy((char *)t->data + (size_t)i * smelt__dtypes[dt].size, &iv, smelt__dtypes[dt].size);
+        }
+        if (!st && !eat(r, ']'))
+            st = rerr(r, SMELT_ERR_PARSE, "constant: more values than the shape's %lld", (long long)cnt);
+    }
+    if (!st && !(*n = smelt_constant(r->g, t)))
+        st = builder_error(r);
+    smelt_tensor_free(t);
+    return st;
+}
+
 static int node_line(rd *r)
 {
     int id, st;
@@ -568,6 +664,9 @@ static int node_line(rd *r)
             n->ival = iv;
             n->fval = (double)iv;
         }
+    } else if (!strcmp(opname, "constant")) {
+        if ((st = dtype(r, &dt)) || (st = shape(r, &ndim, sh)) || (st = tensor_values(r, dt, ndim, sh, &n)))
+            return st;
     } else {
         int op = smelt_op_from_name(opname);
         if (op < 0)
@@ -687,10 +786,10 @@ static int version_line(rd *r)
     return at_end(r) ? SMELT_OK : rerr(r, SMELT_ERR_PARSE, "unexpected text after the version");
 }
 
-static int read_text(smelt_ctx *ctx, const char *what, const char *text, size_t len,
+static int read_text(smelt_ctx *ctx, const char *what, const char *dir, const char *text, size_t len,
                      smelt_graph **gout, int *n_out, smelt_node ***outputs)
 {
-    rd r = {.ctx = ctx, .what = what};
+    rd r = {.ctx = ctx, .what = what, .dir = dir};
     int st = smelt_graph_new(ctx, &r.g);
     if (st)
         return st;
@@ -757,7 +856,7 @@ int smelt_graph_from_text(smelt_ctx *ctx, const char *text, smelt_graph **g, int
                           smelt_node ***outputs)
 {
     int st = check_args(ctx, text, "smelt_graph_from_text: text is NULL", g, n_out, outputs);
-    return st ? st : read_text(ctx, "<text>", text, strlen(text), g, n_out, outputs);
+    return st ? st : read_text(ctx, "<text>", NULL, text, strlen(text), g, n_out, outputs);
 }
 
 int smelt_graph_load(smelt_ctx *ctx, const char *path, smelt_graph **g, int *n_out,
@@ -774,7 +873,11 @@ int smelt_graph_load(smelt_ctx *ctx, const char *path, smelt_graph **g, int *n_o
     if (!text)
         return smelt__err(ctx, errno == ENOMEM ? SMELT_ERR_NOMEM : SMELT_ERR_IO, "cannot open '%s': %s",
                           path, strerror(errno ? errno : EIO));
-    st = read_text(ctx, path, text, len, g, n_out, outputs);
+    char *dir = smelt__strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+    if (slash)
+        *slash = 0;
+    st = read_text(ctx, path, slash ? dir : ".", text, len, g, n_out, outputs);
     free(text);
+    free(dir);
     return st;
 }

@@ -28,6 +28,7 @@ void smelt_graph_free(smelt_graph *g)
         return;
     for (int i = 0; i < g->n; i++) {
         free(g->nodes[i]->name);
+        smelt__blob_release(g->nodes[i]->blob);
         free(g->nodes[i]);
     }
     free(g->nodes);
@@ -488,6 +489,54 @@ static smelt_node *dims_view(smelt_graph *g, const char *what, smelt_node *a, in
 
 smelt_node *smelt_expand_dims(smelt_graph *g, smelt_node *a, int axis) { return dims_view(g, "expand_dims", a, axis, true); }
 smelt_node *smelt_squeeze(smelt_graph *g, smelt_node *a, int axis) { return dims_view(g, "squeeze", a, axis, false); }
+
+void smelt__blob_release(smelt__blob *b)
+{
+    if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(b);
+}
+
+smelt_node *smelt_constant(smelt_graph *g, const smelt_tensor *t)
+{
+    if (!g || g->status)
+        return NULL;
+    if (!t)
+        return fail(g, SMELT_ERR_INVALID_ARG, "constant: the tensor is NULL");
+    if (smelt__is_device(t))
+        return fail(g, SMELT_ERR_INVALID_ARG, "constant: a device tensor (copy it to the host first: "
+                    "smelt_tensor_copy_to_host)");
+    if (!check_shape(g, "constant", t->ndim, t->shape))
+        return NULL;
+    size_t es = smelt__dtypes[t->dtype].size, bytes = (size_t)smelt__numel(t->ndim, t->shape) * es;
+    smelt__blob *b = malloc(sizeof *b + (bytes ? bytes : 1));
+    if (!b)
+        return fail(g, SMELT_ERR_NOMEM, "constant: out of memory (%zu bytes)", bytes);
+    b->refs = 1;
+    b->bytes = bytes;
+    smelt_tensor dst = *t; /* the values, C-contiguous, into the blob */
+    smelt__contig_strides(t->ndim, t->shape, dst.strides);
+    dst.data = b->data;
+    dst.buf = NULL;
+    smelt__tensor_copy_into(&dst, t);
+    b->hash = smelt__hash(t->shape, sizeof(int64_t) * (size_t)t->ndim,
+                          smelt__hash(b->data, bytes, (uint64_t)t->dtype * 131 + (uint64_t)t->ndim));
+    for (int i = 0; i < g->n; i++) { /* stored once */
+        smelt_node *m = g->nodes[i];
+        if (m->op == SMELT_OP_TENSOR && m->blob->hash == b->hash && m->dtype == t->dtype && m->ndim == t->ndim &&
+            !memcmp(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) && m->blob->bytes == bytes &&
+            !memcmp(m->blob->data, b->data, bytes)) {
+            free(b);
+            return m;
+        }
+    }
+    smelt_node *n = new_node(g, SMELT_OP_TENSOR, t->dtype, t->ndim, t->shape, 0, NULL);
+    if (!n) {
+        free(b);
+        return NULL;
+    }
+    n->blob = b;
+    return n;
+}
 
 smelt_node *smelt_arange(smelt_graph *g, int64_t n, smelt_dtype dt)
 {

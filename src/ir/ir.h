@@ -199,6 +199,17 @@ void smelt__shape_str(smelt__sb *b, int ndim, const int64_t *shape);
 const char *smelt__shape_fmt(char *buf, int ndim, const int64_t *shape);
 static inline bool smelt__is_device(const smelt_tensor *t) { return t && t->buf && t->buf->dev; }
 
+/* ---- tensor constants ------------------------------------------------- */
+/* A constant tensor's values, C-contiguous, shared (reference-counted) by
+ * the graph node and the programs lowered from it. */
+typedef struct smelt__blob {
+    int refs;
+    size_t bytes;
+    uint64_t hash; /* of the bytes, dtype and shape: equal constants are stored once */
+    char data[];
+} smelt__blob;
+void smelt__blob_release(smelt__blob *b);
+
 /* ---- graph ----------------------------------------------------------- */
 struct smelt_node {
     smelt_graph *g;
@@ -217,6 +228,7 @@ struct smelt_node {
     uint8_t axes;  /* reductions: the reduced axes (bit d: axis d) */
     bool keepdims; /* reductions: the reduced axes stay, of size 1 */
     int64_t vp[SMELT_MAX_DIMS]; /* views: their parameters (src/ir/view.c) */
+    smelt__blob *blob;          /* constant tensors: their values */
 };
 
 struct smelt_graph {
@@ -274,6 +286,7 @@ typedef struct smelt__inst {
     uint8_t axes;    /* reductions: the reduced axes of the operand (bit d: axis d) */
     bool keepdims;   /* reductions: the reduced axes stay, of size 1 */
     int64_t vp[SMELT_MAX_DIMS]; /* views: their parameters (src/ir/view.c) */
+                     /* constant tensors: ival indexes the program's blobs */
     int uses;        /* filled by smelt__prog_uses */
     bool is_output;
 } smelt__inst;
@@ -287,6 +300,8 @@ typedef struct smelt__prog {
     smelt_dtype *in_dtypes;
     int *in_ndim;
     int64_t (*in_shape)[SMELT_MAX_DIMS];
+    smelt__blob **blobs; /* constant tensors' values (one reference each) */
+    int nblobs;
 } smelt__prog;
 
 int smelt__prog_from_graph(smelt_graph *g, int n_out, smelt_node *const *outs, smelt__prog *p,

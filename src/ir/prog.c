@@ -22,6 +22,9 @@ void smelt__prog_free(smelt__prog *p)
     free(p->in_dtypes);
     free(p->in_ndim);
     free(p->in_shape);
+    for (int i = 0; i < p->nblobs; i++)
+        smelt__blob_release(p->blobs[i]);
+    free(p->blobs);
     memset(p, 0, sizeof *p);
 }
 
@@ -51,6 +54,15 @@ int smelt__prog_from_graph(smelt_graph *g, int n_out, smelt_node *const *outs, s
         memcpy(in.vp, n->vp, sizeof in.vp);
         for (int j = 0; j < n->nin; j++)
             in.in[j] = n->in[j]->id; /* node ids equal instruction indices */
+        if (n->op == SMELT_OP_TENSOR) {
+            smelt__blob **b = realloc(p->blobs, sizeof *b * (size_t)(p->nblobs + 1));
+            if (!b)
+                goto oom;
+            p->blobs = b;
+            __atomic_add_fetch(&n->blob->refs, 1, __ATOMIC_RELAXED);
+            in.ival = p->nblobs;
+            p->blobs[p->nblobs++] = n->blob;
+        }
         if (prog_push(p, &in) < 0)
             goto oom;
     }

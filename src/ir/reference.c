@@ -292,6 +292,11 @@ int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
             r->data[0] = smelt__is_float(n->dtype) ? n->fval : (double)n->ival;
             continue;
         }
+        if (n->op == SMELT_OP_TENSOR) {
+            for (int64_t i = 0; i < cnt; i++)
+                r->data[i] = smelt__elem_load(n->dtype, n->blob->data + (size_t)i * smelt__dtypes[n->dtype].size);
+            continue;
+        }
         if (n->op == SMELT_OP_ARANGE) {
             for (int64_t i = 0; i < cnt; i++)
                 r->data[i] = smelt__dtype_round(n->dtype, (double)i);

@@ -12,7 +12,7 @@ static uint64_t inst_key(const smelt__inst *in)
     uint64_t h = smelt__hash(&in->op, sizeof in->op, in->dtype ^ ((uint64_t)in->axes << 8) ^
                                                          ((uint64_t)in->keepdims << 16));
     h = smelt__hash(in->in, sizeof(int) * (size_t)in->nin, h);
-    if (in->op == SMELT_OP_CONST) {
+    if (in->op == SMELT_OP_CONST || in->op == SMELT_OP_TENSOR) {
         h = smelt__hash(&in->fval, sizeof in->fval, h);
         h = smelt__hash(&in->ival, sizeof in->ival, h);
     }
@@ -26,7 +26,8 @@ static bool same(const smelt__inst *a, const smelt__inst *b)
            a->axes == b->axes && a->keepdims == b->keepdims &&
            !memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) &&
            !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) && !memcmp(a->vp, b->vp, sizeof a->vp) &&
-           (a->op != SMELT_OP_CONST || (a->ival == b->ival && !memcmp(&a->fval, &b->fval, sizeof a->fval)));
+           ((a->op != SMELT_OP_CONST && a->op != SMELT_OP_TENSOR) ||
+            (a->ival == b->ival && !memcmp(&a->fval, &b->fval, sizeof a->fval)));
 }
 
 int smelt__pass_cse(smelt__prog *p)

@@ -67,6 +67,33 @@ static int arange_view(smelt_plan *p, int v, smelt__view *out, int64_t *scratch)
     return SMELT_OK;
 }
 
+/* A tensor constant's values: the graph's own bytes on the host; a device
+ * plan's copy, made once. */
+static int tensor_view(smelt_plan *p, int v, smelt__view *out, int64_t *scratch)
+{
+    const smelt__inst *x = &p->prog.v[v];
+    const smelt__blob *b = p->prog.blobs[x->ival];
+    smelt__contig_strides(x->ndim, x->shape, scratch);
+    if (!p->be->iface->launch) {
+        *out = (smelt__view){(char *)b->data, x->ndim, x->shape, scratch};
+        return SMELT_OK;
+    }
+    if (!p->buf[v]) {
+        if (!(p->buf[v] = smelt__be_alloc(p->be, b->bytes ? b->bytes : 1)))
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes of device memory for a constant",
+                              b->bytes);
+        p->bufsize[v] = b->bytes;
+        int st = p->be->iface->copy(p->be, p->buf[v], b->data, b->bytes, SMELT_COPY_H2D);
+        if (st) {
+            smelt__be_free(p->be, p->buf[v]);
+            p->buf[v] = NULL;
+            return st;
+        }
+    }
+    *out = (smelt__view){p->buf[v], x->ndim, x->shape, scratch};
+    return SMELT_OK;
+}
+
 static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros);
 static int value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch);
 
@@ -118,6 +145,8 @@ static int value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int6
     const smelt__inst *x = &p->prog.v[v];
     if (x->op == SMELT_OP_ARANGE)
         return arange_view(p, v, out, scratch);
+    if (x->op == SMELT_OP_TENSOR)
+        return tensor_view(p, v, out, scratch);
     if (smelt__is_view(x->op))
         return view_view(p, rs, v, out, scratch);
     if (x->op == SMELT_OP_INPUT) {
@@ -674,7 +703,7 @@ static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
             smelt__red_shape(a->ndim, a->shape, x->axes, x->keepdims, &r->ndim, r->shape);
             continue;
         }
-        if (x->op == SMELT_OP_CONST || x->op == SMELT_OP_ARANGE) {
+        if (x->op == SMELT_OP_CONST || x->op == SMELT_OP_ARANGE || x->op == SMELT_OP_TENSOR) {
             r->ndim = x->ndim;
             memcpy(r->shape, x->shape, sizeof r->shape);
             continue;

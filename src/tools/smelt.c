@@ -1157,6 +1157,14 @@ static int cmd_info(const opts *o, binding *b, int nb)
             }
             if (ok && i == SMELT_OP_ARANGE)
                 snprintf(e, sizeof e, "%s(n)", name); /* (a whole number, not an array) */
+            /* views: their arguments are shapes, axes, slices */
+            static const char *const views[][2] = {{"broadcast_to", "broadcast_to(x, shape)"},
+                                                   {"reshape", "reshape(x, shape)"},
+                                                   {"transpose", "transpose(x[, axes]), x.T"},
+                                                   {"slice", "x[start:stop:step, i, None]"}};
+            for (size_t k = 0; k < sizeof views / sizeof views[0]; k++)
+                if (!strcmp(name, views[k][0]))
+                    snprintf(e, sizeof e, "%s", views[k][1]), ok = true;
             printf("%-16s %-9d %s\n", name, n, ok ? e : "-");
         }
         smelt_ctx_free(ctx);
