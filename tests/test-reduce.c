@@ -520,6 +520,25 @@ Test(empty, identities_and_errors)
     smelt_tensor_free(in);
     smelt_plan_free(p);
     smelt_graph_free(g);
+
+    /* a row program over an empty axis among others (found by
+     * scripts/fuzz-layout: the partitioner divided by the row length) */
+    g = t_graph(ctx);
+    a = smelt_input(g, "a", SMELT_I32, SHP(0, 5, 2));
+    y = smelt_where(g, smelt_binary(g, SMELT_OP_GT, a, smelt_scalar(g, 0)), smelt_reduce(g, SMELT_OP_SUM, a, 0, NULL, 1),
+                    a);
+    smelt_node *s = smelt_reduce(g, SMELT_OP_SUM, a, 0, NULL, 1);
+    smelt_node *both[] = {y, s};
+    p = t_plan(ctx, g, 2, both, 3);
+    in = t_tensor(ctx, SMELT_I32, SHP(0, 5, 2));
+    smelt_tensor *r2[2] = {0};
+    t_run(p, 1, &in, 2, r2);
+    cr_assert_eq(smelt_tensor_numel(r2[0]), 0);
+    cr_assert_eq(smelt_tensor_get(r2[1], 0), 0);
+    t_free_all(r2, 2);
+    smelt_tensor_free(in);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
 

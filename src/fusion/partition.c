@@ -263,7 +263,7 @@ static int rows_form(const smelt__prog *p, const int *mem, int n)
             span = span ? span * A->shape[d] : 0;
         }
     }
-    bool strided = span > len;
+    bool strided = len > 0 && span > len; /* (no element: an empty row is not strided) */
     if ((rows < SMELT_ROWS_MIN && len > SMELT_ROWS_MAX_LEN) ||
         (strided && span / len * (int64_t)smelt__dtypes[A->dtype].size > SMELT_ROWS_MAX_GAP))
         return -1;
