@@ -37,6 +37,10 @@ static const layout_case layout_cases[] = {
     {"arange reshaped", "reshape(arange(12), (3, 4)) * x", SMELT_I64, 2, 1, {3, 4}, {1}, 1, 0},
     {"a view of an input as the output", "x[::-1, 1:3]", SMELT_BOOL, 2, 1, {5, 4}, {1}, 1, 1},
     {"a value and its transpose", "exp(x) + exp(x).T", SMELT_F32, 2, 1, {12, 12}, {1}, 2, 0},
+    /* views moved below operators that change the dtype (found by scripts/fuzz-layout) */
+    {"a cast under a view", "float64(x)[::-1].T * 2", SMELT_I32, 2, 1, {6, 5}, {1}, 1, 0},
+    {"a comparison under a view", "where((x > 0).T, x.T, -y)", SMELT_F32, 2, 2, {7, 9}, {9, 7}, 1, 0},
+    {"integer division under a view", "(x / 2)[1:]", SMELT_I64, 2, 1, {4, 3}, {1}, 1, 0},
 };
 
 /* Case c's graph (one output in *out) and its inputs x, y (random, from a

@@ -76,6 +76,7 @@ static int view_of(vstate *s, const smelt__inst *x, int u)
     if (!movable(s, x, u)) {
         smelt__inst v = *x;
         v.in[0] = u;
+        v.dtype = s->q.v[u].dtype; /* (a view has its operand's dtype; x's was the value's it moved from) */
         return put(s, &v, 0);
     }
     smelt__inst U = s->q.v[u];
