@@ -253,6 +253,12 @@ typedef struct smelt_plan_opts {
      * copied; default none. */
     const int *donate;
     int n_donate;
+    /* Traces (MegEngine's trace(capture_as_const=True)): tensors the traced
+     * function captures (smelt_trace_capture) become constants of the
+     * recorded graph, their values at recording, so smelt_trace_save writes
+     * a self-contained graph; otherwise (0, the default) each is an extra
+     * input that every call reads anew.  Plans ignore it. */
+    int capture_as_const;
 } smelt_plan_opts;
 void smelt_plan_opts_init(smelt_plan_opts *opts);
 
@@ -345,6 +351,13 @@ int smelt_trace_new(smelt_ctx *ctx, smelt_trace_fn fn, void *user, int n_in, int
 void smelt_trace_free(smelt_trace *t);
 int smelt_trace_call(smelt_trace *t, int n_in, smelt_tensor *const *inputs, int n_out,
                      smelt_tensor **outputs);
+/* A tensor the traced function reads that is not one of its inputs (a
+ * weight), as a node of the graph being recorded: a constant with its
+ * values now when the trace was made with capture_as_const, else an extra
+ * input that each call passes t to (t must then outlive the trace; its
+ * values may change between calls, its shape may not).  The same tensor
+ * captured twice is one node.  Outside a trace: smelt_constant(g, t). */
+smelt_node *smelt_trace_capture(smelt_graph *g, const smelt_tensor *t);
 /* The plan used by the last call (NULL before the first), owned by the trace. */
 smelt_plan *smelt_trace_last_plan(smelt_trace *t);
 int smelt_trace_num_plans(const smelt_trace *t); /* distinct signatures seen */

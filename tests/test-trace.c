@@ -2,6 +2,7 @@
  * ranks, broadcast pattern), reused for new sizes, re-recorded for new
  * dtypes; errors from the traced function are reported clearly. */
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -318,5 +319,88 @@ Test(trace, donated_inputs)
         t_free_all(in, 2);
     }
     smelt_trace_free(t);
+    smelt_ctx_free(ctx);
+}
+
+/* A layer with weights the function captures: y = tanh(x * w + b),
+ * w and b read through smelt_trace_capture, w twice (one node). */
+typedef struct layer {
+    smelt_tensor *w, *b;
+} layer;
+
+static int captured_fn(smelt_graph *g, int n_in, smelt_node *const *in, int n_out, smelt_node **out, void *user)
+{
+    layer *l = user;
+    (void)n_in, (void)n_out;
+    smelt_node *w = smelt_trace_capture(g, l->w), *w2 = smelt_trace_capture(g, l->w);
+    cr_assert_eq(w, w2, "the same tensor captured twice is one node");
+    out[0] = smelt_unary(g, SMELT_OP_TANH, smelt_add(g, smelt_mul(g, in[0], w), smelt_trace_capture(g, l->b)));
+    return SMELT_OK;
+}
+
+/* y for weights w, b on x, by hand (f32, as the kernel: tanhf of the f32 sum) */
+static void check_layer(smelt_ctx *ctx, smelt_tensor *y, smelt_tensor *x, const layer *l, const char *what)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *xn = smelt_input(g, "x", SMELT_F32, SHP(6, 5));
+    smelt_node *yn = smelt_unary(g, SMELT_OP_TANH, smelt_add(g, smelt_mul(g, xn, smelt_constant(g, l->w)),
+                                                             smelt_constant(g, l->b)));
+    smelt_tensor *ref;
+    t_reference(ctx, g, 1, &yn, 1, &x, &ref);
+    t_expect_match(what, y, ref, (t_tol){.ulps = 4, .atol = 1e-6});
+    smelt_tensor_free(ref);
+    smelt_graph_free(g);
+}
+
+Test(trace, captured_tensors_inputs_or_constants)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 35);
+    layer l = {t_rand(ctx, &r, SMELT_F32, SHP(6, 5)), t_rand(ctx, &r, SMELT_F32, SHP(5))};
+    smelt_tensor *x = t_rand(ctx, &r, SMELT_F32, SHP(6, 5)), *y = NULL;
+    for (int as_const = 0; as_const < 2; as_const++) {
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.capture_as_const = as_const;
+        smelt_trace *t = NULL;
+        T_OK(ctx, smelt_trace_new(ctx, captured_fn, &l, 1, 1, &o, &t));
+        T_OK(ctx, smelt_trace_call(t, 1, &x, 1, &y));
+        check_layer(ctx, y, x, &l, as_const ? "constants" : "captured inputs");
+        /* new weight values: an input reads them, a constant keeps the old */
+        smelt_tensor *w0 = NULL, *y2 = NULL;
+        T_OK(ctx, smelt_tensor_contiguous(l.w, &w0));
+        for (int i = 0; i < 30; i++)
+            t_set(l.w, i, smelt_tensor_get(l.w, i) * 2 + 1);
+        T_OK(ctx, smelt_trace_call(t, 1, &x, 1, &y2));
+        cr_assert_eq(smelt_trace_num_plans(t), 1, "no new recording");
+        layer old = {w0, l.b};
+        check_layer(ctx, y2, x, as_const ? &old : &l, as_const ? "constants after the update" : "inputs after the update");
+        /* a self-contained file only with constants: it loads and runs with x alone */
+        char path[] = "/tmp/smelt-capture-XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert_geq(fd, 0);
+        close(fd);
+        T_OK(ctx, smelt_trace_save(t, path));
+        smelt_graph *g = NULL;
+        int n_out;
+        smelt_node **outs = NULL;
+        T_OK(ctx, smelt_graph_load(ctx, path, &g, &n_out, &outs));
+        cr_assert_eq(smelt_graph_num_inputs(g), as_const ? 1 : 3, "inputs of the saved graph");
+        unlink(path);
+        smelt_free(outs);
+        smelt_graph_free(g);
+        for (int i = 0; i < 30; i++) /* the weights back */
+            t_set(l.w, i, smelt_tensor_get(w0, i));
+        smelt_tensor_free(w0), smelt_tensor_free(y2), smelt_tensor_free(y);
+        y = NULL;
+        smelt_trace_free(t);
+    }
+    /* outside a trace: a constant */
+    smelt_graph *g = t_graph(ctx);
+    cr_assert_eq(smelt_node_op(smelt_trace_capture(g, l.w)), SMELT_OP_TENSOR);
+    cr_assert_null(smelt_trace_capture(g, NULL));
+    smelt_graph_free(g);
+    smelt_tensor_free(l.w), smelt_tensor_free(l.b), smelt_tensor_free(x);
     smelt_ctx_free(ctx);
 }

@@ -1,6 +1,7 @@
 /* Traced functions: the user's builder function is recorded once per input
  * signature (dtypes, ranks, broadcast pattern), optimised and compiled; later
  * calls with that signature run the compiled plan. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,9 @@ typedef struct tentry {
     smelt_plan *plan;
     smelt_graph *g;    /* the recorded graph and its outputs (smelt_trace_save) */
     smelt_node **outs;
+    const smelt_tensor **caps; /* captured tensors, the plan's inputs after the function's (borrowed) */
+    smelt_node **capn;         /* their nodes */
+    int ncap;
 } tentry;
 
 struct smelt_trace {
@@ -25,6 +29,7 @@ struct smelt_trace {
     char *backend;
     int donate[64]; /* smelt_plan_opts.donate, copied */
     int n_donate;
+    bool as_const; /* smelt_plan_opts.capture_as_const */
     tentry *e;
     int ne;
     smelt_plan *last;
@@ -62,7 +67,7 @@ int smelt_trace_new(smelt_ctx *ctx, smelt_trace_fn fn, void *user, int n_in, int
         return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
     }
     *t = (smelt_trace){.ctx = ctx, .fn = fn, .user = user, .n_in = n_in, .n_out = n_out, .opt_level = opt_level,
-                       .backend = backend};
+                       .backend = backend, .as_const = opts && opts->capture_as_const};
     for (int i = 0; opts && i < opts->n_donate; i++) { /* each once: at most n_in of them */
         int j = 0;
         while (j < t->n_donate && t->donate[j] != opts->donate[i])
@@ -82,6 +87,8 @@ void smelt_trace_free(smelt_trace *t)
         smelt_plan_free(t->e[i].plan);
         smelt_graph_free(t->e[i].g);
         free(t->e[i].outs);
+        free(t->e[i].caps);
+        free(t->e[i].capn);
     }
     free(t->e);
     free(t->backend);
@@ -108,10 +115,55 @@ static bool same_sig(const tentry *a, const tentry *b)
            !memcmp(a->ones, b->ones, (size_t)a->n);
 }
 
+/* What smelt_trace_capture does while t records into entry e. */
+typedef struct capstate {
+    smelt_trace *t;
+    tentry *e;
+} capstate;
+
+static smelt_node *capture(smelt_graph *g, const smelt_tensor *x, void *arg)
+{
+    capstate *c = arg;
+    if (c->t->as_const)
+        return smelt_constant(g, x);
+    for (int i = 0; i < c->e->ncap; i++) /* the same tensor: one node */
+        if (c->e->caps[i] == x)
+            return c->e->capn[i];
+    const smelt_tensor **caps = realloc(c->e->caps, sizeof *caps * (size_t)(c->e->ncap + 1));
+    if (caps)
+        c->e->caps = caps;
+    smelt_node **capn = realloc(c->e->capn, sizeof *capn * (size_t)(c->e->ncap + 1));
+    if (capn)
+        c->e->capn = capn;
+    if (!caps || !capn) {
+        smelt__err(g->ctx, SMELT_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "captured%d", c->e->ncap);
+    smelt_node *n = smelt_input(g, name, x->dtype, x->ndim, x->shape);
+    if (n) {
+        c->e->caps[c->e->ncap] = x;
+        c->e->capn[c->e->ncap++] = n;
+    }
+    return n;
+}
+
+smelt_node *smelt_trace_capture(smelt_graph *g, const smelt_tensor *t)
+{
+    if (!g || g->status)
+        return NULL;
+    if (!t) {
+        smelt_constant(g, NULL); /* (its error) */
+        return NULL;
+    }
+    return g->capture ? g->capture(g, t, g->capture_arg) : smelt_constant(g, t);
+}
+
 /* Record t's function on graph inputs like inputs and plan the graph, which
- * is kept with its outputs (smelt_trace_save). */
+ * is kept with its outputs (smelt_trace_save); captured tensors go into e. */
 static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out,
-                  smelt_graph **gout, smelt_node ***outs_out)
+                  smelt_graph **gout, smelt_node ***outs_out, tentry *e)
 {
     smelt_graph *g;
     int st = smelt_graph_new(t->ctx, &g);
@@ -124,7 +176,12 @@ static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out,
     }
     for (int i = 0; i < t->n_in; i++)
         in[i] = smelt_input(g, NULL, inputs[i]->dtype, inputs[i]->ndim, inputs[i]->shape);
+    capstate cs = {t, e};
+    g->capture = capture;
+    g->capture_arg = &cs;
     st = t->fn(g, t->n_in, in, t->n_out, outs, t->user);
+    g->capture = NULL; /* (the graph outlives cs) */
+    g->capture_arg = NULL;
     if (g->status)
         st = smelt__err(t->ctx, st ? st : g->status, "traced function: %s", smelt__sb_str(&g->err));
     else if (st)
@@ -133,7 +190,7 @@ static int record(smelt_trace *t, smelt_tensor *const *inputs, smelt_plan **out,
         if (!outs[i])
             st = smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "traced function left output %d unset", i);
     if (!st) {
-        smelt_plan_opts o = {t->opt_level, t->backend, t->donate, t->n_donate};
+        smelt_plan_opts o = {t->opt_level, t->backend, t->donate, t->n_donate, 0};
         st = smelt_plan_new(t->ctx, g, t->n_out, outs, &o, out);
     }
     if (st) {
@@ -174,14 +231,16 @@ int smelt_trace_call(smelt_trace *t, int n_in, smelt_tensor *const *inputs, int 
     while (at < t->ne && !same_sig(&t->e[at], &s))
         at++;
     if (at == t->ne) {
-        int st = record(t, inputs, &s.plan, &s.g, &s.outs);
-        if (st)
+        int st = record(t, inputs, &s.plan, &s.g, &s.outs, &s);
+        if (st) {
+            free(s.caps), free(s.capn);
             return st;
+        }
         tentry *e = realloc(t->e, sizeof *e * (size_t)(t->ne + 1));
         if (!e) {
             smelt_plan_free(s.plan);
             smelt_graph_free(s.g);
-            free(s.outs);
+            free(s.outs), free(s.caps), free(s.capn);
             return smelt__err(t->ctx, SMELT_ERR_NOMEM, "out of memory");
         }
         t->e = e;
@@ -189,7 +248,18 @@ int smelt_trace_call(smelt_trace *t, int n_in, smelt_tensor *const *inputs, int 
     }
     t->last = t->e[at].plan;
     t->last_entry = at;
-    return smelt_plan_run(t->last, n_in, inputs, n_out, outputs);
+    const tentry *e = &t->e[at];
+    if (!e->ncap)
+        return smelt_plan_run(t->last, n_in, inputs, n_out, outputs);
+    smelt_tensor **all = malloc(sizeof *all * (size_t)(n_in + e->ncap)); /* the inputs, then the captured */
+    if (!all)
+        return smelt__err(t->ctx, SMELT_ERR_NOMEM, "out of memory");
+    memcpy(all, inputs, sizeof *all * (size_t)n_in);
+    for (int i = 0; i < e->ncap; i++)
+        all[n_in + i] = (smelt_tensor *)e->caps[i];
+    int st = smelt_plan_run(t->last, n_in + e->ncap, all, n_out, outputs);
+    free(all);
+    return st;
 }
 
 smelt_plan *smelt_trace_last_plan(smelt_trace *t) { return t ? t->last : NULL; }

@@ -233,6 +233,10 @@ struct smelt_node {
 
 struct smelt_graph {
     smelt_ctx *ctx;
+    /* while a trace records into it: what smelt_trace_capture does
+     * (src/frontends/trace.c) */
+    smelt_node *(*capture)(smelt_graph *g, const smelt_tensor *t, void *arg);
+    void *capture_arg;
     smelt_node **nodes;
     int n, cap;
     smelt_node **inputs;

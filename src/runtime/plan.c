@@ -15,6 +15,7 @@ void smelt_plan_opts_init(smelt_plan_opts *opts)
         opts->backend = NULL;
         opts->donate = NULL;
         opts->n_donate = 0;
+        opts->capture_as_const = 0;
     }
 }
 
