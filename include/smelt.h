@@ -195,6 +195,15 @@ smelt_node *smelt_squeeze(smelt_graph *g, smelt_node *a, int axis);     /* drop 
  * once per plan.  `arange(C) == t` with t of shape [N, 1] (integer
  * targets as a column) is the one-hot mask a cross-entropy picks with. */
 smelt_node *smelt_arange(smelt_graph *g, int64_t n, smelt_dtype dt);
+/* The matrix product, NumPy's matmul (a @ b): the last two axes are the
+ * matrices, the others batch dimensions broadcast against each other; a
+ * 1-D a is a row (its axis then dropped), a 1-D b a column.  Float dtypes
+ * (f32, f64; f16 and bf16 accumulate in f32, as NumPy), promoted.  BLAS
+ * computes it (OpenBLAS, loaded at run time) in a kernel of its own;
+ * elementwise work after it fuses into one kernel after it.  Transposed
+ * and sliced operands are passed to BLAS as they lie (a transpose flag, a
+ * leading dimension), not copied. */
+smelt_node *smelt_matmul(smelt_graph *g, smelt_node *a, smelt_node *b);
 /* A tensor constant (weights): t's values (a host tensor, any strides),
  * copied into the graph; t may be freed after.  Kernels read it as an
  * input (a plan lays it out once, in device memory for a device plan).  A

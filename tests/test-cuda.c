@@ -1475,3 +1475,16 @@ DEVICE_TEST(tensor_constants, 120)
     smelt_plan_free(pd);
     smelt_graph_free(g);
 }
+
+/* A matrix product on the device is refused when the plan is made, with a
+ * message saying where it runs. */
+DEVICE_TEST(matmul_refused_on_the_device, 60)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(4, 4));
+    smelt_node *y = smelt_matmul(g, a, a);
+    smelt_plan *p = NULL;
+    T_ERR(ctx, smelt_plan_new(ctx, g, 1, &y, NULL, &p), SMELT_ERR_UNSUPPORTED, "matmul runs on the CPU backends only");
+    cr_assert_null(p);
+    smelt_graph_free(g);
+}

@@ -80,7 +80,7 @@ static const struct {
      "and logsumexp are)",
      {"cumsum", "cumprod", "norm", "softmax", "median", "ptp", "nansum",
       "nanmean", "nanmax", "nanmin", "average"}},
-    {"matrix products are not supported yet", {"dot", "matmul", "einsum", "inner", "outer", "tensordot"}},
+    {"this matrix product is not supported yet (matmul and @ are)", {"dot", "einsum", "inner", "outer", "tensordot"}},
     {"this layout operation is not supported yet (transpose, reshape, expand_dims, squeeze, flip, "
      "broadcast_to and slicing a[1:, ::2, None] are)",
      {"concatenate", "concat", "stack", "pad", "roll", "take"}},
@@ -320,11 +320,9 @@ static void next(P *p)
         }
     t->len = 1;
     p->pos++;
-    if (!strchr("+-*/%<>&|^~(),=.[]:", c) || c == 0) {
+    if (!strchr("+-*/%<>&|^~(),=.[]:@", c) || c == 0) {
         /* NumPy syntax smelt does not have (yet): say so */
-        unexpected(p, c == '!' ? " (use ~ or 'not' to negate)"
-                      : c == '@' ? ": the matrix product (@) is not supported yet"
-                                 : NULL);
+        unexpected(p, c == '!' ? " (use ~ or 'not' to negate)" : NULL);
         t->kind = T_END; /* stop the parse; the error is recorded */
     }
 }
@@ -355,7 +353,7 @@ static int edit_distance(const char *a, const char *b)
 static bool callable_op(int op)
 {
     return op >= 0 && (smelt__ops[op].cls == SMELT_CLASS_ELEMWISE || smelt__ops[op].cls == SMELT_CLASS_OPAQUE ||
-                       smelt__ops[op].cls == SMELT_CLASS_REDUCE);
+                       smelt__ops[op].cls == SMELT_CLASS_REDUCE || smelt__ops[op].cls == SMELT_CLASS_LIBRARY);
 }
 
 /* The function name nearest to name (operators, aliases, dtype names),
@@ -423,6 +421,8 @@ static val apply(P *p, smelt_op op, int n, const val *a, size_t pos, const char 
     smelt_node *args[3] = {NULL, NULL, NULL};
     for (int i = 0; i < n; i++)
         args[i] = a[i].n;
+    if (op == SMELT_OP_MATMUL)
+        return made(p, smelt_matmul(p->g, args[0], args[1]), pos, sym);
     return made(p, smelt_op_apply(p->g, op, n, args), pos, sym);
 }
 
@@ -1042,7 +1042,8 @@ static const binop levels[L_FACTOR][7] = {
     [L_BAND] = {{"&", SMELT_OP_BITWISE_AND}},
     [L_SHIFT] = {{"<<", SMELT_OP_LEFT_SHIFT}, {">>", SMELT_OP_RIGHT_SHIFT}},
     [L_ARITH] = {{"+", SMELT_OP_ADD}, {"-", SMELT_OP_SUB}},
-    [L_TERM] = {{"*", SMELT_OP_MUL}, {"/", SMELT_OP_DIV}, {"//", SMELT_OP_FLOOR_DIV}, {"%", SMELT_OP_MOD}},
+    [L_TERM] = {{"*", SMELT_OP_MUL}, {"/", SMELT_OP_DIV}, {"//", SMELT_OP_FLOOR_DIV}, {"%", SMELT_OP_MOD},
+                {"@", SMELT_OP_MATMUL}},
 };
 
 /* The operator of level lv at the current token, or NULL. */

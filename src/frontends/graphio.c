@@ -713,6 +713,8 @@ static int node_line(rd *r)
             n = smelt_cast(g, args[0], dt);
         else if (op == SMELT_OP_BROADCAST)
             n = smelt_broadcast_to(g, args[0], ndim, sh);
+        else if (op == SMELT_OP_MATMUL)
+            n = smelt_matmul(g, args[0], args[1]);
         else if (cls == SMELT_CLASS_VIEW && nvp < 0)
             return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
         else if (cls == SMELT_CLASS_VIEW)

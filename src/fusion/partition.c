@@ -1,5 +1,6 @@
 /* Partitioner: the program's operators grouped into clusters, one kernel
  * each.  Rules (docs/fusion.md):
+ *   - a matrix product (class LIBRARY) is a BLAS call, a kernel of its own;
  *   - elementwise operators, casts and broadcasts fuse (OPAQUE operators such
  *     as barrier never do); constants are inlined into every kernel that reads them;
  *   - a reduction takes its elementwise producers into its kernel (input
@@ -45,6 +46,7 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE] = "fused",
     [SMELT__FUSE_OFF] = "opt_level < 3 (fusion off)",
     [SMELT__FUSE_OPAQUE] = "an opaque operator (barrier) is a fusion boundary",
+    [SMELT__FUSE_LIBRARY] = "a matrix product runs in BLAS, a kernel of its own",
     [SMELT__FUSE_SHAPE] = "different iteration shapes",
     [SMELT__FUSE_OPS] = "the kernel would exceed " STR(SMELT_MAX_CLUSTER_OPS) " operators",
     [SMELT__FUSE_CYCLE] = "would create a cycle",
@@ -325,6 +327,8 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
     bool red = smelt__is_reduce(b->op);
     if (kx == ki)
         return SMELT__FUSE;
+    if (smelt__ops[a->op].cls == SMELT_CLASS_LIBRARY || smelt__ops[b->op].cls == SMELT_CLASS_LIBRARY)
+        return SMELT__FUSE_LIBRARY;
     int rows = s->hasred[kx] || s->hasred[ki] ? union_rows_form(s, kx, ki) : 0;
     if (rows < 0)
         return SMELT__FUSE_ROWS;

@@ -490,6 +490,46 @@ static smelt_node *dims_view(smelt_graph *g, const char *what, smelt_node *a, in
 smelt_node *smelt_expand_dims(smelt_graph *g, smelt_node *a, int axis) { return dims_view(g, "expand_dims", a, axis, true); }
 smelt_node *smelt_squeeze(smelt_graph *g, smelt_node *a, int axis) { return dims_view(g, "squeeze", a, axis, false); }
 
+smelt_node *smelt_matmul(smelt_graph *g, smelt_node *a, smelt_node *b)
+{
+    if (!g || g->status)
+        return NULL;
+    smelt_node *ab[2] = {a, b};
+    if (!check_operands(g, "matmul", 2, ab))
+        return NULL;
+    if (a->ndim == 0 || b->ndim == 0)
+        return fail(g, SMELT_ERR_SHAPE, "matmul: operand %d is a scalar (NumPy's matmul needs arrays of rank 1 or "
+                    "more; use * to scale)", a->ndim == 0 ? 0 : 1);
+    for (int k = 0; k < 2; k++)
+        if (!smelt__is_float(ab[k]->dtype))
+            return fail(g, SMELT_ERR_DTYPE, "matmul does not support dtype %s (f32, f64, f16 and bf16: cast "
+                        "integers first, e.g. float32(x))", smelt__dtypes[ab[k]->dtype].name);
+    smelt_dtype dt = promote_args(2, ab); /* one dtype: as a binary operator promotes */
+    smelt_node *x = a->dtype == dt ? a : smelt_cast(g, a, dt), *y = b->dtype == dt ? b : smelt_cast(g, b, dt);
+    bool arow = a->ndim == 1, bcol = b->ndim == 1;
+    if (arow)
+        x = smelt_expand_dims(g, x, 0);
+    if (bcol)
+        y = smelt_expand_dims(g, y, 1);
+    if (g->status)
+        return NULL;
+    int nd;
+    int64_t out[SMELT_MAX_DIMS];
+    smelt__sb why;
+    smelt__sb_init(&why);
+    int st = smelt__matmul_shape(x->ndim, x->shape, y->ndim, y->shape, &nd, out, &why);
+    smelt_node *r = st ? fail(g, st, "matmul: %s", smelt__sb_str(&why)) : NULL;
+    smelt__sb_free(&why);
+    if (st || !check_shape(g, "matmul", nd, out))
+        return NULL;
+    r = new_node(g, SMELT_OP_MATMUL, dt, nd, out, 2, (smelt_node *[]){x, y});
+    if (r && bcol)
+        r = smelt_squeeze(g, r, -1);
+    if (r && arow)
+        r = smelt_squeeze(g, r, bcol ? -1 : -2);
+    return r;
+}
+
 void smelt__blob_release(smelt__blob *b)
 {
     if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)

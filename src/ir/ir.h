@@ -69,7 +69,7 @@ void *smelt__aligned_alloc(size_t bytes); /* 64-byte aligned, freed with free() 
 
 /* ---- op and dtype tables --------------------------------------------- */
 enum { SMELT_CLASS_SOURCE, SMELT_CLASS_ELEMWISE, SMELT_CLASS_VIEW, SMELT_CLASS_CAST, SMELT_CLASS_OPAQUE,
-       SMELT_CLASS_REDUCE };
+       SMELT_CLASS_REDUCE, SMELT_CLASS_LIBRARY };
 enum { SMELT_RULE_NONE, SMELT_RULE_SAME, SMELT_RULE_FLOAT, SMELT_RULE_TRUEDIV, SMELT_RULE_CMP, SMELT_RULE_WHERE,
        SMELT_RULE_SUM, SMELT_RULE_MEAN, SMELT_RULE_ARG, SMELT_RULE_BOOL };
 enum { SMELT_DT_F = 1, SMELT_DT_I = 2, SMELT_DT_U = 4, SMELT_DT_B = 8 };
@@ -244,6 +244,10 @@ struct smelt_graph {
     int status;
     smelt__sb err;
 };
+
+/* The shape of matmul(a, b), operands of rank >= 2 (batch dimensions
+ * broadcast): SMELT_OK, or SMELT_ERR_SHAPE with the reason in why. */
+int smelt__matmul_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out, smelt__sb *why);
 
 /* ---- views (class VIEW, src/ir/view.c) --------------------------------
  * A view is a new shape and strides over its operand's elements: kernels

@@ -306,6 +306,27 @@ int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
             st = ref_reduce(ctx, n, &vals[n->in[0]->id], r);
             continue;
         }
+        if (n->op == SMELT_OP_MATMUL) { /* in double, each dot product in order */
+            const rval *A = &vals[n->in[0]->id], *B = &vals[n->in[1]->id];
+            int nb = n->ndim - 2;
+            int64_t M = n->shape[nb], N = n->shape[nb + 1], K = A->shape[A->ndim - 1];
+            for (int64_t i = 0; i < cnt; i++) {
+                int64_t t = i / (M * N), oa = 0, ob = 0, row = i / N % M, col = i % N;
+                for (int d = nb - 1; d >= 0; d--) {
+                    int64_t idx = t % n->shape[d];
+                    t /= n->shape[d];
+                    int da = d - (nb - (A->ndim - 2)), db = d - (nb - (B->ndim - 2));
+                    oa += da >= 0 && A->shape[da] != 1 ? idx * A->strides[da] : 0;
+                    ob += db >= 0 && B->shape[db] != 1 ? idx * B->strides[db] : 0;
+                }
+                double acc = 0;
+                for (int64_t q = 0; q < K; q++)
+                    acc += A->data[oa + row * A->strides[A->ndim - 2] + q * A->strides[A->ndim - 1]] *
+                           B->data[ob + q * B->strides[B->ndim - 2] + col * B->strides[B->ndim - 1]];
+                r->data[i] = smelt__is_half(n->dtype) ? smelt__dtype_round_result(n->dtype, acc) : acc;
+            }
+            continue;
+        }
         if (smelt__is_view(n->op)) { /* its operand's elements, read through the view's strides */
             const smelt_node *a = n->in[0];
             const rval *s = &vals[a->id];

@@ -6,6 +6,26 @@
 
 #include "ir.h"
 
+int smelt__matmul_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out, smelt__sb *why)
+{
+    char x[SMELT_SHAPE_STR_MAX], y[SMELT_SHAPE_STR_MAX];
+    if (a[na - 1] != b[nb - 2]) {
+        smelt__sb_printf(why, "%s @ %s: the inner dimensions differ (%lld and %lld)", smelt__shape_fmt(x, na, a),
+                         smelt__shape_fmt(y, nb, b), (long long)a[na - 1], (long long)b[nb - 2]);
+        return SMELT_ERR_SHAPE;
+    }
+    int nd;
+    if (smelt__broadcast_shapes(na - 2, a, nb - 2, b, &nd, out)) {
+        smelt__sb_printf(why, "%s @ %s: the batch dimensions are not broadcastable", smelt__shape_fmt(x, na, a),
+                         smelt__shape_fmt(y, nb, b));
+        return SMELT_ERR_SHAPE;
+    }
+    out[nd] = a[na - 2];
+    out[nd + 1] = b[nb - 1];
+    *nout = nd + 2;
+    return SMELT_OK;
+}
+
 void smelt__slice_range(int64_t n, int64_t start, int64_t stop, int64_t step, int64_t *first, int64_t *count)
 {
     bool back = step < 0;

@@ -574,10 +574,174 @@ static int tile_dim(int rank, const int64_t *S, int n, int64_t (*st)[SMELT_MAX_D
     return -1;
 }
 
+/* One matrix of a matmul operand for BLAS: rows r, columns c at strides
+ * (sr, sc): as it lies (*t: transposed, *ld its leading dimension), or
+ * packed row-major into pack (f32 for f16/bf16, whose values BLAS cannot
+ * read).  Returns what BLAS reads. */
+static const char *mm_operand(const char *data, smelt_dtype dt, int64_t r, int64_t c, int64_t sr, int64_t sc,
+                              char *pack, bool *t, int64_t *ld)
+{
+    *t = false;
+    if (!smelt__is_half(dt)) {
+        if (sc == 1 && (sr >= c || r == 1) && sr > 0) {
+            *ld = r == 1 ? SMELT_MAX(c, 1) : sr;
+            return data;
+        }
+        if (sr == 1 && (sc >= r || c == 1) && sc > 0) {
+            *t = true;
+            *ld = c == 1 ? SMELT_MAX(r, 1) : sc;
+            return data;
+        }
+    }
+    size_t es = smelt__dtypes[dt].size, ps = smelt__is_half(dt) ? 4 : es;
+    for (int64_t i = 0; i < r; i++) /* (broadcast, negative or odd strides; half) */
+        for (int64_t j = 0; j < c; j++) {
+            const char *q = data + (i * sr + j * sc) * (int64_t)es;
+            char *o = pack + (size_t)(i * c + j) * ps;
+            if (smelt__is_half(dt)) {
+                float f = (float)smelt__elem_load(dt, q);
+                memcpy(o, &f, 4);
+            } else {
+                memcpy(o, q, es);
+            }
+        }
+    *ld = SMELT_MAX(c, 1);
+    return pack;
+}
+
+/* A matmul's work: the matrices of the batch, each cut into blocks of
+ * MM_ROWS rows (the last one shorter), one BLAS call each, single-threaded
+ * BLAS on smelt's threads.  The blocks are a function of the shape only, so
+ * the bits do not depend on the thread count (OpenBLAS's own threading
+ * picks other kernels by thread count, with other sums). */
+#define MM_ROWS 256
+typedef struct mmjob {
+    smelt_ctx *ctx;
+    smelt__view w[3];
+    int nb;                      /* batch dimensions of C */
+    const int64_t *cshape;
+    int64_t M, N, K, blocks;     /* row blocks per matrix */
+    smelt_dtype dt;
+    int st;                      /* the first error (SMELT_OK) */
+    pthread_mutex_t mu;
+} mmjob;
+
+static void mm_fail(mmjob *j, int st)
+{
+    pthread_mutex_lock(&j->mu);
+    j->st = j->st ? j->st : st;
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void mm_task(void *arg, int64_t task)
+{
+    mmjob *j = arg;
+    int64_t bi = task / j->blocks, r0 = task % j->blocks * MM_ROWS, M = SMELT_MIN(MM_ROWS, j->M - r0);
+    int64_t N = j->N, K = j->K, off[3] = {0, 0, 0}, t = bi;
+    for (int d = j->nb - 1; d >= 0; d--) { /* batch index d of C; A's and B's right-aligned (size 1: broadcast) */
+        int64_t idx = t % j->cshape[d];
+        t /= j->cshape[d];
+        for (int o = 0; o < 3; o++) {
+            int od = d - (j->nb - (j->w[o].ndim - 2));
+            if (od >= 0 && j->w[o].shape[od] != 1)
+                off[o] += idx * j->w[o].strides[od];
+        }
+    }
+    const smelt__view *A = &j->w[0], *B = &j->w[1], *C = &j->w[2];
+    int64_t sam = A->strides[A->ndim - 2], sak = A->strides[A->ndim - 1];
+    int64_t scm = C->strides[C->ndim - 2], scn = C->strides[C->ndim - 1];
+    smelt_dtype dt = j->dt, ct = smelt__is_half(dt) ? SMELT_F32 : dt;
+    size_t es = smelt__dtypes[dt].size, cs = smelt__dtypes[ct].size;
+    bool cdirect = !smelt__is_half(dt) && scn == 1 && (scm >= N || M == 1);
+    char *pack = malloc((size_t)(M * K + K * N + M * N) * cs + 1), *pa = pack, *pb = pa + (size_t)(M * K) * cs;
+    char *pc = pb + (size_t)(K * N) * cs;
+    if (!pack) {
+        mm_fail(j, smelt__err(j->ctx, SMELT_ERR_NOMEM, "matmul: out of memory"));
+        return;
+    }
+    bool ta, tb;
+    int64_t lda, ldb;
+    const char *a = mm_operand(A->data + (off[0] + r0 * sam) * (int64_t)es, dt, M, K, sam, sak, pa, &ta, &lda);
+    const char *b = mm_operand(B->data + off[1] * (int64_t)es, dt, K, N, B->strides[B->ndim - 2],
+                               B->strides[B->ndim - 1], pb, &tb, &ldb);
+    char *c0 = C->data + (off[2] + r0 * scm) * (int64_t)es, *c = cdirect ? c0 : pc;
+    int64_t ldc = cdirect ? (M == 1 ? N : scm) : N;
+    int st = SMELT_OK;
+    if (K == 0) { /* an empty sum: zeros (BLAS would not touch C) */
+        for (int64_t i = 0; i < M; i++)
+            memset(c + (size_t)(i * ldc) * cs, 0, (size_t)N * cs);
+    } else {
+        st = smelt__blas_gemm(j->ctx, ct, ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+    }
+    for (int64_t i = 0; !st && !cdirect && i < M; i++) /* into C as it lies, rounded to f16/bf16 */
+        for (int64_t q = 0; q < N; q++) {
+            char *o = c0 + (i * scm + q * scn) * (int64_t)es;
+            const char *v = pc + (size_t)(i * N + q) * cs;
+            if (smelt__is_half(dt)) {
+                float f;
+                memcpy(&f, v, 4);
+                smelt__elem_store(dt, o, (double)f);
+            } else {
+                memcpy(o, v, es);
+            }
+        }
+    free(pack);
+    if (st)
+        mm_fail(j, st);
+}
+
+/* A matmul (a library kernel): BLAS on each block of rows of each matrix
+ * of the batch, operands read as they lie where BLAS can (a transpose flag,
+ * a leading dimension), else packed; a result BLAS cannot write in place
+ * (f16/bf16, strided) goes through f32/contiguous memory. */
+static int run_matmul(smelt_plan *p, runstate *rs, int ki)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    int v = k->cl.members[0];
+    const smelt__inst *x = &p->prog.v[v];
+    static __thread mmjob j;
+    int64_t sc[3][SMELT_MAX_DIMS];
+    for (int o = 0; o < 3; o++) {
+        int u = o < 2 ? x->in[o] : v, st;
+        st = p->prog.v[u].op == SMELT_OP_CONST ? const_view(p, u, &p->rs[u], &j.w[o], sc[o])
+                                                : value_view(p, rs, u, &j.w[o], sc[o]);
+        if (st)
+            return st;
+    }
+    const smelt__rshape *C = &p->rs[v];
+    j.ctx = p->ctx;
+    j.nb = C->ndim - 2;
+    j.cshape = C->shape;
+    j.M = C->shape[j.nb], j.N = C->shape[j.nb + 1], j.K = j.w[0].shape[j.w[0].ndim - 1];
+    j.dt = x->dtype;
+    j.st = SMELT_OK;
+    int64_t tasks = smelt__numel(j.nb, C->shape) * (j.blocks = (j.M + MM_ROWS - 1) / MM_ROWS);
+    if (j.M == 0 || j.N == 0 || tasks == 0)
+        return SMELT_OK;
+    int st = smelt__blas_check(p->ctx);
+    if (st)
+        return st;
+    smelt__blas_single_threaded();
+    pthread_mutex_init(&j.mu, NULL);
+    int threads = smelt_ctx_threads(p->ctx);
+    if (threads <= 1 || tasks == 1 || j.M * j.N * SMELT_MAX(j.K, 1) < (1 << 18)) {
+        for (int64_t t = 0; t < tasks && !j.st; t++)
+            mm_task(&j, t);
+    } else {
+        if (!p->ctx->pool)
+            p->ctx->pool = smelt__pool_new(threads);
+        smelt__pool_run(p->ctx->pool, mm_task, &j, tasks);
+    }
+    pthread_mutex_destroy(&j.mu);
+    return j.st;
+}
+
 /* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
 static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
+    if (k->library)
+        return run_matmul(p, rs, ki);
     if (k->desc.reduce)
         return run_reduce(p, rs, ki, split);
     const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
@@ -706,6 +870,18 @@ static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
         if (x->op == SMELT_OP_CONST || x->op == SMELT_OP_ARANGE || x->op == SMELT_OP_TENSOR) {
             r->ndim = x->ndim;
             memcpy(r->shape, x->shape, sizeof r->shape);
+            continue;
+        }
+        if (x->op == SMELT_OP_MATMUL) {
+            const smelt__rshape *a = &p->rs[x->in[0]], *b = &p->rs[x->in[1]];
+            smelt__sb why;
+            smelt__sb_init(&why);
+            int st = smelt__matmul_shape(a->ndim, a->shape, b->ndim, b->shape, &r->ndim, r->shape, &why);
+            if (st)
+                st = smelt__err(p->ctx, st, "matmul: at the run-time shapes, %s", smelt__sb_str(&why));
+            smelt__sb_free(&why);
+            if (st)
+                return st;
             continue;
         }
         if (smelt__is_view(x->op)) {

@@ -35,6 +35,8 @@ typedef struct mbuf {
 bool smelt__inplace_ok(const smelt_plan *p, const smelt__cluster *c, const smelt__rshape *rs, int u, int v)
 {
     const smelt__inst *x = &p->prog.v[u], *y = &p->prog.v[v];
+    if (smelt__ops[y->op].cls == SMELT_CLASS_LIBRARY)
+        return false; /* (BLAS reads its operands while it writes) */
     for (int j = 0; j < c->nin; j++) /* a view of u reads u's elements at other indices */
         if (c->inputs[j] != u && smelt__view_base(&p->prog, c->inputs[j]) == u)
             return false;

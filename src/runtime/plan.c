@@ -120,6 +120,7 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
         int st = smelt__cluster_kdesc(&p->prog, &k->cl, &k->desc);
         if (st)
             return st;
+        k->library = smelt__ops[p->prog.v[k->cl.members[0]].op].cls == SMELT_CLASS_LIBRARY;
         k->rows_cache = smelt__rows_cache_bytes(&k->desc); /* (once: exec.c sizes the scratch by it) */
         for (int o = 0; k->desc.multi && o < k->cl.nin + k->cl.nout; o++)
             k->rn_operands |= (uint64_t)rows_rn_operand(p, k, o) << o;
@@ -268,6 +269,24 @@ static void describe_why(smelt__sb *b, const smelt__pkernel *k, const int *kof)
     }
 }
 
+/* A kernel's inputs: inN (graph inputs), %k (intermediates), a view as the
+ * value it views and its outermost operator, "%7=transpose(in0)". */
+static void describe_inputs(smelt__sb *b, const smelt_plan *p, const smelt__pkernel *k)
+{
+    for (int j = 0; j < k->cl.nin; j++) {
+        int v = k->cl.inputs[j], bv = smelt__view_base(&p->prog, v);
+        const smelt__inst *x = &p->prog.v[bv];
+        if (bv != v)
+            smelt__sb_printf(b, j ? " %%%d=%s(" : "%%%d=%s(", v, smelt__ops[p->prog.v[v].op].name);
+        if (x->op == SMELT_OP_INPUT)
+            smelt__sb_printf(b, j && bv == v ? " in%d" : "in%d", x->input_index);
+        else
+            smelt__sb_printf(b, j && bv == v ? " %%%d" : "%%%d", bv);
+        if (bv != v)
+            smelt__sb_puts(b, ")");
+    }
+}
+
 static void describe(smelt_plan *p)
 {
     smelt__sb *b = &p->desc;
@@ -299,6 +318,16 @@ static void describe(smelt_plan *p)
     for (int i = 0; i < p->nkern; i++) {
         smelt__pkernel *k = &p->kern[i];
         const smelt__variant *v = k->nvar ? &k->var[0] : NULL;
+        if (k->library) { /* "kernel 2 matmul [BLAS: OpenBLAS 0.3.21 ...]" */
+            smelt__sb_printf(b, "kernel %d matmul [BLAS: %s] inputs [", i, smelt__blas_name() ? smelt__blas_name() : "none");
+            describe_inputs(b, p, k);
+            smelt__sb_printf(b, "] outputs [");
+            for (int j = 0; j < k->cl.nout; j++)
+                smelt__sb_printf(b, p->out_slot[k->cl.outputs[j]] >= 0 ? "out%d" : "%%%d",
+                                 p->out_slot[k->cl.outputs[j]] >= 0 ? p->out_slot[k->cl.outputs[j]] : k->cl.outputs[j]);
+            smelt__sb_puts(b, "]\n");
+            continue;
+        }
         const char *from = !v ? "-"
                            : v->k == v->base ? origin[v->origin]
                            : v->k->from_disk ? "from disk in the background"
@@ -309,19 +338,7 @@ static void describe(smelt_plan *p)
         for (int j = 0; j < k->cl.nmem; j++)
             smelt__sb_printf(b, j ? " %s" : "%s", smelt__ops[p->prog.v[k->cl.members[j]].op].name);
         smelt__sb_puts(b, "] inputs [");
-        for (int j = 0; j < k->cl.nin; j++) {
-            /* a view: the value it views and the outermost operator, "%7=transpose(in0)" */
-            int v = k->cl.inputs[j], bv = smelt__view_base(&p->prog, v);
-            const smelt__inst *x = &p->prog.v[bv];
-            if (bv != v)
-                smelt__sb_printf(b, j ? " %%%d=%s(" : "%%%d=%s(", v, smelt__ops[p->prog.v[v].op].name);
-            if (x->op == SMELT_OP_INPUT)
-                smelt__sb_printf(b, j && bv == v ? " in%d" : "in%d", x->input_index);
-            else
-                smelt__sb_printf(b, j && bv == v ? " %%%d" : "%%%d", bv);
-            if (bv != v)
-                smelt__sb_puts(b, ")");
-        }
+        describe_inputs(b, p, k);
         smelt__sb_puts(b, "] outputs [");
         for (int j = 0; j < k->cl.nout; j++) {
             int v = k->cl.outputs[j];
@@ -514,8 +531,16 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         p->rs[v].ndim = p->prog.v[v].ndim;
         memcpy(p->rs[v].shape, p->prog.v[v].shape, sizeof p->rs[v].shape);
     }
-    /* compile the layout every contiguous run will use */
+    /* compile the layout every contiguous run will use (a library call: none) */
     for (int i = 0; i < p->nkern; i++) {
+        if (p->kern[i].library) {
+            if ((st = be->iface->launch ? smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "matmul runs on the CPU backends "
+                                                     "only (TCC, CC, AUTO); %s has no matrix product yet",
+                                                     be->iface->name)
+                                        : smelt__blas_check(ctx)))
+                goto fail;
+            continue;
+        }
         int rank;
         uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
         default_layout(p, i, &rank, mode, &rmask);

@@ -26,6 +26,7 @@ typedef struct smelt__pkernel {
     smelt__variant *var;
     int nvar;
     bool fused;         /* more than one operator */
+    bool library;       /* a library call (class LIBRARY: matmul through BLAS), no generated code */
     char *scratch;      /* a reduction's chunk results, kept for the next run (exec.c) */
     size_t scratch_bytes;
     int rows_cache;     /* a row program's row cache, bytes per element of a row (CPU) */
@@ -37,6 +38,16 @@ typedef struct smelt__rshape {
     int ndim;
     int64_t shape[SMELT_MAX_DIMS];
 } smelt__rshape;
+
+/* BLAS (src/runtime/blas.c): the library's description (NULL when none
+ * loads), SMELT_OK or an error saying none loads, its own threads off (smelt
+ * runs its calls on its threads), and C = A B of row-major matrices (ta, tb:
+ * A, B given transposed; f32 or f64). */
+const char *smelt__blas_name(void);
+int smelt__blas_check(smelt_ctx *ctx);
+void smelt__blas_single_threaded(void);
+int smelt__blas_gemm(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                     const void *a, int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc);
 
 /* What a memory plan gives (src/runtime/memplan.c), in bytes. */
 typedef struct smelt__memplan {

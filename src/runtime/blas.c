@@ -1,0 +1,97 @@
+/* BLAS for the matrix product (class LIBRARY operators): the CBLAS
+ * interface of OpenBLAS (Debian's libopenblas0), loaded at run time with
+ * dlopen so that smelt builds and runs without it until a plan multiplies
+ * matrices; SMELT_BLAS_LIB names another library with the same interface
+ * (the reference libblas.so.3 has it too, slower). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 }; /* CBLAS's enums */
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
+                         float *, int);
+typedef void (*dgemm_fn)(int, int, int, int, int, int, double, const double *, int, const double *, int, double,
+                         double *, int);
+
+static struct {
+    pthread_once_t once;
+    void *lib;
+    sgemm_fn sgemm;
+    dgemm_fn dgemm;
+    void (*set_threads)(int);
+    char name[160];
+    char why[512];
+} blas = {.once = PTHREAD_ONCE_INIT};
+
+static void blas_load(void)
+{
+    /* OpenBLAS picks its kernels by CPU (DYNAMIC_ARCH), and other kernels sum
+     * in another order: one choice on every x86-64 CPU with AVX2 (AMD and
+     * Intel alike), unless the user chose (docs/env.md) */
+    if (!getenv("OPENBLAS_CORETYPE") && smelt__x86_level() >= 3)
+        setenv("OPENBLAS_CORETYPE", "Haswell", 0);
+    const char *env = getenv("SMELT_BLAS_LIB");
+    const char *cands[] = {env && *env ? env : NULL, "libopenblas.so.0", "libopenblas.so", "libblas.so.3",
+                           "libcblas.so.3"};
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0] && !blas.sgemm; i++) {
+        if (!cands[i] || !(blas.lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL)))
+            continue;
+        blas.sgemm = (sgemm_fn)(uintptr_t)dlsym(blas.lib, "cblas_sgemm");
+        blas.dgemm = (dgemm_fn)(uintptr_t)dlsym(blas.lib, "cblas_dgemm");
+        if (!blas.sgemm || !blas.dgemm) {
+            blas.sgemm = NULL;
+            dlclose(blas.lib);
+            blas.lib = NULL;
+            continue;
+        }
+        blas.set_threads = (void (*)(int))(uintptr_t)dlsym(blas.lib, "openblas_set_num_threads");
+        char *(*config)(void) = (char *(*)(void))(uintptr_t)dlsym(blas.lib, "openblas_get_config");
+        snprintf(blas.name, sizeof blas.name, "%s", config ? config() : cands[i]);
+    }
+    if (!blas.sgemm)
+        snprintf(blas.why, sizeof blas.why, "no BLAS library with cblas_sgemm and cblas_dgemm could be loaded "
+                 "(tried SMELT_BLAS_LIB, libopenblas.so.0, libblas.so.3; install one: apt-get install "
+                 "libopenblas0)");
+}
+
+const char *smelt__blas_name(void)
+{
+    pthread_once(&blas.once, blas_load);
+    return blas.sgemm ? blas.name : NULL;
+}
+
+int smelt__blas_check(smelt_ctx *ctx)
+{
+    pthread_once(&blas.once, blas_load);
+    return blas.sgemm ? SMELT_OK : smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "matmul: %s", blas.why);
+}
+
+void smelt__blas_single_threaded(void)
+{
+    pthread_once(&blas.once, blas_load);
+    if (blas.set_threads)
+        blas.set_threads(1);
+}
+
+int smelt__blas_gemm(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                     const void *a, int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc)
+{
+    int st = smelt__blas_check(ctx);
+    if (st)
+        return st;
+    const int64_t lim = 0x7fffffff;
+    if (m > lim || n > lim || k > lim || lda > lim || ldb > lim || ldc > lim)
+        return smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "matmul: a matrix of more than 2^31 - 1 rows, columns or "
+                          "elements per row (BLAS's 32-bit sizes)");
+    if (dt == SMELT_F64)
+        blas.dgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0, a, (int)lda,
+                   b, (int)ldb, 0.0, c, (int)ldc);
+    else
+        blas.sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, a,
+                   (int)lda, b, (int)ldb, 0.0f, c, (int)ldc);
+    return SMELT_OK;
+}

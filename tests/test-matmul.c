@@ -1,0 +1,171 @@
+/* The matrix product (matmul, a @ b) through BLAS: NumPy's shape rules
+ * (1-D operands, batches, broadcast batches, empty sizes) against the
+ * float64 reference, transposed and sliced operands read as they lie,
+ * elementwise epilogues fused into the kernel after it, the bits of the
+ * unfused plan, errors. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+/* |error| allowed: K products of values below 2 summed in another order
+ * (and rounded to the dtype) */
+static t_tol mm_tol(smelt_dtype dt, int64_t k) { return (t_tol){.ulps = 4, .atol = 8.0 * (double)(k + 1) * t_eps(dt)}; }
+
+typedef struct mcase {
+    const char *expr; /* over a, b */
+    int na, nb;
+    int64_t as[4], bs[4];
+} mcase;
+
+static const mcase cases[] = {
+    {"a @ b", 2, 2, {3, 4}, {4, 5}},
+    {"a @ b", 1, 2, {4}, {4, 5}},
+    {"a @ b", 2, 1, {3, 4}, {4}},
+    {"a @ b", 1, 1, {7}, {7}},
+    {"a @ b", 3, 3, {2, 3, 4}, {2, 4, 5}},
+    {"a @ b", 4, 3, {2, 1, 3, 4}, {5, 4, 6}},
+    {"a @ b", 2, 3, {3, 4}, {2, 4, 5}},
+    {"a.T @ b", 2, 2, {40, 30}, {40, 20}},                 /* transposed: a BLAS flag */
+    {"a @ b.T", 2, 2, {30, 40}, {20, 40}},
+    {"a.T @ b.T", 2, 2, {33, 17}, {9, 33}},
+    {"a[:, ::2] @ b[1:]", 2, 2, {6, 10}, {6, 4}},          /* stepped: packed */
+    {"flip(a, 0) @ b", 2, 2, {5, 3}, {3, 4}},              /* negative strides: packed */
+    {"transpose(a, (0, 2, 1)) @ b", 3, 2, {3, 5, 4}, {5, 6}},
+    {"a @ b", 2, 2, {0, 4}, {4, 5}},
+    {"a @ b", 2, 2, {3, 0}, {0, 5}},                       /* an empty sum: zeros */
+    {"a @ b", 2, 2, {3, 4}, {4, 0}},
+    {"broadcast_to(a, (3, 4)) @ b", 2, 2, {1, 4}, {4, 2}}, /* stride 0: packed */
+};
+
+Test(matmul, shapes_and_dtypes_against_the_reference)
+{
+    smelt_ctx *ctx = t_ctx();
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_BF16};
+    trng r;
+    trng_init(&r, 41);
+    for (int t = 0; t < NELEMS(dts); t++)
+        for (int c = 0; c < NELEMS(cases); c++) {
+            const mcase *m = &cases[c];
+            smelt_graph *g = t_graph(ctx);
+            smelt_node *v[2] = {smelt_input(g, "a", dts[t], m->na, m->as), smelt_input(g, "b", dts[t], m->nb, m->bs)};
+            smelt_node *y = smelt_expr(g, m->expr, (const char *[]){"a", "b"}, v, 2);
+            T_OK(ctx, smelt_graph_status(g));
+            cr_assert_eq(smelt_node_dtype(y), dts[t]);
+            smelt_tensor *in[2] = {t_rand(ctx, &r, dts[t], m->na, m->as), t_rand(ctx, &r, dts[t], m->nb, m->bs)};
+            smelt_tensor *ref, *got0 = NULL, *got3 = NULL;
+            t_reference(ctx, g, 1, &y, 2, in, &ref);
+            smelt_plan *p0 = t_plan(ctx, g, 1, &y, 0), *p3 = t_plan(ctx, g, 1, &y, 3);
+            t_run(p0, 2, in, 1, &got0);
+            t_run(p3, 2, in, 1, &got3);
+            char what[96];
+            snprintf(what, sizeof what, "%s, case %d (%s)", smelt_dtype_name(dts[t]), c, m->expr);
+            int64_t k = m->as[m->na - 1];
+            t_expect_match(what, got3, ref, mm_tol(dts[t], k));
+            cr_assert(t_bitwise_equal(got0, got3), "%s: fused and unfused differ", what);
+            /* no copy of an operand (a 1-D one's product is viewed back to 1-D: the output's copy) */
+            cr_assert_eq(t_stats(p3).copies, m->na == 1 || m->nb == 1, "%s: %s", what, smelt_plan_describe(p3));
+            smelt_tensor_free(ref), smelt_tensor_free(got0), smelt_tensor_free(got3), t_free_all(in, 2);
+            smelt_plan_free(p0), smelt_plan_free(p3);
+            smelt_graph_free(g);
+        }
+    smelt_ctx_free(ctx);
+}
+
+/* An MLP block: matmul, then bias and gelu_tanh in one kernel, matmul, then
+ * bias and the residual add in one kernel; the bits of the unfused plan at
+ * 1 and 4 threads, on TCC and CC. */
+Test(matmul, epilogues_fuse_after_the_product, .timeout = 120)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(64, 48)), *w1 = smelt_input(g, "w1", SMELT_F32, SHP(48, 96));
+    smelt_node *b1 = smelt_input(g, "b1", SMELT_F32, SHP(96)), *w2 = smelt_input(g, "w2", SMELT_F32, SHP(96, 48));
+    smelt_node *b2 = smelt_input(g, "b2", SMELT_F32, SHP(48));
+    smelt_node *h = smelt_unary(g, SMELT_OP_GELU_TANH, smelt_add(g, smelt_matmul(g, x, w1), b1));
+    smelt_node *y = smelt_add(g, smelt_add(g, smelt_matmul(g, h, w2), b2), x);
+    trng r;
+    trng_init(&r, 42);
+    smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F32, SHP(64, 48)), t_rand(ctx, &r, SMELT_F32, SHP(48, 96)),
+                          t_rand(ctx, &r, SMELT_F32, SHP(96)), t_rand(ctx, &r, SMELT_F32, SHP(96, 48)),
+                          t_rand(ctx, &r, SMELT_F32, SHP(48))};
+    smelt_tensor *ref, *base = NULL;
+    t_reference(ctx, g, 1, &y, 5, in, &ref);
+    smelt_plan *p0 = t_plan(ctx, g, 1, &y, 0);
+    t_run(p0, 5, in, 1, &base);
+    t_expect_match("mlp", base, ref, (t_tol){.ulps = 64, .atol = 2e-4});
+    const char *backends[] = {"TCC", "TCC", "CC"};
+    for (int be = 0; be < 3; be++) {
+        T_OK(ctx, smelt_ctx_set_threads(ctx, be == 1 ? 4 : 1));
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.backend = backends[be];
+        smelt_plan *p = NULL;
+        T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &p));
+        cr_assert_eq(t_stats(p).kernels, 4, "%s", smelt_plan_describe(p));
+        cr_assert(t_contains(smelt_plan_describe(p), "a matrix product runs in BLAS"), "%s", smelt_plan_describe(p));
+        smelt_tensor *got = NULL;
+        t_run(p, 5, in, 1, &got);
+        cr_assert(t_bitwise_equal(base, got), "%s: fused differs from unfused", backends[be]);
+        smelt_tensor_free(got);
+        smelt_plan_free(p);
+    }
+    T_OK(ctx, smelt_ctx_set_threads(ctx, 0));
+    smelt_tensor_free(ref), smelt_tensor_free(base), t_free_all(in, 5);
+    smelt_plan_free(p0);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+Test(matmul, errors_and_graph_files)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(3, 4)), *i = smelt_input(g, "i", SMELT_I32, SHP(4, 2));
+    cr_assert_null(smelt_matmul(g, a, a));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "matmul: (3, 4) @ (3, 4): the inner dimensions differ (4 and 3)"),
+              "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    a = smelt_input(g, "a", SMELT_F32, SHP(3, 4));
+    i = smelt_input(g, "i", SMELT_I32, SHP(4, 2));
+    cr_assert_null(smelt_matmul(g, a, i));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "matmul does not support dtype i32"), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    a = smelt_input(g, "a", SMELT_F32, SHP(3, 4));
+    cr_assert_null(smelt_matmul(g, a, smelt_scalar(g, 2)));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "is a scalar"), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    /* at run time: other inner sizes */
+    g = t_graph(ctx);
+    a = smelt_input(g, "a", SMELT_F64, SHP(3, 4));
+    smelt_node *b = smelt_input(g, "b", SMELT_F64, SHP(4, 2));
+    smelt_node *y = smelt_expr(g, "a @ b", (const char *[]){"a", "b"}, (smelt_node *[]){a, b}, 2);
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    smelt_tensor *in[] = {t_tensor(ctx, SMELT_F64, SHP(3, 5)), t_tensor(ctx, SMELT_F64, SHP(4, 2))}, *o = NULL;
+    T_ERR(ctx, smelt_plan_run(p, 2, in, 1, &o), SMELT_ERR_SHAPE,
+          "matmul: at the run-time shapes, (3, 5) @ (4, 2): the inner dimensions differ (5 and 4)");
+    t_free_all(in, 2);
+    smelt_plan_free(p);
+    /* graph files: the product and the views of a 1-D operand */
+    smelt_node *v = smelt_input(g, "v", SMELT_F64, SHP(4));
+    smelt_node *z = smelt_matmul(g, v, b);
+    char *text = NULL;
+    T_OK(ctx, smelt_graph_to_text(g, 1, &z, &text));
+    cr_assert(t_contains(text, "= matmul %"), "%s", text);
+    smelt_graph *g2 = NULL;
+    int n_out;
+    smelt_node **outs = NULL;
+    T_OK(ctx, smelt_graph_from_text(ctx, text, &g2, &n_out, &outs));
+    cr_assert_eq(smelt_node_ndim(outs[0]), 1);
+    cr_assert_eq(smelt_node_shape(outs[0])[0], 2);
+    smelt_free(text), smelt_free(outs);
+    smelt_graph_free(g2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
