@@ -533,7 +533,7 @@ np.save(path("arr.npy"), np.arange(3.0))
 many = ["x%d=zeros:f32[1]" % i for i in range(70)]
 errors2 = [
     (["eval", "sigmod(a)", "a=arange:f32[3]"], 1, "did you mean sigmoid? smelt info --ops"),
-    (["eval", "a @ a", "a=arange:f32[3]"], 1, "the matrix product (@) is not supported yet"),
+    (["eval", "a @ a", "a=arange:f32[3,2]"], 1, "matmul: (3, 2) @ (3, 2): the inner dimensions differ (2 and 3)"),
     (["eval", "a.sum()", "a=arange:f32[3]"], 1, "methods such as a.sum() are not supported (write sum(a))"),
     (["eval", "a[3]", "a=arange:f32[3]"], 1, "index 3 at column 3 is out of bounds for axis 0 of size 3"),
     (["eval", "median(a, axis=0)", "a=arange:f32[3]"], 1, "this reduction is not supported yet"),

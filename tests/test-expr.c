@@ -527,8 +527,11 @@ Test(expr_errors, suggestions_and_not_supported_yet)
     expect_error("sqr(a)", SMELT_ERR_PARSE,
                  "unknown function 'sqr' at column 1 (did you mean sqrt? smelt info --ops lists "
                  "the functions)", 1);
-    expect_error("a @ a", SMELT_ERR_PARSE, "unexpected '@' at column 3: the matrix product (@) is not supported yet",
-                 3);
+    expect_error("a @ a", SMELT_ERR_SHAPE, "matmul: (4, 5) @ (4, 5): the inner dimensions differ (5 and 4) at column 3 "
+                 "('@')", 3);
+    expect_error("i @ a.T", SMELT_ERR_DTYPE, "matmul does not support dtype i32 (f32, f64, f16 and bf16: cast integers "
+                 "first, e.g. float32(x)) at column 3 ('@')", 3);
+    expect_error("a @ @ a", SMELT_ERR_PARSE, "unexpected '@' at column 5", 5);
     expect_error("concatenate((a, a))", SMELT_ERR_PARSE,
                  "concatenate() at column 1: this layout operation is not supported yet (transpose, reshape, "
                  "expand_dims, squeeze, flip, broadcast_to and slicing a[1:, ::2, None] are); smelt fuses "
@@ -537,9 +540,9 @@ Test(expr_errors, suggestions_and_not_supported_yet)
                  "median() at column 1: this reduction is not supported yet (sum, prod, mean, max, min, argmax, "
                  "argmin, any, all, var, std and logsumexp are); smelt fuses elementwise operations (smelt info "
                  "--ops lists them)", 1);
-    expect_error("2 * matmul(a, a)", SMELT_ERR_PARSE,
-                 "matmul() at column 5: matrix products are not supported yet; smelt fuses elementwise "
-                 "operations (smelt info --ops lists them)", 5);
+    expect_error("2 * dot(a, a)", SMELT_ERR_PARSE,
+                 "dot() at column 5: this matrix product is not supported yet (matmul and @ are); smelt fuses "
+                 "elementwise operations (smelt info --ops lists them)", 5);
 }
 
 Test(expr_errors, types_and_shapes)
