@@ -67,7 +67,7 @@ typedef struct wl {
     /* build outputs from inputs; n = elements of the main operand */
     void (*build)(smelt_graph *g, smelt_node **in, smelt_node **out);
     /* input shapes for n elements */
-    void (*shapes)(int64_t n, int *ndim, int64_t (*shape)[2]);
+    void (*shapes)(int64_t n, int *ndim, int64_t (*shape)[4]);
     int64_t n_default; /* 0: the global --n; else at most this on the GPU (the CPU runs --n) */
     double bytes_per_elem; /* bytes that must move per element (f32) */
     const int *donate;     /* output k is an update of input donate[k] (the donated run) */
@@ -217,7 +217,41 @@ static void b_transpose_add(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = smelt_add(g, smelt_transpose(g, in[0], NULL), in[1]);
 }
 
-static void sh_flat(int64_t n, int *nd, int64_t (*s)[2])
+/* layer normalisation of the rows of y with weight and bias: the row program */
+static smelt_node *layernorm_rows(smelt_graph *g, smelt_node *y, smelt_node *w, smelt_node *b)
+{
+    const int last[] = {-1};
+    smelt_node *d = smelt_sub(g, y, smelt_reduce(g, SMELT_OP_MEAN, y, 1, last, 1));
+    smelt_node *var = smelt_reduce(g, SMELT_OP_MEAN, smelt_mul(g, d, d), 1, last, 1);
+    smelt_node *r = smelt_unary(g, SMELT_OP_RSQRT, smelt_add(g, var, S(g, 1e-5)));
+    return smelt_add(g, smelt_mul(g, smelt_mul(g, d, r), w), b);
+}
+
+/* a transformer MLP block: layernorm(gelu_tanh(x @ w1 + b1) @ w2 + b2 + x) * lw + lb,
+ * x [rows, 1024], w1 [1024, 4096], w2 [4096, 1024] */
+static void b_mlp(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    smelt_node *x = in[0];
+    smelt_node *h = smelt_unary(g, SMELT_OP_GELU_TANH, smelt_add(g, smelt_matmul(g, x, in[1]), in[2]));
+    smelt_node *y = smelt_add(g, smelt_add(g, smelt_matmul(g, h, in[3]), in[4]), x);
+    out[0] = layernorm_rows(g, y, in[5], in[6]);
+}
+
+/* one head-batched attention: softmax(q @ k^T / 8) @ v over q, k, v [batch, 16 heads,
+ * 512, 64], then the heads merged: [batch, 512, 1024] */
+static void b_attention(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    smelt_node *kt = smelt_transpose(g, in[1], (const int[]){0, 1, 3, 2});
+    smelt_node *s = smelt_div(g, smelt_matmul(g, in[0], kt), S(g, 8.0));
+    smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, s, smelt_reduce(g, SMELT_OP_MAX, s, 1, last, 1)));
+    smelt_node *o = smelt_matmul(g, smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, last, 1)), in[2]);
+    const int64_t *q = smelt_node_shape(in[0]);
+    out[0] = smelt_reshape(g, smelt_transpose(g, o, (const int[]){0, 2, 1, 3}), 3,
+                           (const int64_t[]){q[0], q[2], q[1] * q[3]});
+}
+
+static void sh_flat(int64_t n, int *nd, int64_t (*s)[4])
 {
     for (int i = 0; i < MAXIO; i++) {
         nd[i] = 1;
@@ -234,7 +268,7 @@ static int64_t side(int64_t n)
 }
 
 /* a (rows, cols) matrix, then (1, cols) rows */
-static void sh_rows(int64_t n, int *nd, int64_t (*s)[2])
+static void sh_rows(int64_t n, int *nd, int64_t (*s)[4])
 {
     int64_t c = side(n);
     for (int i = 0; i < MAXIO; i++) {
@@ -245,7 +279,7 @@ static void sh_rows(int64_t n, int *nd, int64_t (*s)[2])
 }
 
 /* a (rows, cols) matrix, then (cols) vectors */
-static void sh_rows_vec(int64_t n, int *nd, int64_t (*s)[2])
+static void sh_rows_vec(int64_t n, int *nd, int64_t (*s)[4])
 {
     sh_rows(n, nd, s);
     for (int i = 1; i < MAXIO; i++) {
@@ -255,7 +289,7 @@ static void sh_rows_vec(int64_t n, int *nd, int64_t (*s)[2])
 }
 
 /* logits [rows, 2 cols] (4096 x 8192 at 16M: 2n elements), then targets [rows, 1] */
-static void sh_xent(int64_t n, int *nd, int64_t (*s)[2])
+static void sh_xent(int64_t n, int *nd, int64_t (*s)[4])
 {
     int64_t c = side(n);
     nd[0] = nd[1] = 2;
@@ -265,11 +299,33 @@ static void sh_xent(int64_t n, int *nd, int64_t (*s)[2])
 }
 
 /* a (rows, cols) matrix and a (cols, rows) one */
-static void sh_transposed(int64_t n, int *nd, int64_t (*s)[2])
+static void sh_transposed(int64_t n, int *nd, int64_t (*s)[4])
 {
     sh_rows(n, nd, s);
     s[1][0] = s[0][1];
     s[1][1] = s[0][0];
+}
+
+/* mlp: x [n / 8192, 1024] (2048 rows at 16M), w1, b1, w2, b2, the layernorm's weight and bias */
+static void sh_mlp(int64_t n, int *nd, int64_t (*s)[4])
+{
+    const int64_t D = 1024, H = 4096, R = n / (8 * D) > 0 ? n / (8 * D) : 1;
+    const int64_t shp[7][2] = {{R, D}, {D, H}, {H, 0}, {H, D}, {D, 0}, {D, 0}, {D, 0}};
+    for (int i = 0; i < 7; i++) {
+        nd[i] = shp[i][1] ? 2 : 1;
+        s[i][0] = shp[i][0];
+        s[i][1] = shp[i][1];
+    }
+}
+
+/* attention: q, k, v [n / 2M, 16, 512, 64] (8 at 16M) */
+static void sh_attention(int64_t n, int *nd, int64_t (*s)[4])
+{
+    for (int i = 0; i < 3; i++) {
+        nd[i] = 4;
+        s[i][0] = n >> 21 > 0 ? n >> 21 : 1;
+        s[i][1] = 16, s[i][2] = 512, s[i][3] = 64;
+    }
 }
 
 static const int adam_donate[] = {0, 2, 3}; /* param' m' v' over param m v */
@@ -295,6 +351,10 @@ static const wl workloads[] = {
     {"xent", 2, 1, b_xent, sh_xent, 0, 8, NULL, true},
     /* a view: the transpose is read in place (two reads and a write) */
     {"transpose_add", 2, 1, b_transpose_add, sh_transposed, 0, 12, NULL, false},
+    /* matrix products (BLAS) with fused epilogues and normalisations: the time is the
+     * figure (bytes per element: the main operand read and the result written) */
+    {"mlp", 7, 1, b_mlp, sh_mlp, 0, 8, NULL, true},
+    {"attention", 3, 1, b_attention, sh_attention, 0, 8, NULL, true},
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 
@@ -436,7 +496,7 @@ typedef struct setup {
 static void make(smelt_ctx *ctx, const wl *w, int64_t n, setup *s)
 {
     int nd[MAXIO];
-    int64_t sh[MAXIO][2];
+    int64_t sh[MAXIO][4];
     w->shapes(n, nd, sh);
     CHECK(smelt_graph_new(ctx, &s->g));
     for (int i = 0; i < w->n_in; i++) {

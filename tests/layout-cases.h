@@ -41,6 +41,11 @@ static const layout_case layout_cases[] = {
     {"a cast under a view", "float64(x)[::-1].T * 2", SMELT_I32, 2, 1, {6, 5}, {1}, 1, 0},
     {"a comparison under a view", "where((x > 0).T, x.T, -y)", SMELT_F32, 2, 2, {7, 9}, {9, 7}, 1, 0},
     {"integer division under a view", "(x / 2)[1:]", SMELT_I64, 2, 1, {4, 3}, {1}, 1, 0},
+    /* outputs written through their views (a transpose back, a reshape back) */
+    {"a reduction written through a transposed output", "transpose(sum(x, axis=1, keepdims=True))", SMELT_F64, 2, 1,
+     {9, 7}, {1}, 1, 0},
+    {"a row program written through a reshaped output", "reshape(exp(x - max(x, axis=-1, keepdims=True)), (-1,))",
+     SMELT_F32, 2, 1, {6, 40}, {1}, 1, 0},
 };
 
 /* Case c's graph (one output in *out) and its inputs x, y (random, from a

@@ -77,7 +77,11 @@ def main():
     from gpu_peers import Ops, formula, rel_err, timeit  # the GPU peers' formulas and timing
     from peers import inputs  # the CPU peers' inputs
 
+    from peers import model_formula
+
     def fn_of(o, name):
+        if name in ("mlp", "attention"):
+            return model_formula(jnp if o is oj else np, name)
         return row_formula(o, name) or formula(o, name)
 
     cpu = jax.devices("cpu")[0]

@@ -304,6 +304,10 @@ typedef struct smelt__prog {
     int n, cap;
     int *outputs;
     int nout;
+    /* (smelt__prog_finalize) the value whose kernel writes output i: outputs[i],
+     * or the value outputs[i] views (transposes, reshapes), written through
+     * their inverse into the output's memory (exec.c value_view) */
+    int *out_base;
     int ninputs; /* graph inputs, all of them */
     smelt_dtype *in_dtypes;
     int *in_ndim;

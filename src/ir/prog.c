@@ -24,6 +24,7 @@ void smelt__prog_free(smelt__prog *p)
     free(p->in_shape);
     for (int i = 0; i < p->nblobs; i++)
         smelt__blob_release(p->blobs[i]);
+    free(p->out_base);
     free(p->blobs);
     memset(p, 0, sizeof *p);
 }
@@ -119,18 +120,56 @@ static smelt__inst copy_of(const smelt__prog *p, int v)
  * kernel writes it: inputs, constants, views and repeated outputs get a
  * copy.  A reshape that strides cannot express reads a copy of its operand
  * (laid out contiguously). */
+/* The value whose kernel can write output v through v's views, in place
+ * in the output's memory (their inverse: a transpose back, a reshape back,
+ * which strides express on a contiguous output): v itself when v is not a
+ * view; -1 when the views are others (slices, broadcasts) or a value on
+ * the way is read elsewhere too.  chain marks the views on the way. */
+static int alias_base(const smelt__prog *p, int v, bool *chain)
+{
+    int x = v;
+    if (!smelt__is_view(p->v[v].op))
+        return v;
+    if (p->v[v].uses != 1)
+        return -1;
+    while (smelt__is_view(p->v[x].op)) {
+        int u = p->v[x].in[0];
+        if ((p->v[x].op != SMELT_OP_PERMUTE && p->v[x].op != SMELT_OP_RESHAPE) || p->v[u].uses != 1 ||
+            p->v[u].is_output)
+            return -1;
+        x = u;
+    }
+    int cls = smelt__ops[p->v[x].op].cls;
+    if (cls == SMELT_CLASS_SOURCE || p->v[x].op == SMELT_OP_CONST)
+        return -1;
+    for (int y = v; y != x; y = p->v[y].in[0])
+        chain[y] = true;
+    return x;
+}
+
 int smelt__prog_finalize(smelt__prog *p)
 {
     int *remap = malloc(sizeof(int) * (size_t)(p->n + 1));
+    bool *chain = calloc((size_t)p->n + 1, sizeof *chain);
+    free(p->out_base);
+    p->out_base = malloc(sizeof(int) * (size_t)(p->nout + 1));
     smelt__prog q = *p;
     q.v = NULL, q.n = q.cap = 0;
-    bool ok = remap != NULL;
+    bool ok = remap && chain && p->out_base;
+    smelt__prog_uses(p);
+    for (int i = 0; ok && i < p->nout; i++) { /* outputs written through their views */
+        bool dup = false;
+        for (int j = 0; j < i; j++)
+            dup = dup || p->outputs[j] == p->outputs[i];
+        int b = dup ? -1 : alias_base(p, p->outputs[i], chain);
+        p->out_base[i] = b;
+    }
     for (int i = 0; ok && i < p->n; i++) {
         smelt__inst x = p->v[i];
         for (int j = 0; j < x.nin; j++)
             x.in[j] = remap[x.in[j]];
         int64_t off, st[SMELT_MAX_DIMS], vst[SMELT_MAX_DIMS];
-        if (x.op == SMELT_OP_RESHAPE &&
+        if (x.op == SMELT_OP_RESHAPE && !chain[i] && /* (an output's: read backwards, from the output) */
             (!smelt__view_chain(&q, x.in[0], &off, st) ||
              !smelt__view_strides(x.op, x.vp, x.ndim, x.shape, q.v[x.in[0]].ndim, q.v[x.in[0]].shape, st, &off,
                                   vst))) {
@@ -139,26 +178,27 @@ int smelt__prog_finalize(smelt__prog *p)
         }
         ok = ok && (remap[i] = prog_push(&q, &x)) >= 0;
     }
-    for (int i = 0; ok && i < p->nout; i++)
+    for (int i = 0; ok && i < p->nout; i++) {
         p->outputs[i] = remap[p->outputs[i]];
+        p->out_base[i] = p->out_base[i] >= 0 ? remap[p->out_base[i]] : -1;
+    }
     free(remap);
+    free(chain);
     free(p->v);
     p->v = q.v, p->n = q.n, p->cap = q.cap;
     if (!ok)
         return SMELT_ERR_NOMEM;
     for (int i = 0; i < p->nout; i++) {
         int v = p->outputs[i];
-        bool dup = false;
-        for (int j = 0; j < i; j++)
-            dup = dup || p->outputs[j] == v;
         int cls = smelt__ops[p->v[v].op].cls;
-        if (!dup && cls != SMELT_CLASS_SOURCE && cls != SMELT_CLASS_VIEW)
+        if (p->out_base[i] >= 0 && cls != SMELT_CLASS_SOURCE) {
             continue;
+        }
         smelt__inst c = copy_of(p, v);
         int k = prog_push(p, &c);
         if (k < 0)
             return SMELT_ERR_NOMEM;
-        p->outputs[i] = k;
+        p->outputs[i] = p->out_base[i] = k;
     }
     smelt__prog_uses(p);
     return SMELT_OK;

@@ -5,7 +5,9 @@
  *
  * so the kernel that reads the view computes it from the operands where
  * they lie, and nothing is written in between.  Only where the value is
- * read by the view alone (it is not computed twice) and is not an output;
+ * read by the view alone (it is not computed twice) and is not an output,
+ * and where the view would not stop on a value computed elementwise for
+ * this one alone (it would then be written out for the view: strands());
  * an operand of another shape is broadcast to the value's first (a
  * broadcast view), a constant stays a scalar.  A reshape moves only where
  * every operand has the value's shape and strides can express the reshape
@@ -69,11 +71,32 @@ static bool movable(const vstate *s, const smelt__inst *x, int u)
     return true;
 }
 
+/* Whether moving view x from u to u's operands (and on down) would leave
+ * it on a value computed elementwise for u alone: that value, fused with u
+ * where the view stayed put, would then be written out for the view to read
+ * (a reshape of exp(x - max(x)) moved onto x - max(x), a broadcast
+ * difference it cannot pass). */
+static bool strands(const vstate *s, const smelt__inst *x, int u)
+{
+    const smelt__inst *U = &s->q.v[u];
+    for (int j = 0; j < U->nin; j++) {
+        int a = U->in[j];
+        const smelt__inst *A = &s->q.v[a];
+        int cls = smelt__ops[A->op].cls;
+        bool ew = (cls == SMELT_CLASS_ELEMWISE || cls == SMELT_CLASS_CAST) && s->uses[a] == 1 && !A->is_output;
+        if (A->op == SMELT_OP_CONST)
+            continue;
+        if (same_shape(A, U) && movable(s, x, a) ? strands(s, x, a) : ew)
+            return true;
+    }
+    return false;
+}
+
 /* View x (its operand ignored) over value u of q: the index of its value
  * in q.  One read of u (the caller's) passes to what this makes. */
 static int view_of(vstate *s, const smelt__inst *x, int u)
 {
-    if (!movable(s, x, u)) {
+    if (!movable(s, x, u) || strands(s, x, u)) {
         smelt__inst v = *x;
         v.in[0] = u;
         v.dtype = s->q.v[u].dtype; /* (a view has its operand's dtype; x's was the value's it moved from) */
@@ -118,7 +141,7 @@ int smelt__pass_views(smelt__prog *p)
         smelt__inst x = p->v[i];
         for (int j = 0; j < x.nin; j++)
             x.in[j] = remap[x.in[j]];
-        if (smelt__is_view(x.op) && movable(&s, &x, x.in[0])) {
+        if (smelt__is_view(x.op) && movable(&s, &x, x.in[0]) && !strands(&s, &x, x.in[0])) {
             remap[i] = view_of(&s, &x, x.in[0]);
             s.uses[remap[i]] = x.uses;
             s.q.v[remap[i]].is_output = x.is_output;

@@ -29,11 +29,14 @@ static struct {
 
 static void blas_load(void)
 {
-    /* OpenBLAS picks its kernels by CPU (DYNAMIC_ARCH), and other kernels sum
-     * in another order: one choice on every x86-64 CPU with AVX2 (AMD and
-     * Intel alike), unless the user chose (docs/env.md) */
-    if (!getenv("OPENBLAS_CORETYPE") && smelt__x86_level() >= 3)
-        setenv("OPENBLAS_CORETYPE", "Haswell", 0);
+    /* OpenBLAS picks its kernels by CPU (DYNAMIC_ARCH; 0.3.21 takes a Zen 5
+     * for a Haswell, AVX2 only), and other kernels sum in another order: one
+     * choice per x86-64 level, AMD and Intel alike, unless the user chose
+     * (docs/env.md): AVX-512's kernels (twice AVX2's speed on a Zen 5), else
+     * AVX2's */
+    int level = smelt__x86_level();
+    if (!getenv("OPENBLAS_CORETYPE") && level >= 3)
+        setenv("OPENBLAS_CORETYPE", level >= 4 ? "SkylakeX" : "Haswell", 0);
     const char *env = getenv("SMELT_BLAS_LIB");
     const char *cands[] = {env && *env ? env : NULL, "libopenblas.so.0", "libopenblas.so", "libblas.so.3",
                            "libcblas.so.3"};

@@ -140,6 +140,35 @@ static int view_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64
     return SMELT_OK;
 }
 
+/* Value v in the memory of the output that views it (out: that output's
+ * tensor, contiguous or made so by check_overlaps): the views' inverses
+ * applied from the output down to v, a transpose back, a reshape back. */
+static int output_alias(smelt_plan *p, int v, smelt__view *out, int64_t *scratch)
+{
+    int chain[64], n = 0;
+    for (int y = p->prog.outputs[p->out_slot[v]]; y != v && n < 64; y = p->prog.v[y].in[0])
+        chain[n++] = y;
+    int64_t st[SMELT_MAX_DIMS], off = 0;
+    memcpy(st, out->strides, sizeof(int64_t) * (size_t)out->ndim);
+    for (int k = 0; k < n; k++) {
+        const smelt__inst *x = &p->prog.v[chain[k]];
+        const smelt__rshape *xr = &p->rs[chain[k]], *ur = &p->rs[x->in[0]];
+        int64_t ust[SMELT_MAX_DIMS];
+        if (x->op == SMELT_OP_PERMUTE) {
+            for (int d = 0; d < x->ndim; d++)
+                ust[x->vp[d]] = st[d];
+        } else if (!smelt__view_strides(SMELT_OP_RESHAPE, NULL, ur->ndim, ur->shape, xr->ndim, xr->shape, st, &off,
+                                        ust)) {
+            return smelt__err(p->ctx, SMELT_ERR_RUNTIME, "output %d: its memory cannot hold the value it views "
+                              "(a reshape strides cannot undo)", p->out_slot[v]);
+        }
+        memcpy(st, ust, sizeof st);
+    }
+    memcpy(scratch, st, sizeof(int64_t) * (size_t)p->rs[v].ndim);
+    *out = (smelt__view){out->data, p->rs[v].ndim, p->rs[v].shape, scratch};
+    return SMELT_OK;
+}
+
 static int value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch)
 {
     const smelt__inst *x = &p->prog.v[v];
@@ -157,7 +186,7 @@ static int value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int6
     if (p->out_slot[v] >= 0) {
         smelt_tensor *t = rs->outputs[p->out_slot[v]];
         *out = (smelt__view){t->data, t->ndim, t->shape, t->strides};
-        return SMELT_OK;
+        return p->prog.outputs[p->out_slot[v]] == v ? SMELT_OK : output_alias(p, v, out, scratch);
     }
     const smelt__rshape *r = &p->rs[v];
     smelt__contig_strides(r->ndim, r->shape, scratch);
@@ -994,7 +1023,13 @@ static int check_overlaps(smelt_plan *p, bool dev, int n_in, smelt_tensor *const
             if (!alloc[j] && smelt__tensors_overlap(o, outputs[j]))
                 st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG,
                                 "outputs %d and %d overlap in memory: give each a tensor of its own (or NULL)", j, i);
-        bool stage = false, direct = false;
+        /* an output its value is written into through views (a transpose
+         * back, a reshape back): on the host, through a contiguous
+         * temporary unless it is contiguous */
+        bool stage = !dev && p->prog.out_base[i] != p->prog.outputs[i] && !smelt_tensor_is_contiguous(o), direct = false;
+        if (dev && p->prog.out_base[i] != p->prog.outputs[i] && !smelt_tensor_is_contiguous(o))
+            st = smelt__err(p->ctx, SMELT_ERR_INVALID_ARG, "output %d: a non-contiguous device tensor for an output "
+                            "the plan writes through its views: give a contiguous one (or NULL)", i);
         for (int k = 0; k < n_in && !st && !stage; k++) {
             if (!smelt__tensors_overlap(o, inputs[k]) ||
                 (dev && !(smelt__is_device(o) && smelt__is_device(inputs[k])))) /* host ones are staged anyway */

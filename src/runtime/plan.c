@@ -512,7 +512,7 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     for (int i = 0; i < p->prog.n; i++)
         p->out_slot[i] = -1;
     for (int i = 0; i < p->prog.nout; i++)
-        p->out_slot[p->prog.outputs[i]] = i;
+        p->out_slot[p->prog.out_base[i]] = i; /* (the value its kernel writes: through views, in place) */
     for (int i = 0; i < o.n_donate; i++)
         p->donated[o.donate[i]] = true;
 
