@@ -46,6 +46,9 @@ static const layout_case layout_cases[] = {
      {9, 7}, {1}, 1, 0},
     {"a row program written through a reshaped output", "reshape(exp(x - max(x, axis=-1, keepdims=True)), (-1,))",
      SMELT_F32, 2, 1, {6, 40}, {1}, 1, 0},
+    /* a reshape after a transpose cannot be undone by strides: a copy (found by scripts/fuzz-layout) */
+    {"an output reshaped after a transpose", "transpose(reshape(x - max(x, axis=0, keepdims=True), (6, 2)), (1, 0))[None]",
+     SMELT_F32, 2, 1, {3, 4}, {1}, 2, 1},
 };
 
 /* Case c's graph (one output in *out) and its inputs x, y (random, from a

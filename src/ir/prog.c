@@ -122,9 +122,11 @@ static smelt__inst copy_of(const smelt__prog *p, int v)
  * (laid out contiguously). */
 /* The value whose kernel can write output v through v's views, in place
  * in the output's memory (their inverse: a transpose back, a reshape back,
- * which strides express on a contiguous output): v itself when v is not a
- * view; -1 when the views are others (slices, broadcasts) or a value on
- * the way is read elsewhere too.  chain marks the views on the way. */
+ * which strides express on a contiguous output whatever the sizes: from
+ * the output down, reshapes before transposes, after them only reshapes of
+ * size-1 axes): v itself when v is not a view; -1 when the views are others
+ * (slices, broadcasts, reshapes after transposes) or a value on the way is
+ * read elsewhere too.  chain marks the views on the way. */
 static int alias_base(const smelt__prog *p, int v, bool *chain)
 {
     int x = v;
@@ -132,11 +134,17 @@ static int alias_base(const smelt__prog *p, int v, bool *chain)
         return v;
     if (p->v[v].uses != 1)
         return -1;
+    bool permuted = false; /* (the inverse so far; a reshape back of a transposed value needs strides it may lack) */
     while (smelt__is_view(p->v[x].op)) {
-        int u = p->v[x].in[0];
-        if ((p->v[x].op != SMELT_OP_PERMUTE && p->v[x].op != SMELT_OP_RESHAPE) || p->v[u].uses != 1 ||
-            p->v[u].is_output)
+        const smelt__inst *y = &p->v[x];
+        int u = y->in[0];
+        bool ones = true; /* a reshape that only adds or drops axes of size 1 (strides always express it) */
+        for (int d = 0; d < y->ndim && y->op == SMELT_OP_RESHAPE; d++)
+            ones = ones && (y->vp[d] <= -2 || y->vp[d] == 1);
+        if ((y->op != SMELT_OP_PERMUTE && y->op != SMELT_OP_RESHAPE) || (y->op == SMELT_OP_RESHAPE && permuted && !ones) ||
+            p->v[u].uses != 1 || p->v[u].is_output)
             return -1;
+        permuted = permuted || y->op == SMELT_OP_PERMUTE;
         x = u;
     }
     int cls = smelt__ops[p->v[x].op].cls;
