@@ -1092,7 +1092,7 @@ static int cmd_explain(const opts *o, binding *b, int nb)
     for (int i = 0; !o->no_source && i < smelt_plan_num_kernels(p); i++) {
         const char *src = smelt_plan_kernel_source(p, i), *name = smelt_plan_kernel_name(p, i);
         if (!src || !name) {
-            printf("\n== kernel %d: (not compiled) ==\n", i);
+            printf("\n== kernel %d: no generated source (a library call, or not compiled) ==\n", i);
             continue;
         }
         /* the prelude (types, math declarations, helpers) is the same in
