@@ -1,6 +1,7 @@
 /* Traced functions: recorded and compiled once per input signature (dtypes,
  * ranks, broadcast pattern), reused for new sizes, re-recorded for new
  * dtypes; errors from the traced function are reported clearly. */
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -402,5 +403,97 @@ Test(trace, captured_tensors_inputs_or_constants)
     cr_assert_null(smelt_trace_capture(g, NULL));
     smelt_graph_free(g);
     smelt_tensor_free(l.w), smelt_tensor_free(l.b), smelt_tensor_free(x);
+    smelt_ctx_free(ctx);
+}
+
+/* A traced MLP block whose weights are captured as constants: saved by the
+ * trace as a self-contained graph file, loaded and run again (as `smelt
+ * run` does) with the bits of the trace; attention (no weights) likewise. */
+typedef struct mlp_w {
+    smelt_tensor *w1, *b1, *w2, *b2;
+} mlp_w;
+
+static int mlp_fn(smelt_graph *g, int n_in, smelt_node *const *in, int n_out, smelt_node **out, void *user)
+{
+    mlp_w *m = user;
+    (void)n_in, (void)n_out;
+    smelt_node *h = smelt_unary(g, SMELT_OP_GELU_TANH, smelt_add(g, smelt_matmul(g, in[0], smelt_trace_capture(g, m->w1)),
+                                                                smelt_trace_capture(g, m->b1)));
+    smelt_node *y = smelt_add(g, smelt_add(g, smelt_matmul(g, h, smelt_trace_capture(g, m->w2)), smelt_trace_capture(g, m->b2)),
+                              in[0]);
+    const int last[] = {-1};
+    smelt_node *d = smelt_sub(g, y, smelt_reduce(g, SMELT_OP_MEAN, y, 1, last, 1));
+    out[0] = smelt_mul(g, d, smelt_unary(g, SMELT_OP_RSQRT, smelt_add(g, smelt_reduce(g, SMELT_OP_MEAN, smelt_mul(g, d, d),
+                                                                                     1, last, 1), smelt_scalar(g, 1e-5))));
+    return SMELT_OK;
+}
+
+static int attention_fn(smelt_graph *g, int n_in, smelt_node *const *in, int n_out, smelt_node **out, void *user)
+{
+    (void)n_in, (void)n_out, (void)user;
+    out[0] = smelt_expr(g, "reshape(transpose((exp(q @ transpose(k, (0, 1, 3, 2)) / 4 - max(q @ transpose(k, (0, 1, 3, 2)) / "
+                           "4, axis=-1, keepdims=True)) / sum(exp(q @ transpose(k, (0, 1, 3, 2)) / 4 - max(q @ transpose(k, "
+                           "(0, 1, 3, 2)) / 4, axis=-1, keepdims=True)), axis=-1, keepdims=True)) @ v, (0, 2, 1, 3)), "
+                           "(2, 24, 64))",
+                        (const char *[]){"q", "k", "v"}, in, 3);
+    return SMELT_OK;
+}
+
+static void saved_and_run_again(smelt_ctx *ctx, smelt_trace *t, int n_in, smelt_tensor **in, int want_inputs)
+{
+    smelt_tensor *y = NULL, *y2 = NULL;
+    T_OK(ctx, smelt_trace_call(t, n_in, in, 1, &y));
+    char path[] = "/tmp/smelt-model-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    T_OK(ctx, smelt_trace_save(t, path));
+    smelt_graph *g = NULL;
+    int n_out;
+    smelt_node **outs = NULL;
+    T_OK(ctx, smelt_graph_load(ctx, path, &g, &n_out, &outs));
+    cr_assert_eq(smelt_graph_num_inputs(g), want_inputs, "a self-contained graph: the function's inputs only");
+    smelt_plan *p = t_plan(ctx, g, 1, outs, 3);
+    t_run(p, n_in, in, 1, &y2);
+    cr_assert(t_bitwise_equal(y, y2), "the saved graph gives other bits");
+    smelt_tensor *ref;
+    t_reference(ctx, g, 1, outs, n_in, in, &ref);
+    t_expect_match("the saved graph against the reference", y2, ref, (t_tol){.ulps = 64, .atol = 1e-4});
+    smelt_tensor_free(ref), smelt_tensor_free(y), smelt_tensor_free(y2);
+    smelt_plan_free(p);
+    smelt_free(outs);
+    smelt_graph_free(g);
+    unlink(path);
+    for (int i = 0; i < 64; i++) { /* (the .npy files of large constants beside it) */
+        char npy[64];
+        snprintf(npy, sizeof npy, "%s.c%d.npy", path, i);
+        unlink(npy);
+    }
+}
+
+Test(trace, mlp_and_attention_saved_self_contained)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 36);
+    mlp_w m = {t_rand(ctx, &r, SMELT_F32, SHP(32, 64)), t_rand(ctx, &r, SMELT_F32, SHP(64)),
+               t_rand(ctx, &r, SMELT_F32, SHP(64, 32)), t_rand(ctx, &r, SMELT_F32, SHP(32))};
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.capture_as_const = 1;
+    smelt_trace *t = NULL;
+    T_OK(ctx, smelt_trace_new(ctx, mlp_fn, &m, 1, 1, &o, &t));
+    smelt_tensor *x = t_rand(ctx, &r, SMELT_F32, SHP(16, 32));
+    saved_and_run_again(ctx, t, 1, &x, 1);
+    smelt_trace_free(t);
+    smelt_tensor_free(x), smelt_tensor_free(m.w1), smelt_tensor_free(m.b1), smelt_tensor_free(m.w2),
+        smelt_tensor_free(m.b2);
+    T_OK(ctx, smelt_trace_new(ctx, attention_fn, NULL, 3, 1, &o, &t));
+    smelt_tensor *qkv[3];
+    for (int i = 0; i < 3; i++)
+        qkv[i] = t_rand(ctx, &r, SMELT_F32, SHP(2, 4, 24, 16));
+    saved_and_run_again(ctx, t, 3, qkv, 3);
+    smelt_trace_free(t);
+    t_free_all(qkv, 3);
     smelt_ctx_free(ctx);
 }
