@@ -150,3 +150,41 @@ Test(constant, graph_files_carry_the_values)
     rmdir(dir);
     smelt_ctx_free(ctx);
 }
+
+/* Constant folding of tensor constants (opt_level >= 1): operators over
+ * constants only and views of them become constants, computed as the
+ * kernels compute them (the bits of the unfused plan), up to 65536
+ * elements; larger ones are left to the kernels. */
+Test(constant, folding_through_operators_and_views)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 37);
+    for (int big = 0; big < 2; big++) {
+        int64_t n = big ? 300 : 30; /* 300 x 300 = 90000 results: beyond the limit */
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(n, n));
+        smelt_tensor *wt = t_rand(ctx, &r, SMELT_F32, SHP(n, n)), *bt = t_rand(ctx, &r, SMELT_F32, SHP(n));
+        smelt_node *w = smelt_constant(g, wt), *b = smelt_constant(g, bt);
+        /* tanh(w.T * 2 + b)[::-1] folds; x + it is the only kernel */
+        smelt_node *c = smelt_flip(g, smelt_unary(g, SMELT_OP_TANH, smelt_add(g, smelt_mul(g, smelt_transpose(g, w, NULL),
+                                                                                         smelt_scalar(g, 2)), b)), 0);
+        smelt_node *y = smelt_add(g, x, c);
+        smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(n, n)), *a = NULL, *z = NULL;
+        smelt_plan *p0 = t_plan(ctx, g, 1, &y, 0), *p3 = t_plan(ctx, g, 1, &y, 3);
+        t_run(p0, 1, &in, 1, &a);
+        t_run(p3, 1, &in, 1, &z);
+        cr_assert(t_bitwise_equal(a, z), "folded (%d) or not, the same bits", big);
+        smelt_plan_stats s = t_stats(p3);
+        /* one kernel either way: folded, x + a constant; not, the views moved onto w and b */
+        cr_assert_eq(s.kernels, 1, "%s", smelt_plan_describe(p3));
+        if (big)
+            cr_assert_eq(s.folded, 0, "%s", smelt_plan_describe(p3));
+        else
+            cr_assert_geq(s.folded, 4, "%s", smelt_plan_describe(p3));
+        smelt_tensor_free(a), smelt_tensor_free(z), smelt_tensor_free(in), smelt_tensor_free(wt), smelt_tensor_free(bt);
+        smelt_plan_free(p0), smelt_plan_free(p3);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}

@@ -11,8 +11,10 @@
  * kernels' one order of combination (src/ir/ir.h) in the accumulator's
  * dtype, up to FOLD_RED_MAX elements; a larger one is left to its kernel,
  * which reads the constant as an operand of strides 0.  A view of a
- * constant is the constant at the view's shape. */
+ * constant is the constant at the view's shape.  Operators over tensor
+ * constants, and their views, fold into new tensor constants (fold_tensor). */
 #include <math.h>
+#include <stdlib.h>
 
 #include "passes.h"
 
@@ -99,6 +101,87 @@ static bool fold_reduce(smelt__inst *in, const smelt__inst *s)
     return true;
 }
 
+/* Tensor constants: an operator over constants (one a tensor at least) of
+ * at most FOLD_TENSOR_MAX results, or a view of a tensor constant, becomes
+ * a tensor constant, element by element as above (the kernels' primitive,
+ * the view's strides).  Integers beyond 2^53 are left to the kernels. */
+#define FOLD_TENSOR_MAX 65536
+static bool fold_tensor(smelt__prog *p, smelt__inst *in)
+{
+    bool any = false;
+    for (int j = 0; j < in->nin; j++) {
+        int op = p->v[in->in[j]].op;
+        if (op != SMELT_OP_CONST && op != SMELT_OP_TENSOR)
+            return false;
+        any = any || op == SMELT_OP_TENSOR;
+    }
+    int64_t cnt = smelt__numel(in->ndim, in->shape);
+    if (!any || cnt > FOLD_TENSOR_MAX || smelt__is_reduce(in->op))
+        return false;
+    size_t es = smelt__dtypes[in->dtype].size;
+    smelt__blob *b = malloc(sizeof *b + (size_t)cnt * es + 1);
+    smelt__blob **bl = realloc(p->blobs, sizeof *bl * (size_t)(p->nblobs + 1));
+    if (bl)
+        p->blobs = bl;
+    if (!b || !bl) {
+        free(b);
+        return false; /* (folding is an optimisation) */
+    }
+    int64_t st[3][SMELT_MAX_DIMS], off = 0;
+    bool ok = true;
+    for (int j = 0; j < in->nin; j++) { /* each operand's strides over the result's shape */
+        const smelt__inst *a = &p->v[in->in[j]];
+        int64_t cs[SMELT_MAX_DIMS];
+        smelt__contig_strides(a->ndim, a->shape, cs);
+        if (smelt__is_view(in->op)) {
+            ok = smelt__view_strides(in->op, in->vp, in->ndim, in->shape, a->ndim, a->shape, cs, &off, st[j]);
+            continue;
+        }
+        for (int d = 0; d < in->ndim; d++) {
+            int ad = d - (in->ndim - a->ndim);
+            st[j][d] = a->op == SMELT_OP_CONST || ad < 0 || a->shape[ad] == 1 ? 0 : cs[ad];
+        }
+    }
+    const double exact = 9007199254740992.0; /* 2^53 */
+    smelt_dtype in_dt = p->v[in->in[in->op == SMELT_OP_WHERE ? 1 : 0]].dtype;
+    for (int64_t i = 0; ok && i < cnt; i++) {
+        double v[3] = {0, 0, 0};
+        int64_t rem = i, o[3] = {off, 0, 0};
+        for (int d = in->ndim - 1; d >= 0; d--) {
+            int64_t idx = rem % in->shape[d];
+            rem /= in->shape[d];
+            for (int j = 0; j < in->nin; j++)
+                o[j] += idx * st[j][d];
+        }
+        for (int j = 0; j < in->nin; j++) {
+            const smelt__inst *a = &p->v[in->in[j]];
+            v[j] = a->op == SMELT_OP_CONST ? (smelt__is_float(a->dtype) ? a->fval : (double)a->ival)
+                                           : smelt__elem_load(a->dtype, p->blobs[a->ival]->data +
+                                                                            (size_t)o[j] * smelt__dtypes[a->dtype].size);
+            ok = ok && (smelt__is_float(a->dtype) || fabs(v[j]) < exact);
+        }
+        double y = v[0];
+        if (!smelt__is_view(in->op) && ok && !fold_by_kernel(p, in, in_dt, v, &y))
+            y = smelt__eval_scalar(in->op, in_dt, in->dtype, v);
+        ok = ok && (smelt__is_float(in->dtype) || fabs(y) < exact);
+        if (ok)
+            smelt__elem_store(in->dtype, b->data + (size_t)i * es,
+                              smelt__is_view(in->op) ? y : smelt__dtype_round_result(in->dtype, y));
+    }
+    if (!ok) {
+        free(b);
+        return false;
+    }
+    b->refs = 1;
+    b->bytes = (size_t)cnt * es;
+    b->hash = 0;
+    in->op = SMELT_OP_TENSOR;
+    in->nin = 0;
+    in->ival = p->nblobs;
+    p->blobs[p->nblobs++] = b;
+    return true;
+}
+
 int smelt__pass_fold(smelt__prog *p)
 {
     int folded = 0;
@@ -116,6 +199,10 @@ int smelt__pass_fold(smelt__prog *p)
             in->nin = 0;
             in->fval = p->v[in->in[0]].fval;
             in->ival = p->v[in->in[0]].ival;
+            folded++;
+            continue;
+        }
+        if (fold_tensor(p, in)) {
             folded++;
             continue;
         }
