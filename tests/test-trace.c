@@ -323,6 +323,27 @@ Test(trace, donated_inputs)
     smelt_ctx_free(ctx);
 }
 
+/* The trace's graph saved to a file and loaded back (its outputs in *outs);
+ * the file (and the .npy files of its large constants) removed. */
+static smelt_graph *save_and_load(smelt_ctx *ctx, smelt_trace *t, smelt_node ***outs)
+{
+    char path[] = "/tmp/smelt-trace-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    T_OK(ctx, smelt_trace_save(t, path));
+    smelt_graph *g = NULL;
+    int n_out;
+    T_OK(ctx, smelt_graph_load(ctx, path, &g, &n_out, outs));
+    unlink(path);
+    for (int i = 0; i < 64; i++) {
+        char npy[64];
+        snprintf(npy, sizeof npy, "%s.c%d.npy", path, i);
+        unlink(npy);
+    }
+    return g;
+}
+
 /* A layer with weights the function captures: y = tanh(x * w + b),
  * w and b read through smelt_trace_capture, w twice (one node). */
 typedef struct layer {
@@ -378,17 +399,9 @@ Test(trace, captured_tensors_inputs_or_constants)
         layer old = {w0, l.b};
         check_layer(ctx, y2, x, as_const ? &old : &l, as_const ? "constants after the update" : "inputs after the update");
         /* a self-contained file only with constants: it loads and runs with x alone */
-        char path[] = "/tmp/smelt-capture-XXXXXX";
-        int fd = mkstemp(path);
-        cr_assert_geq(fd, 0);
-        close(fd);
-        T_OK(ctx, smelt_trace_save(t, path));
-        smelt_graph *g = NULL;
-        int n_out;
         smelt_node **outs = NULL;
-        T_OK(ctx, smelt_graph_load(ctx, path, &g, &n_out, &outs));
+        smelt_graph *g = save_and_load(ctx, t, &outs);
         cr_assert_eq(smelt_graph_num_inputs(g), as_const ? 1 : 3, "inputs of the saved graph");
-        unlink(path);
         smelt_free(outs);
         smelt_graph_free(g);
         for (int i = 0; i < 30; i++) /* the weights back */
@@ -443,15 +456,8 @@ static void saved_and_run_again(smelt_ctx *ctx, smelt_trace *t, int n_in, smelt_
 {
     smelt_tensor *y = NULL, *y2 = NULL;
     T_OK(ctx, smelt_trace_call(t, n_in, in, 1, &y));
-    char path[] = "/tmp/smelt-model-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    T_OK(ctx, smelt_trace_save(t, path));
-    smelt_graph *g = NULL;
-    int n_out;
     smelt_node **outs = NULL;
-    T_OK(ctx, smelt_graph_load(ctx, path, &g, &n_out, &outs));
+    smelt_graph *g = save_and_load(ctx, t, &outs);
     cr_assert_eq(smelt_graph_num_inputs(g), want_inputs, "a self-contained graph: the function's inputs only");
     smelt_plan *p = t_plan(ctx, g, 1, outs, 3);
     t_run(p, n_in, in, 1, &y2);
@@ -463,12 +469,6 @@ static void saved_and_run_again(smelt_ctx *ctx, smelt_trace *t, int n_in, smelt_
     smelt_plan_free(p);
     smelt_free(outs);
     smelt_graph_free(g);
-    unlink(path);
-    for (int i = 0; i < 64; i++) { /* (the .npy files of large constants beside it) */
-        char npy[64];
-        snprintf(npy, sizeof npy, "%s.c%d.npy", path, i);
-        unlink(npy);
-    }
 }
 
 Test(trace, mlp_and_attention_saved_self_contained)
