@@ -1611,54 +1611,28 @@ static int red_check(const smelt__kdesc *d, smelt__sb *err)
  * operators the constants it reads that the producers' part holds, then
  * its own; its outputs the epilogue's outputs (not the reduced value);
  * rank 1, every operand strided (the column form computes a row of
- * results at once). */
+ * results at once): the piece of d after its reduction (rows_piece). */
+static int rows_piece(const smelt__kdesc *d, const bool *mine, const int *outs, int nout, int rank,
+                      smelt__kdesc *pc, int *src, smelt__sb *err, int first);
 static int red_epilogue(const smelt__kdesc *d, smelt__kdesc *e, int *ein)
 {
-    memset(e, 0, sizeof *e);
-    int nv = d->n_in + d->n_ops, rv = d->n_in + d->red;
-    int *map = malloc(sizeof(int) * (size_t)(nv + 1));
-    e->ops = malloc(sizeof *e->ops * (size_t)(d->n_ops + 1));
-    if (!map || !e->ops) {
-        free(map), free(e->ops);
-        e->ops = NULL;
+    int rv = d->n_in + d->red, outs[SMELT_MAX_KERNEL_OPERANDS], n = 0;
+    bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
+    if (!mine)
         return SMELT_ERR_NOMEM;
-    }
-    for (int v = 0; v < nv; v++)
-        map[v] = -1;
-    e->n_in = 1;
-    e->in_dt[0] = d->ops[d->red].dtype;
-    map[rv] = 0;
-    for (int k = d->red + 1; k < d->n_ops; k++) /* the kernel's inputs it reads, by first use */
-        for (int j = 0; j < d->ops[k].nin; j++) {
-            int v = d->ops[k].in[j];
-            if (v < d->n_in && map[v] < 0) {
-                map[v] = e->n_in;
-                ein[e->n_in] = v;
-                e->in_dt[e->n_in++] = d->in_dt[v];
-            }
-        }
-    for (int k = d->red + 1; k < d->n_ops; k++) {
-        smelt__kop op = d->ops[k];
-        for (int j = 0; j < op.nin; j++) {
-            int v = op.in[j];
-            if (map[v] < 0) { /* a constant of the producers' part */
-                e->ops[e->n_ops] = d->ops[v - d->n_in];
-                map[v] = e->n_in + e->n_ops++;
-            }
-            op.in[j] = map[v];
-        }
-        e->ops[e->n_ops] = op;
-        map[d->n_in + k] = e->n_in + e->n_ops++;
-    }
+    for (int k = 0; k < d->n_ops; k++) /* the operators after the reduction */
+        mine[k] = k > d->red;
     for (int o = 0; o < d->n_out; o++)
         if (d->out_val[o] > rv)
-            e->out_val[e->n_out++] = map[d->out_val[o]];
-    e->rank = 1;
-    for (int q = 0; q < e->n_in + e->n_out; q++)
+            outs[n++] = d->out_val[o];
+    smelt__sb err;
+    smelt__sb_init(&err);
+    int st = rows_piece(d, mine, outs, n, 1, e, ein, &err, rv); /* (the reduced value: input 0) */
+    smelt__sb_free(&err);
+    free(mine);
+    for (int q = 0; !st && q < e->n_in + e->n_out; q++)
         e->mode[q] = SMELT_MODE_STRIDED;
-    e->idx32 = d->idx32;
-    free(map);
-    return SMELT_OK;
+    return st;
 }
 
 /* The operand index of the reduced value among the kernel's operands, or
@@ -2148,12 +2122,14 @@ static void rows_closure(const smelt__kdesc *d, const rows_info *ri, int p, int 
         rows_closure(d, ri, p, d->ops[v - d->n_in].in[j], mine);
 }
 
-/* The piece of row program d that computes the operators mine marks (in
- * order) and outputs the values outs[0..nout): an elementwise kernel
- * description (ops allocated) whose input j reads value src[j] of d (a
- * kernel input, or a scalar), constants copied; modes left to the caller. */
+/* The piece of kernel d that computes the operators mine marks (in order)
+ * and outputs the values outs[0..nout): an elementwise kernel description
+ * (ops allocated) whose input j reads value src[j] of d (a kernel input, or
+ * a value computed outside the piece; value first, when >= 0, is input 0),
+ * constants copied; modes left to the caller.  A row program's passes and
+ * a reduction's epilogue are such pieces. */
 static int rows_piece(const smelt__kdesc *d, const bool *mine, const int *outs, int nout, int rank,
-                      smelt__kdesc *pc, int *src, smelt__sb *err)
+                      smelt__kdesc *pc, int *src, smelt__sb *err, int first)
 {
     memset(pc, 0, sizeof *pc);
     int nv = d->n_in + d->n_ops, st = SMELT_OK;
@@ -2166,6 +2142,11 @@ static int rows_piece(const smelt__kdesc *d, const bool *mine, const int *outs, 
     }
     for (int v = 0; v < nv; v++)
         map[v] = -1;
+    if (first >= 0) { /* a value the caller wants as input 0 */
+        map[first] = 0;
+        src[0] = first;
+        pc->in_dt[pc->n_in++] = value_dtype(d, first);
+    }
     for (int k = 0; k < d->n_ops; k++) /* its inputs, by first use */
         for (int j = 0; mine[k] && j < d->ops[k].nin; j++) {
             int v = d->ops[k].in[j];
@@ -2340,7 +2321,7 @@ static int rows_piece_of(const smelt__kdesc *d, const rows_info *ri, int kind, i
     *nout = n;
     if (!n)
         return SMELT_OK;
-    int st = rows_piece(d, mine, outs, n, kind == ROWS_SMALL ? 1 : d->rank, pc, src, err);
+    int st = rows_piece(d, mine, outs, n, kind == ROWS_SMALL ? 1 : d->rank, pc, src, err, -1);
     for (int q = 0; !st && q < pc->n_in; q++)
         bind[q] = rows_bind(d, ri, src[q]);
     for (int o = 0; !st && o < n; o++)
