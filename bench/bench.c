@@ -151,16 +151,21 @@ static void b_softmax(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, last, 1));
 }
 
+/* layer normalisation of the rows of y with weight and bias: the row program */
+static smelt_node *layernorm_rows(smelt_graph *g, smelt_node *y, smelt_node *w, smelt_node *b)
+{
+    const int last[] = {-1};
+    smelt_node *d = smelt_sub(g, y, smelt_reduce(g, SMELT_OP_MEAN, y, 1, last, 1));
+    smelt_node *var = smelt_reduce(g, SMELT_OP_MEAN, smelt_mul(g, d, d), 1, last, 1);
+    smelt_node *r = smelt_unary(g, SMELT_OP_RSQRT, smelt_add(g, var, S(g, 1e-5)));
+    return smelt_add(g, smelt_mul(g, smelt_mul(g, d, r), w), b);
+}
+
 /* layer normalisation over the rows, with weight and bias rows:
  * (x - mean) / sqrt(mean((x - mean)^2) + 1e-5) * w + b */
 static void b_layernorm(smelt_graph *g, smelt_node **in, smelt_node **out)
 {
-    const int last[] = {-1};
-    smelt_node *x = in[0];
-    smelt_node *d = smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MEAN, x, 1, last, 1));
-    smelt_node *var = smelt_reduce(g, SMELT_OP_MEAN, smelt_mul(g, d, d), 1, last, 1);
-    smelt_node *r = smelt_unary(g, SMELT_OP_RSQRT, smelt_add(g, var, S(g, 1e-5)));
-    out[0] = smelt_add(g, smelt_mul(g, smelt_mul(g, d, r), in[1]), in[2]);
+    out[0] = layernorm_rows(g, in[0], in[1], in[2]);
 }
 
 /* log-softmax over the rows: x - max - log(sum(exp(x - max))) */
@@ -215,16 +220,6 @@ static void b_xent(smelt_graph *g, smelt_node **in, smelt_node **out)
 static void b_transpose_add(smelt_graph *g, smelt_node **in, smelt_node **out)
 {
     out[0] = smelt_add(g, smelt_transpose(g, in[0], NULL), in[1]);
-}
-
-/* layer normalisation of the rows of y with weight and bias: the row program */
-static smelt_node *layernorm_rows(smelt_graph *g, smelt_node *y, smelt_node *w, smelt_node *b)
-{
-    const int last[] = {-1};
-    smelt_node *d = smelt_sub(g, y, smelt_reduce(g, SMELT_OP_MEAN, y, 1, last, 1));
-    smelt_node *var = smelt_reduce(g, SMELT_OP_MEAN, smelt_mul(g, d, d), 1, last, 1);
-    smelt_node *r = smelt_unary(g, SMELT_OP_RSQRT, smelt_add(g, var, S(g, 1e-5)));
-    return smelt_add(g, smelt_mul(g, smelt_mul(g, d, r), w), b);
 }
 
 /* a transformer MLP block: layernorm(gelu_tanh(x @ w1 + b1) @ w2 + b2 + x) * lw + lb,
