@@ -603,27 +603,32 @@ static int tile_dim(int rank, const int64_t *S, int n, int64_t (*st)[SMELT_MAX_D
     return -1;
 }
 
-/* One matrix of a matmul operand for BLAS: rows r, columns c at strides
- * (sr, sc): as it lies (*t: transposed, *ld its leading dimension), or
- * packed row-major into pack (f32 for f16/bf16, whose values BLAS cannot
- * read).  Returns what BLAS reads. */
-static const char *mm_operand(const char *data, smelt_dtype dt, int64_t r, int64_t c, int64_t sr, int64_t sc,
-                              char *pack, bool *t, int64_t *ld)
+/* Whether BLAS reads a matrix of a matmul operand (r rows, c columns at
+ * strides sr, sc) as it lies: *t transposed, *ld its leading dimension;
+ * not f16/bf16 (BLAS reads f32), broadcast, negative or odd strides. */
+static bool mm_direct(smelt_dtype dt, int64_t r, int64_t c, int64_t sr, int64_t sc, bool *t, int64_t *ld)
 {
     *t = false;
-    if (!smelt__is_half(dt)) {
-        if (sc == 1 && (sr >= c || r == 1) && sr > 0) {
-            *ld = r == 1 ? SMELT_MAX(c, 1) : sr;
-            return data;
-        }
-        if (sr == 1 && (sc >= r || c == 1) && sc > 0) {
-            *t = true;
-            *ld = c == 1 ? SMELT_MAX(r, 1) : sc;
-            return data;
-        }
+    *ld = SMELT_MAX(c, 1);
+    if (smelt__is_half(dt))
+        return false;
+    if (sc == 1 && (sr >= c || r == 1) && sr > 0) {
+        *ld = r == 1 ? SMELT_MAX(c, 1) : sr;
+        return true;
     }
+    if (sr == 1 && (sc >= r || c == 1) && sc > 0) {
+        *t = true;
+        *ld = c == 1 ? SMELT_MAX(r, 1) : sc;
+        return true;
+    }
+    return false;
+}
+
+/* That matrix packed row-major into pack (f32 for f16/bf16). */
+static void mm_pack(char *pack, const char *data, smelt_dtype dt, int64_t r, int64_t c, int64_t sr, int64_t sc)
+{
     size_t es = smelt__dtypes[dt].size, ps = smelt__is_half(dt) ? 4 : es;
-    for (int64_t i = 0; i < r; i++) /* (broadcast, negative or odd strides; half) */
+    for (int64_t i = 0; i < r; i++)
         for (int64_t j = 0; j < c; j++) {
             const char *q = data + (i * sr + j * sc) * (int64_t)es;
             char *o = pack + (size_t)(i * c + j) * ps;
@@ -634,8 +639,6 @@ static const char *mm_operand(const char *data, smelt_dtype dt, int64_t r, int64
                 memcpy(o, q, es);
             }
         }
-    *ld = SMELT_MAX(c, 1);
-    return pack;
 }
 
 /* A matmul's work: the matrices of the batch, each cut into blocks of
@@ -681,18 +684,22 @@ static void mm_task(void *arg, int64_t task)
     int64_t scm = C->strides[C->ndim - 2], scn = C->strides[C->ndim - 1];
     smelt_dtype dt = j->dt, ct = smelt__is_half(dt) ? SMELT_F32 : dt;
     size_t es = smelt__dtypes[dt].size, cs = smelt__dtypes[ct].size;
-    bool cdirect = !smelt__is_half(dt) && scn == 1 && (scm >= N || M == 1);
-    char *pack = malloc((size_t)(M * K + K * N + M * N) * cs + 1), *pa = pack, *pb = pa + (size_t)(M * K) * cs;
-    char *pc = pb + (size_t)(K * N) * cs;
-    if (!pack) {
+    bool cdirect = !smelt__is_half(dt) && scn == 1 && (scm >= N || M == 1), ta, tb;
+    int64_t lda, ldb, sbk = B->strides[B->ndim - 2], sbn = B->strides[B->ndim - 1];
+    const char *a = A->data + (off[0] + r0 * sam) * (int64_t)es, *b = B->data + off[1] * (int64_t)es;
+    bool da = mm_direct(dt, M, K, sam, sak, &ta, &lda), db = mm_direct(dt, K, N, sbk, sbn, &tb, &ldb);
+    /* memory for what BLAS cannot take as it lies (the operands packed, the result) */
+    size_t na = da ? 0 : (size_t)(M * K), nbk = db ? 0 : (size_t)(K * N), nc = cdirect ? 0 : (size_t)(M * N);
+    char *pack = na + nbk + nc ? malloc((na + nbk + nc) * cs) : NULL;
+    char *pa = pack, *pb = pack ? pa + na * cs : NULL, *pc = pack ? pb + nbk * cs : NULL;
+    if (na + nbk + nc && !pack) {
         mm_fail(j, smelt__err(j->ctx, SMELT_ERR_NOMEM, "matmul: out of memory"));
         return;
     }
-    bool ta, tb;
-    int64_t lda, ldb;
-    const char *a = mm_operand(A->data + (off[0] + r0 * sam) * (int64_t)es, dt, M, K, sam, sak, pa, &ta, &lda);
-    const char *b = mm_operand(B->data + off[1] * (int64_t)es, dt, K, N, B->strides[B->ndim - 2],
-                               B->strides[B->ndim - 1], pb, &tb, &ldb);
+    if (!da)
+        mm_pack(pa, a, dt, M, K, sam, sak), a = pa;
+    if (!db)
+        mm_pack(pb, b, dt, K, N, sbk, sbn), b = pb;
     char *c0 = C->data + (off[2] + r0 * scm) * (int64_t)es, *c = cdirect ? c0 : pc;
     int64_t ldc = cdirect ? (M == 1 ? N : scm) : N;
     int st = SMELT_OK;
