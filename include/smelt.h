@@ -190,6 +190,19 @@ smelt_node *smelt_slice(smelt_graph *g, smelt_node *a, int axis, int64_t start, 
 smelt_node *smelt_flip(smelt_graph *g, smelt_node *a, int axis);       /* a[..., ::-1, ...] */
 smelt_node *smelt_expand_dims(smelt_graph *g, smelt_node *a, int axis); /* a new axis of size 1 */
 smelt_node *smelt_squeeze(smelt_graph *g, smelt_node *a, int axis);     /* drop an axis of size 1 */
+/* NumPy's concatenate((parts[0], ..., parts[n-1]), axis): arrays of one
+ * rank whose other dimensions are equal, promoted to one dtype.  Kernels
+ * read the parts where they lie, a kernel run once per part (no copy
+ * kernel); a reduction or a matrix product reads a copy.  More than
+ * SMELT_MAX_PARTS (8) parts in all (counting those of concatenated
+ * concats): the first ones are copied into one array, then concatenated. */
+smelt_node *smelt_concat(smelt_graph *g, int n, smelt_node *const *parts, int axis);
+/* NumPy's pad(a, widths, constant_values=value): widths[2d] elements
+ * before axis d and widths[2d + 1] after it (0 or more), of value in a's
+ * dtype (an integer dtype truncates it; one it does not fit is an error).
+ * Read as a concat is: a kernel runs once on a's elements and once on
+ * each padded region. */
+smelt_node *smelt_pad(smelt_graph *g, smelt_node *a, const int64_t *widths, double value);
 /* 0, 1, ..., n - 1 in dtype dt (a number type, not bool), shape [n], as
  * NumPy's arange(n): no memory of the graph's, the executor lays it out
  * once per plan.  `arange(C) == t` with t of shape [N, 1] (integer

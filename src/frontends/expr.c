@@ -82,8 +82,8 @@ static const struct {
       "nanmean", "nanmax", "nanmin", "average"}},
     {"this matrix product is not supported yet (matmul and @ are)", {"dot", "einsum", "inner", "outer", "tensordot"}},
     {"this layout operation is not supported yet (transpose, reshape, expand_dims, squeeze, flip, "
-     "broadcast_to and slicing a[1:, ::2, None] are)",
-     {"concatenate", "concat", "stack", "pad", "roll", "take"}},
+     "broadcast_to, concat, pad and slicing a[1:, ::2, None] are)",
+     {"stack", "roll", "take", "tile", "repeat"}},
 };
 
 /* For tests: the alias table, one entry per call (NULL past the end). */
@@ -779,6 +779,158 @@ static val call_layout(P *p, int kind, const char *fname, size_t npos)
     return made(p, r, npos, NULL);
 }
 
+/* concat((a, b, ...)[, axis]) and concatenate: the parts as a tuple or a
+ * list; axis (default 0) an integer, also by keyword. */
+static val call_concat(P *p, const char *fname, size_t npos)
+{
+    next(p); /* '(' */
+    bool list = is_op(p, "[");
+    if (!list && !is_op(p, "("))
+        return unexpected(p, " (concat takes a tuple of arrays: concat((a, b), axis=0))");
+    next(p);
+    smelt_node *parts[64];
+    int n = 0;
+    while (!is_op(p, list ? "]" : ")")) {
+        val v = expr(p);
+        if (!v.n)
+            return v;
+        if (n == 64)
+            return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu: more than 64 arrays", fname, npos + 1);
+        parts[n++] = v.n;
+        if (is_op(p, ","))
+            next(p);
+        else if (!is_op(p, list ? "]" : ")"))
+            return unexpected(p, list ? " (expected ',' or ']')" : " (expected ',' or ')')");
+    }
+    next(p);
+    int64_t axis = 0;
+    if (is_op(p, ",")) {
+        next(p);
+        if (at_keyword(p)) {
+            if (!is_kw(p, "axis"))
+                return unexpected(p, " (concat's keyword is axis=)");
+            next(p);
+            next(p);
+        }
+        bool have;
+        if (is_kw(p, "None"))
+            return fail(p, p->t.pos, SMELT_ERR_PARSE, "%s() at column %zu: axis=None (flattening) is not supported: "
+                        "reshape the parts to 1-D first", fname, p->t.pos + 1);
+        if (!opt_int(p, &axis, &have))
+            return NONE;
+        if (!have)
+            return unexpected(p, " (the axis is an integer)");
+        if (axis < -1000 || axis > 1000)
+            axis = 1000;
+    }
+    if (!is_op(p, ")"))
+        return unexpected(p, p->t.kind == T_END ? " (expected ')')" : " (expected ',' or ')')");
+    next(p);
+    if (!n)
+        return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu needs at least one array", fname, npos + 1);
+    if (!p->build)
+        return CHECKED;
+    return made(p, smelt_concat(p->g, n, parts, (int)axis), npos, NULL);
+}
+
+/* pad(a, pad_width[, constant_values=v]), NumPy's (mode 'constant'):
+ * pad_width an integer (every side), (before, after) (every axis) or one
+ * pair per axis ((b0, a0), (b1, a1), ...); v a number (default 0). */
+static val call_pad(P *p, const char *fname, size_t npos)
+{
+    next(p); /* '(' */
+    val a = expr(p);
+    if (!a.n)
+        return a;
+    if (!is_op(p, ","))
+        return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu takes an array and its pad widths: "
+                    "pad(a, ((1, 1), (0, 2)))", fname, npos + 1);
+    next(p);
+    if (at_keyword(p) && is_kw(p, "pad_width")) {
+        next(p);
+        next(p);
+    }
+    int64_t w[SMELT_MAX_DIMS][2];
+    int npairs = 0;
+    char tmsg[40];
+    snprintf(tmsg, sizeof tmsg, "more than %d entries", SMELT_MAX_DIMS);
+    size_t wpos = p->t.pos;
+    bool nested = false;
+    if (is_op(p, "(")) { /* ((b, a), ...) or (b, a) or (k,) */
+        size_t save = p->pos;
+        tok t = p->t;
+        next(p);
+        nested = is_op(p, "(");
+        p->pos = save, p->t = t;
+    }
+    if (nested) {
+        next(p);
+        while (!is_op(p, ")")) {
+            int k;
+            int64_t v[SMELT_MAX_DIMS];
+            if (npairs == SMELT_MAX_DIMS)
+                return fail(p, wpos, SMELT_ERR_PARSE, "pad widths at column %zu: %s", wpos + 1, tmsg);
+            if (!int_tuple(p, " (a pad width is an integer)", INT64_MAX, "pad widths", tmsg, &k, v))
+                return NONE;
+            if (k != 2)
+                return fail(p, wpos, SMELT_ERR_PARSE, "pad widths at column %zu: each axis takes (before, after)",
+                            wpos + 1);
+            w[npairs][0] = v[0], w[npairs][1] = v[1], npairs++;
+            if (is_op(p, ","))
+                next(p);
+            else if (!is_op(p, ")"))
+                return unexpected(p, " (expected ',' or ')' in a tuple)");
+        }
+        next(p);
+    } else {
+        int k;
+        int64_t v[SMELT_MAX_DIMS];
+        if (!int_tuple(p, " (pad widths: an integer, (before, after) or ((b0, a0), (b1, a1), ...))", INT64_MAX,
+                       "pad widths", tmsg, &k, v))
+            return NONE;
+        if (k != 1 && k != 2)
+            return fail(p, wpos, SMELT_ERR_PARSE, "pad widths at column %zu: an integer, (before, after) or one "
+                        "pair per axis", wpos + 1);
+        w[0][0] = v[0], w[0][1] = v[k - 1], npairs = -1; /* (every axis) */
+    }
+    double value = 0;
+    if (is_op(p, ",")) {
+        next(p);
+        if (!at_keyword(p) || !is_kw(p, "constant_values"))
+            return unexpected(p, " (pad's other argument is constant_values=)");
+        next(p);
+        next(p);
+        bool neg = is_op(p, "-");
+        if (neg || is_op(p, "+"))
+            next(p);
+        if (p->t.kind == T_INT)
+            value = p->t.big ? 9223372036854775808.0 : (double)p->t.ival;
+        else if (p->t.kind == T_FLOAT)
+            value = p->t.fval;
+        else if (is_kw(p, "inf") || is_kw(p, "nan") || is_kw(p, "True") || is_kw(p, "False"))
+            value = is_kw(p, "inf") ? INFINITY : is_kw(p, "nan") ? NAN : is_kw(p, "True");
+        else
+            return unexpected(p, " (constant_values is a number)");
+        value = neg ? -value : value;
+        next(p);
+    }
+    if (!is_op(p, ")"))
+        return unexpected(p, p->t.kind == T_END ? " (expected ')')" : " (expected ',' or ')')");
+    next(p);
+    if (!p->build)
+        return CHECKED;
+    int r = smelt_node_ndim(a.n);
+    if (npairs >= 0 && npairs != r && npairs != 1)
+        return fail(p, wpos, SMELT_ERR_PARSE, "pad widths at column %zu: %d pairs for an array of rank %d", wpos + 1,
+                    npairs, r);
+    int64_t flat[2 * SMELT_MAX_DIMS];
+    for (int d = 0; d < r; d++) {
+        int k = npairs == r ? d : 0;
+        flat[2 * d] = w[k][0], flat[2 * d + 1] = w[k][1];
+    }
+    return made(p, smelt_pad(p->g, a.n, flat, value), npos, NULL);
+}
+
 /* After a primary: .T and subscripts a[i, 1:, ::-2, None] (basic indexing:
  * an integer drops its axis, a slice keeps it, None adds one of size 1;
  * axes not named stay whole). */
@@ -868,6 +1020,10 @@ static val call(P *p, size_t npos, size_t nlen)
             return call_reduce(p, SMELT_OP_SUM, fname, npos, RED_VAR + k);
     if (!strcmp(fname, "arange"))
         return call_arange(p, npos);
+    if (!strcmp(fname, "concat") || !strcmp(fname, "concatenate"))
+        return call_concat(p, fname, npos);
+    if (!strcmp(fname, "pad"))
+        return call_pad(p, fname, npos);
     for (int k = 0; k < LF_N; k++)
         if (!strcmp(fname, layout_fns[k]))
             return call_layout(p, k, fname, npos);

@@ -181,7 +181,8 @@ static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, sme
                         smelt__sb_printf(b, k++ ? ", %d" : "%d", d);
                 smelt__sb_puts(b, n->keepdims ? "] keepdims" : "]");
             }
-            int nvp = n->op == SMELT_OP_SLICE ? 4 : n->op == SMELT_OP_BROADCAST ? 0 : n->ndim;
+            int nvp = n->op == SMELT_OP_SLICE ? 4 : n->op == SMELT_OP_BROADCAST ? 0 : n->op == SMELT_OP_CONCAT ? 1
+                      : n->op == SMELT_OP_PAD ? 3 : n->ndim;
             for (int d = 0; smelt__is_view(n->op) && n->op != SMELT_OP_BROADCAST && d <= nvp; d++) {
                 /* a view's parameters: [4, -1, d0] (d0: the operand's dimension 0), [axis, start, stop, step] */
                 int64_t v = n->vp[d];
@@ -194,6 +195,12 @@ static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, sme
                     smelt__sb_printf(b, "d%lld", (long long)(-2 - v));
                 else
                     smelt__sb_printf(b, "%lld", (long long)v);
+            }
+            if (n->op == SMELT_OP_PAD) { /* its value, written as a const's */
+                smelt_node v = {.dtype = n->dtype, .fval = smelt__elem_load(n->dtype, (const char *)&n->vp[3])};
+                v.ival = n->dtype == SMELT_I64 ? n->vp[3] : (int64_t)v.fval;
+                smelt__sb_puts(b, " value ");
+                put_value(b, &v);
             }
             smelt__sb_printf(b, " : %s ", smelt__dtypes[n->dtype].name);
             put_shape(b, n->ndim, n->shape);
@@ -678,8 +685,17 @@ static int node_line(rd *r)
         int na = 0, nax = -1, axes[SMELT_MAX_DIMS], nvp = -1;
         int64_t vp[SMELT_MAX_DIMS];
         bool keepdims = false;
+        const char *padval = NULL; /* a pad's value, read once the dtype is known */
         while (!eat(r, ':')) {
             ws(r);
+            if (op == SMELT_OP_PAD && !padval && r->end - r->s > 6 && !strncmp(r->s, "value ", 6)) {
+                char w[80];
+                r->s += 6;
+                padval = r->s;
+                if ((st = word(r, w, sizeof w)))
+                    return st;
+                continue;
+            }
             if (r->s < r->end && *r->s == '[' && cls == SMELT_CLASS_VIEW && op != SMELT_OP_BROADCAST && nvp < 0) {
                 if ((st = view_params(r, (smelt_op)op, &nvp, vp)))
                     return st;
@@ -717,7 +733,25 @@ static int node_line(rd *r)
             n = smelt_matmul(g, args[0], args[1]);
         else if (cls == SMELT_CLASS_VIEW && nvp < 0)
             return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
-        else if (cls == SMELT_CLASS_VIEW)
+        else if (op == SMELT_OP_CONCAT && nvp != 1)
+            return rerr(r, SMELT_ERR_PARSE, "concat takes [axis]");
+        else if (op == SMELT_OP_CONCAT)
+            n = smelt_concat(g, 2, args, (int)vp[0]);
+        else if (op == SMELT_OP_PAD && (nvp != 3 || !padval || vp[0] < 0 || vp[0] >= args[0]->ndim))
+            return rerr(r, SMELT_ERR_PARSE, "pad takes [axis, before, after] value V, axis an axis of its operand");
+        else if (op == SMELT_OP_PAD) {
+            const char *at = r->s;
+            double fv = 0;
+            int64_t iv = 0, w[2 * SMELT_MAX_DIMS] = {0};
+            r->s = padval;
+            st = const_value(r, dt, &fv, &iv);
+            r->s = at;
+            if (st)
+                return st;
+            w[2 * vp[0]] = vp[1], w[2 * vp[0] + 1] = vp[2];
+            if ((n = smelt_pad(g, args[0], w, smelt__is_float(dt) ? fv : (double)iv)) && dt == SMELT_I64)
+                n->vp[3] = iv; /* (every bit, beyond 2^53 too) */
+        } else if (cls == SMELT_CLASS_VIEW)
             n = smelt__view_node(g, (smelt_op)op, args[0], nvp, vp);
         else if (op == SMELT_OP_ARANGE && ndim != 1)
             return rerr(r, SMELT_ERR_PARSE, "arange has shape [n], the line gives rank %d", ndim);

@@ -78,7 +78,7 @@ typedef struct smelt__partition {
 /* The decision on a producer -> consumer edge: fused, or why not. */
 enum { SMELT__FUSE, SMELT__FUSE_OFF, SMELT__FUSE_OPAQUE, SMELT__FUSE_SHAPE, SMELT__FUSE_OPS,
        SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_AFTER_REDUCE,
-       SMELT__FUSE_DEAD, SMELT__FUSE_EPI_INPUT, SMELT__FUSE_ROWS, SMELT__FUSE_LIBRARY, SMELT__FUSE_NREASONS };
+       SMELT__FUSE_DEAD, SMELT__FUSE_EPI_INPUT, SMELT__FUSE_ROWS, SMELT__FUSE_LIBRARY, SMELT__FUSE_PIECES, SMELT__FUSE_NREASONS };
 extern const char *const smelt__fuse_why[SMELT__FUSE_NREASONS];
 /* fuse=false: one cluster per operator (the unfused path). */
 int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);

@@ -35,6 +35,7 @@ typedef struct pstate {
     int *next;        /* linked through next (-1 ends it): a merge is O(1), its checks O(members) */
     bool fuse;        /* opt_level 3 */
     bool *hasred;     /* per root: its cluster holds a reduction */
+    bool *pieces;     /* per root: a member reads a concat or a pad (in pieces) */
     int *redidx;      /* per root: that reduction's instruction index (-1: none) */
     int *members;     /* scratch: a union's members (union_rows_form) */
 } pstate;
@@ -47,6 +48,7 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_OFF] = "opt_level < 3 (fusion off)",
     [SMELT__FUSE_OPAQUE] = "an opaque operator (barrier) is a fusion boundary",
     [SMELT__FUSE_LIBRARY] = "a matrix product runs in BLAS, a kernel of its own",
+    [SMELT__FUSE_PIECES] = "a kernel that reads a concat or a pad (run once per piece) holds no reduction",
     [SMELT__FUSE_SHAPE] = "different iteration shapes",
     [SMELT__FUSE_OPS] = "the kernel would exceed " STR(SMELT_MAX_CLUSTER_OPS) " operators",
     [SMELT__FUSE_CYCLE] = "would create a cycle",
@@ -311,6 +313,7 @@ static void join(pstate *s, int kx, int ki)
     s->parent[kx] = ki;
     if (s->hasred[kx] && (!s->hasred[ki] || s->redidx[kx] < s->redidx[ki]))
         s->hasred[ki] = true, s->redidx[ki] = s->redidx[kx]; /* the first reduction */
+    s->pieces[ki] = s->pieces[ki] || s->pieces[kx];
     s->size[ki] += s->size[kx];
     s->next[s->tail[ki]] = s->head[kx];
     s->tail[ki] = s->tail[kx];
@@ -329,6 +332,8 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
         return SMELT__FUSE;
     if (smelt__ops[a->op].cls == SMELT_CLASS_LIBRARY || smelt__ops[b->op].cls == SMELT_CLASS_LIBRARY)
         return SMELT__FUSE_LIBRARY;
+    if ((s->hasred[kx] || s->hasred[ki]) && (s->pieces[kx] || s->pieces[ki]))
+        return SMELT__FUSE_PIECES;
     int rows = s->hasred[kx] || s->hasred[ki] ? union_rows_form(s, kx, ki) : 0;
     if (rows < 0)
         return SMELT__FUSE_ROWS;
@@ -496,10 +501,13 @@ static int collect(const smelt__prog *p, const int *root, const int *uoff, const
      * are (or view), one edge per such value */
     for (int k = 0; k < nc; k++)
         for (int j = 0; j < tmp[k].nin; j++) {
-            int b = smelt__view_base(p, tmp[k].inputs[j]);
-            if (root[b] >= 0 && mark[b] != -(k + 1)) {
-                mark[b] = -(k + 1);
-                indeg[k]++;
+            int bases[SMELT_MAX_PARTS], nb = smelt__view_bases(p, tmp[k].inputs[j], bases);
+            for (int i = 0; i < nb; i++) {
+                int b = bases[i];
+                if (root[b] >= 0 && mark[b] != -(k + 1)) {
+                    mark[b] = -(k + 1);
+                    indeg[k]++;
+                }
             }
         }
     out->c = calloc((size_t)nc + 1, sizeof *out->c);
@@ -561,17 +569,21 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     s.tail = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.next = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.hasred = calloc((size_t)p->n + 1, sizeof(bool));
+    s.pieces = calloc((size_t)p->n + 1, sizeof(bool));
     s.redidx = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.members = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
     uint8_t *why = calloc((size_t)p->n + 1, 3);
-    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.redidx || !s.members || !root || !why) {
+    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.pieces || !s.redidx || !s.members || !root || !why) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
     for (int i = 0; i < p->n; i++)
         s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1,
         s.hasred[i] = smelt__is_reduce(p->v[i].op), s.redidx[i] = s.hasred[i] ? i : -1;
+    for (int i = 0; i < p->n; i++)
+        for (int j = 0; is_op(p, i) && j < p->v[i].nin; j++)
+            s.pieces[i] = s.pieces[i] || smelt__has_pieces(p, p->v[i].in[j]);
     for (int i = 0; i < p->n; i++) {
         for (int j = 0; j < p->v[i].nin; j++) { /* sources have no inputs */
             int x = p->v[i].in[j], kx = find(&s, x), ki = find(&s, i);
@@ -590,7 +602,7 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
                 if (!is_op(p, a) || !is_op(p, b))
                     continue;
                 int ka = find(&s, a), kb = find(&s, b);
-                if (ka != kb && s.hasred[ka] && s.hasred[kb] && union_rows_form(&s, ka, kb) > 0 &&
+                if (ka != kb && s.hasred[ka] && s.hasred[kb] && !s.pieces[ka] && !s.pieces[kb] && union_rows_form(&s, ka, kb) > 0 &&
                     s.size[ka] + s.size[kb] <= SMELT_MAX_CLUSTER_OPS && !creates_cycle(&s, ka, kb, p->n - 1) &&
                     operand_count(&s, ka, kb) <= SMELT_MAX_KERNEL_OPERANDS)
                     join(&s, ka, kb);
@@ -600,7 +612,7 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     st = collect(p, root, s.uoff, s.users, why, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
-    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.redidx), free(s.members), free(why);
+    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.pieces), free(s.redidx), free(s.members), free(why);
     return st;
 }
 

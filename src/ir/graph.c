@@ -490,6 +490,98 @@ static smelt_node *dims_view(smelt_graph *g, const char *what, smelt_node *a, in
 smelt_node *smelt_expand_dims(smelt_graph *g, smelt_node *a, int axis) { return dims_view(g, "expand_dims", a, axis, true); }
 smelt_node *smelt_squeeze(smelt_graph *g, smelt_node *a, int axis) { return dims_view(g, "squeeze", a, axis, false); }
 
+/* The parts node n reads through views, concats and pads (with repeats). */
+static int node_parts(const smelt_node *n)
+{
+    while (smelt__is_view(n->op) && n->op != SMELT_OP_CONCAT)
+        n = n->in[0];
+    return n->op == SMELT_OP_CONCAT ? node_parts(n->in[0]) + node_parts(n->in[1]) : 1;
+}
+
+smelt_node *smelt_concat(smelt_graph *g, int n, smelt_node *const *parts, int axis)
+{
+    if (!g || g->status)
+        return NULL;
+    if (n < 1 || !parts)
+        return fail(g, SMELT_ERR_INVALID_ARG, "concat: %s", parts ? "no arrays to concatenate" : "parts is NULL");
+    if (!check_operands(g, "concat", n, parts))
+        return NULL;
+    int r = parts[0]->ndim;
+    if (r == 0)
+        return fail(g, SMELT_ERR_SHAPE, "concat: zero-dimensional arrays cannot be concatenated (expand_dims first)");
+    if ((axis = norm_axis(g, "concat", axis, r)) < 0)
+        return NULL;
+    smelt_dtype dt = promote_args(n, parts); /* NumPy's result_type of the parts */
+    smelt_node *acc = NULL;
+    for (int k = 0; k < n; k++) {
+        smelt_node *x = parts[k]->dtype == dt && !parts[k]->weak ? parts[k] : smelt_cast(g, parts[k], dt);
+        if (!x)
+            return NULL;
+        if (!acc) {
+            acc = x;
+            continue;
+        }
+        int64_t out[SMELT_MAX_DIMS];
+        smelt__sb why;
+        smelt__sb_init(&why);
+        int st = smelt__concat_shape(axis, acc->ndim, acc->shape, x->ndim, x->shape, out, &why);
+        if (st) {
+            fail(g, st, "concat: part %d: %s", k, smelt__sb_str(&why));
+            smelt__sb_free(&why);
+            return NULL;
+        }
+        smelt__sb_free(&why);
+        if (!check_shape(g, "concat", r, out))
+            return NULL;
+        /* more parts than one value reads: those so far become one (a copy) */
+        if (node_parts(acc) + node_parts(x) > SMELT_MAX_PARTS && !(acc = smelt_unary(g, SMELT_OP_COPY, acc)))
+            return NULL;
+        if (!(acc = new_node(g, SMELT_OP_CONCAT, dt, r, out, 2, (smelt_node *[]){acc, x})))
+            return NULL;
+        acc->vp[0] = axis;
+    }
+    return acc;
+}
+
+smelt_node *smelt_pad(smelt_graph *g, smelt_node *a, const int64_t *widths, double value)
+{
+    if (!g || g->status || !check_operands(g, "pad", 1, &a))
+        return NULL;
+    if (a->ndim && !widths)
+        return fail(g, SMELT_ERR_INVALID_ARG, "pad: widths is NULL");
+    smelt_dtype dt = a->dtype;
+    int64_t cell = 0;
+    if (smelt__is_float(dt)) {
+        smelt__elem_store(dt, (char *)&cell, value);
+    } else if (dt == SMELT_BOOL) {
+        cell = value != 0; /* (NaN too, as NumPy's bool(nan)) */
+    } else {
+        double lo = dt == SMELT_U8 ? 0 : dt == SMELT_I32 ? -2147483648.0 : -9223372036854775808.0;
+        double hi = dt == SMELT_U8 ? 256 : dt == SMELT_I32 ? 2147483648.0 : 9223372036854775808.0;
+        if (!(value > lo - 1 && value < hi))
+            return fail(g, SMELT_ERR_INVALID_ARG, "pad: the value %g does not fit in %s", value, smelt__dtypes[dt].name);
+        smelt__elem_store(dt, (char *)&cell, trunc(value));
+    }
+    for (int d = 0; d < a->ndim; d++)
+        if (widths[2 * d] < 0 || widths[2 * d + 1] < 0)
+            return fail(g, SMELT_ERR_INVALID_ARG, "pad: axis %d: the widths (%lld, %lld) must be 0 or more", d,
+                        (long long)widths[2 * d], (long long)widths[2 * d + 1]);
+    smelt_node *x = a;
+    for (int d = 0; d < a->ndim && x; d++) {
+        if (!widths[2 * d] && !widths[2 * d + 1])
+            continue;
+        const int64_t vp[4] = {d, widths[2 * d], widths[2 * d + 1], cell};
+        int64_t out[SMELT_MAX_DIMS];
+        memcpy(out, x->shape, sizeof out);
+        if (vp[1] > INT64_MAX / 4 || vp[2] > INT64_MAX / 4 || (out[d] += vp[1] + vp[2]) < 0)
+            return fail(g, SMELT_ERR_SHAPE, "pad: axis %d would be too long", d);
+        if (!check_shape(g, "pad", x->ndim, out) || !(x = new_node(g, SMELT_OP_PAD, dt, x->ndim, out, 1, &x)))
+            return NULL;
+        memcpy(x->vp, vp, sizeof vp);
+    }
+    return x;
+}
+
 smelt_node *smelt_matmul(smelt_graph *g, smelt_node *a, smelt_node *b)
 {
     if (!g || g->status)

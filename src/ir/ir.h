@@ -259,9 +259,25 @@ int smelt__matmul_shape(int na, const int64_t *a, int nb, const int64_t *b, int 
  *   transpose     vp[d]: the operand's axis that becomes axis d
  *   slice         vp[0] the axis, vp[1..3] start, stop, step as Python's
  *                 (SMELT_NONE: absent; negative ones count from the end)
+ *   concat        vp[0] the axis along which in[1] follows in[0]
+ *   pad           vp[0] the axis, vp[1] and vp[2] the elements before and
+ *                 after, vp[3] the bits of their value (one element)
+ * Concat and pad are piecewise (smelt__is_piece): no strides read them
+ * whole; a kernel that reads one runs once per region of its iteration
+ * space that one piece covers (src/runtime/exec.c), and every other
+ * reader (a reduction, a matrix product, a reshape strides cannot map
+ * piece by piece) reads a copy (smelt__prog_finalize).
  * Shapes follow at run time from the operand's (sizes may change between
  * runs, as for any plan). */
 static inline bool smelt__is_view(smelt_op op) { return smelt__ops[op].cls == SMELT_CLASS_VIEW; }
+static inline bool smelt__is_piece(smelt_op op) { return op == SMELT_OP_CONCAT || op == SMELT_OP_PAD; }
+/* Parts (the values under views, concats and pads, counted with repeats)
+ * one value reads at most: a longer concat is built from copies of
+ * concats of this many (smelt_concat). */
+#define SMELT_MAX_PARTS 8
+/* The shape of a's and b's concat along axis (same rank, the other
+ * dimensions equal): SMELT_OK, or SMELT_ERR_SHAPE with the reason in why. */
+int smelt__concat_shape(int axis, int na, const int64_t *a, int nb, const int64_t *b, int64_t *out, smelt__sb *why);
 /* The shape of view op (parameters vp; gshape: the node's shape in the
  * graph, a broadcast's target) over an operand of shape in (rank ndim),
  * into *ondim, out: SMELT_OK, or SMELT_ERR_SHAPE with the reason in why. */
@@ -328,12 +344,23 @@ int smelt__prog_finalize(smelt__prog *p);
  * contiguous values, at the graph's shapes (v's own if it is not a view);
  * false when a reshape on the way cannot be had by strides. */
 bool smelt__view_chain(const smelt__prog *p, int v, int64_t *off, int64_t *st);
-/* The value a view reads in the end: v itself when v is not a view. */
-static inline int smelt__view_base(const smelt__prog *p, int v)
+/* Whether a reshape to shape xs of one of shape as only adds or drops axes
+ * of size 1 (it maps a concat's or a pad's pieces axis to axis). */
+bool smelt__reshape_ones(int xn, const int64_t *xs, int an, const int64_t *as);
+/* The values whose elements v reads: v itself when it is not a view, else
+ * those under its views, concats and pads (each once; at most
+ * SMELT_MAX_PARTS).  Returns how many, in out. */
+int smelt__view_bases(const smelt__prog *p, int v, int *out);
+/* Whether v is, or views, a concat or a pad (read in pieces). */
+bool smelt__has_pieces(const smelt__prog *p, int v);
+/* Whether v reads u's elements (u is among its bases). */
+static inline bool smelt__reads_base(const smelt__prog *p, int v, int u)
 {
-    while (smelt__is_view(p->v[v].op))
-        v = p->v[v].in[0];
-    return v;
+    int b[SMELT_MAX_PARTS], n = smelt__view_bases(p, v, b);
+    for (int i = 0; i < n; i++)
+        if (b[i] == u)
+            return true;
+    return false;
 }
 
 /* Scalar semantics shared by the reference interpreter and constant

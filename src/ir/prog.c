@@ -155,6 +155,23 @@ static int alias_base(const smelt__prog *p, int v, bool *chain)
     return x;
 }
 
+/* Whether reshape x of a (graph shapes) only adds or drops axes of size 1:
+ * it then maps a concat's or a pad's pieces axis to axis. */
+bool smelt__reshape_ones(int xn, const int64_t *xs, int an, const int64_t *as)
+{
+    int i = 0, j = 0;
+    for (;;) {
+        while (i < xn && xs[i] == 1)
+            i++;
+        while (j < an && as[j] == 1)
+            j++;
+        if (i == xn || j == an)
+            return i == xn && j == an;
+        if (xs[i++] != as[j++])
+            return false;
+    }
+}
+
 int smelt__prog_finalize(smelt__prog *p)
 {
     int *remap = malloc(sizeof(int) * (size_t)(p->n + 1));
@@ -177,13 +194,21 @@ int smelt__prog_finalize(smelt__prog *p)
         for (int j = 0; j < x.nin; j++)
             x.in[j] = remap[x.in[j]];
         int64_t off, st[SMELT_MAX_DIMS], vst[SMELT_MAX_DIMS];
+        const smelt__inst *a = x.nin ? &q.v[x.in[0]] : NULL;
         if (x.op == SMELT_OP_RESHAPE && !chain[i] && /* (an output's: read backwards, from the output) */
-            (!smelt__view_chain(&q, x.in[0], &off, st) ||
-             !smelt__view_strides(x.op, x.vp, x.ndim, x.shape, q.v[x.in[0]].ndim, q.v[x.in[0]].shape, st, &off,
-                                  vst))) {
+            (smelt__has_pieces(&q, x.in[0])
+                 ? !smelt__reshape_ones(x.ndim, x.shape, a->ndim, a->shape)
+                 : !smelt__view_chain(&q, x.in[0], &off, st) ||
+                       !smelt__view_strides(x.op, x.vp, x.ndim, x.shape, a->ndim, a->shape, st, &off, vst))) {
             smelt__inst c = copy_of(&q, x.in[0]);
             ok = (x.in[0] = prog_push(&q, &c)) >= 0;
         }
+        int cls = smelt__ops[x.op].cls;
+        for (int j = 0; ok && j < x.nin && (cls == SMELT_CLASS_REDUCE || cls == SMELT_CLASS_LIBRARY); j++)
+            if (smelt__has_pieces(&q, x.in[j])) { /* (their kernels read no pieces) */
+                smelt__inst c = copy_of(&q, x.in[j]);
+                ok = (x.in[j] = prog_push(&q, &c)) >= 0;
+            }
         ok = ok && (remap[i] = prog_push(&q, &x)) >= 0;
     }
     for (int i = 0; ok && i < p->nout; i++) {

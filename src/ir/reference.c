@@ -327,6 +327,30 @@ int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
             }
             continue;
         }
+        if (smelt__is_piece(n->op)) { /* a concat's parts, a pad's operand and value, by index */
+            int ax = (int)n->vp[0];
+            const rval *A = &vals[n->in[0]->id], *B = n->op == SMELT_OP_CONCAT ? &vals[n->in[1]->id] : NULL;
+            int64_t from = n->op == SMELT_OP_PAD ? n->vp[1] : 0, len = n->in[0]->shape[ax];
+            double pv = n->op == SMELT_OP_PAD ? smelt__elem_load(n->dtype, (const char *)&n->vp[3]) : 0;
+            for (int64_t i = 0; i < cnt; i++) {
+                int64_t oa = 0, ob = 0, t = i;
+                bool in_a = true;
+                for (int d = n->ndim - 1; d >= 0; d--) {
+                    int64_t idx = t % n->shape[d];
+                    t /= n->shape[d];
+                    if (d == ax) {
+                        in_a = idx >= from && idx < from + len;
+                        oa += in_a ? (idx - from) * A->strides[d] : 0;
+                        ob += B && !in_a ? (idx - len) * B->strides[d] : 0;
+                    } else {
+                        oa += idx * A->strides[d];
+                        ob += B ? idx * B->strides[d] : 0;
+                    }
+                }
+                r->data[i] = in_a ? A->data[oa] : B ? B->data[ob] : pv;
+            }
+            continue;
+        }
         if (smelt__is_view(n->op)) { /* its operand's elements, read through the view's strides */
             const smelt_node *a = n->in[0];
             const rval *s = &vals[a->id];

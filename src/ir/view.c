@@ -76,6 +76,10 @@ int smelt__view_shape(smelt_op op, int rank, const int64_t *vp, const int64_t *g
         smelt__slice_range(in[vp[0]], vp[1], vp[2], vp[3], &first, &out[vp[0]]);
         return SMELT_OK;
     }
+    case SMELT_OP_PAD:
+        memcpy(out, in, sizeof(int64_t) * (size_t)ndim);
+        out[vp[0]] += vp[1] + vp[2];
+        return SMELT_OK;
     case SMELT_OP_RESHAPE: {
         int64_t known = 1, total = smelt__numel(ndim, in);
         int infer = -1;
@@ -104,6 +108,52 @@ int smelt__view_shape(smelt_op op, int rank, const int64_t *vp, const int64_t *g
         smelt__sb_printf(why, "%s is not a view", smelt__ops[op].name);
         return SMELT_ERR_INVALID_ARG;
     }
+}
+
+int smelt__concat_shape(int axis, int na, const int64_t *a, int nb, const int64_t *b, int64_t *out, smelt__sb *why)
+{
+    char x[SMELT_SHAPE_STR_MAX], y[SMELT_SHAPE_STR_MAX];
+    bool ok = na == nb && axis >= 0 && axis < na;
+    for (int d = 0; ok && d < na; d++)
+        ok = d == axis || a[d] == b[d];
+    if (!ok) {
+        smelt__sb_printf(why, "cannot concatenate %s and %s along axis %d (the same rank, and every other "
+                         "dimension equal)", smelt__shape_fmt(x, na, a), smelt__shape_fmt(y, nb, b), axis);
+        return SMELT_ERR_SHAPE;
+    }
+    memcpy(out, a, sizeof(int64_t) * (size_t)na);
+    out[axis] += b[axis];
+    return SMELT_OK;
+}
+
+int smelt__view_bases(const smelt__prog *p, int v, int *out)
+{
+    int stack[SMELT_MAX_PARTS + 2], sp = 0, n = 0; /* (the builder keeps the parts within it) */
+    stack[sp++] = v;
+    while (sp) {
+        int x = stack[--sp];
+        while (smelt__is_view(p->v[x].op) && p->v[x].op != SMELT_OP_CONCAT)
+            x = p->v[x].in[0];
+        if (p->v[x].op == SMELT_OP_CONCAT && sp + 2 <= SMELT_MAX_PARTS + 2) {
+            stack[sp++] = p->v[x].in[1];
+            stack[sp++] = p->v[x].in[0];
+            continue;
+        }
+        bool seen = false;
+        for (int k = 0; k < n; k++)
+            seen = seen || out[k] == x;
+        if (!seen && n < SMELT_MAX_PARTS)
+            out[n++] = x;
+    }
+    return n;
+}
+
+bool smelt__has_pieces(const smelt__prog *p, int v)
+{
+    for (; smelt__is_view(p->v[v].op); v = p->v[v].in[0])
+        if (smelt__is_piece(p->v[v].op))
+            return true;
+    return false;
 }
 
 /* NumPy's _attempt_nocopy_reshape: the new dimensions taken in groups whose

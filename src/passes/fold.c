@@ -15,6 +15,7 @@
  * constants, and their views, fold into new tensor constants (fold_tensor). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "passes.h"
 
@@ -116,7 +117,7 @@ static bool fold_tensor(smelt__prog *p, smelt__inst *in)
         any = any || op == SMELT_OP_TENSOR;
     }
     int64_t cnt = smelt__numel(in->ndim, in->shape);
-    if (!any || cnt > FOLD_TENSOR_MAX || smelt__is_reduce(in->op))
+    if (!(any || (smelt__is_piece(in->op) && in->nin)) || cnt > FOLD_TENSOR_MAX || smelt__is_reduce(in->op))
         return false;
     size_t es = smelt__dtypes[in->dtype].size;
     smelt__blob *b = malloc(sizeof *b + (size_t)cnt * es + 1);
@@ -129,7 +130,34 @@ static bool fold_tensor(smelt__prog *p, smelt__inst *in)
     }
     int64_t st[3][SMELT_MAX_DIMS], off = 0;
     bool ok = true;
-    for (int j = 0; j < in->nin; j++) { /* each operand's strides over the result's shape */
+    for (int64_t i = 0; smelt__is_piece(in->op) && i < cnt; i++) { /* a concat's or a pad's: by index */
+        int ax = (int)in->vp[0], j = 0;
+        int64_t from = in->op == SMELT_OP_PAD ? in->vp[1] : 0, len = p->v[in->in[0]].shape[ax], idx[SMELT_MAX_DIMS];
+        for (int64_t d = in->ndim - 1, rem = i; d >= 0; d--) {
+            idx[d] = rem % in->shape[d];
+            rem /= in->shape[d];
+        }
+        bool inside = idx[ax] >= from && idx[ax] < from + len;
+        idx[ax] -= inside ? from : len;
+        j = !inside;
+        const smelt__inst *a = &p->v[in->in[j < in->nin ? j : 0]];
+        int64_t cs[SMELT_MAX_DIMS], o = 0;
+        smelt__contig_strides(a->ndim, a->shape, cs);
+        for (int d = 0; d < in->ndim; d++)
+            o += idx[d] * cs[d];
+        double y = j == in->nin ? smelt__elem_load(in->dtype, (const char *)&in->vp[3])
+                   : a->op == SMELT_OP_CONST ? (smelt__is_float(a->dtype) ? a->fval : (double)a->ival)
+                                             : smelt__elem_load(a->dtype, p->blobs[a->ival]->data + (size_t)o * es);
+        if (a->op == SMELT_OP_CONST && !smelt__is_float(a->dtype) && j < in->nin)
+            memcpy(b->data + (size_t)i * es, &a->ival, es); /* (every bit) */
+        else if (j == in->nin)
+            memcpy(b->data + (size_t)i * es, &in->vp[3], es);
+        else if (a->op == SMELT_OP_TENSOR)
+            memcpy(b->data + (size_t)i * es, p->blobs[a->ival]->data + (size_t)o * es, es);
+        else
+            smelt__elem_store(in->dtype, b->data + (size_t)i * es, y);
+    }
+    for (int j = 0; j < in->nin && !smelt__is_piece(in->op); j++) { /* each operand's strides over the result's shape */
         const smelt__inst *a = &p->v[in->in[j]];
         int64_t cs[SMELT_MAX_DIMS];
         smelt__contig_strides(a->ndim, a->shape, cs);
@@ -144,7 +172,7 @@ static bool fold_tensor(smelt__prog *p, smelt__inst *in)
     }
     const double exact = 9007199254740992.0; /* 2^53 */
     smelt_dtype in_dt = p->v[in->in[in->op == SMELT_OP_WHERE ? 1 : 0]].dtype;
-    for (int64_t i = 0; ok && i < cnt; i++) {
+    for (int64_t i = 0; ok && !smelt__is_piece(in->op) && i < cnt; i++) {
         double v[3] = {0, 0, 0};
         int64_t rem = i, o[3] = {off, 0, 0};
         for (int d = in->ndim - 1; d >= 0; d--) {
@@ -194,7 +222,8 @@ int smelt__pass_fold(smelt__prog *p)
             folded += p->v[in->in[0]].op == SMELT_OP_CONST && fold_reduce(in, &p->v[in->in[0]]);
             continue;
         }
-        if (smelt__is_view(in->op) && p->v[in->in[0]].op == SMELT_OP_CONST) { /* every element the same */
+        if (smelt__is_view(in->op) && !smelt__is_piece(in->op) && p->v[in->in[0]].op == SMELT_OP_CONST) {
+            /* every element the same */
             in->op = SMELT_OP_CONST;
             in->nin = 0;
             in->fval = p->v[in->in[0]].fval;

@@ -136,7 +136,8 @@ static int rewrite(const smelt__prog *p, const smelt__inst *x, bool *branch)
         return x->in[0];
     if (smelt__is_view(x->op) && view_identity(x, a))
         return x->in[0];
-    if (x->op == SMELT_OP_COPY || (x->op == SMELT_OP_CAST && a->dtype == x->dtype))
+    if ((x->op == SMELT_OP_COPY && !smelt__has_pieces(p, x->in[0])) || /* (that one joins a concat's parts) */
+        (x->op == SMELT_OP_CAST && a->dtype == x->dtype))
         return x->in[0];
     if (x->nin == 2 && x->in[0] == x->in[1] && IN(x->op, self_same))
         return x->in[0];

@@ -141,7 +141,8 @@ int smelt__pass_views(smelt__prog *p)
         smelt__inst x = p->v[i];
         for (int j = 0; j < x.nin; j++)
             x.in[j] = remap[x.in[j]];
-        if (smelt__is_view(x.op) && movable(&s, &x, x.in[0]) && !strands(&s, &x, x.in[0])) {
+        if (smelt__is_view(x.op) && !smelt__is_piece(x.op) && movable(&s, &x, x.in[0]) &&
+            !strands(&s, &x, x.in[0])) {
             remap[i] = view_of(&s, &x, x.in[0]);
             s.uses[remap[i]] = x.uses;
             s.q.v[remap[i]].is_output = x.is_output;

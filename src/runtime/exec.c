@@ -289,7 +289,7 @@ static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int6
         const smelt__pkernel *next = &p->kern[ki + 1];
         for (int i = 0; i < next->cl.nin; i++)
             for (int o = 0; o < k->cl.nout; o++)
-                if (smelt__view_base(&p->prog, next->cl.inputs[i]) == k->cl.outputs[o])
+                if (smelt__reads_base(&p->prog, next->cl.inputs[i], k->cl.outputs[o]))
                     return false;
     }
     return true;
@@ -349,6 +349,12 @@ static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view 
 int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int64_t *S,
                           int64_t (*st)[SMELT_MAX_DIMS], unsigned *mask)
 {
+    return smelt__kernel_strides_box(p, ki, w, NULL, S, st, mask);
+}
+
+int smelt__kernel_strides_box(const smelt_plan *p, int ki, const smelt__view *w, const int64_t *box, int64_t *S,
+                              int64_t (*st)[SMELT_MAX_DIMS], unsigned *mask)
+{
     const smelt__pkernel *k = &p->kern[ki];
     int nin = k->cl.nin, n = nin + k->cl.nout;
     *mask = 0;
@@ -373,7 +379,7 @@ int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int
                     perm[np++] = d;
                 }
         for (int d = 0; d < r; d++)
-            S[d] = S0->shape[perm[d]];
+            S[d] = box ? box[perm[d]] : S0->shape[perm[d]];
         for (int o = 0; o < n; o++) {
             /* a value at the results' shape without keepdims lines up with
              * the kept axes (d < nkept here), others with every axis */
@@ -773,6 +779,259 @@ static int run_matmul(smelt_plan *p, runstate *rs, int ki)
 }
 
 /* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
+/* ---- pieces: concats and pads ------------------------------------------
+ * A value that is, or views, a concat or a pad lies in no one stretch of
+ * memory: it is pieces, boxes of its index space whose elements lie at
+ * strides from one address (a part's; a pad's value, strides 0).  A
+ * kernel that reads one runs once per region of its iteration space that
+ * one piece of every operand covers (run_kernel): the guard that picks a
+ * piece is taken once per region, not per element. */
+typedef struct piece {
+    int64_t lo[SMELT_MAX_DIMS], n[SMELT_MAX_DIMS], st[SMELT_MAX_DIMS];
+    char *data; /* the element at lo */
+} piece;
+#define MAX_PIECES 256  /* per operand */
+#define MAX_REGIONS 4096 /* per kernel run */
+
+static int64_t floordiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+/* The 8-byte cell a pad's value lies in (the device's for a device plan). */
+static int pad_cell(smelt_plan *p, int v, char **cell)
+{
+    if (!p->buf[v]) {
+        if (!(p->buf[v] = smelt__be_alloc(p->be, 8)))
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+        p->bufsize[v] = 8;
+        int st = p->be->iface->copy ? p->be->iface->copy(p->be, p->buf[v], &p->prog.v[v].vp[3], 8, SMELT_COPY_H2D)
+                                    : (memcpy(p->buf[v], &p->prog.v[v].vp[3], 8), SMELT_OK);
+        if (st) {
+            smelt__be_free(p->be, p->buf[v]);
+            p->buf[v] = NULL;
+            return st;
+        }
+    }
+    *cell = p->buf[v];
+    return SMELT_OK;
+}
+
+/* Value v's pieces over its run-time shape, appended to out[*np..]; empty
+ * ones left out. */
+static int pieces_of(smelt_plan *p, runstate *rs, int v, piece *out, int *np)
+{
+    const smelt__inst *x = &p->prog.v[v];
+    const smelt__rshape *r = &p->rs[v];
+    int k0 = *np, st;
+    if (!smelt__has_pieces(&p->prog, v)) {
+        int64_t scratch[SMELT_MAX_DIMS];
+        smelt__view w;
+        if ((st = x->op == SMELT_OP_CONST ? const_view(p, v, r, &w, scratch) : value_view(p, rs, v, &w, scratch)))
+            return st;
+        if (*np == MAX_PIECES)
+            return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "a concat or pad of more than %d pieces", MAX_PIECES);
+        piece *q = &out[(*np)++];
+        for (int d = 0; d < r->ndim; d++)
+            q->lo[d] = 0, q->n[d] = r->shape[d], q->st[d] = w.strides[d];
+        q->data = w.data;
+        if (smelt__numel(r->ndim, r->shape) == 0)
+            --*np;
+        return SMELT_OK;
+    }
+    const smelt__rshape *a = &p->rs[x->in[0]];
+    if ((st = pieces_of(p, rs, x->in[0], out, np)))
+        return st;
+    int ax = (int)x->vp[0], k1 = *np;
+    int64_t es = (int64_t)smelt__dtypes[x->dtype].size;
+    switch (x->op) {
+    case SMELT_OP_CONCAT:
+        if ((st = pieces_of(p, rs, x->in[1], out, np)))
+            return st;
+        for (int i = k1; i < *np; i++)
+            out[i].lo[ax] += a->shape[ax];
+        return SMELT_OK;
+    case SMELT_OP_PAD: {
+        char *cell = NULL;
+        for (int i = k0; i < k1; i++)
+            out[i].lo[ax] += x->vp[1];
+        if ((st = pad_cell(p, v, &cell)))
+            return st;
+        for (int side = 0; side < 2; side++) {
+            int64_t len = x->vp[1 + side];
+            if (!len || smelt__numel(r->ndim, r->shape) == 0)
+                continue;
+            if (*np == MAX_PIECES)
+                return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "a concat or pad of more than %d pieces",
+                                  MAX_PIECES);
+            piece *q = &out[(*np)++];
+            for (int d = 0; d < r->ndim; d++)
+                q->lo[d] = 0, q->n[d] = r->shape[d], q->st[d] = 0;
+            q->lo[ax] = side ? x->vp[1] + a->shape[ax] : 0;
+            q->n[ax] = len;
+            q->data = cell;
+        }
+        return SMELT_OK;
+    }
+    case SMELT_OP_PERMUTE:
+        for (int i = k0; i < *np; i++) {
+            piece t = out[i];
+            for (int d = 0; d < r->ndim; d++)
+                out[i].lo[d] = t.lo[x->vp[d]], out[i].n[d] = t.n[x->vp[d]], out[i].st[d] = t.st[x->vp[d]];
+        }
+        return SMELT_OK;
+    case SMELT_OP_SLICE: { /* output j reads the operand's first + j * step */
+        int64_t first, count, step = x->vp[3];
+        smelt__slice_range(a->shape[ax], x->vp[1], x->vp[2], step, &first, &count);
+        int m = k0;
+        for (int i = k0; i < *np; i++) {
+            piece q = out[i];
+            int64_t L = q.lo[ax], H = q.lo[ax] + q.n[ax], jlo, jhi;
+            if (step > 0)
+                jlo = -floordiv(first - L, step), jhi = -floordiv(first - H, step);
+            else
+                jlo = floordiv(first - H, -step) + 1, jhi = floordiv(first - L, -step) + 1;
+            jlo = SMELT_MAX(jlo, 0), jhi = SMELT_MIN(jhi, count);
+            if (jhi <= jlo)
+                continue;
+            q.data += (first + jlo * step - L) * q.st[ax] * es;
+            q.st[ax] *= step;
+            q.lo[ax] = jlo, q.n[ax] = jhi - jlo;
+            out[m++] = q;
+        }
+        *np = m;
+        return SMELT_OK;
+    }
+    case SMELT_OP_BROADCAST:
+    case SMELT_OP_RESHAPE: /* (a reshape that only adds or drops axes of size 1: smelt__prog_finalize) */
+        if (x->op == SMELT_OP_RESHAPE && !smelt__reshape_ones(r->ndim, r->shape, a->ndim, a->shape))
+            return smelt__err(p->ctx, SMELT_ERR_SHAPE, "reshape of a concat or pad: at the run-time shapes it "
+                              "no longer only adds or drops axes of size 1 (as it did in the graph)");
+        for (int i = k0; i < *np; i++) {
+            piece t = out[i];
+            for (int d = 0, xd = 0; d < r->ndim; d++) {
+                int from = -1; /* the operand's axis that axis d is (-1: a new one, or broadcast) */
+                if (x->op == SMELT_OP_BROADCAST) {
+                    from = d - (r->ndim - a->ndim);
+                    from = from >= 0 && a->shape[from] == r->shape[d] ? from : -1;
+                } else if (r->shape[d] != 1) { /* the reshape's next axis of size other than 1 */
+                    while (a->shape[xd] == 1)
+                        xd++;
+                    from = xd++;
+                }
+                out[i].lo[d] = from < 0 ? 0 : t.lo[from];
+                out[i].n[d] = from < 0 ? r->shape[d] : t.n[from];
+                out[i].st[d] = from < 0 ? 0 : t.st[from];
+            }
+        }
+        return SMELT_OK;
+    default:
+        return smelt__err(p->ctx, SMELT_ERR_RUNTIME, "%s over a concat or pad: not read in pieces",
+                          smelt__ops[x->op].name);
+    }
+}
+
+static int run_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split);
+
+/* Kernel ki over the regions its operands' pieces make (inputs: in w
+ * when they have none). */
+static int run_pieces(smelt_plan *p, runstate *rs, int ki, smelt__view *w, bool *split)
+{
+    const smelt__pkernel *k = &p->kern[ki];
+    const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
+    int r = S0->ndim, n = k->cl.nin + k->cl.nout, np[SMELT_MAX_KERNEL_OPERANDS];
+    piece *pc[SMELT_MAX_KERNEL_OPERANDS] = {0};
+    int64_t cut[SMELT_MAX_DIMS][2 * MAX_PIECES + 2];
+    int ncut[SMELT_MAX_DIMS], st = SMELT_OK;
+    for (int d = 0; d < r; d++)
+        cut[d][0] = 0, cut[d][1] = S0->shape[d], ncut[d] = 2;
+    for (int o = 0; o < k->cl.nin && !st; o++) {
+        int v = k->cl.inputs[o], wr = p->rs[v].ndim;
+        np[o] = 0;
+        if (!smelt__has_pieces(&p->prog, v))
+            continue;
+        if (!(pc[o] = malloc(sizeof(piece) * MAX_PIECES))) {
+            st = smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if ((st = pieces_of(p, rs, v, pc[o], &np[o])))
+            break;
+        for (int i = 0; i < np[o]; i++)
+            for (int d = r - wr; d < r; d++) { /* (right-aligned; an axis it is broadcast along has no cut) */
+                int xd = d - (r - wr);
+                if (p->rs[v].shape[xd] != S0->shape[d])
+                    continue;
+                for (int e = 0; e < 2; e++) {
+                    int64_t c = pc[o][i].lo[xd] + (e ? pc[o][i].n[xd] : 0);
+                    int j = 0;
+                    while (j < ncut[d] && cut[d][j] != c)
+                        j++;
+                    if (j == ncut[d])
+                        cut[d][ncut[d]++] = c;
+                }
+            }
+    }
+    int64_t regions = 1;
+    for (int d = 0; d < r && !st; d++) {
+        for (int i = 1; i < ncut[d]; i++) /* (few: insertion sort) */
+            for (int j = i; j > 0 && cut[d][j - 1] > cut[d][j]; j--) {
+                int64_t t = cut[d][j];
+                cut[d][j] = cut[d][j - 1], cut[d][j - 1] = t;
+            }
+        regions *= ncut[d] - 1;
+        if (regions > MAX_REGIONS)
+            st = smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "the concats and pads a kernel reads cut it into more "
+                            "than %d regions", MAX_REGIONS);
+    }
+    int idx[SMELT_MAX_DIMS] = {0};
+    for (int64_t g = 0; g < regions && !st && !*split; g++) {
+        int64_t lo[SMELT_MAX_DIMS], box[SMELT_MAX_DIMS], sh[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+        int64_t sst[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+        smelt__view rw[SMELT_MAX_KERNEL_OPERANDS];
+        for (int d = 0; d < r; d++)
+            lo[d] = cut[d][idx[d]], box[d] = cut[d][idx[d] + 1] - lo[d];
+        for (int o = 0; o < n && !st; o++) {
+            int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin], wr = p->rs[v].ndim;
+            int64_t es = (int64_t)smelt__dtypes[p->prog.v[v].dtype].size;
+            const piece *q = NULL;
+            piece whole;
+            if (pc[o]) {
+                for (int i = 0; i < np[o] && !q; i++) {
+                    bool in = true;
+                    for (int d = r - wr; d < r && in; d++) {
+                        int xd = d - (r - wr);
+                        in = p->rs[v].shape[xd] != S0->shape[d] ||
+                             (pc[o][i].lo[xd] <= lo[d] && lo[d] < pc[o][i].lo[xd] + pc[o][i].n[xd]);
+                    }
+                    q = in ? &pc[o][i] : NULL;
+                }
+                if (!q) {
+                    st = smelt__err(p->ctx, SMELT_ERR_RUNTIME, "a region no piece covers (a bug)");
+                    break;
+                }
+            } else {
+                for (int d = 0; d < wr; d++)
+                    whole.lo[d] = 0, whole.st[d] = w[o].strides[d];
+                whole.data = w[o].data;
+                q = &whole;
+            }
+            rw[o] = (smelt__view){q->data, wr, sh[o], sst[o]};
+            for (int d = r - wr; d < r; d++) {
+                int xd = d - (r - wr);
+                bool bc = p->rs[v].shape[xd] != S0->shape[d];
+                sh[o][xd] = bc ? p->rs[v].shape[xd] : box[d];
+                sst[o][xd] = q->st[xd];
+                if (!bc)
+                    rw[o].data += (lo[d] - q->lo[xd]) * q->st[xd] * es;
+            }
+        }
+        if (!st)
+            st = run_box(p, rs, ki, rw, box, split);
+        for (int d = r - 1; d >= 0 && ++idx[d] == ncut[d] - 1; d--)
+            idx[d] = 0;
+    }
+    for (int o = 0; o < k->cl.nin; o++)
+        free(pc[o]);
+    return st;
+}
+
 static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
@@ -792,22 +1051,41 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
     if (N == 0)
         return SMELT_OK;
     int n = k->cl.nin + k->cl.nout;
-    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     smelt__view w[SMELT_MAX_KERNEL_OPERANDS];
+    bool pieces = false;
+    for (int o = 0; o < n; o++) {
+        int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
+        if (o < k->cl.nin && smelt__has_pieces(&p->prog, v)) {
+            pieces = true;
+            continue;
+        }
+        int stt = value_view(p, rs, v, &w[o], scratch[o]);
+        if (stt)
+            return stt;
+    }
+    return pieces ? run_pieces(p, rs, ki, w, split) : run_box(p, rs, ki, w, NULL, split);
+}
+
+/* Kernel ki (elementwise) over its operands w, whose shapes are box (NULL:
+ * its members' shape) where they are not broadcast. */
+static int run_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    int n = k->cl.nin + k->cl.nout;
+    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     char *ptrs[SMELT_MAX_KERNEL_OPERANDS];
     size_t esz[SMELT_MAX_KERNEL_OPERANDS];
     for (int o = 0; o < n; o++) {
         int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
-        int stt = value_view(p, rs, v, &w[o], scratch[o]);
-        if (stt)
-            return stt;
         ptrs[o] = w[o].data;
         esz[o] = smelt__dtypes[p->prog.v[v].dtype].size;
     }
+    int64_t N = box ? smelt__numel(p->rs[k->cl.members[0]].ndim, box) : smelt__numel(p->rs[k->cl.members[0]].ndim,
+                                                                                    p->rs[k->cl.members[0]].shape);
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     unsigned none;
-    int rank = smelt__merge_layout(smelt__kernel_strides(p, ki, w, S, st, &none), S, n, st, mode);
+    int rank = smelt__merge_layout(smelt__kernel_strides_box(p, ki, w, box, S, st, &none), S, n, st, mode);
     int q = p->be->iface->launch || N < SMALL_ELEMS ? -1 : tile_dim(rank, S, n, st, mode);
     if (q < 0)
         return launch_ew(p, rs, ki, rank, S, st, ptrs, false, split);
@@ -924,7 +1202,12 @@ static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
             const smelt__rshape *a = &p->rs[x->in[0]];
             smelt__sb why;
             smelt__sb_init(&why);
-            int st = smelt__view_shape(x->op, x->ndim, x->vp, x->shape, a->ndim, a->shape, &r->ndim, r->shape, &why);
+            int st = x->op == SMELT_OP_CONCAT ? smelt__concat_shape((int)x->vp[0], a->ndim, a->shape,
+                                                                   p->rs[x->in[1]].ndim, p->rs[x->in[1]].shape,
+                                                                   r->shape, &why)
+                                              : smelt__view_shape(x->op, x->ndim, x->vp, x->shape, a->ndim, a->shape,
+                                                                  &r->ndim, r->shape, &why);
+            r->ndim = x->op == SMELT_OP_CONCAT ? a->ndim : r->ndim;
             if (st)
                 st = smelt__err(p->ctx, st, "%s: at the run-time shapes, %s", smelt__ops[x->op].name,
                                 smelt__sb_str(&why));
@@ -1001,11 +1284,14 @@ static bool donated_inplace(const smelt_plan *p, int i, const smelt_tensor *o, i
     for (int ki = 0; kw >= 0 && ki < p->nkern; ki++) {
         const smelt__cluster *c = &p->kern[ki].cl;
         for (int j = 0; j < c->nin; j++) {
-            int b = smelt__view_base(&p->prog, c->inputs[j]); /* (a view reads others' elements) */
-            const smelt__inst *u = &p->prog.v[b];
-            if (u->op == SMELT_OP_INPUT && u->input_index == k &&
-                (ki > kw || (ki == kw && (b != c->inputs[j] || !smelt__inplace_ok(p, c, p->rs, b, v)))))
-                return false;
+            int bases[SMELT_MAX_PARTS], nb = smelt__view_bases(&p->prog, c->inputs[j], bases);
+            for (int i = 0; i < nb; i++) { /* (a view reads others' elements) */
+                int b = bases[i];
+                const smelt__inst *u = &p->prog.v[b];
+                if (u->op == SMELT_OP_INPUT && u->input_index == k &&
+                    (ki > kw || (ki == kw && (b != c->inputs[j] || !smelt__inplace_ok(p, c, p->rs, b, v)))))
+                    return false;
+            }
         }
     }
     return kw >= 0;

@@ -38,7 +38,7 @@ bool smelt__inplace_ok(const smelt_plan *p, const smelt__cluster *c, const smelt
     if (smelt__ops[y->op].cls == SMELT_CLASS_LIBRARY)
         return false; /* (BLAS reads its operands while it writes) */
     for (int j = 0; j < c->nin; j++) /* a view of u reads u's elements at other indices */
-        if (c->inputs[j] != u && smelt__view_base(&p->prog, c->inputs[j]) == u)
+        if (c->inputs[j] != u && smelt__reads_base(&p->prog, c->inputs[j], u))
             return false;
     if (smelt__dtypes[x->dtype].size != smelt__dtypes[y->dtype].size ||
         smelt__numel(rs[u].ndim, rs[u].shape) != smelt__numel(rs[v].ndim, rs[v].shape))
@@ -176,10 +176,11 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
         idx[v] = -1;
     for (int ki = 0; !st && ki < p->nkern; ki++) {
         const smelt__cluster *c = &p->kern[ki].cl;
-        for (int j = 0; j < c->nin; j++) { /* (a view keeps the value it views alive) */
-            int u = smelt__view_base(&p->prog, c->inputs[j]);
-            if (idx[u] >= 0)
-                b[idx[u]].end = ki;
+        for (int j = 0; j < c->nin; j++) { /* (a view keeps the values it views alive) */
+            int bases[SMELT_MAX_PARTS], nbase = smelt__view_bases(&p->prog, c->inputs[j], bases);
+            for (int i = 0; i < nbase; i++)
+                if (idx[bases[i]] >= 0)
+                    b[idx[bases[i]]].end = ki;
         }
         for (int j = 0; j < c->nout; j++) {
             int v = c->outputs[j];

@@ -274,15 +274,20 @@ static void describe_why(smelt__sb *b, const smelt__pkernel *k, const int *kof)
 static void describe_inputs(smelt__sb *b, const smelt_plan *p, const smelt__pkernel *k)
 {
     for (int j = 0; j < k->cl.nin; j++) {
-        int v = k->cl.inputs[j], bv = smelt__view_base(&p->prog, v);
-        const smelt__inst *x = &p->prog.v[bv];
-        if (bv != v)
-            smelt__sb_printf(b, j ? " %%%d=%s(" : "%%%d=%s(", v, smelt__ops[p->prog.v[v].op].name);
-        if (x->op == SMELT_OP_INPUT)
-            smelt__sb_printf(b, j && bv == v ? " in%d" : "in%d", x->input_index);
-        else
-            smelt__sb_printf(b, j && bv == v ? " %%%d" : "%%%d", bv);
-        if (bv != v)
+        int v = k->cl.inputs[j], bases[SMELT_MAX_PARTS], nb = smelt__view_bases(&p->prog, v, bases);
+        bool view = nb != 1 || bases[0] != v;
+        if (j)
+            smelt__sb_puts(b, " ");
+        if (view)
+            smelt__sb_printf(b, "%%%d=%s(", v, smelt__ops[p->prog.v[v].op].name);
+        for (int i = 0; i < nb; i++) {
+            const smelt__inst *x = &p->prog.v[bases[i]];
+            if (x->op == SMELT_OP_INPUT)
+                smelt__sb_printf(b, i ? " in%d" : "in%d", x->input_index);
+            else
+                smelt__sb_printf(b, i ? " %%%d" : "%%%d", bases[i]);
+        }
+        if (view)
             smelt__sb_puts(b, ")");
     }
 }

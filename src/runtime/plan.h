@@ -144,6 +144,10 @@ typedef struct smelt__view {
  * program iterates over its kept axes, then its reduced ones). */
 int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int64_t *S,
                           int64_t (*st)[SMELT_MAX_DIMS], unsigned *mask);
+/* The same for an elementwise kernel over a box of its members' shape
+ * (its sizes: the regions of a kernel that reads a concat or a pad). */
+int smelt__kernel_strides_box(const smelt_plan *p, int ki, const smelt__view *w, const int64_t *box, int64_t *S,
+                              int64_t (*st)[SMELT_MAX_DIMS], unsigned *mask);
 
 /* Compile the variant of kernel ki for a layout (rmask: a reduction's
  * reduced dimensions, 0 for other kernels); on failure of a fused kernel,
