@@ -49,6 +49,21 @@ static const layout_case layout_cases[] = {
     /* a reshape after a transpose cannot be undone by strides: a copy (found by scripts/fuzz-layout) */
     {"an output reshaped after a transpose", "transpose(reshape(x - max(x, axis=0, keepdims=True), (6, 2)), (1, 0))[None]",
      SMELT_F32, 2, 1, {3, 4}, {1}, 2, 1},
+    /* concat and pad: a kernel run once per piece */
+    {"concat_relu", "maximum(concat((x, y, x), axis=1), 0)", SMELT_F32, 2, 2, {24, 16}, {24, 8}, 1, 0},
+    {"a concat of computed values", "concat((exp(x), y)) * 2", SMELT_F64, 2, 2, {5, 7}, {3, 7}, 2, 0},
+    {"pad", "pad(x, ((1, 2), (3, 0)), constant_values=-1.5) * y", SMELT_F32, 2, 1, {5, 6}, {9}, 1, 0},
+    {"a stepped, transposed view of a concat", "concat((x, y))[::-2].T + 1", SMELT_F64, 2, 2, {6, 5}, {3, 5}, 1, 0},
+    {"a padded part of a concat", "concat((pad(x, 1), y)) - 1", SMELT_I32, 2, 2, {3, 4}, {2, 6}, 1, 0},
+    {"a broadcast concat", "broadcast_to(concat((x, y)), (3, 7, 4)) + expand_dims(x[:1], 0)", SMELT_F32, 2, 2,
+     {3, 4}, {4, 4}, 1, 0},
+    {"a concat as the output", "concat((x, y), axis=-1)", SMELT_U8, 2, 2, {4, 3}, {4, 5}, 1, 1},
+    {"a reduction of a concat (a copy)", "sum(concat((x, y), axis=1), axis=1)", SMELT_F32, 2, 2, {6, 9}, {6, 3}, 2,
+     1},
+    {"a softmax of a padded row (the reduction reads a copy)",
+     "exp(pad(x, (0, 3)) - max(pad(x, (0, 3)), axis=-1, keepdims=True))", SMELT_F32, 2, 1, {12, 29}, {1}, 3, 1},
+    {"pad of f16", "pad(x, (2, 1), constant_values=0.1) * 3", SMELT_F16, 2, 1, {3, 5}, {1}, 1, 0},
+    {"pad of bool", "pad(x, 1, constant_values=True) & y", SMELT_BOOL, 2, 1, {3, 5}, {7}, 1, 0},
 };
 
 /* Case c's graph (one output in *out) and its inputs x, y (random, from a

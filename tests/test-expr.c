@@ -532,10 +532,27 @@ Test(expr_errors, suggestions_and_not_supported_yet)
     expect_error("i @ a.T", SMELT_ERR_DTYPE, "matmul does not support dtype i32 (f32, f64, f16 and bf16: cast integers "
                  "first, e.g. float32(x)) at column 3 ('@')", 3);
     expect_error("a @ @ a", SMELT_ERR_PARSE, "unexpected '@' at column 5", 5);
-    expect_error("concatenate((a, a))", SMELT_ERR_PARSE,
-                 "concatenate() at column 1: this layout operation is not supported yet (transpose, reshape, "
-                 "expand_dims, squeeze, flip, broadcast_to and slicing a[1:, ::2, None] are); smelt fuses "
-                 "elementwise operations (smelt info --ops lists them)", 1);
+    expect_error("stack((a, a))", SMELT_ERR_PARSE,
+                 "stack() at column 1: this layout operation is not supported yet (transpose, reshape, "
+                 "expand_dims, squeeze, flip, broadcast_to, concat, pad and slicing a[1:, ::2, None] are); smelt "
+                 "fuses elementwise operations (smelt info --ops lists them)", 1);
+    expect_error("concat((a, d))", SMELT_ERR_SHAPE,
+                 "concat: part 1: cannot concatenate (4, 5) and (3,) along axis 0 (the same rank, and every other "
+                 "dimension equal) at column 1", 1);
+    expect_error("1 + concat((a, a), axis=2)", SMELT_ERR_INVALID_ARG,
+                 "concat: axis 2 is out of bounds for an array of rank 2 at column 5", 5);
+    expect_error("concat(a, a)", SMELT_ERR_PARSE,
+                 "unexpected 'a' at column 8 (concat takes a tuple of arrays: concat((a, b), axis=0))", 8);
+    expect_error("concat((a, a), axis=None)", SMELT_ERR_PARSE,
+                 "concat() at column 21: axis=None (flattening) is not supported: reshape the parts to 1-D first", 21);
+    expect_error("pad(a, ((1, 1), (2, 2), (0, 0)))", SMELT_ERR_PARSE,
+                 "pad widths at column 8: 3 pairs for an array of rank 2", 8);
+    expect_error("pad(a, (1, -1))", SMELT_ERR_INVALID_ARG,
+                 "pad: axis 0: the widths (1, -1) must be 0 or more at column 1", 1);
+    expect_error("pad(i, 1, constant_values=1e10)", SMELT_ERR_INVALID_ARG,
+                 "pad: the value 1e+10 does not fit in i32 at column 1", 1);
+    expect_error("pad(a, 1, mode=2)", SMELT_ERR_PARSE,
+                 "unexpected 'mode' at column 11 (pad's other argument is constant_values=)", 11);
     expect_error("median(a, axis=1)", SMELT_ERR_PARSE,
                  "median() at column 1: this reduction is not supported yet (sum, prod, mean, max, min, argmax, "
                  "argmin, any, all, var, std and logsumexp are); smelt fuses elementwise operations (smelt info "
