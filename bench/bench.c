@@ -222,6 +222,13 @@ static void b_transpose_add(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = smelt_add(g, smelt_transpose(g, in[0], NULL), in[1]);
 }
 
+/* relu of four [rows, cols / 4] matrices side by side: concat((a, b, c, d), axis=1),
+ * each part read where it lies (the kernel runs once per part) */
+static void b_concat_relu(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    out[0] = smelt_unary(g, SMELT_OP_RELU, smelt_concat(g, 4, in, 1));
+}
+
 /* a transformer MLP block: layernorm(gelu_tanh(x @ w1 + b1) @ w2 + b2 + x) * lw + lb,
  * x [rows, 1024], w1 [1024, 4096], w2 [4096, 1024] */
 static void b_mlp(smelt_graph *g, smelt_node **in, smelt_node **out)
@@ -301,6 +308,14 @@ static void sh_transposed(int64_t n, int *nd, int64_t (*s)[4])
     s[1][1] = s[0][0];
 }
 
+/* concat_relu: four (rows, cols / 4) matrices, n elements in all */
+static void sh_quarters(int64_t n, int *nd, int64_t (*s)[4])
+{
+    sh_rows(n, nd, s);
+    for (int i = 0; i < 4; i++)
+        s[i][0] = n / side(n), s[i][1] = side(n) / 4 > 0 ? side(n) / 4 : 1;
+}
+
 /* mlp: x [n / 8192, 1024] (2048 rows at 16M), w1, b1, w2, b2, the layernorm's weight and bias */
 static void sh_mlp(int64_t n, int *nd, int64_t (*s)[4])
 {
@@ -346,6 +361,8 @@ static const wl workloads[] = {
     {"xent", 2, 1, b_xent, sh_xent, 0, 8, NULL, true},
     /* a view: the transpose is read in place (two reads and a write) */
     {"transpose_add", 2, 1, b_transpose_add, sh_transposed, 0, 12, NULL, false},
+    /* a concat: the parts read where they lie, no copy (a read and a write) */
+    {"concat_relu", 4, 1, b_concat_relu, sh_quarters, 0, 8, NULL, true},
     /* matrix products (BLAS) with fused epilogues and normalisations: the time is the
      * figure (bytes per element: the main operand read and the result written) */
     {"mlp", 7, 1, b_mlp, sh_mlp, 0, 8, NULL, true},
@@ -567,7 +584,7 @@ typedef struct row {
     int64_t n;
     double unfused_ms, fused_ms, compile_ms, max_rel_err, first_call_ms;
     double memcpy_gbps, nt_gbps, copy_gbps; /* copy_gbps: the better of the two */
-    int compiles, k_unf, k_fus, threads;
+    int compiles, k_unf, k_fus, c_fus, threads;
     memrow m;
     double donated_ms, donated_alloc_per_call; /* w->donate: fused, outputs over donated inputs */
     int donated_inplace;
@@ -667,6 +684,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     smelt_plan_get_stats(pf, &sf);
     r->k_unf = su.kernels;
     r->k_fus = sf.kernels;
+    r->c_fus = sf.copies;
     r->compiles = sf.compiles + sf.disk_hits;
     r->backend = sf.backend;
     r->threads = smelt_ctx_threads(ctx);
@@ -955,7 +973,8 @@ static void usage(void)
            "  1st_call    a new process: context, plan (kernels from the persistent cache where\n"
            "              the backend has one) and the first run of a 4096-element instance, ms\n"
            "  compiles    kernels the fused plan compiled or loaded from the persistent cache\n"
-           "  kern u/f    kernel launches per run, unfused / fused\n"
+           "  kern u/f    kernel launches per run, unfused / fused (JSON: copies_fused, the fused\n"
+           "              plan's copy kernels: a layout strides cannot express)\n"
            "  max_rel_err max |fused - ref| / max |ref| over the outputs of a 65536-element\n"
            "              instance, ref = smelt's float64 reference interpreter\n"
            "  JSON only: unfused_mem_mb, fused_mem_mb, the memory the unfused (opt_level 0: one\n"
@@ -1009,7 +1028,7 @@ typedef struct gpu_row {
     int warm_compiles;      /* NVRTC compiles in it (0: every kernel came from a cache) */
     double cached_plan_ms;  /* smelt_plan_new again in the fused plan's context (memory cache) */
     double first_call_ms;   /* a new process: CUDA start-up, plan, one small run */
-    int compiles, k_unf, k_fus;
+    int compiles, k_unf, k_fus, c_fus;
     memrow m;
     double peer[NPEER];
 } gpu_row;
@@ -1186,6 +1205,7 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     smelt_plan_get_stats(pf, &sf);
     r->k_unf = su.kernels;
     r->k_fus = sf.kernels;
+    r->c_fus = sf.copies;
     r->m.uopt = o0.opt_level;
     r->m.mem_mb[0] = (double)su.mem_bytes / 1048576;
     r->m.mem_mb[1] = (double)sf.mem_bytes / 1048576;
@@ -1346,7 +1366,8 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
                r->warm_compiles ? "cold NVRTC" : "persistent cache");
         jnum("cached_plan_ms", "%.3f", r->cached_plan_ms);
         jnum("first_call_ms", "%.3f", r->first_call_ms);
-        fprintf(json_fp, ", \"kernels_unfused\": %d, \"kernels_fused\": %d", r->k_unf, r->k_fus);
+        fprintf(json_fp, ", \"kernels_unfused\": %d, \"kernels_fused\": %d, \"copies_fused\": %d", r->k_unf,
+                r->k_fus, r->c_fus);
         jnum("max_rel_err", "%.3g", r->max_rel_err);
         for (int k = 0; peers && k < NPEER; k++)
             jnum(gpu_peer_keys[k], "%.3f", r->peer[k]);
@@ -1420,8 +1441,8 @@ static void cpu_print(const row *r, int json, int peers)
         jnum("nt_copy_gbps", "%.1f", r->nt_gbps);
         jnum("fraction_of_copy", "%.3f", gbps / r->copy_gbps);
         jnum("compile_ms", "%.3f", r->compile_ms);
-        fprintf(json_fp, ", \"compiles\": %d, \"kernels_unfused\": %d, \"kernels_fused\": %d", r->compiles,
-               r->k_unf, r->k_fus);
+        fprintf(json_fp, ", \"compiles\": %d, \"kernels_unfused\": %d, \"kernels_fused\": %d, "
+                "\"copies_fused\": %d", r->compiles, r->k_unf, r->k_fus, r->c_fus);
         jnum("max_rel_err", "%.3g", r->max_rel_err);
         fprintf(json_fp, ", \"tier\": \"%s\"", r->backend);
         jnum("warm_first_call_ms", "%.3f", r->first_call_ms);

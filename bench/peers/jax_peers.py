@@ -80,7 +80,7 @@ def main():
     from peers import model_formula
 
     def fn_of(o, name):
-        if name in ("mlp", "attention"):
+        if name in ("mlp", "attention", "concat_relu"):
             return model_formula(jnp if o is oj else np, name)
         return row_formula(o, name) or formula(o, name)
 

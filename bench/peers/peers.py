@@ -47,6 +47,8 @@ def inputs(name, n, rng):
         return [f(r, d), f(d, h), f(h), f(h, d), f(d), f(d), f(d)]
     if name == "attention":  # q, k, v [n / 2M, 16, 512, 64]
         return [f(max(n >> 21, 1), 16, 512, 64) for _ in range(3)]
+    if name == "concat_relu":  # four [rows, cols / 4]
+        return [f(n // c, c // 4) for _ in range(4)]
     if name == "transpose_add":  # a [rows, cols], b [cols, rows]
         return [f(n // c, c), f(c, n // c)]
     if name == "xent":  # logits [rows, 2 cols] (2n elements), i64 targets [rows, 1]
@@ -113,12 +115,14 @@ def numpy_fn(name):
         return xent
     if name == "transpose_add":
         return lambda a, b: a.T + b
-    if name in ("mlp", "attention"):
+    if name in ("mlp", "attention", "concat_relu"):
         return model_formula(np, name)
 
 
 def model_formula(o, name):
-    """mlp and attention over a numpy-like module o (numpy, jax.numpy), as smelt-bench's"""
+    """mlp, attention and concat_relu over a numpy-like module o (numpy, jax.numpy), as smelt-bench's"""
+    if name == "concat_relu":
+        return lambda a, b, c, d: o.maximum(o.concatenate((a, b, c, d), axis=1), 0.0)
     if name == "mlp":
         def mlp(x, w1, b1, w2, b2, lw, lb):
             h = x @ w1 + b1
@@ -208,6 +212,8 @@ def numexpr_fn(name):
             ls = np.log(e("exp(x - m)").sum(axis=-1, keepdims=True))
             return e("ls + m - p", local_dict=dict(ls=ls, m=m, p=np.take_along_axis(x, t, -1))).mean()
         return xent
+    if name == "concat_relu":  # numexpr cannot concatenate: numpy does, numexpr the relu
+        return lambda a, b, c, d: e("where(x > 0, x, 0)", local_dict=dict(x=np.concatenate((a, b, c, d), axis=1)))
     if name == "transpose_add":  # numexpr reads the transposed view itself
         return lambda a, b: e("at + b", local_dict=dict(at=a.T, b=b))
     # a lone sum along one axis numexpr computes itself
