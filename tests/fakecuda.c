@@ -1,6 +1,7 @@
 /* A stand-in for libcuda.so.1 and libnvrtc, for running the CUDA backend
  * on machines without a GPU (tests/test-cuda.c, suite cuda_fake; loaded
- * through SMELT_CUDA_DRIVER_LIB and SMELT_NVRTC_LIB).
+ * through SMELT_CUDA_DRIVER_LIB and SMELT_NVRTC_LIB), and for cuBLAS
+ * (SMELT_CUBLAS_LIB): the matrix product in plain loops.
  *
  * "Device memory" is host memory.  "NVRTC" compiles the generated CUDA
  * source with the host C++ compiler behind a small emulation prelude
@@ -407,3 +408,115 @@ EXPORT int nvrtcGetCUBIN(prog *p, char *out)
 }
 EXPORT int nvrtcGetPTXSize(prog *p, size_t *n) { return nvrtcGetCUBINSize(p, n); }
 EXPORT int nvrtcGetPTX(prog *p, char *out) { return nvrtcGetCUBIN(p, out); }
+
+/* ---- cuBLAS (SMELT_CUBLAS_LIB) -----------------------------------------
+ * Column-major, as cuBLAS: C = op(A) op(B), alpha 1 and beta 0 (what smelt
+ * asks), each sum in k order in the compute type (f32; f64 for D). */
+static int handle_token;
+EXPORT int cublasCreate_v2(void **h) { *h = &handle_token; return 0; }
+EXPORT int cublasDestroy_v2(void *h) { return h == &handle_token ? 0 : 1; }
+EXPORT int cublasSetStream_v2(void *h, void *s) { return h == &handle_token && s == &stream_token ? 0 : 7; }
+
+static float half_load(const void *p, int bf)
+{
+    unsigned short u;
+    memcpy(&u, p, 2);
+    if (bf) {
+        unsigned int w = (unsigned int)u << 16;
+        float f;
+        memcpy(&f, &w, 4);
+        return f;
+    }
+    __extension__ _Float16 h;
+    memcpy(&h, &u, 2);
+    return (float)h;
+}
+
+static void half_store(void *p, float f, int bf)
+{
+    unsigned short u;
+    if (bf) { /* round to nearest even (NaN kept a NaN) */
+        unsigned int w;
+        memcpy(&w, &f, 4);
+        u = (w & 0x7fffffff) > 0x7f800000 ? (unsigned short)((w >> 16) | 0x40)
+                                            : (unsigned short)((w + 0x7fff + ((w >> 16) & 1)) >> 16);
+    } else {
+        __extension__ _Float16 h = f;
+        memcpy(&u, &h, 2);
+    }
+    memcpy(p, &u, 2);
+}
+
+/* element (r, c) of op(X), X column-major with leading dimension ld */
+#define IX(t, r, c, ld) ((t) ? (long long)(r) * (ld) + (c) : (long long)(c) * (ld) + (r))
+#define AT(X, t, r, c, ld) ((X)[IX(t, r, c, ld)])
+
+static int gemm_args(void *h, int ta, int tb, int m, int n, int k, int lda, int ldb, int ldc)
+{
+    if (h != &handle_token)
+        return 1;
+    if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1) || m < 0 || n < 0 || k < 0 || ldc < (m > 1 ? m : 1) ||
+        lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) || ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1))
+        return 7; /* CUBLAS_STATUS_INVALID_VALUE */
+    return 0;
+}
+
+EXPORT int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const float *alpha,
+                                     const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
+                                     const float *beta, float *C, int ldc, long long sc, int batch)
+{
+    int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);
+    if (st || *alpha != 1 || *beta != 0)
+        return st ? st : 7;
+    for (int b = 0; b < batch; b++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                float acc = 0;
+                for (int q = 0; q < k; q++)
+                    acc += AT(A + b * sa, ta, i, q, lda) * AT(B + b * sb, tb, q, j, ldb);
+                C[b * sc + (long long)j * ldc + i] = acc;
+            }
+    return 0;
+}
+
+EXPORT int cublasDgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const double *alpha,
+                                     const double *A, int lda, long long sa, const double *B, int ldb, long long sb,
+                                     const double *beta, double *C, int ldc, long long sc, int batch)
+{
+    int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);
+    if (st || *alpha != 1 || *beta != 0)
+        return st ? st : 7;
+    for (int b = 0; b < batch; b++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double acc = 0;
+                for (int q = 0; q < k; q++)
+                    acc += AT(A + b * sa, ta, i, q, lda) * AT(B + b * sb, tb, q, j, ldb);
+                C[b * sc + (long long)j * ldc + i] = acc;
+            }
+    return 0;
+}
+
+/* f16 (CUDA_R_16F, 2) and bf16 (CUDA_R_16BF, 14) with CUBLAS_COMPUTE_32F (68) */
+EXPORT int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
+                                      const void *A, int at, int lda, long long sa, const void *B, int bt, int ldb,
+                                      long long sb, const void *beta, void *C, int ct, int ldc, long long sc,
+                                      int batch, int compute, int algo)
+{
+    int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);
+    if (st || at != bt || at != ct || (at != 2 && at != 14) || compute != 68 || algo != -1 ||
+        *(const float *)alpha != 1 || *(const float *)beta != 0)
+        return st ? st : 7;
+    int bf = at == 14;
+    const unsigned short *a = A, *b2 = B;
+    unsigned short *c = C;
+    for (int b = 0; b < batch; b++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                float acc = 0;
+                for (int q = 0; q < k; q++)
+                    acc += half_load(a + b * sa + IX(ta, i, q, lda), bf) * half_load(b2 + b * sb + IX(tb, q, j, ldb), bf);
+                half_store(&c[b * sc + (long long)j * ldc + i], acc, bf);
+            }
+    return 0;
+}

@@ -607,6 +607,7 @@ static smelt_ctx *device_ctx(bool fake)
             cr_skip_test("no host C++ compiler for the fake NVRTC");
         setenv("SMELT_CUDA_DRIVER_LIB", lib, 1); /* read once per process: this test's */
         setenv("SMELT_NVRTC_LIB", lib, 1);
+        setenv("SMELT_CUBLAS_LIB", lib, 1);
     }
     smelt_ctx *ctx = t_ctx_raw();
     if (smelt_backend_check(ctx, "NVRTC") != SMELT_OK) {
@@ -1476,15 +1477,93 @@ DEVICE_TEST(tensor_constants, 120)
     smelt_graph_free(g);
 }
 
-/* A matrix product on the device is refused when the plan is made, with a
- * message saying where it runs. */
-DEVICE_TEST(matmul_refused_on_the_device, 60)
+/* Matrix products on the device: cuBLAS (on the fake one, plain loops),
+ * the CPU's cases (tests/matmul-cases.h) in every float dtype against the
+ * float64 reference, with an epilogue fused after the product; operands
+ * cuBLAS cannot read as they lie are a clear error. */
+#include "matmul-cases.h"
+DEVICE_TEST(matmul_through_cublas, 120)
 {
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_BF16};
+    trng r;
+    trng_init(&r, 44);
+    for (int t = 0; t < NELEMS(dts); t++)
+        for (int c = 0; c < NELEMS(cases); c++) {
+            const mcase *m = &cases[c];
+            smelt_graph *g = t_graph(ctx);
+            smelt_node *v[2] = {smelt_input(g, "a", dts[t], m->na, m->as), smelt_input(g, "b", dts[t], m->nb, m->bs)};
+            smelt_node *y = smelt_mul(g, smelt_expr(g, m->expr, (const char *[]){"a", "b"}, v, 2), smelt_scalar(g, 0.5));
+            T_OK(ctx, smelt_graph_status(g));
+            smelt_tensor *in[2] = {t_rand(ctx, &r, dts[t], m->na, m->as), t_rand(ctx, &r, dts[t], m->nb, m->bs)};
+            smelt_tensor *ref, *got = NULL;
+            t_reference(ctx, g, 1, &y, 2, in, &ref);
+            smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+            char what[96];
+            snprintf(what, sizeof what, "%s, case %d (%s)", smelt_dtype_name(dts[t]), c, m->expr);
+            cr_assert(t_contains(smelt_plan_describe(p), "[BLAS: cuBLAS]"), "%s: %s", what, smelt_plan_describe(p));
+            if (m->packed && smelt_tensor_numel(ref)) {
+                T_ERR(ctx, smelt_plan_run(p, 2, in, 1, &got), SMELT_ERR_UNSUPPORTED, "pass a contiguous tensor");
+            } else {
+                t_run(p, 2, in, 1, &got);
+                t_expect_match(what, got, ref, mm_tol(dts[t], m->as[m->na - 1]));
+                smelt_tensor_free(got);
+            }
+            smelt_tensor_free(ref), t_free_all(in, 2);
+            smelt_plan_free(p);
+            smelt_graph_free(g);
+        }
+}
+
+/* A transformer MLP block and an attention head on the device: the matrix
+ * products through cuBLAS, the epilogues, the layernorm and the softmax in
+ * the kernels of the CPU's plans (the same kernel counts, no copy), within
+ * the CPU plan's bounds of the float64 reference. */
+DEVICE_TEST(mlp_and_attention, 240)
+{
+    trng r;
+    trng_init(&r, 45);
     smelt_graph *g = t_graph(ctx);
-    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(4, 4));
-    smelt_node *y = smelt_matmul(g, a, a);
-    smelt_plan *p = NULL;
-    T_ERR(ctx, smelt_plan_new(ctx, g, 1, &y, NULL, &p), SMELT_ERR_UNSUPPORTED, "matmul runs on the CPU backends only");
-    cr_assert_null(p);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(64, 48)), *w1 = smelt_input(g, "w1", SMELT_F32, SHP(48, 96));
+    smelt_node *b1 = smelt_input(g, "b1", SMELT_F32, SHP(96)), *w2 = smelt_input(g, "w2", SMELT_F32, SHP(96, 48));
+    smelt_node *b2 = smelt_input(g, "b2", SMELT_F32, SHP(48));
+    smelt_node *h = smelt_unary(g, SMELT_OP_GELU_TANH, smelt_add(g, smelt_matmul(g, x, w1), b1));
+    smelt_node *y = smelt_add(g, smelt_add(g, smelt_matmul(g, h, w2), b2), x);
+    const int last[] = {-1};
+    smelt_node *d = smelt_sub(g, y, smelt_reduce(g, SMELT_OP_MEAN, y, 1, last, 1));
+    smelt_node *mlp = smelt_div(g, d, smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, smelt_reduce(g, SMELT_OP_MEAN,
+                                                                       smelt_mul(g, d, d), 1, last, 1),
+                                                                       smelt_scalar(g, 1e-5))));
+    smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F32, SHP(64, 48)), t_rand(ctx, &r, SMELT_F32, SHP(48, 96)),
+                          t_rand(ctx, &r, SMELT_F32, SHP(96)), t_rand(ctx, &r, SMELT_F32, SHP(96, 48)),
+                          t_rand(ctx, &r, SMELT_F32, SHP(48))};
+    smelt_tensor *ref, *dev = NULL;
+    t_reference(ctx, g, 1, &mlp, 5, in, &ref);
+    smelt_plan *p = t_plan(ctx, g, 1, &mlp, 3);
+    cr_assert_eq(t_stats(p).kernels, 4, "%s", smelt_plan_describe(p));
+    t_run(p, 5, in, 1, &dev);
+    t_expect_match("mlp on the device", dev, ref, (t_tol){.ulps = 64, .atol = 2e-4});
+    smelt_tensor_free(dev), smelt_tensor_free(ref), t_free_all(in, 5);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    dev = NULL;
+
+    g = t_graph(ctx);
+    const char *names[] = {"q", "k", "v"};
+    smelt_node *qkv[3];
+    for (int i = 0; i < 3; i++)
+        qkv[i] = smelt_input(g, names[i], SMELT_F32, SHP(2, 4, 32, 16));
+    smelt_node *att = smelt_expr(g, MM_ATTENTION, names, qkv, 3);
+    T_OK(ctx, smelt_graph_status(g));
+    smelt_tensor *t[3];
+    for (int i = 0; i < 3; i++)
+        t[i] = t_rand(ctx, &r, SMELT_F32, SHP(2, 4, 32, 16));
+    t_reference(ctx, g, 1, &att, 3, t, &ref);
+    p = t_plan(ctx, g, 1, &att, 3);
+    cr_assert_eq(t_stats(p).kernels, 3, "%s", smelt_plan_describe(p));
+    cr_assert_eq(t_stats(p).copies, 0, "%s", smelt_plan_describe(p));
+    t_run(p, 3, t, 1, &dev);
+    t_expect_match("attention on the device", dev, ref, (t_tol){.ulps = 16, .atol = 2e-6});
+    smelt_tensor_free(dev), smelt_tensor_free(ref), t_free_all(t, 3);
+    smelt_plan_free(p);
     smelt_graph_free(g);
 }

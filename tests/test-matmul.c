@@ -14,33 +14,7 @@
 
 /* |error| allowed: K products of values below 2 summed in another order
  * (and rounded to the dtype) */
-static t_tol mm_tol(smelt_dtype dt, int64_t k) { return (t_tol){.ulps = 4, .atol = 8.0 * (double)(k + 1) * t_eps(dt)}; }
-
-typedef struct mcase {
-    const char *expr; /* over a, b */
-    int na, nb;
-    int64_t as[4], bs[4];
-} mcase;
-
-static const mcase cases[] = {
-    {"a @ b", 2, 2, {3, 4}, {4, 5}},
-    {"a @ b", 1, 2, {4}, {4, 5}},
-    {"a @ b", 2, 1, {3, 4}, {4}},
-    {"a @ b", 1, 1, {7}, {7}},
-    {"a @ b", 3, 3, {2, 3, 4}, {2, 4, 5}},
-    {"a @ b", 4, 3, {2, 1, 3, 4}, {5, 4, 6}},
-    {"a @ b", 2, 3, {3, 4}, {2, 4, 5}},
-    {"a.T @ b", 2, 2, {40, 30}, {40, 20}},                 /* transposed: a BLAS flag */
-    {"a @ b.T", 2, 2, {30, 40}, {20, 40}},
-    {"a.T @ b.T", 2, 2, {33, 17}, {9, 33}},
-    {"a[:, ::2] @ b[1:]", 2, 2, {6, 10}, {6, 4}},          /* stepped: packed */
-    {"flip(a, 0) @ b", 2, 2, {5, 3}, {3, 4}},              /* negative strides: packed */
-    {"transpose(a, (0, 2, 1)) @ b", 3, 2, {3, 5, 4}, {5, 6}},
-    {"a @ b", 2, 2, {0, 4}, {4, 5}},
-    {"a @ b", 2, 2, {3, 0}, {0, 5}},                       /* an empty sum: zeros */
-    {"a @ b", 2, 2, {3, 4}, {4, 0}},
-    {"broadcast_to(a, (3, 4)) @ b", 2, 2, {1, 4}, {4, 2}}, /* stride 0: packed */
-};
+#include "matmul-cases.h"
 
 Test(matmul, shapes_and_dtypes_against_the_reference)
 {
@@ -184,10 +158,7 @@ Test(matmul, attention_writes_the_merged_heads_in_place)
     for (int i = 0; i < 3; i++)
         in[i] = smelt_input(g, names[i], SMELT_F32, SHP(2, 4, 32, 16));
     smelt_node *y = smelt_expr(g,
-                               "reshape(transpose((exp(q @ transpose(k, (0, 1, 3, 2)) / 8 - max(q @ transpose(k, (0, 1, 3, 2)) "
-                               "/ 8, axis=-1, keepdims=True)) / sum(exp(q @ transpose(k, (0, 1, 3, 2)) / 8 - max(q @ "
-                               "transpose(k, (0, 1, 3, 2)) / 8, axis=-1, keepdims=True)), axis=-1, keepdims=True)) @ v, "
-                               "(0, 2, 1, 3)), (2, 32, 64))",
+                               MM_ATTENTION,
                                names, in, 3);
     T_OK(ctx, smelt_graph_status(g));
     trng r;

@@ -14,6 +14,21 @@ typedef struct smelt__devlaunch {
 } smelt__devlaunch;
 
 enum { SMELT_COPY_H2D, SMELT_COPY_D2H, SMELT_COPY_D2D };
+
+/* One batched matrix product on a device, row-major: C = A @ B for each of
+ * batch matrices.  A is M x K: element (i, k) at i * lda + k, or at
+ * k * lda + i when ta (stored transposed); B (K x N) likewise with ldb, tb;
+ * C (M x N) at i * ldc + j.  The next matrix of each lies sa, sb, sc
+ * elements on (0: the same one, broadcast).  f16 and bf16 accumulate in
+ * f32. */
+typedef struct smelt__gemm {
+    smelt_dtype dt;
+    int64_t M, N, K, batch;
+    const void *A, *B;
+    void *C;
+    bool ta, tb;
+    int64_t lda, ldb, ldc, sa, sb, sc;
+} smelt__gemm;
 struct smelt__kernel;
 
 typedef struct smelt__backend_i {
@@ -46,6 +61,9 @@ typedef struct smelt__backend_i {
     int (*launch)(smelt__backend *be, const struct smelt__kernel *k, const smelt__devlaunch *l);
     int (*copy)(smelt__backend *be, void *dst, const void *src, size_t bytes, int dir);
     int (*sync)(smelt__backend *be);
+    /* Device backends: a matrix product (NULL: none; the plan refuses a
+     * matmul).  Queued on the backend's stream. */
+    int (*gemm)(smelt__backend *be, const smelt__gemm *g);
 } smelt__backend_i;
 
 struct smelt__backend {

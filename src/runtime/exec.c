@@ -618,11 +618,11 @@ static bool mm_direct(smelt_dtype dt, int64_t r, int64_t c, int64_t sr, int64_t 
     *ld = SMELT_MAX(c, 1);
     if (smelt__is_half(dt))
         return false;
-    if (sc == 1 && (sr >= c || r == 1) && sr > 0) {
+    if (sc == 1 && (r == 1 || (sr >= c && sr > 0))) {
         *ld = r == 1 ? SMELT_MAX(c, 1) : sr;
         return true;
     }
-    if (sr == 1 && (sc >= r || c == 1) && sc > 0) {
+    if (sr == 1 && (c == 1 || (sc >= r && sc > 0))) {
         *t = true;
         *ld = c == 1 ? SMELT_MAX(r, 1) : sc;
         return true;
@@ -732,6 +732,70 @@ static void mm_task(void *arg, int64_t task)
         mm_fail(j, st);
 }
 
+/* A matmul on a device plan: the backend's batched product (cuBLAS), one
+ * call per matrix of all but the innermost batch dimension left after
+ * merging those every operand walks with one stride.  Operands as they lie
+ * (a transpose flag, a leading dimension); a layout BLAS cannot read (a
+ * stepped or reversed inner axis) is an error that says to pass a
+ * contiguous tensor. */
+static int run_matmul_device(smelt_plan *p, mmjob *j)
+{
+    const smelt__view *A = &j->w[0], *B = &j->w[1], *C = &j->w[2];
+    int nb = j->nb, nm = 0;
+    int64_t bs[SMELT_MAX_DIMS], bst[3][SMELT_MAX_DIMS]; /* merged batch dims, outermost first */
+    for (int d = 0; d < nb; d++) {
+        int64_t s[3];
+        for (int o = 0; o < 3; o++) {
+            int od = d - (nb - (j->w[o].ndim - 2));
+            s[o] = od >= 0 && j->w[o].shape[od] != 1 ? j->w[o].strides[od] : 0;
+        }
+        bool merge = nm > 0;
+        for (int o = 0; o < 3 && merge; o++)
+            merge = bst[o][nm - 1] == s[o] * j->cshape[d];
+        if (j->cshape[d] == 1)
+            continue;
+        if (merge) {
+            bs[nm - 1] *= j->cshape[d];
+            for (int o = 0; o < 3; o++)
+                bst[o][nm - 1] = s[o];
+        } else {
+            bs[nm] = j->cshape[d];
+            for (int o = 0; o < 3; o++)
+                bst[o][nm] = s[o];
+            nm++;
+        }
+    }
+    smelt__gemm g = {.dt = j->dt, .M = j->M, .N = j->N, .K = j->K, .batch = nm ? bs[nm - 1] : 1};
+    bool ok = mm_direct(SMELT_F32, j->M, j->K, A->strides[A->ndim - 2], A->strides[A->ndim - 1], &g.ta, &g.lda) &&
+              mm_direct(SMELT_F32, j->K, j->N, B->strides[B->ndim - 2], B->strides[B->ndim - 1], &g.tb, &g.ldb);
+    if (j->K == 0) /* an empty sum: zeros (any layout: nothing is read) */
+        ok = true, g.ta = g.tb = false, g.lda = 1, g.ldb = SMELT_MAX(j->N, 1);
+    int64_t scm = C->strides[C->ndim - 2], scn = C->strides[C->ndim - 1];
+    g.ldc = j->M == 1 ? SMELT_MAX(j->N, 1) : scm;
+    if (!ok || (scn != 1 && j->N > 1) || (scm < j->N && j->M > 1))
+        return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "matmul on %s: an operand's strides are no layout cuBLAS "
+                          "reads (a stepped or reversed inner axis); pass a contiguous tensor", p->be->iface->name);
+    g.sa = nm ? bst[0][nm - 1] : 0, g.sb = nm ? bst[1][nm - 1] : 0, g.sc = nm ? bst[2][nm - 1] : 0;
+    int64_t outer = 1, idx[SMELT_MAX_DIMS] = {0};
+    for (int d = 0; d + 1 < nm; d++)
+        outer *= bs[d];
+    size_t es = smelt__dtypes[j->dt].size;
+    for (int64_t t = 0; t < outer; t++) {
+        int64_t off[3] = {0, 0, 0};
+        for (int d = 0; d + 1 < nm; d++)
+            for (int o = 0; o < 3; o++)
+                off[o] += idx[d] * bst[o][d];
+        g.A = A->data + off[0] * (int64_t)es, g.B = B->data + off[1] * (int64_t)es;
+        g.C = C->data + off[2] * (int64_t)es;
+        int st = p->be->iface->gemm(p->be, &g);
+        if (st)
+            return st;
+        for (int d = nm - 2; d >= 0 && ++idx[d] == bs[d]; d--)
+            idx[d] = 0;
+    }
+    return SMELT_OK;
+}
+
 /* A matmul (a library kernel): BLAS on each block of rows of each matrix
  * of the batch, operands read as they lie where BLAS can (a transpose flag,
  * a leading dimension), else packed; a result BLAS cannot write in place
@@ -760,6 +824,8 @@ static int run_matmul(smelt_plan *p, runstate *rs, int ki)
     int64_t tasks = smelt__numel(j.nb, C->shape) * (j.blocks = (j.M + MM_ROWS - 1) / MM_ROWS);
     if (j.M == 0 || j.N == 0 || tasks == 0)
         return SMELT_OK;
+    if (p->be->iface->launch)
+        return run_matmul_device(p, &j);
     int st = smelt__blas_check(p->ctx);
     if (st)
         return st;

@@ -324,7 +324,8 @@ static void describe(smelt_plan *p)
         smelt__pkernel *k = &p->kern[i];
         const smelt__variant *v = k->nvar ? &k->var[0] : NULL;
         if (k->library) { /* "kernel 2 matmul [BLAS: OpenBLAS 0.3.21 ...]" */
-            smelt__sb_printf(b, "kernel %d matmul [BLAS: %s] inputs [", i, smelt__blas_name() ? smelt__blas_name() : "none");
+            smelt__sb_printf(b, "kernel %d matmul [BLAS: %s] inputs [", i,
+                             p->be->iface->gemm ? "cuBLAS" : smelt__blas_name() ? smelt__blas_name() : "none");
             describe_inputs(b, p, k);
             smelt__sb_printf(b, "] outputs [");
             for (int j = 0; j < k->cl.nout; j++)
@@ -539,10 +540,10 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     /* compile the layout every contiguous run will use (a library call: none) */
     for (int i = 0; i < p->nkern; i++) {
         if (p->kern[i].library) {
-            if ((st = be->iface->launch ? smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "matmul runs on the CPU backends "
-                                                     "only (TCC, CC, AUTO); %s has no matrix product yet",
-                                                     be->iface->name)
-                                        : smelt__blas_check(ctx)))
+            if ((st = !be->iface->launch ? smelt__blas_check(ctx)
+                      : !be->iface->gemm ? smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "matmul: %s has no matrix product",
+                                                      be->iface->name)
+                                         : SMELT_OK))
                 goto fail;
             continue;
         }

@@ -5,6 +5,10 @@
  * smelt builds and runs everywhere, and a machine without a driver, with
  * the toolkit's stub driver or without a device reports "no GPU" and why.
  *
+ * The matrix product (class LIBRARY) goes to cuBLAS, loaded the same way
+ * when a plan first multiplies matrices (libcublas.so.13, .12, .11, or
+ * SMELT_CUBLAS_LIB).
+ *
  * The prototypes below are our own; when the CUDA headers are found at
  * build time (meson option cuda) they are checked against them. */
 #include <dlfcn.h>
@@ -81,6 +85,26 @@ _Static_assert(sizeof(void *) == 8 && sizeof(CUdeviceptr) == 8, "CUDA needs a 64
     X(GetCUBINSize, (nvrtcProgram, size_t *))                                                  \
     X(GetCUBIN, (nvrtcProgram, char *))
 
+/* cuBLAS: member, exported symbol, parameters; every one returns blas_status */
+typedef int blas_status;
+typedef struct cublasContext *blas_handle;
+enum { CUBLAS_OP_N_ = 0, CUBLAS_OP_T_ = 1, CUDA_R_16F_ = 2, CUDA_R_16BF_ = 14, CUBLAS_COMPUTE_32F_ = 68,
+       CUBLAS_GEMM_DEFAULT_ = -1 };
+#define SMELT_CUBLAS_FNS(X)                                                                           \
+    X(Create, "cublasCreate_v2", (blas_handle *))                                                  \
+    X(Destroy, "cublasDestroy_v2", (blas_handle))                                                  \
+    X(SetStream, "cublasSetStream_v2", (blas_handle, CUstream))                                    \
+    X(SgemmStridedBatched, "cublasSgemmStridedBatched",                                               \
+      (blas_handle, int, int, int, int, int, const float *, const float *, int, long long int,     \
+       const float *, int, long long int, const float *, float *, int, long long int, int))          \
+    X(DgemmStridedBatched, "cublasDgemmStridedBatched",                                               \
+      (blas_handle, int, int, int, int, int, const double *, const double *, int, long long int,   \
+       const double *, int, long long int, const double *, double *, int, long long int, int))       \
+    X(GemmStridedBatchedEx, "cublasGemmStridedBatchedEx",                                             \
+      (blas_handle, int, int, int, int, int, const void *, const void *, int, int, long long int,  \
+       const void *, int, int, long long int, const void *, void *, int, int, long long int, int, int, \
+       int))
+
 #ifdef SMELT_HAVE_CUDA_H /* our prototypes must be the headers' */
 #define SMELT_CHECK_CU(m, sym, args)                                                          \
     _Static_assert(__builtin_types_compatible_p(__typeof__(&cu##m), CUresult(*) args), sym);
@@ -89,6 +113,13 @@ _Static_assert(sizeof(void *) == 8 && sizeof(CUdeviceptr) == 8, "CUDA needs a 64
                    "nvrtc" #m);
 SMELT_CU_FNS(SMELT_CHECK_CU)
 SMELT_NVRTC_FNS(SMELT_CHECK_NVRTC)
+#if __has_include(<cublas_v2.h>) /* our cuBLAS constants must be the header's */
+#include <cublas_v2.h>
+_Static_assert((int)CUBLAS_OP_N == CUBLAS_OP_N_ && (int)CUBLAS_OP_T == CUBLAS_OP_T_ && (int)CUDA_R_16F == CUDA_R_16F_ &&
+                   (int)CUDA_R_16BF == CUDA_R_16BF_ && (int)CUBLAS_COMPUTE_32F == CUBLAS_COMPUTE_32F_ &&
+                   (int)CUBLAS_GEMM_DEFAULT == CUBLAS_GEMM_DEFAULT_ && (int)CUBLAS_STATUS_ALLOC_FAILED == 3,
+               "cuBLAS constants");
+#endif
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvrtcGetErrorString),
                                             const char *(*)(nvrtcResult)),
                "nvrtcGetErrorString");
@@ -109,7 +140,12 @@ static struct {
     bool gpu;           /* driver initialised, at least one device */
     int driver_version;
     char gpu_why[512];
-} g = {.nvrtc_once = PTHREAD_ONCE_INIT, .driver_once = PTHREAD_ONCE_INIT};
+    pthread_once_t cublas_once;
+    void *cublas_lib;
+#define SMELT_CUBLAS_MEMBER(m, sym, args) blas_status (*blas##m) args;
+    SMELT_CUBLAS_FNS(SMELT_CUBLAS_MEMBER)
+    char cublas_why[512]; /* empty: loaded */
+} g = {.nvrtc_once = PTHREAD_ONCE_INIT, .driver_once = PTHREAD_ONCE_INIT, .cublas_once = PTHREAD_ONCE_INIT};
 
 static bool sym(void *lib, const char *name, void *fnptr, char *why, size_t n, const char *libname)
 {
@@ -338,6 +374,7 @@ typedef struct cuda_be {
     CUcontext cu; /* the device's primary context, retained */
     CUstream stream;
     CUdeviceptr pbuf; /* parameter blocks over SMELT_KPARAM_MAX (the largest block's size) */
+    blas_handle blas; /* made on the first matrix product, bound to stream */
     compile_rec *recs;
     int nrecs;
 } cuda_be;
@@ -644,6 +681,8 @@ static void cuda_destroy(smelt__backend *be)
             }
             if (c->pbuf)
                 g.MemFree(c->pbuf);
+            if (c->blas)
+                g.blasDestroy(c->blas);
             leave();
         }
         g.DevicePrimaryCtxRelease(c->dev);
@@ -653,6 +692,76 @@ static void cuda_destroy(smelt__backend *be)
     free(c->recs);
     free(c);
     free(be);
+}
+
+static void load_cublas(void)
+{
+    const char *env = getenv("SMELT_CUBLAS_LIB");
+    static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
+    const char *path = env && *env ? env : names[0];
+    for (int i = 0; !g.cublas_lib && i < (env && *env ? 1 : 4); i++)
+        g.cublas_lib = dlopen(path = env && *env ? env : names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!g.cublas_lib) {
+        snprintf(g.cublas_why, sizeof g.cublas_why, "matmul on the GPU needs cuBLAS: %s cannot be loaded (%s); "
+                 "install the CUDA toolkit's cuBLAS, or name it in SMELT_CUBLAS_LIB",
+                 env && *env ? env : "libcublas.so.13 (or .12, .11)", dlerror());
+        return;
+    }
+    bool ok = true;
+#define SMELT_CUBLAS_LOAD(m, s, args) ok = ok && sym(g.cublas_lib, s, &g.blas##m, g.cublas_why, sizeof g.cublas_why, path);
+    SMELT_CUBLAS_FNS(SMELT_CUBLAS_LOAD)
+    if (ok)
+        g.cublas_why[0] = 0;
+}
+
+/* C = A @ B, row-major (smelt__gemm): cuBLAS is column-major, so it computes
+ * C^T = B^T A^T, the row-major matrices read as their transposes. */
+static int cuda_gemm(smelt__backend *be, const smelt__gemm *m)
+{
+    cuda_be *c = be->context;
+    if (c->compile_only)
+        return smelt__err(be->ctx, SMELT_ERR_BACKEND, "NVRTC backend for %s is compile-only: it cannot multiply "
+                          "matrices", c->arch);
+    pthread_once(&g.cublas_once, load_cublas);
+    if (g.cublas_why[0])
+        return smelt__err(be->ctx, SMELT_ERR_BACKEND, "%s", g.cublas_why);
+    const int64_t lim = 2147483647;
+    if (m->M > lim || m->N > lim || m->K > lim || m->lda > lim || m->ldb > lim || m->ldc > lim || m->batch > lim)
+        return smelt__err(be->ctx, SMELT_ERR_UNSUPPORTED, "matmul on the GPU: a dimension over 2^31 - 1 (cuBLAS "
+                          "takes int sizes)");
+    CUresult r = enter(c);
+    if (r)
+        return cu_fail(be, r, "cuCtxPushCurrent", NULL);
+    blas_status s = 0;
+    const char *what = "cublasCreate";
+    if (!c->blas && !(s = g.blasCreate(&c->blas)) && (what = "cublasSetStream") && (s = g.blasSetStream(c->blas, c->stream))) {
+        g.blasDestroy(c->blas);
+        c->blas = NULL;
+    }
+    if (!s) {
+        int opa = m->ta ? CUBLAS_OP_T_ : CUBLAS_OP_N_, opb = m->tb ? CUBLAS_OP_T_ : CUBLAS_OP_N_;
+        int M = (int)m->M, N = (int)m->N, K = (int)m->K, bc = (int)m->batch;
+        const float one = 1, zero = 0;
+        const double one64 = 1, zero64 = 0;
+        what = "cublasGemmStridedBatched";
+        if (m->dt == SMELT_F32)
+            s = g.blasSgemmStridedBatched(c->blas, opb, opa, N, M, K, &one, m->B, (int)m->ldb, m->sb, m->A, (int)m->lda,
+                                          m->sa, &zero, m->C, (int)m->ldc, m->sc, bc);
+        else if (m->dt == SMELT_F64)
+            s = g.blasDgemmStridedBatched(c->blas, opb, opa, N, M, K, &one64, m->B, (int)m->ldb, m->sb, m->A,
+                                          (int)m->lda, m->sa, &zero64, m->C, (int)m->ldc, m->sc, bc);
+        else { /* f16, bf16: accumulated in f32 */
+            int t = m->dt == SMELT_F16 ? CUDA_R_16F_ : CUDA_R_16BF_;
+            s = g.blasGemmStridedBatchedEx(c->blas, opb, opa, N, M, K, &one, m->B, t, (int)m->ldb, m->sb, m->A, t,
+                                           (int)m->lda, m->sa, &zero, m->C, t, (int)m->ldc, m->sc, bc,
+                                           CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
+        }
+    }
+    leave();
+    if (s)
+        return smelt__err(be->ctx, s == 3 ? SMELT_ERR_NOMEM : SMELT_ERR_RUNTIME, "cuBLAS: %s failed: status %d",
+                          what, s);
+    return SMELT_OK;
 }
 
 /* What a compile-only backend compiled (smelt_plan_emit_only's report). */
@@ -695,6 +804,7 @@ static const smelt__backend_i cuda_iface = {
     .launch = cuda_launch,
     .copy = cuda_copy,
     .sync = cuda_sync,
+    .gemm = cuda_gemm,
 };
 
 int smelt__backend_cuda_new(smelt_ctx *ctx, const char *target, smelt__backend **out)
