@@ -461,41 +461,26 @@ static int gemm_args(void *h, int ta, int tb, int m, int n, int k, int lda, int 
     return 0;
 }
 
-EXPORT int cublasSgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const float *alpha,
-                                     const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
-                                     const float *beta, float *C, int ldc, long long sc, int batch)
-{
-    int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);
-    if (st || *alpha != 1 || *beta != 0)
-        return st ? st : 7;
-    for (int b = 0; b < batch; b++)
-        for (int j = 0; j < n; j++)
-            for (int i = 0; i < m; i++) {
-                float acc = 0;
-                for (int q = 0; q < k; q++)
-                    acc += AT(A + b * sa, ta, i, q, lda) * AT(B + b * sb, tb, q, j, ldb);
-                C[b * sc + (long long)j * ldc + i] = acc;
-            }
-    return 0;
-}
-
-EXPORT int cublasDgemmStridedBatched(void *h, int ta, int tb, int m, int n, int k, const double *alpha,
-                                     const double *A, int lda, long long sa, const double *B, int ldb, long long sb,
-                                     const double *beta, double *C, int ldc, long long sc, int batch)
-{
-    int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);
-    if (st || *alpha != 1 || *beta != 0)
-        return st ? st : 7;
-    for (int b = 0; b < batch; b++)
-        for (int j = 0; j < n; j++)
-            for (int i = 0; i < m; i++) {
-                double acc = 0;
-                for (int q = 0; q < k; q++)
-                    acc += AT(A + b * sa, ta, i, q, lda) * AT(B + b * sb, tb, q, j, ldb);
-                C[b * sc + (long long)j * ldc + i] = acc;
-            }
-    return 0;
-}
+/* cublas<T>gemmStridedBatched: type T, accumulated in T */
+#define FAKE_GEMM(name, T)                                                                                        \
+    EXPORT int name(void *h, int ta, int tb, int m, int n, int k, const T *alpha, const T *A, int lda, long long sa, \
+                    const T *B, int ldb, long long sb, const T *beta, T *C, int ldc, long long sc, int batch)       \
+    {                                                                                                             \
+        int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);                                                    \
+        if (st || *alpha != 1 || *beta != 0)                                                                      \
+            return st ? st : 7;                                                                                   \
+        for (int b = 0; b < batch; b++)                                                                           \
+            for (int j = 0; j < n; j++)                                                                           \
+                for (int i = 0; i < m; i++) {                                                                     \
+                    T acc = 0;                                                                                    \
+                    for (int q = 0; q < k; q++)                                                                   \
+                        acc += AT(A + b * sa, ta, i, q, lda) * AT(B + b * sb, tb, q, j, ldb);                     \
+                    C[b * sc + (long long)j * ldc + i] = acc;                                                     \
+                }                                                                                                 \
+        return 0;                                                                                                 \
+    }
+FAKE_GEMM(cublasSgemmStridedBatched, float)
+FAKE_GEMM(cublasDgemmStridedBatched, double)
 
 /* f16 (CUDA_R_16F, 2) and bf16 (CUDA_R_16BF, 14) with CUBLAS_COMPUTE_32F (68) */
 EXPORT int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
