@@ -1161,7 +1161,9 @@ static int cmd_info(const opts *o, binding *b, int nb)
             static const char *const views[][2] = {{"broadcast_to", "broadcast_to(x, shape)"},
                                                    {"reshape", "reshape(x, shape)"},
                                                    {"transpose", "transpose(x[, axes]), x.T"},
-                                                   {"slice", "x[start:stop:step, i, None]"}};
+                                                   {"slice", "x[start:stop:step, i, None]"},
+                                                   {"concat", "concat((x, y, ...), axis)"},
+                                                   {"pad", "pad(x, widths, constant_values=v)"}};
             for (size_t k = 0; k < sizeof views / sizeof views[0]; k++)
                 if (!strcmp(name, views[k][0]))
                     snprintf(e, sizeof e, "%s", views[k][1]), ok = true;
