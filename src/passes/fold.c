@@ -131,7 +131,7 @@ static bool fold_tensor(smelt__prog *p, smelt__inst *in)
     int64_t st[3][SMELT_MAX_DIMS], off = 0;
     bool ok = true;
     for (int64_t i = 0; smelt__is_piece(in->op) && i < cnt; i++) { /* a concat's or a pad's: by index */
-        int ax = (int)in->vp[0], j = 0;
+        int ax = (int)in->vp[0];
         int64_t from = in->op == SMELT_OP_PAD ? in->vp[1] : 0, len = p->v[in->in[0]].shape[ax], idx[SMELT_MAX_DIMS];
         for (int64_t d = in->ndim - 1, rem = i; d >= 0; d--) {
             idx[d] = rem % in->shape[d];
@@ -139,23 +139,24 @@ static bool fold_tensor(smelt__prog *p, smelt__inst *in)
         }
         bool inside = idx[ax] >= from && idx[ax] < from + len;
         idx[ax] -= inside ? from : len;
-        j = !inside;
+        int j = !inside; /* the operand read (a pad's outside: its value) */
         const smelt__inst *a = &p->v[in->in[j < in->nin ? j : 0]];
-        int64_t cs[SMELT_MAX_DIMS], o = 0;
-        smelt__contig_strides(a->ndim, a->shape, cs);
-        for (int d = 0; d < in->ndim; d++)
-            o += idx[d] * cs[d];
-        double y = j == in->nin ? smelt__elem_load(in->dtype, (const char *)&in->vp[3])
-                   : a->op == SMELT_OP_CONST ? (smelt__is_float(a->dtype) ? a->fval : (double)a->ival)
-                                             : smelt__elem_load(a->dtype, p->blobs[a->ival]->data + (size_t)o * es);
-        if (a->op == SMELT_OP_CONST && !smelt__is_float(a->dtype) && j < in->nin)
-            memcpy(b->data + (size_t)i * es, &a->ival, es); /* (every bit) */
-        else if (j == in->nin)
-            memcpy(b->data + (size_t)i * es, &in->vp[3], es);
-        else if (a->op == SMELT_OP_TENSOR)
-            memcpy(b->data + (size_t)i * es, p->blobs[a->ival]->data + (size_t)o * es, es);
-        else
-            smelt__elem_store(in->dtype, b->data + (size_t)i * es, y);
+        char cell[8] = {0};
+        const char *src = (const char *)&in->vp[3];
+        if (j < in->nin && a->op == SMELT_OP_TENSOR) {
+            int64_t cs[SMELT_MAX_DIMS], o = 0;
+            smelt__contig_strides(a->ndim, a->shape, cs);
+            for (int d = 0; d < in->ndim; d++)
+                o += idx[d] * cs[d];
+            src = p->blobs[a->ival]->data + (size_t)o * es;
+        } else if (j < in->nin) { /* a constant: its value's bits (every bit of an integer) */
+            if (smelt__is_float(a->dtype))
+                smelt__elem_store(a->dtype, cell, a->fval);
+            else
+                memcpy(cell, &a->ival, es);
+            src = cell;
+        }
+        memcpy(b->data + (size_t)i * es, src, es);
     }
     for (int j = 0; j < in->nin && !smelt__is_piece(in->op); j++) { /* each operand's strides over the result's shape */
         const smelt__inst *a = &p->v[in->in[j]];

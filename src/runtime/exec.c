@@ -325,24 +325,37 @@ static void red_run(smelt_plan *p, launch *l, int64_t n, int64_t per_item, int t
 /* A constant operand (of any shape: all its elements are one value) as a
  * view of one element, strides 0, in memory the plan keeps (the device's
  * for a device plan). */
-static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros)
+/* The 8-byte cell of value v that holds one element (bits: a constant's
+ * or a pad's value), laid out once in memory the plan keeps (the device's
+ * for a device plan). */
+static int value_cell(smelt_plan *p, int v, const void *bits, char **cell)
 {
-    const smelt__inst *c = &p->prog.v[v];
-    char val[8] = {0};
-    size_t size = smelt__dtypes[c->dtype].size;
-    smelt__elem_store(c->dtype, val, smelt__is_float(c->dtype) ? c->fval : (double)c->ival);
-    if (!smelt__is_float(c->dtype))
-        memcpy(val, &c->ival, size); /* every bit of an i64 (little-endian) */
     if (!p->buf[v]) {
         if (!(p->buf[v] = smelt__be_alloc(p->be, 8)))
             return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
         p->bufsize[v] = 8;
+        int st = p->be->iface->copy ? p->be->iface->copy(p->be, p->buf[v], bits, 8, SMELT_COPY_H2D)
+                                    : (memcpy(p->buf[v], bits, 8), SMELT_OK);
+        if (st) {
+            smelt__be_free(p->be, p->buf[v]);
+            p->buf[v] = NULL;
+            return st;
+        }
     }
-    int st = p->be->iface->copy ? p->be->iface->copy(p->be, p->buf[v], val, size, SMELT_COPY_H2D) : SMELT_OK;
-    if (!p->be->iface->copy)
-        memcpy(p->buf[v], val, size);
+    *cell = p->buf[v];
+    return SMELT_OK;
+}
+
+static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros)
+{
+    const smelt__inst *c = &p->prog.v[v];
+    char val[8] = {0}, *cell = NULL;
+    smelt__elem_store(c->dtype, val, smelt__is_float(c->dtype) ? c->fval : (double)c->ival);
+    if (!smelt__is_float(c->dtype))
+        memcpy(val, &c->ival, smelt__dtypes[c->dtype].size); /* every bit of an i64 (little-endian) */
+    int st = value_cell(p, v, val, &cell);
     memset(zeros, 0, sizeof(int64_t) * SMELT_MAX_DIMS);
-    *out = (smelt__view){p->buf[v], r->ndim, r->shape, zeros};
+    *out = (smelt__view){cell, r->ndim, r->shape, zeros};
     return st;
 }
 
@@ -861,24 +874,7 @@ typedef struct piece {
 
 static int64_t floordiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 
-/* The 8-byte cell a pad's value lies in (the device's for a device plan). */
-static int pad_cell(smelt_plan *p, int v, char **cell)
-{
-    if (!p->buf[v]) {
-        if (!(p->buf[v] = smelt__be_alloc(p->be, 8)))
-            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
-        p->bufsize[v] = 8;
-        int st = p->be->iface->copy ? p->be->iface->copy(p->be, p->buf[v], &p->prog.v[v].vp[3], 8, SMELT_COPY_H2D)
-                                    : (memcpy(p->buf[v], &p->prog.v[v].vp[3], 8), SMELT_OK);
-        if (st) {
-            smelt__be_free(p->be, p->buf[v]);
-            p->buf[v] = NULL;
-            return st;
-        }
-    }
-    *cell = p->buf[v];
-    return SMELT_OK;
-}
+static int value_cell(smelt_plan *p, int v, const void *bits, char **cell);
 
 /* Value v's pieces over its run-time shape, appended to out[*np..]; empty
  * ones left out. */
@@ -918,7 +914,7 @@ static int pieces_of(smelt_plan *p, runstate *rs, int v, piece *out, int *np)
         char *cell = NULL;
         for (int i = k0; i < k1; i++)
             out[i].lo[ax] += x->vp[1];
-        if ((st = pad_cell(p, v, &cell)))
+        if ((st = value_cell(p, v, &x->vp[3], &cell)))
             return st;
         for (int side = 0; side < 2; side++) {
             int64_t len = x->vp[1 + side];
@@ -1147,8 +1143,8 @@ static int run_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const in
         ptrs[o] = w[o].data;
         esz[o] = smelt__dtypes[p->prog.v[v].dtype].size;
     }
-    int64_t N = box ? smelt__numel(p->rs[k->cl.members[0]].ndim, box) : smelt__numel(p->rs[k->cl.members[0]].ndim,
-                                                                                    p->rs[k->cl.members[0]].shape);
+    const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
+    int64_t N = smelt__numel(S0->ndim, box ? box : S0->shape);
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     unsigned none;
     int rank = smelt__merge_layout(smelt__kernel_strides_box(p, ki, w, box, S, st, &none), S, n, st, mode);
