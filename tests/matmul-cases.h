@@ -34,6 +34,20 @@ static const mcase cases[] = {
     {"broadcast_to(a, (3, 4)) @ b", 2, 2, {1, 4}, {4, 2}, true}, /* stride 0: packed */
 };
 
+/* An MLP block over x [64, 48]: gelu_tanh(x @ w1 + b1) @ w2 + b2 + x (two
+ * products, their epilogues); its five inputs random in in. */
+static inline smelt_node *mm_mlp(smelt_ctx *ctx, smelt_graph *g, trng *r, smelt_tensor **in)
+{
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(64, 48)), *w1 = smelt_input(g, "w1", SMELT_F32, SHP(48, 96));
+    smelt_node *b1 = smelt_input(g, "b1", SMELT_F32, SHP(96)), *w2 = smelt_input(g, "w2", SMELT_F32, SHP(96, 48));
+    smelt_node *b2 = smelt_input(g, "b2", SMELT_F32, SHP(48));
+    smelt_node *h = smelt_unary(g, SMELT_OP_GELU_TANH, smelt_add(g, smelt_matmul(g, x, w1), b1));
+    const int64_t shapes[5][2] = {{64, 48}, {48, 96}, {96, 0}, {96, 48}, {48, 0}};
+    for (int i = 0; i < 5; i++)
+        in[i] = t_rand(ctx, r, SMELT_F32, shapes[i][1] ? 2 : 1, shapes[i]);
+    return smelt_add(g, smelt_add(g, smelt_matmul(g, h, w2), b2), x);
+}
+
 /* one head-batched attention over q, k, v [2, 4, 32, 16], the heads merged: [2, 32, 64] */
 #define MM_ATTENTION                                                                                          \
     "reshape(transpose((exp(q @ transpose(k, (0, 1, 3, 2)) / 8 - max(q @ transpose(k, (0, 1, 3, 2)) / 8, "  \

@@ -1523,19 +1523,13 @@ DEVICE_TEST(mlp_and_attention, 240)
     trng r;
     trng_init(&r, 45);
     smelt_graph *g = t_graph(ctx);
-    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(64, 48)), *w1 = smelt_input(g, "w1", SMELT_F32, SHP(48, 96));
-    smelt_node *b1 = smelt_input(g, "b1", SMELT_F32, SHP(96)), *w2 = smelt_input(g, "w2", SMELT_F32, SHP(96, 48));
-    smelt_node *b2 = smelt_input(g, "b2", SMELT_F32, SHP(48));
-    smelt_node *h = smelt_unary(g, SMELT_OP_GELU_TANH, smelt_add(g, smelt_matmul(g, x, w1), b1));
-    smelt_node *y = smelt_add(g, smelt_add(g, smelt_matmul(g, h, w2), b2), x);
+    smelt_tensor *in[5];
+    smelt_node *y = mm_mlp(ctx, g, &r, in);
     const int last[] = {-1};
     smelt_node *d = smelt_sub(g, y, smelt_reduce(g, SMELT_OP_MEAN, y, 1, last, 1));
     smelt_node *mlp = smelt_div(g, d, smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, smelt_reduce(g, SMELT_OP_MEAN,
                                                                        smelt_mul(g, d, d), 1, last, 1),
                                                                        smelt_scalar(g, 1e-5))));
-    smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F32, SHP(64, 48)), t_rand(ctx, &r, SMELT_F32, SHP(48, 96)),
-                          t_rand(ctx, &r, SMELT_F32, SHP(96)), t_rand(ctx, &r, SMELT_F32, SHP(96, 48)),
-                          t_rand(ctx, &r, SMELT_F32, SHP(48))};
     smelt_tensor *ref, *dev = NULL;
     t_reference(ctx, g, 1, &mlp, 5, in, &ref);
     smelt_plan *p = t_plan(ctx, g, 1, &mlp, 3);

@@ -57,16 +57,10 @@ Test(matmul, epilogues_fuse_after_the_product, .timeout = 120)
 {
     smelt_ctx *ctx = t_ctx();
     smelt_graph *g = t_graph(ctx);
-    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(64, 48)), *w1 = smelt_input(g, "w1", SMELT_F32, SHP(48, 96));
-    smelt_node *b1 = smelt_input(g, "b1", SMELT_F32, SHP(96)), *w2 = smelt_input(g, "w2", SMELT_F32, SHP(96, 48));
-    smelt_node *b2 = smelt_input(g, "b2", SMELT_F32, SHP(48));
-    smelt_node *h = smelt_unary(g, SMELT_OP_GELU_TANH, smelt_add(g, smelt_matmul(g, x, w1), b1));
-    smelt_node *y = smelt_add(g, smelt_add(g, smelt_matmul(g, h, w2), b2), x);
     trng r;
     trng_init(&r, 42);
-    smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F32, SHP(64, 48)), t_rand(ctx, &r, SMELT_F32, SHP(48, 96)),
-                          t_rand(ctx, &r, SMELT_F32, SHP(96)), t_rand(ctx, &r, SMELT_F32, SHP(96, 48)),
-                          t_rand(ctx, &r, SMELT_F32, SHP(48))};
+    smelt_tensor *in[5];
+    smelt_node *y = mm_mlp(ctx, g, &r, in);
     smelt_tensor *ref, *base = NULL;
     t_reference(ctx, g, 1, &y, 5, in, &ref);
     smelt_plan *p0 = t_plan(ctx, g, 1, &y, 0);
