@@ -454,6 +454,116 @@ Test(special, nan_inf_and_signed_zeros)
     cr_assert_eq(reduce_row(SMELT_OP_ALL, SMELT_I32, (double[]){1, -1, 0}, 3), 0);
 }
 
+/* max and min of f32 and f64 in smelt's order (include/smelt.h's lanes
+ * and chunks, written out here), with ops.def's fold: a lane's first NaN
+ * is its result, +0 beats -0 in max and -0 in min. */
+#define LANE_FOLD(T, name)                                                                                   \
+    static T name(bool max, T v, T e)                                                                        \
+    {                                                                                                         \
+        if (max)                                                                                              \
+            return (v > e || v != v) ? v : (v == e && v == 0) ? v + e : e;                                    \
+        return (v < e || v != v) ? v : (v == e && v == 0) ? -(-v - e) : e;                                   \
+    }                                                                                                         \
+    static T name##_row(bool max, const T *x, int64_t n)                                                      \
+    {                                                                                                         \
+        T tot = max ? -INFINITY : INFINITY;                                                                   \
+        for (int64_t c = 0; c < n; c += 16384) {                                                              \
+            T acc[32];                                                                                        \
+            for (int l = 0; l < 32; l++)                                                                      \
+                acc[l] = max ? -INFINITY : INFINITY;                                                          \
+            for (int64_t i = c; i < n && i < c + 16384; i++)                                                  \
+                acc[i & 31] = name(max, acc[i & 31], x[i]);                                                   \
+            for (int d = 16; d >= 1; d >>= 1)                                                                 \
+                for (int l = 0; l < d; l++)                                                                   \
+                    acc[l] = name(max, acc[l], acc[l + d]);                                                   \
+            tot = name(max, tot, acc[0]);                                                                     \
+        }                                                                                                     \
+        return tot;                                                                                           \
+    }
+LANE_FOLD(float, fold_f32)
+LANE_FOLD(double, fold_f64)
+
+/* Long rows (the kernels' vectorised max and min, which watch for NaNs
+ * and ties of zeros): random values, signed zeros at the extreme, NaNs of
+ * distinct payloads and both signs in some lanes: the bits of the order
+ * above, on TCC and CC, 1 and 3 threads. */
+Test(special, max_min_long_rows_bits)
+{
+    smelt_ctx *ctx = t_ctx();
+    bool cc = smelt_backend_check(ctx, "CC") == SMELT_OK;
+    const int64_t lens[] = {64, 97, 1000, 40000};
+    trng r;
+    trng_init(&r, 77);
+    for (int dd = 0; dd < 2; dd++)
+        for (int li = 0; li < NELEMS(lens); li++)
+            for (int kind = 0; kind < 4; kind++) {
+                smelt_dtype dt = dd ? SMELT_F64 : SMELT_F32;
+                int64_t n = lens[li];
+                smelt_tensor *in = t_tensor(ctx, dt, SHP(n));
+                float *xf = smelt_tensor_data(in);
+                double *xd = smelt_tensor_data(in);
+                for (int64_t i = 0; i < n; i++) {
+                    /* kind 0: random; 1: non-positive with +-0 at the top; 2, 3: NaNs */
+                    double v = kind == 1 ? -trng_logmag(&r, 1e-3, 1e3, true) : trng_uniform(&r, -5, 5);
+                    if (kind == 1 && trng_range(&r, 0, 9) == 0)
+                        v = trng_range(&r, 0, 1) ? 0.0 : -0.0;
+                    if (dd)
+                        xd[i] = v;
+                    else
+                        xf[i] = (float)v;
+                }
+                if (kind == 1 && !dd) /* min's tie too: -0 and +0 at the bottom of a second copy below */
+                    xf[n / 2] = INFINITY;
+                for (int j = 0; kind >= 2 && j < 1 + (int)(n / 300); j++) {
+                    int64_t at = trng_range(&r, 0, n - 1);
+                    uint64_t pay = trng_u64(&r);
+                    if (dd) {
+                        uint64_t b = 0x7ff8000000000000ull | (pay & 0x7ffffffffffffull) | (kind == 3 ? 1ull << 63 : 0);
+                        memcpy(&xd[at], &b, 8);
+                    } else {
+                        uint32_t b = 0x7fc00000u | (uint32_t)(pay & 0x3fffffu) | (kind == 3 ? 1u << 31 : 0);
+                        memcpy(&xf[at], &b, 4);
+                    }
+                }
+                for (int op = 0; op < 2; op++) {
+                    bool max = op == 0;
+                    smelt_graph *g = t_graph(ctx);
+                    smelt_node *a = smelt_input(g, "a", dt, SHP(n));
+                    smelt_node *y = smelt_reduce(g, max ? SMELT_OP_MAX : SMELT_OP_MIN, a, 0, NULL, 0);
+                    uint64_t want = 0;
+                    if (dd) {
+                        double w = fold_f64_row(max, xd, n);
+                        memcpy(&want, &w, 8);
+                    } else {
+                        float w = fold_f32_row(max, xf, n);
+                        uint32_t b;
+                        memcpy(&b, &w, 4);
+                        want = b;
+                    }
+                    for (int v = 0; v < 4; v++) {
+                        if (v >= 2 && !cc)
+                            continue;
+                        T_OK(ctx, smelt_ctx_set_backend(ctx, v >= 2 ? "CC" : "TCC"));
+                        T_OK(ctx, smelt_ctx_set_threads(ctx, v & 1 ? 3 : 1));
+                        smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+                        smelt_tensor *got = NULL;
+                        t_run(p, 1, &in, 1, &got);
+                        uint64_t have = 0;
+                        memcpy(&have, smelt_tensor_data(got), dd ? 8 : 4);
+                        cr_assert_eq(have, want, "%s of %lld %s (kind %d) on %s, %d threads: bits %llx, want %llx",
+                                     max ? "max" : "min", (long long)n, smelt_dtype_name(dt), kind,
+                                     v >= 2 ? "CC" : "TCC", v & 1 ? 3 : 1, (unsigned long long)have,
+                                     (unsigned long long)want);
+                        smelt_tensor_free(got);
+                        smelt_plan_free(p);
+                    }
+                    smelt_graph_free(g);
+                }
+                smelt_tensor_free(in);
+            }
+    smelt_ctx_free(ctx);
+}
+
 /* the i64 product wraps: 3^41 mod 2^64 */
 Test(special, integer_product_wraps)
 {
