@@ -5,6 +5,7 @@
 #include <string.h>
 #include <errno.h>
 #include <locale.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -199,9 +200,25 @@ double smelt__now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+/* Allocations of at least SMELT_HUGE_MIN bytes start on a 2 MiB boundary
+ * and ask for transparent huge pages: a kernel that walks a matrix a
+ * column at a time (a transpose) touches one page where it touched 512,
+ * and the first touch of 64 MiB takes 32 faults instead of 16384. */
+#define SMELT_HUGE_PAGE ((size_t)2 << 20)
+#define SMELT_HUGE_MIN ((size_t)4 << 20)
+
 void *smelt__aligned_alloc(size_t bytes)
 {
     void *p = NULL;
+    if (bytes >= SMELT_HUGE_MIN) { /* 2 MiB pages where the kernel gives them on request */
+        size_t n = (bytes + SMELT_HUGE_PAGE - 1) / SMELT_HUGE_PAGE * SMELT_HUGE_PAGE;
+        if (posix_memalign(&p, SMELT_HUGE_PAGE, n) != 0)
+            return NULL;
+#ifdef MADV_HUGEPAGE
+        (void)madvise(p, n, MADV_HUGEPAGE); /* a hint: refused, the memory is as good */
+#endif
+        return p;
+    }
     if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
         return NULL;
     return p;
