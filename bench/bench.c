@@ -71,7 +71,6 @@ typedef struct wl {
     int64_t n_default; /* 0: the global --n; else at most this on the GPU (the CPU runs --n) */
     double bytes_per_elem; /* bytes that must move per element (f32) */
     const int *donate;     /* output k is an update of input donate[k] (the donated run) */
-    bool no_gpu_peers;     /* bench/peers/gpu_peers.py has no formula for it (yet) */
 } wl;
 
 /* ---- workloads ---------------------------------------------------------- */
@@ -340,33 +339,33 @@ static void sh_attention(int64_t n, int *nd, int64_t (*s)[4])
 
 static const int adam_donate[] = {0, 2, 3}; /* param' m' v' over param m v */
 static const wl workloads[] = {
-    {"add", 2, 1, b_add, sh_flat, 0, 12, NULL, false},
-    {"chain8", 3, 1, b_chain8, sh_flat, 0, 16, NULL, false},
-    {"gelu_tanh", 1, 1, b_gelu_tanh, sh_flat, 0, 8, NULL, false},
-    {"swish", 1, 1, b_swish, sh_flat, 0, 8, NULL, false},
-    {"adam", 4, 3, b_adam, sh_flat, 0, 28, adam_donate, false},
-    {"bias_relu", 2, 1, b_bias_relu, sh_rows, 0, 8, NULL, false},
+    {"add", 2, 1, b_add, sh_flat, 0, 12, NULL},
+    {"chain8", 3, 1, b_chain8, sh_flat, 0, 16, NULL},
+    {"gelu_tanh", 1, 1, b_gelu_tanh, sh_flat, 0, 8, NULL},
+    {"swish", 1, 1, b_swish, sh_flat, 0, 8, NULL},
+    {"adam", 4, 3, b_adam, sh_flat, 0, 28, adam_donate},
+    {"bias_relu", 2, 1, b_bias_relu, sh_rows, 0, 8, NULL},
     /* 100 x (layer + barrier), 700 values: on the CPU its unfused plan
      * shares an arena when one buffer each would not fit (unfused_opt_for) */
-    {"layers100", 3, 1, b_layers100, sh_rows, 1 << 22, 100 * 16, NULL, false},
+    {"layers100", 3, 1, b_layers100, sh_rows, 1 << 22, 100 * 16, NULL},
     /* rows of sqrt(n) (4096 at 16M): one read and one write is the least */
-    {"softmax", 1, 1, b_softmax, sh_rows, 0, 8, NULL, true},
-    {"layernorm", 3, 1, b_layernorm, sh_rows, 0, 8, NULL, true},
-    {"log_softmax", 1, 1, b_log_softmax, sh_rows, 0, 8, NULL, true},
-    {"rmsnorm", 2, 1, b_rmsnorm, sh_rows_vec, 0, 8, NULL, true},
+    {"softmax", 1, 1, b_softmax, sh_rows, 0, 8, NULL},
+    {"layernorm", 3, 1, b_layernorm, sh_rows, 0, 8, NULL},
+    {"log_softmax", 1, 1, b_log_softmax, sh_rows, 0, 8, NULL},
+    {"rmsnorm", 2, 1, b_rmsnorm, sh_rows_vec, 0, 8, NULL},
     /* a read of the matrix; the results (a row or a column) are 1/sqrt(n) of it */
-    {"sum_rows", 1, 1, b_sum_rows, sh_rows, 0, 4, NULL, true},
-    {"sum_cols", 1, 1, b_sum_cols, sh_rows, 0, 4, NULL, true},
+    {"sum_rows", 1, 1, b_sum_rows, sh_rows, 0, 4, NULL},
+    {"sum_cols", 1, 1, b_sum_cols, sh_rows, 0, 4, NULL},
     /* the logits (2n elements) read once; the targets: a value per row */
-    {"xent", 2, 1, b_xent, sh_xent, 0, 8, NULL, true},
+    {"xent", 2, 1, b_xent, sh_xent, 0, 8, NULL},
     /* a view: the transpose is read in place (two reads and a write) */
-    {"transpose_add", 2, 1, b_transpose_add, sh_transposed, 0, 12, NULL, false},
+    {"transpose_add", 2, 1, b_transpose_add, sh_transposed, 0, 12, NULL},
     /* a concat: the parts read where they lie, no copy (a read and a write) */
-    {"concat_relu", 4, 1, b_concat_relu, sh_quarters, 0, 8, NULL, true},
+    {"concat_relu", 4, 1, b_concat_relu, sh_quarters, 0, 8, NULL},
     /* matrix products (BLAS) with fused epilogues and normalisations: the time is the
      * figure (bytes per element: the main operand read and the result written) */
-    {"mlp", 7, 1, b_mlp, sh_mlp, 0, 8, NULL, true},
-    {"attention", 3, 1, b_attention, sh_attention, 0, 8, NULL, true},
+    {"mlp", 7, 1, b_mlp, sh_mlp, 0, 8, NULL},
+    {"attention", 3, 1, b_attention, sh_attention, 0, 8, NULL},
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 
@@ -1273,8 +1272,6 @@ static void gpu_run_peers(gpu_row *rows, int nrows, int runs)
     for (int i = 0; i < nrows; i++) {
         for (int k = 0; k < NPEER; k++)
             rows[i].peer[k] = NAN;
-        if (rows[i].w->no_gpu_peers)
-            continue;
         char cmd[1024];
         snprintf(cmd, sizeof cmd,
                  "python3 '%s/bench/peers/gpu_peers.py' --workload %s --n %lld --runs %d 2>&1",

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """GPU peers on smelt's benchmark workloads (same formulas, n and inputs).
 
-PyTorch eager, torch.compile, CuPy (one ElementwiseKernel per workload) and
-JAX jit, in float32 on the first GPU, as `smelt-bench --device cuda --peers`
-runs them.  Prints one JSON object per workload:
+PyTorch eager, torch.compile, CuPy (one ElementwiseKernel per elementwise
+workload; its NumPy functions for the reductions and the models) and JAX
+jit, in float32 on the first GPU, as `smelt-bench --device cuda --peers`
+runs them.  The formulas of the reductions, mlp, attention and the layout
+workloads are bench/peers/peers.py's (the CPU peers'), over a table of
+NumPy's names (np_like) or PyTorch's (torch_like).  Prints one JSON object per workload:
 
   {"workload", "n", "device", "runs",
    "torch_eager_ms", "torch_compile_ms", "cupy_ms", "jax_ms",   # medians
@@ -34,7 +37,10 @@ import time
 # JAX would otherwise reserve 75% of GPU memory at import, starving the others
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-WORKLOADS = ["add", "chain8", "gelu_tanh", "swish", "adam", "bias_relu", "layers100"]
+ELEMENTWISE = ["add", "chain8", "gelu_tanh", "swish", "adam", "bias_relu", "layers100"]
+ROWS = ["softmax", "layernorm", "log_softmax", "rmsnorm", "sum_rows", "sum_cols", "xent", "transpose_add"]
+MODELS = ["concat_relu", "mlp", "attention"]
+WORKLOADS = ELEMENTWISE + ROWS + MODELS
 SMALL_N = 4 << 20   # layers100 on the GPU (bench/bench.c: GPU_N_SMALL)
 CHECK_N = 65536     # instance for max_rel_err
 PEERS = ["torch_eager", "torch_compile", "cupy", "jax"]
@@ -81,6 +87,39 @@ def formula(o, name):
 class Ops:
     def __init__(self, **kw):
         self.__dict__.update(kw)
+
+
+# what the formulas call, by NumPy's names: numpy, cupy and jax.numpy have them
+NP_NAMES = ["tanh", "exp", "sqrt", "log", "max", "sum", "mean", "take_along_axis", "maximum",
+            "concatenate", "swapaxes", "transpose", "reshape"]
+
+
+def np_like(mod, barrier):
+    """an Ops table over a NumPy-like module (numpy, cupy, jax.numpy)"""
+    o = Ops(**{k: getattr(mod, k) for k in NP_NAMES})
+    o.relu, o.barrier = (lambda x: mod.maximum(x, 0.0)), barrier
+    return o
+
+
+def torch_like(torch):
+    """the same table for PyTorch (its dim= and keepdim= for NumPy's axis= and keepdims=)"""
+    def red(f):
+        return lambda x, axis=None, keepdims=False: f(x) if axis is None else f(x, dim=axis, keepdim=keepdims)
+    return Ops(tanh=torch.tanh, exp=torch.exp, sqrt=torch.sqrt, log=torch.log, relu=torch.relu,
+               max=red(torch.amax), sum=red(torch.sum), mean=red(torch.mean),
+               take_along_axis=lambda x, t, axis: torch.take_along_dim(x, t, dim=axis),
+               maximum=torch.clamp_min, concatenate=lambda xs, axis=0: torch.cat(xs, dim=axis),
+               swapaxes=torch.swapaxes, transpose=lambda x, axes: x.permute(*axes), reshape=torch.reshape,
+               barrier=lambda x: x.clone())
+
+
+def any_formula(o, name):
+    """every workload's formula over an Ops table: the elementwise ones here,
+    the reductions' and the models' in peers.py (shared with the CPU peers)"""
+    from peers import model_formula, row_formula
+    if name in MODELS:
+        return model_formula(o, name)
+    return row_formula(o, name) or formula(o, name)
 
 
 # ---- CuPy: one ElementwiseKernel per workload ------------------------------
@@ -168,10 +207,9 @@ def run_torch(np, name, host, small, refs, runs, compiled, versions):
     if not torch.cuda.is_available():
         raise RuntimeError("torch sees no CUDA device")
     dev = torch.device("cuda")
-    o = Ops(relu=torch.relu, tanh=torch.tanh, exp=torch.exp, sqrt=torch.sqrt,
-            barrier=lambda x: x.clone())
+    o = torch_like(torch)
     if not compiled:
-        fn = formula(o, name)
+        fn = any_formula(o, name)
     elif name == "layers100":
         lay = torch.compile(lambda x, w, b: layer(o, x, w, b), dynamic=False)
 
@@ -180,7 +218,7 @@ def run_torch(np, name, host, small, refs, runs, compiled, versions):
                 x = lay(x, w, b).clone()  # the barrier, outside the compiled layer
             return x
     else:
-        fn = torch.compile(formula(o, name), dynamic=False)
+        fn = torch.compile(any_formula(o, name), dynamic=False)
     sync = torch.cuda.synchronize
     with torch.no_grad():
         args = [torch.from_numpy(a).to(dev) for a in host]
@@ -201,10 +239,13 @@ def run_cupy(np, name, host, small, refs, runs, versions):
     versions["cupy"] = cp.__version__
     if cp.cuda.runtime.getDeviceCount() < 1:
         raise RuntimeError("cupy sees no CUDA device")
-    fn = cupy_fn(cp, name)
+    if name in CUPY_SRC:
+        fn = cupy_fn(cp, name)
+    else:  # the reductions and models: CuPy's NumPy functions, a kernel (or cuBLAS call) each
+        fn = any_formula(np_like(cp, lambda x: x.copy()), name)
     sync = lambda: cp.cuda.get_current_stream().synchronize()
     args = [cp.asarray(a) for a in host]
-    if name != "layers100":  # outputs preallocated, as smelt's are
+    if name in CUPY_SRC and name != "layers100":  # outputs preallocated, as smelt's are
         nout = 3 if name == "adam" else 1
         shape = args[0].shape
         args += [cp.empty(shape, dtype=cp.float32) for _ in range(nout)]
@@ -226,9 +267,7 @@ def run_jax(np, name, host, small, refs, runs, versions):
     gpus = [d for d in jax.devices() if d.platform == "gpu"]
     if not gpus:
         raise RuntimeError("JAX has no GPU backend (devices: %s)" % jax.devices())
-    o = Ops(relu=lambda x: jnp.maximum(x, 0.0), tanh=jnp.tanh, exp=jnp.exp, sqrt=jnp.sqrt,
-            barrier=jax.lax.optimization_barrier)
-    fn = jax.jit(formula(o, name))
+    fn = jax.jit(any_formula(np_like(jnp, jax.lax.optimization_barrier), name))
 
     def block(out):
         for leaf in jax.tree_util.tree_leaves(out):
@@ -271,9 +310,8 @@ def run_workload(name, n, runs, which):
     rng = np.random.default_rng(1)
     host = inputs(name, n, rng)
     small = inputs(name, min(n, CHECK_N), np.random.default_rng(2))
-    o64 = Ops(relu=lambda x: np.maximum(x, 0.0), tanh=np.tanh, exp=np.exp, sqrt=np.sqrt,
-              barrier=lambda x: x)
-    refs = formula(o64, name)(*[a.astype(np.float64) for a in small])
+    refs = any_formula(np_like(np, lambda x: x), name)(
+        *[a.astype(np.float64) if a.dtype == np.float32 else a for a in small])
     runners = {
         "torch_eager": lambda: run_torch(np, name, host, small, refs, runs, False, versions),
         "torch_compile": lambda: run_torch(np, name, host, small, refs, runs, True, versions),

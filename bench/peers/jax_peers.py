@@ -28,40 +28,6 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the CPU peer, whatever else is 
 CHECK_N = 65536  # instance for max_rel_err (as smelt-bench's)
 
 
-def row_formula(o, name):
-    """the rows' workloads (reductions over the last axis; sums), as smelt-bench's"""
-    if name == "softmax":
-        def softmax(x):
-            e = o.exp(x - o.max(x, axis=-1, keepdims=True))
-            return e / o.sum(e, axis=-1, keepdims=True)
-        return softmax
-    if name == "layernorm":
-        def layernorm(x, w, b):
-            d = x - o.mean(x, axis=-1, keepdims=True)
-            return d / o.sqrt(o.mean(d * d, axis=-1, keepdims=True) + 1e-5) * w + b
-        return layernorm
-    if name == "log_softmax":
-        def log_softmax(x):
-            m = o.max(x, axis=-1, keepdims=True)
-            return x - m - o.log(o.sum(o.exp(x - m), axis=-1, keepdims=True))
-        return log_softmax
-    if name == "rmsnorm":
-        return lambda x, w: x / o.sqrt(o.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w
-    if name == "sum_rows":
-        return lambda x: o.sum(x, axis=-1)
-    if name == "sum_cols":
-        return lambda x: o.sum(x, axis=0)
-    if name == "transpose_add":
-        return lambda a, b: a.T + b
-    if name == "xent":
-        def xent(x, t):
-            m = o.max(x, axis=-1, keepdims=True)
-            lse = o.log(o.sum(o.exp(x - m), axis=-1, keepdims=True)) + m
-            return o.mean(lse - o.take_along_axis(x, t, -1))
-        return xent
-    return None
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", required=True)
@@ -74,24 +40,11 @@ def main():
     import numpy as np
     import jax
     import jax.numpy as jnp
-    from gpu_peers import Ops, formula, rel_err, timeit  # the GPU peers' formulas and timing
+    from gpu_peers import any_formula, np_like, rel_err, timeit  # the GPU peers' formulas and timing
     from peers import inputs  # the CPU peers' inputs
 
-    from peers import model_formula
-
-    def fn_of(o, name):
-        if name in ("mlp", "attention", "concat_relu"):
-            return model_formula(jnp if o is oj else np, name)
-        return row_formula(o, name) or formula(o, name)
-
     cpu = jax.devices("cpu")[0]
-    oj = Ops(relu=lambda x: jnp.maximum(x, 0.0), tanh=jnp.tanh, exp=jnp.exp, sqrt=jnp.sqrt,
-             log=jnp.log, max=jnp.max, sum=jnp.sum, mean=jnp.mean, take_along_axis=jnp.take_along_axis,
-             barrier=jax.lax.optimization_barrier)
-    o64 = Ops(relu=lambda x: np.maximum(x, 0.0), tanh=np.tanh, exp=np.exp, sqrt=np.sqrt,
-              log=np.log, max=np.max, sum=np.sum, mean=np.mean, take_along_axis=np.take_along_axis,
-              barrier=lambda x: x)
-    fn = jax.jit(fn_of(oj, a.workload))
+    fn = jax.jit(any_formula(np_like(jnp, jax.lax.optimization_barrier), a.workload))
 
     def block(out):
         for leaf in jax.tree_util.tree_leaves(out):
@@ -109,7 +62,8 @@ def main():
     del args
 
     small = inputs(a.workload, min(a.n, CHECK_N), np.random.default_rng(2))
-    refs = fn_of(o64, a.workload)(*[x.astype(np.float64) if x.dtype == np.float32 else x for x in small])
+    refs = any_formula(np_like(np, lambda x: x), a.workload)(
+        *[x.astype(np.float64) if x.dtype == np.float32 else x for x in small])
     out = fn(*[jax.device_put(x, cpu) for x in small])
     out = [np.asarray(t) for t in out] if isinstance(out, tuple) else np.asarray(out)
     if any(np.asarray(t).dtype != np.float32 for t in (out if isinstance(out, list) else [out])):

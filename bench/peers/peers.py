@@ -119,6 +119,40 @@ def numpy_fn(name):
         return model_formula(np, name)
 
 
+def row_formula(o, name):
+    """the rows' workloads (reductions over the last axis; sums), as smelt-bench's"""
+    if name == "softmax":
+        def softmax(x):
+            e = o.exp(x - o.max(x, axis=-1, keepdims=True))
+            return e / o.sum(e, axis=-1, keepdims=True)
+        return softmax
+    if name == "layernorm":
+        def layernorm(x, w, b):
+            d = x - o.mean(x, axis=-1, keepdims=True)
+            return d / o.sqrt(o.mean(d * d, axis=-1, keepdims=True) + 1e-5) * w + b
+        return layernorm
+    if name == "log_softmax":
+        def log_softmax(x):
+            m = o.max(x, axis=-1, keepdims=True)
+            return x - m - o.log(o.sum(o.exp(x - m), axis=-1, keepdims=True))
+        return log_softmax
+    if name == "rmsnorm":
+        return lambda x, w: x / o.sqrt(o.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w
+    if name == "sum_rows":
+        return lambda x: o.sum(x, axis=-1)
+    if name == "sum_cols":
+        return lambda x: o.sum(x, axis=0)
+    if name == "transpose_add":
+        return lambda a, b: a.T + b
+    if name == "xent":
+        def xent(x, t):
+            m = o.max(x, axis=-1, keepdims=True)
+            lse = o.log(o.sum(o.exp(x - m), axis=-1, keepdims=True)) + m
+            return o.mean(lse - o.take_along_axis(x, t, -1))
+        return xent
+    return None
+
+
 def model_formula(o, name):
     """mlp, attention and concat_relu over a numpy-like module o (numpy, jax.numpy), as smelt-bench's"""
     if name == "concat_relu":
