@@ -1428,30 +1428,27 @@ static void red_fast_minmax(smelt__sb *b, const smelt__dialect *dl, const red_ki
     if ((!max && k->op != SMELT_OP_MIN) || (k->acc != SMELT_F32 && !dbl))
         return;
     const char *K = dbl ? "int64_t" : "int32_t", *w = dbl ? "f64" : "f32";
-    const char *M = dbl ? "0x7fffffffffffffffLL" : "0x7fffffff", *S = dbl ? "63" : "31";
     const char *inf = dbl ? "0x7ff0000000000000LL" : "0x7f800000";
     const char *ninf = dbl ? "(int64_t)0x800fffffffffffffULL" : "(int32_t)0x807fffffu";
     const char *cmp = max ? ">" : "<";
-    /* key(x) = u ^ ((u >> S) & M) of x's bits u, its own inverse; +inf's
-     * key is inf, -inf's ninf, a NaN's beyond one of them; kw: the lane's
-     * other extreme, to see a NaN at either end */
+    /* the prelude's smelt_key: +inf's key is inf, -inf's ninf, a NaN's
+     * beyond one of them; kw: the lane's other extreme, to see a NaN at
+     * either end */
     smelt__sb_printf(b, "    if (s == 1 && n - i >= 64) {\n"
                         "        %s km[32], kw[32];\n"
                         "        int ok = 1;\n"
                         "        for (int q = 0; q < 32; q++) {\n"
-                        "            const %s u = (%s)smelt_bits_%s(v[q]);\n"
                         "            ok &= v[q] == v[q];\n"
-                        "            km[q] = kw[q] = u ^ ((u >> %s) & %s);\n"
+                        "            km[q] = kw[q] = smelt_key_%s(v[q]);\n"
                         "        }\n"
                         "        if (ok) {\n"
                         "            const int64_t i0 = i;\n"
                         "            for (; i + 32 <= n; i += 32)\n"
                         "                for (int q = 0; q < 32; q++) {\n"
-                        "                    const %s e = ",
-                     K, K, K, w, S, M, dl->type[k->acc]);
+                        "                    const %s key = smelt_key_%s(",
+                     K, w, K, w);
     red_conv(b, dl, k, "x[i + q]");
-    smelt__sb_printf(b, ";\n"
-                        "                    const %s u = (%s)smelt_bits_%s(e), key = u ^ ((u >> %s) & %s);\n"
+    smelt__sb_printf(b, ");\n"
                         "                    km[q] = key %s km[q] ? key : km[q];\n"
                         "                    kw[q] = key %s kw[q] ? kw[q] : key;\n"
                         "                }\n"
@@ -1462,10 +1459,10 @@ static void red_fast_minmax(smelt__sb *b, const smelt__dialect *dl, const red_ki
                         "                i = i0; /* the exact loop takes it */\n"
                         "            else\n"
                         "                for (int q = 0; q < 32; q++)\n"
-                        "                    v[q] = smelt_%s_bits((%s)(km[q] ^ ((km[q] >> %s) & %s)));\n"
+                        "                    v[q] = smelt_unkey_%s(km[q]);\n"
                         "        }\n"
                         "    }\n",
-                     K, K, w, S, M, cmp, cmp, inf, ninf, inf, ninf, w, dbl ? "uint64_t" : "uint32_t", S, M);
+                     cmp, cmp, inf, ninf, inf, ninf, w);
 }
 
 /* The name of k's lanes primitive (argument names: the combine's operator,
@@ -2510,32 +2507,34 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                          t, smelt__ops[rk.op].name, smelt__dtypes[rk.in].name, smelt__dtypes[rk.out].name,
                          smelt__dtypes[rk.acc].name, sfx, sfx, I, RED_W, I, SMELT_RED_CHUNK, SMELT_RED_CHUNK,
                          SMELT_RED_CHUNK);
-        /* the second pass fetches the next row (smelt_pf), a run at a time */
-        const char *pf = t == 1 ? "smelt_pf(pfp, pfs, npf, r + u, nb);\n" : "";
-        if (ri.cache && x >= nin && ri.piece[x - nin] != t) { /* kept by an earlier pass */
-            smelt__sb_printf(&body, "                    (void)q;\n"
-                                    "                    for (int64_t u = 0; u < seg; u += %d) {\n"
-                                    "                        const int64_t nb = seg - u < %d ? seg - u : %d;\n"
-                                    "                        const int64_t a[3] = {1, (r + u) & 31, r + u};\n"
-                                    "                        %s"
-                                    "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n"
-                                    "                    }\n",
-                             RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK, pf, lf, sfx, ri.cache_off[x - nin]);
-        } else if (x < nin) { /* an input: read where it is */
+        /* the operand a run of RED_PROD_BLOCK elements at a time (the lanes
+         * go on where they stopped: the same order as one call); the second
+         * pass fetches the next row meanwhile (smelt_pf) */
+        bool kept = ri.cache && x >= nin && ri.piece[x - nin] != t, input = !kept && x < nin;
+        char step[32] = "1";
+        if (input) { /* an input: read where it is */
+            snprintf(step, sizeof step, "strides[%d]", x * R + R - 1);
             smelt__sb_printf(&body, "                    int64_t off = yo[%d] + j * strides[%d];\n"
                                     "                    for (int k = nr - 2; k >= 0; k--) {\n"
                                     "                        const int64_t sz = shape[rd[k]], qq = q / sz;\n"
                                     "                        off += (q - qq * sz) * strides[%d + rd[k]];\n"
-                                    "                        q = qq;\n                    }\n"
-                                    "                    for (int64_t u = 0; u < seg; u += %d) {\n"
-                                    "                        const int64_t nb = seg - u < %d ? seg - u : %d;\n"
-                                    "                        const int64_t a[3] = {strides[%d], (r + u) & 31, r + u};\n"
-                                    "                        %s"
-                                    "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)ptrs[%d] + off + u * a[0], a);\n"
-                                    "                    }\n",
-                             x, x * R + R - 1, x * R, RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK, x * R + R - 1, pf,
+                                    "                        q = qq;\n                    }\n",
+                             x, x * R + R - 1, x * R);
+        } else {
+            smelt__sb_puts(&body, "                    (void)q;\n");
+        }
+        smelt__sb_printf(&body, "                    for (int64_t u = 0; u < seg; u += %d) {\n"
+                                "                        const int64_t nb = seg - u < %d ? seg - u : %d;\n"
+                                "                        const int64_t a[3] = {%s, (r + u) & 31, r + u};\n%s",
+                         RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK, step,
+                         t == 1 ? "                        smelt_pf(pfp, pfs, npf, r + u, nb);\n" : "");
+        if (kept) { /* kept by an earlier pass */
+            smelt__sb_printf(&body, "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n",
+                             lf, sfx, ri.cache_off[x - nin]);
+        } else if (input) {
+            smelt__sb_printf(&body, "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)ptrs[%d] + off + u * a[0], a);\n",
                              lf, sfx, x);
-        } else { /* computed by its producers, a run at a time */
+        } else { /* computed by its producers */
             smelt__kdesc pc;
             int nout;
             snprintf(name, sizeof name, "smelt_p%d", t);
@@ -2543,19 +2542,15 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                 rows_modes(d, &pc, bind, false);
                 st = red_fn(dl, &pc, name, blocks, &pre, err);
                 rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, R, false);
-                smelt__sb_printf(&body, "                    (void)q;\n"
-                                        "                    for (int64_t u = 0; u < seg; u += %d) {\n"
-                                        "                        const int64_t nb = seg - u < %d ? seg - u : %d, L = L0 + r + u;\n"
+                smelt__sb_printf(&body, "                        const int64_t L = L0 + r + u;\n"
                                         "                        %s_p[%d] = (char *)tmp - (j + u) * (int64_t)sizeof(smelt_in%s);\n"
-                                        "                        %s"
                                         "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
-                                        "                        const int64_t a[3] = {1, (r + u) & 31, r + u};\n"
-                                        "                        %s_row(nb, buf, tmp, a);\n                    }\n",
-                                 RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK, name, pc.n_in, sfx, pf, name, name,
-                                 name, lf);
+                                        "                        %s_row(nb, buf, tmp, a);\n",
+                                 name, pc.n_in, sfx, name, name, name, lf);
                 free(pc.ops);
             }
         }
+        smelt__sb_puts(&body, "                    }\n");
         smelt__sb_printf(&body, "                    r += seg;\n                }\n"
                                 "                for (int d = 16; d >= 1; d >>= 1)\n"
                                 "                    for (int l = 0; l < d; l++)\n"
