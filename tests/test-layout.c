@@ -381,15 +381,22 @@ Test(layout, tiled_transposed_reads, .timeout = 120)
     smelt_graph *g = t_graph(ctx);
     smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(300, 257)), *b = smelt_input(g, "b", SMELT_F32, SHP(257, 300));
     smelt_node *c = smelt_input(g, "c", SMELT_F64, SHP(3, 150, 130));
+    smelt_node *u = smelt_input(g, "u", SMELT_U8, SHP(300, 257)), *h = smelt_input(g, "h", SMELT_F16, SHP(300, 257));
+    /* the tiles copy transposed inputs of 1, 2, 4 and 8 bytes, walked
+     * forwards and backwards along either dimension */
     smelt_node *outs[] = {smelt_add(g, smelt_transpose(g, a, NULL), b),
                           smelt_mul(g, smelt_transpose(g, c, (int[]){0, 2, 1}), smelt_scalar(g, 3)),
-                          smelt_sub(g, smelt_flip(g, smelt_transpose(g, a, NULL), 0), b)};
+                          smelt_sub(g, smelt_flip(g, smelt_transpose(g, a, NULL), 0), b),
+                          smelt_sub(g, smelt_flip(g, smelt_transpose(g, a, NULL), 1), b),
+                          smelt_add(g, smelt_transpose(g, u, NULL), smelt_transpose(g, h, NULL))};
+    enum { NOUT = sizeof outs / sizeof outs[0] };
     trng r;
     trng_init(&r, 14);
     smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F32, SHP(300, 257)), t_rand(ctx, &r, SMELT_F32, SHP(257, 300)),
-                          t_rand(ctx, &r, SMELT_F64, SHP(3, 150, 130))};
-    smelt_tensor *ref[3], *got[3] = {0};
-    t_reference(ctx, g, 3, outs, 3, in, ref);
+                          t_rand(ctx, &r, SMELT_F64, SHP(3, 150, 130)), t_rand(ctx, &r, SMELT_U8, SHP(300, 257)),
+                          t_rand(ctx, &r, SMELT_F16, SHP(300, 257))};
+    smelt_tensor *ref[NOUT], *got[NOUT] = {0};
+    t_reference(ctx, g, NOUT, outs, 5, in, ref);
     const char *backends[] = {"TCC", "CC"};
     for (int b2 = 0; b2 < 2; b2++)
         for (int th = 1; th <= 4; th += 3) {
@@ -398,14 +405,14 @@ Test(layout, tiled_transposed_reads, .timeout = 120)
             smelt_plan_opts_init(&o);
             o.backend = backends[b2];
             smelt_plan *p = NULL;
-            T_OK(ctx, smelt_plan_new(ctx, g, 3, outs, &o, &p));
-            t_run(p, 3, in, 3, got);
-            for (int k = 0; k < 3; k++)
+            T_OK(ctx, smelt_plan_new(ctx, g, NOUT, outs, &o, &p));
+            t_run(p, 5, in, NOUT, got);
+            for (int k = 0; k < NOUT; k++)
                 t_expect_match(backends[b2], got[k], ref[k], T_EXACT);
-            t_free_all(got, 3);
+            t_free_all(got, NOUT);
             smelt_plan_free(p);
         }
-    t_free_all(ref, 3), t_free_all(in, 3);
+    t_free_all(ref, NOUT), t_free_all(in, 5);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }

@@ -65,6 +65,14 @@ void smelt__pool_free(smelt__pool *p);
  * are done. */
 void smelt__pool_run(smelt__pool *p, smelt__task_fn fn, void *arg, int64_t nchunks);
 int smelt__ncpus(void);
+/* Scratch memory of at least bytes for each thread of pool p (64-byte
+ * aligned, kept by the pool until it is freed or a larger size is asked
+ * for; call it before smelt__pool_run, not from a task): the thread
+ * running a task owns bytes at base + smelt__pool_slot() * *stride.
+ * NULL when out of memory. */
+char *smelt__pool_scratch(smelt__pool *p, size_t bytes, size_t *stride);
+/* The calling task's thread slot: 0 .. workers (the caller of pool_run). */
+int smelt__pool_slot(void);
 /* Set *flag under mu and wake every thread waiting on cv (a worker's stop). */
 void smelt__raise_flag(pthread_mutex_t *mu, pthread_cond_t *cv, bool *flag);
 

@@ -18,7 +18,12 @@ struct smelt__pool {
     int active;     /* workers still in the current job */
     unsigned gen;   /* job generation */
     bool quit;
+    char *scratch;     /* smelt__pool_scratch: slots of `stride` bytes */
+    size_t stride;
 };
+
+/* the slot of the thread running a task: workers 0 .. n-1, the caller n */
+static __thread int cur_slot;
 
 int smelt__ncpus(void)
 {
@@ -26,16 +31,25 @@ int smelt__ncpus(void)
     return n > 0 ? (int)n : 1;
 }
 
-static void work(smelt__pool *p)
+static void work(smelt__pool *p, int slot)
 {
     int64_t c;
+    cur_slot = slot;
     while ((c = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED)) < p->nchunks)
         p->fn(p->arg, c);
 }
 
+typedef struct wstart {
+    smelt__pool *p;
+    int slot;
+} wstart;
+
 static void *worker(void *arg)
 {
-    smelt__pool *p = arg;
+    wstart *w = arg;
+    smelt__pool *p = w->p;
+    int slot = w->slot;
+    free(w);
     unsigned seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -45,7 +59,7 @@ static void *worker(void *arg)
             break;
         seen = p->gen;
         pthread_mutex_unlock(&p->mu);
-        work(p);
+        work(p, slot);
         pthread_mutex_lock(&p->mu);
         if (--p->active == 0)
             pthread_cond_signal(&p->done);
@@ -69,8 +83,14 @@ smelt__pool *smelt__pool_new(int threads)
         return NULL;
     }
     for (int i = 0; i < want; i++) {
-        if (pthread_create(&p->th[i], NULL, worker, p))
+        wstart *w = malloc(sizeof *w);
+        if (!w)
             break; /* fewer workers is still correct */
+        *w = (wstart){p, i};
+        if (pthread_create(&p->th[i], NULL, worker, w)) {
+            free(w);
+            break;
+        }
         p->n++;
     }
     return p;
@@ -95,12 +115,31 @@ void smelt__pool_free(smelt__pool *p)
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
     free(p->th);
+    free(p->scratch);
     free(p);
 }
+
+char *smelt__pool_scratch(smelt__pool *p, size_t bytes, size_t *stride)
+{
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (bytes > p->stride) {
+        free(p->scratch);
+        p->stride = 0;
+        p->scratch = smelt__aligned_alloc(bytes * (size_t)(p->n + 1));
+        if (!p->scratch)
+            return NULL;
+        p->stride = bytes;
+    }
+    *stride = p->stride;
+    return p->scratch;
+}
+
+int smelt__pool_slot(void) { return cur_slot; }
 
 void smelt__pool_run(smelt__pool *p, smelt__task_fn fn, void *arg, int64_t nchunks)
 {
     if (!p || p->n == 0 || nchunks <= 1) {
+        cur_slot = p ? p->n : 0;
         for (int64_t c = 0; c < nchunks; c++)
             fn(arg, c);
         return;
@@ -114,7 +153,7 @@ void smelt__pool_run(smelt__pool *p, smelt__task_fn fn, void *arg, int64_t nchun
     p->gen++;
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    work(p);
+    work(p, p->n);
     pthread_mutex_lock(&p->mu);
     while (p->active > 0)
         pthread_cond_wait(&p->done, &p->mu);
