@@ -193,7 +193,8 @@ smelt_node *smelt_squeeze(smelt_graph *g, smelt_node *a, int axis);     /* drop 
 /* NumPy's concatenate((parts[0], ..., parts[n-1]), axis): arrays of one
  * rank whose other dimensions are equal, promoted to one dtype.  Kernels
  * read the parts where they lie, a kernel run once per part (no copy
- * kernel); a reduction or a matrix product reads a copy.  More than
+ * kernel); a matrix product reads a copy, as does a reduction over the
+ * concat's axis (over other axes, it runs once per part).  More than
  * SMELT_MAX_PARTS (8) parts in all (counting those of concatenated
  * concats): the first ones are copied into one array, then concatenated. */
 smelt_node *smelt_concat(smelt_graph *g, int n, smelt_node *const *parts, int axis);

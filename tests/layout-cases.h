@@ -62,6 +62,18 @@ static const layout_case layout_cases[] = {
      1},
     {"a softmax of a padded row (the reduction reads a copy)",
      "exp(pad(x, (0, 3)) - max(pad(x, (0, 3)), axis=-1, keepdims=True))", SMELT_F32, 2, 1, {12, 29}, {1}, 3, 1},
+    /* a reduction that reads pieces cut along its kept axes: one region of
+     * whole rows per piece, no copy */
+    {"a row sum of a concat of rows", "sum(concat((x, y)), axis=1)", SMELT_F32, 2, 2, {6, 9}, {4, 9}, 1, 0},
+    {"a column sum of a concat of columns", "sum(concat((x, y), axis=1), axis=0)", SMELT_F32, 2, 2, {9, 6}, {9, 3},
+     1, 0},
+    {"a softmax of rows padded along the kept axis",
+     "exp(pad(x, ((1, 2), (0, 0))) - max(pad(x, ((1, 2), (0, 0))), axis=-1, keepdims=True))", SMELT_F32, 2, 1,
+     {12, 29}, {1}, 1, 0},
+    {"centred rows of a concat", "concat((x, y)) - mean(concat((x, y)), axis=-1, keepdims=True)", SMELT_F64, 2, 2,
+     {5, 33}, {3, 33}, 1, 0},
+    {"argmax over a transposed concat", "argmax(relu(concat((x, y), axis=1).T), axis=1)", SMELT_I32, 2, 2, {7, 5},
+     {7, 3}, 1, 0},
     {"pad of f16", "pad(x, (2, 1), constant_values=0.1) * 3", SMELT_F16, 2, 1, {3, 5}, {1}, 1, 0},
     {"pad of bool", "pad(x, 1, constant_values=True) & y", SMELT_BOOL, 2, 1, {3, 5}, {7}, 1, 0},
 };

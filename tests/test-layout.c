@@ -416,3 +416,62 @@ Test(layout, tiled_transposed_reads, .timeout = 120)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* Reductions that read a concat or a pad cut along their kept axes run once
+ * per piece (no copy) at sizes that split them over threads: row sums,
+ * column sums and softmax rows (a row program), against the reference and
+ * bitwise equal to the unfused plans, on 1 and 4 threads. */
+Test(layout, reductions_of_pieces_threads, .timeout = 120)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(300, 257)), *b = smelt_input(g, "b", SMELT_F32, SHP(200, 257));
+    smelt_node *c = smelt_input(g, "c", SMELT_F32, SHP(2, 70000)), *d = smelt_input(g, "d", SMELT_F32, SHP(3, 70000));
+    smelt_node *ab = smelt_concat(g, 2, (smelt_node *[]){a, b}, 0);
+    smelt_node *pa = smelt_pad(g, a, (int64_t[]){3, 5, 0, 0}, 0.25);
+    smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, ab, smelt_reduce(g, SMELT_OP_MAX, ab, 1, (int[]){-1}, true)));
+    smelt_node *outs[] = {smelt_reduce(g, SMELT_OP_SUM, ab, 1, (int[]){1}, false),
+                          smelt_reduce(g, SMELT_OP_SUM, smelt_transpose(g, ab, NULL), 1, (int[]){0}, false),
+                          smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, (int[]){-1}, true)),
+                          smelt_reduce(g, SMELT_OP_MAX, pa, 1, (int[]){1}, false),
+                          /* few long rows: each row's chunks on the threads, then combined */
+                          smelt_reduce(g, SMELT_OP_SUM, smelt_concat(g, 2, (smelt_node *[]){c, d}, 0), 1, (int[]){1},
+                                       false)};
+    enum { NOUT = sizeof outs / sizeof outs[0] };
+    trng r;
+    trng_init(&r, 15);
+    smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F32, SHP(300, 257)), t_rand(ctx, &r, SMELT_F32, SHP(200, 257)),
+                          t_rand(ctx, &r, SMELT_F32, SHP(2, 70000)), t_rand(ctx, &r, SMELT_F32, SHP(3, 70000))};
+    smelt_tensor *ref[NOUT], *got[NOUT] = {0}, *unf[NOUT] = {0};
+    t_reference(ctx, g, NOUT, outs, 4, in, ref);
+    const char *backends[] = {"TCC", "CC"};
+    for (int b2 = 0; b2 < 2; b2++)
+        for (int th = 1; th <= 4; th += 3) {
+            T_OK(ctx, smelt_ctx_set_threads(ctx, th));
+            smelt_plan *p[2] = {NULL, NULL};
+            for (int lvl = 0; lvl < 2; lvl++) {
+                smelt_plan_opts o;
+                smelt_plan_opts_init(&o);
+                o.backend = backends[b2];
+                o.opt_level = lvl ? 3 : 0;
+                T_OK(ctx, smelt_plan_new(ctx, g, NOUT, outs, &o, &p[lvl]));
+            }
+            smelt_plan_stats s;
+            smelt_plan_get_stats(p[1], &s);
+            cr_expect_eq(s.copies, 0, "%s: %d copies", backends[b2], (int)s.copies);
+            cr_expect_eq(smelt_plan_num_kernels(p[1]), 4, "%s: %d kernels", backends[b2],
+                         smelt_plan_num_kernels(p[1]));
+            t_run(p[0], 4, in, NOUT, unf);
+            t_run(p[1], 4, in, NOUT, got);
+            for (int k = 0; k < NOUT; k++) {
+                t_expect_match(backends[b2], got[k], ref[k], t_chain_tol(SMELT_F32));
+                cr_expect(t_bitwise_equal(got[k], unf[k]), "%s, %d threads: output %d fused != unfused",
+                          backends[b2], th, k);
+            }
+            t_free_all(got, NOUT), t_free_all(unf, NOUT);
+            smelt_plan_free(p[0]), smelt_plan_free(p[1]);
+        }
+    t_free_all(ref, NOUT), t_free_all(in, 4);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}

@@ -36,6 +36,8 @@ typedef struct pstate {
     bool fuse;        /* opt_level 3 */
     bool *hasred;     /* per root: its cluster holds a reduction */
     bool *pieces;     /* per root: a member reads a concat or a pad (in pieces) */
+    unsigned *pcut;   /* per instruction: the axes of its iteration shape (a reduction's: its
+                       * operand's) along which the pieces it reads are cut */
     int *redidx;      /* per root: that reduction's instruction index (-1: none) */
     int *members;     /* scratch: a union's members (union_rows_form) */
 } pstate;
@@ -48,7 +50,8 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_OFF] = "opt_level < 3 (fusion off)",
     [SMELT__FUSE_OPAQUE] = "an opaque operator (barrier) is a fusion boundary",
     [SMELT__FUSE_LIBRARY] = "a matrix product runs in BLAS, a kernel of its own",
-    [SMELT__FUSE_PIECES] = "a kernel that reads a concat or a pad (run once per piece) holds no reduction",
+    [SMELT__FUSE_PIECES] = "a kernel that reads a concat or a pad (run once per piece) holds no reduction over "
+                           "an axis the pieces cut",
     [SMELT__FUSE_SHAPE] = "different iteration shapes",
     [SMELT__FUSE_OPS] = "the kernel would exceed " STR(SMELT_MAX_CLUSTER_OPS) " operators",
     [SMELT__FUSE_CYCLE] = "would create a cycle",
@@ -307,6 +310,36 @@ static int union_rows_form(pstate *s, int ka, int kc)
     return rows_form(s->p, s->members, n);
 }
 
+/* The iteration shape of instruction m: a reduction's is its operand's. */
+static const smelt__inst *iter_shape(const smelt__prog *p, int m)
+{
+    return smelt__is_reduce(p->v[m].op) ? &p->v[p->v[m].in[0]] : &p->v[m];
+}
+
+/* Whether the union of clusters ka and kc (roots, ka != kc), when it holds
+ * a reduction and reads pieces, can run once per piece: every member that
+ * reads pieces iterates over the reduction's operand's shape, cut only
+ * along kept axes (the executor then splits the results, not the rows). */
+static bool pieces_fit(pstate *s, int ka, int kc)
+{
+    if (!(s->hasred[ka] || s->hasred[kc]) || !(s->pieces[ka] || s->pieces[kc]))
+        return true;
+    FOR_MEMBERS(s, ka, kc, m) {
+        if (!s->pcut[m])
+            continue;
+        for (int k = 0; k < 2; k++) {
+            int r = s->redidx[k ? kc : ka];
+            if (r < 0)
+                continue;
+            const smelt__inst *A = &s->p->v[s->p->v[r].in[0]], *M = iter_shape(s->p, m);
+            if (M->ndim != A->ndim || memcmp(M->shape, A->shape, sizeof(int64_t) * (size_t)A->ndim) ||
+                (s->pcut[m] & s->p->v[r].axes))
+                return false;
+        }
+    }
+    return true;
+}
+
 /* Merge cluster kx into ki (roots). */
 static void join(pstate *s, int kx, int ki)
 {
@@ -332,7 +365,7 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
         return SMELT__FUSE;
     if (smelt__ops[a->op].cls == SMELT_CLASS_LIBRARY || smelt__ops[b->op].cls == SMELT_CLASS_LIBRARY)
         return SMELT__FUSE_LIBRARY;
-    if ((s->hasred[kx] || s->hasred[ki]) && (s->pieces[kx] || s->pieces[ki]))
+    if (!pieces_fit(s, kx, ki))
         return SMELT__FUSE_PIECES;
     int rows = s->hasred[kx] || s->hasred[ki] ? union_rows_form(s, kx, ki) : 0;
     if (rows < 0)
@@ -570,11 +603,12 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     s.next = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.hasred = calloc((size_t)p->n + 1, sizeof(bool));
     s.pieces = calloc((size_t)p->n + 1, sizeof(bool));
+    s.pcut = calloc((size_t)p->n + 1, sizeof(unsigned));
     s.redidx = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.members = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
     uint8_t *why = calloc((size_t)p->n + 1, 3);
-    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.pieces || !s.redidx || !s.members || !root || !why) {
+    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.pieces || !s.pcut || !s.redidx || !s.members || !root || !why) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
@@ -582,8 +616,12 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
         s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1,
         s.hasred[i] = smelt__is_reduce(p->v[i].op), s.redidx[i] = s.hasred[i] ? i : -1;
     for (int i = 0; i < p->n; i++)
-        for (int j = 0; is_op(p, i) && j < p->v[i].nin; j++)
-            s.pieces[i] = s.pieces[i] || smelt__has_pieces(p, p->v[i].in[j]);
+        for (int j = 0; is_op(p, i) && j < p->v[i].nin; j++) {
+            int v = p->v[i].in[j], r = iter_shape(p, i)->ndim, d = r - p->v[v].ndim;
+            unsigned c = smelt__pieces_axes(p, v); /* (right-aligned; a broadcast input has fewer axes) */
+            s.pieces[i] = s.pieces[i] || c;
+            s.pcut[i] |= c && d >= 0 ? c << d : c ? ~0u : 0;
+        }
     for (int i = 0; i < p->n; i++) {
         for (int j = 0; j < p->v[i].nin; j++) { /* sources have no inputs */
             int x = p->v[i].in[j], kx = find(&s, x), ki = find(&s, i);
@@ -602,7 +640,7 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
                 if (!is_op(p, a) || !is_op(p, b))
                     continue;
                 int ka = find(&s, a), kb = find(&s, b);
-                if (ka != kb && s.hasred[ka] && s.hasred[kb] && !s.pieces[ka] && !s.pieces[kb] && union_rows_form(&s, ka, kb) > 0 &&
+                if (ka != kb && s.hasred[ka] && s.hasred[kb] && pieces_fit(&s, ka, kb) && union_rows_form(&s, ka, kb) > 0 &&
                     s.size[ka] + s.size[kb] <= SMELT_MAX_CLUSTER_OPS && !creates_cycle(&s, ka, kb, p->n - 1) &&
                     operand_count(&s, ka, kb) <= SMELT_MAX_KERNEL_OPERANDS)
                     join(&s, ka, kb);
@@ -612,7 +650,7 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     st = collect(p, root, s.uoff, s.users, why, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
-    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.pieces), free(s.redidx), free(s.members), free(why);
+    free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.pieces), free(s.pcut), free(s.redidx), free(s.members), free(why);
     return st;
 }
 

@@ -353,6 +353,9 @@ bool smelt__reshape_ones(int xn, const int64_t *xs, int an, const int64_t *as);
 int smelt__view_bases(const smelt__prog *p, int v, int *out);
 /* Whether v is, or views, a concat or a pad (read in pieces). */
 bool smelt__has_pieces(const smelt__prog *p, int v);
+/* The axes of v (bit d for axis d) along which its pieces are cut: a
+ * superset (a slice may leave one piece); 0 when v has no pieces. */
+unsigned smelt__pieces_axes(const smelt__prog *p, int v);
 /* Whether v reads u's elements (u is among its bases). */
 static inline bool smelt__reads_base(const smelt__prog *p, int v, int u)
 {

@@ -205,7 +205,9 @@ int smelt__prog_finalize(smelt__prog *p)
         }
         int cls = smelt__ops[x.op].cls;
         for (int j = 0; ok && j < x.nin && (cls == SMELT_CLASS_REDUCE || cls == SMELT_CLASS_LIBRARY); j++)
-            if (smelt__has_pieces(&q, x.in[j])) { /* (their kernels read no pieces) */
+            if (smelt__has_pieces(&q, x.in[j]) && /* (BLAS reads no pieces; a reduction's kernel runs
+                                                   * once per piece along its kept axes) */
+                (cls == SMELT_CLASS_LIBRARY || (smelt__pieces_axes(&q, x.in[j]) & x.axes))) {
                 smelt__inst c = copy_of(&q, x.in[j]);
                 ok = (x.in[j] = prog_push(&q, &c)) >= 0;
             }

@@ -156,6 +156,45 @@ bool smelt__has_pieces(const smelt__prog *p, int v)
     return false;
 }
 
+unsigned smelt__pieces_axes(const smelt__prog *p, int v)
+{
+    const smelt__inst *x = &p->v[v];
+    if (!smelt__has_pieces(p, v))
+        return 0;
+    const smelt__inst *a = &p->v[x->in[0]];
+    unsigned m = smelt__pieces_axes(p, x->in[0]), r = 0;
+    switch (x->op) {
+    case SMELT_OP_CONCAT:
+        return m | smelt__pieces_axes(p, x->in[1]) | 1u << x->vp[0];
+    case SMELT_OP_PAD:
+        return m | 1u << x->vp[0];
+    case SMELT_OP_SLICE:
+        return m;
+    case SMELT_OP_PERMUTE: /* (axis d is the operand's axis vp[d]) */
+        for (int d = 0; d < x->ndim; d++)
+            r |= (m >> x->vp[d] & 1u) << d;
+        return r;
+    case SMELT_OP_BROADCAST: /* (right-aligned; a new or size-1 axis has no cut) */
+        for (int d = 0; d < x->ndim; d++) {
+            int from = d - (x->ndim - a->ndim);
+            if (from >= 0 && a->shape[from] == x->shape[d])
+                r |= (m >> from & 1u) << d;
+        }
+        return r;
+    case SMELT_OP_RESHAPE: /* (of size-1 axes only: the others in order) */
+        for (int d = 0, from = 0; d < x->ndim; d++)
+            if (x->shape[d] != 1) {
+                while (from < a->ndim && a->shape[from] == 1)
+                    from++;
+                if (from < a->ndim)
+                    r |= (m >> from++ & 1u) << d;
+            }
+        return r;
+    default:
+        return ~0u;
+    }
+}
+
 /* NumPy's _attempt_nocopy_reshape: the new dimensions taken in groups whose
  * product equals a group of old ones, each old group walked with one
  * stride (contiguous within itself). */

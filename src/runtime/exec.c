@@ -410,7 +410,7 @@ int smelt__kernel_strides_box(const smelt_plan *p, int ki, const smelt__view *w,
     const smelt__rshape *A = &p->rs[x->in[0]], *Y = &p->rs[ri]; /* the operand's shape, the result's */
     for (int d = 0, od = 0; d < A->ndim; d++) {
         bool red = x->axes >> d & 1u;
-        S[d] = A->shape[d];
+        S[d] = box ? box[d] : A->shape[d];
         for (int o = 0; o < n; o++) {
             if (o >= nin ? k->cl.outputs[o - nin] >= ri : smelt__red_epi_input(&k->desc, o)) {
                 /* at the result's shape (broadcast to it: right-aligned), along its kept axes */
@@ -425,6 +425,10 @@ int smelt__kernel_strides_box(const smelt_plan *p, int ki, const smelt__view *w,
     }
     return A->ndim;
 }
+
+static int pieces_view(smelt_plan *p, int v, smelt__view *out, int64_t *zeros);
+static int run_pieces(smelt_plan *p, runstate *rs, int ki, smelt__view *w, bool *split);
+static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split);
 
 static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
@@ -480,22 +484,38 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     /* operands: the inputs (the reduction's operand alone when nothing is
      * fused), the producers' full-size outputs, then the outputs at the
      * result's shape (the reduced value if read elsewhere, the epilogue's) */
-    int nin = k->cl.nin, nx = nin + k->cl.nout - 1, n = nx + 1;
-    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    int nin = k->cl.nin, n = nin + k->cl.nout;
     int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     smelt__view w[SMELT_MAX_KERNEL_OPERANDS];
+    bool pieces = false;
     for (int o = 0; o < n; o++) {
         int v = o < nin ? k->cl.inputs[o] : k->cl.outputs[o - nin], stt;
-        if (o < nin && p->prog.v[v].op == SMELT_OP_CONST) /* (a pass left it too large to fold) */
+        if (o < nin && smelt__has_pieces(&p->prog, v)) {
+            pieces = true;
+            stt = pieces_view(p, v, &w[o], scratch[o]);
+        } else if (o < nin && p->prog.v[v].op == SMELT_OP_CONST) /* (a pass left it too large to fold) */
             stt = const_view(p, v, &p->rs[v], &w[o], scratch[o]);
         else
             stt = value_view(p, rs, v, &w[o], scratch[o]);
         if (stt)
             return stt;
     }
+    return pieces ? run_pieces(p, rs, ki, w, split) : reduce_box(p, rs, ki, w, NULL, split);
+}
+
+/* Reduction kernel ki over its operands w, whose shapes are box (the
+ * reduction's operand's; NULL: the whole) where they are not broadcast. */
+static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    int n = k->cl.nin + k->cl.nout;
+    int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
     unsigned axes;
-    int r = smelt__kernel_strides(p, ki, w, S, st, &axes);
+    int r = smelt__kernel_strides_box(p, ki, w, box, S, st, &axes);
+    int64_t nred = 1, nout = 1;
+    for (int d = 0; d < r; d++)
+        *(axes >> d & 1u ? &nred : &nout) *= S[d];
     int rank = smelt__merge_reduce_layout(r, S, axes, n, st, mode, &rmask);
     bool idx32 = p->be->iface->target.dialect->device && nout <= INT32_MAX / 32 &&
                  fits_idx32(smelt__numel(rank, S), rank, S, n, st);
@@ -1132,16 +1152,36 @@ static int pieces_of(smelt_plan *p, runstate *rs, int v, piece *out, int *np)
 
 static int run_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split);
 
-/* Kernel ki over the regions its operands' pieces make (inputs: in w
- * when they have none). */
+/* Value v (it has pieces) as a stand-in view: its run-time shape, no
+ * memory (run_pieces gives each region its piece's). */
+static int pieces_view(smelt_plan *p, int v, smelt__view *out, int64_t *zeros)
+{
+    memset(zeros, 0, sizeof(int64_t) * SMELT_MAX_DIMS);
+    *out = (smelt__view){NULL, p->rs[v].ndim, p->rs[v].shape, zeros};
+    return SMELT_OK;
+}
+
+/* Kernel ki over the regions its operands' pieces make (w: every operand's
+ * view, pieces_view for those that read pieces).  Its iteration shape is
+ * its members' (a reduction's: its operand's, cut along kept axes only:
+ * the partition's rule, so each region is whole rows, its results a box
+ * of the results); the other operands start at the region's first element
+ * (their strides in the kernel's iteration order: a row program's has the
+ * kept axes first). */
 static int run_pieces(smelt_plan *p, runstate *rs, int ki, smelt__view *w, bool *split)
 {
     const smelt__pkernel *k = &p->kern[ki];
-    const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
+    const smelt__inst *x = k->desc.reduce ? &p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]] : NULL;
+    const smelt__rshape *S0 = x ? &p->rs[x->in[0]] : &p->rs[k->cl.members[0]];
+    unsigned raxes = x ? x->axes : 0;
     int r = S0->ndim, n = k->cl.nin + k->cl.nout, np[SMELT_MAX_KERNEL_OPERANDS];
     piece *pc[SMELT_MAX_KERNEL_OPERANDS] = {0};
-    int64_t cut[SMELT_MAX_DIMS][2 * MAX_PIECES + 2];
-    int ncut[SMELT_MAX_DIMS], st = SMELT_OK;
+    int64_t cut[SMELT_MAX_DIMS][2 * MAX_PIECES + 2], KS[SMELT_MAX_DIMS], kst[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    int ncut[SMELT_MAX_DIMS], it[SMELT_MAX_DIMS], st = SMELT_OK;
+    unsigned im;
+    smelt__kernel_strides_box(p, ki, w, NULL, KS, kst, &im);
+    for (int d = 0, nk = 0, nr = 0, nkept = r - __builtin_popcount(raxes); d < r; d++)
+        it[d] = !k->desc.multi ? d : raxes >> d & 1u ? nkept + nr++ : nk++;
     for (int d = 0; d < r; d++)
         cut[d][0] = 0, cut[d][1] = S0->shape[d], ncut[d] = 2;
     for (int o = 0; o < k->cl.nin && !st; o++) {
@@ -1181,51 +1221,48 @@ static int run_pieces(smelt_plan *p, runstate *rs, int ki, smelt__view *w, bool 
         if (regions > MAX_REGIONS)
             st = smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "the concats and pads a kernel reads cut it into more "
                             "than %d regions", MAX_REGIONS);
+        else if ((raxes >> d & 1u) && ncut[d] > 2)
+            st = smelt__err(p->ctx, SMELT_ERR_RUNTIME, "a concat or pad cuts a reduced axis (a bug)");
     }
     int idx[SMELT_MAX_DIMS] = {0};
     for (int64_t g = 0; g < regions && !st && !*split; g++) {
-        int64_t lo[SMELT_MAX_DIMS], box[SMELT_MAX_DIMS], sh[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-        int64_t sst[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+        int64_t lo[SMELT_MAX_DIMS], box[SMELT_MAX_DIMS];
         smelt__view rw[SMELT_MAX_KERNEL_OPERANDS];
         for (int d = 0; d < r; d++)
             lo[d] = cut[d][idx[d]], box[d] = cut[d][idx[d] + 1] - lo[d];
         for (int o = 0; o < n && !st; o++) {
             int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin], wr = p->rs[v].ndim;
             int64_t es = (int64_t)smelt__dtypes[p->prog.v[v].dtype].size;
-            const piece *q = NULL;
-            piece whole;
-            if (pc[o]) {
-                for (int i = 0; i < np[o] && !q; i++) {
-                    bool in = true;
-                    for (int d = r - wr; d < r && in; d++) {
-                        int xd = d - (r - wr);
-                        in = p->rs[v].shape[xd] != S0->shape[d] ||
-                             (pc[o][i].lo[xd] <= lo[d] && lo[d] < pc[o][i].lo[xd] + pc[o][i].n[xd]);
-                    }
-                    q = in ? &pc[o][i] : NULL;
-                }
-                if (!q) {
-                    st = smelt__err(p->ctx, SMELT_ERR_RUNTIME, "a region no piece covers (a bug)");
-                    break;
-                }
-            } else {
-                for (int d = 0; d < wr; d++)
-                    whole.lo[d] = 0, whole.st[d] = w[o].strides[d];
-                whole.data = w[o].data;
-                q = &whole;
+            rw[o] = w[o];
+            if (!pc[o]) { /* at the region's first element */
+                for (int d = 0; d < r; d++)
+                    rw[o].data += lo[d] * kst[o][it[d]] * es;
+                continue;
             }
-            rw[o] = (smelt__view){q->data, wr, sh[o], sst[o]};
+            const piece *q = NULL;
+            for (int i = 0; i < np[o] && !q; i++) {
+                bool in = true;
+                for (int d = r - wr; d < r && in; d++) {
+                    int xd = d - (r - wr);
+                    in = p->rs[v].shape[xd] != S0->shape[d] ||
+                         (pc[o][i].lo[xd] <= lo[d] && lo[d] < pc[o][i].lo[xd] + pc[o][i].n[xd]);
+                }
+                q = in ? &pc[o][i] : NULL;
+            }
+            if (!q) {
+                st = smelt__err(p->ctx, SMELT_ERR_RUNTIME, "a region no piece covers (a bug)");
+                break;
+            }
+            rw[o].data = q->data;
+            rw[o].strides = q->st;
             for (int d = r - wr; d < r; d++) {
                 int xd = d - (r - wr);
-                bool bc = p->rs[v].shape[xd] != S0->shape[d];
-                sh[o][xd] = bc ? p->rs[v].shape[xd] : box[d];
-                sst[o][xd] = q->st[xd];
-                if (!bc)
+                if (p->rs[v].shape[xd] == S0->shape[d])
                     rw[o].data += (lo[d] - q->lo[xd]) * q->st[xd] * es;
             }
         }
         if (!st)
-            st = run_box(p, rs, ki, rw, box, split);
+            st = x ? reduce_box(p, rs, ki, rw, box, split) : run_box(p, rs, ki, rw, box, split);
         for (int d = r - 1; d >= 0 && ++idx[d] == ncut[d] - 1; d--)
             idx[d] = 0;
     }
@@ -1260,6 +1297,7 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
         int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
         if (o < k->cl.nin && smelt__has_pieces(&p->prog, v)) {
             pieces = true;
+            pieces_view(p, v, &w[o], scratch[o]);
             continue;
         }
         int stt = value_view(p, rs, v, &w[o], scratch[o]);
