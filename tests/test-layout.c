@@ -475,3 +475,65 @@ Test(layout, reductions_of_pieces_threads, .timeout = 120)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* Pieces at the edges: a reduction of a concat of rows run with rows of no
+ * elements (the parts all empty: sums of nothing, and max's clear error),
+ * and a member reading a concat whose only cut lies on a size-1 axis that
+ * a reshape drops (it must not join a reduction kernel at another shape:
+ * its values line up with the results, not the rows). */
+Test(layout, reductions_of_pieces_edges)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 16);
+    for (int b2 = 0; b2 < 2; b2++) {
+        smelt_plan_opts o;
+        smelt_plan_opts_init(&o);
+        o.backend = b2 ? "CC" : "TCC";
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(2, 5)), *b = smelt_input(g, "b", SMELT_F32, SHP(3, 5));
+        smelt_node *ab = smelt_concat(g, 2, (smelt_node *[]){a, b}, 0);
+        smelt_node *outs[] = {smelt_reduce(g, SMELT_OP_SUM, ab, 1, (int[]){1}, false),
+                              smelt_reduce(g, SMELT_OP_MAX, ab, 1, (int[]){1}, false)};
+        smelt_plan *p = NULL;
+        T_OK(ctx, smelt_plan_new(ctx, g, 1, outs, &o, &p));
+        smelt_tensor *in[] = {t_rand(ctx, &r, SMELT_F32, SHP(2, 0)), t_rand(ctx, &r, SMELT_F32, SHP(3, 0))};
+        smelt_tensor *got = NULL;
+        T_OK(ctx, smelt_plan_run(p, 2, in, 1, &got));
+        cr_assert_eq(smelt_tensor_numel(got), 5);
+        for (int i = 0; i < 5; i++)
+            cr_expect_eq(((const float *)smelt_tensor_data(got))[i], 0.0f, "%s: sum of no elements", o.backend);
+        smelt_tensor_free(got);
+        smelt_plan_free(p);
+        T_OK(ctx, smelt_plan_new(ctx, g, 1, outs + 1, &o, &p));
+        got = NULL;
+        T_ERR(ctx, smelt_plan_run(p, 2, in, 1, &got), SMELT_ERR_SHAPE, "max of an empty array");
+        smelt_plan_free(p);
+        t_free_all(in, 2);
+        smelt_graph_free(g);
+
+        g = t_graph(ctx);
+        smelt_node *cls = smelt_input(g, "cls", SMELT_F32, SHP(1, 40)), *x = smelt_input(g, "x", SMELT_F32, SHP(5, 40));
+        smelt_node *e = smelt_input(g, "e", SMELT_F32, SHP(6, 0)), *y = smelt_input(g, "y", SMELT_F32, SHP(6, 1));
+        smelt_node *v = smelt_reshape(g, smelt_concat(g, 2, (smelt_node *[]){e, y}, 1), 1, (int64_t[]){6});
+        smelt_node *m = smelt_reduce(g, SMELT_OP_MAX, smelt_concat(g, 2, (smelt_node *[]){cls, x}, 0), 1,
+                                     (int[]){1}, false);
+        smelt_node *out = smelt_add(g, m, v);
+        smelt_tensor *in2[] = {t_rand(ctx, &r, SMELT_F32, SHP(1, 40)), t_rand(ctx, &r, SMELT_F32, SHP(5, 40)),
+                               t_rand(ctx, &r, SMELT_F32, SHP(6, 0)), t_rand(ctx, &r, SMELT_F32, SHP(6, 1))};
+        smelt_tensor *ref = NULL, *got2[2] = {0};
+        t_reference(ctx, g, 1, &out, 4, in2, &ref);
+        for (int lvl = 0; lvl < 2; lvl++) {
+            o.opt_level = lvl ? 3 : 0;
+            T_OK(ctx, smelt_plan_new(ctx, g, 1, &out, &o, &p));
+            t_run(p, 4, in2, 1, &got2[lvl]);
+            t_expect_match(o.backend, got2[lvl], ref, T_EXACT);
+            smelt_plan_free(p);
+        }
+        cr_expect(t_bitwise_equal(got2[0], got2[1]), "%s: fused != unfused", o.backend);
+        t_free_all(got2, 2), t_free_all(in2, 4);
+        smelt_tensor_free(ref);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}

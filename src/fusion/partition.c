@@ -37,10 +37,12 @@ typedef struct pstate {
     bool *hasred;     /* per root: its cluster holds a reduction */
     bool *pieces;     /* per root: a member reads a concat or a pad (in pieces) */
     unsigned *pcut;   /* per instruction: the axes of its iteration shape (a reduction's: its
-                       * operand's) along which the pieces it reads are cut */
+                       * operand's) along which the pieces it reads are cut, and PCUT_READS
+                       * when it reads any (a cut on a size-1 axis may leave no axis bit) */
     int *redidx;      /* per root: that reduction's instruction index (-1: none) */
     int *members;     /* scratch: a union's members (union_rows_form) */
 } pstate;
+#define PCUT_READS (1u << 31)
 
 /* After "not fused with kernel N: ", indexed by SMELT__FUSE_* */
 #define STR_(x) #x
@@ -618,9 +620,11 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *ou
     for (int i = 0; i < p->n; i++)
         for (int j = 0; is_op(p, i) && j < p->v[i].nin; j++) {
             int v = p->v[i].in[j], r = iter_shape(p, i)->ndim, d = r - p->v[v].ndim;
+            if (!smelt__has_pieces(p, v))
+                continue;
             unsigned c = smelt__pieces_axes(p, v); /* (right-aligned; a broadcast input has fewer axes) */
-            s.pieces[i] = s.pieces[i] || c;
-            s.pcut[i] |= c && d >= 0 ? c << d : c ? ~0u : 0;
+            s.pieces[i] = true;
+            s.pcut[i] |= PCUT_READS | (d >= 0 ? c << d : ~0u);
         }
     for (int i = 0; i < p->n; i++) {
         for (int j = 0; j < p->v[i].nin; j++) { /* sources have no inputs */

@@ -771,7 +771,9 @@ static int launch_tiles(smelt_plan *p, int ki, int r, const int64_t *S, int64_t 
     int threads = smelt_ctx_threads(p->ctx);
     if (!p->ctx->pool && !(p->ctx->pool = smelt__pool_new(threads)))
         return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory (thread pool)");
-    t.block = (size_t)TILE_Q * TILE_P * 8;
+    t.block = 0;
+    for (int k2 = 0; k2 < t.npack; k2++)
+        t.block = SMELT_MAX(t.block, (size_t)TILE_Q * TILE_P * t.pes[k2]);
     t.scratch = NULL;
     t.stride = 0;
     if (t.npack && !(t.scratch = smelt__pool_scratch(p->ctx->pool, t.block * (size_t)t.npack, &t.stride)))
@@ -1222,7 +1224,10 @@ static int run_pieces(smelt_plan *p, runstate *rs, int ki, smelt__view *w, bool 
             st = smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "the concats and pads a kernel reads cut it into more "
                             "than %d regions", MAX_REGIONS);
         else if ((raxes >> d & 1u) && ncut[d] > 2)
-            st = smelt__err(p->ctx, SMELT_ERR_RUNTIME, "a concat or pad cuts a reduced axis (a bug)");
+            st = smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED,
+                            "at the run-time shapes, a concat or pad cuts axis %d, which a reduction reduces "
+                            "(at the graph's shapes it did not: a size-0 part grew); build the graph with "
+                            "these shapes", d);
     }
     int idx[SMELT_MAX_DIMS] = {0};
     for (int64_t g = 0; g < regions && !st && !*split; g++) {
@@ -1248,6 +1253,12 @@ static int run_pieces(smelt_plan *p, runstate *rs, int ki, smelt__view *w, bool 
                          (pc[o][i].lo[xd] <= lo[d] && lo[d] < pc[o][i].lo[xd] + pc[o][i].n[xd]);
                 }
                 q = in ? &pc[o][i] : NULL;
+            }
+            if (!q && np[o] == 0) { /* every piece empty: rows of no elements, nothing read (a
+                                     * cell of memory stands in) */
+                static const int64_t zero = 0;
+                st = value_cell(p, v, &zero, &rw[o].data);
+                continue;
             }
             if (!q) {
                 st = smelt__err(p->ctx, SMELT_ERR_RUNTIME, "a region no piece covers (a bug)");
