@@ -1518,6 +1518,21 @@ DEVICE_TEST(matmul_through_cublas, 120)
  * products through cuBLAS, the epilogues, the layernorm and the softmax in
  * the kernels of the CPU's plans (the same kernel counts, no copy), within
  * the CPU plan's bounds of the float64 reference. */
+static void device_block(smelt_ctx *ctx, smelt_graph *g, smelt_node *out, int n_in, smelt_tensor *const *in,
+                         int kernels, int copies, const char *what, t_tol tol)
+{
+    smelt_tensor *ref, *dev = NULL;
+    t_reference(ctx, g, 1, &out, n_in, in, &ref);
+    smelt_plan *p = t_plan(ctx, g, 1, &out, 3);
+    cr_assert_eq(t_stats(p).kernels, kernels, "%s: %s", what, smelt_plan_describe(p));
+    if (copies >= 0)
+        cr_assert_eq(t_stats(p).copies, copies, "%s: %s", what, smelt_plan_describe(p));
+    t_run(p, n_in, in, 1, &dev);
+    t_expect_match(what, dev, ref, tol);
+    smelt_tensor_free(dev), smelt_tensor_free(ref);
+    smelt_plan_free(p);
+}
+
 DEVICE_TEST(mlp_and_attention, 240)
 {
     trng r;
@@ -1530,16 +1545,9 @@ DEVICE_TEST(mlp_and_attention, 240)
     smelt_node *mlp = smelt_div(g, d, smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, smelt_reduce(g, SMELT_OP_MEAN,
                                                                        smelt_mul(g, d, d), 1, last, 1),
                                                                        smelt_scalar(g, 1e-5))));
-    smelt_tensor *ref, *dev = NULL;
-    t_reference(ctx, g, 1, &mlp, 5, in, &ref);
-    smelt_plan *p = t_plan(ctx, g, 1, &mlp, 3);
-    cr_assert_eq(t_stats(p).kernels, 4, "%s", smelt_plan_describe(p));
-    t_run(p, 5, in, 1, &dev);
-    t_expect_match("mlp on the device", dev, ref, (t_tol){.ulps = 64, .atol = 2e-4});
-    smelt_tensor_free(dev), smelt_tensor_free(ref), t_free_all(in, 5);
-    smelt_plan_free(p);
+    device_block(ctx, g, mlp, 5, in, 4, -1, "mlp on the device", (t_tol){.ulps = 64, .atol = 2e-4});
+    t_free_all(in, 5);
     smelt_graph_free(g);
-    dev = NULL;
 
     g = t_graph(ctx);
     const char *names[] = {"q", "k", "v"};
@@ -1551,13 +1559,7 @@ DEVICE_TEST(mlp_and_attention, 240)
     smelt_tensor *t[3];
     for (int i = 0; i < 3; i++)
         t[i] = t_rand(ctx, &r, SMELT_F32, SHP(2, 4, 32, 16));
-    t_reference(ctx, g, 1, &att, 3, t, &ref);
-    p = t_plan(ctx, g, 1, &att, 3);
-    cr_assert_eq(t_stats(p).kernels, 3, "%s", smelt_plan_describe(p));
-    cr_assert_eq(t_stats(p).copies, 0, "%s", smelt_plan_describe(p));
-    t_run(p, 3, t, 1, &dev);
-    t_expect_match("attention on the device", dev, ref, (t_tol){.ulps = 16, .atol = 2e-6});
-    smelt_tensor_free(dev), smelt_tensor_free(ref), t_free_all(t, 3);
-    smelt_plan_free(p);
+    device_block(ctx, g, att, 3, t, 3, 0, "attention on the device", (t_tol){.ulps = 16, .atol = 2e-6});
+    t_free_all(t, 3);
     smelt_graph_free(g);
 }
