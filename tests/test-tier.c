@@ -212,6 +212,41 @@ Test(tier, streaming_stores_in_nd_kernels)
     smelt_ctx_free(ctx);
 }
 
+/* The same in a row program (a softmax over rows: its last pass streams),
+ * rows split over two threads, each fencing its own stores
+ * (src/runtime/exec.c, call_kernel): the bits of TCC and of ordinary stores. */
+Test(tier, streaming_stores_in_row_programs)
+{
+    fresh_cache();
+    trng r;
+    trng_init(&r, 11);
+    smelt_ctx *ctx = t_ctx();
+    smelt_ctx_set_threads(ctx, 2);
+    smelt_graph *g = t_graph(ctx);
+    const int last[] = {-1};
+    smelt_node *x = smelt_input(g, NULL, SMELT_F32, SHP(203, 1000));
+    smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MAX, x, 1, last, 1)));
+    smelt_node *y = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, last, 1));
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(203, 1000));
+    smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC");
+    smelt_tensor *ot = NULL, *os = NULL, *oo = NULL;
+    t_run(pt, 1, &in, 1, &ot);
+    setenv("SMELT_STREAM_STORES", "1", 1);
+    t_run(pc, 1, &in, 1, &os);
+    setenv("SMELT_STREAM_STORES", "0", 1);
+    t_run(pc, 1, &in, 1, &oo);
+    unsetenv("SMELT_STREAM_STORES");
+    cr_assert_eq(smelt_plan_num_kernels(pc), 1);
+    cr_assert(t_contains(smelt_plan_kernel_source(pc, 0), "smelt_nt16"), "%s", smelt_plan_kernel_source(pc, 0));
+    cr_assert(t_bitwise_equal(ot, os), "streamed CC differs from TCC at %lld", (long long)t_first_difference(ot, os));
+    cr_assert(t_bitwise_equal(oo, os), "streamed CC differs from stored CC at %lld",
+              (long long)t_first_difference(oo, os));
+    smelt_tensor_free(ot), smelt_tensor_free(os), smelt_tensor_free(oo), smelt_tensor_free(in);
+    smelt_plan_free(pt), smelt_plan_free(pc);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
 /* Transcendental functions are smelt's own plain C (templates/common/math.h.in):
  * the tiers give the same bits (docs/numerics.md). */
 Test(tier, transcendentals_same_bits_on_both_tiers)

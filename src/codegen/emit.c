@@ -1084,7 +1084,8 @@ static void group_args(smelt__sb *b, const smelt__kdesc *d, int to)
  * than the last-level cache, not read by the next kernel).  Each group's
  * outputs go to an aligned local buffer, then to memory with 16-byte
  * non-temporal stores once every output is 64-byte aligned; GCC's and
- * clang's x86-64 builtins, no header.  bound: the loop's end ("end" in flat
+ * clang's x86-64 builtins, no header.  No fence here: the executor fences
+ * once per call of the kernel (call_kernel, src/runtime/exec.c).  bound: the loop's end ("end" in flat
  * kernels, "n" in a row of an nd kernel). */
 static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char *bound, const char *call,
                      smelt__sb *out)
@@ -1118,7 +1119,7 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char
         smelt__sb_printf(out, "            for (int i = 0; i < (int)(sizeof w%d / 16); i++)\n"
                               "                smelt_nt16((char *)(q%d + j) + 16 * i, ((const smelt_v2di *)(const void *)w%d)[i]);\n",
                          k, k, k);
-    smelt__sb_puts(out, "        }\n        __builtin_ia32_sfence();\n    }\n#endif\n");
+    smelt__sb_puts(out, "        }\n    }\n#endif\n"); /* (the executor fences them: src/runtime/exec.c) */
     smelt__sb_free(&wcall);
 }
 

@@ -21,13 +21,28 @@ typedef struct launch {
     int64_t shape[SMELT_MAX_DIMS + 1];
     int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
     int64_t n, chunk;
+    bool fence; /* the kernel makes streaming stores: fence them after each call */
 } launch;
+
+/* One call of l's kernel over [s, e).  Streaming (non-temporal) stores are
+ * weakly ordered: the thread that made them fences them once, here, before
+ * the pool (or the caller) sees the call done; a fence inside the kernel
+ * after each run of a row would wait for the stores to reach memory while
+ * the next row's work could have gone on (a tenth of a softmax's time). */
+static void call_kernel(const launch *l, int64_t s, int64_t e)
+{
+    l->fn(s, e, l->ptrs, l->shape, l->strides);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (l->fence)
+        __builtin_ia32_sfence();
+#endif
+}
 
 static void run_chunk(void *arg, int64_t c)
 {
     launch *l = arg;
     int64_t s = c * l->chunk, e = SMELT_MIN(l->n, s + l->chunk);
-    l->fn(s, e, l->ptrs, l->shape, l->strides);
+    call_kernel(l, s, e);
 }
 
 
@@ -314,7 +329,7 @@ static void red_run(smelt_plan *p, launch *l, int64_t n, int64_t per_item, int t
     l->n = n;
     l->chunk = red_chunk(n, per_item, threads);
     if (l->chunk >= n) {
-        l->fn(0, n, l->ptrs, l->shape, l->strides);
+        call_kernel(l, 0, n);
         return;
     }
     if (!p->ctx->pool)
@@ -525,6 +540,7 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
         return stt;
     static __thread launch l;
     l.fn = kk->fn;
+    l.fence = false;
     for (int o = 0; o < n; o++)
         l.ptrs[o] = w[o].data;
     l.ptrs[n] = l.ptrs[n + 1] = NULL;
@@ -549,7 +565,8 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
             k->scratch_bytes = bytes;
         }
         l.ptrs[n] = k->scratch;
-        l.shape[rank] = per * 2 + stream_outputs(p, rs, ki, nred * nout, rank, mode); /* (and streaming stores) */
+        l.fence = stream_outputs(p, rs, ki, nred * nout, rank, mode);
+        l.shape[rank] = per * 2 + l.fence; /* (and streaming stores) */
         red_run(p, &l, nout, SMELT_MAX(nred, 1), threads);
         return SMELT_OK;
     }
@@ -598,8 +615,9 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
     l.fn = kk->fn;
     memcpy(l.ptrs, ptrs, sizeof(char *) * (size_t)n);
     memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
+    l.fence = rank < SMELT_MAX_DIMS && !tiled && stream_outputs(p, rs, ki, N, rank, mode);
     if (rank < SMELT_MAX_DIMS)
-        l.shape[rank] = !tiled && stream_outputs(p, rs, ki, N, rank, mode);
+        l.shape[rank] = l.fence;
     for (int o = 0; o < n; o++)
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.n = N;
@@ -609,7 +627,7 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
     }
     int threads = smelt_ctx_threads(p->ctx);
     if (N < SMALL_ELEMS || threads <= 1) {
-        l.fn(0, N, l.ptrs, l.shape, l.strides);
+        call_kernel(&l, 0, N);
         return SMELT_OK;
     }
     if (!p->ctx->pool)
