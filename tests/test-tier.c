@@ -213,8 +213,9 @@ Test(tier, streaming_stores_in_nd_kernels)
 }
 
 /* The same in a row program (a softmax over rows: its last pass streams),
- * rows split over two threads, each fencing its own stores
- * (src/runtime/exec.c, call_kernel): the bits of TCC and of ordinary stores. */
+ * rows split over two threads where the pool gives both a share, each
+ * fencing its own stores (src/runtime/exec.c, call_kernel): the bits of TCC
+ * and of ordinary stores.  (No test can see a missing fence on x86.) */
 Test(tier, streaming_stores_in_row_programs)
 {
     fresh_cache();
