@@ -1085,8 +1085,8 @@ static void group_args(smelt__sb *b, const smelt__kdesc *d, int to)
  * outputs go to an aligned local buffer, then to memory with 16-byte
  * non-temporal stores once every output is 64-byte aligned; GCC's and
  * clang's x86-64 builtins, no header.  No fence here: the executor fences
- * once per call of the kernel (call_kernel, src/runtime/exec.c).  bound: the loop's end ("end" in flat
- * kernels, "n" in a row of an nd kernel). */
+ * once per call of the kernel (call_kernel, src/runtime/exec.c).  bound:
+ * the loop's end ("end" in flat kernels, "n" in a row of an nd kernel). */
 static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char *bound, const char *call,
                      smelt__sb *out)
 {
