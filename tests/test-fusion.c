@@ -1020,6 +1020,11 @@ Test(passes, algebraic_identities_and_dead_branches)
         {"where(2 > 1, x, x * 3) + 1", 0, 1},
         {"where(1 > 0, b, x)", 0, 0}, /* b is broadcast: not the result */
         {"x * 2", 0, 0},           {"i * 1 - i", 2, 0}, /* i * 1 is i, then i - i is 0 */
+        {"x ** 2", 1, 0},          {"x ** -1", 1, 0}, /* square, reciprocal */
+        {"x ** 1", 1, 0},          {"i ** 2", 1, 0},
+        {"i ** 1", 1, 0},          {"x ** 0.5", 0, 0},
+        {"x ** 3", 0, 0},          {"i ** -1", 0, 0},
+        {"b ** 2 + x", 1, 0},      {"x ** b", 0, 0},
     };
     smelt_ctx *ctx = t_ctx();
     trng r;

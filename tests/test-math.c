@@ -557,6 +557,43 @@ Test(math, special_values_atan2)
     cr_assert_eq(nfail, 0, "%d atan2 values differ from C99 (glibc), listed above", nfail);
 }
 
+/* the exponents NumPy computes as square, reciprocal, sqrt and a copy: pow
+ * gives exactly their bits (the graph pass rewrites x ** 2 and x ** -1 on
+ * that promise), on random doubles of every binade, on doubles of 27
+ * significant bits (x^2 a midpoint between doubles: a pow rounded from a
+ * wider value may round it the other way) and on the special values */
+static int pow_cheap_ok64(double x)
+{
+    double r = x == -INFINITY ? INFINITY : sqrt(x) + 0.0;
+    return same64(smelt_pow_f64(x, 2.0), x * x) && same64(smelt_pow_f64(x, -1.0), 1.0 / x) &&
+           same64(smelt_pow_f64(x, 0.5), r) && same64(smelt_pow_f64(x, 1.0), x);
+}
+static int pow_cheap_ok32(float x)
+{
+    float r = x == -INFINITY ? INFINITY : sqrtf(x) + 0.0f;
+    return same32(smelt_pow_f32(x, 2.0f), x * x) && same32(smelt_pow_f32(x, -1.0f), 1.0f / x) &&
+           same32(smelt_pow_f32(x, 0.5f), r) && same32(smelt_pow_f32(x, 1.0f), x);
+}
+Test(math, pow_of_two_minus_one_half_and_one)
+{
+    static const double spec[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1, -1, 0x1p-1074, -0x1p-1074, DBL_MAX,
+                                  -DBL_MAX, 0x1p-1022, 3, -3, 0x1p511, 0x1p-538};
+    rng r = {0x9e3779b97f4a7c15ull};
+    int bad64 = 0, bad32 = 0;
+    for (size_t i = 0; i < sizeof spec / sizeof *spec; i++)
+        bad64 += !pow_cheap_ok64(spec[i]), bad32 += !pow_cheap_ok32((float)spec[i]);
+    for (int i = 0; i < 200000; i++) {
+        uint64_t u = next(&r);
+        double x = smelt_f64_bits(u);
+        if (i & 1) /* 27 significant bits, exponent within +-100 */
+            x = ldexp((double)((u >> 37) | 1u << 26), (int)(u % 201) - 126) * (u >> 63 ? -1 : 1);
+        bad64 += !pow_cheap_ok64(x);
+        bad32 += !pow_cheap_ok32(smelt_f32_bits((uint32_t)(u >> 17)));
+    }
+    cr_assert_eq(bad64, 0, "f64: %d arguments where pow(x, 2 | -1 | 0.5 | 1) is not x*x, 1/x, sqrt(x), x", bad64);
+    cr_assert_eq(bad32, 0, "f32: %d arguments where pow(x, 2 | -1 | 0.5 | 1) is not x*x, 1/x, sqrt(x), x", bad32);
+}
+
 /* the composites (no C99 entry): their limits, from the definitions */
 Test(math, special_values_composites)
 {

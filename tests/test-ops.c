@@ -473,8 +473,8 @@ static void fill_shared(trng *r, smelt_tensor *t, int k)
                 v = spec[trng_range(r, 0, NELEMS(spec_f32) - 1)];
             else if (u < 0.3)
                 v = trng_logmag(r, 1e-20, 1e20, false);
-            else if (k == 1 && u < 0.5)
-                v = (double)trng_range(r, -6, 6); /* integer exponents for pow */
+            else if (k == 1 && u < 0.5) /* integer exponents for pow, and 0.5 (pow's sqrt) */
+                v = u < 0.35 ? 0.5 : (double)trng_range(r, -6, 6);
             else
                 v = trng_uniform(r, -4, 4);
         } else if (dt == SMELT_BOOL) {

@@ -4,7 +4,7 @@
  *
  *   x + z, z + x    z = 0, or -0.0 for floats (+0.0 would turn -0.0 into +0.0)
  *   x - z           z = 0 (+0.0 for floats: -0.0 - +0.0 = -0.0)
- *   x * 1, 1 * x, x / 1, x | 0, x ^ 0, x or False, x and True
+ *   x * 1, 1 * x, x / 1, x ** 1, x | 0, x ^ 0, x or False, x and True
  *   f(f(x)) = x     neg, logical_not, bitwise_not
  *   f(f(x)) = f(x)  abs, sign, floor, ceil, trunc, rint, round, relu
  *   copy(x), cast of x to its own dtype, maximum(x, x), minimum(x, x),
@@ -15,7 +15,10 @@
  *   reshape that keeps each dimension), and a transpose of a transpose or
  *   a reshape of a reshape becomes one view of the inner one's operand
  *
- * and x - x, x ^ x (integers) become the constant 0.  Only where the
+ * and x - x, x ^ x (integers) become the constant 0; x ** 2 becomes
+ * square(x), and x ** -1 (floats) reciprocal(x), as NumPy computes them:
+ * smelt's pow gives those bits for those exponents on every tier
+ * (templates/common/math.h.in), so only the cost changes.  Only where the
  * operand has the instruction's dtype and shape (a broadcast operand is
  * not the result).  Floating-point rules keep every bit, NaN payloads
  * aside: x * 1 of a signalling NaN stays signalling where the product
@@ -43,6 +46,7 @@ static const ident identities[] = {
     {SMELT_OP_SUB, 1, 0, SMELT_DT_F | SMELT_DT_I | SMELT_DT_U, false},
     {SMELT_OP_MUL, 2, 1, SMELT_DT_F | SMELT_DT_I | SMELT_DT_U, false},
     {SMELT_OP_DIV, 1, 1, SMELT_DT_F, false},
+    {SMELT_OP_POW, 1, 1, SMELT_DT_F | SMELT_DT_I | SMELT_DT_U, false},
     {SMELT_OP_BITWISE_OR, 2, 0, SMELT_DT_I | SMELT_DT_U | SMELT_DT_B, false},
     {SMELT_OP_BITWISE_XOR, 2, 0, SMELT_DT_I | SMELT_DT_U | SMELT_DT_B, false},
     {SMELT_OP_LOGICAL_OR, 2, 0, SMELT_DT_B, false},
@@ -108,6 +112,25 @@ static bool view_compose(const smelt__prog *p, smelt__inst *x)
     return true;
 }
 
+/* x ** 2 as square(x), x ** -1 (floats) as reciprocal(x): x rewritten in
+ * place (false when it is not), where x's operand has its dtype and shape */
+static bool strength_reduce(const smelt__prog *p, smelt__inst *x)
+{
+    if (x->op != SMELT_OP_POW)
+        return false;
+    const smelt__inst *a = &p->v[x->in[0]], *b = &p->v[x->in[1]];
+    int kind = smelt__dtypes[x->dtype].kind;
+    smelt_op to = is_const(b, 2, false) && (kind & (SMELT_DT_F | SMELT_DT_I | SMELT_DT_U)) ? SMELT_OP_SQUARE
+                  : is_const(b, -1, false) && kind == SMELT_DT_F                             ? SMELT_OP_RECIPROCAL
+                                                                                            : SMELT_OP_POW;
+    if (to == SMELT_OP_POW || a->dtype != x->dtype || a->ndim != x->ndim ||
+        memcmp(a->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim))
+        return false;
+    x->op = to;
+    x->nin = 1;
+    return true;
+}
+
 /* What instruction i equals: an operand's index, -2 for the constant 0,
  * -1 for nothing.  *branch: a dead branch (where), else algebra. */
 static int rewrite(const smelt__prog *p, const smelt__inst *x, bool *branch)
@@ -163,6 +186,7 @@ int smelt__pass_simplify(smelt__prog *p, int *branches)
             continue;
         while (smelt__is_view(x->op) && view_compose(p, x))
             n++;
+        n += strength_reduce(p, x);
         bool branch;
         int r = rewrite(p, x, &branch);
         if (r == -2) { /* the constant 0, of x's dtype and shape */
