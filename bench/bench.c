@@ -188,6 +188,14 @@ static void b_rmsnorm(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = smelt_mul(g, smelt_div(g, x, rms), in[1]);
 }
 
+/* mean squared error, as users write it: mean((a - b) ** 2), one scalar (the
+ * power is a square: src/passes/simplify.c) */
+static void b_mse(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    smelt_node *d = smelt_sub(g, in[0], in[1]);
+    out[0] = smelt_reduce(g, SMELT_OP_MEAN, smelt_binary(g, SMELT_OP_POW, d, S(g, 2)), 0, NULL, 0);
+}
+
 /* sums of the rows and of the columns: sum(x, axis=-1), sum(x, axis=0) */
 static void b_sum_rows(smelt_graph *g, smelt_node **in, smelt_node **out)
 {
@@ -356,6 +364,8 @@ static const wl workloads[] = {
     /* a read of the matrix; the results (a row or a column) are 1/sqrt(n) of it */
     {"sum_rows", 1, 1, b_sum_rows, sh_rows, 0, 4, NULL},
     {"sum_cols", 1, 1, b_sum_cols, sh_rows, 0, 4, NULL},
+    /* two reads, one scalar */
+    {"mse", 2, 1, b_mse, sh_flat, 0, 8, NULL},
     /* the logits (2n elements) read once; the targets: a value per row */
     {"xent", 2, 1, b_xent, sh_xent, 0, 8, NULL},
     /* a view: the transpose is read in place (two reads and a write) */

@@ -38,7 +38,7 @@ import time
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 ELEMENTWISE = ["add", "chain8", "gelu_tanh", "swish", "adam", "bias_relu", "layers100"]
-ROWS = ["softmax", "layernorm", "log_softmax", "rmsnorm", "sum_rows", "sum_cols", "xent", "transpose_add"]
+ROWS = ["softmax", "layernorm", "log_softmax", "rmsnorm", "sum_rows", "sum_cols", "mse", "xent", "transpose_add"]
 MODELS = ["concat_relu", "mlp", "attention"]
 WORKLOADS = ELEMENTWISE + ROWS + MODELS
 SMALL_N = 4 << 20   # layers100 on the GPU (bench/bench.c: GPU_N_SMALL)

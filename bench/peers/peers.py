@@ -25,7 +25,7 @@ def side(n):
 
 def inputs(name, n, rng):
     f = lambda *s: (rng.random(s, dtype=np.float32) * 2 - 1)
-    if name == "add":
+    if name in ("add", "mse"):
         return [f(n), f(n)]
     if name == "chain8":
         return [f(n), f(n), f(n)]
@@ -107,6 +107,8 @@ def numpy_fn(name):
         return lambda x: x.sum(axis=-1)
     if name == "sum_cols":
         return lambda x: x.sum(axis=0)
+    if name == "mse":
+        return lambda a, b: ((a - b) ** 2).mean()
     if name == "xent":
         def xent(x, t):
             m = x.max(axis=-1, keepdims=True)
@@ -142,6 +144,8 @@ def row_formula(o, name):
         return lambda x: o.sum(x, axis=-1)
     if name == "sum_cols":
         return lambda x: o.sum(x, axis=0)
+    if name == "mse":
+        return lambda a, b: o.mean((a - b) ** 2)
     if name == "transpose_add":
         return lambda a, b: a.T + b
     if name == "xent":
@@ -255,6 +259,8 @@ def numexpr_fn(name):
         return lambda x: e("sum(x, axis=1)")
     if name == "sum_cols":
         return lambda x: e("sum(x, axis=0)")
+    if name == "mse":  # the sum numexpr computes itself; the division by n here
+        return lambda a, b: e("sum((a - b) ** 2)") / np.float32(a.size)
 
 
 def timeit(fn, args, runs):
