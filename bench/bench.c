@@ -189,7 +189,10 @@ static void b_rmsnorm(smelt_graph *g, smelt_node **in, smelt_node **out)
 }
 
 /* mean squared error, as users write it: mean((a - b) ** 2), one scalar (the
- * power is a square: src/passes/simplify.c) */
+ * power is a square: src/passes/simplify.c).  The unfused plan (opt_level 0)
+ * runs no pass: its pow kernel is the general power, which the CC tier's
+ * compiler reduces to a product for the constant exponent and TCC computes
+ * in full, so TCC's speedup here is mostly the rewrite's */
 static void b_mse(smelt_graph *g, smelt_node **in, smelt_node **out)
 {
     smelt_node *d = smelt_sub(g, in[0], in[1]);

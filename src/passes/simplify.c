@@ -21,8 +21,8 @@
  * (templates/common/math.h.in), so only the cost changes.  Only where the
  * operand has the instruction's dtype and shape (a broadcast operand is
  * not the result).  Floating-point rules keep every bit, NaN payloads
- * aside: x * 1 of a signalling NaN stays signalling where the product
- * would have quieted it.  A dropped branch's run-time shapes are not
+ * aside: x * 1 (or x ** 1) of a signalling NaN stays signalling where the
+ * product would have quieted it.  A dropped branch's run-time shapes are not
  * checked, as with any dead value. */
 #include <math.h>
 #include <stdlib.h>
