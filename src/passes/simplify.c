@@ -112,6 +112,13 @@ static bool view_compose(const smelt__prog *p, smelt__inst *x)
     return true;
 }
 
+/* a can stand for x: its dtype and shape (not a broadcast operand) */
+static bool same_layout(const smelt__inst *a, const smelt__inst *x)
+{
+    return a->dtype == x->dtype && a->ndim == x->ndim &&
+           !memcmp(a->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+}
+
 /* x ** 2 as square(x), x ** -1 (floats) as reciprocal(x): x rewritten in
  * place (false when it is not), where x's operand has its dtype and shape */
 static bool strength_reduce(const smelt__prog *p, smelt__inst *x)
@@ -123,8 +130,7 @@ static bool strength_reduce(const smelt__prog *p, smelt__inst *x)
     smelt_op to = is_const(b, 2, false) && (kind & (SMELT_DT_F | SMELT_DT_I | SMELT_DT_U)) ? SMELT_OP_SQUARE
                   : is_const(b, -1, false) && kind == SMELT_DT_F                             ? SMELT_OP_RECIPROCAL
                                                                                             : SMELT_OP_POW;
-    if (to == SMELT_OP_POW || a->dtype != x->dtype || a->ndim != x->ndim ||
-        memcmp(a->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim))
+    if (to == SMELT_OP_POW || !same_layout(a, x))
         return false;
     x->op = to;
     x->nin = 1;
@@ -198,8 +204,7 @@ int smelt__pass_simplify(smelt__prog *p, int *branches)
             continue;
         }
         const smelt__inst *y = r >= 0 ? &p->v[r] : NULL;
-        if (!y || y->dtype != x->dtype || y->ndim != x->ndim ||
-            memcmp(y->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim))
+        if (!y || !same_layout(y, x))
             continue;
         repl[i] = r;
         *branches += branch;
