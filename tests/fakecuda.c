@@ -127,6 +127,7 @@ typedef struct emu_fn { /* a CUfunction */
     void *mod;
     emu_launch launch;
     emu_thread thread; /* set when the kernel shuffles: it runs warp by warp */
+    void (*set_arg2)(void *); /* an image that passes a second parameter */
     struct emu_fn *next;
 } emu_fn;
 static emu_fn *fns;
@@ -225,6 +226,9 @@ EXPORT int cuModuleGetFunction(void **fn, void *mod, const char *name)
         return 500;
     }
     memcpy(&f->launch, &launch, sizeof f->launch);
+    void *arg2 = dlsym(mod, "smelt_emu_set_arg2");
+    if (arg2)
+        memcpy(&f->set_arg2, &arg2, sizeof f->set_arg2);
     if (warps) {
         void (*set_rt)(const struct emu_rt *);
         memcpy(&set_rt, &setter, sizeof set_rt);
@@ -253,6 +257,8 @@ EXPORT int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsig
         !gx || !bx || bx > 1024)
         return 1;
     const emu_fn *f = fn;
+    if (f->set_arg2)
+        f->set_arg2(params[1]);
     if (f->thread)
         return run_warps(f, params[0], gx, bx);
     f->launch(params[0], gx, bx);
@@ -312,6 +318,10 @@ static const char *const emu_prelude =
     "static inline double __longlong_as_double(long long u) { double f; __builtin_memcpy(&f, &u, 8); return f; }\n"
     "static inline unsigned __float_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }\n"
     "static inline long long __double_as_longlong(double f) { long long u; __builtin_memcpy(&u, &f, 8); return u; }\n"
+    /* one thread at a time: memory is coherent, an atomic a plain add */
+    "static inline void __threadfence(void) {}\n"
+    "static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }\n"
+    "template <typename T> static inline T __ldcg(const T *p) { return *p; }\n"
     /* a warp's shuffle: every lane leaves its value and waits for the others
      * (the launch runs the lanes as coroutines), takes lane + d's, waits
      * again; a lane's block and thread index are its own again after */
@@ -338,6 +348,15 @@ static const char *const emu_launcher =
     "\nstatic void smelt_emu_call(void (*f)(smelt_args), void *arg) { f(*(const smelt_args *)arg); }\n"
     "static void smelt_emu_call(void (*f)(const smelt_args *), void *arg)\n"
     "{ f(*(const smelt_args *const *)arg); }\n"
+    /* a kernel's second parameter (a reduction's scratch): cuLaunchKernel's
+     * params[1], set before the launch */
+    "static void *smelt_emu_arg2;\n"
+
+    "extern \"C\" void smelt_emu_set_arg2(void *p) { smelt_emu_arg2 = p; }\n"
+    "template <typename S> static void smelt_emu_call(void (*f)(smelt_args, S), void *arg)\n"
+    "{ f(*(const smelt_args *)arg, *(const S *)smelt_emu_arg2); }\n"
+    "template <typename S> static void smelt_emu_call(void (*f)(const smelt_args *, S), void *arg)\n"
+    "{ f(*(const smelt_args *const *)arg, *(const S *)smelt_emu_arg2); }\n"
     "extern \"C\" void smelt_emu_launch(void *arg, unsigned grid, unsigned block)\n{\n"
     "    gridDim = {grid, 1, 1};\n    blockDim = {block, 1, 1};\n"
     "    for (unsigned b = 0; b < grid; b++)\n        for (unsigned t = 0; t < block; t++) {\n"

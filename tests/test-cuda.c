@@ -1065,7 +1065,7 @@ DEVICE_TEST(parameter_buffer, 300)
             off += ((e >> (7 - d)) & 1) * strides[NIN * 8 + d];
         expect[off] = acc;
     }
-    smelt__devlaunch l = {N, NIN + 1, 8, false, ptrs, shape, strides};
+    smelt__devlaunch l = {N, NIN + 1, 8, false, ptrs, shape, strides, NULL, NULL};
     T_OK(ctx, be->iface->launch(be, kk, &l));
     T_OK(ctx, be->iface->sync(be));
     smelt_tensor *h;
@@ -1200,6 +1200,13 @@ DEVICE_TEST(reductions_same_bits_as_cpu, 300)
         {SMELT_OP_PROD, SMELT_F64, 1, {70}, 0, {0}, 0},
         {SMELT_OP_ALL, SMELT_U8, 2, {20, 33}, 1, {1}, 1},
         {SMELT_OP_MIN, SMELT_F32, 2, {64, 30}, 0, {0}, 0},
+        /* long results: their chunks spread over the warps */
+        {SMELT_OP_ARGMIN, SMELT_F32, 2, {2, 50000}, 1, {1}, 0},
+        {SMELT_OP_SUM, SMELT_F64, 2, {2, 70000}, 1, {1}, 0},
+        {SMELT_OP_MAX, SMELT_F64, 2, {33000, 3}, 1, {0}, 1},
+        {SMELT_OP_MEAN, SMELT_F16, 1, {70000}, 0, {0}, 0},
+        {SMELT_OP_ALL, SMELT_U8, 2, {2, 40000}, 1, {1}, 0},
+        {SMELT_OP_SUM, SMELT_I64, 3, {2, 3, 20000}, 2, {1, 2}, 1},
     };
     for (int c = 0; c < NELEMS(cases); c++) {
         const rcase *k = &cases[c];
@@ -1212,12 +1219,21 @@ DEVICE_TEST(reductions_same_bits_as_cpu, 300)
         smelt_tensor *in = t_rand(ctx, &r, k->dt, k->ndim, k->shape), *dev = NULL, *cpu = NULL, *ref = NULL;
         if (k->op == SMELT_OP_ARGMAX) /* a NaN: the first counts as the max */
             t_set(in, 137, NAN), t_set(in, 420, NAN);
+        if (k->op == SMELT_OP_ARGMIN) /* ties and NaNs in later chunks */
+            t_set(in, 20000, -1e30), t_set(in, 40000, -1e30), t_set(in, 70000, NAN), t_set(in, 90000, NAN);
+        if (k->op == SMELT_OP_ALL) /* one row all true, the other false late */
+            for (int64_t i = 0; i < smelt_tensor_numel(in); i++)
+                t_set(in, i, i != 70001);
         if (k->op == SMELT_OP_PROD)
             for (int64_t i = 0; i < smelt_tensor_numel(in); i++)
                 t_set(in, i, trng_uniform(&r, 0.8, 1.25));
         smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
         cr_assert_str_eq(t_stats(pd).backend, "NVRTC");
         t_run(pd, 1, &in, 1, &dev);
+        smelt_tensor *again = NULL; /* a second run: the chunks' counters were left zero */
+        t_run(pd, 1, &in, 1, &again);
+        cr_assert(t_bitwise_equal(dev, again), "case %d: a second run gives other bits", c);
+        smelt_tensor_free(again);
         smelt_plan_opts o;
         smelt_plan_opts_init(&o);
         o.backend = "TCC";
@@ -1314,26 +1330,30 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
  * TinyCC's unfused plan. */
 DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 {
-    smelt_graph *g = t_graph(ctx);
-    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(37, 500));
-    smelt_node *y = smelt_expr(g, "exp(x - max(x, axis=-1, keepdims=True)) / "
-                                  "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
-                               (const char *[]){"x"}, &x, 1);
-    T_OK(ctx, smelt_graph_status(g));
-    trng r;
-    trng_init(&r, 11);
-    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(37, 500)), *dev = NULL, *cpu = NULL;
-    t_set(in, 7, -0.0), t_set(in, 600, INFINITY), t_set(in, 1200, NAN);
-    smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
-    cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
-    t_run(pd, 1, &in, 1, &dev);
-    tcc_run(ctx, g, 1, &y, 0, 1, &in, &cpu);
-    int64_t at;
-    cr_assert(t_same_results(cpu, dev, &at), "the device gives %a, TCC unfused %a at [%lld]", smelt_tensor_get(dev, at),
-              smelt_tensor_get(cpu, at), (long long)at);
-    smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(in);
-    smelt_plan_free(pd);
-    smelt_graph_free(g);
+    /* short rows, and a row of 13000: each lane takes 407 elements */
+    const int64_t shapes[][2] = {{37, 500}, {3, 13000}};
+    for (int c = 0; c < NELEMS(shapes); c++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(shapes[c][0], shapes[c][1]));
+        smelt_node *y = smelt_expr(g, "exp(x - max(x, axis=-1, keepdims=True)) / "
+                                      "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
+                                   (const char *[]){"x"}, &x, 1);
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 11);
+        smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(shapes[c][0], shapes[c][1])), *dev = NULL, *cpu = NULL;
+        t_set(in, 7, -0.0), t_set(in, 600, INFINITY), t_set(in, 1200, NAN);
+        smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+        cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
+        t_run(pd, 1, &in, 1, &dev);
+        tcc_run(ctx, g, 1, &y, 0, 1, &in, &cpu);
+        int64_t at;
+        cr_assert(t_same_results(cpu, dev, &at), "rows of %lld: the device gives %a, TCC unfused %a at [%lld]",
+                  (long long)shapes[c][1], smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+        smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(in);
+        smelt_plan_free(pd);
+        smelt_graph_free(g);
+    }
 }
 
 /* Row programs on the device (tests/rows-cases.h): one kernel each, the

@@ -1961,6 +1961,10 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
 }
 
 /* A device (CUDA): a warp per result. */
+/* A spread reduction's second parameter: device memory for its chunks'
+ * results and a counter per result (smelt__devlaunch's red_part, red_cnt). */
+static const char red_scratch_text[] = "struct smelt_red_scratch {\n    char *part;\n    unsigned *cnt;\n};\n\n";
+
 static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
                                smelt__sb *text, smelt__sb *err)
 {
@@ -2057,6 +2061,14 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         free(uses), free(inl);
         free(e.ops);
     }
+    /* the spread variant: its chunks' loop first, then (never reached) the usual one */
+    const slot fsl[] = {{"NAME", NAME_TOKEN}, {"STORE", smelt__sb_str(&store)}, {"RANK", SLOT_NUM(R)},
+                        {"NX", SLOT_NUM(nx)}, {"ELEM", smelt__sb_str(&elem)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
+                        {"ARG", SLOT_NUM(k.arg)}};
+    smelt__sb spread;
+    smelt__sb_init(&spread);
+    if (!st && d->spread)
+        st = load_render(&spread, dl, "kernel_reduce_spread", fsl, NSLOTS(fsl), err);
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"WHAT", smelt__sb_str(&what)},
         {"NY", SLOT_NUM(ny >= 0 ? ny : nx)}, {"STORE", smelt__sb_str(&store)},
@@ -2068,9 +2080,13 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
         {"NSTRIDES", SLOT_NUM(nops * R)},
         {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)},
-        {"IDENT", smelt__sb_str(&ident)}, {"ARG", SLOT_NUM(k.arg)}};
+        {"IDENT", smelt__sb_str(&ident)}, {"ARG", SLOT_NUM(k.arg)},
+        {"SCRATCH", d->spread ? red_scratch_text : ""},
+        {"SCRATCH_PARAM", d->spread ? ", const smelt_red_scratch s" : ""},
+        {"SPREAD", smelt__sb_str(&spread)}};
     if (!st)
         st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
+    smelt__sb_free(&spread);
     smelt__sb_free(&store);
     smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&what), smelt__sb_free(&ident);
     smelt__sb_free(&setup), smelt__sb_free(&elem);

@@ -45,6 +45,10 @@ typedef struct smelt__kdesc {
     bool reduce;
     int red;
     uint8_t rmask;
+    /* a device reduction whose results' chunks spread over the warps, a
+     * warp per (result, chunk) (templates/cuda/kernel_reduce_spread.cu.in;
+     * the executor picks it for a few long results) */
+    bool spread;
     /* a multi-reduction kernel (a row program): several reductions over
      * the same rows (same operand shape and axes, keepdims, the reduced
      * axes innermost), full-size operators that read their results

@@ -11,6 +11,10 @@ typedef struct smelt__devlaunch {
     char *const *ptrs;      /* device pointers, nops */
     const int64_t *shape;   /* rank */
     const int64_t *strides; /* nops * rank, elements */
+    /* a reduction's chunks spread over the warps (kernel_reduce.cu.in's
+     * smelt_red_scratch, its second parameter): device memory for the
+     * chunks' results and a zeroed counter per result; NULL otherwise */
+    void *red_part, *red_cnt;
 } smelt__devlaunch;
 
 enum { SMELT_COPY_H2D, SMELT_COPY_D2H, SMELT_COPY_D2D };

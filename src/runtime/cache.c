@@ -185,7 +185,7 @@ int smelt__kcache_count(smelt_ctx *ctx, size_t *bytes)
  * its source (the template override folder). */
 static void serialise(smelt__sb *b, const smelt__kdesc *d)
 {
-    int head[] = {d->n_in, d->n_out, d->n_ops, d->rank, d->idx32, d->reduce, d->red, d->rmask, d->multi};
+    int head[] = {d->n_in, d->n_out, d->n_ops, d->rank, d->idx32, d->reduce, d->red, d->rmask, d->multi, d->spread};
     smelt__sb_putn(b, (const char *)head, sizeof head);
     smelt__sb_putn(b, (const char *)d->in_dt, sizeof d->in_dt[0] * (size_t)d->n_in);
     smelt__sb_putn(b, (const char *)d->out_val, sizeof d->out_val[0] * (size_t)d->n_out);

@@ -518,6 +518,45 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
     return pieces ? run_pieces(p, rs, ki, w, split) : reduce_box(p, rs, ki, w, NULL, split);
 }
 
+/* A device reduction with fewer results than this spreads each result's
+ * chunks over the warps (an H100 holds 8448 warps at once; a warp per
+ * result leaves a full reduction of 64M elements to one warp: 465 ms
+ * instead of 0.44) */
+#define DEV_SPLIT_RESULTS 4096
+
+bool smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred)
+{
+    return p->be->iface->target.dialect->device && !p->kern[ki].desc.multi && nred > SMELT_RED_CHUNK &&
+           nout < DEV_SPLIT_RESULTS;
+}
+
+/* Device memory for the chunks' results of nout results of nchunk chunks
+ * (16 bytes each) and a counter per result, zeroed: the kernel leaves its
+ * counters zero.  Kept on the kernel for the next run. */
+static int dev_red_scratch(smelt_plan *p, smelt__pkernel *k, smelt__backend *be, int64_t nout, int64_t nchunk)
+{
+    size_t part = (size_t)(nout * nchunk) * 16, need = part + (size_t)nout * 4;
+    if (k->dscratch && k->dscratch_bytes >= need && k->dscratch_be == be && k->dscratch_part == part)
+        return SMELT_OK;
+    if (k->dscratch)
+        smelt__be_free(k->dscratch_be, k->dscratch);
+    k->dscratch = NULL;
+    k->dscratch_bytes = k->dscratch_part = 0;
+    void *zero = calloc((size_t)nout, 4);
+    char *d = zero ? smelt__be_alloc(be, need) : NULL;
+    int stt = !d ? smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of device memory for a reduction's "
+                                                      "partial results (%zu bytes)", need)
+                 : be->iface->copy(be, d + part, zero, (size_t)nout * 4, SMELT_COPY_H2D);
+    free(zero);
+    if (stt) {
+        if (d)
+            smelt__be_free(be, d);
+        return stt;
+    }
+    k->dscratch = d, k->dscratch_bytes = need, k->dscratch_be = be, k->dscratch_part = part;
+    return SMELT_OK;
+}
+
 /* Reduction kernel ki over its operands w, whose shapes are box (the
  * reduction's operand's; NULL: the whole) where they are not broadcast. */
 static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split)
@@ -535,7 +574,8 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     bool idx32 = p->be->iface->target.dialect->device && nout <= INT32_MAX / 32 &&
                  fits_idx32(smelt__numel(rank, S), rank, S, n, st);
     smelt__kernel *kk;
-    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, rmask, &kk, split);
+    bool spread = smelt__red_spread(p, ki, nout, nred);
+    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, rmask, spread, &kk, split);
     if (stt || *split)
         return stt;
     static __thread launch l;
@@ -549,7 +589,16 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.shape[rank] = 0;
     if (kk->backend->iface->launch) { /* a warp per result */
-        smelt__devlaunch dl = {nout * 32, n, rank, idx32, l.ptrs, l.shape, l.strides};
+        smelt__devlaunch dl = {nout * 32, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL};
+        int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
+        if (spread) {
+            int stt2 = dev_red_scratch(p, k, kk->backend, nout, nchunk);
+            if (stt2)
+                return stt2;
+            dl.n = nout * nchunk * 32; /* a warp per (result, chunk) */
+            dl.red_part = k->dscratch;
+            dl.red_cnt = k->dscratch + (size_t)(nout * nchunk) * 16;
+        }
         return kk->backend->iface->launch(kk->backend, kk, &dl);
     }
     int threads = smelt_ctx_threads(p->ctx);
@@ -609,7 +658,7 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
     int rank = smelt__merge_layout(r, S, n, st, mode);
     bool idx32 = p->be->iface->target.dialect->device && fits_idx32(N, rank, S, n, st);
     smelt__kernel *kk;
-    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, 0, &kk, split);
+    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, 0, false, &kk, split);
     if (stt || *split)
         return stt;
     l.fn = kk->fn;
@@ -622,7 +671,7 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.n = N;
     if (kk->backend->iface->launch) { /* a device kernel: queued on the backend's stream */
-        smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides};
+        smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL};
         return kk->backend->iface->launch(kk->backend, kk, &dl);
     }
     int threads = smelt_ctx_threads(p->ctx);
@@ -778,7 +827,7 @@ static int launch_tiles(smelt_plan *p, int ki, int r, const int64_t *S, int64_t 
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     int rank = smelt__merge_layout(2, ts, n, tst, mode);
     smelt__kernel *kk;
-    int stt = smelt__plan_variant(p, ki, rank, mode, false, 0, &kk, split);
+    int stt = smelt__plan_variant(p, ki, rank, mode, false, 0, false, &kk, split);
     if (stt || *split)
         return stt;
     t.fn = kk->fn;

@@ -32,6 +32,8 @@ static void kernel_free(smelt__pkernel *k)
     free(k->cl.members), free(k->cl.inputs), free(k->cl.outputs);
     smelt__kdesc_free(&k->desc);
     free(k->scratch);
+    if (k->dscratch)
+        smelt__be_free(k->dscratch_be, k->dscratch);
     for (int i = 0; i < k->nvar; i++)
         smelt__kernel_unref(k->var[i].k), smelt__kernel_unref(k->var[i].base);
     free(k->var);
@@ -160,20 +162,21 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
 }
 
 int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32, uint8_t rmask,
-                        smelt__kernel **out, bool *split)
+                        bool spread, smelt__kernel **out, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
     int n = k->cl.nin + k->cl.nout;
     *split = false;
     for (int i = 0; i < k->nvar; i++)
         if (k->var[i].rank == rank && k->var[i].idx32 == idx32 && k->var[i].rmask == rmask &&
-            !memcmp(k->var[i].mode, mode, (size_t)n)) {
+            k->var[i].spread == spread && !memcmp(k->var[i].mode, mode, (size_t)n)) {
             *out = k->var[i].k;
             return SMELT_OK;
         }
     k->desc.rank = rank;
     k->desc.idx32 = idx32;
     k->desc.rmask = rmask;
+    k->desc.spread = spread;
     memcpy(k->desc.mode, mode, (size_t)n);
     smelt__sb err;
     smelt__sb_init(&err);
@@ -201,6 +204,7 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
         v[k->nvar].rank = rank;
         v[k->nvar].idx32 = idx32;
         v[k->nvar].rmask = rmask;
+        v[k->nvar].spread = spread;
         memcpy(v[k->nvar].mode, mode, sizeof v[k->nvar].mode);
         v[k->nvar].k = kk;
         v[k->nvar].base = kk;
@@ -554,9 +558,16 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         if (rmask) /* a reduction: its iteration space is its operand's */
             it = &p->prog.v[p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]].in[0]];
         bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
+        int64_t nout = 0, nred = 0; /* a reduction's results and their elements */
+        if (rmask) {
+            const smelt__inst *y = &p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]];
+            nout = smelt__numel(y->ndim, y->shape);
+            nred = nout ? smelt__numel(it->ndim, it->shape) / nout : 0;
+        }
         smelt__kernel *k;
         bool split;
-        if ((st = smelt__plan_variant(p, i, rank, mode, idx32, rmask, &k, &split)))
+        if ((st = smelt__plan_variant(p, i, rank, mode, idx32, rmask, rmask && smelt__red_spread(p, i, nout, nred), &k,
+                                      &split)))
             goto fail;
         if (split)
             i--; /* compile the replacements */

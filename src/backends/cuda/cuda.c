@@ -663,7 +663,12 @@ static int cuda_launch(smelt__backend *be, const smelt__kernel *kk, const smelt_
         int64_t want = threads / ((int64_t)k->block * SMELT_CUDA_STEPS);
         want = SMELT_MIN(SMELT_MAX(want, (int64_t)k->wave), (int64_t)k->wave * SMELT_CUDA_WAVES);
         unsigned grid = (unsigned)SMELT_MAX(1, SMELT_MIN(blocks, want));
-        void *params[] = {arg};
+        /* every kernel gets the reduction's scratch as a second parameter;
+         * the driver reads only the parameters a kernel declares */
+        struct {
+            CUdeviceptr part, cnt;
+        } scr = {(CUdeviceptr)(uintptr_t)l->red_part, (CUdeviceptr)(uintptr_t)l->red_cnt};
+        void *params[] = {arg, &scr};
         r = g.LaunchKernel(k->fn, grid, 1, 1, (unsigned)k->block, 1, 1, 0, c->stream, params, NULL);
     }
     leave();
