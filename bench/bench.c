@@ -279,10 +279,19 @@ static int64_t side(int64_t n)
     return c;
 }
 
-/* a (rows, cols) matrix, then (1, cols) rows */
-static void sh_rows(int64_t n, int *nd, int64_t (*s)[4])
+/* the reductions' rows: the largest divisor of n up to 4096 (4096 x 4096
+ * at 16M, the GPU's 16384 x 4096 at 64M: the issue's shapes) */
+static int64_t row_side(int64_t n)
 {
-    int64_t c = side(n);
+    int64_t c = side(n) < 4096 ? side(n) : 4096;
+    while (n % c)
+        c--;
+    return c;
+}
+
+/* a (rows, c) matrix, then (1, c) rows */
+static void sh_rows_of(int64_t n, int64_t c, int *nd, int64_t (*s)[4])
+{
     for (int i = 0; i < MAXIO; i++) {
         nd[i] = 2;
         s[i][0] = i == 0 ? n / c : 1;
@@ -290,10 +299,15 @@ static void sh_rows(int64_t n, int *nd, int64_t (*s)[4])
     }
 }
 
-/* a (rows, cols) matrix, then (cols) vectors */
-static void sh_rows_vec(int64_t n, int *nd, int64_t (*s)[4])
+/* a (rows, cols) matrix, then (1, cols) rows: cols sqrt(n) */
+static void sh_rows(int64_t n, int *nd, int64_t (*s)[4]) { sh_rows_of(n, side(n), nd, s); }
+/* the same, rows of at most 4096 */
+static void sh_red(int64_t n, int *nd, int64_t (*s)[4]) { sh_rows_of(n, row_side(n), nd, s); }
+
+/* a (rows, cols) matrix, then (cols) vectors: rows of at most 4096 */
+static void sh_red_vec(int64_t n, int *nd, int64_t (*s)[4])
 {
-    sh_rows(n, nd, s);
+    sh_red(n, nd, s);
     for (int i = 1; i < MAXIO; i++) {
         nd[i] = 1;
         s[i][0] = s[i][1];
@@ -303,7 +317,7 @@ static void sh_rows_vec(int64_t n, int *nd, int64_t (*s)[4])
 /* logits [rows, 2 cols] (4096 x 8192 at 16M: 2n elements), then targets [rows, 1] */
 static void sh_xent(int64_t n, int *nd, int64_t (*s)[4])
 {
-    int64_t c = side(n);
+    int64_t c = row_side(n);
     nd[0] = nd[1] = 2;
     s[0][0] = s[1][0] = n / c;
     s[0][1] = 2 * c;
@@ -359,14 +373,14 @@ static const wl workloads[] = {
     /* 100 x (layer + barrier), 700 values: on the CPU its unfused plan
      * shares an arena when one buffer each would not fit (unfused_opt_for) */
     {"layers100", 3, 1, b_layers100, sh_rows, 1 << 22, 100 * 16, NULL},
-    /* rows of sqrt(n) (4096 at 16M): one read and one write is the least */
-    {"softmax", 1, 1, b_softmax, sh_rows, 0, 8, NULL},
-    {"layernorm", 3, 1, b_layernorm, sh_rows, 0, 8, NULL},
-    {"log_softmax", 1, 1, b_log_softmax, sh_rows, 0, 8, NULL},
-    {"rmsnorm", 2, 1, b_rmsnorm, sh_rows_vec, 0, 8, NULL},
-    /* a read of the matrix; the results (a row or a column) are 1/sqrt(n) of it */
-    {"sum_rows", 1, 1, b_sum_rows, sh_rows, 0, 4, NULL},
-    {"sum_cols", 1, 1, b_sum_cols, sh_rows, 0, 4, NULL},
+    /* rows of 4096 (at 16M and up; sqrt(n) below): one read and one write is the least */
+    {"softmax", 1, 1, b_softmax, sh_red, 0, 8, NULL},
+    {"layernorm", 3, 1, b_layernorm, sh_red, 0, 8, NULL},
+    {"log_softmax", 1, 1, b_log_softmax, sh_red, 0, 8, NULL},
+    {"rmsnorm", 2, 1, b_rmsnorm, sh_red_vec, 0, 8, NULL},
+    /* a read of the matrix; the results (a row or a column) are small */
+    {"sum_rows", 1, 1, b_sum_rows, sh_red, 0, 4, NULL},
+    {"sum_cols", 1, 1, b_sum_cols, sh_red, 0, 4, NULL},
     /* two reads, one scalar */
     {"mse", 2, 1, b_mse, sh_flat, 0, 8, NULL},
     /* the logits (2n elements) read once; the targets: a value per row */

@@ -23,6 +23,14 @@ def side(n):
     return c
 
 
+def row_side(n):
+    """the reductions' rows: the largest divisor of n up to 4096 (bench.c's row_side)"""
+    c = min(side(n), 4096)
+    while n % c:
+        c -= 1
+    return c
+
+
 def inputs(name, n, rng):
     f = lambda *s: (rng.random(s, dtype=np.float32) * 2 - 1)
     if name in ("add", "mse"):
@@ -33,15 +41,17 @@ def inputs(name, n, rng):
         return [f(n)]
     if name == "adam":
         return [f(n), f(n), f(n), rng.random(n, dtype=np.float32) + np.float32(0.01)]
-    c = side(n)
+    c, r = side(n), row_side(n)
     if name == "bias_relu":
         return [f(n // c, c), f(1, c)]
-    if name in ("layers100", "layernorm"):
+    if name == "layers100":
         return [f(n // c, c), f(1, c), f(1, c)]
+    if name == "layernorm":
+        return [f(n // r, r), f(1, r), f(1, r)]
     if name in ("softmax", "log_softmax", "sum_rows", "sum_cols"):
-        return [f(n // c, c)]
+        return [f(n // r, r)]
     if name == "rmsnorm":
-        return [f(n // c, c), f(c)]
+        return [f(n // r, r), f(r)]
     if name == "mlp":  # x [n / 8192, 1024], w1, b1, w2, b2, the layernorm's weight and bias
         r, d, h = max(n // 8192, 1), 1024, 4096
         return [f(r, d), f(d, h), f(h), f(h, d), f(d), f(d), f(d)]
@@ -52,7 +62,7 @@ def inputs(name, n, rng):
     if name == "transpose_add":  # a [rows, cols], b [cols, rows]
         return [f(n // c, c), f(c, n // c)]
     if name == "xent":  # logits [rows, 2 cols] (2n elements), i64 targets [rows, 1]
-        return [f(n // c, 2 * c), rng.integers(0, 2 * c, (n // c, 1), dtype=np.int64)]
+        return [f(n // r, 2 * r), rng.integers(0, 2 * r, (n // r, 1), dtype=np.int64)]
     raise SystemExit("unknown workload " + name)
 
 
