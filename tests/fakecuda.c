@@ -333,6 +333,10 @@ static const char *const emu_prelude =
     "    __builtin_memcpy(&smelt_emu_slot[lane], &v, sizeof v);\n    smelt_emu_rtp->barrier();\n"
     "    T r = v;\n    if (lane + d < 32)\n        __builtin_memcpy(&r, &smelt_emu_slot[lane + d], sizeof r);\n"
     "    smelt_emu_rtp->barrier();\n    blockIdx = b, threadIdx = t;\n    return r;\n}\n"
+    /* a warp's barrier: every lane to here, the same way */
+    "static void __syncwarp(unsigned mask = 0xffffffffu)\n{\n"
+    "    (void)mask;\n    const smelt_emu_dim3 b = blockIdx, t = threadIdx;\n"
+    "    smelt_emu_rtp->barrier();\n    blockIdx = b, threadIdx = t;\n}\n"
     /* lane src's value on every lane, the same way */
     "template <typename T> static T __shfl_sync(unsigned mask, T v, int src)\n{\n"
     "    (void)mask;\n    const smelt_emu_dim3 b = blockIdx, t = threadIdx;\n    const unsigned lane = t.x & 31u;\n"

@@ -1207,6 +1207,12 @@ DEVICE_TEST(reductions_same_bits_as_cpu, 300)
         {SMELT_OP_MEAN, SMELT_F16, 1, {70000}, 0, {0}, 0},
         {SMELT_OP_ALL, SMELT_U8, 2, {2, 40000}, 1, {1}, 0},
         {SMELT_OP_SUM, SMELT_I64, 3, {2, 3, 20000}, 2, {1, 2}, 1},
+        /* columns: a thread per (result, lane) */
+        {SMELT_OP_SUM, SMELT_F32, 2, {2000, 70}, 1, {0}, 0},
+        {SMELT_OP_ARGMAX, SMELT_F32, 2, {1500, 40}, 1, {0}, 1},
+        {SMELT_OP_SUM, SMELT_F64, 2, {40000, 33}, 1, {0}, 0},
+        {SMELT_OP_MIN, SMELT_BF16, 3, {1100, 2, 40}, 1, {0}, 0},
+        {SMELT_OP_ANY, SMELT_BOOL, 2, {1024, 64}, 1, {0}, 1},
     };
     for (int c = 0; c < NELEMS(cases); c++) {
         const rcase *k = &cases[c];
@@ -1252,6 +1258,37 @@ DEVICE_TEST(reductions_same_bits_as_cpu, 300)
     }
 }
 
+/* Spread reductions over a concat, a region at a time (the regions' results
+ * and counters in the kernel's one scratch, reused), twice: the bits of
+ * TinyCC's plan. */
+DEVICE_TEST(spread_reductions_over_regions, 120)
+{
+    const char *const exprs[] = {"sum(concat((a, b), axis=0), axis=1)", "max(concat((c, d), axis=1), axis=0)"};
+    const int64_t shp[4][2] = {{2, 50000}, {1, 50000}, {2000, 40}, {2000, 24}};
+    for (int e = 0; e < 2; e++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *in[2] = {smelt_input(g, "x", SMELT_F32, 2, shp[2 * e]), smelt_input(g, "y", SMELT_F32, 2, shp[2 * e + 1])};
+        smelt_node *y = smelt_expr(g, exprs[e], (const char *[]){e ? "c" : "a", e ? "d" : "b"}, in, 2);
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 300 + (uint64_t)e);
+        smelt_tensor *x[2] = {t_rand(ctx, &r, SMELT_F32, 2, shp[2 * e]), t_rand(ctx, &r, SMELT_F32, 2, shp[2 * e + 1])};
+        smelt_tensor *dev = NULL, *again = NULL, *cpu = NULL;
+        smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+        t_run(pd, 2, x, 1, &dev);
+        t_run(pd, 2, x, 1, &again);
+        tcc_run(ctx, g, 1, &y, 3, 2, x, &cpu);
+        int64_t at;
+        cr_assert(t_same_results(cpu, dev, &at), "%s: the device gives %a, TCC %a at [%lld]", exprs[e],
+                  smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+        cr_assert(t_bitwise_equal(dev, again), "%s: a second run gives other bits", exprs[e]);
+        smelt_tensor_free(dev), smelt_tensor_free(again), smelt_tensor_free(cpu);
+        smelt_tensor_free(x[0]), smelt_tensor_free(x[1]);
+        smelt_plan_free(pd);
+        smelt_graph_free(g);
+    }
+}
+
 /* A reduction of a constant too large to fold reads the constant from
  * device memory with strides 0: the bits of a reduction of memory. */
 DEVICE_TEST(reduction_of_a_large_constant, 120)
@@ -1293,6 +1330,8 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
         {SMELT_OP_MEAN, SMELT_F16, {40, 70}, 1, 1},   {SMELT_OP_ARGMIN, SMELT_F64, {30, 50}, 1, 0},
         {SMELT_OP_SUM, SMELT_I32, {20, 33}, 0, 0},    {SMELT_OP_PROD, SMELT_F64, {5, 40}, 1, 1},
         {SMELT_OP_ANY, SMELT_F32, {64, 30}, 1, 1},    {SMELT_OP_MIN, SMELT_F16, {33, 20}, 0, 0},
+        /* spread: chunks over the warps; columns a thread per (result, lane) */
+        {SMELT_OP_SUM, SMELT_F32, {3, 40000}, 1, 1},  {SMELT_OP_MAX, SMELT_F32, {2000, 40}, 1, 0},
     };
     for (int c = 0; c < NELEMS(cases); c++) {
         const fcase *k = &cases[c];

@@ -2061,14 +2061,15 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         free(uses), free(inl);
         free(e.ops);
     }
-    /* the spread variant: its chunks' loop first, then (never reached) the usual one */
+    /* a spread variant: its loop first, then (never reached) the usual one */
     const slot fsl[] = {{"NAME", NAME_TOKEN}, {"STORE", smelt__sb_str(&store)}, {"RANK", SLOT_NUM(R)},
                         {"NX", SLOT_NUM(nx)}, {"ELEM", smelt__sb_str(&elem)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
                         {"ARG", SLOT_NUM(k.arg)}};
     smelt__sb spread;
     smelt__sb_init(&spread);
     if (!st && d->spread)
-        st = load_render(&spread, dl, "kernel_reduce_spread", fsl, NSLOTS(fsl), err);
+        st = load_render(&spread, dl, d->spread == SMELT_SPREAD_COLS ? "kernel_reduce_cols" : "kernel_reduce_spread",
+                         fsl, NSLOTS(fsl), err);
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"WHAT", smelt__sb_str(&what)},
         {"NY", SLOT_NUM(ny >= 0 ? ny : nx)}, {"STORE", smelt__sb_str(&store)},
@@ -2079,7 +2080,8 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"DEFS", smelt__sb_str(&defs)},
         {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
         {"NSTRIDES", SLOT_NUM(nops * R)},
-        {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)},
+        /* (a spread variant's second parameter counts towards the limit) */
+        {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) + (d->spread ? 16 : 0) <= SMELT_KPARAM_MAX)},
         {"IDENT", smelt__sb_str(&ident)}, {"ARG", SLOT_NUM(k.arg)},
         {"SCRATCH", d->spread ? red_scratch_text : ""},
         {"SCRATCH_PARAM", d->spread ? ", const smelt_red_scratch s" : ""},

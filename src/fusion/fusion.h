@@ -5,6 +5,7 @@
 #include "ir.h"
 
 enum { SMELT_MODE_CONTIG = 0, SMELT_MODE_BCAST = 1, SMELT_MODE_STRIDED = 2 };
+enum { SMELT_SPREAD_CHUNKS = 1, SMELT_SPREAD_COLS = 2 };
 
 /* A kernel description: what the emitter turns into source. Values are
  * numbered: 0..n_in-1 are the kernel inputs, n_in + k is body op k. */
@@ -45,10 +46,12 @@ typedef struct smelt__kdesc {
     bool reduce;
     int red;
     uint8_t rmask;
-    /* a device reduction whose results' chunks spread over the warps, a
-     * warp per (result, chunk) (templates/cuda/kernel_reduce_spread.cu.in;
-     * the executor picks it for a few long results) */
-    bool spread;
+    /* a device reduction spread over more warps than one per result
+     * (smelt__red_spread picks it): SMELT_SPREAD_CHUNKS, a warp per (result,
+     * chunk) for a few long results (templates/cuda/kernel_reduce_spread.cu.in);
+     * SMELT_SPREAD_COLS, a thread per (result, lane) for columns
+     * (kernel_reduce_cols.cu.in); 0, a warp per result */
+    uint8_t spread;
     /* a multi-reduction kernel (a row program): several reductions over
      * the same rows (same operand shape and axes, keepdims, the reduced
      * axes innermost), full-size operators that read their results

@@ -520,40 +520,53 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
 
 /* A device reduction with fewer results than this spreads each result's
  * chunks over the warps (an H100 holds 8448 warps at once; a warp per
- * result leaves a full reduction of 64M elements to one warp: 465 ms
- * instead of 0.44) */
+ * result leaves a full reduction of 64M elements to one warp: the mean of
+ * (a - b) ** 2 over two 64M f32 vectors took 465 ms instead of 0.43) */
 #define DEV_SPLIT_RESULTS 4096
 
-bool smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred)
+/* Columns (the kept dimensions innermost, nred >= 1024, 32 results or
+ * more): a thread per (result, lane); a few long results: a warp per
+ * (result, chunk); else a warp per result. */
+uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask)
 {
-    return p->be->iface->target.dialect->device && !p->kern[ki].desc.multi && nred > SMELT_RED_CHUNK &&
-           nout < DEV_SPLIT_RESULTS;
+    if (!p->be->iface->target.dialect->device || p->kern[ki].desc.multi)
+        return 0;
+    if (rank >= 1 && !(rmask >> (rank - 1) & 1u) && nred >= 1024 && nout >= 32)
+        return SMELT_SPREAD_COLS;
+    return nred > SMELT_RED_CHUNK && nout < DEV_SPLIT_RESULTS ? SMELT_SPREAD_CHUNKS : 0;
 }
 
-/* Device memory for the chunks' results of nout results of nchunk chunks
- * (16 bytes each) and a counter per result, zeroed: the kernel leaves its
- * counters zero.  Kept on the kernel for the next run. */
-static int dev_red_scratch(smelt_plan *p, smelt__pkernel *k, smelt__backend *be, int64_t nout, int64_t nchunk)
+/* Device memory for a spread reduction: ncnt counters, zeroed (the kernel
+ * leaves its counters zero), then from byte k->dscratch_part part bytes of
+ * lane or chunk results.  Kept on the kernel: a later run whose counters
+ * and results fit (another region of a concat, another shape) reuses it. */
+static int dev_red_scratch(smelt_plan *p, smelt__pkernel *k, smelt__backend *be, size_t part, int64_t ncnt)
 {
-    size_t part = (size_t)(nout * nchunk) * 16, need = part + (size_t)nout * 4;
-    if (k->dscratch && k->dscratch_bytes >= need && k->dscratch_be == be && k->dscratch_part == part)
+    size_t cnt = ((size_t)ncnt * 4 + 15) & ~(size_t)15;
+    if (k->dscratch && k->dscratch_be == be && cnt <= k->dscratch_part && part <= k->dscratch_bytes - k->dscratch_part)
         return SMELT_OK;
+    if (k->dscratch && k->dscratch_be == be) { /* grow both parts */
+        cnt = SMELT_MAX(cnt, k->dscratch_part);
+        part = SMELT_MAX(part, k->dscratch_bytes - k->dscratch_part);
+    }
     if (k->dscratch)
         smelt__be_free(k->dscratch_be, k->dscratch);
     k->dscratch = NULL;
     k->dscratch_bytes = k->dscratch_part = 0;
-    void *zero = calloc((size_t)nout, 4);
-    char *d = zero ? smelt__be_alloc(be, need) : NULL;
+    void *zero = calloc(cnt, 1);
+    if (!zero)
+        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+    char *d = smelt__be_alloc(be, cnt + part);
     int stt = !d ? smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of device memory for a reduction's "
-                                                      "partial results (%zu bytes)", need)
-                 : be->iface->copy(be, d + part, zero, (size_t)nout * 4, SMELT_COPY_H2D);
+                                                      "partial results (%zu bytes)", cnt + part)
+                 : be->iface->copy(be, d, zero, cnt, SMELT_COPY_H2D);
     free(zero);
     if (stt) {
         if (d)
             smelt__be_free(be, d);
         return stt;
     }
-    k->dscratch = d, k->dscratch_bytes = need, k->dscratch_be = be, k->dscratch_part = part;
+    k->dscratch = d, k->dscratch_bytes = cnt + part, k->dscratch_be = be, k->dscratch_part = cnt;
     return SMELT_OK;
 }
 
@@ -574,7 +587,7 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     bool idx32 = p->be->iface->target.dialect->device && nout <= INT32_MAX / 32 &&
                  fits_idx32(smelt__numel(rank, S), rank, S, n, st);
     smelt__kernel *kk;
-    bool spread = smelt__red_spread(p, ki, nout, nred);
+    uint8_t spread = smelt__red_spread(p, ki, nout, nred, rank, rmask);
     int stt = smelt__plan_variant(p, ki, rank, mode, idx32, rmask, spread, &kk, split);
     if (stt || *split)
         return stt;
@@ -591,13 +604,15 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     if (kk->backend->iface->launch) { /* a warp per result */
         smelt__devlaunch dl = {nout * 32, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL};
         int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
-        if (spread) {
-            int stt2 = dev_red_scratch(p, k, kk->backend, nout, nchunk);
+        if (spread) { /* a warp per (result, chunk); per (32 results, chunk, lane) */
+            int64_t ngroup = (nout + 31) / 32, warps = spread == SMELT_SPREAD_COLS ? ngroup * nchunk * 32 : nout * nchunk;
+            size_t part = (size_t)warps * (spread == SMELT_SPREAD_COLS ? 32 : 1) * 16;
+            int stt2 = dev_red_scratch(p, k, kk->backend, part, spread == SMELT_SPREAD_COLS ? ngroup : nout);
             if (stt2)
                 return stt2;
-            dl.n = nout * nchunk * 32; /* a warp per (result, chunk) */
-            dl.red_part = k->dscratch;
-            dl.red_cnt = k->dscratch + (size_t)(nout * nchunk) * 16;
+            dl.n = warps * 32;
+            dl.red_part = k->dscratch + k->dscratch_part;
+            dl.red_cnt = k->dscratch;
         }
         return kk->backend->iface->launch(kk->backend, kk, &dl);
     }

@@ -7,7 +7,7 @@ typedef struct smelt__variant {
     int rank;
     bool idx32; /* the 32-bit index variant (device dialects) */
     uint8_t rmask; /* reductions: the merged dimensions reduced (smelt__kdesc) */
-    bool spread;   /* device reductions: chunks spread over the warps (smelt__kdesc) */
+    uint8_t spread; /* device reductions: spread over the warps (smelt__kdesc) */
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     smelt__kernel *k;    /* what runs now (a reference held) */
     smelt__kernel *base; /* the first tier's kernel (upgrades are keyed by it; held) */
@@ -31,7 +31,7 @@ typedef struct smelt__pkernel {
     char *scratch;      /* a reduction's chunk results, kept for the next run (exec.c) */
     size_t scratch_bytes;
     char *dscratch;     /* the same on a device (exec.c), from dscratch_be */
-    size_t dscratch_bytes, dscratch_part; /* (its counters start at byte dscratch_part) */
+    size_t dscratch_bytes, dscratch_part; /* (its counters' bytes, then the results') */
     smelt__backend *dscratch_be;
     int rows_cache;     /* a row program's row cache, bytes per element of a row (CPU) */
     uint64_t rn_operands; /* a row program's operands at its results' shape without keepdims
@@ -158,8 +158,9 @@ int smelt__kernel_strides_box(const smelt_plan *p, int ki, const smelt__view *w,
  * answer, false for other kernels); on failure of a fused kernel, replace
  * it by its unfused kernels (logged) and report *split. */
 int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32, uint8_t rmask,
-                        bool spread, smelt__kernel **out, bool *split);
-/* Whether reduction kernel ki of nout results of nred elements each runs on
- * a device with each result's chunks spread over the warps (exec.c). */
-bool smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred);
+                        uint8_t spread, smelt__kernel **out, bool *split);
+/* How reduction kernel ki of nout results of nred elements each, merged to
+ * rank dimensions of which rmask's are reduced, spreads over a device's
+ * warps (smelt__kdesc.spread; 0 on the CPU) (exec.c). */
+uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask);
 #endif

@@ -140,6 +140,7 @@ void smelt__tier_submit_variant(smelt_plan *p, int ki, int vi)
     d.rank = v->rank;
     d.idx32 = v->idx32;
     d.rmask = v->rmask;
+    d.spread = v->spread;
     memcpy(d.mode, v->mode, sizeof d.mode);
     if (tier_submit(p, &d, v->base))
         smelt__sb_puts(&p->log, "warning: cannot queue a kernel for the optimising tier\n");
