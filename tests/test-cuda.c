@@ -1258,6 +1258,40 @@ DEVICE_TEST(reductions_same_bits_as_cpu, 300)
     }
 }
 
+/* A softmax over a few long rows: one kernel on the CPU (a row program: a
+ * thread a row), but on a device its reductions run as kernels of their
+ * own, spread over the warps, rather than a warp a row; the same bits. */
+DEVICE_TEST(few_long_rows_not_a_row_program, 120)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(16, 70000));
+    smelt_node *y = smelt_expr(g, "exp(x - max(x, axis=-1, keepdims=True)) / "
+                                  "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
+                               (const char *[]){"x"}, &x, 1);
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, 17);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(16, 70000)), *dev = NULL, *cpu = NULL;
+    t_set(in, 5, NAN), t_set(in, 90000, INFINITY);
+    smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+    cr_assert_gt(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
+    cr_assert(strstr(smelt_plan_describe(pd), "on a GPU"), "%s", smelt_plan_describe(pd));
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "TCC";
+    smelt_plan *pc = NULL;
+    T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pc));
+    cr_assert_eq(t_stats(pc).kernels, 1, "%s", smelt_plan_describe(pc));
+    t_run(pd, 1, &in, 1, &dev);
+    t_run(pc, 1, &in, 1, &cpu);
+    int64_t at;
+    cr_assert(t_same_results(cpu, dev, &at), "the device gives %a, TCC's row program %a at [%lld]",
+              smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+    smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(in);
+    smelt_plan_free(pd), smelt_plan_free(pc);
+    smelt_graph_free(g);
+}
+
 /* Spread reductions over a concat, a region at a time (the regions' results
  * and counters in the kernel's one scratch, reused), twice: the bits of
  * TinyCC's plan. */

@@ -87,8 +87,11 @@ enum { SMELT__FUSE, SMELT__FUSE_OFF, SMELT__FUSE_OPAQUE, SMELT__FUSE_SHAPE, SMEL
        SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_AFTER_REDUCE,
        SMELT__FUSE_DEAD, SMELT__FUSE_EPI_INPUT, SMELT__FUSE_ROWS, SMELT__FUSE_LIBRARY, SMELT__FUSE_PIECES, SMELT__FUSE_NREASONS };
 extern const char *const smelt__fuse_why[SMELT__FUSE_NREASONS];
-/* fuse=false: one cluster per operator (the unfused path). */
-int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out);
+/* fuse=false: one cluster per operator (the unfused path).  rows_min: a
+ * row program of rows longer than SMELT_ROWS_MAX_LEN needs this many rows
+ * (SMELT_ROWS_MIN; SMELT_ROWS_MIN_DEVICE for a device, where a row is a
+ * warp's). */
+int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt__partition *out);
 /* One cluster per member of c (the fallback when c fails to compile). */
 int smelt__partition_split(const smelt__prog *p, const smelt__cluster *c, smelt__partition *out);
 void smelt__partition_free(smelt__partition *pt);
@@ -101,9 +104,14 @@ bool smelt__red_multi(const smelt__prog *p, const smelt__cluster *c);
 /* The reductions among c's members. */
 int smelt__red_count_members(const smelt__prog *p, const smelt__cluster *c);
 /* Rows at least this many, or rows no longer than SMELT_ROWS_MAX_LEN
- * elements, for a multi-reduction kernel (it runs a row in one thread). */
+ * elements, for a multi-reduction kernel (it runs a row in one thread);
+ * on a device, where it runs a row in one warp, at least
+ * SMELT_ROWS_MIN_DEVICE long rows (fewer would leave the GPU to as many
+ * warps: the reductions run as kernels of their own instead, spread over
+ * the warps) */
 #define SMELT_ROWS_MIN 8
-#define SMELT_ROWS_MAX_LEN (4 * SMELT_RED_CHUNK)
+#define SMELT_ROWS_MIN_DEVICE 1024
+#define SMELT_ROWS_MAX_LEN 65536 /* four chunks (a number: the reasons' text spells it) */
 /* A row whose elements lie apart (a kept axis inside the reduced ones: a
  * softmax over axis 0) has at most this many bytes of kept elements
  * between two of its own: the rows next to it, run next, then find its

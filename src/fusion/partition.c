@@ -34,6 +34,7 @@ typedef struct pstate {
     int *head, *tail; /* each root's member list, */
     int *next;        /* linked through next (-1 ends it): a merge is O(1), its checks O(members) */
     bool fuse;        /* opt_level 3 */
+    int rows_min;     /* long rows a row program needs (smelt__partition_build) */
     bool *hasred;     /* per root: its cluster holds a reduction */
     bool *pieces;     /* per root: a member reads a concat or a pad (in pieces) */
     unsigned *pcut;   /* per instruction: the axes of its iteration shape (a reduction's: its
@@ -43,6 +44,8 @@ typedef struct pstate {
     int *members;     /* scratch: a union's members (union_rows_form) */
 } pstate;
 #define PCUT_READS (1u << 31)
+
+_Static_assert(SMELT_ROWS_MAX_LEN == 4 * SMELT_RED_CHUNK, "SMELT_ROWS_MAX_LEN is four chunks");
 
 /* After "not fused with kernel N: ", indexed by SMELT__FUSE_* */
 #define STR_(x) #x
@@ -63,7 +66,8 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_EPI_INPUT] = "an epilogue's operand computed elementwise (not fused yet)",
     [SMELT__FUSE_DEAD] = "the reduction's result is never read",
     [SMELT__FUSE_ROWS] = "a row program needs reductions of one shape and axes, of at least " STR(SMELT_ROWS_MIN)
-                         " rows or rows of at most " STR(SMELT_ROWS_MAX_LEN) " elements, at most "
+                         " rows (" STR(SMELT_ROWS_MIN_DEVICE) " on a GPU) or rows of at most " STR(SMELT_ROWS_MAX_LEN)
+                         " elements, at most "
                          STR(SMELT_ROWS_MAX_GAP) " bytes of kept elements inside a row's elements (a softmax over "
                          "axis 0 of 64 f32 columns, not of 128), and a result without keepdims read only at the "
                          "results' shape",
@@ -230,11 +234,11 @@ static bool outside_read_by_rn_only(const smelt__prog *p, const int *mem, int n,
  * its producers and an epilogue at its result's shape (the single form),
  * 1 a row program (smelt__kdesc.multi) that can run, -1 a row program that
  * cannot: every reduction over the same operand shape A and axes, enough
- * rows or short ones (SMELT_ROWS_MIN), strided rows with at most
+ * rows or short ones (rows_min), strided rows with at most
  * SMELT_ROWS_MAX_GAP bytes between their elements; every other member
  * fusible, of shape A or of the results' shape with or without keepdims
  * (the latter read only by their like, from inputs only they read). */
-static int rows_form(const smelt__prog *p, const int *mem, int n)
+static int rows_form(const smelt__prog *p, const int *mem, int n, int rows_min)
 {
     int r0 = -1, nred = 0;
     for (int j = 0; j < n; j++)
@@ -273,7 +277,7 @@ static int rows_form(const smelt__prog *p, const int *mem, int n)
         }
     }
     bool strided = len > 0 && span > len; /* (no element: an empty row is not strided) */
-    if ((rows < SMELT_ROWS_MIN && len > SMELT_ROWS_MAX_LEN) ||
+    if ((rows < rows_min && len > SMELT_ROWS_MAX_LEN) ||
         (strided && span / len * (int64_t)smelt__dtypes[A->dtype].size > SMELT_ROWS_MAX_GAP))
         return -1;
     for (int j = 0; j < n; j++) {
@@ -309,7 +313,7 @@ static int union_rows_form(pstate *s, int ka, int kc)
     int n = 0;
     FOR_MEMBERS(s, ka, kc, m)
         s->members[n++] = m;
-    return rows_form(s->p, s->members, n);
+    return rows_form(s->p, s->members, n, s->rows_min);
 }
 
 /* The iteration shape of instruction m: a reduction's is its operand's. */
@@ -590,9 +594,9 @@ done:
     return st;
 }
 
-int smelt__partition_build(const smelt__prog *p, bool fuse, smelt__partition *out)
+int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt__partition *out)
 {
-    pstate s = {.p = p, .fuse = fuse};
+    pstate s = {.p = p, .fuse = fuse, .rows_min = rows_min};
     int st = build_users(p, &s.uoff, &s.users);
     if (st)
         return st;
@@ -707,7 +711,7 @@ int smelt__red_count_members(const smelt__prog *p, const smelt__cluster *c)
 
 bool smelt__red_multi(const smelt__prog *p, const smelt__cluster *c)
 {
-    return rows_form(p, c->members, c->nmem) != 0;
+    return rows_form(p, c->members, c->nmem, SMELT_ROWS_MIN) != 0; /* (the laxer rule: any row program) */
 }
 
 bool smelt__red_epi_input(const smelt__kdesc *d, int q)

@@ -527,7 +527,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         p->donated[o.donate[i]] = true;
 
     smelt__partition pt;
-    if ((st = smelt__partition_build(&p->prog, o.opt_level >= 3, &pt))) {
+    if ((st = smelt__partition_build(&p->prog, o.opt_level >= 3,
+                                     be->iface->target.dialect->device ? SMELT_ROWS_MIN_DEVICE : SMELT_ROWS_MIN, &pt))) {
         smelt__err(ctx, st, "partitioning failed");
         goto fail;
     }
