@@ -1961,6 +1961,28 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
 }
 
 /* A device (CUDA): a warp per result. */
+/* A device reduction's offsets, for every form of its kernel
+ * (kernel_reduce*.cu.in), at indentation ind: XO, every operand's offset
+ * at result t (xo[], which the template declares); OFF, at element r of
+ * that result (off[], from xo[]). */
+static void red_dev_offsets(smelt__sb *b, bool xo, int ind, int nx, int R)
+{
+    const char *kk = xo ? "kd" : "rd", *dst = xo ? "xo" : "off", *v = xo ? "t" : "q", *w = xo ? "q" : "qq";
+    if (xo)
+        smelt__sb_printf(b, "%*sfor (int j = 0; j <= %d; j++)\n%*s    xo[j] = 0;\n", ind, "", nx, ind, "");
+    else
+        smelt__sb_printf(b, "%*ssmelt_idx q = r, off[%d];\n%*sfor (int j = 0; j < %d; j++)\n%*s    off[j] = xo[j];\n",
+                         ind, "", nx, ind, "", nx, ind, "");
+    smelt__sb_printf(b,
+                     "%*sfor (int k = %s - 1; k >= 0; k--) {\n"
+                     "%*s    const smelt_idx sz = a.shape[%s[k]], %s = %s / sz;\n"
+                     "%*s    for (int j = 0; j %s %d; j++)\n"
+                     "%*s        %s[j] += (%s - %s * sz) * sx[j * %d + %s[k]];\n"
+                     "%*s    %s = %s;\n%*s}\n",
+                     ind, "", xo ? "nk" : "nr", ind, "", kk, w, v, ind, "", xo ? "<=" : "<", nx, ind, "", dst, v, w, R,
+                     kk, ind, "", v, w, ind, "");
+}
+
 /* A spread reduction's second parameter: device memory for its chunks'
  * results and a counter per result (smelt__devlaunch's red_part, red_cnt). */
 static const char red_scratch_text[] = "struct smelt_red_scratch {\n    char *part;\n    unsigned *cnt;\n};\n\n";
@@ -2061,12 +2083,18 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         free(uses), free(inl);
         free(e.ops);
     }
-    /* a spread variant: its loop first, then (never reached) the usual one */
+    /* a spread variant: its loop first, then (never reached) the usual one;
+     * the offsets at each form's indentation */
+    smelt__sb spread, xo[2], off[2];
+    smelt__sb_init(&spread);
+    for (int f = 0; f < 2; f++) {
+        smelt__sb_init(&xo[f]), smelt__sb_init(&off[f]);
+        red_dev_offsets(&xo[f], true, f ? 12 : 8, nx, R);
+        red_dev_offsets(&off[f], false, f ? (d->spread == SMELT_SPREAD_COLS ? 20 : 16) : 16, nx, R);
+    }
     const slot fsl[] = {{"NAME", NAME_TOKEN}, {"STORE", smelt__sb_str(&store)}, {"RANK", SLOT_NUM(R)},
                         {"NX", SLOT_NUM(nx)}, {"ELEM", smelt__sb_str(&elem)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
-                        {"ARG", SLOT_NUM(k.arg)}};
-    smelt__sb spread;
-    smelt__sb_init(&spread);
+                        {"ARG", SLOT_NUM(k.arg)}, {"XO", smelt__sb_str(&xo[1])}, {"OFF", smelt__sb_str(&off[1])}};
     if (!st && d->spread)
         st = load_render(&spread, dl, d->spread == SMELT_SPREAD_COLS ? "kernel_reduce_cols" : "kernel_reduce_spread",
                          fsl, NSLOTS(fsl), err);
@@ -2085,10 +2113,12 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         {"IDENT", smelt__sb_str(&ident)}, {"ARG", SLOT_NUM(k.arg)},
         {"SCRATCH", d->spread ? red_scratch_text : ""},
         {"SCRATCH_PARAM", d->spread ? ", const smelt_red_scratch s" : ""},
-        {"SPREAD", smelt__sb_str(&spread)}};
+        {"SPREAD", smelt__sb_str(&spread)}, {"XO", smelt__sb_str(&xo[0])}, {"OFF", smelt__sb_str(&off[0])}};
     if (!st)
         st = load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
     smelt__sb_free(&spread);
+    for (int f = 0; f < 2; f++)
+        smelt__sb_free(&xo[f]), smelt__sb_free(&off[f]);
     smelt__sb_free(&store);
     smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&defs), smelt__sb_free(&what), smelt__sb_free(&ident);
     smelt__sb_free(&setup), smelt__sb_free(&elem);
