@@ -529,6 +529,10 @@ int t_all_ops_graph(smelt_graph *g, smelt_dtype dt, int64_t n, smelt_node **outs
     for (int op = 0; op < SMELT_OP_COUNT; op++)
         if (!strcmp(test_ops[op].cls, "ELEMWISE") && t_op_supports((smelt_op)op, dt))
             outs[m++] = smelt_op_apply(g, (smelt_op)op, test_ops[op].arity, x);
+    /* constant exponents: x ** 3 compiles to products, 2.5 to the general code */
+    static const double ys[T_ALL_OPS_POWS] = {3, -3, 7, 15, -16, 2.5};
+    for (int k = 0; t_is_float(dt) && k < T_ALL_OPS_POWS; k++)
+        outs[m++] = smelt_op_apply(g, SMELT_OP_POW, 2, (smelt_node *[]){x[0], smelt_const(g, ys[k], dt)});
     return m;
 }
 

@@ -159,10 +159,14 @@ smelt_plan_stats t_check_plan(const char *label, smelt_ctx *ctx, smelt_graph *g,
 bool t_bitwise_equal(const smelt_tensor *a, const smelt_tensor *b);
 /* ---- results as a function of the graph and the inputs only -----------------
  * (tests/test-bitwise.c, test-cuda.c): every elementwise operator that takes
- * dt, applied to three inputs x0 x1 x2 of dt and shape (n), one output each;
- * returns the number of outputs.  t_mixed_inputs fills the inputs with
- * special values (+-0, +-inf, NaN, subnormals, extremes, thresholds of the
- * math functions) and random values over many magnitudes. */
+ * dt, applied to three inputs x0 x1 x2 of dt and shape (n), one output each,
+ * and for a float dt pow(x0, c) with T_ALL_OPS_POWS constant exponents c
+ * (which a compiler specialises); at most T_ALL_OPS_MAX outputs, their number
+ * returned.  t_mixed_inputs fills the inputs with special values (+-0, +-inf,
+ * NaN, subnormals, extremes, thresholds of the math functions) and random
+ * values over many magnitudes. */
+#define T_ALL_OPS_POWS 6
+#define T_ALL_OPS_MAX (SMELT_OP_COUNT + T_ALL_OPS_POWS)
 int t_all_ops_graph(smelt_graph *g, smelt_dtype dt, int64_t n, smelt_node **outs);
 void t_mixed_inputs(trng *r, smelt_tensor **in, int n_in);
 /* The same bits (NaN: any NaN, its payload aside), else the first index that

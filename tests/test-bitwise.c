@@ -17,7 +17,7 @@
 #include "runtime.h" /* smelt__x86_level */
 
 #define N 4099 /* no multiple of a vector width, a group or a thread's share */
-#define MAXOUT SMELT_OP_COUNT
+#define MAXOUT T_ALL_OPS_MAX
 
 typedef struct run {
     const char *backend;

@@ -795,7 +795,7 @@ DEVICE_TEST(same_bits_as_cpu, 300)
     const int64_t n = 2053;
     for (int t = 0; t < NELEMS(dts); t++) {
         smelt_graph *g = t_graph(ctx);
-        smelt_node *outs[SMELT_OP_COUNT];
+        smelt_node *outs[T_ALL_OPS_MAX];
         int m = t_all_ops_graph(g, dts[t], n, outs);
         T_OK(ctx, smelt_graph_status(g));
         trng r;
@@ -804,7 +804,7 @@ DEVICE_TEST(same_bits_as_cpu, 300)
         for (int k = 0; k < 3; k++)
             in[k] = t_tensor(ctx, dts[t], SHP(n));
         t_mixed_inputs(&r, in, 3);
-        smelt_tensor *dev[SMELT_OP_COUNT] = {0}, *cpu[SMELT_OP_COUNT] = {0};
+        smelt_tensor *dev[T_ALL_OPS_MAX] = {0}, *cpu[T_ALL_OPS_MAX] = {0};
         smelt_plan *pd = t_plan(ctx, g, m, outs, 3);
         cr_assert_str_eq(t_stats(pd).backend, "NVRTC");
         t_run(pd, 3, in, m, dev);

@@ -195,14 +195,19 @@ static double point(const struct fn *f, int p, rng *r, long k)
     }
 }
 /* pow's points: x^y over the whole table, y log x next to the overflow and
- * underflow thresholds, negative bases with integer exponents, x near 1 */
+ * underflow thresholds, negative bases with integer exponents, any base with
+ * a small integer exponent, x near 1 */
 static void point_pow(int p, rng *r, long k, double *x, double *y)
 {
     double lim = p ? 88.72 : 709.78, ulim = p ? -103.97 : -745.13;
-    switch (k % 6) {
+    switch (k % 7) {
     case 0:
         *x = p ? any32(r) : any64(r);
         *y = p ? any32(r) : any64(r);
+        return;
+    case 6: /* any base, a small integer exponent (f32: by repeated squaring) */
+        *x = p ? any32(r) : any64(r);
+        *y = irange(r, -16, 16);
         return;
     case 1:
         *x = unif(r, 0, 10);
