@@ -159,6 +159,16 @@ rc, so, se = bench("--workload", "swish", *SMALL, "--peers", "--json-file", jf, 
 jr = [json.loads(l) for l in open(jf)] if os.path.exists(jf) else []
 check(rc == 0 and "swish" in so and len(jr) == 1 and jr[0]["workload"] == "swish" and "numpy_ms" in jr[0],
       "--json-file writes the rows: %r %r" % (jr, se))
+# a workload a peer cannot express (NumPy and numexpr have no erf): "-" in
+# the table, null in the JSON, and the row still there
+rc, so, se = bench("--workload", "gelu", *SMALL, "--peers", env={"SMELT_JIT_BACKEND": "TCC"})
+row = [l for l in so.splitlines() if l.startswith("gelu ")]
+check(rc == 0 and len(row) == 1 and row[0].split()[14:16] == ["-", "-"] and "nan" not in row[0],
+      "gelu with --peers: no numpy or numexpr column: %r %r" % (so, se))
+rc, so, se = bench("--workload", "gelu", *SMALL, "--peers", "--json", env={"SMELT_JIT_BACKEND": "TCC"})
+jr2 = [json.loads(l) for l in so.splitlines() if l.startswith("{")]
+check(rc == 0 and len(jr2) == 1 and jr2[0]["numpy_ms"] is None and jr2[0]["numexpr_ms"] is None
+      and jr2[0]["fused_ms"] > 0, "gelu with --peers --json: numpy_ms and numexpr_ms null: %r %r" % (so, se))
 PLOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "plot.py")
 try:
     import matplotlib  # noqa: F401 (Debian's python3-matplotlib; scripts/test installs it)

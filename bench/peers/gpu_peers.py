@@ -37,7 +37,7 @@ import time
 # JAX would otherwise reserve 75% of GPU memory at import, starving the others
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-ELEMENTWISE = ["add", "chain8", "gelu_tanh", "swish", "adam", "bias_relu", "layers100"]
+ELEMENTWISE = ["add", "chain8", "gelu_tanh", "gelu", "swish", "adam", "bias_relu", "layers100"]
 ROWS = ["softmax", "layernorm", "log_softmax", "rmsnorm", "sum_rows", "sum_cols", "mse", "xent", "transpose_add"]
 MODELS = ["concat_relu", "mlp", "attention"]
 WORKLOADS = ELEMENTWISE + ROWS + MODELS
@@ -64,6 +64,8 @@ def formula(o, name):
         return lambda a, b, c: ((((a * b + c) * a - b) * c + a) * b - c)
     if name == "gelu_tanh":
         return lambda x: 0.5 * x * (1.0 + o.tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))
+    if name == "gelu":
+        return lambda x: 0.5 * x * (1.0 + o.erf(x * 0.7071067811865476))
     if name == "swish":
         return lambda x: x / (1.0 + o.exp(-x))
     if name == "adam":
@@ -94,10 +96,24 @@ NP_NAMES = ["tanh", "exp", "sqrt", "log", "max", "sum", "mean", "take_along_axis
             "concatenate", "swapaxes", "transpose", "reshape"]
 
 
+def erf_of(mod):
+    """erf where each module keeps it; NumPy has none: math.erf element by
+    element (the float64 references of small instances only)"""
+    if mod.__name__.startswith("jax"):
+        import jax.scipy.special
+        return jax.scipy.special.erf
+    if mod.__name__.startswith("cupy"):
+        import cupyx.scipy.special
+        return cupyx.scipy.special.erf
+    import math
+    return mod.vectorize(math.erf, otypes=[mod.float64])
+
+
 def np_like(mod, barrier):
     """an Ops table over a NumPy-like module (numpy, cupy, jax.numpy)"""
     o = Ops(**{k: getattr(mod, k) for k in NP_NAMES})
     o.relu, o.barrier = (lambda x: mod.maximum(x, 0.0)), barrier
+    o.erf = lambda x: erf_of(mod)(x)
     return o
 
 
@@ -105,7 +121,7 @@ def torch_like(torch):
     """the same table for PyTorch (its dim= and keepdim= for NumPy's axis= and keepdims=)"""
     def red(f):
         return lambda x, axis=None, keepdims=False: f(x) if axis is None else f(x, dim=axis, keepdim=keepdims)
-    return Ops(tanh=torch.tanh, exp=torch.exp, sqrt=torch.sqrt, log=torch.log, relu=torch.relu,
+    return Ops(tanh=torch.tanh, exp=torch.exp, sqrt=torch.sqrt, log=torch.log, relu=torch.relu, erf=torch.erf,
                max=red(torch.amax), sum=red(torch.sum), mean=red(torch.mean),
                take_along_axis=lambda x, t, axis: torch.take_along_dim(x, t, dim=axis),
                maximum=torch.clamp_min, concatenate=lambda xs, axis=0: torch.cat(xs, dim=axis),
@@ -134,6 +150,7 @@ CUPY_SRC = {
                "y = ((((a * b + c) * a - b) * c + a) * b - c)"),
     "gelu_tanh": ("float32 x", "float32 y",
                   "y = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * (x * x * x))))"),
+    "gelu": ("float32 x", "float32 y", "y = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f))"),
     "swish": ("float32 x", "float32 y", "y = x / (1.0f + expf(-x))"),
     "adam": ("float32 p, float32 g, float32 m, float32 v", "float32 p2, float32 m2, float32 v2",
              "m2 = {b1} * m + {nb1} * g; v2 = {b2} * v + {nb2} * (g * g); "
