@@ -3,8 +3,8 @@
 
 Prints the coefficient tables and split constants of smelt's math library,
 computed with mpmath at 200+ bits: Taylor series (exp, log, sin, cos, asin,
-atan, erf), Chebyshev interpolants (erfc's scaled tails; f32 erf's and erfc's
-polynomials; the f32 polynomials of exp and tanh, their coefficients rounded to f32), constants split into a high part with trailing zero
+atan, erf), Chebyshev interpolants (erfc's scaled tails; f32 erf's, erfc's and
+softplus's polynomials; the f32 polynomials of exp and tanh, their coefficients rounded to f32), constants split into a high part with trailing zero
 bits and a low part (ln 2, 1/ln 2, 1/ln 10, log10 2, pi/2, atan breakpoints),
 and the bits of 2/pi for the huge-argument reduction.  Chebyshev
 coefficients can differ from the file's in the last bit (the interpolation's
@@ -107,7 +107,7 @@ def main():
     print("/* x >= 6.5, in u = 1/x^2: rel. error %.1e */ SMELT__ERFCXU_C %s SMELT__ERFCXU_L %s" % (w, h(c), h(lo0)))
     print(tab("smelt__erfcxu", coef))
 
-    print("/* f32 erf, erfc, gelu (computed in double): one polynomial per range */")
+    print("/* f32 erf, erfc, gelu, softplus (computed in double): one polynomial per range */")
     g1 = lambda w: mp.erf(mp.sqrt(w)) / mp.sqrt(w) if w != 0 else 2 / mp.sqrt(mp.pi)
     c, coef, lo0, w = chebfit(g1, 0.0, 0.25, 7)
     print("/* erf(z) / z in z^2 - %g, |z| <= 0.5: rel. error %.1e */" % (c, w))
@@ -117,6 +117,10 @@ def main():
     c, coef, lo0, w = chebfit(g2, 1 / 6.3, 0.8, 14)
     print("/* erfc(a) e^(a^2) / u, 0.5 <= a <= 10.6: rel. error %.1e */ SMELT__ERFC32_C %s" % (w, h(c)))
     print(tab("smelt__erfc32_q", coef))
+    g3 = lambda z: 2 * mp.atanh(mp.sqrt(z)) / mp.sqrt(z) if z != 0 else mp.mpf(2)
+    c, coef, lo0, w = chebfit(g3, 0.0, 1.0 / 9, 8)
+    print("/* softplus: log1p(t) / s = 2 atanh(s) / s in s^2 - %s, s <= 1/3: rel. error %.1e */" % (h(c), w))
+    print(tab("smelt__log1p32_p", coef))
 
     print("/* f32 (computed in f32): polynomials with f32 coefficients, Chebyshev interpolants rounded */")
     q = lambda r: (mp.expm1(r) - r) / r ** 2 if r != 0 else mp.mpf(1) / 2
