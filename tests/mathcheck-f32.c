@@ -16,8 +16,8 @@
  *   mathcheck-f32 [--threads N] [--only FUNCTION] [--all] [--hash-only]
  *
  * By default the functions with f32 code of their own (exp, expm1, tanh,
- * sigmoid, silu, gelu_tanh in f32; erf, erfc, gelu, softplus in double);
- * --all adds the others (the f64 function rounded once). */
+ * sigmoid, silu, gelu_tanh in f32; erf, erfc, gelu, softplus, sin, cos,
+ * tan in double); --all adds the others (the f64 function rounded once). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -33,7 +33,7 @@
  * them as it does in kernels */
 #define FNS(X)                                                                                                \
     X(exp, 1) X(expm1, 1) X(tanh, 1) X(sigmoid, 1) X(silu, 1) X(gelu_tanh, 1) X(exp2, 0) X(log, 0) X(log2, 0)   \
-    X(log10, 0) X(log1p, 0) X(sin, 0) X(cos, 0) X(tan, 0) X(asin, 0) X(acos, 0) X(atan, 0) X(sinh, 0)          \
+    X(log10, 0) X(log1p, 0) X(sin, 1) X(cos, 1) X(tan, 1) X(asin, 0) X(acos, 0) X(atan, 0) X(sinh, 0)          \
     X(cosh, 0) X(asinh, 0) X(acosh, 0) X(atanh, 0) X(erf, 1) X(erfc, 1) X(gelu, 1) X(softplus, 1)
 #define LOOPS(n, own)                                                                                         \
     static void f32_##n(const float *restrict x, float *restrict y)                                           \
