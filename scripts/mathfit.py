@@ -153,6 +153,9 @@ def main():
                     ("ln 2", mp.log(2)), ("pi/2", mp.pi / 2)]:
         print("%s = %s + %s" % (name, h(v), h(v - mp.mpf(float(v)))))
     mp.mp.prec = 1700
+    pieces = [mp.mpf(int(mp.floor(2 / mp.pi * mp.mpf(2) ** (28 * (i + 1)))) % (1 << 28)) * mp.mpf(2) ** (-28 * (i + 1))
+              for i in range(7)]
+    print(tab("smelt__twoopi28", pieces) + "  /* 2/pi in 28-bit pieces, f32 sin/cos/tan */")
     x, words = mp.mpf(2) / mp.pi, []
     for _ in range(44):
         x *= 2 ** 32
