@@ -113,7 +113,8 @@ def np_like(mod, barrier):
     """an Ops table over a NumPy-like module (numpy, cupy, jax.numpy)"""
     o = Ops(**{k: getattr(mod, k) for k in NP_NAMES})
     o.relu, o.barrier = (lambda x: mod.maximum(x, 0.0)), barrier
-    o.erf = lambda x: erf_of(mod)(x)
+    erf = []  # resolved at the first call: only the gelu workload needs it
+    o.erf = lambda x: (erf or erf.append(erf_of(mod)) or erf)[0](x)
     return o
 
 
