@@ -3,8 +3,8 @@
 
 Prints the coefficient tables and split constants of smelt's math library,
 computed with mpmath at 200+ bits: Taylor series (exp, log, sin, cos, asin,
-atan, erf), Chebyshev interpolants (erfc's scaled tails; f32 erf's, erfc's and
-softplus's polynomials; the f32 polynomials of exp and tanh, their coefficients rounded to f32), constants split into a high part with trailing zero
+atan, erf), Chebyshev interpolants (erfc's scaled tails; the polynomials of the
+f32 functions computed in double; the f32 polynomials of exp and tanh, their coefficients rounded to f32), constants split into a high part with trailing zero
 bits and a low part (ln 2, 1/ln 2, 1/ln 10, log10 2, pi/2, atan breakpoints),
 and the bits of 2/pi for the huge-argument reduction.  Chebyshev
 coefficients can differ from the file's in the last bit (the interpolation's
@@ -107,7 +107,7 @@ def main():
     print("/* x >= 6.5, in u = 1/x^2: rel. error %.1e */ SMELT__ERFCXU_C %s SMELT__ERFCXU_L %s" % (w, h(c), h(lo0)))
     print(tab("smelt__erfcxu", coef))
 
-    print("/* f32 erf, erfc, gelu, softplus (computed in double): one polynomial per range */")
+    print("/* the f32 functions computed in double: one polynomial per range */")
     g1 = lambda w: mp.erf(mp.sqrt(w)) / mp.sqrt(w) if w != 0 else 2 / mp.sqrt(mp.pi)
     c, coef, lo0, w = chebfit(g1, 0.0, 0.25, 7)
     print("/* erf(z) / z in z^2 - %g, |z| <= 0.5: rel. error %.1e */" % (c, w))
@@ -121,6 +121,21 @@ def main():
     c, coef, lo0, w = chebfit(g3, 0.0, 1.0 / 9, 8)
     print("/* softplus: log1p(t) / s = 2 atanh(s) / s in s^2 - %s, s <= 1/3: rel. error %.1e */" % (h(c), w))
     print(tab("smelt__log1p32_p", coef))
+    corr = lambda f, lim: (lambda z: (f(mp.sqrt(z)) / mp.sqrt(z) - 1) / z if z != 0 else lim)
+    t8 = mp.tan(mp.pi / 8)
+    c, coef, lo0, w = chebfit(corr(mp.atan, -mp.mpf(1) / 3), 0.0, float(t8 ** 2) * 1.0001, 9)
+    print("/* atan: (atan(u) / u - 1) / z in z - %s, z = u^2 <= tan(pi/8)^2: rel. error %.1e */" % (h(c), w))
+    print(tab("smelt__atan32_p", coef))
+    for name, f, lim, n in (("asin", mp.asin, mp.mpf(1) / 6, 10), ("sinh", mp.sinh, mp.mpf(1) / 6, 5),
+                            ("asinh", mp.asinh, -mp.mpf(1) / 6, 9), ("atanh", mp.atanh, mp.mpf(1) / 3, 10)):
+        c, coef, lo0, w = chebfit(corr(f, lim), 0.0, 0.25, n)
+        print("/* %s: (%s(a) / a - 1) / z in z - %s, z = a^2 <= 1/4: rel. error %.1e */" % (name, name, h(c), w))
+        print(tab("smelt__%s32_p" % name, coef))
+    zmax = ((mp.sqrt(2) - 1) / (mp.sqrt(2) + 1)) ** 2
+    gl = lambda z: (2 * mp.atanh(mp.sqrt(z)) / mp.sqrt(z) - 2) / z if z != 0 else mp.mpf(2) / 3
+    c, coef, lo0, w = chebfit(gl, 0.0, float(zmax) * 1.0001, 6)
+    print("/* log: (log m - 2s) / (s z) in z - %s, z = s^2 <= %.4f: rel. error %.1e */" % (h(c), float(zmax), w))
+    print(tab("smelt__log32_p", coef))
 
     print("/* f32 (computed in f32): polynomials with f32 coefficients, Chebyshev interpolants rounded */")
     q = lambda r: (mp.expm1(r) - r) / r ** 2 if r != 0 else mp.mpf(1) / 2
