@@ -512,6 +512,17 @@ Test(math, special_values_c99)
     cr_assert(same64(smelt_pow_f64(-0.0, -3.0), -INFINITY));
     cr_assert(isnan(smelt_pow_f64(-2.0, 0.5)));
     cr_assert(same32(smelt_pow_f32(-0.0f, -3.0f), -INFINITY));
+    /* 2^-150 is the tie between 0 and the least subnormal: even, so +0 (or
+     * -0), which a computed 2^-150 (1 + 1e-16) would miss; 2^-149 exact */
+    cr_assert(same32(smelt_exp2_f32(-150.0f), 0.0f));
+    cr_assert(same32(smelt_exp2_f32(-149.0f), 0x1p-149f));
+    cr_assert(same32(smelt_pow_f32(2.0f, -150.0f), 0.0f));
+    cr_assert(same32(smelt_pow_f32(0.5f, 150.0f), 0.0f));
+    cr_assert(same32(smelt_pow_f32(8.0f, -50.0f), 0.0f));
+    cr_assert(same32(smelt_pow_f32(0x1p-100f, 1.5f), 0.0f));
+    cr_assert(same32(smelt_pow_f32(-0x1p-50f, 3.0f), -0.0f));
+    cr_assert(same32(smelt_pow_f32(-0.5f, 149.0f), -0x1p-149f));
+    cr_assert(same32(smelt_pow_f32(4.0f, 63.5f), 0x1p127f));
     cr_assert(same32(smelt_atanh_f32(1.0f), INFINITY));
     cr_assert(same32(smelt_expm1_f32(-0.0f), -0.0f));
 }
