@@ -410,8 +410,7 @@ static bool ident_char(char c) { return c == '_' || (c >= '0' && c <= '9') || ((
 
 static bool item_start(const char *l)
 {
-    return !strncmp(l, "SMELT_MF", 8) || !strncmp(l, "SMELT_MTAB", 10) || !strncmp(l, "#define", 7) ||
-           !strncmp(l, "SMELT__F32_", 11);
+    return !strncmp(l, "SMELT_MF", 8) || !strncmp(l, "SMELT_MTAB", 10) || !strncmp(l, "#define", 7);
 }
 
 /* The name of the item whose first line (after its comment) is p. */
@@ -421,11 +420,6 @@ static void item_name(math_item *it, const char *p)
     if (!strncmp(p, "#define ", 8)) {
         for (q = p += 8; ident_char(*q); q++)
             ;
-    } else if (!strncmp(p, "SMELT__F32_", 11)) { /* SMELT__F32_n(fn): smelt_fn_f32 */
-        p = strchr(p, '(') + 1;
-        q = strchr(p, ')');
-        snprintf(it->name, sizeof it->name, "smelt_%.*s_f32", (int)(q - p), p);
-        return;
     } else {
         for (q = p; *q && *q != '(' && *q != '['; q++)
             ;
@@ -484,12 +478,6 @@ static void math_select(smelt__sb *out, const char *lib, const char *uses, const
     math_mark(it, n, uses, uses_end, stack, &top);
     while (top > 0) {
         int i = stack[--top];
-        /* an f32 wrapper line "SMELT__F32_1(fn)" names smelt_fn_f64 */
-        if (!strncmp(it[i].name, "smelt_", 6) && strstr(it[i].s, "SMELT__F32_") == it[i].s) {
-            char f64[64];
-            snprintf(f64, sizeof f64, "%.*s64", (int)strlen(it[i].name) - 2, it[i].name);
-            math_mark(it, n, f64, f64 + strlen(f64), stack, &top);
-        }
         math_mark(it, n, it[i].s, it[i].e, stack, &top);
     }
     for (int i = 0; i < n; i++)
