@@ -1258,16 +1258,22 @@ DEVICE_TEST(reductions_same_bits_as_cpu, 300)
     }
 }
 
+/* the softmax of an f32 input x [rows, cols] over its rows */
+static smelt_node *softmax_rows(smelt_graph *g, int64_t rows, int64_t cols)
+{
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(rows, cols));
+    return smelt_expr(g, "exp(x - max(x, axis=-1, keepdims=True)) / "
+                         "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
+                      (const char *[]){"x"}, &x, 1);
+}
+
 /* A softmax over a few long rows: one kernel on the CPU (a row program: a
  * thread a row), but on a device its reductions run as kernels of their
  * own, spread over the warps, rather than a warp a row; the same bits. */
 DEVICE_TEST(few_long_rows_not_a_row_program, 120)
 {
     smelt_graph *g = t_graph(ctx);
-    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(16, 70000));
-    smelt_node *y = smelt_expr(g, "exp(x - max(x, axis=-1, keepdims=True)) / "
-                                  "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
-                               (const char *[]){"x"}, &x, 1);
+    smelt_node *y = softmax_rows(g, 16, 70000);
     T_OK(ctx, smelt_graph_status(g));
     trng r;
     trng_init(&r, 17);
@@ -1407,10 +1413,7 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
     const int64_t shapes[][2] = {{37, 500}, {3, 13000}};
     for (int c = 0; c < NELEMS(shapes); c++) {
         smelt_graph *g = t_graph(ctx);
-        smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(shapes[c][0], shapes[c][1]));
-        smelt_node *y = smelt_expr(g, "exp(x - max(x, axis=-1, keepdims=True)) / "
-                                      "sum(exp(x - max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)",
-                                   (const char *[]){"x"}, &x, 1);
+        smelt_node *y = softmax_rows(g, shapes[c][0], shapes[c][1]);
         T_OK(ctx, smelt_graph_status(g));
         trng r;
         trng_init(&r, 11);

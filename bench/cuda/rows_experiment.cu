@@ -17,6 +17,23 @@
 #include <cuda_runtime.h>
 #define CK(x) do { cudaError_t e_ = (x); if (e_) { printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
 
+// the row's maximum in smelt's order (chunks of 16384, lane l takes l, l + 32, ...,
+// then the shuffle tree), on every lane of the warp
+__device__ float row_max(const float *row, unsigned nred, int lane)
+{
+    float tot = smelt_f32_bits(0xff800000u); long long ti = 0;
+    for (unsigned c0 = 0; c0 < nred; c0 += 16384) {
+        unsigned c1 = nred - c0 < 16384 ? nred : c0 + 16384;
+        float v = smelt_f32_bits(0xff800000u); long long vi = 0;
+#pragma unroll 8
+        for (unsigned r = c0 + lane; r < c1; r += 32)
+            smelt_fold_0(&v, &vi, row[r], 0);
+        for (int d = 16; d >= 1; d >>= 1) smelt_fold_0(&v, &vi, __shfl_down_sync(~0u, v, d), 0);
+        smelt_fold_0(&tot, &ti, v, 0);
+    }
+    return __shfl_sync(~0u, tot, 0);
+}
+
 // V1: no division: contiguous rows, off = row + r
 extern "C" __global__ void k_v1(const smelt_args a)
 {
@@ -28,20 +45,7 @@ extern "C" __global__ void k_v1(const smelt_args a)
     for (long long ow = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; ow < nout; ow += nwarps) {
         const float *xr = x + ow * a.strides[0];
         float *yr = y + ow * a.strides[2];
-        float m;
-        {
-            float tot = smelt_f32_bits(0xff800000u); long long ti = 0;
-            for (unsigned c0 = 0; c0 < nred; c0 += 16384) {
-                unsigned c1 = nred - c0 < 16384 ? nred : c0 + 16384;
-                float v = smelt_f32_bits(0xff800000u); long long vi = 0;
-#pragma unroll 8
-                for (unsigned r = c0 + lane; r < c1; r += 32)
-                    smelt_fold_0(&v, &vi, xr[r], 0);
-                for (int d = 16; d >= 1; d >>= 1) smelt_fold_0(&v, &vi, __shfl_down_sync(~0u, v, d), 0);
-                smelt_fold_0(&tot, &ti, v, 0);
-            }
-            m = __shfl_sync(~0u, tot, 0);
-        }
+        const float m = row_max(xr, nred, lane);
         float s;
         {
             double tot = 0; long long ti = 0;
@@ -85,20 +89,7 @@ __global__ void k_smem(const smelt_args a)
         for (unsigned r = nv * 4 + lane; r < nred; r += 32)
             sx[r] = xr[r];
         __syncwarp();
-        float m;
-        {
-            float tot = smelt_f32_bits(0xff800000u); long long ti = 0;
-            for (unsigned c0 = 0; c0 < nred; c0 += 16384) {
-                unsigned c1 = nred - c0 < 16384 ? nred : c0 + 16384;
-                float v = smelt_f32_bits(0xff800000u); long long vi = 0;
-#pragma unroll 8
-                for (unsigned r = c0 + lane; r < c1; r += 32)
-                    smelt_fold_0(&v, &vi, sx[r], 0);
-                for (int d = 16; d >= 1; d >>= 1) smelt_fold_0(&v, &vi, __shfl_down_sync(~0u, v, d), 0);
-                smelt_fold_0(&tot, &ti, v, 0);
-            }
-            m = __shfl_sync(~0u, tot, 0);
-        }
+        const float m = row_max(sx, nred, lane);
         float s;
         {
             double tot = 0; long long ti = 0;
