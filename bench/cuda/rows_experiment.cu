@@ -34,6 +34,27 @@ __device__ float row_max(const float *row, unsigned nred, int lane)
     return __shfl_sync(~0u, tot, 0);
 }
 
+// the sum of exp(x - m) over the row in smelt's order (f64 accumulators), on
+// every lane; KEEP: each e written back over its x (the row cache)
+template <int KEEP>
+__device__ float row_sum_exp(float *row, unsigned nred, int lane, float m)
+{
+    double tot = 0; long long ti = 0;
+    for (unsigned c0 = 0; c0 < nred; c0 += 16384) {
+        unsigned c1 = nred - c0 < 16384 ? nred : c0 + 16384;
+        double v = 0; long long vi = 0;
+#pragma unroll 8
+        for (unsigned r = c0 + lane; r < c1; r += 32) {
+            float e = smelt_exp_f32(row[r] - m);
+            if (KEEP) row[r] = e;
+            smelt_fold_1(&v, &vi, (double)e, 0);
+        }
+        for (int d = 16; d >= 1; d >>= 1) smelt_fold_1(&v, &vi, __shfl_down_sync(~0u, v, d), 0);
+        smelt_fold_1(&tot, &ti, v, 0);
+    }
+    return (float)__shfl_sync(~0u, tot, 0);
+}
+
 // V1: no division: contiguous rows, off = row + r
 extern "C" __global__ void k_v1(const smelt_args a)
 {
@@ -46,20 +67,7 @@ extern "C" __global__ void k_v1(const smelt_args a)
         const float *xr = x + ow * a.strides[0];
         float *yr = y + ow * a.strides[2];
         const float m = row_max(xr, nred, lane);
-        float s;
-        {
-            double tot = 0; long long ti = 0;
-            for (unsigned c0 = 0; c0 < nred; c0 += 16384) {
-                unsigned c1 = nred - c0 < 16384 ? nred : c0 + 16384;
-                double v = 0; long long vi = 0;
-#pragma unroll 8
-                for (unsigned r = c0 + lane; r < c1; r += 32)
-                    smelt_fold_1(&v, &vi, (double)smelt_exp_f32(xr[r] - m), 0);
-                for (int d = 16; d >= 1; d >>= 1) smelt_fold_1(&v, &vi, __shfl_down_sync(~0u, v, d), 0);
-                smelt_fold_1(&tot, &ti, v, 0);
-            }
-            s = (float)__shfl_sync(~0u, tot, 0);
-        }
+        const float s = row_sum_exp<0>((float *)xr, nred, lane, m);
 #pragma unroll 4
         for (unsigned r = lane; r < nred; r += 32)
             yr[r] = smelt_exp_f32(xr[r] - m) / s;
@@ -90,23 +98,7 @@ __global__ void k_smem(const smelt_args a)
             sx[r] = xr[r];
         __syncwarp();
         const float m = row_max(sx, nred, lane);
-        float s;
-        {
-            double tot = 0; long long ti = 0;
-            for (unsigned c0 = 0; c0 < nred; c0 += 16384) {
-                unsigned c1 = nred - c0 < 16384 ? nred : c0 + 16384;
-                double v = 0; long long vi = 0;
-#pragma unroll 8
-                for (unsigned r = c0 + lane; r < c1; r += 32) {
-                    float e = smelt_exp_f32(sx[r] - m);
-                    if (CACHE) sx[r] = e;
-                    smelt_fold_1(&v, &vi, (double)e, 0);
-                }
-                for (int d = 16; d >= 1; d >>= 1) smelt_fold_1(&v, &vi, __shfl_down_sync(~0u, v, d), 0);
-                smelt_fold_1(&tot, &ti, v, 0);
-            }
-            s = (float)__shfl_sync(~0u, tot, 0);
-        }
+        const float s = row_sum_exp<CACHE>(sx, nred, lane, m);
         __syncwarp();
 #pragma unroll 4
         for (unsigned i = lane; i < nv; i += 32) {
