@@ -1074,9 +1074,10 @@ static void group_args(smelt__sb *b, const smelt__kdesc *d, int to)
  * stores as wide as the target's vectors (64 bytes with AVX-512, 32 with
  * AVX, else 16; gcc keeps the copy loop as written, and with 16-byte stores
  * it made the gelu_tanh kernel 1.3x slower on an AMD EPYC) once every
- * output is 64-byte aligned; GCC's and clang's x86-64 builtins, no header.  No fence here: the executor fences
- * once per call of the kernel (call_kernel, src/runtime/exec.c).  bound:
- * the loop's end ("end" in flat kernels, "n" in a row of an nd kernel). */
+ * output is 64-byte aligned; GCC's and clang's x86-64 builtins, no header.
+ * No fence here: the executor fences once per call of the kernel
+ * (call_kernel, src/runtime/exec.c).  bound: the loop's end ("end" in flat
+ * kernels, "n" in a row of an nd kernel). */
 static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char *bound, const char *call,
                      smelt__sb *out)
 {
