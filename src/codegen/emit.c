@@ -1073,7 +1073,7 @@ static void group_args(smelt__sb *b, const smelt__kdesc *d, int to)
  * outputs go to an aligned local buffer, then to memory with non-temporal
  * stores as wide as the target's vectors (64 bytes with AVX-512, 32 with
  * AVX, else 16; gcc keeps the copy loop as written, and with 16-byte stores
- * it made the gelu_tanh kernel 1.3x slower on an AMD EPYC) once every
+ * it made the gelu_tanh kernel 1.2-1.3x slower on an AMD EPYC) once every
  * output is 64-byte aligned; GCC's and clang's x86-64 builtins, no header.
  * No fence here: the executor fences once per call of the kernel
  * (call_kernel, src/runtime/exec.c).  bound: the loop's end ("end" in flat
