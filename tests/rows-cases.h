@@ -40,6 +40,14 @@ static const rows_case rows_cases[] = {
     {"layernorm f64", "(x - mean(x, axis=-1, keepdims=True)) / sqrt(var(x, axis=-1, keepdims=True) + 1e-5) * w + b",
      SMELT_F64, 2, {16, 100}, false, 1, false},
     {"rmsnorm", "x / sqrt(mean(x * x, axis=-1, keepdims=True) + 1e-6) * w", SMELT_F32, 2, {33, 1000}, true, 1, false},
+    /* rows of several runs: the last pass of a row deferred into the next
+     * row's pass, some calls a time (src/codegen/emit.c, SMELT_ROWS_DEFER),
+     * runs that start inside a row of the reduced axes */
+    {"rmsnorm, long rows", "x / sqrt(mean(x * x, axis=-1, keepdims=True) + 1e-6) * w", SMELT_F32, 2, {6, 5000},
+     false, 1, false},
+    {"layernorm over two long axes",
+     "(x - mean(x, axis=(1, 2), keepdims=True)) / sqrt(var(x, axis=(1, 2), keepdims=True) + 1e-5) * w + b",
+     SMELT_F32, 3, {5, 30, 170}, false, 1, false},
     {"argmax and sum", "where(argmax(x, axis=-1, keepdims=True) > 3, x, -x) / sum(abs(x), axis=-1, keepdims=True)",
      SMELT_F32, 2, {25, 70}, false, 1, false},
     {"softmax over the first axis", ROWS_SOFTMAX("0"), SMELT_F32, 2, {300, 37}, false, 1, false},

@@ -926,15 +926,20 @@ static void blk_convert(smelt__sb *b, const char *fn, bool load, smelt_dtype h)
                      load ? "(float *)o, (const uint16_t *)a" : "(uint16_t *)o, (const float *)a");
 }
 
-/* A row of the primitives' table; math: the primitive of a transcendental
- * operator (its float expression is smelt's math function of its name,
- * smelt_<op>_%S(...)), for which src/blocks.c may bind another level. */
-static void blk_entry(smelt__sb *table, const char *fn, const smelt__opinfo *oi)
+/* Whether oi is a transcendental operator: its float expression is smelt's
+ * math function of its name, smelt_<op>_%S(...). */
+static bool op_is_math(const smelt__opinfo *oi)
 {
     size_t n = oi ? strlen(oi->name) : 0;
-    bool math = oi && !strncmp(oi->c_float, "smelt_", 6) && !strncmp(oi->c_float + 6, oi->name, n) &&
-                !strncmp(oi->c_float + 6 + n, "_%S(", 4);
-    smelt__sb_printf(table, "    {\"%s\", (smelt__blk_fn)%s, %d},\n", fn, fn, math);
+    return oi && !strncmp(oi->c_float, "smelt_", 6) && !strncmp(oi->c_float + 6, oi->name, n) &&
+           !strncmp(oi->c_float + 6 + n, "_%S(", 4);
+}
+
+/* A row of the primitives' table; math: the primitive of a transcendental
+ * operator, for which src/blocks.c may bind another level. */
+static void blk_entry(smelt__sb *table, const char *fn, const smelt__opinfo *oi)
+{
+    smelt__sb_printf(table, "    {\"%s\", (smelt__blk_fn)%s, %d},\n", fn, fn, op_is_math(oi));
 }
 
 /* fill, gather and scatter for elements of 1, 2, 4 and 8 bytes */
@@ -1746,6 +1751,13 @@ static smelt__kdesc red_producers(const smelt__kdesc *d)
  * this many bytes (a fraction of a core's L2). */
 #define SMELT_ROWS_PREFETCH 65536
 
+/* A row program whose rows are at most this many elements defers each
+ * row's last pass (the full-size outputs) into a pass of the next row, a
+ * run at a time (shape_c_rows): the output stores spread over that pass's
+ * arithmetic instead of coming in one burst at the end of the row. */
+#define SMELT_ROWS_DEFER 32768
+#define SMELT_ROWS_DEFER_RUN 2048 /* elements a call (each call finds its place in the shape anew) */
+
 /* The producers' elementwise kernel (the loop form, or for TinyCC the
  * block form) as a static function smelt_prod. */
 static int red_fn(const smelt__dialect *dl, const smelt__kdesc *pd, const char *fname, bool blocks, smelt__sb *out,
@@ -2360,7 +2372,8 @@ static const char *const red_def_names[] = {"smelt_acc", "smelt_in", "smelt_out"
  * dimensions, rbs); small: kernel operands at the row's offsets (set per
  * row, into row), strides 0. */
 static void rows_call_setup(smelt__sb *setup, smelt__sb *row, const smelt__kdesc *d, const rows_info *ri,
-                            const smelt__kdesc *pc, const int *bind, const char *name, int R, bool small)
+                            const smelt__kdesc *pc, const int *bind, const char *name, int R, bool small,
+                            const char *sv)
 {
     int n = pc->n_in + pc->n_out;
     smelt__sb_printf(setup, "    char *%s_p[%d];\n    int64_t %s_s[%d];\n", name, n, name, n * R);
@@ -2370,7 +2383,7 @@ static void rows_call_setup(smelt__sb *setup, smelt__sb *row, const smelt__kdesc
             smelt__sb_printf(setup, "    %s_p[%d] = slot + (int64_t)%d * nred;\n", name, q,
                              ri->cache_off[b - ROWS_KEPT - d->n_in]);
         else if (b <= -2)
-            smelt__sb_printf(setup, "    %s_p[%d] = (char *)&sv[%d];\n", name, q, -2 - b);
+            smelt__sb_printf(setup, "    %s_p[%d] = (char *)&%s[%d];\n", name, q, sv, -2 - b);
         else if (b == -1)
             smelt__sb_printf(setup, "    %s_p[%d] = (char *)tmp;\n", name, q);
         else if (small)
@@ -2506,6 +2519,34 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
     if (!blocks)
         smelt__sb_puts(&pre, prelude);
     red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
+    /* the final pass (the full-size outputs), smelt_f, reading the row's
+     * scalars from svf, a copy: with rows of at most SMELT_ROWS_DEFER
+     * elements (defer) it runs for row o during pass `later` of row o + 1,
+     * a run at a time (Lf: that row's first element, -1 none), the first
+     * pass that writes the row cache (before each run writes it, after the
+     * final pass read it) or else the last; then on its own after the last
+     * row.  The same values in a different order of stores. */
+    int nfin = 0, later = ri.nst - 1;
+    if (!st) {
+        smelt__kdesc pc;
+        if (!(st = rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nfin, &pc, bind, err)) && nfin) {
+            rows_modes(d, &pc, bind, false);
+            st = red_fn(dl, &pc, "smelt_f", blocks, &pre, err);
+            rows_call_setup(&setup, &body, d, &ri, &pc, bind, "smelt_f", R, false, "svf");
+            free(pc.ops);
+        }
+    }
+    for (int t = ri.nst - 1; t >= 0; t--)
+        for (int k = 0; k < d->n_ops; k++)
+            if (ri.piece[k] == t && ri.cache_off[k] >= 0)
+                later = t;
+    /* not into a pass that computes a transcendental function: bound by its
+     * arithmetic, it gained nothing from the stores and lost the calls
+     * (softmax 4096 x 4096: 5 % slower; rmsnorm and layernorm, whose passes
+     * only load and add, 19 % and 9 % faster: bench/RESULTS.md) */
+    for (int k = 0; k < d->n_ops; k++)
+        if (ri.piece[k] == later && op_is_math(&smelt__ops[d->ops[k].op]))
+            later = -1;
     for (int t = 0; t <= ri.nst && !st; t++) {
         /* small piece t: the values at the results' shape known before stage t */
         int nout = 0;
@@ -2515,7 +2556,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         if (!(st = rows_piece_of(d, &ri, ROWS_SMALL, t, mine, outs, &nout, &pc, bind, err)) && nout) {
             rows_modes(d, &pc, bind, true);
             st = red_fn(dl, &pc, name, blocks, &pre, err);
-            rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, 1, true);
+            rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, 1, true, "sv");
             smelt__sb_printf(&body, "        %s(0, 1, %s_p, one, %s_s);\n", name, name, name);
             for (int o = 0; o < nout; o++)
                 rows_out_copies(&body, dl, d, &ri, outs[o], "        ");
@@ -2577,7 +2618,18 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                                 "                        const int64_t nb = seg - u < %d ? seg - u : %d;\n"
                                 "                        const int64_t a[3] = {%s, (r + u) & 31, r + u};\n%s",
                          RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK, step,
-                         t == 1 ? "                        smelt_pf(pfp, pfs, npf, r + u, nb);\n" : "");
+                         t == 1 ? "                        smelt_pf(pfp, pfs, npf, r + u, nb);\n"
+                         : t == 0 && ri.nst == 1 && nfin ? "                        if (defer)\n"
+                                                           "                            smelt_pf(pfp, pfs, npf, r + u, nb);\n"
+                                                           : "");
+        if (t == later && nfin) /* up to the end of this run at least, before it overwrites the row cache */
+            smelt__sb_printf(&body, "                        if (Lf >= 0 && fdone < r + u + nb) {\n"
+                                    "                            const int64_t f0 = fdone;\n"
+                                    "                            fdone = nred - f0 > %d ? f0 + %d : nred;\n"
+                                    "                            fdone = fdone < r + u + nb ? r + u + nb : fdone;\n"
+                                    "                            smelt_f(Lf + f0, Lf + fdone, smelt_f_p, fsh, smelt_f_s);\n"
+                                    "                        }\n",
+                             SMELT_ROWS_DEFER_RUN, SMELT_ROWS_DEFER_RUN);
         if (kept) { /* kept by an earlier pass */
             smelt__sb_printf(&body, "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n",
                              lf, sfx, ri.cache_off[x - nin]);
@@ -2591,7 +2643,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
             if (!(st = rows_piece_of(d, &ri, ROWS_STAGE, t, mine, outs, &nout, &pc, bind, err))) {
                 rows_modes(d, &pc, bind, false);
                 st = red_fn(dl, &pc, name, blocks, &pre, err);
-                rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, R, false);
+                rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, R, false, "sv");
                 smelt__sb_printf(&body, "                        const int64_t L = L0 + r + u;\n"
                                         "                        %s_p[%d] = (char *)tmp - (j + u) * (int64_t)sizeof(smelt_in%s);\n"
                                         "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
@@ -2610,26 +2662,31 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                          sfx, sfx, sfx, ri.slot[nin + k], sfx);
         rows_out_copies(&body, dl, d, &ri, nin + k, "            ");
         smelt__sb_puts(&body, "        }\n");
+        if (t == later && nfin)
+            smelt__sb_puts(&body, "        Lf = -1, fdone = 0;\n");
         smelt__sb_free(&one), smelt__sb_free(&ident);
     }
-    if (!st) { /* the final pass: the full-size outputs */
-        int nout;
-        smelt__kdesc pc;
-        if (!(st = rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nout, &pc, bind, err)) && nout) {
-            rows_modes(d, &pc, bind, false);
-            st = red_fn(dl, &pc, "smelt_f", blocks, &pre, err);
-            rows_call_setup(&setup, &body, d, &ri, &pc, bind, "smelt_f", R, false);
-            if (ri.nst == 1) /* no second pass: this one fetches the next row */
-                smelt__sb_printf(&body, "        for (int64_t u = 0; u < nred; u += %d) {\n"
-                                        "            const int64_t nb = nred - u < %d ? nred - u : %d;\n"
-                                        "            smelt_pf(pfp, pfs, npf, u, nb);\n"
-                                        "            smelt_f(L0 + u, L0 + u + nb, smelt_f_p, fsh, smelt_f_s);\n"
-                                        "        }\n",
-                                 RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK);
-            else
-                smelt__sb_puts(&body, "        smelt_f(L0, L0 + nred, smelt_f_p, fsh, smelt_f_s);\n");
-            free(pc.ops);
-        }
+    smelt__sb tail;
+    smelt__sb_init(&tail);
+    if (!st && nfin) { /* the final pass of this row: deferred, or now */
+        smelt__sb_printf(&body, "        for (int q = 0; q < %d; q++)\n"
+                                "            svf[q] = sv[q];\n"
+                                "        if (defer)\n"
+                                "            Lf = L0;\n",
+                         ri.nslot ? ri.nslot : 1);
+        if (ri.nst == 1) /* no second pass: this one fetches the next row */
+            smelt__sb_printf(&body, "        else\n"
+                                    "            for (int64_t u = 0; u < nred; u += %d) {\n"
+                                    "                const int64_t nb = nred - u < %d ? nred - u : %d;\n"
+                                    "                smelt_pf(pfp, pfs, npf, u, nb);\n"
+                                    "                smelt_f(L0 + u, L0 + u + nb, smelt_f_p, fsh, smelt_f_s);\n"
+                                    "            }\n",
+                             RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK);
+        else
+            smelt__sb_puts(&body, "        else\n"
+                                  "            smelt_f(L0, L0 + nred, smelt_f_p, fsh, smelt_f_s);\n");
+        smelt__sb_puts(&tail, "    if (Lf >= 0)\n"
+                              "        smelt_f(Lf, Lf + nred, smelt_f_p, fsh, smelt_f_s);\n");
     }
     if (blocks && !pre.len)
         smelt__sb_puts(&pre, red_blocks_prelude);
@@ -2642,12 +2699,12 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"RLAST", SLOT_NUM(rlast)},
         {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"W", SLOT_NUM(RED_W)}, {"PB", SLOT_NUM(RED_PROD_BLOCK)},
         {"NSLOT", SLOT_NUM(ri.nslot ? ri.nslot : 1)}, {"NOPER", SLOT_NUM(noper)}, {"DEFS", smelt__sb_str(&defs)},
-        {"CACHE", SLOT_NUM(ri.cache_bytes)},
-        {"SETUP", smelt__sb_str(&setup)}, {"BODY", smelt__sb_str(&body)}};
+        {"CACHE", SLOT_NUM(ri.cache_bytes)}, {"DEFER", SLOT_NUM(later >= 0 ? SMELT_ROWS_DEFER : -1)},
+        {"SETUP", smelt__sb_str(&setup)}, {"BODY", smelt__sb_str(&body)}, {"TAIL", smelt__sb_str(&tail)}};
     if (!st)
         st = load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);
     smelt__sb_free(&pre), smelt__sb_free(&defs), smelt__sb_free(&setup), smelt__sb_free(&body);
-    smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&what), smelt__sb_free(&insz);
+    smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&what), smelt__sb_free(&insz), smelt__sb_free(&tail);
     free(mine);
     rows_free(&ri);
     return st;
