@@ -2547,6 +2547,8 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
     for (int k = 0; k < d->n_ops; k++)
         if (ri.piece[k] == later && op_is_math(&smelt__ops[d->ops[k].op]))
             later = -1;
+    if (blocks) /* TinyCC's block form: the calls cost more (rmsnorm 7 % slower) */
+        later = -1;
     for (int t = 0; t <= ri.nst && !st; t++) {
         /* small piece t: the values at the results' shape known before stage t */
         int nout = 0;
