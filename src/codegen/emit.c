@@ -2433,15 +2433,13 @@ static int rows_piece_of(const smelt__kdesc *d, const rows_info *ri, int kind, i
     } else if (kind == ROWS_STAGE) {
         int x = d->ops[ri->st[t]].in[0];
         rows_closure(d, ri, t, x, mine);
-        outs[n] = x, ob[n++] = -1;
+        outs[n] = x, ob[n++] = ri->cache_off[x - nin] >= 0 ? ROWS_KEPT + x : -1; /* kept: the row cache, not tmp */
         for (int k = 0; k < d->n_ops && n < SMELT_MAX_KERNEL_OPERANDS; k++)
             if (mine[k] && ri->cache_off[k] >= 0 && nin + k != x)
                 outs[n] = nin + k, ob[n++] = ROWS_KEPT + nin + k;
         for (int o = 0; o < d->n_out && n < SMELT_MAX_KERNEL_OPERANDS && ri->cache; o++)
             if (d->out_val[o] >= nin && mine[d->out_val[o] - nin])
                 outs[n] = d->out_val[o], ob[n++] = nin + o;
-        if (ri->cache_off[x - nin] >= 0 && n < SMELT_MAX_KERNEL_OPERANDS) /* the operand kept too */
-            outs[n] = x, ob[n++] = ROWS_KEPT + x;
     } else {
         for (int o = 0; o < d->n_out && n < SMELT_MAX_KERNEL_OPERANDS; o++) {
             int v = d->out_val[o];
@@ -2646,11 +2644,16 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                 rows_modes(d, &pc, bind, false);
                 st = red_fn(dl, &pc, name, blocks, &pre, err);
                 rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, R, false, "sv");
-                smelt__sb_printf(&body, "                        const int64_t L = L0 + r + u;\n"
-                                        "                        %s_p[%d] = (char *)tmp - (j + u) * (int64_t)sizeof(smelt_in%s);\n"
-                                        "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
-                                        "                        %s_row(nb, buf, tmp, a);\n",
-                                 name, pc.n_in, sfx, name, name, name, lf);
+                smelt__sb_puts(&body, "                        const int64_t L = L0 + r + u;\n");
+                if (bind[pc.n_in] >= ROWS_KEPT) /* the operand into the row cache, read back from there */
+                    smelt__sb_printf(&body, "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
+                                            "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n",
+                                     name, name, name, lf, sfx, ri.cache_off[x - nin]);
+                else
+                    smelt__sb_printf(&body, "                        %s_p[%d] = (char *)tmp - (j + u) * (int64_t)sizeof(smelt_in%s);\n"
+                                            "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
+                                            "                        %s_row(nb, buf, tmp, a);\n",
+                                     name, pc.n_in, sfx, name, name, name, lf);
                 free(pc.ops);
             }
         }
