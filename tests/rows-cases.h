@@ -45,6 +45,8 @@ static const rows_case rows_cases[] = {
      * runs that start inside a row of the reduced axes */
     {"rmsnorm, long rows", "x / sqrt(mean(x * x, axis=-1, keepdims=True) + 1e-6) * w", SMELT_F32, 2, {6, 5000},
      false, 1, false},
+    {"a kept operand, long rows", "x * x / sum(x * x, axis=-1, keepdims=True) + w", SMELT_F32, 2, {7, 4100}, false, 1,
+     false},
     {"layernorm over two long axes",
      "(x - mean(x, axis=(1, 2), keepdims=True)) / sqrt(var(x, axis=(1, 2), keepdims=True) + 1e-5) * w + b",
      SMELT_F32, 3, {5, 30, 170}, false, 1, false},
