@@ -2545,7 +2545,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
     for (int k = 0; k < d->n_ops; k++)
         if (ri.piece[k] == later && op_is_math(&smelt__ops[d->ops[k].op]))
             later = -1;
-    if (blocks) /* TinyCC's block form: the calls cost more (rmsnorm 7 % slower) */
+    if (blocks || !nfin) /* TinyCC's block form: the calls cost more (rmsnorm 7 % slower) */
         later = -1;
     for (int t = 0; t <= ri.nst && !st; t++) {
         /* small piece t: the values at the results' shape known before stage t */
@@ -2619,10 +2619,10 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                                 "                        const int64_t a[3] = {%s, (r + u) & 31, r + u};\n%s",
                          RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK, step,
                          t == 1 ? "                        smelt_pf(pfp, pfs, npf, r + u, nb);\n"
-                         : t == 0 && ri.nst == 1 && nfin ? "                        if (defer)\n"
+                         : t == 0 && ri.nst == 1 && later == 0 ? "                        if (defer)\n"
                                                            "                            smelt_pf(pfp, pfs, npf, r + u, nb);\n"
                                                            : "");
-        if (t == later && nfin) /* up to the end of this run at least, before it overwrites the row cache */
+        if (t == later) /* up to the end of this run at least, before it overwrites the row cache */
             smelt__sb_printf(&body, "                        if (Lf >= 0 && fdone < r + u + nb) {\n"
                                     "                            const int64_t f0 = fdone;\n"
                                     "                            fdone = nred - f0 > %d ? f0 + %d : nred;\n"
@@ -2667,7 +2667,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                          sfx, sfx, sfx, ri.slot[nin + k], sfx);
         rows_out_copies(&body, dl, d, &ri, nin + k, "            ");
         smelt__sb_puts(&body, "        }\n");
-        if (t == later && nfin)
+        if (t == later)
             smelt__sb_puts(&body, "        Lf = -1, fdone = 0;\n");
         smelt__sb_free(&one), smelt__sb_free(&ident);
     }
@@ -2679,6 +2679,9 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                                 "        if (defer)\n"
                                 "            Lf = L0;\n",
                          ri.nslot ? ri.nslot : 1);
+        if (later >= 0)
+            smelt__sb_puts(&tail, "    if (Lf >= 0)\n"
+                                  "        smelt_f(Lf, Lf + nred, smelt_f_p, fsh, smelt_f_s);\n");
         if (ri.nst == 1) /* no second pass: this one fetches the next row */
             smelt__sb_printf(&body, "        else\n"
                                     "            for (int64_t u = 0; u < nred; u += %d) {\n"
@@ -2690,8 +2693,6 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         else
             smelt__sb_puts(&body, "        else\n"
                                   "            smelt_f(L0, L0 + nred, smelt_f_p, fsh, smelt_f_s);\n");
-        smelt__sb_puts(&tail, "    if (Lf >= 0)\n"
-                              "        smelt_f(Lf, Lf + nred, smelt_f_p, fsh, smelt_f_s);\n");
     }
     if (blocks && !pre.len)
         smelt__sb_puts(&pre, red_blocks_prelude);
