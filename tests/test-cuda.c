@@ -1406,11 +1406,14 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
 }
 
 /* The softmax on the device: one row program (a warp per row), the bits of
- * TinyCC's unfused plan. */
+ * TinyCC's unfused plan.  Rows of at most 1024 f32 are held in registers
+ * (its lanes' elements of x, then of exp(x - max): 32 a lane at most, as
+ * it computes exp); longer ones stream. */
 DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 {
-    /* short rows, and a row of 13000: each lane takes 407 elements */
-    const int64_t shapes[][2] = {{37, 500}, {3, 13000}};
+    /* short rows; 1024 (each lane's 32 elements); 1025, 4096 and a row of
+     * 13000 (each lane takes 407 elements) */
+    const int64_t shapes[][2] = {{37, 500}, {5, 1024}, {3, 1025}, {3, 4096}, {3, 13000}};
     for (int c = 0; c < NELEMS(shapes); c++) {
         smelt_graph *g = t_graph(ctx);
         smelt_node *y = softmax_rows(g, shapes[c][0], shapes[c][1]);
@@ -1421,6 +1424,8 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
         t_set(in, 7, -0.0), t_set(in, 600, INFINITY), t_set(in, 1200, NAN);
         smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
         cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
+        cr_assert_eq(strstr(smelt_plan_describe(pd), "held in registers") != NULL, shapes[c][1] <= 1024, "%s",
+                     smelt_plan_describe(pd));
         t_run(pd, 1, &in, 1, &dev);
         tcc_run(ctx, g, 1, &y, 0, 1, &in, &cpu);
         int64_t at;
@@ -1433,18 +1438,29 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 }
 
 /* Row programs on the device (tests/rows-cases.h): one kernel each, the
- * bits of TinyCC's unfused plan. */
+ * bits of TinyCC's unfused plan; in the held form (rows of at most 4096
+ * elements: softmax) and with it turned off (SMELT_CUDA_ROWS_HELD=0), where
+ * every pass reads its operands again (and rows of 5000 always). */
 #include "rows-cases.h"
 DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
 {
-    for (int c = 0; c < NELEMS(rows_cases); c++) {
-        const rows_case *rc = &rows_cases[c];
+    unsetenv("SMELT_CUDA_ROWS_HELD");
+    for (int c = 0; c < 2 * NELEMS(rows_cases); c++) {
+        const rows_case *rc = &rows_cases[c % NELEMS(rows_cases)];
+        if (c == NELEMS(rows_cases))
+            setenv("SMELT_CUDA_ROWS_HELD", "0", 1);
         smelt_node *outs[3];
         smelt_tensor *in[ROWS_MAX_IN], *dev[3] = {0}, *cpu[3] = {0};
         int n_out, n_in;
-        smelt_graph *g = rows_setup(ctx, c, outs, &n_out, in, &n_in);
+        smelt_graph *g = rows_setup(ctx, c % NELEMS(rows_cases), outs, &n_out, in, &n_in);
         smelt_plan *pd = t_plan(ctx, g, n_out, outs, 3);
-        cr_assert_eq(t_stats(pd).kernels, rows_kernels(c), "%s: %s", rc->what, smelt_plan_describe(pd));
+        cr_assert_eq(t_stats(pd).kernels, rows_kernels(c % NELEMS(rows_cases)), "%s: %s", rc->what,
+                     smelt_plan_describe(pd));
+        bool held = strstr(smelt_plan_describe(pd), "held in registers") != NULL;
+        if (c >= NELEMS(rows_cases) || strstr(rc->what, "long rows"))
+            cr_assert(!held, "%s: %s", rc->what, smelt_plan_describe(pd));
+        else if (c == 0)
+            cr_assert(held, "%s: %s", rc->what, smelt_plan_describe(pd));
         t_run(pd, n_in, in, n_out, dev);
         tcc_run(ctx, g, n_out, outs, 0, n_in, in, cpu);
         for (int k = 0; k < n_out; k++) {
@@ -1456,6 +1472,47 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
         smelt_plan_free(pd);
         smelt_graph_free(g);
     }
+    unsetenv("SMELT_CUDA_ROWS_HELD");
+}
+
+/* SMELT_CUDA_ROWS_HELD: the bytes a lane may hold (an rmsnorm of 4096 f32
+ * holds x, 4 bytes a row element, 512 a lane: 128 elements, the most); a
+ * value that is not a whole number is ignored with a warning in the plan's
+ * description.  Held or not, the bits of TinyCC's unfused plan. */
+DEVICE_TEST(rows_held_setting, 120)
+{
+    const struct {
+        const char *v;
+        bool held, warn;
+    } cases[] = {{"511", false, false}, {"512", true, false}, {"abc", true, true}, {"-5", true, true}, {"0", false, false}};
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *in[2] = {smelt_input(g, "x", SMELT_F32, SHP(3, 4096)), smelt_input(g, "w", SMELT_F32, SHP(4096))};
+    smelt_node *y = smelt_expr(g, "x / sqrt(mean(x * x, axis=-1, keepdims=True) + 1e-6) * w", (const char *[]){"x", "w"},
+                               in, 2);
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, 23);
+    smelt_tensor *x[2] = {t_rand(ctx, &r, SMELT_F32, SHP(3, 4096)), t_rand(ctx, &r, SMELT_F32, SHP(4096))}, *cpu = NULL;
+    t_set(x[0], 5, -0.0), t_set(x[0], 4100, INFINITY), t_set(x[0], 9000, NAN);
+    tcc_run(ctx, g, 1, &y, 0, 2, x, &cpu);
+    for (int c = 0; c < NELEMS(cases); c++) {
+        setenv("SMELT_CUDA_ROWS_HELD", cases[c].v, 1);
+        smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+        const char *d = smelt_plan_describe(pd);
+        cr_assert_eq(strstr(d, "held in registers") != NULL, cases[c].held, "SMELT_CUDA_ROWS_HELD=%s: %s", cases[c].v, d);
+        cr_assert_eq(strstr(d, "SMELT_CUDA_ROWS_HELD=") != NULL, cases[c].warn, "SMELT_CUDA_ROWS_HELD=%s: %s",
+                     cases[c].v, d);
+        smelt_tensor *dev = NULL;
+        t_run(pd, 2, x, 1, &dev);
+        int64_t at;
+        cr_assert(t_same_results(cpu, dev, &at), "SMELT_CUDA_ROWS_HELD=%s: the device gives %a, TCC unfused %a at [%lld]",
+                  cases[c].v, smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+        smelt_tensor_free(dev);
+        smelt_plan_free(pd);
+    }
+    unsetenv("SMELT_CUDA_ROWS_HELD");
+    smelt_tensor_free(cpu), t_free_all(x, 2);
+    smelt_graph_free(g);
 }
 
 /* Epilogues on the device: lane 0 runs the operators fused after the

@@ -40,6 +40,12 @@ typedef struct smelt__target {
  * row that each call of its kernel needs in ptrs[operands] (one row's
  * worth per call; shape[rank] gives the rows per call); 0 for none. */
 int smelt__rows_cache_bytes(const smelt__kdesc *d);
+/* A device row program's held form (smelt__kdesc.spread >=
+ * SMELT_SPREAD_HELD): the most bytes per element of a row that its lanes
+ * hold at once between two passes (the inputs two passes read, the values
+ * one pass computes and a later one reads); -1 on failure.  *math: whether
+ * a full-size operator is a transcendental function (exp, tanh, ...). */
+int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math);
 int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err);
 /* Elements one thread of a device kernel for d takes per step of its

@@ -2460,6 +2460,73 @@ static int rows_piece_of(const smelt__kdesc *d, const rows_info *ri, int kind, i
     return st;
 }
 
+/* The held form of a device row program (smelt__kdesc.spread >=
+ * SMELT_SPREAD_HELD): the passes (stages 0..nst-1, then nst: the last)
+ * that read each value, as first[v] .. last[v] (-1: none).  A kernel input
+ * two passes read is held from its first; a kept value (rows_info.cache)
+ * from the pass that computes it. */
+static int rows_held_spans(const smelt__kdesc *d, const rows_info *ri, int *first, int *last, smelt__sb *err)
+{
+    int nin = d->n_in, nv = nin + d->n_ops, st = SMELT_OK;
+    bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
+    if (!mine)
+        return SMELT_ERR_NOMEM;
+    for (int v = 0; v < nv; v++)
+        first[v] = last[v] = -1;
+    for (int p = 0; p <= ri->nst && !st; p++) {
+        int outs[SMELT_MAX_KERNEL_OPERANDS], bind[SMELT_MAX_KERNEL_OPERANDS], nout = 0, reads[SMELT_MAX_KERNEL_OPERANDS];
+        int nr = 0;
+        smelt__kdesc pc;
+        int x = p < ri->nst ? d->ops[ri->st[p]].in[0] : -1;
+        if (x >= 0 && (x < nin || ri->piece[x - nin] != p)) { /* a stage reducing an input or a kept value */
+            reads[nr++] = x;
+        } else if (!(st = rows_piece_of(d, ri, p < ri->nst ? ROWS_STAGE : ROWS_FINAL, p, mine, outs, &nout, &pc, bind,
+                                        err)) && nout) {
+            for (int q = 0; q < pc.n_in; q++)
+                if (bind[q] >= ROWS_KEPT || (bind[q] >= 0 && bind[q] < nin))
+                    reads[nr++] = bind[q] >= ROWS_KEPT ? bind[q] - ROWS_KEPT : bind[q];
+            free(pc.ops);
+        }
+        for (int i = 0; i < nr; i++) {
+            if (first[reads[i]] < 0)
+                first[reads[i]] = p;
+            last[reads[i]] = p;
+        }
+    }
+    for (int k = 0; k < d->n_ops; k++)
+        if (ri->cache_off[k] >= 0)
+            first[nin + k] = ri->piece[k];
+    free(mine);
+    return st;
+}
+
+int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math)
+{
+    rows_info ri = {0};
+    *math = false;
+    for (int k = 0; k < d->n_ops; k++)
+        *math = *math || (!d->ops[k].small && op_is_math(&smelt__ops[d->ops[k].op]));
+    if (!d->multi || rows_analyse(d, true, &ri))
+        return -1;
+    int nv = d->n_in + d->n_ops, peak = 0;
+    int *first = malloc(sizeof(int) * (size_t)(2 * nv + 1));
+    smelt__sb err;
+    smelt__sb_init(&err);
+    if (!first || rows_held_spans(d, &ri, first, first + nv, &err))
+        peak = -1;
+    for (int b = 0; b < ri.nst && peak >= 0; b++) { /* between pass b and pass b + 1 */
+        int bytes = 0;
+        for (int v = 0; v < nv; v++)
+            if (first[v] >= 0 && first[v] <= b && first[nv + v] > b)
+                bytes += (int)smelt__dtypes[value_dtype(d, v)].size;
+        peak = SMELT_MAX(peak, bytes);
+    }
+    smelt__sb_free(&err);
+    free(first);
+    rows_free(&ri);
+    return peak;
+}
+
 /* Copies of the row's scalars that are kernel outputs (at the row's offset). */
 static void rows_out_copies(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const rows_info *ri,
                             int v, const char *ind)
@@ -2716,12 +2783,24 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
     return st;
 }
 
+/* The held form's index of the lane's element j of kernel operand q (mode
+ * m) from its pointer bq<q> (rows_dev_bases). */
+static void held_index(char *o, size_t n, int m, int q)
+{
+    if (m == SMELT_MODE_STRIDED)
+        snprintf(o, n, "32 * j * sq%d", q);
+    else
+        snprintf(o, n, "%s", m == SMELT_MODE_BCAST ? "0" : "32 * j");
+}
+
 /* One element of a piece on a device, in its own scope: operand q named
  * q<q> at offset o<q> (rows_call_setup's bindings: a kernel operand at
  * off[] (full) or xo[] (small), the row's scalar sv<slot>, or tmp, the
- * local array rt); its constants, loads, operators and stores. */
+ * local array rt; in the held form a kept value v, or a kernel input v
+ * that held[v] marks, is the lane's element j of kc<v>); its constants,
+ * loads, operators and stores. */
 static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *pc, const int *bind, bool small,
-                          const char *ind)
+                          const char *ind, const bool *held)
 {
     int nv = pc->n_in + pc->n_ops, n = pc->n_in + pc->n_out;
     int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
@@ -2734,11 +2813,21 @@ static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__k
     smelt__sb_printf(b, "%s{\n", ind);
     for (int q = 0; q < n; q++) {
         const char *T = dl->stype[operand_dtype(pc, q)], *c = q < pc->n_in ? "const " : "";
-        if (bind[q] <= -2)
+        int kv = bind[q] >= ROWS_KEPT ? bind[q] - ROWS_KEPT : bind[q] >= 0 && held && held[bind[q]] ? bind[q] : -1;
+        if (kv >= 0)
+            smelt__sb_printf(b, "%s    %s%s *q%d = &kc%d[j];\n%s    const smelt_idx o%d = 0;\n", ind, c, T, q, kv, ind,
+                             q);
+        else if (bind[q] <= -2)
             smelt__sb_printf(b, "%s    %s%s *q%d = &sv%d;\n%s    const smelt_idx o%d = 0;\n", ind, c, T, q, -2 - bind[q],
                              ind, q);
         else if (bind[q] == -1)
             smelt__sb_printf(b, "%s    %s *q%d = rt;\n%s    const smelt_idx o%d = 0;\n", ind, T, q, ind, q);
+        else if (held && !small) { /* the held form: the lane's pointer into the row (rows_dev_bases) */
+            char o[48];
+            held_index(o, sizeof o, pc->mode[q], bind[q]);
+            smelt__sb_printf(b, "%s    %s%s *__restrict__ q%d = (%s%s *)bq%d;\n%s    const smelt_idx o%d = %s;\n", ind,
+                             c, T, q, c, T, bind[q], ind, q, o);
+        }
         else
             smelt__sb_printf(b, "%s    %s%s *__restrict__ q%d = (%s%s *)a.ptrs[%d];\n%s    const smelt_idx o%d = %s[%d];\n",
                              ind, c, T, q, c, T, bind[q], ind, q, small ? "xo" : "off", bind[q]);
@@ -2756,42 +2845,132 @@ static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__k
     return SMELT_OK;
 }
 
-/* Every kernel operand's offset at element r of the row (off[]). */
-static void rows_dev_offsets(smelt__sb *b, int noper, int R, const char *ind)
+/* Every kernel operand's offset at element r of the row (off[]): with one
+ * reduced dimension (after merging) its stride times r, else through the
+ * reduced shape. */
+static void rows_dev_offsets(smelt__sb *b, int noper, int R, int nr, const char *ind)
 {
-    smelt__sb_printf(b, "%ssmelt_idx qq = r, off[%d];\n%sfor (int j = 0; j < %d; j++)\n%s    off[j] = xo[j];\n"
+    if (nr == 1) {
+        smelt__sb_printf(b, "%ssmelt_idx off[%d];\n%sfor (int q = 0; q < %d; q++)\n"
+                            "%s    off[q] = xo[q] + r * a.strides[q * %d + %d];\n",
+                         ind, noper, ind, noper, ind, R, R - 1);
+        return;
+    }
+    smelt__sb_printf(b, "%ssmelt_idx qq = r, off[%d];\n%sfor (int q = 0; q < %d; q++)\n%s    off[q] = xo[q];\n"
                         "%sfor (int k = nr - 1; k >= 0; k--) {\n"
                         "%s    const smelt_idx sz = a.shape[rd[k]], q2 = qq / sz;\n"
-                        "%s    for (int j = 0; j < %d; j++)\n%s        off[j] += (qq - q2 * sz) * a.strides[j * %d + rd[k]];\n"
+                        "%s    for (int q = 0; q < %d; q++)\n%s        off[q] += (qq - q2 * sz) * a.strides[q * %d + rd[k]];\n"
                         "%s    qq = q2;\n%s}\n",
                      ind, noper, ind, noper, ind, ind, ind, ind, noper, ind, R, ind, ind);
 }
 
+/* The loop over a row's elements that lane holds in a pass: the streaming
+ * form's r = c0 + lane, + 32, ... < c1 (a chunk); the held form's K
+ * elements r = lane + 32 j, unrolled (its arrays indexed by constants stay
+ * in registers), those below nred. */
+static void rows_dev_loop(smelt__sb *b, int K, const char *c0, const char *c1, const char *ind)
+{
+    if (!K) {
+        smelt__sb_printf(b, "%sfor (smelt_idx r = %s + lane; r < %s; r += 32) {\n%s    {\n", ind, c0, c1, ind);
+        return;
+    }
+    smelt__sb_printf(b, "%s#pragma unroll\n%sfor (int j = 0; j < %d; j++) {\n"
+                        "%s    const smelt_idx r = (smelt_idx)(lane + 32 * j);\n%s    if (j < %d || r < nred) {\n",
+                     ind, ind, K, ind, ind, K / 2);
+}
+
+/* The held form (one reduced dimension): each kernel operand's pointer to
+ * the lane's first element of the row, bq<q>, and its stride along the row
+ * sq<q> (elements; strided operands): element j of the lane is at
+ * bq<q>[32 j] (contiguous), bq<q>[0] (broadcast) or bq<q>[32 j sq<q>], an
+ * offset the compiler folds into the load. */
+static void rows_dev_bases(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const char *ind)
+{
+    for (int q = 0; q < d->n_in + d->n_out; q++) {
+        const char *T = dl->stype[operand_dtype(d, q)];
+        if (d->mode[q] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(b, "%sconst smelt_idx sq%d = a.strides[%d];\n", ind, q, q * d->rank + d->rank - 1);
+        const char *c = q < d->n_in ? "const " : "";
+        smelt__sb_printf(b, "%s%s%s *__restrict__ const bq%d = (%s%s *)a.ptrs[%d] + xo[%d]", ind, c, T, q, c, T, q, q);
+        if (d->mode[q] == SMELT_MODE_CONTIG)
+            smelt__sb_puts(b, " + lane");
+        else if (d->mode[q] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(b, " + (smelt_idx)lane * sq%d", q);
+        smelt__sb_printf(b, ";\n%s(void)bq%d;\n", ind, q);
+    }
+}
+
+/* The held form: the kernel inputs held[] marks and first read in pass p,
+ * from memory into kc<v>[j], in a loop of their own before the pass's, so
+ * that a lane's loads go out together (its first K / 2 elements are in
+ * every row: the compiler drops their test). */
+static void rows_dev_preload(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const bool *held,
+                             const int *first, int p, int K, const char *ind)
+{
+    bool any = false;
+    for (int v = 0; v < d->n_in; v++)
+        any = any || (held[v] && first[v] == p);
+    if (!any)
+        return;
+    smelt__sb_printf(b, "%s#pragma unroll\n%sfor (int j = 0; j < %d; j++) {\n"
+                        "%s    if (j < %d || (smelt_idx)(lane + 32 * j) < nred) {\n", ind, ind, K, ind, K / 2);
+    for (int v = 0; v < d->n_in; v++)
+        if (held[v] && first[v] == p) {
+            char o[48];
+            held_index(o, sizeof o, d->mode[v], v);
+            smelt__sb_printf(b, "%s        kc%d[j] = ((const %s *)bq%d)[%s];\n", ind, v, dl->stype[d->in_dt[v]], v, o);
+        }
+    smelt__sb_printf(b, "%s    }\n%s}\n", ind, ind);
+}
+
 /* A device (CUDA): a warp per row, its lanes along the row; every lane
- * holds the row's scalars. */
+ * holds the row's scalars.  The streaming form (spread 0) reads each pass's
+ * operands from memory and computes again what an earlier pass computed;
+ * the held form (spread SMELT_SPREAD_HELD + b, rows of at most 32 * 2^b
+ * elements, one chunk) keeps a lane's elements of every input two passes
+ * read and of every value a later pass reads (rows_info.cache) in arrays
+ * of 2^b (kc<v>), so a row is read from memory once. */
 static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude, smelt__sb *text,
                              smelt__sb *err)
 {
     int st = rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
+    int K = d->spread >= SMELT_SPREAD_HELD ? 1 << (d->spread - SMELT_SPREAD_HELD) : 0;
     rows_info ri = {0};
-    if (st || (st = rows_analyse(d, false, &ri)))
+    if (st || (st = rows_analyse(d, K > 0, &ri)))
         return st;
-    bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
+    int nv = nin + d->n_ops;
+    bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1)), held[SMELT_MAX_KERNEL_OPERANDS] = {false};
+    int *first = K ? malloc(sizeof(int) * (size_t)(2 * nv + 1)) : NULL;
     int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
     smelt__sb defs, body, kd, rd, what;
     smelt__sb_init(&defs), smelt__sb_init(&body), smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
-    if (!mine)
+    if (!mine || (K && !first))
         st = SMELT_ERR_NOMEM;
     red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
+    if (!st && K && nr != 1) {
+        smelt__sb_puts(err, "a row program's held form reduces one dimension (after merging)");
+        st = SMELT_ERR_INVALID_ARG;
+    }
+    if (!st && K) {
+        st = rows_held_spans(d, &ri, first, first + nv, err);
+        rows_dev_bases(&body, dl, d, "        ");
+    }
+    for (int v = 0; v < nv && !st && K; v++) { /* the held values' arrays */
+        if (v < nin)
+            held[v] = first[v] >= 0 && first[nv + v] > first[v];
+        if (v < nin ? held[v] : ri.cache_off[v - nin] >= 0)
+            smelt__sb_printf(&body, "        %s kc%d[%d];\n", dl->stype[value_dtype(d, v)], v, K);
+    }
     for (int v = 0; v < nin + d->n_ops && !st; v++)
         if (ri.slot[v] >= 0)
             smelt__sb_printf(&body, "        %s sv%d;\n", dl->stype[value_dtype(d, v)], ri.slot[v]);
+    const char *in = K ? "            " : "                ", *el = K ? "                    " : "                        ";
     for (int t = 0; t <= ri.nst && !st; t++) {
         int nout = 0;
         smelt__kdesc pc;
         if (!(st = rows_piece_of(d, &ri, ROWS_SMALL, t, mine, outs, &nout, &pc, bind, err)) && nout) {
             /* small piece t, on every lane */
-            st = rows_dev_piece(&body, dl, &pc, bind, true, "        ");
+            st = rows_dev_piece(&body, dl, &pc, bind, true, "        ", NULL);
             free(pc.ops);
             for (int o = 0; o < nout; o++)
                 for (int q = 0; q < d->n_out; q++)
@@ -2803,7 +2982,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             break;
         int k = ri.st[t], x = d->ops[k].in[0];
         red_kind rk = red_kind_of(d->ops[k].op, value_dtype(d, x));
-        char sfx[16];
+        char sfx[16], opnd[32] = "rt[0]";
         snprintf(sfx, sizeof sfx, "_%d", t);
         smelt__sb one, ident;
         smelt__sb_init(&one), smelt__sb_init(&ident);
@@ -2813,36 +2992,48 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         smelt__sb_printf(&what, "%s%s of %s", t ? ", " : "", smelt__ops[rk.op].name, smelt__dtypes[rk.in].name);
         const char *I = smelt__sb_str(&ident);
         smelt__sb_printf(&body, "        { /* reduction %d: %s of %s into %s (%s accumulators) */\n"
-                                "            smelt_acc%s tot = %s;\n            long long toti = 9223372036854775807LL;\n"
-                                "            for (smelt_idx c0 = 0; c0 < nred; c0 += %d) {\n"
-                                "                const smelt_idx c1 = nred - c0 < %d ? nred : c0 + %d;\n"
-                                "                smelt_acc%s v = %s;\n                long long vi = 9223372036854775807LL;\n"
-                                "                for (smelt_idx r = c0 + lane; r < c1; r += 32) {\n"
-                                "                    smelt_in%s rt[1];\n",
+                                "            smelt_acc%s tot = %s;\n            long long toti = 9223372036854775807LL;\n",
                          t, smelt__ops[rk.op].name, smelt__dtypes[rk.in].name, smelt__dtypes[rk.out].name,
-                         smelt__dtypes[rk.acc].name, sfx, I, SMELT_RED_CHUNK, SMELT_RED_CHUNK, SMELT_RED_CHUNK, sfx, I,
-                         sfx);
-        rows_dev_offsets(&body, noper, R, "                    ");
-        if (x < nin) {
-            smelt__sb_printf(&body, "                    rt[0] = ((const smelt_in%s *)a.ptrs[%d])[off[%d]];\n", sfx, x, x);
-        } else {
+                         smelt__dtypes[rk.acc].name, sfx, I);
+        if (!K)
+            smelt__sb_printf(&body, "            for (smelt_idx c0 = 0; c0 < nred; c0 += %d) {\n"
+                                    "                const smelt_idx c1 = nred - c0 < %d ? nred : c0 + %d;\n",
+                             SMELT_RED_CHUNK, SMELT_RED_CHUNK, SMELT_RED_CHUNK);
+        smelt__sb_printf(&body, "%ssmelt_acc%s v = %s;\n%slong long vi = 9223372036854775807LL;\n", in, sfx, I, in);
+        if (K)
+            rows_dev_preload(&body, dl, d, held, first, t, K, in);
+        rows_dev_loop(&body, K, "c0", "c1", in);
+        smelt__sb_printf(&body, "%ssmelt_in%s rt[1];\n", el, sfx);
+        if (!K)
+            rows_dev_offsets(&body, noper, R, nr, el);
+        bool kept = K && x >= nin && ri.piece[x - nin] != t;
+        if (K && (kept || (x < nin && held[x]) || (x >= nin && ri.cache_off[x - nin] >= 0)))
+            snprintf(opnd, sizeof opnd, "kc%d[j]", x);
+        if (x < nin && !(K && held[x])) {
+            smelt__sb_printf(&body, "%srt[0] = ((const smelt_in%s *)a.ptrs[%d])[off[%d]];\n", el, sfx, x, x);
+        } else if (x >= nin && !kept) {
             smelt__kdesc pc;
             int nout;
             if (!(st = rows_piece_of(d, &ri, ROWS_STAGE, t, mine, outs, &nout, &pc, bind, err))) {
-                st = rows_dev_piece(&body, dl, &pc, bind, false, "                    ");
+                rows_modes(d, &pc, bind, false);
+                st = rows_dev_piece(&body, dl, &pc, bind, false, el, K ? held : NULL);
                 free(pc.ops);
             }
         }
-        smelt__sb_printf(&body, "                    smelt_fold%s(&v, &vi, smelt_conv%s(rt[0]), (long long)r);\n"
-                                "                }\n"
-                                "                for (int dd = 16; dd >= 1; dd >>= 1) {\n"
-                                "                    smelt_acc%s u = smelt_shfl(v, dd);\n"
-                                "                    long long ui = %s;\n"
-                                "                    smelt_fold%s(&v, &vi, u, ui);\n                }\n"
-                                "                smelt_fold%s(&tot, &toti, v, vi);\n            }\n"
-                                "            tot = smelt_bcast(tot);\n            toti = smelt_bcast(toti);\n"
+        smelt__sb_printf(&body, "%s(void)rt;\n%ssmelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)r);\n"
+                                "%s    }\n%s}\n"
+                                "%sfor (int dd = 16; dd >= 1; dd >>= 1) {\n"
+                                "%s    smelt_acc%s u = smelt_shfl(v, dd);\n"
+                                "%s    long long ui = %s;\n"
+                                "%s    smelt_fold%s(&v, &vi, u, ui);\n%s}\n"
+                                "%ssmelt_fold%s(&tot, &toti, v, vi);\n",
+                         el, el, sfx, sfx, opnd, in, in, in, in, sfx, in, rk.arg ? "smelt_shfl(vi, dd)" : "vi", in, sfx,
+                         in, in, sfx);
+        if (!K)
+            smelt__sb_puts(&body, "            }\n");
+        smelt__sb_printf(&body, "            tot = smelt_bcast(tot);\n            toti = smelt_bcast(toti);\n"
                                 "            sv%d = smelt_result%s(tot, toti, nred);\n",
-                         sfx, sfx, sfx, rk.arg ? "smelt_shfl(vi, dd)" : "vi", sfx, sfx, ri.slot[nin + k], sfx);
+                         ri.slot[nin + k], sfx);
         for (int q = 0; q < d->n_out; q++)
             if (d->out_val[q] == nin + k)
                 smelt__sb_printf(&body, "            if (lane == 0)\n                ((smelt_out%s *)a.ptrs[%d])[xo[%d]] = sv%d;\n",
@@ -2854,25 +3045,31 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         int nout;
         smelt__kdesc pc;
         if (!(st = rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nout, &pc, bind, err)) && nout) {
-            smelt__sb_puts(&body, "        for (smelt_idx r = lane; r < nred; r += 32) {\n");
-            rows_dev_offsets(&body, noper, R, "            ");
-            st = rows_dev_piece(&body, dl, &pc, bind, false, "            ");
-            smelt__sb_puts(&body, "        }\n");
+            rows_dev_loop(&body, K, "0", "nred", "        ");
+            if (!K)
+                rows_dev_offsets(&body, noper, R, nr, "                ");
+            rows_modes(d, &pc, bind, false);
+            st = rows_dev_piece(&body, dl, &pc, bind, false, "                ", K ? held : NULL);
+            smelt__sb_puts(&body, "            }\n        }\n");
             free(pc.ops);
         }
     }
+    char form[160] = "Every pass reads its operands from memory.";
+    if (K)
+        snprintf(form, sizeof form, "A lane holds its %d elements of the values two passes read in registers "
+                                    "(kc<v>): a row is read from memory once.", K);
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"NST", SLOT_NUM(ri.nst)},
         {"WHAT", smelt__sb_str(&what)}, {"RANK", SLOT_NUM(R)}, {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)},
         {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
         {"NOPER", SLOT_NUM(noper)}, {"NSTRIDES", SLOT_NUM(noper * R)}, {"DEFS", smelt__sb_str(&defs)},
-        {"INDEX", d->idx32 ? "unsigned int" : "long long"},
+        {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"FORM", form},
         {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(noper, R, d->idx32) <= SMELT_KPARAM_MAX)},
         {"BODY", smelt__sb_str(&body)}};
     if (!st)
         st = load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);
     smelt__sb_free(&defs), smelt__sb_free(&body), smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&what);
-    free(mine);
+    free(mine), free(first);
     rows_free(&ri);
     return st;
 }

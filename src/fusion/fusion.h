@@ -6,6 +6,19 @@
 
 enum { SMELT_MODE_CONTIG = 0, SMELT_MODE_BCAST = 1, SMELT_MODE_STRIDED = 2 };
 enum { SMELT_SPREAD_CHUNKS = 1, SMELT_SPREAD_COLS = 2 };
+/* A device row program whose lanes hold their elements of a row in
+ * registers: spread SMELT_SPREAD_HELD + b, 2^b elements a lane (at most
+ * SMELT_HELD_MAX_LOG2); see smelt__rows_held_bytes. */
+enum { SMELT_SPREAD_HELD = 8, SMELT_HELD_MAX_LOG2 = 7 };
+/* ... at most 2^SMELT_HELD_MATH_MAX_LOG2 when a full-size operator is a
+ * transcendental function: on an H200 a softmax of 4096 f32 rows, 128
+ * elements a lane (255 registers, 8 warps an SM), ran 0.53 ms held against
+ * 0.40 streaming, while one of 512 (16 a lane) gained; layernorm, no such
+ * operator, gained at 128 (0.25 against 0.43 ms; bench/RESULTS.md) */
+enum { SMELT_HELD_MATH_MAX_LOG2 = 5 };
+/* The most bytes a lane of a held row program holds by default (128
+ * registers; SMELT_CUDA_ROWS_HELD sets it, 0 turns the held form off) */
+#define SMELT_ROWS_HELD_BYTES 512
 
 /* A kernel description: what the emitter turns into source. Values are
  * numbered: 0..n_in-1 are the kernel inputs, n_in + k is body op k. */
@@ -50,7 +63,9 @@ typedef struct smelt__kdesc {
      * (smelt__red_spread picks it): SMELT_SPREAD_CHUNKS, a warp per (result,
      * chunk) for a few long results (templates/cuda/kernel_reduce_spread.cu.in);
      * SMELT_SPREAD_COLS, a thread per (result, lane) for columns
-     * (kernel_reduce_cols.cu.in); 0, a warp per result */
+     * (kernel_reduce_cols.cu.in); 0, a warp per result; for a row
+     * program, SMELT_SPREAD_HELD + b: its lanes hold 2^b elements each of
+     * the values two passes read (0: every pass reads its operands) */
     uint8_t spread;
     /* a multi-reduction kernel (a row program): several reductions over
      * the same rows (same operand shape and axes, keepdims, the reduced

@@ -529,8 +529,16 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
  * (result, chunk); else a warp per result. */
 uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask)
 {
-    if (!p->be->iface->target.dialect->device || p->kern[ki].desc.multi)
+    if (!p->be->iface->target.dialect->device)
         return 0;
+    if (p->kern[ki].desc.multi) { /* a row program: held when a lane's share fits its registers */
+        int b = 0, held = p->kern[ki].rows_held;
+        int most = p->kern[ki].rows_math ? SMELT_HELD_MATH_MAX_LOG2 : SMELT_HELD_MAX_LOG2;
+        while (b <= most && (32LL << b) < nred)
+            b++;
+        return nred >= 1 && held >= 0 && b <= most && __builtin_popcount(rmask) == 1 && ((int64_t)held << b) <= p->rows_held_max
+                   ? (uint8_t)(SMELT_SPREAD_HELD + b) : 0;
+    }
     if (rank >= 1 && !(rmask >> (rank - 1) & 1u) && nred >= 1024 && nout >= 32)
         return SMELT_SPREAD_COLS;
     return nred > SMELT_RED_CHUNK && nout < DEV_SPLIT_RESULTS ? SMELT_SPREAD_CHUNKS : 0;

@@ -124,6 +124,7 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
             return st;
         k->library = smelt__ops[p->prog.v[k->cl.members[0]].op].cls == SMELT_CLASS_LIBRARY;
         k->rows_cache = smelt__rows_cache_bytes(&k->desc); /* (once: exec.c sizes the scratch by it) */
+        k->rows_held = k->desc.multi ? smelt__rows_held_bytes(&k->desc, &k->rows_math) : -1;
         for (int o = 0; k->desc.multi && o < k->cl.nin + k->cl.nout; o++)
             k->rn_operands |= (uint64_t)rows_rn_operand(p, k, o) << o;
         int real = 0;
@@ -369,7 +370,8 @@ static void describe(smelt_plan *p)
             it = &p->prog.v[p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]].in[0]];
         smelt__shape_str(b, it->ndim, it->shape);
         if (k->desc.multi)
-            smelt__sb_printf(b, " in rows (a row program of %d reductions)", smelt__red_count_members(&p->prog, &k->cl));
+            smelt__sb_printf(b, " in rows (a row program of %d reductions%s)", smelt__red_count_members(&p->prog, &k->cl),
+                             v && v->spread >= SMELT_SPREAD_HELD ? ", its rows held in registers" : "");
         /* the dtype the kernel writes (its first member may be a comparison; a
          * dead operator, kept at opt_level 0, writes nothing) */
         int w = k->cl.nout ? k->cl.outputs[0] : k->cl.members[k->cl.nmem - 1];
@@ -482,6 +484,12 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
             smelt__clear_err(ctx);
     }
     p->stats.backend = be->iface->name;
+    if (be->iface->target.dialect->device) { /* a row program's registers (exec.c, smelt__red_spread) */
+        const char *hv = getenv("SMELT_CUDA_ROWS_HELD");
+        p->rows_held_max = hv && !strcmp(hv, "0") ? 0
+                           : (int)smelt__env_bound("SMELT_CUDA_ROWS_HELD", SMELT_ROWS_HELD_BYTES, true, "bytes",
+                                                   "the default holds:", &p->log);
+    }
     smelt__sb err;
     smelt__sb_init(&err);
     if (bi->disk_cache || p->up_be) {

@@ -34,6 +34,9 @@ typedef struct smelt__pkernel {
     size_t dscratch_bytes, dscratch_part; /* (its counters' bytes, then the results') */
     smelt__backend *dscratch_be;
     int rows_cache;     /* a row program's row cache, bytes per element of a row (CPU) */
+    int rows_held;      /* a row program's held form, bytes per element a lane holds (device;
+                         * smelt__rows_held_bytes, -1: none) */
+    bool rows_math;     /* ... and whether a full-size operator of it is transcendental */
     uint64_t rn_operands; /* a row program's operands at its results' shape without keepdims
                            * (bit o: operand o, inputs then outputs; smelt__kernel_strides) */
 } smelt__pkernel;
@@ -72,6 +75,7 @@ struct smelt_plan {
     int nkern, kcap;
     smelt_plan_stats stats;
     smelt__sb log;  /* warnings */
+    int rows_held_max; /* SMELT_CUDA_ROWS_HELD: bytes a lane of a device row program may hold */
     smelt__sb desc; /* smelt_plan_describe */
     int *out_slot;  /* prog value -> output index, or -1 */
     bool *donated;  /* per graph input: smelt_plan_opts.donate named it */
