@@ -361,12 +361,12 @@ def run_workload(name, n, runs, which):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", default="all", help="one of %s, or all" % ", ".join(WORKLOADS))
+    ap.add_argument("--workload", default="all", help="one of %s, several separated by commas, or all" % ", ".join(WORKLOADS))
     ap.add_argument("--n", type=int, default=64 << 20)
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
     a = ap.parse_args()
-    names = WORKLOADS if a.workload == "all" else [a.workload]
+    names = WORKLOADS if a.workload == "all" else a.workload.split(",")
     if any(w not in WORKLOADS for w in names):
         ap.error("unknown workload %s" % a.workload)
     which = set(a.peers.split(","))
