@@ -128,6 +128,7 @@ typedef struct emu_fn { /* a CUfunction */
     emu_launch launch;
     emu_thread thread; /* set when the kernel shuffles: it runs warp by warp */
     void (*set_arg2)(void *); /* an image that passes a second parameter */
+    int bound;                /* the most threads a block may have (__launch_bounds__) */
     struct emu_fn *next;
 } emu_fn;
 static emu_fn *fns;
@@ -235,6 +236,8 @@ EXPORT int cuModuleGetFunction(void **fn, void *mod, const char *name)
         set_rt(&rt);
         memcpy(&f->thread, &thread, sizeof f->thread);
     }
+    const int *bound = dlsym(mod, "smelt_emu_bound");
+    f->bound = bound ? *bound : 1024;
     f->mod = mod;
     f->next = fns;
     fns = f;
@@ -244,19 +247,26 @@ EXPORT int cuModuleGetFunction(void **fn, void *mod, const char *name)
 EXPORT int cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block, void *fn, void *b2d,
                                             size_t smem, int limit)
 {
-    (void)fn, (void)b2d, (void)smem, (void)limit;
+    (void)b2d, (void)smem, (void)limit;
     *min_grid = 3; /* a small grid: the grid-stride loops go round many times */
-    *block = 64;
+    *block = 64 < ((const emu_fn *)fn)->bound ? 64 : ((const emu_fn *)fn)->bound;
+    return 0;
+}
+EXPORT int cuFuncGetAttribute(int *v, int attr, void *fn)
+{
+    if (attr != 0) /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK alone */
+        return 1;
+    *v = ((const emu_fn *)fn)->bound;
     return 0;
 }
 EXPORT int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned smem, void *st, void **params,
                           void **extra)
 {
-    if (gy != 1 || gz != 1 || by != 1 || bz != 1 || smem || extra || st != &stream_token ||
-        !gx || !bx || bx > 1024)
-        return 1;
     const emu_fn *f = fn;
+    if (gy != 1 || gz != 1 || by != 1 || bz != 1 || smem || extra || st != &stream_token ||
+        !gx || !bx || bx > (unsigned)f->bound)
+        return 1;
     if (f->set_arg2)
         f->set_arg2(params[1]);
     if (f->thread)
@@ -312,6 +322,10 @@ static const char *const emu_prelude =
     "#define __global__\n#define __device__\n#define __forceinline__ inline\n"
     "#define __noinline__ __attribute__((noinline))\n"
     "#define __restrict__ __restrict\n"
+    /* a block's shared memory: a static, as warps run one after another
+     * (run_warps); a kernel's largest block, recorded (smelt_emu_bound) */
+    "#define __shared__ static\n#define __align__(n) __attribute__((aligned(n)))\n"
+    "#define __launch_bounds__(n)\n"
     "struct smelt_emu_dim3 { unsigned x, y, z; };\n"
     "static smelt_emu_dim3 blockIdx, threadIdx, blockDim, gridDim;\n"
     "static inline float __uint_as_float(unsigned u) { float f; __builtin_memcpy(&f, &u, 4); return f; }\n"
@@ -394,6 +408,9 @@ EXPORT int nvrtcCompileProgram(prog *p, int nopt, const char *const *opts)
     fprintf(f, emu_launcher, p->name, p->name);
     if (strstr(p->src, "__shfl")) /* run warp by warp (cuLaunchKernel) */
         fputs("extern \"C\" const int smelt_emu_warps = 1;\n", f);
+    const char *lb = strstr(p->src, "__launch_bounds__(");
+    if (lb) /* the most threads a block of it may have (cuFuncGetAttribute) */
+        fprintf(f, "extern \"C\" const int smelt_emu_bound = %d;\n", atoi(lb + strlen("__launch_bounds__(")));
     fclose(f);
     snprintf(cmd, sizeof cmd, "c++ -std=c++17 -shared -fPIC -O1 -ffp-contract=off -w -o %s %s > %s 2>&1", so, cpp, logf);
     int rc = system(cmd);

@@ -1406,14 +1406,19 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
 }
 
 /* The softmax on the device: one row program (a warp per row), the bits of
- * TinyCC's unfused plan.  Rows of at most 1024 f32 are held in registers
- * (its lanes' elements of x, then of exp(x - max): 32 a lane at most, as
- * it computes exp); longer ones stream. */
+ * TinyCC's unfused plan.  Its lanes hold their elements of x, then of
+ * exp(x - max), 32 at most in registers (it computes exp), the rest in
+ * shared memory (x and exp(x - max) in one place: 4 bytes a row element),
+ * up to 48 KB a warp; longer rows stream. */
 DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 {
-    /* short rows; 1024 (each lane's 32 elements); 1025, 4096 and a row of
+    /* short rows; 1024 (each lane's 32 elements); 1025, 4096; a row of
      * 13000 (each lane takes 407 elements) */
     const int64_t shapes[][2] = {{37, 500}, {5, 1024}, {3, 1025}, {3, 4096}, {3, 13000}};
+    const char *const held[] = {"held: 16 elements a lane in registers, 0 in shared memory",
+                                "held: 32 elements a lane in registers, 0 in shared memory",
+                                "held: 32 elements a lane in registers, 32 in shared memory",
+                                "held: 32 elements a lane in registers, 96 in shared memory", NULL};
     for (int c = 0; c < NELEMS(shapes); c++) {
         smelt_graph *g = t_graph(ctx);
         smelt_node *y = softmax_rows(g, shapes[c][0], shapes[c][1]);
@@ -1424,8 +1429,9 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
         t_set(in, 7, -0.0), t_set(in, 600, INFINITY), t_set(in, 1200, NAN);
         smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
         cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
-        cr_assert_eq(strstr(smelt_plan_describe(pd), "held in registers") != NULL, shapes[c][1] <= 1024, "%s",
-                     smelt_plan_describe(pd));
+        cr_assert(held[c] ? strstr(smelt_plan_describe(pd), held[c]) != NULL
+                          : strstr(smelt_plan_describe(pd), "rows held") == NULL,
+                  "%s", smelt_plan_describe(pd));
         t_run(pd, 1, &in, 1, &dev);
         tcc_run(ctx, g, 1, &y, 0, 1, &in, &cpu);
         int64_t at;
@@ -1438,53 +1444,72 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 }
 
 /* Row programs on the device (tests/rows-cases.h): one kernel each, the
- * bits of TinyCC's unfused plan; in the held form (rows of at most 4096
- * elements: softmax) and with it turned off (SMELT_CUDA_ROWS_HELD=0), where
- * every pass reads its operands again (and rows of 5000 always). */
+ * bits of TinyCC's unfused plan, in the held form as it comes (registers,
+ * then shared memory: rows of 5000 take both), all in shared memory
+ * (SMELT_CUDA_ROWS_HELD=0: f64, f16 and i32 values in it too), and
+ * streaming (SMELT_CUDA_ROWS_SHARED=0 as well: every pass reads its
+ * operands again). */
 #include "rows-cases.h"
 DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
 {
-    unsetenv("SMELT_CUDA_ROWS_HELD");
-    for (int c = 0; c < 2 * NELEMS(rows_cases); c++) {
+    unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED");
+    for (int c = 0; c < 3 * NELEMS(rows_cases); c++) {
         const rows_case *rc = &rows_cases[c % NELEMS(rows_cases)];
+        int form = c / NELEMS(rows_cases);
         if (c == NELEMS(rows_cases))
             setenv("SMELT_CUDA_ROWS_HELD", "0", 1);
+        if (c == 2 * NELEMS(rows_cases))
+            setenv("SMELT_CUDA_ROWS_SHARED", "0", 1);
         smelt_node *outs[3];
         smelt_tensor *in[ROWS_MAX_IN], *dev[3] = {0}, *cpu[3] = {0};
         int n_out, n_in;
         smelt_graph *g = rows_setup(ctx, c % NELEMS(rows_cases), outs, &n_out, in, &n_in);
         smelt_plan *pd = t_plan(ctx, g, n_out, outs, 3);
-        cr_assert_eq(t_stats(pd).kernels, rows_kernels(c % NELEMS(rows_cases)), "%s: %s", rc->what,
-                     smelt_plan_describe(pd));
-        bool held = strstr(smelt_plan_describe(pd), "held in registers") != NULL;
-        if (c >= NELEMS(rows_cases) || strstr(rc->what, "long rows"))
-            cr_assert(!held, "%s: %s", rc->what, smelt_plan_describe(pd));
-        else if (c == 0)
-            cr_assert(held, "%s: %s", rc->what, smelt_plan_describe(pd));
+        const char *d = smelt_plan_describe(pd);
+        cr_assert_eq(t_stats(pd).kernels, rows_kernels(c % NELEMS(rows_cases)), "%s: %s", rc->what, d);
+        bool held = strstr(d, "rows held") != NULL;
+        if (form == 2)
+            cr_assert(!held, "%s: %s", rc->what, d);
+        else if (form == 1)
+            cr_assert(!held || strstr(d, "held: 0 elements a lane in registers"), "%s: %s", rc->what, d);
+        if (form < 2 && c % NELEMS(rows_cases) == 0)
+            cr_assert(held, "%s: %s", rc->what, d);
+        if (form == 0 && !strcmp(rc->what, "rmsnorm, long rows"))
+            cr_assert(strstr(d, "held: 128 elements a lane in registers, 128 in shared memory"), "%s: %s", rc->what, d);
         t_run(pd, n_in, in, n_out, dev);
         tcc_run(ctx, g, n_out, outs, 0, n_in, in, cpu);
         for (int k = 0; k < n_out; k++) {
             int64_t at;
-            cr_assert(t_same_results(cpu[k], dev[k], &at), "%s, output %d: the device gives %a, TCC unfused %a at [%lld]",
-                      rc->what, k, smelt_tensor_get(dev[k], at), smelt_tensor_get(cpu[k], at), (long long)at);
+            cr_assert(t_same_results(cpu[k], dev[k], &at), "%s (form %d), output %d: the device gives %a, TCC unfused %a at [%lld]",
+                      rc->what, form, k, smelt_tensor_get(dev[k], at), smelt_tensor_get(cpu[k], at), (long long)at);
         }
         t_free_all(dev, n_out), t_free_all(cpu, n_out), t_free_all(in, n_in);
         smelt_plan_free(pd);
         smelt_graph_free(g);
     }
-    unsetenv("SMELT_CUDA_ROWS_HELD");
+    unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED");
 }
 
-/* SMELT_CUDA_ROWS_HELD: the bytes a lane may hold (an rmsnorm of 4096 f32
- * holds x, 4 bytes a row element, 512 a lane: 128 elements, the most); a
- * value that is not a whole number is ignored with a warning in the plan's
- * description.  Held or not, the bits of TinyCC's unfused plan. */
+/* SMELT_CUDA_ROWS_HELD, the bytes a lane holds in registers, and
+ * SMELT_CUDA_ROWS_SHARED (0: none in shared memory): an rmsnorm of 4096
+ * f32 holds x, 4 bytes a row element, 128 elements a lane; values that are
+ * not numbers (or not 0 or 1) are ignored with a warning in the plan's
+ * description.  Every form gives the bits of TinyCC's unfused plan. */
 DEVICE_TEST(rows_held_setting, 120)
 {
     const struct {
-        const char *v;
-        bool held, warn;
-    } cases[] = {{"511", false, false}, {"512", true, false}, {"abc", true, true}, {"-5", true, true}, {"0", false, false}};
+        const char *held, *shared, *want; /* want: the description's words (NULL: not held) */
+        bool warn;
+    } cases[] = {
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false},
+        {"511", NULL, "held: 64 elements a lane in registers, 64 in shared memory", false},
+        {"abc", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true},
+        {"-5", "1", "held: 128 elements a lane in registers, 0 in shared memory", true},
+        {"0", NULL, "held: 0 elements a lane in registers, 128 in shared memory", false},
+        {"0", "0", NULL, false},
+        {"100", "0", NULL, false},
+        {"100", "2", "held: 16 elements a lane in registers, 112 in shared memory", true},
+    };
     smelt_graph *g = t_graph(ctx);
     smelt_node *in[2] = {smelt_input(g, "x", SMELT_F32, SHP(3, 4096)), smelt_input(g, "w", SMELT_F32, SHP(4096))};
     smelt_node *y = smelt_expr(g, "x / sqrt(mean(x * x, axis=-1, keepdims=True) + 1e-6) * w", (const char *[]){"x", "w"},
@@ -1496,21 +1521,26 @@ DEVICE_TEST(rows_held_setting, 120)
     t_set(x[0], 5, -0.0), t_set(x[0], 4100, INFINITY), t_set(x[0], 9000, NAN);
     tcc_run(ctx, g, 1, &y, 0, 2, x, &cpu);
     for (int c = 0; c < NELEMS(cases); c++) {
-        setenv("SMELT_CUDA_ROWS_HELD", cases[c].v, 1);
+        setenv("SMELT_CUDA_ROWS_HELD", cases[c].held, 1);
+        if (cases[c].shared)
+            setenv("SMELT_CUDA_ROWS_SHARED", cases[c].shared, 1);
+        else
+            unsetenv("SMELT_CUDA_ROWS_SHARED");
         smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
         const char *d = smelt_plan_describe(pd);
-        cr_assert_eq(strstr(d, "held in registers") != NULL, cases[c].held, "SMELT_CUDA_ROWS_HELD=%s: %s", cases[c].v, d);
-        cr_assert_eq(strstr(d, "SMELT_CUDA_ROWS_HELD=") != NULL, cases[c].warn, "SMELT_CUDA_ROWS_HELD=%s: %s",
-                     cases[c].v, d);
+        cr_assert(cases[c].want ? strstr(d, cases[c].want) != NULL : strstr(d, "rows held") == NULL,
+                  "SMELT_CUDA_ROWS_HELD=%s SMELT_CUDA_ROWS_SHARED=%s: %s", cases[c].held, cases[c].shared, d);
+        cr_assert_eq(strstr(d, "warning: SMELT_CUDA_ROWS_") != NULL, cases[c].warn,
+                     "SMELT_CUDA_ROWS_HELD=%s SMELT_CUDA_ROWS_SHARED=%s: %s", cases[c].held, cases[c].shared, d);
         smelt_tensor *dev = NULL;
         t_run(pd, 2, x, 1, &dev);
         int64_t at;
-        cr_assert(t_same_results(cpu, dev, &at), "SMELT_CUDA_ROWS_HELD=%s: the device gives %a, TCC unfused %a at [%lld]",
-                  cases[c].v, smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+        cr_assert(t_same_results(cpu, dev, &at), "case %d: the device gives %a, TCC unfused %a at [%lld]", c,
+                  smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
         smelt_tensor_free(dev);
         smelt_plan_free(pd);
     }
-    unsetenv("SMELT_CUDA_ROWS_HELD");
+    unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED");
     smelt_tensor_free(cpu), t_free_all(x, 2);
     smelt_graph_free(g);
 }

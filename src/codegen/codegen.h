@@ -44,8 +44,11 @@ int smelt__rows_cache_bytes(const smelt__kdesc *d);
  * SMELT_SPREAD_HELD): the most bytes per element of a row that its lanes
  * hold at once between two passes (the inputs two passes read, the values
  * one pass computes and a later one reads); -1 on failure.  *math: whether
- * a full-size operator is a transcendental function (exp, tanh, ...). */
-int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math);
+ * a full-size operator is a transcendental function (exp, tanh, ...);
+ * *shared: the bytes per element of a row its lanes keep in shared memory
+ * (the elements past those in registers; values no later pass reads give
+ * their place to others). */
+int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math, int *shared);
 int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err);
 /* Elements one thread of a device kernel for d takes per step of its

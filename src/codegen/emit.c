@@ -2500,16 +2500,61 @@ static int rows_held_spans(const smelt__kdesc *d, const rows_info *ri, int *firs
     return st;
 }
 
-int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math)
+/* Whether value v (first[v] .. last[v], rows_held_spans) is held: a kept
+ * value, or an input two passes read. */
+static bool rows_is_held(const smelt__kdesc *d, const rows_info *ri, const int *first, const int *last, int v)
+{
+    return v < d->n_in ? first[v] >= 0 && last[v] > first[v] : ri->cache_off[v - d->n_in] >= 0;
+}
+
+/* The held values' places in shared memory (the held form's elements past
+ * those in registers): slot[v] (-1: not held), slots of one element size
+ * each, at byte off[s] (per element of a lane: 32 times that per element a
+ * lane keeps there).  A value takes the slot of one no later pass reads,
+ * or of one its first pass reads last if that pass does not reduce it
+ * (rows_dev_piece reads a piece's held operands before it writes); returns
+ * the bytes per element of them all, -1 for too many. */
+static int rows_held_slots(const smelt__kdesc *d, const rows_info *ri, const int *first, const int *last, int *slot,
+                           int *off)
+{
+    int nv = d->n_in + d->n_ops, ns = 0, size[SMELT_MAX_KERNEL_OPERANDS + 256], occ[SMELT_MAX_KERNEL_OPERANDS + 256];
+    int bytes = 0;
+    for (int v = 0; v < nv; v++)
+        slot[v] = -1;
+    for (int p = 0; p <= ri->nst; p++)
+        for (int v = 0; v < nv; v++) {
+            if (!rows_is_held(d, ri, first, last, v) || first[v] != p)
+                continue;
+            int sz = (int)smelt__dtypes[value_dtype(d, v)].size, x = p < ri->nst ? d->ops[ri->st[p]].in[0] : -1, s;
+            for (s = 0; s < ns; s++)
+                if (size[s] == sz && (last[occ[s]] < p || (last[occ[s]] == p && occ[s] != x)))
+                    break;
+            if (s == ns) {
+                if (ns == (int)(sizeof size / sizeof size[0]))
+                    return -1;
+                size[ns++] = sz;
+            }
+            occ[s] = v;
+            slot[v] = s;
+        }
+    for (int s = 0; s < ns; s++) {
+        off[s] = bytes;
+        bytes += size[s];
+    }
+    return bytes;
+}
+
+int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math, int *shared)
 {
     rows_info ri = {0};
     *math = false;
+    *shared = -1;
     for (int k = 0; k < d->n_ops; k++)
         *math = *math || (!d->ops[k].small && op_is_math(&smelt__ops[d->ops[k].op]));
     if (!d->multi || rows_analyse(d, true, &ri))
         return -1;
     int nv = d->n_in + d->n_ops, peak = 0;
-    int *first = malloc(sizeof(int) * (size_t)(2 * nv + 1));
+    int *first = malloc(sizeof(int) * (size_t)(4 * nv + 1));
     smelt__sb err;
     smelt__sb_init(&err);
     if (!first || rows_held_spans(d, &ri, first, first + nv, &err))
@@ -2521,6 +2566,8 @@ int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math)
                 bytes += (int)smelt__dtypes[value_dtype(d, v)].size;
         peak = SMELT_MAX(peak, bytes);
     }
+    if (peak >= 0)
+        *shared = rows_held_slots(d, &ri, first, first + nv, first + 2 * nv, first + 3 * nv);
     smelt__sb_free(&err);
     free(first);
     rows_free(&ri);
@@ -2793,14 +2840,32 @@ static void held_index(char *o, size_t n, int m, int q)
         snprintf(o, n, "%s", m == SMELT_MODE_BCAST ? "0" : "32 * j");
 }
 
+/* The held form's elements of a lane: j < kr in registers (kc<v>[j],
+ * loops unrolled: indexed by constants), the rest in shared memory
+ * (kcs<v>[32 (j - kr)], the warp's slice of its slot); part: which. */
+typedef struct rows_held {
+    int K, kr; /* elements a lane holds, of them in registers */
+    bool *in;  /* per kernel input: held */
+    int part;  /* 0: registers, 1: shared memory (the loop being emitted) */
+} rows_held;
+
+static void held_ref(char *o, size_t n, const rows_held *h, int v)
+{
+    if (h->part)
+        snprintf(o, n, "kcs%d[32 * (j - %d)]", v, h->kr);
+    else
+        snprintf(o, n, "kc%d[j]", v);
+}
+
 /* One element of a piece on a device, in its own scope: operand q named
  * q<q> at offset o<q> (rows_call_setup's bindings: a kernel operand at
  * off[] (full) or xo[] (small), the row's scalar sv<slot>, or tmp, the
- * local array rt; in the held form a kept value v, or a kernel input v
- * that held[v] marks, is the lane's element j of kc<v>); its constants,
- * loads, operators and stores. */
+ * local array rt; in the held form (h) a kept value v, or a kernel input v
+ * that h->in marks, is the lane's element j of it (held_ref), read into a
+ * local first: a value written here may take the place of one read here);
+ * its constants, loads, operators and stores. */
 static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *pc, const int *bind, bool small,
-                          const char *ind, const bool *held)
+                          const char *ind, const rows_held *h)
 {
     int nv = pc->n_in + pc->n_ops, n = pc->n_in + pc->n_out;
     int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
@@ -2813,22 +2878,26 @@ static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__k
     smelt__sb_printf(b, "%s{\n", ind);
     for (int q = 0; q < n; q++) {
         const char *T = dl->stype[operand_dtype(pc, q)], *c = q < pc->n_in ? "const " : "";
-        int kv = bind[q] >= ROWS_KEPT ? bind[q] - ROWS_KEPT : bind[q] >= 0 && held && held[bind[q]] ? bind[q] : -1;
+        int kv = bind[q] >= ROWS_KEPT ? bind[q] - ROWS_KEPT : bind[q] >= 0 && h && h->in[bind[q]] ? bind[q] : -1;
+        char r[48];
         if (kv >= 0)
-            smelt__sb_printf(b, "%s    %s%s *q%d = &kc%d[j];\n%s    const smelt_idx o%d = 0;\n", ind, c, T, q, kv, ind,
-                             q);
+            held_ref(r, sizeof r, h, kv);
+        if (kv >= 0 && q < pc->n_in)
+            smelt__sb_printf(b, "%s    const %s h%d = %s, *q%d = &h%d;\n%s    const smelt_idx o%d = 0;\n", ind, T, q, r, q,
+                             q, ind, q);
+        else if (kv >= 0)
+            smelt__sb_printf(b, "%s    %s *q%d = &%s;\n%s    const smelt_idx o%d = 0;\n", ind, T, q, r, ind, q);
         else if (bind[q] <= -2)
             smelt__sb_printf(b, "%s    %s%s *q%d = &sv%d;\n%s    const smelt_idx o%d = 0;\n", ind, c, T, q, -2 - bind[q],
                              ind, q);
         else if (bind[q] == -1)
             smelt__sb_printf(b, "%s    %s *q%d = rt;\n%s    const smelt_idx o%d = 0;\n", ind, T, q, ind, q);
-        else if (held && !small) { /* the held form: the lane's pointer into the row (rows_dev_bases) */
+        else if (h && !small) { /* the held form: the lane's pointer into the row (rows_dev_bases) */
             char o[48];
             held_index(o, sizeof o, pc->mode[q], bind[q]);
             smelt__sb_printf(b, "%s    %s%s *__restrict__ q%d = (%s%s *)bq%d;\n%s    const smelt_idx o%d = %s;\n", ind,
                              c, T, q, c, T, bind[q], ind, q, o);
-        }
-        else
+        } else
             smelt__sb_printf(b, "%s    %s%s *__restrict__ q%d = (%s%s *)a.ptrs[%d];\n%s    const smelt_idx o%d = %s[%d];\n",
                              ind, c, T, q, c, T, bind[q], ind, q, small ? "xo" : "off", bind[q]);
     }
@@ -2865,18 +2934,21 @@ static void rows_dev_offsets(smelt__sb *b, int noper, int R, int nr, const char 
 }
 
 /* The loop over a row's elements that lane holds in a pass: the streaming
- * form's r = c0 + lane, + 32, ... < c1 (a chunk); the held form's K
- * elements r = lane + 32 j, unrolled (its arrays indexed by constants stay
- * in registers), those below nred. */
-static void rows_dev_loop(smelt__sb *b, int K, const char *c0, const char *c1, const char *ind)
+ * form's r = c0 + lane, + 32, ... < c1 (a chunk); the held form's
+ * elements r = lane + 32 j of the part h->part (registers: unrolled, so
+ * that its arrays are indexed by constants), those below nred (the first
+ * K / 2 are in every row: the compiler drops their test). */
+static void rows_dev_loop(smelt__sb *b, const rows_held *h, const char *c0, const char *c1, const char *ind)
 {
-    if (!K) {
+    if (!h) {
         smelt__sb_printf(b, "%sfor (smelt_idx r = %s + lane; r < %s; r += 32) {\n%s    {\n", ind, c0, c1, ind);
         return;
     }
-    smelt__sb_printf(b, "%s#pragma unroll\n%sfor (int j = 0; j < %d; j++) {\n"
+    if (!h->part)
+        smelt__sb_printf(b, "%s#pragma unroll\n", ind);
+    smelt__sb_printf(b, "%sfor (int j = %d; j < %d; j++) {\n"
                         "%s    const smelt_idx r = (smelt_idx)(lane + 32 * j);\n%s    if (j < %d || r < nred) {\n",
-                     ind, ind, K, ind, ind, K / 2);
+                     ind, h->part ? h->kr : 0, h->part ? h->K : h->kr, ind, ind, h->K / 2);
 }
 
 /* The held form (one reduced dimension): each kernel operand's pointer to
@@ -2887,10 +2959,9 @@ static void rows_dev_loop(smelt__sb *b, int K, const char *c0, const char *c1, c
 static void rows_dev_bases(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const char *ind)
 {
     for (int q = 0; q < d->n_in + d->n_out; q++) {
-        const char *T = dl->stype[operand_dtype(d, q)];
+        const char *T = dl->stype[operand_dtype(d, q)], *c = q < d->n_in ? "const " : "";
         if (d->mode[q] == SMELT_MODE_STRIDED)
             smelt__sb_printf(b, "%sconst smelt_idx sq%d = a.strides[%d];\n", ind, q, q * d->rank + d->rank - 1);
-        const char *c = q < d->n_in ? "const " : "";
         smelt__sb_printf(b, "%s%s%s *__restrict__ const bq%d = (%s%s *)a.ptrs[%d] + xo[%d]", ind, c, T, q, c, T, q, q);
         if (d->mode[q] == SMELT_MODE_CONTIG)
             smelt__sb_puts(b, " + lane");
@@ -2900,48 +2971,58 @@ static void rows_dev_bases(smelt__sb *b, const smelt__dialect *dl, const smelt__
     }
 }
 
-/* The held form: the kernel inputs held[] marks and first read in pass p,
- * from memory into kc<v>[j], in a loop of their own before the pass's, so
- * that a lane's loads go out together (its first K / 2 elements are in
- * every row: the compiler drops their test). */
-static void rows_dev_preload(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const bool *held,
-                             const int *first, int p, int K, const char *ind)
+/* The held form: the kernel inputs h->in marks and first read in pass p,
+ * from memory into their arrays, in loops of their own before the pass's,
+ * so that a lane's loads go out together. */
+static void rows_dev_preload(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, rows_held *h,
+                             const int *first, int p, const char *ind)
 {
     bool any = false;
     for (int v = 0; v < d->n_in; v++)
-        any = any || (held[v] && first[v] == p);
-    if (!any)
-        return;
-    smelt__sb_printf(b, "%s#pragma unroll\n%sfor (int j = 0; j < %d; j++) {\n"
-                        "%s    if (j < %d || (smelt_idx)(lane + 32 * j) < nred) {\n", ind, ind, K, ind, K / 2);
-    for (int v = 0; v < d->n_in; v++)
-        if (held[v] && first[v] == p) {
-            char o[48];
-            held_index(o, sizeof o, d->mode[v], v);
-            smelt__sb_printf(b, "%s        kc%d[j] = ((const %s *)bq%d)[%s];\n", ind, v, dl->stype[d->in_dt[v]], v, o);
-        }
-    smelt__sb_printf(b, "%s    }\n%s}\n", ind, ind);
+        any = any || (h->in[v] && first[v] == p);
+    for (h->part = 0; any && h->part < 2; h->part++) {
+        if (h->part ? h->kr == h->K : !h->kr)
+            continue;
+        rows_dev_loop(b, h, "", "", ind);
+        for (int v = 0; v < d->n_in; v++)
+            if (h->in[v] && first[v] == p) {
+                char o[48], r[48];
+                held_index(o, sizeof o, d->mode[v], v);
+                held_ref(r, sizeof r, h, v);
+                smelt__sb_printf(b, "%s        %s = ((const %s *)bq%d)[%s];\n", ind, r, dl->stype[d->in_dt[v]], v, o);
+            }
+        smelt__sb_printf(b, "%s    }\n%s}\n", ind, ind);
+    }
+    h->part = 0;
 }
 
 /* A device (CUDA): a warp per row, its lanes along the row; every lane
  * holds the row's scalars.  The streaming form (spread 0) reads each pass's
  * operands from memory and computes again what an earlier pass computed;
- * the held form (spread SMELT_SPREAD_HELD + b, rows of at most 32 * 2^b
- * elements, one chunk) keeps a lane's elements of every input two passes
- * read and of every value a later pass reads (rows_info.cache) in arrays
- * of 2^b (kc<v>), so a row is read from memory once. */
+ * the held form (spread SMELT_SPREAD_HELD + b + 16 c: rows of at most
+ * 32 * 2^b elements, one chunk) keeps a lane's elements of every input two
+ * passes read and of every value a later pass reads (rows_info.cache): the
+ * first kr = 2^(c - 1) (none for c = 0) in registers (kc<v>), the rest in
+ * shared memory (kcs<v>, rows_held_slots; a block is one warp), so a row
+ * is read from memory once. */
 static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude, smelt__sb *text,
                              smelt__sb *err)
 {
     int st = rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
-    int K = d->spread >= SMELT_SPREAD_HELD ? 1 << (d->spread - SMELT_SPREAD_HELD) : 0;
+    int K = 0, kr = 0;
+    if (d->spread >= SMELT_SPREAD_HELD) {
+        int c = (d->spread - SMELT_SPREAD_HELD) >> 4;
+        K = 1 << ((d->spread - SMELT_SPREAD_HELD) & 15);
+        kr = c ? SMELT_MIN(K, 1 << (c - 1)) : 0;
+    }
     rows_info ri = {0};
     if (st || (st = rows_analyse(d, K > 0, &ri)))
         return st;
-    int nv = nin + d->n_ops;
+    int nv = nin + d->n_ops, shared = 0;
     bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1)), held[SMELT_MAX_KERNEL_OPERANDS] = {false};
-    int *first = K ? malloc(sizeof(int) * (size_t)(2 * nv + 1)) : NULL;
+    int *first = K ? malloc(sizeof(int) * (size_t)(4 * nv + 1)) : NULL;
     int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
+    rows_held hv = {K, kr, held, 0}, *h = K ? &hv : NULL;
     smelt__sb defs, body, kd, rd, what;
     smelt__sb_init(&defs), smelt__sb_init(&body), smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
     if (!mine || (K && !first))
@@ -2951,15 +3032,28 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         smelt__sb_puts(err, "a row program's held form reduces one dimension (after merging)");
         st = SMELT_ERR_INVALID_ARG;
     }
-    if (!st && K) {
-        st = rows_held_spans(d, &ri, first, first + nv, err);
+    if (!st && K && !(st = rows_held_spans(d, &ri, first, first + nv, err))) {
+        for (int v = 0; v < nin; v++)
+            held[v] = rows_is_held(d, &ri, first, first + nv, v);
+        int *slot = first + 2 * nv, *off = first + 3 * nv, per = rows_held_slots(d, &ri, first, first + nv, slot, off);
+        shared = kr < K ? 32 * (K - kr) * per : 0;
+        if (per < 0) {
+            smelt__sb_puts(err, "a row program holds too many values");
+            st = SMELT_ERR_INVALID_ARG;
+        }
+        if (shared > 0)
+            smelt__sb_printf(&body, "        __shared__ __align__(16) unsigned char smelt_sm[%d];\n", shared);
         rows_dev_bases(&body, dl, d, "        ");
-    }
-    for (int v = 0; v < nv && !st && K; v++) { /* the held values' arrays */
-        if (v < nin)
-            held[v] = first[v] >= 0 && first[nv + v] > first[v];
-        if (v < nin ? held[v] : ri.cache_off[v - nin] >= 0)
-            smelt__sb_printf(&body, "        %s kc%d[%d];\n", dl->stype[value_dtype(d, v)], v, K);
+        for (int v = 0; v < nv && !st; v++) { /* the held values' arrays */
+            if (!rows_is_held(d, &ri, first, first + nv, v))
+                continue;
+            const char *T = dl->stype[value_dtype(d, v)];
+            if (kr)
+                smelt__sb_printf(&body, "        %s kc%d[%d];\n", T, v, kr);
+            if (kr < K)
+                smelt__sb_printf(&body, "        %s *const kcs%d = (%s *)(void *)(smelt_sm + %d) + lane;\n", T, v, T,
+                                 32 * (K - kr) * off[slot[v]]);
+        }
     }
     for (int v = 0; v < nin + d->n_ops && !st; v++)
         if (ri.slot[v] >= 0)
@@ -2982,7 +3076,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             break;
         int k = ri.st[t], x = d->ops[k].in[0];
         red_kind rk = red_kind_of(d->ops[k].op, value_dtype(d, x));
-        char sfx[16], opnd[32] = "rt[0]";
+        char sfx[16];
         snprintf(sfx, sizeof sfx, "_%d", t);
         smelt__sb one, ident;
         smelt__sb_init(&one), smelt__sb_init(&ident);
@@ -3001,34 +3095,48 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                              SMELT_RED_CHUNK, SMELT_RED_CHUNK, SMELT_RED_CHUNK);
         smelt__sb_printf(&body, "%ssmelt_acc%s v = %s;\n%slong long vi = 9223372036854775807LL;\n", in, sfx, I, in);
         if (K)
-            rows_dev_preload(&body, dl, d, held, first, t, K, in);
-        rows_dev_loop(&body, K, "c0", "c1", in);
-        smelt__sb_printf(&body, "%ssmelt_in%s rt[1];\n", el, sfx);
-        if (!K)
-            rows_dev_offsets(&body, noper, R, nr, el);
+            rows_dev_preload(&body, dl, d, h, first, t, in);
         bool kept = K && x >= nin && ri.piece[x - nin] != t;
-        if (K && (kept || (x < nin && held[x]) || (x >= nin && ri.cache_off[x - nin] >= 0)))
-            snprintf(opnd, sizeof opnd, "kc%d[j]", x);
-        if (x < nin && !(K && held[x])) {
-            smelt__sb_printf(&body, "%srt[0] = ((const smelt_in%s *)a.ptrs[%d])[off[%d]];\n", el, sfx, x, x);
-        } else if (x >= nin && !kept) {
-            smelt__kdesc pc;
-            int nout;
-            if (!(st = rows_piece_of(d, &ri, ROWS_STAGE, t, mine, outs, &nout, &pc, bind, err))) {
-                rows_modes(d, &pc, bind, false);
-                st = rows_dev_piece(&body, dl, &pc, bind, false, el, K ? held : NULL);
-                free(pc.ops);
+        bool opheld = K && (kept || (x < nin && held[x]) || (x >= nin && ri.cache_off[x - nin] >= 0));
+        for (int part = 0; part < (K ? 2 : 1) && !st; part++) { /* the lane's elements: registers, shared memory */
+            if (K && (part ? kr == K : !kr))
+                continue;
+            hv.part = part;
+            char opnd[48] = "rt[0]";
+            if (opheld)
+                held_ref(opnd, sizeof opnd, h, x);
+            rows_dev_loop(&body, h, "c0", "c1", in);
+            smelt__sb_printf(&body, "%ssmelt_in%s rt[1];\n", el, sfx);
+            if (!K)
+                rows_dev_offsets(&body, noper, R, nr, el);
+            if (x < nin && !(K && held[x])) { /* an input this pass alone reads */
+                char o[48];
+                if (K) {
+                    held_index(o, sizeof o, d->mode[x], x);
+                    smelt__sb_printf(&body, "%srt[0] = ((const smelt_in%s *)bq%d)[%s];\n", el, sfx, x, o);
+                } else {
+                    smelt__sb_printf(&body, "%srt[0] = ((const smelt_in%s *)a.ptrs[%d])[off[%d]];\n", el, sfx, x, x);
+                }
+            } else if (x >= nin && !kept) {
+                smelt__kdesc pc;
+                int nout;
+                if (!(st = rows_piece_of(d, &ri, ROWS_STAGE, t, mine, outs, &nout, &pc, bind, err))) {
+                    rows_modes(d, &pc, bind, false);
+                    st = rows_dev_piece(&body, dl, &pc, bind, false, el, h);
+                    free(pc.ops);
+                }
             }
+            smelt__sb_printf(&body, "%s(void)rt;\n%ssmelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)r);\n"
+                                    "%s    }\n%s}\n",
+                             el, el, sfx, sfx, opnd, in, in);
         }
-        smelt__sb_printf(&body, "%s(void)rt;\n%ssmelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)r);\n"
-                                "%s    }\n%s}\n"
-                                "%sfor (int dd = 16; dd >= 1; dd >>= 1) {\n"
+        hv.part = 0;
+        smelt__sb_printf(&body, "%sfor (int dd = 16; dd >= 1; dd >>= 1) {\n"
                                 "%s    smelt_acc%s u = smelt_shfl(v, dd);\n"
                                 "%s    long long ui = %s;\n"
                                 "%s    smelt_fold%s(&v, &vi, u, ui);\n%s}\n"
                                 "%ssmelt_fold%s(&tot, &toti, v, vi);\n",
-                         el, el, sfx, sfx, opnd, in, in, in, in, sfx, in, rk.arg ? "smelt_shfl(vi, dd)" : "vi", in, sfx,
-                         in, in, sfx);
+                         in, in, sfx, in, rk.arg ? "smelt_shfl(vi, dd)" : "vi", in, sfx, in, in, sfx);
         if (!K)
             smelt__sb_puts(&body, "            }\n");
         smelt__sb_printf(&body, "            tot = smelt_bcast(tot);\n            toti = smelt_bcast(toti);\n"
@@ -3045,25 +3153,32 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         int nout;
         smelt__kdesc pc;
         if (!(st = rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nout, &pc, bind, err)) && nout) {
-            rows_dev_loop(&body, K, "0", "nred", "        ");
-            if (!K)
-                rows_dev_offsets(&body, noper, R, nr, "                ");
             rows_modes(d, &pc, bind, false);
-            st = rows_dev_piece(&body, dl, &pc, bind, false, "                ", K ? held : NULL);
-            smelt__sb_puts(&body, "            }\n        }\n");
+            for (int part = 0; part < (K ? 2 : 1) && !st; part++) {
+                if (K && (part ? kr == K : !kr))
+                    continue;
+                hv.part = part;
+                rows_dev_loop(&body, h, "0", "nred", "        ");
+                if (!K)
+                    rows_dev_offsets(&body, noper, R, nr, "                ");
+                st = rows_dev_piece(&body, dl, &pc, bind, false, "                ", h);
+                smelt__sb_puts(&body, "            }\n        }\n");
+            }
             free(pc.ops);
         }
     }
-    char form[160] = "Every pass reads its operands from memory.";
+    char form[200] = "Every pass reads its operands from memory.";
     if (K)
-        snprintf(form, sizeof form, "A lane holds its %d elements of the values two passes read in registers "
-                                    "(kc<v>): a row is read from memory once.", K);
+        snprintf(form, sizeof form, "A lane holds its %d elements of the values two passes read, %d in registers "
+                                    "(kc<v>), %d in shared memory (kcs<v>): a row is read from memory once.",
+                 K, kr, K - kr);
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"NST", SLOT_NUM(ri.nst)},
         {"WHAT", smelt__sb_str(&what)}, {"RANK", SLOT_NUM(R)}, {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)},
         {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
         {"NOPER", SLOT_NUM(noper)}, {"NSTRIDES", SLOT_NUM(noper * R)}, {"DEFS", smelt__sb_str(&defs)},
         {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"FORM", form},
+        {"BOUNDS", shared ? "__launch_bounds__(32) " : ""},
         {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(noper, R, d->idx32) <= SMELT_KPARAM_MAX)},
         {"BODY", smelt__sb_str(&body)}};
     if (!st)

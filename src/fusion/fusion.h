@@ -6,19 +6,24 @@
 
 enum { SMELT_MODE_CONTIG = 0, SMELT_MODE_BCAST = 1, SMELT_MODE_STRIDED = 2 };
 enum { SMELT_SPREAD_CHUNKS = 1, SMELT_SPREAD_COLS = 2 };
-/* A device row program whose lanes hold their elements of a row in
- * registers: spread SMELT_SPREAD_HELD + b, 2^b elements a lane (at most
- * SMELT_HELD_MAX_LOG2); see smelt__rows_held_bytes. */
-enum { SMELT_SPREAD_HELD = 8, SMELT_HELD_MAX_LOG2 = 7 };
-/* ... at most 2^SMELT_HELD_MATH_MAX_LOG2 when a full-size operator is a
- * transcendental function: on an H200 a softmax of 4096 f32 rows, 128
- * elements a lane (255 registers, 8 warps an SM), ran 0.53 ms held against
- * 0.40 streaming, while one of 512 (16 a lane) gained; layernorm, no such
- * operator, gained at 128 (0.25 against 0.43 ms; bench/RESULTS.md) */
-enum { SMELT_HELD_MATH_MAX_LOG2 = 5 };
-/* The most bytes a lane of a held row program holds by default (128
- * registers; SMELT_CUDA_ROWS_HELD sets it, 0 turns the held form off) */
+/* A device row program whose lanes hold their elements of a row: spread
+ * SMELT_SPREAD_HELD + b + 16 c, 2^b elements a lane (at most
+ * SMELT_HELD_MAX_LOG2: a chunk), the first 2^(c - 1) of them in registers
+ * (c = 0: none), the rest in shared memory; see src/codegen/emit.c,
+ * shape_device_rows, and smelt__rows_held_bytes. */
+enum { SMELT_SPREAD_HELD = 8, SMELT_HELD_MAX_LOG2 = 9 };
+/* Elements a lane holds in registers: at most 2^SMELT_HELD_REGS_MAX_LOG2,
+ * 2^SMELT_HELD_MATH_MAX_LOG2 when a full-size operator is a transcendental
+ * function (on an H200 a softmax of 4096 f32 rows, 128 elements a lane in
+ * registers (255 registers, 8 warps an SM), ran 0.53 ms against 0.40
+ * streaming, while one of 512, 16 a lane, gained; layernorm, no such
+ * operator, gained at 128: 0.25 against 0.43 ms; bench/RESULTS.md), and
+ * SMELT_ROWS_HELD_BYTES of them (SMELT_CUDA_ROWS_HELD sets it) */
+enum { SMELT_HELD_REGS_MAX_LOG2 = 7, SMELT_HELD_MATH_MAX_LOG2 = 5 };
 #define SMELT_ROWS_HELD_BYTES 512
+/* The most shared memory a held row program's block (one warp) takes: the
+ * static limit */
+#define SMELT_ROWS_SHARED_MAX (48 * 1024)
 
 /* A kernel description: what the emitter turns into source. Values are
  * numbered: 0..n_in-1 are the kernel inputs, n_in + k is body op k. */

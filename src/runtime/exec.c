@@ -531,15 +531,23 @@ uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nre
 {
     if (!p->be->iface->target.dialect->device)
         return 0;
-    if (p->kern[ki].desc.multi) { /* a row program: held when a lane's share fits its registers */
-        int b = 0, held = p->kern[ki].rows_held;
-        int most = p->kern[ki].rows_math ? SMELT_HELD_MATH_MAX_LOG2 : SMELT_HELD_MAX_LOG2;
-        while (b <= most && (32LL << b) < nred)
+    if (p->kern[ki].desc.multi) { /* a row program: held when its rows fit (src/codegen/emit.c, shape_device_rows) */
+        const smelt__pkernel *k = &p->kern[ki];
+        int b = 0, c = 0;
+        while (b <= SMELT_HELD_MAX_LOG2 && (32LL << b) < nred)
             b++;
-        return nred >= 1 && held >= 0 && b <= most && __builtin_popcount(rmask) == 1 && ((int64_t)held << b) <= p->rows_held_max
-                   ? (uint8_t)(SMELT_SPREAD_HELD + b) : 0;
-    }
-    if (rank >= 1 && !(rmask >> (rank - 1) & 1u) && nred >= 1024 && nout >= 32)
+        if (nred < 1 || k->rows_held < 0 || k->rows_shared < 0 || b > SMELT_HELD_MAX_LOG2 ||
+            __builtin_popcount(rmask) != 1)
+            return 0;
+        /* registers: the most elements a lane, a power of 2, within the bytes allowed */
+        while (c <= b && c <= (k->rows_math ? SMELT_HELD_MATH_MAX_LOG2 : SMELT_HELD_REGS_MAX_LOG2) &&
+               ((int64_t)k->rows_held << c) <= p->rows_held_max)
+            c++;
+        int64_t kr = c ? (int64_t)1 << (c - 1) : 0, shared = ((int64_t)1 << b) - kr;
+        if (shared && (!p->rows_shared_on || shared * 32 * k->rows_shared > SMELT_ROWS_SHARED_MAX))
+            return 0;
+        return (uint8_t)(SMELT_SPREAD_HELD + b + 16 * c);
+    }    if (rank >= 1 && !(rmask >> (rank - 1) & 1u) && nred >= 1024 && nout >= 32)
         return SMELT_SPREAD_COLS;
     return nred > SMELT_RED_CHUNK && nout < DEV_SPLIT_RESULTS ? SMELT_SPREAD_CHUNKS : 0;
 }

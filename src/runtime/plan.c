@@ -1,5 +1,6 @@
 /* Building a plan: lower, run the passes of the opt level, partition, emit
  * and compile every kernel (with the unfused fallback), describe. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -124,7 +125,7 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
             return st;
         k->library = smelt__ops[p->prog.v[k->cl.members[0]].op].cls == SMELT_CLASS_LIBRARY;
         k->rows_cache = smelt__rows_cache_bytes(&k->desc); /* (once: exec.c sizes the scratch by it) */
-        k->rows_held = k->desc.multi ? smelt__rows_held_bytes(&k->desc, &k->rows_math) : -1;
+        k->rows_held = k->desc.multi ? smelt__rows_held_bytes(&k->desc, &k->rows_math, &k->rows_shared) : -1;
         for (int o = 0; k->desc.multi && o < k->cl.nin + k->cl.nout; o++)
             k->rn_operands |= (uint64_t)rows_rn_operand(p, k, o) << o;
         int real = 0;
@@ -369,9 +370,16 @@ static void describe(smelt_plan *p)
         if (k->desc.multi) /* a row program: its reductions' operand (the rows) */
             it = &p->prog.v[p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]].in[0]];
         smelt__shape_str(b, it->ndim, it->shape);
+        char held[96] = "";
+        if (k->desc.multi && v && v->spread >= SMELT_SPREAD_HELD) { /* src/codegen/emit.c, shape_device_rows */
+            int c = (v->spread - SMELT_SPREAD_HELD) >> 4, K = 1 << ((v->spread - SMELT_SPREAD_HELD) & 15);
+            int kr = c ? SMELT_MIN(K, 1 << (c - 1)) : 0;
+            snprintf(held, sizeof held, ", its rows held: %d elements a lane in registers, %d in shared memory", kr,
+                     K - kr);
+        }
         if (k->desc.multi)
             smelt__sb_printf(b, " in rows (a row program of %d reductions%s)", smelt__red_count_members(&p->prog, &k->cl),
-                             v && v->spread >= SMELT_SPREAD_HELD ? ", its rows held in registers" : "");
+                             held);
         /* the dtype the kernel writes (its first member may be a comparison; a
          * dead operator, kept at opt_level 0, writes nothing) */
         int w = k->cl.nout ? k->cl.outputs[0] : k->cl.members[k->cl.nmem - 1];
@@ -489,6 +497,11 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         p->rows_held_max = hv && !strcmp(hv, "0") ? 0
                            : (int)smelt__env_bound("SMELT_CUDA_ROWS_HELD", SMELT_ROWS_HELD_BYTES, true, "bytes",
                                                    "the default holds:", &p->log);
+        const char *sv = getenv("SMELT_CUDA_ROWS_SHARED");
+        p->rows_shared_on = !sv || strcmp(sv, "0");
+        if (sv && *sv && strcmp(sv, "0") && strcmp(sv, "1"))
+            smelt__sb_printf(&p->log, "warning: SMELT_CUDA_ROWS_SHARED='%s' is not 0 or 1: ignored, shared memory "
+                                      "holds what registers do not\n", sv);
     }
     smelt__sb err;
     smelt__sb_init(&err);

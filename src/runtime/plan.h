@@ -36,7 +36,8 @@ typedef struct smelt__pkernel {
     int rows_cache;     /* a row program's row cache, bytes per element of a row (CPU) */
     int rows_held;      /* a row program's held form, bytes per element a lane holds (device;
                          * smelt__rows_held_bytes, -1: none) */
-    bool rows_math;     /* ... and whether a full-size operator of it is transcendental */
+    bool rows_math;     /* ... whether a full-size operator of it is transcendental */
+    int rows_shared;    /* ... and its bytes per element in shared memory */
     uint64_t rn_operands; /* a row program's operands at its results' shape without keepdims
                            * (bit o: operand o, inputs then outputs; smelt__kernel_strides) */
 } smelt__pkernel;
@@ -75,7 +76,8 @@ struct smelt_plan {
     int nkern, kcap;
     smelt_plan_stats stats;
     smelt__sb log;  /* warnings */
-    int rows_held_max; /* SMELT_CUDA_ROWS_HELD: bytes a lane of a device row program may hold */
+    int rows_held_max;   /* SMELT_CUDA_ROWS_HELD: bytes a lane of a device row program holds in registers */
+    bool rows_shared_on; /* SMELT_CUDA_ROWS_SHARED: and the rest in shared memory */
     smelt__sb desc; /* smelt_plan_describe */
     int *out_slot;  /* prog value -> output index, or -1 */
     bool *donated;  /* per graph input: smelt_plan_opts.donate named it */

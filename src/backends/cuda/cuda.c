@@ -58,6 +58,7 @@ _Static_assert(sizeof(void *) == 8 && sizeof(CUdeviceptr) == 8, "CUDA needs a 64
     X(ModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                          \
     X(ModuleUnload, "cuModuleUnload", (CUmodule))                                              \
     X(ModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))        \
+    X(FuncGetAttribute, "cuFuncGetAttribute", (int *, CUfunction_attribute, CUfunction))       \
     X(OccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize",                      \
       (int *, int *, CUfunction, CUoccupancyB2DSize, size_t, int))                             \
     X(LaunchKernel, "cuLaunchKernel",                                                          \
@@ -499,7 +500,7 @@ static int cuda_compile(smelt__backend *be, const char *source, const char *fn_n
         CUresult r = enter(c);
         const char *what = "cuCtxPushCurrent";
         if (!r) {
-            int min_grid = 0;
+            int min_grid = 0, most = 0;
             if ((r = g.ModuleLoadData(&k->mod, image))) {
                 what = "cuModuleLoadData";
                 k->mod = NULL;
@@ -507,6 +508,10 @@ static int cuda_compile(smelt__backend *be, const char *source, const char *fn_n
                 what = "cuModuleGetFunction";
             } else if ((r = g.OccupancyMaxPotentialBlockSize(&min_grid, &k->block, k->fn, NULL, 0, 0))) {
                 what = "cuOccupancyMaxPotentialBlockSize";
+            } else if ((r = g.FuncGetAttribute(&most, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn))) {
+                what = "cuFuncGetAttribute";
+            } else if (k->block > most) { /* a kernel's __launch_bounds__ (a held row program: one warp) */
+                k->block = most;
             }
             k->wave = min_grid > 0 ? min_grid : 1;
             if (r && k->mod)
