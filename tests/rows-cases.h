@@ -50,6 +50,11 @@ static const rows_case rows_cases[] = {
     {"layernorm over two long axes",
      "(x - mean(x, axis=(1, 2), keepdims=True)) / sqrt(var(x, axis=(1, 2), keepdims=True) + 1e-5) * w + b",
      SMELT_F32, 3, {5, 30, 170}, false, 1, false},
+    /* the device's held form: w, first read by the second pass, must not
+     * take x's place in shared memory while that pass still reads x */
+    {"inputs held in turn",
+     "(x - max(x, axis=-1, keepdims=True)) * w / sum((x - max(x, axis=-1, keepdims=True)) * w, axis=-1, keepdims=True) + w",
+     SMELT_F32, 2, {9, 300}, false, 1, false},
     {"argmax and sum", "where(argmax(x, axis=-1, keepdims=True) > 3, x, -x) / sum(abs(x), axis=-1, keepdims=True)",
      SMELT_F32, 2, {25, 70}, false, 1, false},
     {"softmax over the first axis", ROWS_SOFTMAX("0"), SMELT_F32, 2, {300, 37}, false, 1, false},

@@ -2510,10 +2510,11 @@ static bool rows_is_held(const smelt__kdesc *d, const rows_info *ri, const int *
 /* The held values' places in shared memory (the held form's elements past
  * those in registers): slot[v] (-1: not held), slots of one element size
  * each, at byte off[s] (per element of a lane: 32 times that per element a
- * lane keeps there).  A value takes the slot of one no later pass reads,
- * or of one its first pass reads last if that pass does not reduce it
- * (rows_dev_piece reads a piece's held operands before it writes); returns
- * the bytes per element of them all, -1 for too many. */
+ * lane keeps there).  A value takes the slot of one no later pass reads;
+ * a value a piece computes, also of one its pass reads last if that pass
+ * does not reduce it (rows_dev_piece reads a piece's held operands before
+ * it writes; an input is loaded before the pass, rows_dev_preload);
+ * returns the bytes per element of them all, -1 for too many. */
 static int rows_held_slots(const smelt__kdesc *d, const rows_info *ri, const int *first, const int *last, int *slot,
                            int *off)
 {
@@ -2527,7 +2528,7 @@ static int rows_held_slots(const smelt__kdesc *d, const rows_info *ri, const int
                 continue;
             int sz = (int)smelt__dtypes[value_dtype(d, v)].size, x = p < ri->nst ? d->ops[ri->st[p]].in[0] : -1, s;
             for (s = 0; s < ns; s++)
-                if (size[s] == sz && (last[occ[s]] < p || (last[occ[s]] == p && occ[s] != x)))
+                if (size[s] == sz && (last[occ[s]] < p || (last[occ[s]] == p && occ[s] != x && v >= d->n_in)))
                     break;
             if (s == ns) {
                 if (ns == (int)(sizeof size / sizeof size[0]))
