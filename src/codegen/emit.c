@@ -2936,17 +2936,19 @@ static void rows_dev_offsets(smelt__sb *b, int noper, int R, int nr, const char 
 
 /* The loop over a row's elements that lane holds in a pass: the streaming
  * form's r = c0 + lane, + 32, ... < c1 (a chunk); the held form's
- * elements r = lane + 32 j of the part h->part (registers: unrolled, so
- * that its arrays are indexed by constants), those below nred (the first
- * K / 2 are in every row: the compiler drops their test). */
-static void rows_dev_loop(smelt__sb *b, const rows_held *h, const char *c0, const char *c1, const char *ind)
+ * elements r = lane + 32 j of the part h->part, those below nred (the
+ * first K / 2 are in every row: the compiler drops their test); unrolled
+ * for registers (their arrays indexed by constants), else by 16 for loads
+ * (load: rows_dev_preload: a lane's loads go out 16 at a time; all at once,
+ * they would take as many registers) and by 8 (loads of inputs a pass
+ * reads alone). */
+static void rows_dev_loop(smelt__sb *b, const rows_held *h, const char *c0, const char *c1, const char *ind, bool load)
 {
     if (!h) {
         smelt__sb_printf(b, "%sfor (smelt_idx r = %s + lane; r < %s; r += 32) {\n%s    {\n", ind, c0, c1, ind);
         return;
     }
-    if (!h->part)
-        smelt__sb_printf(b, "%s#pragma unroll\n", ind);
+    smelt__sb_printf(b, "%s#pragma unroll%s\n", ind, !h->part ? "" : load ? " 16" : " 8");
     smelt__sb_printf(b, "%sfor (int j = %d; j < %d; j++) {\n"
                         "%s    const smelt_idx r = (smelt_idx)(lane + 32 * j);\n%s    if (j < %d || r < nred) {\n",
                      ind, h->part ? h->kr : 0, h->part ? h->K : h->kr, ind, ind, h->K / 2);
@@ -2984,7 +2986,7 @@ static void rows_dev_preload(smelt__sb *b, const smelt__dialect *dl, const smelt
     for (h->part = 0; any && h->part < 2; h->part++) {
         if (h->part ? h->kr == h->K : !h->kr)
             continue;
-        rows_dev_loop(b, h, "", "", ind);
+        rows_dev_loop(b, h, "", "", ind, true);
         for (int v = 0; v < d->n_in; v++)
             if (h->in[v] && first[v] == p) {
                 char o[48], r[48];
@@ -3106,7 +3108,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             char opnd[48] = "rt[0]";
             if (opheld)
                 held_ref(opnd, sizeof opnd, h, x);
-            rows_dev_loop(&body, h, "c0", "c1", in);
+            rows_dev_loop(&body, h, "c0", "c1", in, false);
             smelt__sb_printf(&body, "%ssmelt_in%s rt[1];\n", el, sfx);
             if (!K)
                 rows_dev_offsets(&body, noper, R, nr, el);
@@ -3159,7 +3161,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                 if (K && (part ? kr == K : !kr))
                     continue;
                 hv.part = part;
-                rows_dev_loop(&body, h, "0", "nred", "        ");
+                rows_dev_loop(&body, h, "0", "nred", "        ", false);
                 if (!K)
                     rows_dev_offsets(&body, noper, R, nr, "                ");
                 st = rows_dev_piece(&body, dl, &pc, bind, false, "                ", h);
