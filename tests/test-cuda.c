@@ -1409,7 +1409,7 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
  * TinyCC's unfused plan.  Its lanes hold their elements of x, then of
  * exp(x - max), 32 at most in registers (it computes exp), the rest in
  * shared memory (x and exp(x - max) in one place: 4 bytes a row element),
- * up to 48 KB a warp; longer rows stream. */
+ * up to 12 KB a warp; longer rows stream. */
 DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 {
     /* short rows; 1024 (each lane's 32 elements); 1025, 4096; a row of
@@ -1444,11 +1444,11 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 }
 
 /* Row programs on the device (tests/rows-cases.h): one kernel each, the
- * bits of TinyCC's unfused plan, in the held form as it comes (registers,
- * then shared memory: rows of 5000 take both), all in shared memory
- * (SMELT_CUDA_ROWS_HELD=0: f64, f16 and i32 values in it too), and
- * streaming (SMELT_CUDA_ROWS_SHARED=0 as well: every pass reads its
- * operands again). */
+ * bits of TinyCC's unfused plan, in the held form as it comes (registers;
+ * shared memory too for transcendental ones), all in shared memory
+ * (SMELT_CUDA_ROWS_HELD=0, SMELT_CUDA_ROWS_SHARED=1: f64, f16 and i32
+ * values in it too, rows of 5000), and streaming (SMELT_CUDA_ROWS_SHARED=0:
+ * every pass reads its operands again). */
 #include "rows-cases.h"
 DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
 {
@@ -1457,7 +1457,7 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
         const rows_case *rc = &rows_cases[c % NELEMS(rows_cases)];
         int form = c / NELEMS(rows_cases);
         if (c == NELEMS(rows_cases))
-            setenv("SMELT_CUDA_ROWS_HELD", "0", 1);
+            setenv("SMELT_CUDA_ROWS_HELD", "0", 1), setenv("SMELT_CUDA_ROWS_SHARED", "1", 1);
         if (c == 2 * NELEMS(rows_cases))
             setenv("SMELT_CUDA_ROWS_SHARED", "0", 1);
         smelt_node *outs[3];
@@ -1474,8 +1474,8 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
             cr_assert(!held || strstr(d, "held: 0 elements a lane in registers"), "%s: %s", rc->what, d);
         if (form < 2 && c % NELEMS(rows_cases) == 0)
             cr_assert(held, "%s: %s", rc->what, d);
-        if (form == 0 && !strcmp(rc->what, "rmsnorm, long rows"))
-            cr_assert(strstr(d, "held: 128 elements a lane in registers, 128 in shared memory"), "%s: %s", rc->what, d);
+        if (form == 1 && !strcmp(rc->what, "rmsnorm, long rows"))
+            cr_assert(strstr(d, "held: 0 elements a lane in registers, 256 in shared memory"), "%s: %s", rc->what, d);
         t_run(pd, n_in, in, n_out, dev);
         tcc_run(ctx, g, n_out, outs, 0, n_in, in, cpu);
         for (int k = 0; k < n_out; k++) {
@@ -1491,10 +1491,12 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
 }
 
 /* SMELT_CUDA_ROWS_HELD, the bytes a lane holds in registers, and
- * SMELT_CUDA_ROWS_SHARED (0: none in shared memory): an rmsnorm of 4096
- * f32 holds x, 4 bytes a row element, 128 elements a lane; values that are
- * not numbers (or not 0 or 1) are ignored with a warning in the plan's
- * description.  Every form gives the bits of TinyCC's unfused plan. */
+ * SMELT_CUDA_ROWS_SHARED (auto: the rest in shared memory for programs
+ * that compute a transcendental function; 0: never; 1: always): an rmsnorm
+ * of 4096 f32 holds x, 4 bytes a row element, 128 elements a lane; values
+ * that are not numbers (or not auto, 0 or 1) are ignored with a warning in
+ * the plan's description.  Every form gives the bits of TinyCC's unfused
+ * plan. */
 DEVICE_TEST(rows_held_setting, 120)
 {
     const struct {
@@ -1502,13 +1504,15 @@ DEVICE_TEST(rows_held_setting, 120)
         bool warn;
     } cases[] = {
         {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false},
-        {"511", NULL, "held: 64 elements a lane in registers, 64 in shared memory", false},
-        {"abc", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true},
+        {"511", NULL, NULL, false},
+        {"511", "1", "held: 64 elements a lane in registers, 64 in shared memory", false},
+        {"abc", "auto", "held: 128 elements a lane in registers, 0 in shared memory", true},
         {"-5", "1", "held: 128 elements a lane in registers, 0 in shared memory", true},
-        {"0", NULL, "held: 0 elements a lane in registers, 128 in shared memory", false},
+        {"0", "1", "held: 0 elements a lane in registers, 128 in shared memory", false},
+        {"0", NULL, NULL, false},
         {"0", "0", NULL, false},
-        {"100", "0", NULL, false},
-        {"100", "2", "held: 16 elements a lane in registers, 112 in shared memory", true},
+        {"100", "2", NULL, true},
+        {"100", "1", "held: 16 elements a lane in registers, 112 in shared memory", false},
     };
     smelt_graph *g = t_graph(ctx);
     smelt_node *in[2] = {smelt_input(g, "x", SMELT_F32, SHP(3, 4096)), smelt_input(g, "w", SMELT_F32, SHP(4096))};

@@ -544,7 +544,9 @@ uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nre
                ((int64_t)k->rows_held << c) <= p->rows_held_max)
             c++;
         int64_t kr = c ? (int64_t)1 << (c - 1) : 0, shared = ((int64_t)1 << b) - kr;
-        if (shared && (!p->rows_shared_on || shared * 32 * k->rows_shared > SMELT_ROWS_SHARED_MAX))
+        int64_t bytes = shared * 32 * k->rows_shared; /* a warp's shared memory */
+        if (shared && (p->rows_shared == 0 || bytes > SMELT_ROWS_SHARED_MAX ||
+                       (p->rows_shared < 0 && (!k->rows_math || bytes > SMELT_ROWS_SHARED_AUTO))))
             return 0;
         return (uint8_t)(SMELT_SPREAD_HELD + b + 16 * c);
     }    if (rank >= 1 && !(rmask >> (rank - 1) & 1u) && nred >= 1024 && nout >= 32)

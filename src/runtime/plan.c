@@ -497,11 +497,11 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         p->rows_held_max = hv && !strcmp(hv, "0") ? 0
                            : (int)smelt__env_bound("SMELT_CUDA_ROWS_HELD", SMELT_ROWS_HELD_BYTES, true, "bytes",
                                                    "the default holds:", &p->log);
-        const char *sv = getenv("SMELT_CUDA_ROWS_SHARED");
-        p->rows_shared_on = !sv || strcmp(sv, "0");
-        if (sv && *sv && strcmp(sv, "0") && strcmp(sv, "1"))
-            smelt__sb_printf(&p->log, "warning: SMELT_CUDA_ROWS_SHARED='%s' is not 0 or 1: ignored, shared memory "
-                                      "holds what registers do not\n", sv);
+        const char *sv = getenv("SMELT_CUDA_ROWS_SHARED"); /* auto (default), 0: never, 1: always */
+        p->rows_shared = sv && !strcmp(sv, "0") ? 0 : sv && !strcmp(sv, "1") ? 1 : -1;
+        if (sv && *sv && strcmp(sv, "0") && strcmp(sv, "1") && strcasecmp(sv, "auto"))
+            smelt__sb_printf(&p->log, "warning: SMELT_CUDA_ROWS_SHARED='%s' is not auto, 0 or 1: ignored, auto "
+                                      "holds\n", sv);
     }
     smelt__sb err;
     smelt__sb_init(&err);

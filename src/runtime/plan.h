@@ -77,7 +77,7 @@ struct smelt_plan {
     smelt_plan_stats stats;
     smelt__sb log;  /* warnings */
     int rows_held_max;   /* SMELT_CUDA_ROWS_HELD: bytes a lane of a device row program holds in registers */
-    bool rows_shared_on; /* SMELT_CUDA_ROWS_SHARED: and the rest in shared memory */
+    int rows_shared;     /* SMELT_CUDA_ROWS_SHARED: and the rest in shared memory: -1 auto, 0 never, 1 always */
     smelt__sb desc; /* smelt_plan_describe */
     int *out_slot;  /* prog value -> output index, or -1 */
     bool *donated;  /* per graph input: smelt_plan_opts.donate named it */
