@@ -1977,10 +1977,17 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
 /* A device reduction's offsets, for every form of its kernel
  * (kernel_reduce*.cu.in), at indentation ind: XO, every operand's offset
  * at result t (xo[], which the template declares); OFF, at element r of
- * that result (off[], from xo[]). */
-static void red_dev_offsets(smelt__sb *b, bool xo, int ind, int nx, int R)
+ * that result (off[], from xo[]): with one reduced dimension (nr, after
+ * merging) its stride times r, else through the reduced shape. */
+static void red_dev_offsets(smelt__sb *b, bool xo, int ind, int nx, int R, int nr)
 {
     const char *kk = xo ? "kd" : "rd", *dst = xo ? "xo" : "off", *v = xo ? "t" : "q", *w = xo ? "q" : "qq";
+    if (!xo && nr == 1) {
+        smelt__sb_printf(b, "%*ssmelt_idx off[%d];\n%*sfor (int j = 0; j < %d; j++)\n"
+                            "%*s    off[j] = xo[j] + r * sx[j * %d + rd[0]];\n",
+                         ind, "", nx, ind, "", nx, ind, "", R);
+        return;
+    }
     if (xo)
         smelt__sb_printf(b, "%*sfor (int j = 0; j <= %d; j++)\n%*s    xo[j] = 0;\n", ind, "", nx, ind, "");
     else
@@ -2102,8 +2109,8 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
     smelt__sb_init(&spread);
     for (int f = 0; f < 2; f++) {
         smelt__sb_init(&xo[f]), smelt__sb_init(&off[f]);
-        red_dev_offsets(&xo[f], true, f ? 12 : 8, nx, R);
-        red_dev_offsets(&off[f], false, f ? (d->spread == SMELT_SPREAD_COLS ? 20 : 16) : 16, nx, R);
+        red_dev_offsets(&xo[f], true, f ? 12 : 8, nx, R, nr);
+        red_dev_offsets(&off[f], false, f ? (d->spread == SMELT_SPREAD_COLS ? 20 : 16) : 16, nx, R, nr);
     }
     const slot fsl[] = {{"NAME", NAME_TOKEN}, {"STORE", smelt__sb_str(&store)}, {"RANK", SLOT_NUM(R)},
                         {"NX", SLOT_NUM(nx)}, {"ELEM", smelt__sb_str(&elem)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
