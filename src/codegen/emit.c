@@ -3020,11 +3020,8 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
 {
     int st = rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
     int K = 0, kr = 0;
-    if (d->spread >= SMELT_SPREAD_HELD) {
-        int c = (d->spread - SMELT_SPREAD_HELD) >> 4;
-        K = 1 << ((d->spread - SMELT_SPREAD_HELD) & 15);
-        kr = c ? SMELT_MIN(K, 1 << (c - 1)) : 0;
-    }
+    if (d->spread >= SMELT_SPREAD_HELD)
+        smelt__held_split(d->spread, &K, &kr);
     rows_info ri = {0};
     if (st || (st = rows_analyse(d, K > 0, &ri)))
         return st;

@@ -12,6 +12,13 @@ enum { SMELT_SPREAD_CHUNKS = 1, SMELT_SPREAD_COLS = 2 };
  * (c = 0: none), the rest in shared memory; see src/codegen/emit.c,
  * shape_device_rows, and smelt__rows_held_bytes. */
 enum { SMELT_SPREAD_HELD = 8, SMELT_HELD_MAX_LOG2 = 9 };
+/* A held row program's elements a lane (*K) and of them in registers (*kr) */
+static inline void smelt__held_split(uint8_t spread, int *K, int *kr)
+{
+    int c = (spread - SMELT_SPREAD_HELD) >> 4;
+    *K = 1 << ((spread - SMELT_SPREAD_HELD) & 15);
+    *kr = !c ? 0 : (1 << (c - 1)) < *K ? 1 << (c - 1) : *K;
+}
 /* Elements a lane holds in registers: at most 2^SMELT_HELD_REGS_MAX_LOG2,
  * 2^SMELT_HELD_MATH_MAX_LOG2 when a full-size operator is a transcendental
  * function (on an H200 a softmax of 4096 f32 rows, 128 elements a lane in
@@ -76,8 +83,9 @@ typedef struct smelt__kdesc {
      * chunk) for a few long results (templates/cuda/kernel_reduce_spread.cu.in);
      * SMELT_SPREAD_COLS, a thread per (result, lane) for columns
      * (kernel_reduce_cols.cu.in); 0, a warp per result; for a row
-     * program, SMELT_SPREAD_HELD + b: its lanes hold 2^b elements each of
-     * the values two passes read (0: every pass reads its operands) */
+     * program, SMELT_SPREAD_HELD + b + 16 c: its lanes hold 2^b elements
+     * each of the values two passes read, 2^(c - 1) in registers
+     * (smelt__held_split; 0: every pass reads its operands) */
     uint8_t spread;
     /* a multi-reduction kernel (a row program): several reductions over
      * the same rows (same operand shape and axes, keepdims, the reduced

@@ -524,8 +524,10 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
  * (a - b) ** 2 over two 64M f32 vectors took 465 ms instead of 0.43) */
 #define DEV_SPLIT_RESULTS 4096
 
-/* Columns (the kept dimensions innermost, nred >= 1024, 32 results or
- * more): a thread per (result, lane); a few long results: a warp per
+/* A row program: held (SMELT_SPREAD_HELD + b + 16 c) when a lane's
+ * elements fit the registers and shared memory allowed, else streaming
+ * (0).  Columns (the kept dimensions innermost, nred >= 1024, 32 results
+ * or more): a thread per (result, lane); a few long results: a warp per
  * (result, chunk); else a warp per result. */
 uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask)
 {
@@ -549,7 +551,8 @@ uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nre
                        (p->rows_shared < 0 && (!k->rows_math || bytes > SMELT_ROWS_SHARED_AUTO))))
             return 0;
         return (uint8_t)(SMELT_SPREAD_HELD + b + 16 * c);
-    }    if (rank >= 1 && !(rmask >> (rank - 1) & 1u) && nred >= 1024 && nout >= 32)
+    }
+    if (rank >= 1 && !(rmask >> (rank - 1) & 1u) && nred >= 1024 && nout >= 32)
         return SMELT_SPREAD_COLS;
     return nred > SMELT_RED_CHUNK && nout < DEV_SPLIT_RESULTS ? SMELT_SPREAD_CHUNKS : 0;
 }

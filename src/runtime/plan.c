@@ -372,8 +372,8 @@ static void describe(smelt_plan *p)
         smelt__shape_str(b, it->ndim, it->shape);
         char held[96] = "";
         if (k->desc.multi && v && v->spread >= SMELT_SPREAD_HELD) { /* src/codegen/emit.c, shape_device_rows */
-            int c = (v->spread - SMELT_SPREAD_HELD) >> 4, K = 1 << ((v->spread - SMELT_SPREAD_HELD) & 15);
-            int kr = c ? SMELT_MIN(K, 1 << (c - 1)) : 0;
+            int K, kr;
+            smelt__held_split(v->spread, &K, &kr);
             snprintf(held, sizeof held, ", its rows held: %d elements a lane in registers, %d in shared memory", kr,
                      K - kr);
         }
