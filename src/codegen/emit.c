@@ -1975,10 +1975,11 @@ static int shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
 
 /* A device (CUDA): a warp per result. */
 /* A device reduction's offsets, for every form of its kernel
- * (kernel_reduce*.cu.in), at indentation ind: XO, every operand's offset
- * at result t (xo[], which the template declares); OFF, at element r of
- * that result (off[], from xo[]): with one reduced dimension (nr, after
- * merging) its stride times r, else through the reduced shape. */
+ * (kernel_reduce*.cu.in, kernel_rows.cu.in) over its nx + 1 operands, at
+ * indentation ind: XO, every operand's offset at result t (xo[], which the
+ * template declares); OFF, at element r of that result (off[], from xo[]):
+ * with one reduced dimension (nr, after merging) its stride times r, else
+ * through the reduced shape. */
 static void red_dev_offsets(smelt__sb *b, bool xo, int ind, int nx, int R, int nr)
 {
     const char *kk = xo ? "kd" : "rd", *dst = xo ? "xo" : "off", *v = xo ? "t" : "q", *w = xo ? "q" : "qq";
@@ -2570,7 +2571,7 @@ int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math, int *shared)
     for (int b = 0; b < ri.nst && peak >= 0; b++) { /* between pass b and pass b + 1 */
         int bytes = 0;
         for (int v = 0; v < nv; v++)
-            if (first[v] >= 0 && first[v] <= b && first[nv + v] > b)
+            if (rows_is_held(d, &ri, first, first + nv, v) && first[v] <= b && first[nv + v] > b)
                 bytes += (int)smelt__dtypes[value_dtype(d, v)].size;
         peak = SMELT_MAX(peak, bytes);
     }
@@ -2857,6 +2858,13 @@ typedef struct rows_held {
     int part;  /* 0: registers, 1: shared memory (the loop being emitted) */
 } rows_held;
 
+/* Whether part p of the held form h has elements (the streaming form, h
+ * NULL: its one loop, p 0) */
+static bool held_part(const rows_held *h, int p)
+{
+    return !h ? p == 0 : p ? h->kr < h->K : h->kr > 0;
+}
+
 static void held_ref(char *o, size_t n, const rows_held *h, int v)
 {
     if (h->part)
@@ -2922,25 +2930,6 @@ static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__k
     return SMELT_OK;
 }
 
-/* Every kernel operand's offset at element r of the row (off[]): with one
- * reduced dimension (after merging) its stride times r, else through the
- * reduced shape. */
-static void rows_dev_offsets(smelt__sb *b, int noper, int R, int nr, const char *ind)
-{
-    if (nr == 1) {
-        smelt__sb_printf(b, "%ssmelt_idx off[%d];\n%sfor (int q = 0; q < %d; q++)\n"
-                            "%s    off[q] = xo[q] + r * a.strides[q * %d + %d];\n",
-                         ind, noper, ind, noper, ind, R, R - 1);
-        return;
-    }
-    smelt__sb_printf(b, "%ssmelt_idx qq = r, off[%d];\n%sfor (int q = 0; q < %d; q++)\n%s    off[q] = xo[q];\n"
-                        "%sfor (int k = nr - 1; k >= 0; k--) {\n"
-                        "%s    const smelt_idx sz = a.shape[rd[k]], q2 = qq / sz;\n"
-                        "%s    for (int q = 0; q < %d; q++)\n%s        off[q] += (qq - q2 * sz) * a.strides[q * %d + rd[k]];\n"
-                        "%s    qq = q2;\n%s}\n",
-                     ind, noper, ind, noper, ind, ind, ind, ind, noper, ind, R, ind, ind);
-}
-
 /* The loop over a row's elements that lane holds in a pass: the streaming
  * form's r = c0 + lane, + 32, ... < c1 (a chunk); the held form's
  * elements r = lane + 32 j of the part h->part, those below nred (the
@@ -2991,7 +2980,7 @@ static void rows_dev_preload(smelt__sb *b, const smelt__dialect *dl, const smelt
     for (int v = 0; v < d->n_in; v++)
         any = any || (h->in[v] && first[v] == p);
     for (h->part = 0; any && h->part < 2; h->part++) {
-        if (h->part ? h->kr == h->K : !h->kr)
+        if (!held_part(h, h->part))
             continue;
         rows_dev_loop(b, h, "", "", ind, true);
         for (int v = 0; v < d->n_in; v++)
@@ -3030,11 +3019,13 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
     int *first = K ? malloc(sizeof(int) * (size_t)(4 * nv + 1)) : NULL;
     int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
     rows_held hv = {K, kr, held, 0}, *h = K ? &hv : NULL;
-    smelt__sb defs, body, kd, rd, what;
+    smelt__sb defs, body, kd, rd, what, xo;
     smelt__sb_init(&defs), smelt__sb_init(&body), smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
+    smelt__sb_init(&xo);
     if (!mine || (K && !first))
         st = SMELT_ERR_NOMEM;
     red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
+    red_dev_offsets(&xo, true, 8, noper - 1, R, nr);
     if (!st && K && nr != 1) {
         smelt__sb_puts(err, "a row program's held form reduces one dimension (after merging)");
         st = SMELT_ERR_INVALID_ARG;
@@ -3103,10 +3094,9 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         smelt__sb_printf(&body, "%ssmelt_acc%s v = %s;\n%slong long vi = 9223372036854775807LL;\n", in, sfx, I, in);
         if (K)
             rows_dev_preload(&body, dl, d, h, first, t, in);
-        bool kept = K && x >= nin && ri.piece[x - nin] != t;
-        bool opheld = K && (kept || (x < nin && held[x]) || (x >= nin && ri.cache_off[x - nin] >= 0));
-        for (int part = 0; part < (K ? 2 : 1) && !st; part++) { /* the lane's elements: registers, shared memory */
-            if (K && (part ? kr == K : !kr))
+        bool kept = K && x >= nin && ri.piece[x - nin] != t, opheld = K && rows_is_held(d, &ri, first, first + nv, x);
+        for (int part = 0; part < 2 && !st; part++) { /* the lane's elements: registers, shared memory */
+            if (!held_part(h, part))
                 continue;
             hv.part = part;
             char opnd[48] = "rt[0]";
@@ -3115,7 +3105,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             rows_dev_loop(&body, h, "c0", "c1", in, false);
             smelt__sb_printf(&body, "%ssmelt_in%s rt[1];\n", el, sfx);
             if (!K)
-                rows_dev_offsets(&body, noper, R, nr, el);
+                red_dev_offsets(&body, false, (int)strlen(el), noper, R, nr);
             if (x < nin && !(K && held[x])) { /* an input this pass alone reads */
                 char o[48];
                 if (K) {
@@ -3161,13 +3151,13 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         smelt__kdesc pc;
         if (!(st = rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nout, &pc, bind, err)) && nout) {
             rows_modes(d, &pc, bind, false);
-            for (int part = 0; part < (K ? 2 : 1) && !st; part++) {
-                if (K && (part ? kr == K : !kr))
+            for (int part = 0; part < 2 && !st; part++) {
+                if (!held_part(h, part))
                     continue;
                 hv.part = part;
                 rows_dev_loop(&body, h, "0", "nred", "        ", false);
                 if (!K)
-                    rows_dev_offsets(&body, noper, R, nr, "                ");
+                    red_dev_offsets(&body, false, 16, noper, R, nr);
                 st = rows_dev_piece(&body, dl, &pc, bind, false, "                ", h);
                 smelt__sb_puts(&body, "            }\n        }\n");
             }
@@ -3187,10 +3177,11 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"FORM", form},
         {"BOUNDS", shared ? "__launch_bounds__(32) " : ""},
         {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(noper, R, d->idx32) <= SMELT_KPARAM_MAX)},
-        {"BODY", smelt__sb_str(&body)}};
+        {"XO", smelt__sb_str(&xo)}, {"BODY", smelt__sb_str(&body)}};
     if (!st)
         st = load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);
     smelt__sb_free(&defs), smelt__sb_free(&body), smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&what);
+    smelt__sb_free(&xo);
     free(mine), free(first);
     rows_free(&ri);
     return st;
