@@ -12,7 +12,9 @@
  * parameter block exactly as the driver would.  A kernel that exchanges
  * values between the threads of a warp (__shfl_down_sync: the reduction
  * kernels) runs each warp's 32 threads as coroutines (ucontext) that take
- * turns at every shuffle, as a warp does in lockstep.  So the emitted
+ * turns at every shuffle, as a warp does in lockstep; one that synchronises
+ * its block (__syncthreads: a row program over several warps) runs the
+ * block's threads so, each warp's shuffles among its own lanes.  So the emitted
  * kernels, the parameter packing, the grid-stride loops, the index variants,
  * the warp shuffles and the executor's device path all run here, checked
  * against the reference. */
@@ -129,20 +131,24 @@ typedef struct emu_fn { /* a CUfunction */
     emu_thread thread; /* set when the kernel shuffles: it runs warp by warp */
     void (*set_arg2)(void *); /* an image that passes a second parameter */
     int bound;                /* the most threads a block may have (__launch_bounds__) */
+    bool block_sync;          /* it calls __syncthreads: a block's threads run together */
     struct emu_fn *next;
 } emu_fn;
 static emu_fn *fns;
 
 #define LANE_STACK (256 * 1024)
-static ucontext_t sched_ctx, lane_ctx[32];
-static char *lane_stack[32];
-static bool lane_done[32];
+#define MAX_LANES 1024 /* a block's threads */
+static ucontext_t sched_ctx, lane_ctx[MAX_LANES];
+static char *lane_stack[MAX_LANES];
+static bool lane_done[MAX_LANES];
 static int cur_lane, n_lanes;
+static unsigned sync_count, sync_gen; /* __syncthreads: arrivals, and rounds completed */
 static struct {
     const emu_fn *f;
     void *arg;
     unsigned grid, block, b, t0;
 } job;
+
 
 /* from lane me to the next lane that has not finished (or, when every lane
  * has, back to the launch) */
@@ -164,7 +170,26 @@ static void next_lane(int me)
 /* every live lane runs to its next barrier in turn: a warp's lockstep at
  * each shuffle (the kernels shuffle in warp-uniform code) */
 static void emu_barrier(void) { next_lane(cur_lane); }
-static const struct emu_rt { void (*barrier)(void); } rt = {emu_barrier};
+/* __syncthreads: the last of the block's live threads to arrive completes
+ * the round; the others take turns until it has */
+static void emu_sync(void)
+{
+    unsigned gen = sync_gen;
+    int live = 0;
+    for (int l = 0; l < n_lanes; l++)
+        live += !lane_done[l];
+    if (++sync_count >= (unsigned)live) {
+        sync_count = 0;
+        sync_gen++;
+        return;
+    }
+    while (sync_gen == gen)
+        next_lane(cur_lane);
+}
+static const struct emu_rt {
+    void (*barrier)(void);
+    void (*sync)(void);
+} rt = {emu_barrier, emu_sync};
 
 static void lane_main(void)
 {
@@ -176,14 +201,16 @@ static void lane_main(void)
 
 static int run_warps(const emu_fn *f, void *arg, unsigned grid, unsigned block)
 {
-    for (int l = 0; l < 32; l++)
+    unsigned group = f->block_sync ? block : 32; /* threads run together: a warp, or the block */
+    for (unsigned l = 0; l < group && l < MAX_LANES; l++)
         if (!lane_stack[l] && !(lane_stack[l] = malloc(LANE_STACK)))
             return 2;
     /* the loop's state in statics: swapcontext returns like setjmp */
     job.f = f, job.arg = arg, job.grid = grid, job.block = block;
+    sync_count = 0;
     for (job.b = 0; job.b < job.grid; job.b++)
-        for (job.t0 = 0; job.t0 < job.block; job.t0 += 32) {
-            n_lanes = job.block - job.t0 < 32 ? (int)(job.block - job.t0) : 32;
+        for (job.t0 = 0; job.t0 < job.block; job.t0 += group) {
+            n_lanes = job.block - job.t0 < group ? (int)(job.block - job.t0) : (int)group;
             for (int l = 0; l < n_lanes; l++) {
                 lane_done[l] = false;
                 getcontext(&lane_ctx[l]);
@@ -236,6 +263,7 @@ EXPORT int cuModuleGetFunction(void **fn, void *mod, const char *name)
         set_rt(&rt);
         memcpy(&f->thread, &thread, sizeof f->thread);
     }
+    f->block_sync = dlsym(mod, "smelt_emu_block_sync") != NULL;
     const int *bound = dlsym(mod, "smelt_emu_bound");
     f->bound = bound ? *bound : 1024;
     f->mod = mod;
@@ -339,23 +367,28 @@ static const char *const emu_prelude =
     /* a warp's shuffle: every lane leaves its value and waits for the others
      * (the launch runs the lanes as coroutines), takes lane + d's, waits
      * again; a lane's block and thread index are its own again after */
-    "struct smelt_emu_rt { void (*barrier)(void); };\n"
+    "struct smelt_emu_rt { void (*barrier)(void); void (*sync)(void); };\n"
     "static const smelt_emu_rt *smelt_emu_rtp;\n"
-    "static unsigned long long smelt_emu_slot[32];\n"
+    "static unsigned long long smelt_emu_slots[32][32];\n"
+
     "template <typename T> static T __shfl_down_sync(unsigned mask, T v, unsigned d)\n{\n"
     "    (void)mask;\n    const smelt_emu_dim3 b = blockIdx, t = threadIdx;\n    const unsigned lane = t.x & 31u;\n"
-    "    __builtin_memcpy(&smelt_emu_slot[lane], &v, sizeof v);\n    smelt_emu_rtp->barrier();\n"
-    "    T r = v;\n    if (lane + d < 32)\n        __builtin_memcpy(&r, &smelt_emu_slot[lane + d], sizeof r);\n"
+    "    __builtin_memcpy(&smelt_emu_slots[t.x >> 5 & 31u][lane], &v, sizeof v);\n    smelt_emu_rtp->barrier();\n"
+    "    T r = v;\n    if (lane + d < 32)\n        __builtin_memcpy(&r, &smelt_emu_slots[t.x >> 5 & 31u][lane + d], sizeof r);\n"
     "    smelt_emu_rtp->barrier();\n    blockIdx = b, threadIdx = t;\n    return r;\n}\n"
     /* a warp's barrier: every lane to here, the same way */
     "static void __syncwarp(unsigned mask = 0xffffffffu)\n{\n"
     "    (void)mask;\n    const smelt_emu_dim3 b = blockIdx, t = threadIdx;\n"
     "    smelt_emu_rtp->barrier();\n    blockIdx = b, threadIdx = t;\n}\n"
+    /* the block's barrier: every thread of the block to here */
+    "static void __syncthreads(void)\n{\n"
+    "    const smelt_emu_dim3 b = blockIdx, t = threadIdx;\n"
+    "    smelt_emu_rtp->sync();\n    blockIdx = b, threadIdx = t;\n}\n"
     /* lane src's value on every lane, the same way */
     "template <typename T> static T __shfl_sync(unsigned mask, T v, int src)\n{\n"
     "    (void)mask;\n    const smelt_emu_dim3 b = blockIdx, t = threadIdx;\n    const unsigned lane = t.x & 31u;\n"
-    "    __builtin_memcpy(&smelt_emu_slot[lane], &v, sizeof v);\n    smelt_emu_rtp->barrier();\n"
-    "    T r;\n    __builtin_memcpy(&r, &smelt_emu_slot[src & 31], sizeof r);\n"
+    "    __builtin_memcpy(&smelt_emu_slots[t.x >> 5 & 31u][lane], &v, sizeof v);\n    smelt_emu_rtp->barrier();\n"
+    "    T r;\n    __builtin_memcpy(&r, &smelt_emu_slots[t.x >> 5 & 31u][src & 31], sizeof r);\n"
     "    smelt_emu_rtp->barrier();\n    blockIdx = b, threadIdx = t;\n    return r;\n}\n";
 static const char *const mathfns[][2] = { /* the libm functions kernels may call */
 #define SMELT_MATHFN(fn, n) {#fn, #n},
@@ -406,8 +439,10 @@ EXPORT int nvrtcCompileProgram(prog *p, int nopt, const char *const *opts)
     fputs("}\n", f);
     fputs(p->src, f);
     fprintf(f, emu_launcher, p->name, p->name);
-    if (strstr(p->src, "__shfl")) /* run warp by warp (cuLaunchKernel) */
+    if (strstr(p->src, "__shfl") || strstr(p->src, "__syncthreads")) /* run warp by warp (cuLaunchKernel) */
         fputs("extern \"C\" const int smelt_emu_warps = 1;\n", f);
+    if (strstr(p->src, "__syncthreads")) /* ... or block by block */
+        fputs("extern \"C\" const int smelt_emu_block_sync = 1;\n", f);
     const char *lb = strstr(p->src, "__launch_bounds__(");
     if (lb) /* the most threads a block of it may have (cuFuncGetAttribute) */
         fprintf(f, "extern \"C\" const int smelt_emu_bound = %d;\n", atoi(lb + strlen("__launch_bounds__(")));

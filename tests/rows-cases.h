@@ -57,6 +57,16 @@ static const rows_case rows_cases[] = {
      SMELT_F32, 2, {9, 300}, false, 1, false},
     {"argmax and sum", "where(argmax(x, axis=-1, keepdims=True) > 3, x, -x) / sum(abs(x), axis=-1, keepdims=True)",
      SMELT_F32, 2, {25, 70}, false, 1, false},
+    /* rows over several warps on the device (SMELT_CUDA_ROWS_WARPS) */
+    {"argmax and sum, long rows",
+     "where(argmax(x, axis=-1, keepdims=True) > 3, x, -x) / sum(abs(x), axis=-1, keepdims=True)", SMELT_F32, 2,
+     {3, 2100}, false, 1, false},
+    {"softmax f16, long rows", ROWS_SOFTMAX("-1"), SMELT_F16, 2, {4, 1500}, false, 1, false},
+    /* (f32 sums accumulate in f64, exactly over a lane's elements here: f64
+     * rows show an order that is not the lanes') */
+    {"layernorm f64, long rows",
+     "(x - mean(x, axis=-1, keepdims=True)) / sqrt(var(x, axis=-1, keepdims=True) + 1e-5) * w + b", SMELT_F64, 2,
+     {3, 1300}, false, 1, false},
     {"softmax over the first axis", ROWS_SOFTMAX("0"), SMELT_F32, 2, {300, 37}, false, 1, false},
     {"softmax over a middle axis", ROWS_SOFTMAX("1"), SMELT_F64, 3, {5, 40, 7}, false, 1, false},
     {"softmax over the outer axes", ROWS_SOFTMAX("(0, 1)"), SMELT_F32, 3, {9, 4, 20}, false, 1, false},
@@ -70,6 +80,8 @@ static const rows_case rows_cases[] = {
     {"cross-entropy f64", ROWS_XENT("77"), SMELT_F64, 3, {3, 5, 77}, false, 2, true},
     {"integers", "x * 3 - sum(x, axis=-1, keepdims=True) // 7 + max(x * w, axis=-1, keepdims=True)", SMELT_I32, 2,
      {19, 90}, true, 1, false},
+    {"integers, long rows", "x * 3 - sum(x, axis=-1, keepdims=True) // 7 + max(x * w, axis=-1, keepdims=True)",
+     SMELT_I32, 2, {3, 1100}, true, 1, false},
 };
 
 /* The graph of case c (outputs: the expression's value y, then with extra

@@ -457,24 +457,34 @@ Test(cuda_emit, reductions_u8, .timeout = 240) { reductions_of(SMELT_U8, "sm_80"
 Test(cuda_emit, reductions_bool, .timeout = 240) { reductions_of(SMELT_BOOL, NULL); }
 
 /* Row programs (tests/rows-cases.h, several reductions per kernel):
- * compiled by NVRTC for sm_80 and sm_90, bf16 too. */
+ * compiled by NVRTC for sm_80 and sm_90, bf16 too; those of long rows
+ * again in the block form (SMELT_CUDA_ROWS_WARPS=8: a row over several
+ * warps, __syncthreads between them). */
 #include "rows-cases.h"
 Test(cuda_emit, row_programs, .timeout = 240)
 {
     need_nvrtc();
     smelt_ctx *ctx = t_ctx_raw();
-    for (int c = 0; c <= NELEMS(rows_cases); c++) {
-        rows_case rc = rows_cases[c < NELEMS(rows_cases) ? c : 0];
+    unsetenv("SMELT_CUDA_ROWS_WARPS");
+    for (int c = 0; c <= 2 * NELEMS(rows_cases); c++) {
+        rows_case rc = rows_cases[c % NELEMS(rows_cases)];
+        bool block = c > NELEMS(rows_cases);
         if (c == NELEMS(rows_cases))
-            rc.dt = SMELT_BF16, rc.what = "softmax bf16";
+            rc = rows_cases[0], rc.dt = SMELT_BF16, rc.what = "softmax bf16";
+        if (block && !strstr(rc.what, "long rows"))
+            continue;
+        if (block)
+            setenv("SMELT_CUDA_ROWS_WARPS", "8", 1);
         smelt_graph *g = t_graph(ctx);
         smelt_node *outs[3];
         int n_out = rows_graph(g, &rc, outs);
         T_OK(ctx, smelt_graph_status(g));
-        const char *must[] = {"extern \"C\" __global__ void smelt_rows_", "__shfl_sync"};
-        emit_ok(rc.what, ctx, g, n_out, outs, must, 2);
+        const char *must[] = {"extern \"C\" __global__ void ", "smelt_rows_", block ? "__syncthreads();" : "__shfl_sync",
+                              block ? "__launch_bounds__(" : "smelt_rows_"};
+        emit_ok(rc.what, ctx, g, n_out, outs, must, 4);
         smelt_graph_free(g);
     }
+    unsetenv("SMELT_CUDA_ROWS_WARPS");
     smelt_ctx_free(ctx);
 }
 
@@ -1065,7 +1075,7 @@ DEVICE_TEST(parameter_buffer, 300)
             off += ((e >> (7 - d)) & 1) * strides[NIN * 8 + d];
         expect[off] = acc;
     }
-    smelt__devlaunch l = {N, NIN + 1, 8, false, ptrs, shape, strides, NULL, NULL};
+    smelt__devlaunch l = {N, NIN + 1, 8, false, ptrs, shape, strides, NULL, NULL, 0};
     T_OK(ctx, be->iface->launch(be, kk, &l));
     T_OK(ctx, be->iface->sync(be));
     smelt_tensor *h;
@@ -1409,57 +1419,75 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
  * TinyCC's unfused plan.  Its lanes hold their elements of x, then of
  * exp(x - max), 32 at most in registers (it computes exp), the rest in
  * shared memory (x and exp(x - max) in one place: 4 bytes a row element),
- * up to 12 KB a warp; longer rows stream. */
+ * up to 12 KB a warp; longer rows stream.  With SMELT_CUDA_ROWS_WARPS=32,
+ * rows over 512 take a block of up to 32 warps, 16 elements a lane. */
 DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 {
     /* short rows; 1024 (each lane's 32 elements); 1025, 4096; a row of
      * 13000 (each lane takes 407 elements) */
     const int64_t shapes[][2] = {{37, 500}, {5, 1024}, {3, 1025}, {3, 4096}, {3, 13000}};
-    const char *const held[] = {"held: 16 elements a lane in registers, 0 in shared memory",
-                                "held: 32 elements a lane in registers, 0 in shared memory",
-                                "held: 32 elements a lane in registers, 32 in shared memory",
-                                "held: 32 elements a lane in registers, 96 in shared memory", NULL};
-    for (int c = 0; c < NELEMS(shapes); c++) {
+    const char *const held[][5] = {{"held: 16 elements a lane in registers, 0 in shared memory",
+                                    "held: 32 elements a lane in registers, 0 in shared memory",
+                                    "held: 32 elements a lane in registers, 32 in shared memory",
+                                    "held: 32 elements a lane in registers, 96 in shared memory", NULL},
+                                   {"held: 16 elements a lane in registers, 0 in shared memory",
+                                    "held by blocks of 2 warps: 16 elements a lane",
+                                    "held by blocks of 4 warps: 16 elements a lane",
+                                    "held by blocks of 8 warps: 16 elements a lane",
+                                    "held by blocks of 32 warps: 16 elements a lane"}};
+    for (int c = 0; c < 2 * NELEMS(shapes); c++) {
+        int s = c % NELEMS(shapes), f = c / NELEMS(shapes);
+        if (f)
+            setenv("SMELT_CUDA_ROWS_WARPS", "32", 1);
+        else
+            unsetenv("SMELT_CUDA_ROWS_WARPS");
         smelt_graph *g = t_graph(ctx);
-        smelt_node *y = softmax_rows(g, shapes[c][0], shapes[c][1]);
+        smelt_node *y = softmax_rows(g, shapes[s][0], shapes[s][1]);
         T_OK(ctx, smelt_graph_status(g));
         trng r;
         trng_init(&r, 11);
-        smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(shapes[c][0], shapes[c][1])), *dev = NULL, *cpu = NULL;
+        smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(shapes[s][0], shapes[s][1])), *dev = NULL, *cpu = NULL;
         t_set(in, 7, -0.0), t_set(in, 600, INFINITY), t_set(in, 1200, NAN);
         smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
         cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
-        cr_assert(held[c] ? strstr(smelt_plan_describe(pd), held[c]) != NULL
-                          : strstr(smelt_plan_describe(pd), "rows held") == NULL,
+        cr_assert(held[f][s] ? strstr(smelt_plan_describe(pd), held[f][s]) != NULL
+                             : strstr(smelt_plan_describe(pd), "rows held") == NULL,
                   "%s", smelt_plan_describe(pd));
         t_run(pd, 1, &in, 1, &dev);
         tcc_run(ctx, g, 1, &y, 0, 1, &in, &cpu);
         int64_t at;
         cr_assert(t_same_results(cpu, dev, &at), "rows of %lld: the device gives %a, TCC unfused %a at [%lld]",
-                  (long long)shapes[c][1], smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+                  (long long)shapes[s][1], smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
         smelt_tensor_free(dev), smelt_tensor_free(cpu), smelt_tensor_free(in);
         smelt_plan_free(pd);
         smelt_graph_free(g);
     }
+    unsetenv("SMELT_CUDA_ROWS_WARPS");
 }
 
 /* Row programs on the device (tests/rows-cases.h): one kernel each, the
  * bits of TinyCC's unfused plan, in the held form as it comes (registers;
  * shared memory too for transcendental ones), all in shared memory
  * (SMELT_CUDA_ROWS_HELD=0, SMELT_CUDA_ROWS_SHARED=1: f64, f16 and i32
- * values in it too, rows of 5000), and streaming (SMELT_CUDA_ROWS_SHARED=0:
- * every pass reads its operands again). */
+ * values in it too, rows of 5000), streaming (SMELT_CUDA_ROWS_SHARED=0:
+ * every pass reads its operands again), and rows of more than 512 held by
+ * blocks of warps (SMELT_CUDA_ROWS_WARPS=4: 2 or 4 warps, up to 64
+ * elements a lane; =32: up to 16 warps, 16 elements a lane). */
 #include "rows-cases.h"
 DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
 {
-    unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED");
-    for (int c = 0; c < 3 * NELEMS(rows_cases); c++) {
+    unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED"), unsetenv("SMELT_CUDA_ROWS_WARPS");
+    for (int c = 0; c < 5 * NELEMS(rows_cases); c++) {
         const rows_case *rc = &rows_cases[c % NELEMS(rows_cases)];
         int form = c / NELEMS(rows_cases);
         if (c == NELEMS(rows_cases))
             setenv("SMELT_CUDA_ROWS_HELD", "0", 1), setenv("SMELT_CUDA_ROWS_SHARED", "1", 1);
         if (c == 2 * NELEMS(rows_cases))
             setenv("SMELT_CUDA_ROWS_SHARED", "0", 1);
+        if (c == 3 * NELEMS(rows_cases))
+            unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED"), setenv("SMELT_CUDA_ROWS_WARPS", "4", 1);
+        if (c == 4 * NELEMS(rows_cases))
+            setenv("SMELT_CUDA_ROWS_WARPS", "32", 1);
         smelt_node *outs[3];
         smelt_tensor *in[ROWS_MAX_IN], *dev[3] = {0}, *cpu[3] = {0};
         int n_out, n_in;
@@ -1470,6 +1498,11 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
         bool held = strstr(d, "rows held") != NULL;
         if (form == 2)
             cr_assert(!held, "%s: %s", rc->what, d);
+        else if (form >= 3 && strstr(rc->what, "long rows"))
+            cr_assert(strstr(d, form == 3 ? "held by blocks of 4 warps" : "warps: 16 elements a lane"),
+                      "%s: %s", rc->what, d);
+        else if (form < 3)
+            cr_assert(!strstr(d, "held by blocks"), "%s: %s", rc->what, d);
         else if (form == 1)
             cr_assert(!held || strstr(d, "held: 0 elements a lane in registers"), "%s: %s", rc->what, d);
         if (form < 2 && c % NELEMS(rows_cases) == 0)
@@ -1487,32 +1520,44 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
         smelt_plan_free(pd);
         smelt_graph_free(g);
     }
-    unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED");
+    unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED"), unsetenv("SMELT_CUDA_ROWS_WARPS");
 }
 
-/* SMELT_CUDA_ROWS_HELD, the bytes a lane holds in registers, and
+/* SMELT_CUDA_ROWS_HELD, the bytes a lane holds in registers,
  * SMELT_CUDA_ROWS_SHARED (auto: the rest in shared memory for programs
- * that compute a transcendental function; 0: never; 1: always): an rmsnorm
- * of 4096 f32 holds x, 4 bytes a row element, 128 elements a lane; values
- * that are not numbers (or not auto, 0 or 1) are ignored with a warning in
- * the plan's description.  Every form gives the bits of TinyCC's unfused
- * plan. */
+ * that compute a transcendental function; 0: never; 1: always) and
+ * SMELT_CUDA_ROWS_WARPS (the most warps a row spans: 16 elements a lane
+ * where the warps allow, registers only): an rmsnorm of 4096 f32 holds x,
+ * 4 bytes a row element, 128 elements a lane; values that are not numbers
+ * (or not auto, 0 or 1; not a power of 2 up to 32) are ignored with a
+ * warning in the plan's description.  Every form gives the bits of
+ * TinyCC's unfused plan. */
 DEVICE_TEST(rows_held_setting, 120)
 {
     const struct {
         const char *held, *shared, *want; /* want: the description's words (NULL: not held) */
         bool warn;
+        const char *warps; /* SMELT_CUDA_ROWS_WARPS */
     } cases[] = {
-        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false},
-        {"511", NULL, NULL, false},
-        {"511", "1", "held: 64 elements a lane in registers, 64 in shared memory", false},
-        {"abc", "auto", "held: 128 elements a lane in registers, 0 in shared memory", true},
-        {"-5", "1", "held: 128 elements a lane in registers, 0 in shared memory", true},
-        {"0", "1", "held: 0 elements a lane in registers, 128 in shared memory", false},
-        {"0", NULL, NULL, false},
-        {"0", "0", NULL, false},
-        {"100", "2", NULL, true},
-        {"100", "1", "held: 16 elements a lane in registers, 112 in shared memory", false},
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, NULL},
+        {"511", NULL, NULL, false, NULL},
+        {"511", "1", "held: 64 elements a lane in registers, 64 in shared memory", false, NULL},
+        {"abc", "auto", "held: 128 elements a lane in registers, 0 in shared memory", true, NULL},
+        {"-5", "1", "held: 128 elements a lane in registers, 0 in shared memory", true, NULL},
+        {"0", "1", "held: 0 elements a lane in registers, 128 in shared memory", false, NULL},
+        {"0", NULL, NULL, false, NULL},
+        {"0", "0", NULL, false, NULL},
+        {"100", "2", NULL, true, NULL},
+        {"100", "1", "held: 16 elements a lane in registers, 112 in shared memory", false, NULL},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8"},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "32"},
+        {"512", NULL, "held by blocks of 2 warps: 64 elements a lane in registers", false, "2"},
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "1"},
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true, "3"},
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true, "64"},
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true, "8x"},
+        {"32", NULL, NULL, false, "8"}, /* 16 elements a lane take 64 bytes */
+        {"64", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8"},
     };
     smelt_graph *g = t_graph(ctx);
     smelt_node *in[2] = {smelt_input(g, "x", SMELT_F32, SHP(3, 4096)), smelt_input(g, "w", SMELT_F32, SHP(4096))};
@@ -1530,12 +1575,15 @@ DEVICE_TEST(rows_held_setting, 120)
             setenv("SMELT_CUDA_ROWS_SHARED", cases[c].shared, 1);
         else
             unsetenv("SMELT_CUDA_ROWS_SHARED");
+        if (cases[c].warps)
+            setenv("SMELT_CUDA_ROWS_WARPS", cases[c].warps, 1);
+        else
+            unsetenv("SMELT_CUDA_ROWS_WARPS");
         smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
         const char *d = smelt_plan_describe(pd);
         cr_assert(cases[c].want ? strstr(d, cases[c].want) != NULL : strstr(d, "rows held") == NULL,
-                  "SMELT_CUDA_ROWS_HELD=%s SMELT_CUDA_ROWS_SHARED=%s: %s", cases[c].held, cases[c].shared, d);
-        cr_assert_eq(strstr(d, "warning: SMELT_CUDA_ROWS_") != NULL, cases[c].warn,
-                     "SMELT_CUDA_ROWS_HELD=%s SMELT_CUDA_ROWS_SHARED=%s: %s", cases[c].held, cases[c].shared, d);
+                  "case %d: %s", c, d);
+        cr_assert_eq(strstr(d, "warning: SMELT_CUDA_ROWS_") != NULL, cases[c].warn, "case %d: %s", c, d);
         smelt_tensor *dev = NULL;
         t_run(pd, 2, x, 1, &dev);
         int64_t at;
@@ -1544,7 +1592,7 @@ DEVICE_TEST(rows_held_setting, 120)
         smelt_tensor_free(dev);
         smelt_plan_free(pd);
     }
-    unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED");
+    unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED"), unsetenv("SMELT_CUDA_ROWS_WARPS");
     smelt_tensor_free(cpu), t_free_all(x, 2);
     smelt_graph_free(g);
 }

@@ -2856,6 +2856,7 @@ typedef struct rows_held {
     int K, kr; /* elements a lane holds, of them in registers */
     bool *in;  /* per kernel input: held */
     int part;  /* 0: registers, 1: shared memory (the loop being emitted) */
+    int W;     /* warps a row spans (the block form: > 1; its elements from wb on, rows_dev_bases) */
 } rows_held;
 
 /* Whether part p of the held form h has elements (the streaming form, h
@@ -2945,9 +2946,14 @@ static void rows_dev_loop(smelt__sb *b, const rows_held *h, const char *c0, cons
         return;
     }
     smelt__sb_printf(b, "%s#pragma unroll%s\n", ind, !h->part ? "" : load ? " 16" : " 8");
-    smelt__sb_printf(b, "%sfor (int j = %d; j < %d; j++) {\n"
-                        "%s    const smelt_idx r = (smelt_idx)(lane + 32 * j);\n%s    if (j < %d || r < nred) {\n",
-                     ind, h->part ? h->kr : 0, h->part ? h->K : h->kr, ind, ind, h->K / 2);
+    if (h->W > 1) /* the block form: every warp's elements may pass the row's end */
+        smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++) {\n"
+                            "%s    const smelt_idx r = wb + (smelt_idx)(lane + 32 * j);\n%s    if (r < nred) {\n",
+                         ind, h->K, ind, ind);
+    else
+        smelt__sb_printf(b, "%sfor (int j = %d; j < %d; j++) {\n"
+                            "%s    const smelt_idx r = (smelt_idx)(lane + 32 * j);\n%s    if (j < %d || r < nred) {\n",
+                         ind, h->part ? h->kr : 0, h->part ? h->K : h->kr, ind, ind, h->K / 2);
 }
 
 /* The held form (one reduced dimension): each kernel operand's pointer to
@@ -2955,7 +2961,7 @@ static void rows_dev_loop(smelt__sb *b, const rows_held *h, const char *c0, cons
  * sq<q> (elements; strided operands): element j of the lane is at
  * bq<q>[32 j] (contiguous), bq<q>[0] (broadcast) or bq<q>[32 j sq<q>], an
  * offset the compiler folds into the load. */
-static void rows_dev_bases(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const char *ind)
+static void rows_dev_bases(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const char *ind, int W)
 {
     for (int q = 0; q < d->n_in + d->n_out; q++) {
         const char *T = dl->stype[operand_dtype(d, q)], *c = q < d->n_in ? "const " : "";
@@ -2963,9 +2969,9 @@ static void rows_dev_bases(smelt__sb *b, const smelt__dialect *dl, const smelt__
             smelt__sb_printf(b, "%sconst smelt_idx sq%d = a.strides[%d];\n", ind, q, q * d->rank + d->rank - 1);
         smelt__sb_printf(b, "%s%s%s *__restrict__ const bq%d = (%s%s *)a.ptrs[%d] + xo[%d]", ind, c, T, q, c, T, q, q);
         if (d->mode[q] == SMELT_MODE_CONTIG)
-            smelt__sb_puts(b, " + lane");
+            smelt__sb_puts(b, W > 1 ? " + wb + lane" : " + lane");
         else if (d->mode[q] == SMELT_MODE_STRIDED)
-            smelt__sb_printf(b, " + (smelt_idx)lane * sq%d", q);
+            smelt__sb_printf(b, W > 1 ? " + (wb + (smelt_idx)lane) * sq%d" : " + (smelt_idx)lane * sq%d", q);
         smelt__sb_printf(b, ";\n%s(void)bq%d;\n", ind, q);
     }
 }
@@ -3008,9 +3014,11 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                              smelt__sb *err)
 {
     int st = rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
-    int K = 0, kr = 0;
-    if (d->spread >= SMELT_SPREAD_HELD)
+    int K = 0, kr = 0, W = 1;
+    if (d->spread >= SMELT_SPREAD_HELD) {
         smelt__held_split(d->spread, &K, &kr);
+        W = smelt__held_warps(d->spread);
+    }
     rows_info ri = {0};
     if (st || (st = rows_analyse(d, K > 0, &ri)))
         return st;
@@ -3018,7 +3026,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
     bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1)), held[SMELT_MAX_KERNEL_OPERANDS] = {false};
     int *first = K ? malloc(sizeof(int) * (size_t)(4 * nv + 1)) : NULL;
     int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
-    rows_held hv = {K, kr, held, 0}, *h = K ? &hv : NULL;
+    rows_held hv = {K, kr, held, 0, W}, *h = K ? &hv : NULL;
     smelt__sb defs, body, kd, rd, what, xo;
     smelt__sb_init(&defs), smelt__sb_init(&body), smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
     smelt__sb_init(&xo);
@@ -3041,7 +3049,10 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         }
         if (shared > 0)
             smelt__sb_printf(&body, "        __shared__ __align__(16) unsigned char smelt_sm[%d];\n", shared);
-        rows_dev_bases(&body, dl, d, "        ");
+        if (W > 1)
+            smelt__sb_printf(&body, "        const smelt_idx wb = (smelt_idx)%d * wp; /* the warp's first element */\n",
+                             32 * K);
+        rows_dev_bases(&body, dl, d, "        ", W);
         for (int v = 0; v < nv && !st; v++) { /* the held values' arrays */
             if (!rows_is_held(d, &ri, first, first + nv, v))
                 continue;
@@ -3057,6 +3068,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         if (ri.slot[v] >= 0)
             smelt__sb_printf(&body, "        %s sv%d;\n", dl->stype[value_dtype(d, v)], ri.slot[v]);
     const char *in = K ? "            " : "                ", *el = K ? "                    " : "                        ";
+    const char *lead = W > 1 ? "threadIdx.x == 0" : "lane == 0"; /* the thread that stores a row's scalars */
     for (int t = 0; t <= ri.nst && !st; t++) {
         int nout = 0;
         smelt__kdesc pc;
@@ -3067,7 +3079,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             for (int o = 0; o < nout; o++)
                 for (int q = 0; q < d->n_out; q++)
                     if (d->out_val[q] == outs[o])
-                        smelt__sb_printf(&body, "        if (lane == 0)\n            ((%s *)a.ptrs[%d])[xo[%d]] = sv%d;\n",
+                        smelt__sb_printf(&body, "        if (%s)\n            ((%s *)a.ptrs[%d])[xo[%d]] = sv%d;\n", lead,
                                          dl->stype[value_dtype(d, outs[o])], nin + q, nin + q, ri.slot[outs[o]]);
         }
         if (t == ri.nst || st)
@@ -3095,6 +3107,11 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         if (K)
             rows_dev_preload(&body, dl, d, h, first, t, in);
         bool kept = K && x >= nin && ri.piece[x - nin] != t, opheld = K && rows_is_held(d, &ri, first, first + nv, x);
+        if (W > 1 && !opheld) /* the block form: the lane's operands, computed together, folded in turn */
+            smelt__sb_printf(&body, "%ssmelt_in%s kt[%d];\n", in, sfx, K);
+        char chop[48] = "kt[j]"; /* the operand the chain folds */
+        if (opheld)
+            held_ref(chop, sizeof chop, h, x);
         for (int part = 0; part < 2 && !st; part++) { /* the lane's elements: registers, shared memory */
             if (!held_part(h, part))
                 continue;
@@ -3123,11 +3140,28 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                     free(pc.ops);
                 }
             }
-            smelt__sb_printf(&body, "%s(void)rt;\n%ssmelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)r);\n"
-                                    "%s    }\n%s}\n",
-                             el, el, sfx, sfx, opnd, in, in);
+            if (W > 1)
+                smelt__sb_printf(&body, "%s(void)rt;\n%s%s%s = %s;\n%s    }\n%s}\n", el, el, opheld ? "// " : "", chop,
+                                 opnd, in, in);
+            else
+                smelt__sb_printf(&body, "%s(void)rt;\n%ssmelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)r);\n"
+                                        "%s    }\n%s}\n",
+                                 el, el, sfx, sfx, opnd, in, in);
         }
         hv.part = 0;
+        if (W > 1) { /* warp s folds its elements after warp s - 1: the lanes' order of one warp */
+            const char *ix = rk.arg ? "" : "// "; /* the indices: argmax, argmin */
+            smelt__sb_printf(&body, "%s__shared__ smelt_acc%s ch[32];\n%s%s__shared__ long long chi[32];\n"
+                                    "%sfor (int s = 0; s < %d; s++) {\n%s    if (wp == s) {\n"
+                                    "%s        if (s) {\n%s            v = ch[lane];\n%s            %svi = chi[lane];\n"
+                                    "%s        }\n%s        #pragma unroll\n%s        for (int j = 0; j < %d; j++)\n"
+                                    "%s            if (wb + (smelt_idx)(lane + 32 * j) < nred)\n"
+                                    "%s                smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n"
+                                    "%s        ch[lane] = v;\n%s        %schi[lane] = vi;\n%s    }\n%s    __syncthreads();\n"
+                                    "%s}\n%sv = ch[lane];\n%s%svi = chi[lane];\n",
+                             in, sfx, in, ix, in, W, in, in, in, in, ix, in, in, in, K, in, in, sfx, sfx, chop, in, in, ix, in, in,
+                             in, in, in, ix);
+        }
         smelt__sb_printf(&body, "%sfor (int dd = 16; dd >= 1; dd >>= 1) {\n"
                                 "%s    smelt_acc%s u = smelt_shfl(v, dd);\n"
                                 "%s    long long ui = %s;\n"
@@ -3141,8 +3175,8 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                          ri.slot[nin + k], sfx);
         for (int q = 0; q < d->n_out; q++)
             if (d->out_val[q] == nin + k)
-                smelt__sb_printf(&body, "            if (lane == 0)\n                ((smelt_out%s *)a.ptrs[%d])[xo[%d]] = sv%d;\n",
-                                 sfx, nin + q, nin + q, ri.slot[nin + k]);
+                smelt__sb_printf(&body, "            if (%s)\n                ((smelt_out%s *)a.ptrs[%d])[xo[%d]] = sv%d;\n",
+                                 lead, sfx, nin + q, nin + q, ri.slot[nin + k]);
         smelt__sb_puts(&body, "        }\n");
         smelt__sb_free(&one), smelt__sb_free(&ident);
     }
@@ -3164,18 +3198,38 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             free(pc.ops);
         }
     }
+    if (W > 1) /* the chains' shared memory is the next row's */
+        smelt__sb_puts(&body, "        __syncthreads();\n");
     char form[200] = "Every pass reads its operands from memory.";
-    if (K)
+    if (K && W > 1)
+        snprintf(form, sizeof form, "A row spans %d warps, a block; a lane holds its %d elements of the values two "
+                                    "passes read in registers (kc<v>): a row is read from memory once.", W, K);
+    else if (K)
         snprintf(form, sizeof form, "A lane holds its %d elements of the values two passes read, %d in registers "
                                     "(kc<v>), %d in shared memory (kcs<v>): a row is read from memory once.",
                  K, kr, K - kr);
+    char bounds[40] = "", rowloop[400], per[40] = "One warp per row";
+    if (W > 1 || shared)
+        snprintf(bounds, sizeof bounds, "__launch_bounds__(%d) ", 32 * W);
+    if (W > 1) {
+        snprintf(per, sizeof per, "A block of %d warps per row", W);
+        snprintf(rowloop, sizeof rowloop,
+                 "    const int lane = (int)(threadIdx.x & 31u), wp = (int)(threadIdx.x >> 5); /* the row's warp */\n"
+                 "    for (long long ow = blockIdx.x; ow < (long long)nout; ow += gridDim.x) {\n");
+    } else {
+        snprintf(rowloop, sizeof rowloop,
+                 "    const int lane = (int)(threadIdx.x & 31u);\n"
+                 "    const long long nwarps = ((long long)blockDim.x * gridDim.x) >> 5;\n"
+                 "    for (long long ow = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; ow < (long long)nout; "
+                 "ow += nwarps) {\n");
+    }
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"NST", SLOT_NUM(ri.nst)},
         {"WHAT", smelt__sb_str(&what)}, {"RANK", SLOT_NUM(R)}, {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)},
         {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
         {"NOPER", SLOT_NUM(noper)}, {"NSTRIDES", SLOT_NUM(noper * R)}, {"DEFS", smelt__sb_str(&defs)},
         {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"FORM", form},
-        {"BOUNDS", shared ? "__launch_bounds__(32) " : ""},
+        {"BOUNDS", bounds}, {"ROWLOOP", rowloop}, {"PER", per},
         {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(noper, R, d->idx32) <= SMELT_KPARAM_MAX)},
         {"XO", smelt__sb_str(&xo)}, {"BODY", smelt__sb_str(&body)}};
     if (!st)

@@ -12,12 +12,33 @@ enum { SMELT_SPREAD_CHUNKS = 1, SMELT_SPREAD_COLS = 2 };
  * (c = 0: none), the rest in shared memory; see src/codegen/emit.c,
  * shape_device_rows, and smelt__rows_held_bytes. */
 enum { SMELT_SPREAD_HELD = 8, SMELT_HELD_MAX_LOG2 = 9 };
+/* The block form of a held row program: a row is a block of 2^w warps (w
+ * from 1 to SMELT_BLOCK_WARPS_MAX_LOG2), each lane holding 2^b elements in
+ * registers (b <= 7): spread SMELT_SPREAD_BLOCK + 8 w + b.  The lanes of
+ * warp s hold elements 32 (s 2^b + j) + lane; a reduction's lanes fold
+ * warp after warp, in the one warp's order (docs/cuda.md). */
+enum { SMELT_SPREAD_BLOCK = 160, SMELT_BLOCK_WARPS_MAX_LOG2 = 5 };
+/* The block form (SMELT_CUDA_ROWS_WARPS > 1) takes the fewest warps, up to
+ * that many, that leave a lane at most 2^SMELT_BLOCK_K_LOG2 elements (16:
+ * torch.compile's persistent reductions hold rows of 4096 in 8 warps),
+ * more where the warps run out, as registers allow; rows of at most
+ * 32 2^SMELT_BLOCK_K_LOG2 stay a warp's. */
+enum { SMELT_BLOCK_K_LOG2 = 4 };
 /* A held row program's elements a lane (*K) and of them in registers (*kr) */
 static inline void smelt__held_split(uint8_t spread, int *K, int *kr)
 {
+    if (spread >= SMELT_SPREAD_BLOCK) {
+        *K = *kr = 1 << ((spread - SMELT_SPREAD_BLOCK) & 7);
+        return;
+    }
     int c = (spread - SMELT_SPREAD_HELD) >> 4;
     *K = 1 << ((spread - SMELT_SPREAD_HELD) & 15);
     *kr = !c ? 0 : (1 << (c - 1)) < *K ? 1 << (c - 1) : *K;
+}
+/* ... and the warps a row spans (1 but in the block form) */
+static inline int smelt__held_warps(uint8_t spread)
+{
+    return spread >= SMELT_SPREAD_BLOCK ? 1 << ((spread - SMELT_SPREAD_BLOCK) >> 3) : 1;
 }
 /* Elements a lane holds in registers: at most 2^SMELT_HELD_REGS_MAX_LOG2,
  * 2^SMELT_HELD_MATH_MAX_LOG2 when a full-size operator is a transcendental

@@ -15,6 +15,9 @@ typedef struct smelt__devlaunch {
      * smelt_red_scratch, its second parameter): device memory for the
      * chunks' results and a zeroed counter per result; NULL otherwise */
     void *red_part, *red_cnt;
+    /* the threads a block must have (a row program whose rows span several
+     * warps, each row a block's); 0: the backend's choice */
+    int block;
 } smelt__devlaunch;
 
 enum { SMELT_COPY_H2D, SMELT_COPY_D2H, SMELT_COPY_D2D };

@@ -541,8 +541,17 @@ uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nre
         if (nred < 1 || k->rows_held < 0 || k->rows_shared < 0 || b > SMELT_HELD_MAX_LOG2 ||
             __builtin_popcount(rmask) != 1)
             return 0;
+        int most = k->rows_math ? SMELT_HELD_MATH_MAX_LOG2 : SMELT_HELD_REGS_MAX_LOG2;
+        if (p->rows_warps > 1 && b > SMELT_BLOCK_K_LOG2) { /* the block form: the fewest warps, then the elements */
+            int w = 1;
+            while ((1 << w) < p->rows_warps && b - w > SMELT_BLOCK_K_LOG2)
+                w++;
+            int kb = b - w;
+            if (kb <= most && kb <= 7 && ((int64_t)k->rows_held << kb) <= p->rows_held_max)
+                return (uint8_t)(SMELT_SPREAD_BLOCK + 8 * w + kb);
+        }
         /* registers: the most elements a lane, a power of 2, within the bytes allowed */
-        while (c <= b && c <= (k->rows_math ? SMELT_HELD_MATH_MAX_LOG2 : SMELT_HELD_REGS_MAX_LOG2) &&
+        while (c <= b && c <= most &&
                ((int64_t)k->rows_held << c) <= p->rows_held_max)
             c++;
         int64_t kr = c ? (int64_t)1 << (c - 1) : 0, shared = ((int64_t)1 << b) - kr;
@@ -623,7 +632,11 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.shape[rank] = 0;
     if (kk->backend->iface->launch) { /* a warp per result */
-        smelt__devlaunch dl = {nout * 32, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL};
+        smelt__devlaunch dl = {nout * 32, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL, 0};
+        if (k->desc.multi && spread >= SMELT_SPREAD_BLOCK) { /* a block per row */
+            dl.block = 32 * smelt__held_warps(spread);
+            dl.n = nout * dl.block;
+        }
         int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
         if (spread) { /* a warp per (result, chunk); per (32 results, chunk, lane) */
             int64_t ngroup = (nout + 31) / 32, warps = spread == SMELT_SPREAD_COLS ? ngroup * nchunk * 32 : nout * nchunk;
@@ -707,7 +720,7 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.n = N;
     if (kk->backend->iface->launch) { /* a device kernel: queued on the backend's stream */
-        smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL};
+        smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL, 0};
         return kk->backend->iface->launch(kk->backend, kk, &dl);
     }
     int threads = smelt_ctx_threads(p->ctx);

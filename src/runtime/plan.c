@@ -374,8 +374,12 @@ static void describe(smelt_plan *p)
         if (k->desc.multi && v && v->spread >= SMELT_SPREAD_HELD) { /* src/codegen/emit.c, shape_device_rows */
             int K, kr;
             smelt__held_split(v->spread, &K, &kr);
-            snprintf(held, sizeof held, ", its rows held: %d elements a lane in registers, %d in shared memory", kr,
-                     K - kr);
+            if (smelt__held_warps(v->spread) > 1)
+                snprintf(held, sizeof held, ", its rows held by blocks of %d warps: %d elements a lane in registers",
+                         smelt__held_warps(v->spread), K);
+            else
+                snprintf(held, sizeof held, ", its rows held: %d elements a lane in registers, %d in shared memory", kr,
+                         K - kr);
         }
         if (k->desc.multi)
             smelt__sb_printf(b, " in rows (a row program of %d reductions%s)", smelt__red_count_members(&p->prog, &k->cl),
@@ -502,6 +506,17 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         if (sv && *sv && strcmp(sv, "0") && strcmp(sv, "1") && strcasecmp(sv, "auto"))
             smelt__sb_printf(&p->log, "warning: SMELT_CUDA_ROWS_SHARED='%s' is not auto, 0 or 1: ignored, auto "
                                       "holds\n", sv);
+        const char *wv = getenv("SMELT_CUDA_ROWS_WARPS"); /* 1 (default), 2, 4, ..., 32 */
+        p->rows_warps = 1;
+        if (wv && *wv) {
+            char *end;
+            long w = strtol(wv, &end, 10);
+            if (*end || w < 1 || w > (1 << SMELT_BLOCK_WARPS_MAX_LOG2) || (w & (w - 1)))
+                smelt__sb_printf(&p->log, "warning: SMELT_CUDA_ROWS_WARPS='%s' is not 1, 2, 4, 8, 16 or 32: ignored, "
+                                          "1 holds\n", wv);
+            else
+                p->rows_warps = (int)w;
+        }
     }
     smelt__sb err;
     smelt__sb_init(&err);

@@ -397,6 +397,7 @@ typedef struct cuda_kernel {
     CUmodule mod;
     CUfunction fn;
     int block, wave; /* the occupancy API's block size and its grid for one full wave */
+    int most;        /* the most threads a block of it may have (its __launch_bounds__) */
 } cuda_kernel;
 
 /* Record a failed call on the smelt context, with the CUDA error's name. */
@@ -513,6 +514,7 @@ static int cuda_compile(smelt__backend *be, const char *source, const char *fn_n
             } else if (k->block > most) { /* a kernel's __launch_bounds__ (a held row program: one warp) */
                 k->block = most;
             }
+            k->most = most;
             k->wave = min_grid > 0 ? min_grid : 1;
             if (r && k->mod)
                 g.ModuleUnload(k->mod);
@@ -646,6 +648,9 @@ static int cuda_launch(smelt__backend *be, const smelt__kernel *kk, const smelt_
     if (size != smelt__kparam_bytes(l->nops, l->rank, l->idx32))
         return smelt__err(be->ctx, SMELT_ERR_RUNTIME, "CUDA: parameter block of %s is %zu bytes",
                           kk->name, size);
+    if (l->block > k->most)
+        return smelt__err(be->ctx, SMELT_ERR_RUNTIME, "CUDA: %s needs blocks of %d threads; it allows %d",
+                          kk->name, l->block, k->most);
     CUresult r = enter(c);
     if (r)
         return cu_fail(be, r, "cuCtxPushCurrent", NULL);
@@ -663,9 +668,10 @@ static int cuda_launch(smelt__backend *be, const smelt__kernel *kk, const smelt_
         arg = &c->pbuf;
     }
     if (!r) {
+        int block = l->block ? l->block : k->block;
         int64_t threads = (l->n + kk->step - 1) / kk->step;
-        int64_t blocks = (threads + k->block - 1) / k->block;
-        int64_t want = threads / ((int64_t)k->block * SMELT_CUDA_STEPS);
+        int64_t blocks = (threads + block - 1) / block;
+        int64_t want = threads / ((int64_t)block * SMELT_CUDA_STEPS);
         want = SMELT_MIN(SMELT_MAX(want, (int64_t)k->wave), (int64_t)k->wave * SMELT_CUDA_WAVES);
         unsigned grid = (unsigned)SMELT_MAX(1, SMELT_MIN(blocks, want));
         /* every kernel gets the reduction's scratch as a second parameter;
@@ -674,7 +680,7 @@ static int cuda_launch(smelt__backend *be, const smelt__kernel *kk, const smelt_
             CUdeviceptr part, cnt;
         } scr = {(CUdeviceptr)(uintptr_t)l->red_part, (CUdeviceptr)(uintptr_t)l->red_cnt};
         void *params[] = {arg, &scr};
-        r = g.LaunchKernel(k->fn, grid, 1, 1, (unsigned)k->block, 1, 1, 0, c->stream, params, NULL);
+        r = g.LaunchKernel(k->fn, grid, 1, 1, (unsigned)block, 1, 1, 0, c->stream, params, NULL);
     }
     leave();
     return r ? cu_fail(be, r, what, kk->name) : SMELT_OK;
