@@ -1420,7 +1420,7 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
  * exp(x - max), 32 at most in registers (it computes exp), the rest in
  * shared memory (x and exp(x - max) in one place: 4 bytes a row element),
  * up to 12 KB a warp; longer rows stream.  With SMELT_CUDA_ROWS_WARPS=32,
- * rows over 512 take a block of up to 32 warps, 16 elements a lane. */
+ * rows over 256 take a block of up to 32 warps, 8 elements a lane or more. */
 DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 {
     /* short rows; 1024 (each lane's 32 elements); 1025, 4096; a row of
@@ -1430,10 +1430,10 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
                                     "held: 32 elements a lane in registers, 0 in shared memory",
                                     "held: 32 elements a lane in registers, 32 in shared memory",
                                     "held: 32 elements a lane in registers, 96 in shared memory", NULL},
-                                   {"held: 16 elements a lane in registers, 0 in shared memory",
-                                    "held by blocks of 2 warps: 16 elements a lane",
-                                    "held by blocks of 4 warps: 16 elements a lane",
-                                    "held by blocks of 8 warps: 16 elements a lane",
+                                   {"held by blocks of 2 warps: 8 elements a lane",
+                                    "held by blocks of 4 warps: 8 elements a lane",
+                                    "held by blocks of 8 warps: 8 elements a lane",
+                                    "held by blocks of 16 warps: 8 elements a lane",
                                     "held by blocks of 32 warps: 16 elements a lane"}};
     for (int c = 0; c < 2 * NELEMS(shapes); c++) {
         int s = c % NELEMS(shapes), f = c / NELEMS(shapes);
@@ -1470,9 +1470,9 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
  * shared memory too for transcendental ones), all in shared memory
  * (SMELT_CUDA_ROWS_HELD=0, SMELT_CUDA_ROWS_SHARED=1: f64, f16 and i32
  * values in it too, rows of 5000), streaming (SMELT_CUDA_ROWS_SHARED=0:
- * every pass reads its operands again), and rows of more than 512 held by
+ * every pass reads its operands again), and rows of more than 256 held by
  * blocks of warps (SMELT_CUDA_ROWS_WARPS=4: 2 or 4 warps, up to 64
- * elements a lane; =32: up to 16 warps, 16 elements a lane). */
+ * elements a lane; =32: up to 32 warps, 8 elements a lane or more). */
 #include "rows-cases.h"
 DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
 {
@@ -1499,7 +1499,7 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
         if (form == 2)
             cr_assert(!held, "%s: %s", rc->what, d);
         else if (form >= 3 && strstr(rc->what, "long rows"))
-            cr_assert(strstr(d, form == 3 ? "held by blocks of 4 warps" : "warps: 16 elements a lane"),
+            cr_assert(strstr(d, form == 3 ? "held by blocks of 4 warps" : "warps: 8 elements a lane"),
                       "%s: %s", rc->what, d);
         else if (form < 3)
             cr_assert(!strstr(d, "held by blocks"), "%s: %s", rc->what, d);
@@ -1526,8 +1526,8 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
 /* SMELT_CUDA_ROWS_HELD, the bytes a lane holds in registers,
  * SMELT_CUDA_ROWS_SHARED (auto: the rest in shared memory for programs
  * that compute a transcendental function; 0: never; 1: always) and
- * SMELT_CUDA_ROWS_WARPS (the most warps a row spans: 16 elements a lane
- * where the warps allow, registers only): an rmsnorm of 4096 f32 holds x,
+ * SMELT_CUDA_ROWS_WARPS (the warps a row spans, fewer where a lane would
+ * hold fewer than 8 elements; registers only): an rmsnorm of 4096 f32 holds x,
  * 4 bytes a row element, 128 elements a lane; values that are not numbers
  * (or not auto, 0 or 1; not a power of 2 up to 32) are ignored with a
  * warning in the plan's description.  Every form gives the bits of
@@ -1550,7 +1550,7 @@ DEVICE_TEST(rows_held_setting, 120)
         {"100", "2", NULL, true, NULL},
         {"100", "1", "held: 16 elements a lane in registers, 112 in shared memory", false, NULL},
         {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8"},
-        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "32"},
+        {"512", NULL, "held by blocks of 16 warps: 8 elements a lane in registers", false, "32"},
         {"512", NULL, "held by blocks of 2 warps: 64 elements a lane in registers", false, "2"},
         {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "1"},
         {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true, "3"},

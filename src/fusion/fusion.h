@@ -18,12 +18,13 @@ enum { SMELT_SPREAD_HELD = 8, SMELT_HELD_MAX_LOG2 = 9 };
  * warp s hold elements 32 (s 2^b + j) + lane; a reduction's lanes fold
  * warp after warp, in the one warp's order (docs/cuda.md). */
 enum { SMELT_SPREAD_BLOCK = 160, SMELT_BLOCK_WARPS_MAX_LOG2 = 5 };
-/* The block form (SMELT_CUDA_ROWS_WARPS > 1) takes the fewest warps, up to
- * that many, that leave a lane at most 2^SMELT_BLOCK_K_LOG2 elements (16:
- * torch.compile's persistent reductions hold rows of 4096 in 8 warps),
- * more where the warps run out, as registers allow; rows of at most
- * 32 2^SMELT_BLOCK_K_LOG2 stay a warp's. */
-enum { SMELT_BLOCK_K_LOG2 = 4 };
+/* The block form (SMELT_CUDA_ROWS_WARPS = N > 1) takes N warps a row, fewer
+ * where a lane would hold fewer than 2^SMELT_BLOCK_K_MIN_LOG2 elements
+ * (rows of at most 32 2^SMELT_BLOCK_K_MIN_LOG2 stay a warp's); a lane's
+ * elements in registers, within the same limits as the one warp's.
+ * (torch.compile's persistent reductions hold rows of 4096 in 8 warps, 16
+ * elements a lane.) */
+enum { SMELT_BLOCK_K_MIN_LOG2 = 3 };
 /* A held row program's elements a lane (*K) and of them in registers (*kr) */
 static inline void smelt__held_split(uint8_t spread, int *K, int *kr)
 {

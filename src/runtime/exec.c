@@ -542,10 +542,10 @@ uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nre
             __builtin_popcount(rmask) != 1)
             return 0;
         int most = k->rows_math ? SMELT_HELD_MATH_MAX_LOG2 : SMELT_HELD_REGS_MAX_LOG2;
-        if (p->rows_warps > 1 && b > SMELT_BLOCK_K_LOG2) { /* the block form: the fewest warps, then the elements */
-            int w = 1;
-            while ((1 << w) < p->rows_warps && b - w > SMELT_BLOCK_K_LOG2)
-                w++;
+        if (p->rows_warps > 1 && b > SMELT_BLOCK_K_MIN_LOG2) { /* the block form: N warps, or fewer */
+            int w = __builtin_ctz((unsigned)p->rows_warps);
+            if (b - w < SMELT_BLOCK_K_MIN_LOG2)
+                w = b - SMELT_BLOCK_K_MIN_LOG2;
             int kb = b - w;
             if (kb <= most && kb <= 7 && ((int64_t)k->rows_held << kb) <= p->rows_held_max)
                 return (uint8_t)(SMELT_SPREAD_BLOCK + 8 * w + kb);
