@@ -32,6 +32,9 @@ static const mcase cases[] = {
     {"a @ b", 2, 2, {3, 0}, {0, 5}, false},                       /* an empty sum: zeros */
     {"a @ b", 2, 2, {3, 4}, {4, 0}, false},
     {"broadcast_to(a, (3, 4)) @ b", 2, 2, {1, 4}, {4, 2}, true}, /* stride 0: packed */
+    /* tiles (the CPU's BLAS calls, src/runtime/exec.c): of columns, of rows and columns (b transposed) */
+    {"a @ b", 2, 2, {5, 30}, {30, 700}, false},
+    {"a @ b.T", 2, 2, {1100, 8}, {300, 8}, false},
 };
 
 /* An MLP block over x [64, 48]: gelu_tanh(x @ w1 + b1) @ w2 + b2 + x (two

@@ -50,6 +50,48 @@ Test(matmul, shapes_and_dtypes_against_the_reference)
     smelt_ctx_free(ctx);
 }
 
+/* A product cut into tiles of rows and columns (a BLAS call each): the
+ * same bits on 1, 2, 3 and 4 threads, fused and unfused, against the
+ * reference.  OpenBLAS's Haswell kernels (x86-64 with AVX2), whose bits
+ * change with the rows of a call, so that tiles that followed the thread
+ * count would show (this test's own process: BLAS loads at its first
+ * product). */
+Test(matmul, tiles_same_bits_at_any_thread_count, .timeout = 120)
+{
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+#endif
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    trng r;
+    trng_init(&r, 43);
+    smelt_node *v[2] = {smelt_input(g, "a", SMELT_F32, SHP(2100, 64)), smelt_input(g, "b", SMELT_F32, SHP(700, 64))};
+    smelt_node *y = smelt_expr(g, "tanh(a @ b.T)", (const char *[]){"a", "b"}, v, 2);
+    T_OK(ctx, smelt_graph_status(g));
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(2100, 64)), t_rand(ctx, &r, SMELT_F32, SHP(700, 64))};
+    smelt_tensor *ref, *base = NULL;
+    t_reference(ctx, g, 1, &y, 2, in, &ref);
+    T_OK(ctx, smelt_ctx_set_threads(ctx, 1));
+    smelt_plan *p0 = t_plan(ctx, g, 1, &y, 0);
+    t_run(p0, 2, in, 1, &base);
+    t_expect_match("tiles", base, ref, mm_tol(SMELT_F32, 64));
+    for (int th = 1; th <= 4; th++) {
+        T_OK(ctx, smelt_ctx_set_threads(ctx, th));
+        smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+        smelt_tensor *got = NULL;
+        t_run(p, 2, in, 1, &got);
+        cr_assert(t_bitwise_equal(base, got), "%d threads: not the bits of 1 thread unfused", th);
+        smelt_tensor_free(got);
+        smelt_plan_free(p);
+    }
+    T_OK(ctx, smelt_ctx_set_threads(ctx, 0));
+    smelt_tensor_free(ref), smelt_tensor_free(base), t_free_all(in, 2);
+    smelt_plan_free(p0);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
 /* An MLP block: matmul, then bias and gelu_tanh in one kernel, matmul, then
  * bias and the residual add in one kernel; the bits of the unfused plan at
  * 1 and 4 threads, on TCC and CC. */

@@ -938,18 +938,26 @@ static void mm_pack(char *pack, const char *data, smelt_dtype dt, int64_t r, int
         }
 }
 
-/* A matmul's work: the matrices of the batch, each cut into blocks of
- * MM_ROWS rows (the last one shorter), one BLAS call each, single-threaded
- * BLAS on smelt's threads.  The blocks are a function of the shape only, so
- * the bits do not depend on the thread count (OpenBLAS's own threading
- * picks other kernels by thread count, with other sums). */
-#define MM_ROWS 256
+/* A matmul's work: the matrices of the batch, each cut into tiles of
+ * MM_ROWS rows (the last ones shorter) and, where the batch and the rows
+ * make fewer than MM_TASKS tiles, of fewer columns (at least MM_COLS), one
+ * BLAS call each, single-threaded BLAS on smelt's threads.  The tiles are
+ * a function of the shape only, so the bits do not depend on the thread
+ * count (OpenBLAS's own threading picks other kernels by thread count,
+ * with other sums; with the Haswell kernels even the rows of a call change
+ * the bits).  Tall tiles: each call packs its part of B for its rows, and
+ * OpenBLAS's SkylakeX sgemm ran the mlp's products 11 % faster with tiles
+ * of 1024 rows than of 256 (bench/RESULTS.md). */
+#define MM_ROWS 1024
+#define MM_TASKS 16
+#define MM_COLS 256
 typedef struct mmjob {
     smelt_ctx *ctx;
     smelt__view w[3];
     int nb;                      /* batch dimensions of C */
     const int64_t *cshape;
-    int64_t M, N, K, blocks;     /* row blocks per matrix */
+    int64_t M, N, K, blocks;     /* tiles per matrix */
+    int64_t tm, tn, ncb;         /* a tile's rows and columns; column tiles per matrix */
     smelt_dtype dt;
     int st;                      /* the first error (SMELT_OK) */
     pthread_mutex_t mu;
@@ -965,8 +973,8 @@ static void mm_fail(mmjob *j, int st)
 static void mm_task(void *arg, int64_t task)
 {
     mmjob *j = arg;
-    int64_t bi = task / j->blocks, r0 = task % j->blocks * MM_ROWS, M = SMELT_MIN(MM_ROWS, j->M - r0);
-    int64_t N = j->N, K = j->K, off[3] = {0, 0, 0}, t = bi;
+    int64_t bi = task / j->blocks, tile = task % j->blocks, r0 = tile / j->ncb * j->tm, n0 = tile % j->ncb * j->tn;
+    int64_t M = SMELT_MIN(j->tm, j->M - r0), N = SMELT_MIN(j->tn, j->N - n0), K = j->K, off[3] = {0, 0, 0}, t = bi;
     for (int d = j->nb - 1; d >= 0; d--) { /* batch index d of C; A's and B's right-aligned (size 1: broadcast) */
         int64_t idx = t % j->cshape[d];
         t /= j->cshape[d];
@@ -983,7 +991,7 @@ static void mm_task(void *arg, int64_t task)
     size_t es = smelt__dtypes[dt].size, cs = smelt__dtypes[ct].size;
     bool cdirect = !smelt__is_half(dt) && scn == 1 && (scm >= N || M == 1), ta, tb;
     int64_t lda, ldb, sbk = B->strides[B->ndim - 2], sbn = B->strides[B->ndim - 1];
-    const char *a = A->data + (off[0] + r0 * sam) * (int64_t)es, *b = B->data + off[1] * (int64_t)es;
+    const char *a = A->data + (off[0] + r0 * sam) * (int64_t)es, *b = B->data + (off[1] + n0 * sbn) * (int64_t)es;
     bool da = mm_direct(dt, M, K, sam, sak, &ta, &lda), db = mm_direct(dt, K, N, sbk, sbn, &tb, &ldb);
     /* memory for what BLAS cannot take as it lies (the operands packed, the result) */
     size_t na = da ? 0 : (size_t)(M * K), nbk = db ? 0 : (size_t)(K * N), nc = cdirect ? 0 : (size_t)(M * N);
@@ -997,7 +1005,7 @@ static void mm_task(void *arg, int64_t task)
         mm_pack(pa, a, dt, M, K, sam, sak), a = pa;
     if (!db)
         mm_pack(pb, b, dt, K, N, sbk, sbn), b = pb;
-    char *c0 = C->data + (off[2] + r0 * scm) * (int64_t)es, *c = cdirect ? c0 : pc;
+    char *c0 = C->data + (off[2] + r0 * scm + n0 * scn) * (int64_t)es, *c = cdirect ? c0 : pc;
     int64_t ldc = cdirect ? (M == 1 ? N : scm) : N;
     int st = SMELT_OK;
     if (K == 0) { /* an empty sum: zeros (BLAS would not touch C) */
@@ -1112,9 +1120,16 @@ static int run_matmul(smelt_plan *p, runstate *rs, int ki)
     j.M = C->shape[j.nb], j.N = C->shape[j.nb + 1], j.K = j.w[0].shape[j.w[0].ndim - 1];
     j.dt = x->dtype;
     j.st = SMELT_OK;
-    int64_t tasks = smelt__numel(j.nb, C->shape) * (j.blocks = (j.M + MM_ROWS - 1) / MM_ROWS);
-    if (j.M == 0 || j.N == 0 || tasks == 0)
+    int64_t mats = smelt__numel(j.nb, C->shape), rowt = (j.M + MM_ROWS - 1) / MM_ROWS;
+    if (j.M == 0 || j.N == 0 || mats == 0)
         return SMELT_OK;
+    j.tm = SMELT_MAX(SMELT_MIN(j.M, MM_ROWS), 1), j.tn = SMELT_MAX(j.N, 1);
+    if (mats * rowt < MM_TASKS) { /* columns too: tiles of at least MM_COLS, a multiple of 64 */
+        int64_t want = (MM_TASKS + mats * rowt - 1) / (mats * rowt), tn = ((j.N + want - 1) / want + 63) / 64 * 64;
+        j.tn = SMELT_MIN(j.tn, SMELT_MAX(tn, MM_COLS));
+    }
+    j.ncb = (j.N + j.tn - 1) / j.tn;
+    int64_t tasks = mats * (j.blocks = (j.M + j.tm - 1) / j.tm * j.ncb);
     if (p->be->iface->launch)
         return run_matmul_device(p, &j);
     int st = smelt__blas_check(p->ctx);
