@@ -262,6 +262,44 @@ Test(tier, streaming_stores_in_row_programs)
     smelt_ctx_free(ctx);
 }
 
+/* The same in tiled launches (a transposed input: tiles of 64 x 128,
+ * src/runtime/exec.c, launch_tiles): a.T + b over 320 x 384 (whole tiles,
+ * each tile row 8 aligned lines) and 333 x 301 (tiles, then the edges;
+ * rows off the lines), over two threads, each fencing its own stores: the
+ * bits of TCC and of ordinary stores. */
+Test(tier, streaming_stores_in_tiles)
+{
+    fresh_cache();
+    const int64_t shapes[][2] = {{320, 384}, {333, 301}};
+    for (int c = 0; c < NELEMS(shapes); c++) {
+        trng r;
+        trng_init(&r, 12 + (uint64_t)c);
+        smelt_ctx *ctx = t_ctx();
+        smelt_ctx_set_threads(ctx, 2);
+        smelt_graph *g = t_graph(ctx);
+        int64_t rows = shapes[c][0], cols = shapes[c][1];
+        smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(cols, rows)), *b = smelt_input(g, NULL, SMELT_F32, SHP(rows, cols));
+        smelt_node *y = smelt_add(g, smelt_transpose(g, a, NULL), b);
+        smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(cols, rows)), t_rand(ctx, &r, SMELT_F32, SHP(rows, cols))};
+        smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC");
+        smelt_tensor *ot = NULL, *os = NULL, *oo = NULL;
+        t_run(pt, 2, in, 1, &ot);
+        setenv("SMELT_STREAM_STORES", "1", 1);
+        t_run(pc, 2, in, 1, &os);
+        setenv("SMELT_STREAM_STORES", "0", 1);
+        t_run(pc, 2, in, 1, &oo);
+        unsetenv("SMELT_STREAM_STORES");
+        cr_assert(t_bitwise_equal(ot, os), "%lld x %lld: streamed CC differs from TCC at %lld", (long long)rows,
+                  (long long)cols, (long long)t_first_difference(ot, os));
+        cr_assert(t_bitwise_equal(oo, os), "%lld x %lld: streamed CC differs from stored CC at %lld", (long long)rows,
+                  (long long)cols, (long long)t_first_difference(oo, os));
+        smelt_tensor_free(ot), smelt_tensor_free(os), smelt_tensor_free(oo), t_free_all(in, 2);
+        smelt_plan_free(pt), smelt_plan_free(pc);
+        smelt_graph_free(g);
+        smelt_ctx_free(ctx);
+    }
+}
+
 /* Transcendental functions are smelt's own plain C (templates/common/math.h.in):
  * the tiers give the same bits (docs/numerics.md). */
 Test(tier, transcendentals_same_bits_on_both_tiers)
