@@ -947,19 +947,21 @@ static void mm_pack(char *pack, const char *data, smelt_dtype dt, int64_t r, int
         }
 }
 
-/* A matmul's work: the matrices of the batch, each cut into tiles of
- * MM_ROWS rows (the last ones shorter) and, where the batch and the rows
- * make fewer than MM_TASKS tiles, of fewer columns (at least MM_COLS), one
- * BLAS call each, single-threaded BLAS on smelt's threads.  The tiles are
- * a function of the shape only, so the bits do not depend on the thread
- * count (OpenBLAS's own threading picks other kernels by thread count,
- * with other sums; with the Haswell kernels even the rows of a call change
- * the bits).  Tall tiles: each call packs its part of B for its rows, and
- * OpenBLAS's SkylakeX sgemm ran the mlp's products 11 % faster with tiles
- * of 1024 rows than of 256 (bench/RESULTS.md). */
-#define MM_ROWS 1024
-#define MM_TASKS 16
-#define MM_COLS 256
+/* A matmul's work: the matrices of the batch, each cut into square tiles
+ * (the last ones shorter) of the largest side from MM_SIDE_MAX down to
+ * MM_SIDE_MIN that makes MM_TASKS tiles in all, one BLAS call each,
+ * single-threaded BLAS on smelt's threads.  The tiles are a function of
+ * the shape only, so the bits do not depend on the thread count
+ * (OpenBLAS's own threading picks other kernels by thread count, with
+ * other sums; with the Haswell kernels even the rows of a call change the
+ * bits).  Each call packs its rows of A and its columns of B again:
+ * square tiles pack the least for their number, and large ones let
+ * OpenBLAS's blocking work (the mlp's products on 2 cores, SkylakeX
+ * kernels: tiles of 256 rows x all columns 91.8 ms, 1024 x all 83.7,
+ * these 85.1; bench/RESULTS.md). */
+#define MM_SIDE_MAX 1024
+#define MM_SIDE_MIN 256
+#define MM_TASKS 8
 typedef struct mmjob {
     smelt_ctx *ctx;
     smelt__view w[3];
@@ -1129,14 +1131,14 @@ static int run_matmul(smelt_plan *p, runstate *rs, int ki)
     j.M = C->shape[j.nb], j.N = C->shape[j.nb + 1], j.K = j.w[0].shape[j.w[0].ndim - 1];
     j.dt = x->dtype;
     j.st = SMELT_OK;
-    int64_t mats = smelt__numel(j.nb, C->shape), rowt = (j.M + MM_ROWS - 1) / MM_ROWS;
+    int64_t mats = smelt__numel(j.nb, C->shape);
     if (j.M == 0 || j.N == 0 || mats == 0)
         return SMELT_OK;
-    j.tm = SMELT_MAX(SMELT_MIN(j.M, MM_ROWS), 1), j.tn = SMELT_MAX(j.N, 1);
-    if (mats * rowt < MM_TASKS) { /* columns too: tiles of at least MM_COLS, a multiple of 64 */
-        int64_t want = (MM_TASKS + mats * rowt - 1) / (mats * rowt), tn = ((j.N + want - 1) / want + 63) / 64 * 64;
-        j.tn = SMELT_MIN(j.tn, SMELT_MAX(tn, MM_COLS));
-    }
+    /* square tiles, the largest side that makes MM_TASKS tiles (at least MM_SIDE_MIN) */
+    int64_t side = MM_SIDE_MAX;
+    while (side > MM_SIDE_MIN && mats * ((j.M + side - 1) / side) * ((j.N + side - 1) / side) < MM_TASKS)
+        side /= 2;
+    j.tm = SMELT_MIN(j.M, side), j.tn = SMELT_MIN(j.N, side);
     j.ncb = (j.N + j.tn - 1) / j.tn;
     int64_t tasks = mats * (j.blocks = (j.M + j.tm - 1) / j.tm * j.ncb);
     if (p->be->iface->launch)
