@@ -170,21 +170,24 @@ static void next_lane(int me)
 /* every live lane runs to its next barrier in turn: a warp's lockstep at
  * each shuffle (the kernels shuffle in warp-uniform code) */
 static void emu_barrier(void) { next_lane(cur_lane); }
-/* __syncthreads: the last of the block's live threads to arrive completes
- * the round; the others take turns until it has */
+/* __syncthreads: the round is complete when every live thread of the
+ * block has arrived (one that has returned no longer counts: it cannot
+ * leave the others waiting forever); the others take turns until then */
 static void emu_sync(void)
 {
     unsigned gen = sync_gen;
-    int live = 0;
-    for (int l = 0; l < n_lanes; l++)
-        live += !lane_done[l];
-    if (++sync_count >= (unsigned)live) {
-        sync_count = 0;
-        sync_gen++;
-        return;
-    }
-    while (sync_gen == gen)
+    sync_count++;
+    while (sync_gen == gen) {
+        int live = 0;
+        for (int l = 0; l < n_lanes; l++)
+            live += !lane_done[l];
+        if (sync_count >= (unsigned)live) {
+            sync_count = 0;
+            sync_gen++;
+            return;
+        }
         next_lane(cur_lane);
+    }
 }
 static const struct emu_rt {
     void (*barrier)(void);

@@ -1471,7 +1471,7 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
  * (SMELT_CUDA_ROWS_HELD=0, SMELT_CUDA_ROWS_SHARED=1: f64, f16 and i32
  * values in it too, rows of 5000), streaming (SMELT_CUDA_ROWS_SHARED=0:
  * every pass reads its operands again), and rows of more than 256 held by
- * blocks of warps (SMELT_CUDA_ROWS_WARPS=4: 2 or 4 warps, up to 64
+ * blocks of warps (SMELT_CUDA_ROWS_WARPS=8: 2 to 8 warps, up to 32
  * elements a lane; =32: up to 32 warps, 8 elements a lane or more). */
 #include "rows-cases.h"
 DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
@@ -1485,7 +1485,7 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
         if (c == 2 * NELEMS(rows_cases))
             setenv("SMELT_CUDA_ROWS_SHARED", "0", 1);
         if (c == 3 * NELEMS(rows_cases))
-            unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED"), setenv("SMELT_CUDA_ROWS_WARPS", "4", 1);
+            unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED"), setenv("SMELT_CUDA_ROWS_WARPS", "8", 1);
         if (c == 4 * NELEMS(rows_cases))
             setenv("SMELT_CUDA_ROWS_WARPS", "32", 1);
         smelt_node *outs[3];
@@ -1499,7 +1499,7 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
         if (form == 2)
             cr_assert(!held, "%s: %s", rc->what, d);
         else if (form >= 3 && strstr(rc->what, "long rows"))
-            cr_assert(strstr(d, form == 3 ? "held by blocks of 4 warps" : "warps: 8 elements a lane"),
+            cr_assert(strstr(d, form == 3 ? "held by blocks of 8 warps" : "warps: 8 elements a lane"),
                       "%s: %s", rc->what, d);
         else if (form < 3)
             cr_assert(!strstr(d, "held by blocks"), "%s: %s", rc->what, d);
@@ -1551,13 +1551,14 @@ DEVICE_TEST(rows_held_setting, 120)
         {"100", "1", "held: 16 elements a lane in registers, 112 in shared memory", false, NULL},
         {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8"},
         {"512", NULL, "held by blocks of 16 warps: 8 elements a lane in registers", false, "32"},
-        {"512", NULL, "held by blocks of 2 warps: 64 elements a lane in registers", false, "2"},
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "2"}, /* (4 + 8) 64 bytes */
+        {"768", NULL, "held by blocks of 2 warps: 64 elements a lane in registers", false, "2"},
         {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "1"},
         {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true, "3"},
         {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true, "64"},
         {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true, "8x"},
-        {"32", NULL, NULL, false, "8"}, /* 16 elements a lane take 64 bytes */
-        {"64", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8"},
+        {"191", NULL, NULL, false, "8"}, /* 16 elements a lane: x and the operand x * x, 16 (4 + 8) bytes */
+        {"192", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8"},
     };
     smelt_graph *g = t_graph(ctx);
     smelt_node *in[2] = {smelt_input(g, "x", SMELT_F32, SHP(3, 4096)), smelt_input(g, "w", SMELT_F32, SHP(4096))};

@@ -21,7 +21,9 @@ enum { SMELT_SPREAD_BLOCK = 160, SMELT_BLOCK_WARPS_MAX_LOG2 = 5 };
 /* The block form (SMELT_CUDA_ROWS_WARPS = N > 1) takes N warps a row, fewer
  * where a lane would hold fewer than 2^SMELT_BLOCK_K_MIN_LOG2 elements
  * (rows of at most 32 2^SMELT_BLOCK_K_MIN_LOG2 stay a warp's); a lane's
- * elements in registers, within the same limits as the one warp's.
+ * elements in registers, within the same limits as the one warp's, with
+ * 8 bytes more a row element for a pass's operands (computed together,
+ * then folded warp after warp: kt in shape_device_rows).
  * (torch.compile's persistent reductions hold rows of 4096 in 8 warps, 16
  * elements a lane.) */
 enum { SMELT_BLOCK_K_MIN_LOG2 = 3 };

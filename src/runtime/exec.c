@@ -547,7 +547,8 @@ uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nre
             if (b - w < SMELT_BLOCK_K_MIN_LOG2)
                 w = b - SMELT_BLOCK_K_MIN_LOG2;
             int kb = b - w;
-            if (kb <= most && kb <= 7 && ((int64_t)k->rows_held << kb) <= p->rows_held_max)
+            /* and a reduction's operands, computed before the warps fold them in turn: 8 bytes at most */
+            if (kb <= most && kb <= 7 && ((int64_t)(k->rows_held + 8) << kb) <= p->rows_held_max)
                 return (uint8_t)(SMELT_SPREAD_BLOCK + 8 * w + kb);
         }
         /* registers: the most elements a lane, a power of 2, within the bytes allowed */
@@ -638,7 +639,7 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
             dl.n = nout * dl.block;
         }
         int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
-        if (spread) { /* a warp per (result, chunk); per (32 results, chunk, lane) */
+        if (spread && !k->desc.multi) { /* a warp per (result, chunk); per (32 results, chunk, lane) */
             int64_t ngroup = (nout + 31) / 32, warps = spread == SMELT_SPREAD_COLS ? ngroup * nchunk * 32 : nout * nchunk;
             size_t part = (size_t)warps * (spread == SMELT_SPREAD_COLS ? 32 : 1) * 16;
             int stt2 = dev_red_scratch(p, k, kk->backend, part, spread == SMELT_SPREAD_COLS ? ngroup : nout);
