@@ -290,6 +290,9 @@ EXPORT int cuFuncGetAttribute(int *v, int attr, void *fn)
     *v = ((const emu_fn *)fn)->bound;
     return 0;
 }
+/* the last launch's grid and block (for tests of the executor's launches:
+ * tests/test-cuda.c finds it with dlsym) */
+EXPORT unsigned smelt_fake_last_launch[2];
 EXPORT int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned smem, void *st, void **params,
                           void **extra)
@@ -298,6 +301,7 @@ EXPORT int cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsig
     if (gy != 1 || gz != 1 || by != 1 || bz != 1 || smem || extra || st != &stream_token ||
         !gx || !bx || bx > (unsigned)f->bound)
         return 1;
+    smelt_fake_last_launch[0] = gx, smelt_fake_last_launch[1] = bx;
     if (f->set_arg2)
         f->set_arg2(params[1]);
     if (f->thread)

@@ -10,6 +10,7 @@
  * cuda_gpu: plans run on the GPU against the float64 reference; skipped
  * with a message when there is no GPU. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1531,7 +1532,8 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
  * 4 bytes a row element, 128 elements a lane; values that are not numbers
  * (or not auto, 0 or 1; not a power of 2 up to 32) are ignored with a
  * warning in the plan's description.  Every form gives the bits of
- * TinyCC's unfused plan. */
+ * TinyCC's unfused plan; on fakecuda, a block form's launch has a block of
+ * its warps for each row. */
 DEVICE_TEST(rows_held_setting, 120)
 {
     const struct {
@@ -1590,6 +1592,17 @@ DEVICE_TEST(rows_held_setting, 120)
         int64_t at;
         cr_assert(t_same_results(cpu, dev, &at), "case %d: the device gives %a, TCC unfused %a at [%lld]", c,
                   smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+        /* on fakecuda, the launch: a block of the warps a row spans for each of the 3 rows (its
+         * smallest grid is 3 blocks), or blocks of warps a row each */
+        const char *fake = getenv("SMELT_CUDA_DRIVER_LIB");
+        void *h = fake ? dlopen(fake, RTLD_NOW | RTLD_NOLOAD) : NULL;
+        const unsigned *last = h ? (const unsigned *)dlsym(h, "smelt_fake_last_launch") : NULL;
+        const char *blk = strstr(d, "held by blocks of ");
+        if (last && blk)
+            cr_assert(last[0] == 3 && last[1] == 32u * (unsigned)atoi(blk + strlen("held by blocks of ")),
+                      "case %d: grid %u, block %u: %s", c, last[0], last[1], d);
+        if (h)
+            dlclose(h);
         smelt_tensor_free(dev);
         smelt_plan_free(pd);
     }
