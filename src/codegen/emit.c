@@ -3001,6 +3001,37 @@ static void rows_dev_preload(smelt__sb *b, const smelt__dialect *dl, const smelt
     h->part = 0;
 }
 
+/* The block form's fold of a reduction (shape_device_rows): warp s takes
+ * its lanes' accumulators v (and the indices vi of argmax and argmin: arg)
+ * where warp s - 1 left them in shared memory, folds its K elements of
+ * operand op (warp 0 from the identity), and leaves them for warp s + 1,
+ * a barrier after each warp; then every warp takes the last ones.  So
+ * lane l folds l, l + 32, ... in turn, the one warp's order. */
+static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const char *op, int W, int K, bool arg)
+{
+    const char *ix = arg ? "" : "// ";
+    smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[32];\n", ind, sfx);
+    smelt__sb_printf(b, "%s%s__shared__ long long chi[32];\n", ind, ix);
+    smelt__sb_printf(b, "%sfor (int s = 0; s < %d; s++) {\n", ind, W);
+    smelt__sb_printf(b, "%s    if (wp == s) {\n", ind);
+    smelt__sb_printf(b, "%s        if (s) {\n", ind);
+    smelt__sb_printf(b, "%s            v = ch[lane];\n", ind);
+    smelt__sb_printf(b, "%s            %svi = chi[lane];\n", ind, ix);
+    smelt__sb_printf(b, "%s        }\n", ind);
+    smelt__sb_printf(b, "%s        #pragma unroll\n", ind);
+    smelt__sb_printf(b, "%s        for (int j = 0; j < %d; j++)\n", ind, K);
+    smelt__sb_printf(b, "%s            if (wb + (smelt_idx)(lane + 32 * j) < nred)\n", ind);
+    smelt__sb_printf(b, "%s                smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", ind,
+                     sfx, sfx, op);
+    smelt__sb_printf(b, "%s        ch[lane] = v;\n", ind);
+    smelt__sb_printf(b, "%s        %schi[lane] = vi;\n", ind, ix);
+    smelt__sb_printf(b, "%s    }\n", ind);
+    smelt__sb_printf(b, "%s    __syncthreads();\n", ind);
+    smelt__sb_printf(b, "%s}\n", ind);
+    smelt__sb_printf(b, "%sv = ch[lane];\n", ind);
+    smelt__sb_printf(b, "%s%svi = chi[lane];\n", ind, ix);
+}
+
 /* A device (CUDA): a warp per row, its lanes along the row; every lane
  * holds the row's scalars.  The streaming form (spread 0) reads each pass's
  * operands from memory and computes again what an earlier pass computed;
@@ -3149,19 +3180,8 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                                  el, el, sfx, sfx, opnd, in, in);
         }
         hv.part = 0;
-        if (W > 1) { /* warp s folds its elements after warp s - 1: the lanes' order of one warp */
-            const char *ix = rk.arg ? "" : "// "; /* the indices: argmax, argmin */
-            smelt__sb_printf(&body, "%s__shared__ smelt_acc%s ch[32];\n%s%s__shared__ long long chi[32];\n"
-                                    "%sfor (int s = 0; s < %d; s++) {\n%s    if (wp == s) {\n"
-                                    "%s        if (s) {\n%s            v = ch[lane];\n%s            %svi = chi[lane];\n"
-                                    "%s        }\n%s        #pragma unroll\n%s        for (int j = 0; j < %d; j++)\n"
-                                    "%s            if (wb + (smelt_idx)(lane + 32 * j) < nred)\n"
-                                    "%s                smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n"
-                                    "%s        ch[lane] = v;\n%s        %schi[lane] = vi;\n%s    }\n%s    __syncthreads();\n"
-                                    "%s}\n%sv = ch[lane];\n%s%svi = chi[lane];\n",
-                             in, sfx, in, ix, in, W, in, in, in, in, ix, in, in, in, K, in, in, sfx, sfx, chop, in, in, ix, in, in,
-                             in, in, in, ix);
-        }
+        if (W > 1) /* warp s folds its elements after warp s - 1: the lanes' order of one warp */
+            rows_dev_chain(&body, in, sfx, chop, W, K, rk.arg);
         smelt__sb_printf(&body, "%sfor (int dd = 16; dd >= 1; dd >>= 1) {\n"
                                 "%s    smelt_acc%s u = smelt_shfl(v, dd);\n"
                                 "%s    long long ui = %s;\n"
