@@ -231,18 +231,23 @@ int smelt__err_at(smelt_ctx *ctx, int status, const char *file, int line, const 
 {
     if (!ctx)
         return status;
-    smelt__sb *e = err_of(ctx);
-    smelt__sb_free(e);
+    /* the message first, then in place of the old one: an argument may be
+     * the old one (smelt_errmsg(ctx), as a caller adds its context) */
+    smelt__sb m;
+    smelt__sb_init(&m);
     if (file && line > 0)
-        smelt__sb_printf(e, "%s:%d: ", file, line);
+        smelt__sb_printf(&m, "%s:%d: ", file, line);
     else if (file)
-        smelt__sb_printf(e, "%s: ", file);
+        smelt__sb_printf(&m, "%s: ", file);
     va_list ap;
     va_start(ap, fmt);
-    smelt__sb_vprintf(e, fmt, ap);
+    smelt__sb_vprintf(&m, fmt, ap);
     va_end(ap);
-    if (status != SMELT_OK && !e->len) /* every error has a message */
-        smelt__sb_puts(e, smelt_strerror(status));
+    if (status != SMELT_OK && !m.len) /* every error has a message */
+        smelt__sb_puts(&m, smelt_strerror(status));
+    smelt__sb *e = err_of(ctx);
+    smelt__sb_free(e);
+    *e = m;
     return status;
 }
 
