@@ -1450,6 +1450,47 @@ Test(rows, one_kernel_same_bits, .timeout = 300)
     smelt_ctx_free(ctx);
 }
 
+/* A row program's row cache keeps values of 1 and 8 bytes an element (a
+ * comparison, a cast to f64) over rows of 4 and 5 elements: each value
+ * starts aligned for its dtype (the widest first), so no block primitive
+ * stores a double at an odd address (scripts/sanitize reported one, a
+ * fuzz input, before); the bits of the unfused plan, TCC and CC. */
+Test(rows, row_cache_values_aligned)
+{
+    smelt_ctx *ctx = t_ctx();
+    bool cc = smelt_backend_check(ctx, "CC") == SMELT_OK;
+    for (int64_t cols = 4; cols <= 5; cols++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *v[2] = {smelt_input(g, "a", SMELT_F32, SHP(3, cols)), smelt_input(g, "b", SMELT_F64, SHP(cols))};
+        smelt_node *y = smelt_expr(g, "a>7-a>b>7-min((a)-a>7-a>b>a)*a>a>b", (const char *[]){"a", "b"}, v, 2);
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 31 + (uint64_t)cols);
+        smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(3, cols)), t_rand(ctx, &r, SMELT_F64, SHP(cols))};
+        smelt_tensor *base = NULL;
+        T_OK(ctx, smelt_ctx_set_backend(ctx, "TCC"));
+        smelt_plan *p0 = t_plan(ctx, g, 1, &y, 0);
+        t_run(p0, 2, in, 1, &base);
+        for (int be = 0; be < 2; be++) {
+            if (be && !cc)
+                continue;
+            T_OK(ctx, smelt_ctx_set_backend(ctx, be ? "CC" : "TCC"));
+            smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+            cr_assert(t_contains(smelt_plan_describe(p), "in rows"), "%s", smelt_plan_describe(p));
+            smelt_tensor *got = NULL;
+            t_run(p, 2, in, 1, &got);
+            cr_assert(t_bitwise_equal(base, got), "%s, rows of %lld: not the unfused bits", be ? "CC" : "TCC",
+                      (long long)cols);
+            smelt_tensor_free(got);
+            smelt_plan_free(p);
+        }
+        smelt_tensor_free(base), t_free_all(in, 2);
+        smelt_plan_free(p0);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}
+
 /* Sibling reductions: sum(x), sum(x * x) and max(abs(x)) of one input, no
  * edge between them, share one read as a row program, with keepdims or
  * without; the bits of the unfused plan. */

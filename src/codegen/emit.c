@@ -2168,7 +2168,8 @@ typedef struct rows_info {
     int nslot;
     /* the row cache (C forms): a full-size value one pass computes and a
      * later one reads is kept for the row (nred elements of it, at byte
-     * cache_off[k] * nred of the row's slot) instead of computed again */
+     * cache_off[k] * nred of the row's slot, the widest values first, so
+     * every one aligned) instead of computed again */
     bool cache;
     int *piece;     /* per op: the pass that computes a full-size op (stage s, or nst: the last), -1 none */
     int *cache_off; /* per op: bytes per element before it in the slot, -1 not kept */
@@ -2236,6 +2237,16 @@ static int rows_analyse(const smelt__kdesc *d, bool cache, rows_info *ri)
                 continue;
             rows_assign(d, ri, v, ri->nst);
         }
+        /* the kept values' places, the widest first: each one's nred
+         * elements then start at a multiple of its element size (the slot
+         * itself at a multiple of 64 bytes: the kernel template, exec.c) */
+        int at = 0;
+        for (int size = 8; size >= 1; size /= 2)
+            for (int k = 0; k < d->n_ops; k++)
+                if (ri->cache_off[k] >= 0 && (int)smelt__dtypes[d->ops[k].dtype].size == size) {
+                    ri->cache_off[k] = at;
+                    at += size;
+                }
     }
     return SMELT_OK;
 }

@@ -655,7 +655,8 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
     if (k->desc.multi) { /* a row program: rows; each call's row cache in the kernel's scratch */
         int64_t per = red_chunk(nout, SMELT_MAX(nred, 1), threads), calls = (nout + per - 1) / per;
-        size_t bytes = (size_t)k->rows_cache * (size_t)nred * (size_t)calls;
+        /* a call's slot: a multiple of 64 bytes (its values aligned: src/codegen/emit.c, rows_analyse) */
+        size_t bytes = (((size_t)k->rows_cache * (size_t)nred + 63) & ~(size_t)63) * (size_t)calls;
         if (bytes && k->scratch_bytes < bytes) {
             free(k->scratch);
             k->scratch_bytes = 0;
