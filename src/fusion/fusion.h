@@ -17,7 +17,7 @@ enum { SMELT_SPREAD_HELD = 8, SMELT_HELD_MAX_LOG2 = 9 };
  * registers (b <= 7): spread SMELT_SPREAD_BLOCK + 8 w + b.  The lanes of
  * warp s hold elements 32 (s 2^b + j) + lane; a reduction's lanes fold
  * warp after warp, in the one warp's order (docs/cuda.md). */
-enum { SMELT_SPREAD_BLOCK = 160, SMELT_BLOCK_WARPS_MAX_LOG2 = 5 };
+enum { SMELT_SPREAD_BLOCK = 160, SMELT_BLOCK_WARPS_MAX_LOG2 = 5, SMELT_BLOCK_K_MAX_LOG2 = 7 };
 /* The block form (SMELT_CUDA_ROWS_WARPS = N > 1) takes N warps a row, fewer
  * where a lane would hold fewer than 2^SMELT_BLOCK_K_MIN_LOG2 elements
  * (rows of at most 32 2^SMELT_BLOCK_K_MIN_LOG2 stay a warp's); a lane's
@@ -31,7 +31,7 @@ enum { SMELT_BLOCK_K_MIN_LOG2 = 3 };
 static inline void smelt__held_split(uint8_t spread, int *K, int *kr)
 {
     if (spread >= SMELT_SPREAD_BLOCK) {
-        *K = *kr = 1 << ((spread - SMELT_SPREAD_BLOCK) & 7);
+        *K = *kr = 1 << ((spread - SMELT_SPREAD_BLOCK) & SMELT_BLOCK_K_MAX_LOG2);
         return;
     }
     int c = (spread - SMELT_SPREAD_HELD) >> 4;

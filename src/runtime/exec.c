@@ -548,7 +548,7 @@ uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nre
                 w = b - SMELT_BLOCK_K_MIN_LOG2;
             int kb = b - w;
             /* and a reduction's operands, computed before the warps fold them in turn: 8 bytes at most */
-            if (kb <= most && kb <= 7 && ((int64_t)(k->rows_held + 8) << kb) <= p->rows_held_max)
+            if (kb <= most && kb <= SMELT_BLOCK_K_MAX_LOG2 && ((int64_t)(k->rows_held + 8) << kb) <= p->rows_held_max)
                 return (uint8_t)(SMELT_SPREAD_BLOCK + 8 * w + kb);
         }
         /* registers: the most elements a lane, a power of 2, within the bytes allowed */
@@ -632,7 +632,7 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     for (int o = 0; o < n; o++)
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.shape[rank] = 0;
-    if (kk->backend->iface->launch) { /* a warp per result */
+    if (kk->backend->iface->launch) { /* a warp per result (the block form of a row program: a block per row) */
         smelt__devlaunch dl = {nout * 32, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL, 0};
         if (k->desc.multi && spread >= SMELT_SPREAD_BLOCK) { /* a block per row */
             dl.block = 32 * smelt__held_warps(spread);
