@@ -67,6 +67,18 @@ static const rows_case rows_cases[] = {
     {"layernorm f64, long rows",
      "(x - mean(x, axis=-1, keepdims=True)) / sqrt(var(x, axis=-1, keepdims=True) + 1e-5) * w + b", SMELT_F64, 2,
      {3, 1300}, false, 1, false},
+    /* rows of exactly a block's elements (no test against the row's end);
+     * max, min and argmin fold in every warp at once (their bits in any
+     * grouping): zeros of both signs (-0 but where x >= 1.5; +0 but where
+     * x <= -1.5) */
+    {"layernorm f64, exact long rows",
+     "(x - mean(x, axis=-1, keepdims=True)) / sqrt(var(x, axis=-1, keepdims=True) + 1e-5) * w + b", SMELT_F64, 2,
+     {2, 2048}, false, 1, false},
+    {"signed zeros and argmin, exact long rows",
+     "where(argmin(x, axis=-1, keepdims=True) > 1000, x, -x) * 0 + where(x < 1.5, -abs(x), x) * 0"
+     " + max(where(x < 1.5, -abs(x), x) * 0, axis=-1, keepdims=True)"
+     " - min(where(x > -1.5, abs(x), x) * 0, axis=-1, keepdims=True)",
+     SMELT_F32, 2, {3, 2048}, false, 1, false},
     {"softmax over the first axis", ROWS_SOFTMAX("0"), SMELT_F32, 2, {300, 37}, false, 1, false},
     {"softmax over a middle axis", ROWS_SOFTMAX("1"), SMELT_F64, 3, {5, 40, 7}, false, 1, false},
     {"softmax over the outer axes", ROWS_SOFTMAX("(0, 1)"), SMELT_F32, 3, {9, 4, 20}, false, 1, false},

@@ -1420,14 +1420,20 @@ DEVICE_TEST(fused_reductions_same_bits_as_cpu, 300)
  * TinyCC's unfused plan.  Its lanes hold their elements of x, then of
  * exp(x - max), 32 at most in registers (it computes exp), the rest in
  * shared memory (x and exp(x - max) in one place: 4 bytes a row element),
- * up to 12 KB a warp; longer rows stream.  With SMELT_CUDA_ROWS_WARPS=32,
- * rows over 256 take a block of up to 32 warps, 8 elements a lane or more. */
+ * up to 12 KB a warp; longer rows stream.  By default rows that fill
+ * blocks of up to 8 warps exactly (1024, 4096) take them; with
+ * SMELT_CUDA_ROWS_WARPS=1 a warp a row; with =32, rows over 256 take a
+ * block of up to 32 warps, 8 elements a lane or more. */
 DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
 {
     /* short rows; 1024 (each lane's 32 elements); 1025, 4096; a row of
      * 13000 (each lane takes 407 elements) */
     const int64_t shapes[][2] = {{37, 500}, {5, 1024}, {3, 1025}, {3, 4096}, {3, 13000}};
     const char *const held[][5] = {{"held: 16 elements a lane in registers, 0 in shared memory",
+                                    "held by blocks of 4 warps: 8 elements a lane",
+                                    "held: 32 elements a lane in registers, 32 in shared memory",
+                                    "held by blocks of 8 warps: 16 elements a lane", NULL},
+                                   {"held: 16 elements a lane in registers, 0 in shared memory",
                                     "held: 32 elements a lane in registers, 0 in shared memory",
                                     "held: 32 elements a lane in registers, 32 in shared memory",
                                     "held: 32 elements a lane in registers, 96 in shared memory", NULL},
@@ -1436,10 +1442,10 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
                                     "held by blocks of 8 warps: 8 elements a lane",
                                     "held by blocks of 16 warps: 8 elements a lane",
                                     "held by blocks of 32 warps: 16 elements a lane"}};
-    for (int c = 0; c < 2 * NELEMS(shapes); c++) {
+    for (int c = 0; c < 3 * NELEMS(shapes); c++) {
         int s = c % NELEMS(shapes), f = c / NELEMS(shapes);
         if (f)
-            setenv("SMELT_CUDA_ROWS_WARPS", "32", 1);
+            setenv("SMELT_CUDA_ROWS_WARPS", f == 1 ? "1" : "32", 1);
         else
             unsetenv("SMELT_CUDA_ROWS_WARPS");
         smelt_graph *g = t_graph(ctx);
@@ -1473,7 +1479,10 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
  * values in it too, rows of 5000), streaming (SMELT_CUDA_ROWS_SHARED=0:
  * every pass reads its operands again), and rows of more than 256 held by
  * blocks of warps (SMELT_CUDA_ROWS_WARPS=8: 2 to 8 warps, up to 32
- * elements a lane; =32: up to 32 warps, 8 elements a lane or more). */
+ * elements a lane; =32: up to 32 warps, 8 elements a lane or more).  The
+ * default (auto) takes blocks of up to 8 warps for long rows of one
+ * reduction or rows that fill them exactly, a warp a row for more; the
+ * forms after it one warp (=1). */
 #include "rows-cases.h"
 DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
 {
@@ -1482,7 +1491,8 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
         const rows_case *rc = &rows_cases[c % NELEMS(rows_cases)];
         int form = c / NELEMS(rows_cases);
         if (c == NELEMS(rows_cases))
-            setenv("SMELT_CUDA_ROWS_HELD", "0", 1), setenv("SMELT_CUDA_ROWS_SHARED", "1", 1);
+            setenv("SMELT_CUDA_ROWS_HELD", "0", 1), setenv("SMELT_CUDA_ROWS_SHARED", "1", 1),
+                setenv("SMELT_CUDA_ROWS_WARPS", "1", 1);
         if (c == 2 * NELEMS(rows_cases))
             setenv("SMELT_CUDA_ROWS_SHARED", "0", 1);
         if (c == 3 * NELEMS(rows_cases))
@@ -1496,11 +1506,11 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
         smelt_plan *pd = t_plan(ctx, g, n_out, outs, 3);
         const char *d = smelt_plan_describe(pd);
         cr_assert_eq(t_stats(pd).kernels, rows_kernels(c % NELEMS(rows_cases)), "%s: %s", rc->what, d);
-        bool held = strstr(d, "rows held") != NULL;
+        bool held = strstr(d, "rows held") != NULL, one = strstr(d, "a row program of 1 reduction,") != NULL;
         if (form == 2)
             cr_assert(!held, "%s: %s", rc->what, d);
-        else if (form >= 3 && strstr(rc->what, "long rows"))
-            cr_assert(strstr(d, form == 3 ? "held by blocks of 8 warps" : "warps: 8 elements a lane"),
+        else if ((form >= 3 || (form == 0 && (one || strstr(rc->what, "exact")))) && strstr(rc->what, "long rows"))
+            cr_assert(strstr(d, form != 4 ? "held by blocks of 8 warps" : "warps: 8 elements a lane"),
                       "%s: %s", rc->what, d);
         else if (form < 3)
             cr_assert(!strstr(d, "held by blocks"), "%s: %s", rc->what, d);
@@ -1528,10 +1538,12 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
  * SMELT_CUDA_ROWS_SHARED (auto: the rest in shared memory for programs
  * that compute a transcendental function; 0: never; 1: always) and
  * SMELT_CUDA_ROWS_WARPS (the warps a row spans, fewer where a lane would
- * hold fewer than 8 elements; registers only): an rmsnorm of 4096 f32 holds x,
- * 4 bytes a row element, 128 elements a lane; values that are not numbers
- * (or not auto, 0 or 1; not a power of 2 up to 32) are ignored with a
- * warning in the plan's description.  Every form gives the bits of
+ * hold fewer than 8 elements; registers only; auto, the default: 8 for a
+ * row program of one reduction such as this one, else 1): an rmsnorm of
+ * 4096 f32 holds x, 4 bytes a row element, 128 elements a lane a warp a
+ * row; values that are not numbers (or not auto, 0 or 1; not auto or a
+ * power of 2 up to 32) are ignored with a warning in the plan's
+ * description.  Every form gives the bits of
  * TinyCC's unfused plan; on fakecuda, a block form's launch has a block of
  * its warps for each row. */
 DEVICE_TEST(rows_held_setting, 120)
@@ -1541,25 +1553,29 @@ DEVICE_TEST(rows_held_setting, 120)
         bool warn;
         const char *warps; /* SMELT_CUDA_ROWS_WARPS */
     } cases[] = {
-        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, NULL},
-        {"511", NULL, NULL, false, NULL},
-        {"511", "1", "held: 64 elements a lane in registers, 64 in shared memory", false, NULL},
-        {"abc", "auto", "held: 128 elements a lane in registers, 0 in shared memory", true, NULL},
-        {"-5", "1", "held: 128 elements a lane in registers, 0 in shared memory", true, NULL},
-        {"0", "1", "held: 0 elements a lane in registers, 128 in shared memory", false, NULL},
-        {"0", NULL, NULL, false, NULL},
-        {"0", "0", NULL, false, NULL},
-        {"100", "2", NULL, true, NULL},
-        {"100", "1", "held: 16 elements a lane in registers, 112 in shared memory", false, NULL},
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "1"},
+        {"511", NULL, NULL, false, "1"},
+        {"511", "1", "held: 64 elements a lane in registers, 64 in shared memory", false, "1"},
+        {"abc", "auto", "held: 128 elements a lane in registers, 0 in shared memory", true, "1"},
+        {"-5", "1", "held: 128 elements a lane in registers, 0 in shared memory", true, "1"},
+        {"0", "1", "held: 0 elements a lane in registers, 128 in shared memory", false, "1"},
+        {"0", NULL, NULL, false, "1"},
+        {"0", "0", NULL, false, "1"},
+        {"100", "2", NULL, true, "1"},
+        {"100", "1", "held: 16 elements a lane in registers, 112 in shared memory", false, "1"},
         {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8"},
         {"512", NULL, "held by blocks of 16 warps: 8 elements a lane in registers", false, "32"},
         {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "2"}, /* (4 + 8) 64 bytes */
         {"768", NULL, "held by blocks of 2 warps: 64 elements a lane in registers", false, "2"},
-        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "1"},
-        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true, "3"},
-        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true, "64"},
-        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", true, "8x"},
+        /* auto (one reduction: 8 warps), the default; a bad value leaves auto */
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, NULL},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "AUTO"},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "3"},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "64"},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "8x"},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "0"},
         {"191", NULL, NULL, false, "8"}, /* 16 elements a lane: x and the operand x * x, 16 (4 + 8) bytes */
+        {"191", NULL, NULL, false, NULL}, /* ... and a warp a row would stream (no transcendental function) */
         {"192", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8"},
     };
     smelt_graph *g = t_graph(ctx);

@@ -2564,15 +2564,17 @@ static int rows_held_slots(const smelt__kdesc *d, const rows_info *ri, const int
     return bytes;
 }
 
-int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math, int *shared)
+int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math, int *shared, int *stages)
 {
     rows_info ri = {0};
     *math = false;
     *shared = -1;
+    *stages = 0;
     for (int k = 0; k < d->n_ops; k++)
         *math = *math || (!d->ops[k].small && op_is_math(&smelt__ops[d->ops[k].op]));
     if (!d->multi || rows_analyse(d, true, &ri))
         return -1;
+    *stages = ri.nst;
     int nv = d->n_in + d->n_ops, peak = 0;
     int *first = malloc(sizeof(int) * (size_t)(4 * nv + 1));
     smelt__sb err;
@@ -2868,6 +2870,7 @@ typedef struct rows_held {
     bool *in;  /* per kernel input: held */
     int part;  /* 0: registers, 1: shared memory (the loop being emitted) */
     int W;     /* warps a row spans (the block form: > 1; its elements from wb on, rows_dev_bases) */
+    bool exact; /* the block form: the row fills the block (no element tested against its end) */
 } rows_held;
 
 /* Whether part p of the held form h has elements (the streaming form, h
@@ -2957,10 +2960,10 @@ static void rows_dev_loop(smelt__sb *b, const rows_held *h, const char *c0, cons
         return;
     }
     smelt__sb_printf(b, "%s#pragma unroll%s\n", ind, !h->part ? "" : load ? " 16" : " 8");
-    if (h->W > 1) /* the block form: every warp's elements may pass the row's end */
+    if (h->W > 1) /* the block form: every warp's elements may pass the row's end, unless exact */
         smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++) {\n"
-                            "%s    const smelt_idx r = wb + (smelt_idx)(lane + 32 * j);\n%s    if (r < nred) {\n",
-                         ind, h->K, ind, ind);
+                            "%s    const smelt_idx r = wb + (smelt_idx)(lane + 32 * j);\n%s    if (%s) {\n",
+                         ind, h->K, ind, ind, h->exact ? "true" : "j < jn");
     else
         smelt__sb_printf(b, "%sfor (int j = %d; j < %d; j++) {\n"
                             "%s    const smelt_idx r = (smelt_idx)(lane + 32 * j);\n%s    if (j < %d || r < nred) {\n",
@@ -3012,15 +3015,51 @@ static void rows_dev_preload(smelt__sb *b, const smelt__dialect *dl, const smelt
     h->part = 0;
 }
 
+/* Whether a reduction's fold gives the same bits in any grouping (it is
+ * associative, and its identity is one): max and min (NaN first, a zero's
+ * sign by the sum of zeros: +0 wins a max in any order), argmax and argmin
+ * (the first of the best: the left operand wins ties), any, all, and
+ * integer accumulators (sums and products wrap) - not floating-point
+ * sums and products. */
+static bool red_any_grouping(const red_kind *rk)
+{
+    return rk->op == SMELT_OP_MAX || rk->op == SMELT_OP_MIN || rk->op == SMELT_OP_ARGMAX || rk->op == SMELT_OP_ARGMIN ||
+           rk->op == SMELT_OP_ANY || rk->op == SMELT_OP_ALL || !smelt__is_float(rk->acc);
+}
+
 /* The block form's fold of a reduction (shape_device_rows): warp s takes
  * its lanes' accumulators v (and the indices vi of argmax and argmin: arg)
  * where warp s - 1 left them in shared memory, folds its K elements of
  * operand op (warp 0 from the identity), and leaves them for warp s + 1,
  * a barrier after each warp; then every warp takes the last ones.  So
- * lane l folds l, l + 32, ... in turn, the one warp's order. */
-static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const char *op, int W, int K, bool arg)
+ * lane l folds l, l + 32, ... in turn, the one warp's order.  A fold that
+ * gives the same bits in any grouping (free: red_any_grouping) runs in
+ * every warp at once, from the identity I, and each lane then folds the
+ * warps' results in order: one barrier instead of W.  exact: every
+ * element of the block is in the row (no test; else j < jn, the lane's
+ * elements in the row). */
+static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const char *op, int W, int K, bool arg,
+                           bool free, bool exact, const char *I)
 {
-    const char *ix = arg ? "" : "// ";
+    const char *ix = arg ? "" : "// ", *test = exact ? "// " : "";
+    if (free) {
+        smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[%d][32];\n", ind, sfx, W);
+        smelt__sb_printf(b, "%s%s__shared__ long long chi[%d][32];\n", ind, ix, W);
+        smelt__sb_printf(b, "%s#pragma unroll\n", ind);
+        smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++)\n", ind, K);
+        smelt__sb_printf(b, "%s    %sif (j < jn)\n", ind, test);
+        smelt__sb_printf(b, "%s        smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", ind,
+                         sfx, sfx, op);
+        smelt__sb_printf(b, "%sch[wp][lane] = v;\n", ind);
+        smelt__sb_printf(b, "%s%schi[wp][lane] = vi;\n", ind, ix);
+        smelt__sb_printf(b, "%s__syncthreads();\n", ind);
+        smelt__sb_printf(b, "%sv = %s;\n", ind, I);
+        smelt__sb_printf(b, "%svi = 9223372036854775807LL;\n", ind);
+        smelt__sb_printf(b, "%s#pragma unroll\n", ind);
+        smelt__sb_printf(b, "%sfor (int s = 0; s < %d; s++)\n", ind, W);
+        smelt__sb_printf(b, "%s    smelt_fold%s(&v, &vi, ch[s][lane], %s);\n", ind, sfx, arg ? "chi[s][lane]" : "0");
+        return;
+    }
     smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[32];\n", ind, sfx);
     smelt__sb_printf(b, "%s%s__shared__ long long chi[32];\n", ind, ix);
     smelt__sb_printf(b, "%sfor (int s = 0; s < %d; s++) {\n", ind, W);
@@ -3031,7 +3070,7 @@ static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const
     smelt__sb_printf(b, "%s        }\n", ind);
     smelt__sb_printf(b, "%s        #pragma unroll\n", ind);
     smelt__sb_printf(b, "%s        for (int j = 0; j < %d; j++)\n", ind, K);
-    smelt__sb_printf(b, "%s            if (wb + (smelt_idx)(lane + 32 * j) < nred)\n", ind);
+    smelt__sb_printf(b, "%s            %sif (j < jn)\n", ind, test);
     smelt__sb_printf(b, "%s                smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", ind,
                      sfx, sfx, op);
     smelt__sb_printf(b, "%s        ch[lane] = v;\n", ind);
@@ -3068,7 +3107,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
     bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1)), held[SMELT_MAX_KERNEL_OPERANDS] = {false};
     int *first = K ? malloc(sizeof(int) * (size_t)(4 * nv + 1)) : NULL;
     int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
-    rows_held hv = {K, kr, held, 0, W}, *h = K ? &hv : NULL;
+    rows_held hv = {K, kr, held, 0, W, smelt__held_exact(d->spread)}, *h = K ? &hv : NULL;
     smelt__sb defs, body, kd, rd, what, xo;
     smelt__sb_init(&defs), smelt__sb_init(&body), smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
     smelt__sb_init(&xo);
@@ -3091,9 +3130,12 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         }
         if (shared > 0)
             smelt__sb_printf(&body, "        __shared__ __align__(16) unsigned char smelt_sm[%d];\n", shared);
-        if (W > 1)
-            smelt__sb_printf(&body, "        const smelt_idx wb = (smelt_idx)%d * wp; /* the warp's first element */\n",
-                             32 * K);
+        if (W > 1) /* and the lane's elements in the row, jn (exact: all K) */
+            smelt__sb_printf(&body, "        const smelt_idx wb = (smelt_idx)%d * wp; /* the warp's first element */\n"
+                                    "        %sconst long long jr = (long long)nred - (long long)wb - lane; /* (smelt_idx may be "
+                                    "unsigned) */\n"
+                                    "        %sconst int jn = jr <= 0 ? 0 : jr >= %d ? %d : (int)((jr + 31) / 32);\n",
+                             32 * K, hv.exact ? "// " : "", hv.exact ? "// " : "", 32 * K, K);
         rows_dev_bases(&body, dl, d, "        ", W);
         for (int v = 0; v < nv && !st; v++) { /* the held values' arrays */
             if (!rows_is_held(d, &ri, first, first + nv, v))
@@ -3192,7 +3234,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         }
         hv.part = 0;
         if (W > 1) /* warp s folds its elements after warp s - 1: the lanes' order of one warp */
-            rows_dev_chain(&body, in, sfx, chop, W, K, rk.arg);
+            rows_dev_chain(&body, in, sfx, chop, W, K, rk.arg, red_any_grouping(&rk), h->exact, I);
         smelt__sb_printf(&body, "%sfor (int dd = 16; dd >= 1; dd >>= 1) {\n"
                                 "%s    smelt_acc%s u = smelt_shfl(v, dd);\n"
                                 "%s    long long ui = %s;\n"

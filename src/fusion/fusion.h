@@ -14,10 +14,12 @@ enum { SMELT_SPREAD_CHUNKS = 1, SMELT_SPREAD_COLS = 2 };
 enum { SMELT_SPREAD_HELD = 8, SMELT_HELD_MAX_LOG2 = 9 };
 /* The block form of a held row program: a row is a block of 2^w warps (w
  * from 1 to SMELT_BLOCK_WARPS_MAX_LOG2), each lane holding 2^b elements in
- * registers (b <= 7): spread SMELT_SPREAD_BLOCK + 8 w + b.  The lanes of
- * warp s hold elements 32 (s 2^b + j) + lane; a reduction's lanes fold
- * warp after warp, in the one warp's order (docs/cuda.md). */
-enum { SMELT_SPREAD_BLOCK = 160, SMELT_BLOCK_WARPS_MAX_LOG2 = 5, SMELT_BLOCK_K_MAX_LOG2 = 7 };
+ * registers (b <= 7): spread SMELT_SPREAD_BLOCK + 8 w + b, plus
+ * SMELT_BLOCK_EXACT where the row has exactly 32 2^(w + b) elements (the
+ * kernel tests no element against the row's end).  The lanes of warp s
+ * hold elements 32 (s 2^b + j) + lane; a reduction's lanes fold warp after
+ * warp, in the one warp's order (docs/cuda.md). */
+enum { SMELT_SPREAD_BLOCK = 160, SMELT_BLOCK_WARPS_MAX_LOG2 = 5, SMELT_BLOCK_K_MAX_LOG2 = 7, SMELT_BLOCK_EXACT = 48 };
 /* The block form (SMELT_CUDA_ROWS_WARPS = N > 1) takes N warps a row, fewer
  * where a lane would hold fewer than 2^SMELT_BLOCK_K_MIN_LOG2 elements
  * (rows of at most 32 2^SMELT_BLOCK_K_MIN_LOG2 stay a warp's); a lane's
@@ -27,6 +29,20 @@ enum { SMELT_SPREAD_BLOCK = 160, SMELT_BLOCK_WARPS_MAX_LOG2 = 5, SMELT_BLOCK_K_M
  * (torch.compile's persistent reductions hold rows of 4096 in 8 warps, 16
  * elements a lane.) */
 enum { SMELT_BLOCK_K_MIN_LOG2 = 3 };
+/* SMELT_CUDA_ROWS_WARPS=auto (the default): blocks of up to this many warps
+ * for rows that fill them exactly (32 2^b elements: no test against the
+ * row's end) and for row programs of one reduction; a warp a row for rows
+ * of other lengths with more.  Measured on an H200 (bench/RESULTS.md,
+ * 2026-11-27), f32, ms, a warp a row / 8 warps / 16:
+ * rows of 4096 (16384 of them; xent 8192): softmax 0.323 / 0.179 / 0.258,
+ * layernorm 0.245 / 0.189 / 0.289, rmsnorm 0.284 / 0.163 / 0.191,
+ * log_softmax 0.280 / 0.201 / 0.266, xent 0.549 / 0.508 / 0.642; rows of
+ * 4000 (11250), a warp a row / 8 warps (a test of each element against
+ * the lane's count in the row): softmax 0.246 / 0.209, layernorm 0.230 /
+ * 0.209, rmsnorm 0.176 / 0.138, but log_softmax 0.209 / 0.330 (78
+ * registers where its exact form takes 48: each element's exp sits in a
+ * branch of its own). */
+enum { SMELT_BLOCK_WARPS_AUTO = 8 };
 /* A held row program's elements a lane (*K) and of them in registers (*kr) */
 static inline void smelt__held_split(uint8_t spread, int *K, int *kr)
 {
@@ -41,7 +57,12 @@ static inline void smelt__held_split(uint8_t spread, int *K, int *kr)
 /* ... and the warps a row spans (1 but in the block form) */
 static inline int smelt__held_warps(uint8_t spread)
 {
-    return spread >= SMELT_SPREAD_BLOCK ? 1 << ((spread - SMELT_SPREAD_BLOCK) >> 3) : 1;
+    return spread >= SMELT_SPREAD_BLOCK ? 1 << ((spread - SMELT_SPREAD_BLOCK) % SMELT_BLOCK_EXACT >> 3) : 1;
+}
+/* ... and whether its rows fill its blocks exactly */
+static inline bool smelt__held_exact(uint8_t spread)
+{
+    return spread >= SMELT_SPREAD_BLOCK + SMELT_BLOCK_EXACT;
 }
 /* Elements a lane holds in registers: at most 2^SMELT_HELD_REGS_MAX_LOG2,
  * 2^SMELT_HELD_MATH_MAX_LOG2 when a full-size operator is a transcendental

@@ -542,14 +542,16 @@ uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nre
             __builtin_popcount(rmask) != 1)
             return 0;
         int most = k->rows_math ? SMELT_HELD_MATH_MAX_LOG2 : SMELT_HELD_REGS_MAX_LOG2;
-        if (p->rows_warps > 1 && b > SMELT_BLOCK_K_MIN_LOG2) { /* the block form: N warps, or fewer */
-            int w = __builtin_ctz((unsigned)p->rows_warps);
+        bool exact = nred == (int64_t)32 << b; /* the row fills its blocks */
+        int warps = p->rows_warps ? p->rows_warps : k->rows_stages == 1 || exact ? SMELT_BLOCK_WARPS_AUTO : 1;
+        if (warps > 1 && b > SMELT_BLOCK_K_MIN_LOG2) { /* the block form: N warps, or fewer */
+            int w = __builtin_ctz((unsigned)warps);
             if (b - w < SMELT_BLOCK_K_MIN_LOG2)
                 w = b - SMELT_BLOCK_K_MIN_LOG2;
             int kb = b - w;
             /* and a reduction's operands, computed before the warps fold them in turn: 8 bytes at most */
             if (kb <= most && kb <= SMELT_BLOCK_K_MAX_LOG2 && ((int64_t)(k->rows_held + 8) << kb) <= p->rows_held_max)
-                return (uint8_t)(SMELT_SPREAD_BLOCK + 8 * w + kb);
+                return (uint8_t)(SMELT_SPREAD_BLOCK + 8 * w + kb + (exact ? SMELT_BLOCK_EXACT : 0));
         }
         /* registers: the most elements a lane, a power of 2, within the bytes allowed */
         while (c <= b && c <= most &&

@@ -125,7 +125,9 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
             return st;
         k->library = smelt__ops[p->prog.v[k->cl.members[0]].op].cls == SMELT_CLASS_LIBRARY;
         k->rows_cache = smelt__rows_cache_bytes(&k->desc); /* (once: exec.c sizes the scratch by it) */
-        k->rows_held = k->desc.multi ? smelt__rows_held_bytes(&k->desc, &k->rows_math, &k->rows_shared) : -1;
+        k->rows_held = k->desc.multi ? smelt__rows_held_bytes(&k->desc, &k->rows_math, &k->rows_shared,
+                                                                     &k->rows_stages)
+                                      : -1;
         for (int o = 0; k->desc.multi && o < k->cl.nin + k->cl.nout; o++)
             k->rn_operands |= (uint64_t)rows_rn_operand(p, k, o) << o;
         int real = 0;
@@ -381,9 +383,10 @@ static void describe(smelt_plan *p)
                 snprintf(held, sizeof held, ", its rows held: %d elements a lane in registers, %d in shared memory", kr,
                          K - kr);
         }
-        if (k->desc.multi)
-            smelt__sb_printf(b, " in rows (a row program of %d reductions%s)", smelt__red_count_members(&p->prog, &k->cl),
-                             held);
+        if (k->desc.multi) {
+            int nr = smelt__red_count_members(&p->prog, &k->cl);
+            smelt__sb_printf(b, " in rows (a row program of %d reduction%s%s)", nr, nr == 1 ? "" : "s", held);
+        }
         /* the dtype the kernel writes (its first member may be a comparison; a
          * dead operator, kept at opt_level 0, writes nothing) */
         int w = k->cl.nout ? k->cl.outputs[0] : k->cl.members[k->cl.nmem - 1];
@@ -506,14 +509,14 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         if (sv && *sv && strcmp(sv, "0") && strcmp(sv, "1") && strcasecmp(sv, "auto"))
             smelt__sb_printf(&p->log, "warning: SMELT_CUDA_ROWS_SHARED='%s' is not auto, 0 or 1: ignored, auto "
                                       "holds\n", sv);
-        const char *wv = getenv("SMELT_CUDA_ROWS_WARPS"); /* 1 (default), 2, 4, ..., 32 */
-        p->rows_warps = 1;
-        if (wv && *wv) {
+        const char *wv = getenv("SMELT_CUDA_ROWS_WARPS"); /* auto (default), 1, 2, 4, ..., 32 */
+        p->rows_warps = 0;
+        if (wv && *wv && strcasecmp(wv, "auto")) {
             char *end;
             long w = strtol(wv, &end, 10);
             if (*end || w < 1 || w > (1 << SMELT_BLOCK_WARPS_MAX_LOG2) || (w & (w - 1)))
-                smelt__sb_printf(&p->log, "warning: SMELT_CUDA_ROWS_WARPS='%s' is not 1, 2, 4, 8, 16 or 32: ignored, "
-                                          "1 holds\n", wv);
+                smelt__sb_printf(&p->log, "warning: SMELT_CUDA_ROWS_WARPS='%s' is not auto, 1, 2, 4, 8, 16 or 32: "
+                                          "ignored, auto holds\n", wv);
             else
                 p->rows_warps = (int)w;
         }

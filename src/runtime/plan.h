@@ -38,6 +38,7 @@ typedef struct smelt__pkernel {
                          * smelt__rows_held_bytes, -1: none) */
     bool rows_math;     /* ... whether a full-size operator of it is transcendental */
     int rows_shared;    /* ... and its bytes per element in shared memory */
+    int rows_stages;    /* ... and its reductions */
     uint64_t rn_operands; /* a row program's operands at its results' shape without keepdims
                            * (bit o: operand o, inputs then outputs; smelt__kernel_strides) */
 } smelt__pkernel;
@@ -78,7 +79,8 @@ struct smelt_plan {
     smelt__sb log;  /* warnings */
     int rows_held_max;   /* SMELT_CUDA_ROWS_HELD: bytes a lane of a device row program holds in registers */
     int rows_shared;     /* SMELT_CUDA_ROWS_SHARED: and the rest in shared memory: -1 auto, 0 never, 1 always */
-    int rows_warps;      /* SMELT_CUDA_ROWS_WARPS: the most warps a row of a held row program spans (1: one) */
+    int rows_warps;      /* SMELT_CUDA_ROWS_WARPS: the most warps a row of a held row program spans (1: one;
+                          * 0: auto, SMELT_BLOCK_WARPS_AUTO for one reduction, else one) */
     smelt__sb desc; /* smelt_plan_describe */
     int *out_slot;  /* prog value -> output index, or -1 */
     bool *donated;  /* per graph input: smelt_plan_opts.donate named it */
