@@ -3038,18 +3038,24 @@ static bool red_any_grouping(const red_kind *rk)
  * warps' results in order: one barrier instead of W.  exact: every
  * element of the block is in the row (no test; else j < jn, the lane's
  * elements in the row). */
+/* ... the lane's fold of its K elements of the warp (exact: all in the row) */
+static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, const char *op, int K, bool exact)
+{
+    smelt__sb_printf(b, "%s#pragma unroll\n", ind);
+    smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++)\n", ind, K);
+    smelt__sb_printf(b, "%s    %sif (j < jn)\n", ind, exact ? "// " : "");
+    smelt__sb_printf(b, "%s        smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", ind, sfx,
+                     sfx, op);
+}
+
 static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const char *op, int W, int K, bool arg,
                            bool free, bool exact, const char *I)
 {
-    const char *ix = arg ? "" : "// ", *test = exact ? "// " : "";
+    const char *ix = arg ? "" : "// ";
     if (free) {
         smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[%d][32];\n", ind, sfx, W);
         smelt__sb_printf(b, "%s%s__shared__ long long chi[%d][32];\n", ind, ix, W);
-        smelt__sb_printf(b, "%s#pragma unroll\n", ind);
-        smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++)\n", ind, K);
-        smelt__sb_printf(b, "%s    %sif (j < jn)\n", ind, test);
-        smelt__sb_printf(b, "%s        smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", ind,
-                         sfx, sfx, op);
+        rows_dev_warp_fold(b, ind, sfx, op, K, exact);
         smelt__sb_printf(b, "%sch[wp][lane] = v;\n", ind);
         smelt__sb_printf(b, "%s%schi[wp][lane] = vi;\n", ind, ix);
         smelt__sb_printf(b, "%s__syncthreads();\n", ind);
@@ -3068,11 +3074,9 @@ static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const
     smelt__sb_printf(b, "%s            v = ch[lane];\n", ind);
     smelt__sb_printf(b, "%s            %svi = chi[lane];\n", ind, ix);
     smelt__sb_printf(b, "%s        }\n", ind);
-    smelt__sb_printf(b, "%s        #pragma unroll\n", ind);
-    smelt__sb_printf(b, "%s        for (int j = 0; j < %d; j++)\n", ind, K);
-    smelt__sb_printf(b, "%s            %sif (j < jn)\n", ind, test);
-    smelt__sb_printf(b, "%s                smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", ind,
-                     sfx, sfx, op);
+    char in2[64];
+    snprintf(in2, sizeof in2, "%s        ", ind);
+    rows_dev_warp_fold(b, in2, sfx, op, K, exact);
     smelt__sb_printf(b, "%s        ch[lane] = v;\n", ind);
     smelt__sb_printf(b, "%s        %schi[lane] = vi;\n", ind, ix);
     smelt__sb_printf(b, "%s    }\n", ind);
