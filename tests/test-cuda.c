@@ -460,7 +460,8 @@ Test(cuda_emit, reductions_bool, .timeout = 240) { reductions_of(SMELT_BOOL, NUL
 /* Row programs (tests/rows-cases.h, several reductions per kernel):
  * compiled by NVRTC for sm_80 and sm_90, bf16 too; those of long rows
  * again in the block form (SMELT_CUDA_ROWS_WARPS=8: a row over several
- * warps, __syncthreads between them). */
+ * warps, __syncthreads between them; rows that fill the blocks without a
+ * test of each element, folds in any grouping without the chain). */
 #include "rows-cases.h"
 Test(cuda_emit, row_programs, .timeout = 240)
 {
@@ -480,9 +481,16 @@ Test(cuda_emit, row_programs, .timeout = 240)
         smelt_node *outs[3];
         int n_out = rows_graph(g, &rc, outs);
         T_OK(ctx, smelt_graph_status(g));
-        const char *must[] = {"extern \"C\" __global__ void ", "smelt_rows_", block ? "__syncthreads();" : "__shfl_sync",
-                              block ? "__launch_bounds__(" : "smelt_rows_"};
-        emit_ok(rc.what, ctx, g, n_out, outs, must, 4);
+        const char *must[6] = {"extern \"C\" __global__ void ", "smelt_rows_", block ? "__syncthreads();" : "__shfl_sync",
+                               block ? "__launch_bounds__(" : "smelt_rows_"};
+        int nm = 4;
+        if (block && strstr(rc.what, "exact")) /* no element tested against the row's end */
+            must[nm++] = "if (true) {";
+        else if (block) /* ... else against the lane's count in the row */
+            must[nm++] = "if (j < jn) {";
+        if (block && strstr(rc.what, "argmin")) /* max, min, argmin: the warps at once, then their results */
+            must[nm++] = "smelt_fold_0(&v, &vi, ch[s][lane], chi[s][lane]);";
+        emit_ok(rc.what, ctx, g, n_out, outs, must, nm);
         smelt_graph_free(g);
     }
     unsetenv("SMELT_CUDA_ROWS_WARPS");
@@ -1514,7 +1522,7 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
                       "%s: %s", rc->what, d);
         else if (form < 3)
             cr_assert(!strstr(d, "held by blocks"), "%s: %s", rc->what, d);
-        else if (form == 1)
+        if (form == 1)
             cr_assert(!held || strstr(d, "held: 0 elements a lane in registers"), "%s: %s", rc->what, d);
         if (form < 2 && c % NELEMS(rows_cases) == 0)
             cr_assert(held, "%s: %s", rc->what, d);
@@ -1534,12 +1542,70 @@ DEVICE_TEST(row_programs_same_bits_as_cpu, 300)
     unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED"), unsetenv("SMELT_CUDA_ROWS_WARPS");
 }
 
+/* The block form's folds in any grouping (max, argmax: every warp at once,
+ * then the warps' results in order) give TinyCC's bits, NaN payloads
+ * included (a fold selects, so a NaN keeps its payload; t_same_results
+ * takes any two NaNs as equal, so the results are compared bit for bit):
+ * rows of 2048 f32, 8 warps of 256 elements, default and 32 warps
+ * allowed.  Row 0: two NaNs of one lane, payload A in warp 2, B in warp 5
+ * (the first in the lane's order wins: A, at 700); row 1: B in warp 0,
+ * A in warp 7, other lanes (the shuffle tree decides); row 2: the largest
+ * value twice, in warps 1 and 7 (argmax: the first, 300). */
+DEVICE_TEST(block_folds_nan_payloads, 120)
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(3, 2048));
+    smelt_node *outs[] = {smelt_expr(g, "x - max(x, axis=-1, keepdims=True)", (const char *[]){"x"}, &x, 1),
+                          smelt_expr(g, "max(x, axis=-1, keepdims=True)", (const char *[]){"x"}, &x, 1),
+                          smelt_expr(g, "argmax(x, axis=-1, keepdims=True)", (const char *[]){"x"}, &x, 1)};
+    T_OK(ctx, smelt_graph_status(g));
+    trng r;
+    trng_init(&r, 31);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(3, 2048)), *dev[3] = {0}, *cpu[3] = {0};
+    uint32_t *bits = smelt_tensor_data(in);
+    const uint32_t A = 0x7fc00123u, B = 0x7fc45600u;
+    bits[700] = A, bits[1500] = B, bits[2048 + 40] = B, bits[2048 + 2047] = A;
+    t_set(in, 2 * 2048 + 300, 5.0), t_set(in, 2 * 2048 + 1800, 5.0);
+    tcc_run(ctx, g, 3, outs, 0, 1, &in, cpu);
+    const float *m = smelt_tensor_data(cpu[1]);
+    uint32_t m0;
+    memcpy(&m0, &m[0], 4);
+    cr_assert_eq(m0, A, "TCC's max of row 0: %08x", m0);
+    cr_assert_eq(smelt_tensor_get(cpu[2], 0), 700);
+    cr_assert_eq(smelt_tensor_get(cpu[2], 2), 300);
+    for (int f = 0; f < 2; f++) {
+        if (f)
+            setenv("SMELT_CUDA_ROWS_WARPS", "32", 1);
+        else
+            unsetenv("SMELT_CUDA_ROWS_WARPS");
+        smelt_plan *pd = t_plan(ctx, g, 3, outs, 3);
+        cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
+        cr_assert(strstr(smelt_plan_describe(pd), "held by blocks of 8 warps"), "%s", smelt_plan_describe(pd));
+        t_run(pd, 1, &in, 3, dev);
+        int64_t at;
+        cr_assert(t_same_results(cpu[0], dev[0], &at), "x - max at [%lld]", (long long)at);
+        for (int k = 1; k < 3; k++)
+            cr_assert(!memcmp(smelt_tensor_data(cpu[k]), smelt_tensor_data(dev[k]), (size_t)smelt_tensor_numel(cpu[k]) *
+                                                                                    (k == 1 ? 4 : 8)),
+                      "output %d (form %d): the device gives %a %a %a, TCC %a %a %a", k, f, smelt_tensor_get(dev[k], 0),
+                      smelt_tensor_get(dev[k], 1), smelt_tensor_get(dev[k], 2), smelt_tensor_get(cpu[k], 0),
+                      smelt_tensor_get(cpu[k], 1), smelt_tensor_get(cpu[k], 2));
+        t_free_all(dev, 3);
+        smelt_plan_free(pd);
+    }
+    unsetenv("SMELT_CUDA_ROWS_WARPS");
+    t_free_all(cpu, 3);
+    smelt_tensor_free(in);
+    smelt_graph_free(g);
+}
+
 /* SMELT_CUDA_ROWS_HELD, the bytes a lane holds in registers,
  * SMELT_CUDA_ROWS_SHARED (auto: the rest in shared memory for programs
  * that compute a transcendental function; 0: never; 1: always) and
  * SMELT_CUDA_ROWS_WARPS (the warps a row spans, fewer where a lane would
- * hold fewer than 8 elements; registers only; auto, the default: 8 for a
- * row program of one reduction such as this one, else 1): an rmsnorm of
+ * hold fewer than 8 elements; registers only; auto, the default: 8 for
+ * rows that fill the blocks, as here, or a row program of one reduction,
+ * as this one, else 1): an rmsnorm of
  * 4096 f32 holds x, 4 bytes a row element, 128 elements a lane a warp a
  * row; values that are not numbers (or not auto, 0 or 1; not auto or a
  * power of 2 up to 32) are ignored with a warning in the plan's

@@ -3016,8 +3016,8 @@ static void rows_dev_preload(smelt__sb *b, const smelt__dialect *dl, const smelt
 }
 
 /* Whether a reduction's fold gives the same bits in any grouping (it is
- * associative, and its identity is one): max and min (NaN first, a zero's
- * sign by the sum of zeros: +0 wins a max in any order), argmax and argmin
+ * associative, and its identity is one): max and min (NaN first, payload
+ * and all; zeros by their sum: +0 wins a max, -0 a min), argmax and argmin
  * (the first of the best: the left operand wins ties), any, all, and
  * integer accumulators (sums and products wrap) - not floating-point
  * sums and products. */
@@ -3237,8 +3237,14 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                                  el, el, sfx, sfx, opnd, in, in);
         }
         hv.part = 0;
-        if (W > 1) /* warp s folds its elements after warp s - 1: the lanes' order of one warp */
-            rows_dev_chain(&body, in, sfx, chop, W, K, rk.arg, red_any_grouping(&rk), h->exact, I);
+        if (W > 1) { /* warp s folds its elements after warp s - 1: the lanes' order of one warp */
+            /* a fold in any grouping keeps the warps' results in shared memory, each reduction
+             * its own: at most 4 KB (W <= 8 for an f64 argmax), else the chain's 32 slots (a kernel
+             * of many such folds over 32 warps would pass the 48 KB a block may declare) */
+            int slot = (int)smelt__dtypes[rk.acc].size + (rk.arg ? 8 : 0);
+            rows_dev_chain(&body, in, sfx, chop, W, K, rk.arg, red_any_grouping(&rk) && W * 32 * slot <= 4096, h->exact,
+                           I);
+        }
         smelt__sb_printf(&body, "%sfor (int dd = 16; dd >= 1; dd >>= 1) {\n"
                                 "%s    smelt_acc%s u = smelt_shfl(v, dd);\n"
                                 "%s    long long ui = %s;\n"

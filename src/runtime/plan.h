@@ -80,7 +80,8 @@ struct smelt_plan {
     int rows_held_max;   /* SMELT_CUDA_ROWS_HELD: bytes a lane of a device row program holds in registers */
     int rows_shared;     /* SMELT_CUDA_ROWS_SHARED: and the rest in shared memory: -1 auto, 0 never, 1 always */
     int rows_warps;      /* SMELT_CUDA_ROWS_WARPS: the most warps a row of a held row program spans (1: one;
-                          * 0: auto, SMELT_BLOCK_WARPS_AUTO for one reduction, else one) */
+                          * 0: auto, SMELT_BLOCK_WARPS_AUTO for rows that fill the blocks or
+                          * programs of one reduction, else one) */
     smelt__sb desc; /* smelt_plan_describe */
     int *out_slot;  /* prog value -> output index, or -1 */
     bool *donated;  /* per graph input: smelt_plan_opts.donate named it */
