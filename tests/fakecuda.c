@@ -64,10 +64,19 @@ EXPORT int cuStreamCreate(void **s, unsigned flags) { (void)flags; *s = &stream_
 EXPORT int cuStreamDestroy_v2(void *s) { return s == &stream_token ? 0 : 400; }
 EXPORT int cuStreamSynchronize(void *s) { return s == &stream_token ? 0 : 400; }
 
+/* Under AddressSanitizer (scripts/sanitize) device memory is exactly the
+ * bytes asked for and the kernels are compiled with it too, so a kernel
+ * that reads or writes past an allocation is reported; else, as a driver
+ * does, whole 256-byte units. */
+#ifdef __SANITIZE_ADDRESS__
+#define EMU_ASAN " -fsanitize=address"
+#else
+#define EMU_ASAN ""
+#endif
 EXPORT int cuMemAlloc_v2(unsigned long long *p, size_t n)
 {
-    void *m = aligned_alloc(256, (n + 255) / 256 * 256);
-    if (!m)
+    void *m = NULL;
+    if (posix_memalign(&m, 256, *EMU_ASAN ? (n ? n : 1) : (n + 255) / 256 * 256))
         return 2;
     memset(m, 0xA5, n); /* not zero: kernels must write every element */
     *p = (unsigned long long)(size_t)m;
@@ -202,6 +211,19 @@ static void lane_main(void)
     next_lane(me);
 }
 
+/* lane l's context, to start at lane_main (in a function of its own: the
+ * caller's loop would otherwise hold a variable across getcontext, which
+ * returns like setjmp) */
+static void __attribute__((noinline)) lane_init(int l)
+{
+    lane_done[l] = false;
+    getcontext(&lane_ctx[l]);
+    lane_ctx[l].uc_stack.ss_sp = lane_stack[l];
+    lane_ctx[l].uc_stack.ss_size = LANE_STACK;
+    lane_ctx[l].uc_link = &sched_ctx;
+    makecontext(&lane_ctx[l], lane_main, 0);
+}
+
 static int run_warps(const emu_fn *f, void *arg, unsigned grid, unsigned block)
 {
     unsigned group = f->block_sync ? block : 32; /* threads run together: a warp, or the block */
@@ -214,14 +236,8 @@ static int run_warps(const emu_fn *f, void *arg, unsigned grid, unsigned block)
     for (job.b = 0; job.b < job.grid; job.b++)
         for (job.t0 = 0; job.t0 < job.block; job.t0 += group) {
             n_lanes = job.block - job.t0 < group ? (int)(job.block - job.t0) : (int)group;
-            for (int l = 0; l < n_lanes; l++) {
-                lane_done[l] = false;
-                getcontext(&lane_ctx[l]);
-                lane_ctx[l].uc_stack.ss_sp = lane_stack[l];
-                lane_ctx[l].uc_stack.ss_size = LANE_STACK;
-                lane_ctx[l].uc_link = &sched_ctx;
-                makecontext(&lane_ctx[l], lane_main, 0);
-            }
+            for (int l = 0; l < n_lanes; l++)
+                lane_init(l);
             cur_lane = 0;
             swapcontext(&sched_ctx, &lane_ctx[0]);
         }
@@ -454,7 +470,8 @@ EXPORT int nvrtcCompileProgram(prog *p, int nopt, const char *const *opts)
     if (lb) /* the most threads a block of it may have (cuFuncGetAttribute) */
         fprintf(f, "extern \"C\" const int smelt_emu_bound = %d;\n", atoi(lb + strlen("__launch_bounds__(")));
     fclose(f);
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -shared -fPIC -O1 -ffp-contract=off -w -o %s %s > %s 2>&1", so, cpp, logf);
+    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -shared -fPIC -O1 -ffp-contract=off -w" EMU_ASAN " -o %s %s > %s 2>&1", so,
+             cpp, logf);
     int rc = system(cmd);
     unlink(cpp);
     if ((f = fopen(logf, "r"))) {
