@@ -47,8 +47,8 @@ int smelt__rows_cache_bytes(const smelt__kdesc *d);
  * a full-size operator is a transcendental function (exp, tanh, ...);
  * *shared: the bytes per element of a row its lanes keep in shared memory
  * (the elements past those in registers; values no later pass reads give
- * their place to others); *stages: its reductions (passes that fold). */
-int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math, int *shared, int *stages);
+ * their place to others). */
+int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math, int *shared);
 int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err);
 /* Elements one thread of a device kernel for d takes per step of its

@@ -2564,17 +2564,15 @@ static int rows_held_slots(const smelt__kdesc *d, const rows_info *ri, const int
     return bytes;
 }
 
-int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math, int *shared, int *stages)
+int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math, int *shared)
 {
     rows_info ri = {0};
     *math = false;
     *shared = -1;
-    *stages = 0;
     for (int k = 0; k < d->n_ops; k++)
         *math = *math || (!d->ops[k].small && op_is_math(&smelt__ops[d->ops[k].op]));
     if (!d->multi || rows_analyse(d, true, &ri))
         return -1;
-    *stages = ri.nst;
     int nv = d->n_in + d->n_ops, peak = 0;
     int *first = malloc(sizeof(int) * (size_t)(4 * nv + 1));
     smelt__sb err;
@@ -3027,6 +3025,16 @@ static bool red_any_grouping(const red_kind *rk)
            rk->op == SMELT_OP_ANY || rk->op == SMELT_OP_ALL || !smelt__is_float(rk->acc);
 }
 
+/* The block form: a lane's fold of its K elements of the warp (exact: all in the row) */
+static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, const char *op, int K, bool exact)
+{
+    smelt__sb_printf(b, "%s#pragma unroll\n", ind);
+    smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++)\n", ind, K);
+    smelt__sb_printf(b, "%s    %sif (j < jn)\n", ind, exact ? "// " : "");
+    smelt__sb_printf(b, "%s        smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", ind, sfx,
+                     sfx, op);
+}
+
 /* The block form's fold of a reduction (shape_device_rows): warp s takes
  * its lanes' accumulators v (and the indices vi of argmax and argmin: arg)
  * where warp s - 1 left them in shared memory, folds its K elements of
@@ -3038,16 +3046,6 @@ static bool red_any_grouping(const red_kind *rk)
  * warps' results in order: one barrier instead of W.  exact: every
  * element of the block is in the row (no test; else j < jn, the lane's
  * elements in the row). */
-/* ... the lane's fold of its K elements of the warp (exact: all in the row) */
-static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, const char *op, int K, bool exact)
-{
-    smelt__sb_printf(b, "%s#pragma unroll\n", ind);
-    smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++)\n", ind, K);
-    smelt__sb_printf(b, "%s    %sif (j < jn)\n", ind, exact ? "// " : "");
-    smelt__sb_printf(b, "%s        smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", ind, sfx,
-                     sfx, op);
-}
-
 static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const char *op, int W, int K, bool arg,
                            bool free, bool exact, const char *I)
 {

@@ -125,9 +125,8 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
             return st;
         k->library = smelt__ops[p->prog.v[k->cl.members[0]].op].cls == SMELT_CLASS_LIBRARY;
         k->rows_cache = smelt__rows_cache_bytes(&k->desc); /* (once: exec.c sizes the scratch by it) */
-        k->rows_held = k->desc.multi ? smelt__rows_held_bytes(&k->desc, &k->rows_math, &k->rows_shared,
-                                                                     &k->rows_stages)
-                                      : -1;
+        k->rows_held = k->desc.multi ? smelt__rows_held_bytes(&k->desc, &k->rows_math, &k->rows_shared) : -1;
+        k->rows_stages = k->desc.multi ? smelt__red_count_members(&p->prog, &k->cl) : 0;
         for (int o = 0; k->desc.multi && o < k->cl.nin + k->cl.nout; o++)
             k->rn_operands |= (uint64_t)rows_rn_operand(p, k, o) << o;
         int real = 0;
@@ -383,10 +382,9 @@ static void describe(smelt_plan *p)
                 snprintf(held, sizeof held, ", its rows held: %d elements a lane in registers, %d in shared memory", kr,
                          K - kr);
         }
-        if (k->desc.multi) {
-            int nr = smelt__red_count_members(&p->prog, &k->cl);
-            smelt__sb_printf(b, " in rows (a row program of %d reduction%s%s)", nr, nr == 1 ? "" : "s", held);
-        }
+        if (k->desc.multi)
+            smelt__sb_printf(b, " in rows (a row program of %d reduction%s%s)", k->rows_stages,
+                             k->rows_stages == 1 ? "" : "s", held);
         /* the dtype the kernel writes (its first member may be a comparison; a
          * dead operator, kept at opt_level 0, writes nothing) */
         int w = k->cl.nout ? k->cl.outputs[0] : k->cl.members[k->cl.nmem - 1];
