@@ -19,6 +19,7 @@
  * the warp shuffles and the executor's device path all run here, checked
  * against the reference. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,17 +74,43 @@ EXPORT int cuStreamSynchronize(void *s) { return s == &stream_token ? 0 : 400; }
 #else
 #define EMU_ASAN ""
 #endif
+/* The live allocations, so that cuBLAS's batched products can tell device
+ * memory from host memory (a GPU faults on an array of pointers in host
+ * memory). */
+static struct { char *p; size_t n; } live[4096];
+static int nlive;
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool is_device(const void *p, size_t n)
+{
+    bool in = false;
+    pthread_mutex_lock(&live_mu);
+    for (int i = 0; i < nlive && !in; i++)
+        in = (const char *)p >= live[i].p && (const char *)p + n <= live[i].p + live[i].n;
+    pthread_mutex_unlock(&live_mu);
+    return in;
+}
 EXPORT int cuMemAlloc_v2(unsigned long long *p, size_t n)
 {
     void *m = NULL;
     if (posix_memalign(&m, 256, *EMU_ASAN ? (n ? n : 1) : (n + 255) / 256 * 256))
         return 2;
     memset(m, 0xA5, n); /* not zero: kernels must write every element */
+    pthread_mutex_lock(&live_mu);
+    if (nlive < (int)(sizeof live / sizeof live[0]))
+        live[nlive].p = m, live[nlive++].n = n;
+    pthread_mutex_unlock(&live_mu);
     *p = (unsigned long long)(size_t)m;
     return 0;
 }
 EXPORT int cuMemFree_v2(unsigned long long p)
 {
+    pthread_mutex_lock(&live_mu);
+    for (int i = 0; i < nlive; i++)
+        if (live[i].p == (char *)(size_t)p) {
+            live[i] = live[--nlive];
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
     free((void *)(size_t)p);
     return 0;
 }
@@ -560,7 +587,19 @@ static int gemm_args(void *h, int ta, int tb, int m, int n, int k, int lda, int 
     return 0;
 }
 
+/* the calls of each kind since the library was loaded: strided batches,
+ * batches of pointer arrays (tests/test-cuda.c finds it with dlsym) */
+EXPORT unsigned smelt_fake_gemm_calls[2];
+
 /* cublas<T>gemmStridedBatched: type T, accumulated in T */
+#define FAKE_GEMM_ONE(T, A, B, C)                                                                                 \
+    for (int j = 0; j < n; j++)                                                                                   \
+        for (int i = 0; i < m; i++) {                                                                             \
+            T acc = 0;                                                                                            \
+            for (int q = 0; q < k; q++)                                                                           \
+                acc += AT(A, ta, i, q, lda) * AT(B, tb, q, j, ldb);                                               \
+            (C)[(long long)j * ldc + i] = acc;                                                                    \
+        }
 #define FAKE_GEMM(name, T)                                                                                        \
     EXPORT int name(void *h, int ta, int tb, int m, int n, int k, const T *alpha, const T *A, int lda, long long sa, \
                     const T *B, int ldb, long long sb, const T *beta, T *C, int ldc, long long sc, int batch)       \
@@ -568,39 +607,79 @@ static int gemm_args(void *h, int ta, int tb, int m, int n, int k, int lda, int 
         int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);                                                    \
         if (st || *alpha != 1 || *beta != 0)                                                                      \
             return st ? st : 7;                                                                                   \
-        for (int b = 0; b < batch; b++)                                                                           \
-            for (int j = 0; j < n; j++)                                                                           \
-                for (int i = 0; i < m; i++) {                                                                     \
-                    T acc = 0;                                                                                    \
-                    for (int q = 0; q < k; q++)                                                                   \
-                        acc += AT(A + b * sa, ta, i, q, lda) * AT(B + b * sb, tb, q, j, ldb);                     \
-                    C[b * sc + (long long)j * ldc + i] = acc;                                                     \
-                }                                                                                                 \
+        smelt_fake_gemm_calls[0]++;                                                                               \
+        for (int b = 0; b < batch; b++) {                                                                         \
+            FAKE_GEMM_ONE(T, A + b * sa, B + b * sb, C + b * sc)                                                  \
+        }                                                                                                         \
         return 0;                                                                                                 \
     }
 FAKE_GEMM(cublasSgemmStridedBatched, float)
 FAKE_GEMM(cublasDgemmStridedBatched, double)
 
+/* cublas<T>gemmBatched: the matrices' addresses in arrays in device memory */
+#define FAKE_GEMM_PTRS(name, T)                                                                                   \
+    EXPORT int name(void *h, int ta, int tb, int m, int n, int k, const T *alpha, const T *const *Ap, int lda,     \
+                    const T *const *Bp, int ldb, const T *beta, T *const *Cp, int ldc, int batch)                 \
+    {                                                                                                             \
+        int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);                                                    \
+        size_t bytes = sizeof(void *) * (size_t)(batch > 0 ? batch : 0);                                          \
+        if (st || *alpha != 1 || *beta != 0 || batch < 0 || !is_device(Ap, bytes) || !is_device(Bp, bytes) ||     \
+            !is_device(Cp, bytes))                                                                                \
+            return st ? st : 7;                                                                                   \
+        smelt_fake_gemm_calls[1]++;                                                                               \
+        for (int b = 0; b < batch; b++) {                                                                         \
+            FAKE_GEMM_ONE(T, Ap[b], Bp[b], Cp[b])                                                                 \
+        }                                                                                                         \
+        return 0;                                                                                                 \
+    }
+FAKE_GEMM_PTRS(cublasSgemmBatched, float)
+FAKE_GEMM_PTRS(cublasDgemmBatched, double)
+
 /* f16 (CUDA_R_16F, 2) and bf16 (CUDA_R_16BF, 14) with CUBLAS_COMPUTE_32F (68) */
-EXPORT int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
-                                      const void *A, int at, int lda, long long sa, const void *B, int bt, int ldb,
-                                      long long sb, const void *beta, void *C, int ct, int ldc, long long sc,
-                                      int batch, int compute, int algo)
+static int half_args(void *h, int ta, int tb, int m, int n, int k, const void *alpha, int at, int lda, int bt,
+                     int ldb, const void *beta, int ct, int ldc, int compute, int algo)
 {
     int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);
     if (st || at != bt || at != ct || (at != 2 && at != 14) || compute != 68 || algo != -1 ||
         *(const float *)alpha != 1 || *(const float *)beta != 0)
         return st ? st : 7;
-    int bf = at == 14;
-    const unsigned short *a = A, *b2 = B;
-    unsigned short *c = C;
+    return 0;
+}
+static void half_gemm(int ta, int tb, int m, int n, int k, const unsigned short *a, int lda, const unsigned short *b,
+                      int ldb, unsigned short *c, int ldc, int bf)
+{
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            float acc = 0;
+            for (int q = 0; q < k; q++)
+                acc += half_load(a + IX(ta, i, q, lda), bf) * half_load(b + IX(tb, q, j, ldb), bf);
+            half_store(&c[(long long)j * ldc + i], acc, bf);
+        }
+}
+EXPORT int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
+                                      const void *A, int at, int lda, long long sa, const void *B, int bt, int ldb,
+                                      long long sb, const void *beta, void *C, int ct, int ldc, long long sc,
+                                      int batch, int compute, int algo)
+{
+    int st = half_args(h, ta, tb, m, n, k, alpha, at, lda, bt, ldb, beta, ct, ldc, compute, algo);
+    if (st)
+        return st;
+    smelt_fake_gemm_calls[0]++;
     for (int b = 0; b < batch; b++)
-        for (int j = 0; j < n; j++)
-            for (int i = 0; i < m; i++) {
-                float acc = 0;
-                for (int q = 0; q < k; q++)
-                    acc += half_load(a + b * sa + IX(ta, i, q, lda), bf) * half_load(b2 + b * sb + IX(tb, q, j, ldb), bf);
-                half_store(&c[b * sc + (long long)j * ldc + i], acc, bf);
-            }
+        half_gemm(ta, tb, m, n, k, (const unsigned short *)A + b * sa, lda, (const unsigned short *)B + b * sb, ldb,
+                  (unsigned short *)C + b * sc, ldc, at == 14);
+    return 0;
+}
+EXPORT int cublasGemmBatchedEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
+                               const void *const *Ap, int at, int lda, const void *const *Bp, int bt, int ldb,
+                               const void *beta, void *const *Cp, int ct, int ldc, int batch, int compute, int algo)
+{
+    int st = half_args(h, ta, tb, m, n, k, alpha, at, lda, bt, ldb, beta, ct, ldc, compute, algo);
+    size_t bytes = sizeof(void *) * (size_t)(batch > 0 ? batch : 0);
+    if (st || batch < 0 || !is_device(Ap, bytes) || !is_device(Bp, bytes) || !is_device(Cp, bytes))
+        return st ? st : 7;
+    smelt_fake_gemm_calls[1]++;
+    for (int b = 0; b < batch; b++)
+        half_gemm(ta, tb, m, n, k, Ap[b], lda, Bp[b], ldb, Cp[b], ldc, at == 14);
     return 0;
 }

@@ -1845,6 +1845,51 @@ DEVICE_TEST(matmul_through_cublas, 120)
         }
 }
 
+/* On fakecuda, its cuBLAS calls so far (strided batches, batches of
+ * addresses) into n; false on a GPU */
+static bool fake_gemm_calls(unsigned n[2])
+{
+    const char *fake = getenv("SMELT_CUBLAS_LIB");
+    void *h = fake ? dlopen(fake, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    const unsigned *c = h ? (const unsigned *)dlsym(h, "smelt_fake_gemm_calls") : NULL;
+    if (c)
+        n[0] = c[0], n[1] = c[1];
+    if (h)
+        dlclose(h);
+    return c != NULL;
+}
+
+/* A batch of matrices that no one stride walks (a transposed batch
+ * dimension) is one cuBLAS call of their addresses, 65536 matrices a call:
+ * here 2 x 40000 matrices, so two calls; against the reference, each
+ * float dtype. */
+DEVICE_TEST(matmul_batches_by_address, 120)
+{
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_BF16};
+    trng r;
+    trng_init(&r, 46);
+    for (int t = 0; t < NELEMS(dts); t++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *v[2] = {smelt_input(g, "a", dts[t], SHP(40000, 2, 1, 3)), smelt_input(g, "b", dts[t], SHP(2, 40000, 3, 2))};
+        smelt_node *y = smelt_expr(g, "transpose(a, (1, 0, 2, 3)) @ b + 1", (const char *[]){"a", "b"}, v, 2);
+        T_OK(ctx, smelt_graph_status(g));
+        smelt_tensor *in[2] = {t_rand(ctx, &r, dts[t], SHP(40000, 2, 1, 3)), t_rand(ctx, &r, dts[t], SHP(2, 40000, 3, 2))};
+        smelt_tensor *ref, *got = NULL;
+        t_reference(ctx, g, 1, &y, 2, in, &ref);
+        smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+        unsigned before[2], after[2];
+        bool fake = fake_gemm_calls(before);
+        t_run(p, 2, in, 1, &got);
+        t_expect_match(smelt_dtype_name(dts[t]), got, ref, mm_tol(dts[t], 3));
+        if (fake && fake_gemm_calls(after))
+            cr_assert(after[0] == before[0] && after[1] == before[1] + 2, "%s: %u strided calls, %u by address",
+                      smelt_dtype_name(dts[t]), after[0] - before[0], after[1] - before[1]);
+        smelt_tensor_free(got), smelt_tensor_free(ref), t_free_all(in, 2);
+        smelt_plan_free(p);
+        smelt_graph_free(g);
+    }
+}
+
 /* A transformer MLP block and an attention head on the device: the matrix
  * products through cuBLAS, the epilogues, the layernorm and the softmax in
  * the kernels of the CPU's plans (the same kernel counts, no copy), within
@@ -1890,7 +1935,14 @@ DEVICE_TEST(mlp_and_attention, 240)
     smelt_tensor *t[3];
     for (int i = 0; i < 3; i++)
         t[i] = t_rand(ctx, &r, SMELT_F32, SHP(2, 4, 32, 16));
+    unsigned before[2], after[2];
+    bool fake = fake_gemm_calls(before);
     device_block(ctx, g, att, 3, t, 3, 0, "attention on the device", (t_tol){.ulps = 16, .atol = 2e-6});
+    /* q @ k.T: one strided batch; p @ v, written into the merged heads: one
+     * batch of addresses (not a call for each of the 2 batches of 4 heads) */
+    if (fake && fake_gemm_calls(after))
+        cr_assert(after[0] == before[0] + 1 && after[1] == before[1] + 1, "attention: %u strided calls, %u by address",
+                  after[0] - before[0], after[1] - before[1]);
     t_free_all(t, 3);
     smelt_graph_free(g);
 }

@@ -26,8 +26,11 @@ enum { SMELT_COPY_H2D, SMELT_COPY_D2H, SMELT_COPY_D2D };
  * batch matrices.  A is M x K: element (i, k) at i * lda + k, or at
  * k * lda + i when ta (stored transposed); B (K x N) likewise with ldb, tb;
  * C (M x N) at i * ldc + j.  The next matrix of each lies sa, sb, sc
- * elements on (0: the same one, broadcast).  f16 and bf16 accumulate in
- * f32. */
+ * elements on (0: the same one, broadcast); or, where ptrs is set, the
+ * matrices lie anywhere: ptrs holds 3 * batch host addresses of device
+ * memory, A's, then B's, then C's (a batch of several dimensions that no
+ * one stride walks; the backend copies them to the device, so the array
+ * may be reused once gemm returns).  f16 and bf16 accumulate in f32. */
 typedef struct smelt__gemm {
     smelt_dtype dt;
     int64_t M, N, K, batch;
@@ -35,6 +38,7 @@ typedef struct smelt__gemm {
     void *C;
     bool ta, tb;
     int64_t lda, ldb, ldc, sa, sb, sc;
+    const void *const *ptrs;
 } smelt__gemm;
 struct smelt__kernel;
 

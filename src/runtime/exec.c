@@ -1052,6 +1052,9 @@ static void mm_task(void *arg, int64_t task)
  * (a transpose flag, a leading dimension); a layout BLAS cannot read (a
  * stepped or reversed inner axis) is an error that says to pass a
  * contiguous tensor. */
+/* A device product's matrices a call, where their addresses are passed
+ * (1.5 MiB of them) */
+#define MM_PTRS_MAX 65536
 static int run_matmul_device(smelt_plan *p, mmjob *j)
 {
     const smelt__view *A = &j->w[0], *B = &j->w[1], *C = &j->w[2];
@@ -1090,24 +1093,39 @@ static int run_matmul_device(smelt_plan *p, mmjob *j)
         return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "matmul on %s: an operand's strides are no layout cuBLAS "
                           "reads (a stepped or reversed inner axis); pass a contiguous tensor", p->be->iface->name);
     g.sa = nm ? bst[0][nm - 1] : 0, g.sb = nm ? bst[1][nm - 1] : 0, g.sc = nm ? bst[2][nm - 1] : 0;
-    int64_t outer = 1, idx[SMELT_MAX_DIMS] = {0};
-    for (int d = 0; d + 1 < nm; d++)
-        outer *= bs[d];
+    g.A = A->data, g.B = B->data, g.C = C->data;
+    if (nm <= 1)
+        return p->be->iface->gemm(p->be, &g);
+    /* batch dimensions that no one stride walks (attention's heads written
+     * into the merged output): every matrix's address, MM_PTRS_MAX
+     * matrices a call (one call where a call of each innermost batch would
+     * leave most of the GPU idle) */
+    int64_t total = smelt__numel(nm, bs), idx[SMELT_MAX_DIMS] = {0};
+    int64_t chunk = SMELT_MIN(total, MM_PTRS_MAX);
+    const void **ptrs = malloc(sizeof *ptrs * 3 * (size_t)chunk);
+    if (!ptrs)
+        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "matmul: out of memory for %lld matrices' addresses",
+                          (long long)chunk);
     size_t es = smelt__dtypes[j->dt].size;
-    for (int64_t t = 0; t < outer; t++) {
-        int64_t off[3] = {0, 0, 0};
-        for (int d = 0; d + 1 < nm; d++)
-            for (int o = 0; o < 3; o++)
-                off[o] += idx[d] * bst[o][d];
-        g.A = A->data + off[0] * (int64_t)es, g.B = B->data + off[1] * (int64_t)es;
-        g.C = C->data + off[2] * (int64_t)es;
-        int st = p->be->iface->gemm(p->be, &g);
-        if (st)
-            return st;
-        for (int d = nm - 2; d >= 0 && ++idx[d] == bs[d]; d--)
-            idx[d] = 0;
+    int st = SMELT_OK;
+    for (int64_t t0 = 0; t0 < total && !st; t0 += chunk) {
+        int64_t n = SMELT_MIN(chunk, total - t0);
+        for (int64_t t = 0; t < n; t++) {
+            const char *base[3] = {A->data, B->data, C->data};
+            for (int o = 0; o < 3; o++) {
+                int64_t off = 0;
+                for (int d = 0; d < nm; d++)
+                    off += idx[d] * bst[o][d];
+                ptrs[o * n + t] = base[o] + off * (int64_t)es;
+            }
+            for (int d = nm - 1; d >= 0 && ++idx[d] == bs[d]; d--)
+                idx[d] = 0;
+        }
+        g.batch = n, g.ptrs = ptrs;
+        st = p->be->iface->gemm(p->be, &g);
     }
-    return SMELT_OK;
+    free(ptrs);
+    return st;
 }
 
 /* A matmul (a library kernel): BLAS on each block of rows of each matrix

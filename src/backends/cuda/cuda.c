@@ -104,7 +104,16 @@ enum { CUBLAS_OP_N_ = 0, CUBLAS_OP_T_ = 1, CUDA_R_16F_ = 2, CUDA_R_16BF_ = 14, C
     X(GemmStridedBatchedEx, "cublasGemmStridedBatchedEx",                                             \
       (blas_handle, int, int, int, int, int, const void *, const void *, int, int, long long int,  \
        const void *, int, int, long long int, const void *, void *, int, int, long long int, int, int, \
-       int))
+       int))                                                                                       \
+    X(SgemmBatched, "cublasSgemmBatched",                                                             \
+      (blas_handle, int, int, int, int, int, const float *, const float *const *, int,             \
+       const float *const *, int, const float *, float *const *, int, int))                        \
+    X(DgemmBatched, "cublasDgemmBatched",                                                             \
+      (blas_handle, int, int, int, int, int, const double *, const double *const *, int,           \
+       const double *const *, int, const double *, double *const *, int, int))                     \
+    X(GemmBatchedEx, "cublasGemmBatchedEx",                                                           \
+      (blas_handle, int, int, int, int, int, const void *, const void *const *, int, int,          \
+       const void *const *, int, int, const void *, void *const *, int, int, int, int, int))
 
 #ifdef SMELT_HAVE_CUDA_H /* our prototypes must be the headers' */
 #define SMELT_CHECK_CU(m, sym, args)                                                          \
@@ -376,6 +385,8 @@ typedef struct cuda_be {
     CUstream stream;
     CUdeviceptr pbuf; /* parameter blocks over SMELT_KPARAM_MAX (the largest block's size) */
     blas_handle blas; /* made on the first matrix product, bound to stream */
+    CUdeviceptr mptrs; /* a batched product's matrix addresses (smelt__gemm.ptrs) */
+    size_t mptrs_cap;  /* its bytes */
     compile_rec *recs;
     int nrecs;
 } cuda_be;
@@ -697,6 +708,8 @@ static void cuda_destroy(smelt__backend *be)
             }
             if (c->pbuf)
                 g.MemFree(c->pbuf);
+            if (c->mptrs)
+                g.MemFree(c->mptrs);
             if (c->blas)
                 g.blasDestroy(c->blas);
             leave();
@@ -730,6 +743,29 @@ static void load_cublas(void)
         g.cublas_why[0] = 0;
 }
 
+/* A batched product's matrix addresses (m->ptrs) into c->mptrs, in stream
+ * order (the driver has read the pageable array when the copy returns);
+ * the buffer grows once the products queued before have run. */
+static CUresult put_ptrs(cuda_be *c, const smelt__gemm *m)
+{
+    size_t bytes = 3 * sizeof(void *) * (size_t)m->batch;
+    CUresult r = CUDA_SUCCESS;
+    if (bytes > c->mptrs_cap) {
+        size_t cap = 4096;
+        while (cap < bytes)
+            cap *= 2;
+        if (c->mptrs && !(r = g.StreamSynchronize(c->stream)))
+            g.MemFree(c->mptrs);
+        if (r)
+            return r;
+        c->mptrs = 0, c->mptrs_cap = 0;
+        if ((r = g.MemAlloc(&c->mptrs, cap)))
+            return c->mptrs = 0, r;
+        c->mptrs_cap = cap;
+    }
+    return g.MemcpyHtoDAsync(c->mptrs, m->ptrs, bytes, c->stream);
+}
+
 /* C = A @ B, row-major (smelt__gemm): cuBLAS is column-major, so it computes
  * C^T = B^T A^T, the row-major matrices read as their transposes. */
 static int cuda_gemm(smelt__backend *be, const smelt__gemm *m)
@@ -754,11 +790,31 @@ static int cuda_gemm(smelt__backend *be, const smelt__gemm *m)
         g.blasDestroy(c->blas);
         c->blas = NULL;
     }
-    if (!s) {
-        int opa = m->ta ? CUBLAS_OP_T_ : CUBLAS_OP_N_, opb = m->tb ? CUBLAS_OP_T_ : CUBLAS_OP_N_;
-        int M = (int)m->M, N = (int)m->N, K = (int)m->K, bc = (int)m->batch;
-        const float one = 1, zero = 0;
-        const double one64 = 1, zero64 = 0;
+    r = s || !m->ptrs ? CUDA_SUCCESS : put_ptrs(c, m);
+    if (r) {
+        leave();
+        return cu_fail(be, r, "cuMemcpyHtoDAsync", "(a batched product's matrix addresses)");
+    }
+    int opa = m->ta ? CUBLAS_OP_T_ : CUBLAS_OP_N_, opb = m->tb ? CUBLAS_OP_T_ : CUBLAS_OP_N_;
+    int M = (int)m->M, N = (int)m->N, K = (int)m->K, bc = (int)m->batch;
+    int t = m->dt == SMELT_F16 ? CUDA_R_16F_ : CUDA_R_16BF_; /* f16, bf16: accumulated in f32 */
+    const float one = 1, zero = 0;
+    const double one64 = 1, zero64 = 0;
+    if (!s && m->ptrs) { /* the addresses, in device memory: A's, B's, C's */
+        const void *const *pa = (const void *const *)(uintptr_t)c->mptrs, *const *pb = pa + bc;
+        void *const *pc = (void *const *)(pa + 2 * (size_t)bc);
+        what = "cublasGemmBatched";
+        if (m->dt == SMELT_F32)
+            s = g.blasSgemmBatched(c->blas, opb, opa, N, M, K, &one, (const float *const *)pb, (int)m->ldb,
+                                   (const float *const *)pa, (int)m->lda, &zero, (float *const *)pc, (int)m->ldc, bc);
+        else if (m->dt == SMELT_F64)
+            s = g.blasDgemmBatched(c->blas, opb, opa, N, M, K, &one64, (const double *const *)pb, (int)m->ldb,
+                                   (const double *const *)pa, (int)m->lda, &zero64, (double *const *)pc,
+                                   (int)m->ldc, bc);
+        else
+            s = g.blasGemmBatchedEx(c->blas, opb, opa, N, M, K, &one, pb, t, (int)m->ldb, pa, t, (int)m->lda, &zero,
+                                    pc, t, (int)m->ldc, bc, CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
+    } else if (!s) {
         what = "cublasGemmStridedBatched";
         if (m->dt == SMELT_F32)
             s = g.blasSgemmStridedBatched(c->blas, opb, opa, N, M, K, &one, m->B, (int)m->ldb, m->sb, m->A, (int)m->lda,
@@ -766,12 +822,10 @@ static int cuda_gemm(smelt__backend *be, const smelt__gemm *m)
         else if (m->dt == SMELT_F64)
             s = g.blasDgemmStridedBatched(c->blas, opb, opa, N, M, K, &one64, m->B, (int)m->ldb, m->sb, m->A,
                                           (int)m->lda, m->sa, &zero64, m->C, (int)m->ldc, m->sc, bc);
-        else { /* f16, bf16: accumulated in f32 */
-            int t = m->dt == SMELT_F16 ? CUDA_R_16F_ : CUDA_R_16BF_;
+        else
             s = g.blasGemmStridedBatchedEx(c->blas, opb, opa, N, M, K, &one, m->B, t, (int)m->ldb, m->sb, m->A, t,
                                            (int)m->lda, m->sa, &zero, m->C, t, (int)m->ldc, m->sc, bc,
                                            CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
-        }
     }
     leave();
     if (s)
