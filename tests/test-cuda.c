@@ -1861,8 +1861,9 @@ static bool fake_gemm_calls(unsigned n[2])
 
 /* A batch of matrices that no one stride walks (a transposed batch
  * dimension) is one cuBLAS call of their addresses, 65536 matrices a call:
- * here 2 x 40000 matrices, so two calls; against the reference, each
- * float dtype. */
+ * here 2 x 40000 matrices, so two calls a product; the second output's
+ * inner product also reads c transposed and broadcast over the first
+ * batch dimension; against the reference, each float dtype. */
 DEVICE_TEST(matmul_batches_by_address, 120)
 {
     const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_BF16};
@@ -1870,21 +1871,27 @@ DEVICE_TEST(matmul_batches_by_address, 120)
     trng_init(&r, 46);
     for (int t = 0; t < NELEMS(dts); t++) {
         smelt_graph *g = t_graph(ctx);
-        smelt_node *v[2] = {smelt_input(g, "a", dts[t], SHP(40000, 2, 1, 3)), smelt_input(g, "b", dts[t], SHP(2, 40000, 3, 2))};
-        smelt_node *y = smelt_expr(g, "transpose(a, (1, 0, 2, 3)) @ b + 1", (const char *[]){"a", "b"}, v, 2);
+        const char *names[] = {"a", "b", "c"};
+        smelt_node *v[3] = {smelt_input(g, "a", dts[t], SHP(40000, 2, 1, 3)), smelt_input(g, "b", dts[t], SHP(2, 40000, 3, 2)),
+                            smelt_input(g, "c", dts[t], SHP(1, 40000, 3, 2))};
+        smelt_node *y[2] = {smelt_expr(g, "transpose(a, (1, 0, 2, 3)) @ b + 1", names, v, 3),
+                            smelt_expr(g, "transpose(a, (1, 0, 2, 3)) @ (b @ transpose(c, (0, 1, 3, 2)))", names, v, 3)};
         T_OK(ctx, smelt_graph_status(g));
-        smelt_tensor *in[2] = {t_rand(ctx, &r, dts[t], SHP(40000, 2, 1, 3)), t_rand(ctx, &r, dts[t], SHP(2, 40000, 3, 2))};
-        smelt_tensor *ref, *got = NULL;
-        t_reference(ctx, g, 1, &y, 2, in, &ref);
-        smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+        smelt_tensor *in[3] = {t_rand(ctx, &r, dts[t], SHP(40000, 2, 1, 3)), t_rand(ctx, &r, dts[t], SHP(2, 40000, 3, 2)),
+                               t_rand(ctx, &r, dts[t], SHP(1, 40000, 3, 2))};
+        smelt_tensor *ref[2], *got[2] = {NULL, NULL};
+        t_reference(ctx, g, 2, y, 3, in, ref);
+        smelt_plan *p = t_plan(ctx, g, 2, y, 3);
         unsigned before[2], after[2];
         bool fake = fake_gemm_calls(before);
-        t_run(p, 2, in, 1, &got);
-        t_expect_match(smelt_dtype_name(dts[t]), got, ref, mm_tol(dts[t], 3));
+        t_run(p, 3, in, 2, got);
+        t_expect_match(smelt_dtype_name(dts[t]), got[0], ref[0], mm_tol(dts[t], 3));
+        t_expect_match(smelt_dtype_name(dts[t]), got[1], ref[1], mm_tol(dts[t], 3 * 3));
+        /* three products, each of 2 x 40000 matrices by address (c broadcast over the first dimension) */
         if (fake && fake_gemm_calls(after))
-            cr_assert(after[0] == before[0] && after[1] == before[1] + 2, "%s: %u strided calls, %u by address",
+            cr_assert(after[0] == before[0] && after[1] == before[1] + 6, "%s: %u strided calls, %u by address",
                       smelt_dtype_name(dts[t]), after[0] - before[0], after[1] - before[1]);
-        smelt_tensor_free(got), smelt_tensor_free(ref), t_free_all(in, 2);
+        t_free_all(got, 2), t_free_all(ref, 2), t_free_all(in, 3);
         smelt_plan_free(p);
         smelt_graph_free(g);
     }
