@@ -1900,7 +1900,8 @@ DEVICE_TEST(matmul_batches_by_address, 120)
 /* A transformer MLP block and an attention head on the device: the matrix
  * products through cuBLAS, the epilogues, the layernorm and the softmax in
  * the kernels of the CPU's plans (the same kernel counts, no copy), within
- * the CPU plan's bounds of the float64 reference. */
+ * the CPU plan's bounds of the float64 reference, and the bits of the
+ * unfused plan on the device. */
 static void device_block(smelt_ctx *ctx, smelt_graph *g, smelt_node *out, int n_in, smelt_tensor *const *in,
                          int kernels, int copies, const char *what, t_tol tol)
 {
@@ -1912,8 +1913,16 @@ static void device_block(smelt_ctx *ctx, smelt_graph *g, smelt_node *out, int n_
         cr_assert_eq(t_stats(p).copies, copies, "%s: %s", what, smelt_plan_describe(p));
     t_run(p, n_in, in, 1, &dev);
     t_expect_match(what, dev, ref, tol);
-    smelt_tensor_free(dev), smelt_tensor_free(ref);
-    smelt_plan_free(p);
+    /* the unfused plan on the device: the same products (the same cuBLAS
+     * calls), every other operator a kernel of its own: the same bits */
+    smelt_plan *pu = t_plan(ctx, g, 1, &out, 0);
+    smelt_tensor *unf = NULL;
+    t_run(pu, n_in, in, 1, &unf);
+    int64_t at;
+    cr_assert(t_same_results(unf, dev, &at), "%s: fused %a, unfused %a at [%lld]", what, smelt_tensor_get(dev, at),
+              smelt_tensor_get(unf, at), (long long)at);
+    smelt_tensor_free(unf), smelt_tensor_free(dev), smelt_tensor_free(ref);
+    smelt_plan_free(pu), smelt_plan_free(p);
 }
 
 DEVICE_TEST(mlp_and_attention, 240)
@@ -1946,9 +1955,11 @@ DEVICE_TEST(mlp_and_attention, 240)
     bool fake = fake_gemm_calls(before);
     device_block(ctx, g, att, 3, t, 3, 0, "attention on the device", (t_tol){.ulps = 16, .atol = 2e-6});
     /* q @ k.T: one strided batch; p @ v, written into the merged heads: one
-     * batch of addresses (not a call for each of the 2 batches of 4 heads) */
+     * batch of addresses (not a call for each of the 2 batches of 4 heads);
+     * the fused plan once each, the unfused one (opt_level 0: the four
+     * q @ k.T of the expression not merged) 4 and 1 */
     if (fake && fake_gemm_calls(after))
-        cr_assert(after[0] == before[0] + 1 && after[1] == before[1] + 1, "attention: %u strided calls, %u by address",
+        cr_assert(after[0] == before[0] + 5 && after[1] == before[1] + 2, "attention: %u strided calls, %u by address",
                   after[0] - before[0], after[1] - before[1]);
     t_free_all(t, 3);
     smelt_graph_free(g);
