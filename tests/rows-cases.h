@@ -84,6 +84,9 @@ static const rows_case rows_cases[] = {
     {"signed zeros and argmin, exact long rows",
      "where(argmin(x, axis=-1, keepdims=True) > 1000, " ROWS_ZEROS ", -(" ROWS_ZEROS "))", SMELT_F32, 2, {8, 2048},
      false, 1, false},
+    /* rows that fill blocks of warps of a number of elements a lane that is
+     * no power of 2: 4 warps of 10 (on the CPU: long rows) */
+    {"softmax, exact long rows of 1280", ROWS_SOFTMAX("-1"), SMELT_F32, 2, {5, 1280}, false, 1, false},
     {"softmax over the first axis", ROWS_SOFTMAX("0"), SMELT_F32, 2, {300, 37}, false, 1, false},
     {"softmax over a middle axis", ROWS_SOFTMAX("1"), SMELT_F64, 3, {5, 40, 7}, false, 1, false},
     {"softmax over the outer axes", ROWS_SOFTMAX("(0, 1)"), SMELT_F32, 3, {9, 4, 20}, false, 1, false},

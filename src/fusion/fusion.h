@@ -13,16 +13,17 @@ enum { SMELT_SPREAD_CHUNKS = 1, SMELT_SPREAD_COLS = 2 };
  * shape_device_rows, and smelt__rows_held_bytes. */
 enum { SMELT_SPREAD_HELD = 8, SMELT_HELD_MAX_LOG2 = 9 };
 /* The block form of a held row program: a row is a block of 2^w warps (w
- * from 1 to SMELT_BLOCK_WARPS_MAX_LOG2), each lane holding 2^b elements in
- * registers (b <= 7): spread SMELT_SPREAD_BLOCK + 8 w + b, plus
- * SMELT_BLOCK_EXACT where the row has exactly 32 2^(w + b) elements (the
- * kernel tests no element against the row's end).  The lanes of warp s
- * hold elements 32 (s 2^b + j) + lane; a reduction's lanes fold warp after
- * warp, in the one warp's order (docs/cuda.md). */
-enum { SMELT_SPREAD_BLOCK = 160, SMELT_BLOCK_WARPS_MAX_LOG2 = 5, SMELT_BLOCK_K_MAX_LOG2 = 7, SMELT_BLOCK_EXACT = 48 };
+ * from 1 to SMELT_BLOCK_WARPS_MAX_LOG2), each lane holding K elements in
+ * registers (1 <= K <= 2^SMELT_BLOCK_K_MAX_LOG2, any K: rows of 5120 are 8
+ * warps of 20 elements a lane): spread SMELT_SPREAD_BLOCK + (K - 1) +
+ * 128 w, plus SMELT_BLOCK_EXACT where the row has exactly 32 2^w K
+ * elements (the kernel tests no element against the row's end).  The lanes
+ * of warp s hold elements 32 (s K + j) + lane; a reduction's lanes fold
+ * warp after warp, in the one warp's order (docs/cuda.md). */
+enum { SMELT_SPREAD_BLOCK = 1024, SMELT_BLOCK_WARPS_MAX_LOG2 = 5, SMELT_BLOCK_K_MAX_LOG2 = 7, SMELT_BLOCK_EXACT = 2048 };
 /* The block form (SMELT_CUDA_ROWS_WARPS = N > 1) takes N warps a row, fewer
  * where a lane would hold fewer than 2^SMELT_BLOCK_K_MIN_LOG2 elements
- * (rows of at most 32 2^SMELT_BLOCK_K_MIN_LOG2 stay a warp's); a lane's
+ * (rows of at most 64 (2^SMELT_BLOCK_K_MIN_LOG2 - 1) = 448 stay a warp's); a lane's
  * elements in registers, within the same limits as the one warp's, with
  * 8 bytes more a row element for a pass's operands (computed together,
  * then folded warp after warp: kt in shape_device_rows).
@@ -30,7 +31,7 @@ enum { SMELT_SPREAD_BLOCK = 160, SMELT_BLOCK_WARPS_MAX_LOG2 = 5, SMELT_BLOCK_K_M
  * elements a lane.) */
 enum { SMELT_BLOCK_K_MIN_LOG2 = 3 };
 /* SMELT_CUDA_ROWS_WARPS=auto (the default): blocks of up to this many warps
- * for rows that fill them exactly (32 2^b elements: no test against the
+ * for rows that fill them exactly (32 2^w K elements: no test against the
  * row's end) and for row programs of one reduction; a warp a row for rows
  * of other lengths with more.  Measured on an H200 (bench/RESULTS.md,
  * 2026-11-27), f32, ms, a warp a row / 8 warps / 16:
@@ -44,10 +45,10 @@ enum { SMELT_BLOCK_K_MIN_LOG2 = 3 };
  * branch of its own). */
 enum { SMELT_BLOCK_WARPS_AUTO = 8 };
 /* A held row program's elements a lane (*K) and of them in registers (*kr) */
-static inline void smelt__held_split(uint8_t spread, int *K, int *kr)
+static inline void smelt__held_split(uint16_t spread, int *K, int *kr)
 {
     if (spread >= SMELT_SPREAD_BLOCK) {
-        *K = *kr = 1 << ((spread - SMELT_SPREAD_BLOCK) & SMELT_BLOCK_K_MAX_LOG2);
+        *K = *kr = 1 + (spread & ((1 << SMELT_BLOCK_K_MAX_LOG2) - 1));
         return;
     }
     int c = (spread - SMELT_SPREAD_HELD) >> 4;
@@ -55,14 +56,20 @@ static inline void smelt__held_split(uint8_t spread, int *K, int *kr)
     *kr = !c ? 0 : (1 << (c - 1)) < *K ? 1 << (c - 1) : *K;
 }
 /* ... and the warps a row spans (1 but in the block form) */
-static inline int smelt__held_warps(uint8_t spread)
+static inline int smelt__held_warps(uint16_t spread)
 {
-    return spread >= SMELT_SPREAD_BLOCK ? 1 << ((spread - SMELT_SPREAD_BLOCK) % SMELT_BLOCK_EXACT >> 3) : 1;
+    return spread >= SMELT_SPREAD_BLOCK ? 1 << ((spread - SMELT_SPREAD_BLOCK) % SMELT_BLOCK_EXACT >> SMELT_BLOCK_K_MAX_LOG2)
+                                        : 1;
 }
 /* ... and whether its rows fill its blocks exactly */
-static inline bool smelt__held_exact(uint8_t spread)
+static inline bool smelt__held_exact(uint16_t spread)
 {
     return spread >= SMELT_SPREAD_BLOCK + SMELT_BLOCK_EXACT;
+}
+/* The block form's spread: 2^w warps of K elements a lane */
+static inline uint16_t smelt__held_block(int w, int K, bool exact)
+{
+    return (uint16_t)(SMELT_SPREAD_BLOCK + (K - 1) + (w << SMELT_BLOCK_K_MAX_LOG2) + (exact ? SMELT_BLOCK_EXACT : 0));
 }
 /* Elements a lane holds in registers: at most 2^SMELT_HELD_REGS_MAX_LOG2,
  * 2^SMELT_HELD_MATH_MAX_LOG2 when a full-size operator is a transcendental
@@ -130,8 +137,9 @@ typedef struct smelt__kdesc {
      * (kernel_reduce_cols.cu.in); 0, a warp per result; for a row
      * program, SMELT_SPREAD_HELD + b + 16 c: its lanes hold 2^b elements
      * each of the values two passes read, 2^(c - 1) in registers
-     * (smelt__held_split; 0: every pass reads its operands) */
-    uint8_t spread;
+     * (smelt__held_split; 0: every pass reads its operands); or the
+     * block form, SMELT_SPREAD_BLOCK and up (smelt__held_block) */
+    uint16_t spread;
     /* a multi-reduction kernel (a row program): several reductions over
      * the same rows (same operand shape and axes, keepdims, the reduced
      * axes innermost), full-size operators that read their results

@@ -529,7 +529,7 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
  * (0).  Columns (the kept dimensions innermost, nred >= 1024, 32 results
  * or more): a thread per (result, lane); a few long results: a warp per
  * (result, chunk); else a warp per result. */
-uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask)
+uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask)
 {
     if (!p->be->iface->target.dialect->device)
         return 0;
@@ -542,17 +542,23 @@ uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nre
             __builtin_popcount(rmask) != 1)
             return 0;
         int most = k->rows_math ? SMELT_HELD_MATH_MAX_LOG2 : SMELT_HELD_REGS_MAX_LOG2;
-        bool exact = nred == (int64_t)32 << b; /* the row fills its blocks */
-        int warps = p->rows_warps ? p->rows_warps : k->rows_stages == 1 || exact ? SMELT_BLOCK_WARPS_AUTO : 1;
-        if (warps > 1 && b > SMELT_BLOCK_K_MIN_LOG2) { /* the block form: N warps, or fewer */
-            int w = __builtin_ctz((unsigned)warps);
-            if (b - w < SMELT_BLOCK_K_MIN_LOG2)
-                w = b - SMELT_BLOCK_K_MIN_LOG2;
-            int kb = b - w;
-            /* and a reduction's operands, computed before the warps fold them in turn: 8 bytes at most */
-            if (kb <= most && kb <= SMELT_BLOCK_K_MAX_LOG2 && ((int64_t)(k->rows_held + 8) << kb) <= p->rows_held_max)
-                return (uint8_t)(SMELT_SPREAD_BLOCK + 8 * w + kb + (exact ? SMELT_BLOCK_EXACT : 0));
-        }
+        /* the block form: N warps (auto: SMELT_BLOCK_WARPS_AUTO where the
+         * row fills them or the program has one reduction), fewer where a
+         * lane would hold fewer than 2^SMELT_BLOCK_K_MIN_LOG2 elements; a
+         * lane holds K = nred / (32 N), rounded up (rows of 4100: 17
+         * elements a lane, where 32, the next power of 2, took rmsnorm's
+         * kernel to 90 registers against 46 at 4096) */
+        int w = __builtin_ctz((unsigned)(p->rows_warps ? p->rows_warps : SMELT_BLOCK_WARPS_AUTO));
+        w = SMELT_MAX(SMELT_MIN(w, b - SMELT_BLOCK_K_MIN_LOG2), 0);
+        while (w > 0 && nred <= (int64_t)(32 << w) * ((1 << SMELT_BLOCK_K_MIN_LOG2) - 1))
+            w--;
+        int64_t K = w ? (nred + (32 << w) - 1) / (32 << w) : 0;
+        bool exact = K * (32 << w) == nred; /* the row fills its blocks */
+        if (!p->rows_warps && k->rows_stages != 1 && !exact)
+            w = 0;
+        /* and a reduction's operands, computed before the warps fold them in turn: 8 bytes at most */
+        if (w && K <= (1 << most) && K <= (1 << SMELT_BLOCK_K_MAX_LOG2) && (k->rows_held + 8) * K <= p->rows_held_max)
+            return smelt__held_block(w, (int)K, exact);
         /* registers: the most elements a lane, a power of 2, within the bytes allowed */
         while (c <= b && c <= most &&
                ((int64_t)k->rows_held << c) <= p->rows_held_max)
@@ -562,7 +568,7 @@ uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nre
         if (shared && (p->rows_shared == 0 || bytes > SMELT_ROWS_SHARED_MAX ||
                        (p->rows_shared < 0 && (!k->rows_math || bytes > SMELT_ROWS_SHARED_AUTO))))
             return 0;
-        return (uint8_t)(SMELT_SPREAD_HELD + b + 16 * c);
+        return (uint16_t)(SMELT_SPREAD_HELD + b + 16 * c);
     }
     if (rank >= 1 && !(rmask >> (rank - 1) & 1u) && nred >= 1024 && nout >= 32)
         return SMELT_SPREAD_COLS;
@@ -620,7 +626,7 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     bool idx32 = p->be->iface->target.dialect->device && nout <= INT32_MAX / 32 &&
                  fits_idx32(smelt__numel(rank, S), rank, S, n, st);
     smelt__kernel *kk;
-    uint8_t spread = smelt__red_spread(p, ki, nout, nred, rank, rmask);
+    uint16_t spread = smelt__red_spread(p, ki, nout, nred, rank, rmask);
     int stt = smelt__plan_variant(p, ki, rank, mode, idx32, rmask, spread, &kk, split);
     if (stt || *split)
         return stt;

@@ -165,7 +165,7 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
 }
 
 int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32, uint8_t rmask,
-                        uint8_t spread, smelt__kernel **out, bool *split)
+                        uint16_t spread, smelt__kernel **out, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
     int n = k->cl.nin + k->cl.nout;
@@ -604,7 +604,7 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         }
         smelt__kernel *k;
         bool split;
-        uint8_t spread = rmask ? smelt__red_spread(p, i, nout, nred, rank, rmask) : 0;
+        uint16_t spread = rmask ? smelt__red_spread(p, i, nout, nred, rank, rmask) : 0;
         if ((st = smelt__plan_variant(p, i, rank, mode, idx32, rmask, spread, &k, &split)))
             goto fail;
         if (split)

@@ -7,7 +7,7 @@ typedef struct smelt__variant {
     int rank;
     bool idx32; /* the 32-bit index variant (device dialects) */
     uint8_t rmask; /* reductions: the merged dimensions reduced (smelt__kdesc) */
-    uint8_t spread; /* device reductions: spread over the warps (smelt__kdesc) */
+    uint16_t spread; /* device reductions: spread over the warps (smelt__kdesc) */
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     smelt__kernel *k;    /* what runs now (a reference held) */
     smelt__kernel *base; /* the first tier's kernel (upgrades are keyed by it; held) */
@@ -168,9 +168,9 @@ int smelt__kernel_strides_box(const smelt_plan *p, int ki, const smelt__view *w,
  * answer, false for other kernels); on failure of a fused kernel, replace
  * it by its unfused kernels (logged) and report *split. */
 int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32, uint8_t rmask,
-                        uint8_t spread, smelt__kernel **out, bool *split);
+                        uint16_t spread, smelt__kernel **out, bool *split);
 /* How reduction kernel ki of nout results of nred elements each, merged to
  * rank dimensions of which rmask's are reduced, spreads over a device's
  * warps (smelt__kdesc.spread; 0 on the CPU) (exec.c). */
-uint8_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask);
+uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask);
 #endif
