@@ -287,10 +287,15 @@ static int64_t side(int64_t n)
     return c;
 }
 
+/* --cols C: the reductions' rows C long (SMELT_BENCH_COLS for the peers) */
+static int64_t cols_given;
+
 /* the reductions' rows: the largest divisor of n up to 4096 (4096 x 4096
- * at 16M, the GPU's 16384 x 4096 at 64M: the issue's shapes) */
+ * at 16M, the GPU's 16384 x 4096 at 64M: the issue's shapes), or --cols */
 static int64_t row_side(int64_t n)
 {
+    if (cols_given)
+        return cols_given;
     int64_t c = side(n) < 4096 ? side(n) : 4096;
     while (n % c)
         c--;
@@ -1016,6 +1021,8 @@ static void usage(void)
            "  --json           one JSON object per row\n"
            "  --json-file F    also write the rows as JSON lines to F (the table still prints)\n"
            "  --n N            elements (default 16M; 64M on the GPU)   --runs R (default 9)\n"
+           "  --cols C         the row workloads' rows C long (C divides N; default: the largest\n"
+           "                   divisor of N up to 4096), for the peers too\n"
            "  --threads T      worker threads (default: all cores)\n"
            "  --unfused-opt N  opt_level of the unfused plan: 0 (one buffer per intermediate) or 2\n"
            "                   (unfused, intermediates in one arena, in place where possible); default:\n"
@@ -1380,6 +1387,13 @@ static void jrow_start(const wl *w, int64_t n, const char *backend, double unfus
 {
     fprintf(json_fp, "{\"workload\": \"%s\", \"n\": %lld, \"dtype\": \"f32\", \"backend\": \"%s\"",
             w->name, (long long)n, backend);
+    int nd[MAXIO];
+    int64_t sh[MAXIO][4];
+    w->shapes(n, nd, sh);
+    fputs(", \"shape\": [", json_fp); /* the first input's */
+    for (int d = 0; d < nd[0]; d++)
+        fprintf(json_fp, "%s%lld", d ? ", " : "", (long long)sh[0][d]);
+    fputs("]", json_fp);
     jnum("unfused_ms", "%.3f", unfused_ms);
     jnum("fused_ms", "%.3f", fused_ms);
     jnum("speedup", "%.2f", unfused_ms / fused_ms);
@@ -1644,6 +1658,10 @@ int main(int argc, char **argv)
                 return 2;
             }
             unfused_opt = (int)x;
+        } else if (!strcmp(a, "--cols")) {
+            if (!(v = opt_value(argc, argv, &i, "a row length")) || parse_count(a, v, 1, &x))
+                return 2;
+            cols_given = x;
         } else if (!strcmp(a, "--n") || !strcmp(a, "--runs") || !strcmp(a, "--threads")) {
             if (!(v = opt_value(argc, argv, &i, "a number")))
                 return 2;
@@ -1696,8 +1714,20 @@ int main(int argc, char **argv)
         if (rc)
             return rc;
     }
+    if (gpu && !n_given)
+        n = GPU_N_DEFAULT;
+    if (cols_given) {
+        if (n % cols_given) {
+            fprintf(stderr, "smelt-bench: --cols %lld does not divide the %lld elements (--n)\n",
+                    (long long)cols_given, (long long)n);
+            return 2;
+        }
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)cols_given);
+        setenv("SMELT_BENCH_COLS", v, 1); /* bench/peers/peers.py's row_side */
+    }
     if (gpu)
-        return gpu_main(only, n_given ? n : GPU_N_DEFAULT, runs, json, peers);
+        return gpu_main(only, n, runs, json, peers);
 
     if (!json) {
         printf("%-11s %9s %7s %10s %10s %8s %9s %9s %6s %10s %9s %8s %9s %12s%s\n", "workload", "n",

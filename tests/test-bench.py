@@ -90,6 +90,16 @@ if r:
         check(abs(x["copy_gbps"] - max(x["memcpy_gbps"], x["nt_copy_gbps"])) < 0.11,
               "copy limit = the better copy: %r" % x)
 
+# --cols: the row workloads' rows that long (it must divide --n); the JSON row gives the first input's shape
+rc, so, se = bench("--workload", "softmax", "--json", *SMALL, "--backend", "TCC", "--cols", "64")
+sm = rows(so)
+check(rc == 0 and len(sm) == 1 and sm[0].get("shape") == [64, 64], "--cols 64: %r %s" % (so, se))
+rc, so, se = bench("--workload", "softmax", "--json", *SMALL, "--backend", "TCC", "--cols", "256")
+sm = rows(so)
+check(rc == 0 and len(sm) == 1 and sm[0].get("shape") == [16, 256], "--cols 256: %r %s" % (so, se))
+rc, so, se = bench("--workload", "softmax", *SMALL, "--cols", "100")
+check(rc == 2 and "--cols 100 does not divide" in se and not so, "--cols 100: %d %r" % (rc, se))
+
 # every row: the memory a call holds and the allocations it makes (none: outputs given);
 # adam also runs with param, m and v donated and given back as its outputs: in place
 rc, so, se = bench("--workload", "adam", "--json", *SMALL, "--backend", "TCC")

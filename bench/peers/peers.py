@@ -8,6 +8,7 @@ medians of --runs runs after warm-up.  Uses Debian's python3-numpy and
 python3-numexpr; numexpr runs with --threads threads.
 """
 import argparse
+import os
 import json
 import math
 import statistics
@@ -24,7 +25,11 @@ def side(n):
 
 
 def row_side(n):
-    """the reductions' rows: the largest divisor of n up to 4096 (bench.c's row_side)"""
+    """the reductions' rows: smelt-bench's --cols (SMELT_BENCH_COLS) where it divides n, else
+    the largest divisor of n up to 4096 (bench.c's row_side)"""
+    cols = int(os.environ.get("SMELT_BENCH_COLS") or 0)
+    if cols and n % cols == 0:
+        return cols
     c = min(side(n), 4096)
     while n % c:
         c -= 1
