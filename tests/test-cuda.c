@@ -1226,12 +1226,17 @@ DEVICE_TEST(reductions_same_bits_as_cpu, 300)
         {SMELT_OP_MEAN, SMELT_F16, 1, {70000}, 0, {0}, 0},
         {SMELT_OP_ALL, SMELT_U8, 2, {2, 40000}, 1, {1}, 0},
         {SMELT_OP_SUM, SMELT_I64, 3, {2, 3, 20000}, 2, {1, 2}, 1},
+        /* a last chunk shorter than a warp (lanes past its end) and than a
+         * lane's batch of 8 loads */
+        {SMELT_OP_SUM, SMELT_F32, 2, {3, 16389}, 1, {1}, 0},
+        {SMELT_OP_ARGMAX, SMELT_F32, 2, {2, 16384 + 200}, 1, {1}, 0},
         /* columns: a thread per (result, lane) */
         {SMELT_OP_SUM, SMELT_F32, 2, {2000, 70}, 1, {0}, 0},
         {SMELT_OP_ARGMAX, SMELT_F32, 2, {1500, 40}, 1, {0}, 1},
         {SMELT_OP_SUM, SMELT_F64, 2, {40000, 33}, 1, {0}, 0},
         {SMELT_OP_MIN, SMELT_BF16, 3, {1100, 2, 40}, 1, {0}, 0},
         {SMELT_OP_ANY, SMELT_BOOL, 2, {1024, 64}, 1, {0}, 1},
+        {SMELT_OP_SUM, SMELT_F32, 2, {16389, 40}, 1, {0}, 0},
     };
     for (int c = 0; c < NELEMS(cases); c++) {
         const rcase *k = &cases[c];
