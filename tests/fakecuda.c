@@ -77,7 +77,7 @@ EXPORT int cuStreamSynchronize(void *s) { return s == &stream_token ? 0 : 400; }
 /* The live allocations, so that cuBLAS's batched products can tell device
  * memory from host memory (a GPU faults on an array of pointers in host
  * memory). */
-static struct { char *p; size_t n; } live[4096];
+static struct { char *p; size_t n; } live[16384];
 static int nlive;
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool is_device(const void *p, size_t n)
@@ -96,9 +96,14 @@ EXPORT int cuMemAlloc_v2(unsigned long long *p, size_t n)
         return 2;
     memset(m, 0xA5, n); /* not zero: kernels must write every element */
     pthread_mutex_lock(&live_mu);
-    if (nlive < (int)(sizeof live / sizeof live[0]))
+    bool room = nlive < (int)(sizeof live / sizeof live[0]);
+    if (room)
         live[nlive].p = m, live[nlive++].n = n;
     pthread_mutex_unlock(&live_mu);
+    if (!room) { /* (the registry full: out of memory) */
+        free(m);
+        return 2;
+    }
     *p = (unsigned long long)(size_t)m;
     return 0;
 }
@@ -114,6 +119,14 @@ EXPORT int cuMemFree_v2(unsigned long long p)
     free((void *)(size_t)p);
     return 0;
 }
+/* pinned host memory; events (the stream runs each call as it comes) */
+EXPORT int cuMemAllocHost_v2(void **p, size_t n) { return (*p = malloc(n ? n : 1)) ? 0 : 2; }
+EXPORT int cuMemFreeHost(void *p) { free(p); return 0; }
+static int event_token;
+EXPORT int cuEventCreate(void **e, unsigned flags) { *e = &event_token; return flags == 2 ? 0 : 1; }
+EXPORT int cuEventRecord(void *e, void *st) { return e == &event_token && st == &stream_token ? 0 : 400; }
+EXPORT int cuEventSynchronize(void *e) { return e == &event_token ? 0 : 400; }
+EXPORT int cuEventDestroy_v2(void *e) { return e == &event_token ? 0 : 400; }
 EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long d, const void *s, size_t n, void *st)
 {
     memcpy((void *)(size_t)d, s, n);
@@ -616,15 +629,34 @@ EXPORT unsigned smelt_fake_gemm_calls[2];
 FAKE_GEMM(cublasSgemmStridedBatched, float)
 FAKE_GEMM(cublasDgemmStridedBatched, double)
 
+/* Whether the batch's address lists lie in device memory, and each of
+ * their matrices (column-major, rows x cols of op(X) from ld, es-byte
+ * elements) within one allocation */
+static bool batch_in_device(const void *const *Ap, const void *const *Bp, void *const *Cp, int batch, int ta, int tb,
+                            int m, int n, int k, int lda, int ldb, int ldc, size_t es)
+{
+    size_t bytes = sizeof(void *) * (size_t)(batch > 0 ? batch : 0);
+    if (batch < 0 || !is_device(Ap, bytes) || !is_device(Bp, bytes) || !is_device(Cp, bytes))
+        return false;
+    /* a stored matrix of r rows and c columns (column-major) spans (c - 1) ld + r elements */
+    size_t sa = m && k ? ((size_t)((ta ? m : k) - 1) * (size_t)lda + (size_t)(ta ? k : m)) * es : 0;
+    size_t sb = k && n ? ((size_t)((tb ? k : n) - 1) * (size_t)ldb + (size_t)(tb ? n : k)) * es : 0;
+    size_t sc = m && n ? ((size_t)(n - 1) * (size_t)ldc + (size_t)m) * es : 0;
+    for (int b = 0; b < batch; b++)
+        if ((sa && !is_device(Ap[b], sa)) || (sb && !is_device(Bp[b], sb)) || (sc && !is_device(Cp[b], sc)))
+            return false;
+    return true;
+}
+
 /* cublas<T>gemmBatched: the matrices' addresses in arrays in device memory */
 #define FAKE_GEMM_PTRS(name, T)                                                                                   \
     EXPORT int name(void *h, int ta, int tb, int m, int n, int k, const T *alpha, const T *const *Ap, int lda,     \
                     const T *const *Bp, int ldb, const T *beta, T *const *Cp, int ldc, int batch)                 \
     {                                                                                                             \
         int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);                                                    \
-        size_t bytes = sizeof(void *) * (size_t)(batch > 0 ? batch : 0);                                          \
-        if (st || *alpha != 1 || *beta != 0 || batch < 0 || !is_device(Ap, bytes) || !is_device(Bp, bytes) ||     \
-            !is_device(Cp, bytes))                                                                                \
+        if (st || *alpha != 1 || *beta != 0 ||                                                                    \
+            !batch_in_device((const void *const *)Ap, (const void *const *)Bp, (void *const *)Cp, batch, ta, tb,  \
+                             m, n, k, lda, ldb, ldc, sizeof(T)))                                                  \
             return st ? st : 7;                                                                                   \
         smelt_fake_gemm_calls[1]++;                                                                               \
         for (int b = 0; b < batch; b++) {                                                                         \
@@ -675,8 +707,7 @@ EXPORT int cublasGemmBatchedEx(void *h, int ta, int tb, int m, int n, int k, con
                                const void *beta, void *const *Cp, int ct, int ldc, int batch, int compute, int algo)
 {
     int st = half_args(h, ta, tb, m, n, k, alpha, at, lda, bt, ldb, beta, ct, ldc, compute, algo);
-    size_t bytes = sizeof(void *) * (size_t)(batch > 0 ? batch : 0);
-    if (st || batch < 0 || !is_device(Ap, bytes) || !is_device(Bp, bytes) || !is_device(Cp, bytes))
+    if (st || !batch_in_device(Ap, Bp, Cp, batch, ta, tb, m, n, k, lda, ldb, ldc, 2))
         return st ? st : 7;
     smelt_fake_gemm_calls[1]++;
     for (int b = 0; b < batch; b++)

@@ -51,10 +51,13 @@ static inline smelt_node *mm_mlp(smelt_ctx *ctx, smelt_graph *g, trng *r, smelt_
     return smelt_add(g, smelt_add(g, smelt_matmul(g, h, w2), b2), x);
 }
 
-/* one head-batched attention over q, k, v [2, 4, 32, 16], the heads merged: [2, 32, 64] */
-#define MM_ATTENTION                                                                                          \
+/* one head-batched attention over q, k, v [B, H, 32, 16], the heads merged
+ * into MERGED, "(B, 32, H * 16)" */
+#define MM_ATTENTION_OF(merged)                                                                               \
     "reshape(transpose((exp(q @ transpose(k, (0, 1, 3, 2)) / 8 - max(q @ transpose(k, (0, 1, 3, 2)) / 8, "  \
     "axis=-1, keepdims=True)) / sum(exp(q @ transpose(k, (0, 1, 3, 2)) / 8 - max(q @ transpose(k, (0, 1, 3, "  \
-    "2)) / 8, axis=-1, keepdims=True)), axis=-1, keepdims=True)) @ v, (0, 2, 1, 3)), (2, 32, 64))"
+    "2)) / 8, axis=-1, keepdims=True)), axis=-1, keepdims=True)) @ v, (0, 2, 1, 3)), " merged ")"
+/* ... over [2, 4, 32, 16]: [2, 32, 64] */
+#define MM_ATTENTION MM_ATTENTION_OF("(2, 32, 64)")
 
 #endif

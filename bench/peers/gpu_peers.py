@@ -327,6 +327,7 @@ def run_workload(name, n, runs, which):
 
     rng = np.random.default_rng(1)
     host = inputs(name, n, rng)
+    row["shape"] = list(host[0].shape)  # the first input's (smelt-bench's JSON rows carry it too)
     small = inputs(name, min(n, CHECK_N), np.random.default_rng(2))
     refs = any_formula(np_like(np, lambda x: x), name)(
         *[a.astype(np.float64) if a.dtype == np.float32 else a for a in small])

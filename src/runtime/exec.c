@@ -1059,8 +1059,11 @@ static void mm_task(void *arg, int64_t task)
  * stepped or reversed inner axis) is an error that says to pass a
  * contiguous tensor. */
 /* A device product's matrices a call, where their addresses are passed
- * (1.5 MiB of them) */
-#define MM_PTRS_MAX 65536
+ * (1.5 MiB of them; a grid's y and z stop at 65535) */
+#define MM_PTRS_MAX 65535
+/* Batch dimensions that no one stride walks: at most this many calls of
+ * the innermost one's strided batch, else one call by address */
+#define MM_STRIDED_CALLS_MAX 4
 static int run_matmul_device(smelt_plan *p, mmjob *j)
 {
     const smelt__view *A = &j->w[0], *B = &j->w[1], *C = &j->w[2];
@@ -1100,19 +1103,32 @@ static int run_matmul_device(smelt_plan *p, mmjob *j)
                           "reads (a stepped or reversed inner axis); pass a contiguous tensor", p->be->iface->name);
     g.sa = nm ? bst[0][nm - 1] : 0, g.sb = nm ? bst[1][nm - 1] : 0, g.sc = nm ? bst[2][nm - 1] : 0;
     g.A = A->data, g.B = B->data, g.C = C->data;
-    if (nm <= 1)
-        return p->be->iface->gemm(p->be, &g);
-    /* batch dimensions that no one stride walks (attention's heads written
-     * into the merged output): every matrix's address, MM_PTRS_MAX
-     * matrices a call (one call where a call of each innermost batch would
-     * leave most of the GPU idle) */
-    int64_t total = smelt__numel(nm, bs), idx[SMELT_MAX_DIMS] = {0};
+    int64_t total = smelt__numel(nm, bs), idx[SMELT_MAX_DIMS] = {0}, outer = nm ? total / bs[nm - 1] : 1;
+    size_t es = smelt__dtypes[j->dt].size;
+    if (nm <= 1 || outer <= MM_STRIDED_CALLS_MAX) { /* a strided batch a call */
+        int st = SMELT_OK;
+        for (int64_t t = 0; t < outer && !st; t++) {
+            int64_t off[3] = {0, 0, 0};
+            for (int d = 0; d + 1 < nm; d++)
+                for (int o = 0; o < 3; o++)
+                    off[o] += idx[d] * bst[o][d];
+            g.A = A->data + off[0] * (int64_t)es, g.B = B->data + off[1] * (int64_t)es;
+            g.C = C->data + off[2] * (int64_t)es;
+            st = p->be->iface->gemm(p->be, &g);
+            for (int d = nm - 2; d >= 0 && ++idx[d] == bs[d]; d--)
+                idx[d] = 0;
+        }
+        return st;
+    }
+    /* batch dimensions that no one stride walks, more than a few batches of
+     * the innermost (attention's heads written into the merged output: 32
+     * calls of 16 matrices of 512 x 64 would each leave most of the GPU
+     * idle): every matrix's address, MM_PTRS_MAX matrices a call */
     int64_t chunk = SMELT_MIN(total, MM_PTRS_MAX);
     const void **ptrs = malloc(sizeof *ptrs * 3 * (size_t)chunk);
     if (!ptrs)
         return smelt__err(p->ctx, SMELT_ERR_NOMEM, "matmul: out of memory for %lld matrices' addresses",
                           (long long)chunk);
-    size_t es = smelt__dtypes[j->dt].size;
     int st = SMELT_OK;
     for (int64_t t0 = 0; t0 < total && !st; t0 += chunk) {
         int64_t n = SMELT_MIN(chunk, total - t0);

@@ -30,12 +30,15 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 typedef size_t (*CUoccupancyB2DSize)(int block_size);
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define CU_STREAM_NON_BLOCKING 1
+#define CU_EVENT_DISABLE_TIMING 2
+#define CUDA_SUCCESS 0
 #endif
 
 _Static_assert(sizeof(void *) == 8 && sizeof(CUdeviceptr) == 8, "CUDA needs a 64-bit host");
@@ -68,7 +71,13 @@ _Static_assert(sizeof(void *) == 8 && sizeof(CUdeviceptr) == 8, "CUDA needs a 64
     X(MemFree, "cuMemFree_v2", (CUdeviceptr))                                                  \
     X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (CUdeviceptr, const void *, size_t, CUstream)) \
     X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *, CUdeviceptr, size_t, CUstream))       \
-    X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", (CUdeviceptr, CUdeviceptr, size_t, CUstream))
+    X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", (CUdeviceptr, CUdeviceptr, size_t, CUstream))     \
+    X(MemAllocHost, "cuMemAllocHost_v2", (void **, size_t))                                    \
+    X(MemFreeHost, "cuMemFreeHost", (void *))                                                  \
+    X(EventCreate, "cuEventCreate", (CUevent *, unsigned int))                                 \
+    X(EventRecord, "cuEventRecord", (CUevent, CUstream))                                       \
+    X(EventSynchronize, "cuEventSynchronize", (CUevent))                                       \
+    X(EventDestroy, "cuEventDestroy_v2", (CUevent))
 
 /* member, parameters; every one returns nvrtcResult (nvrtcGetErrorString apart) */
 #define SMELT_NVRTC_FNS(X)                                                                     \
@@ -387,6 +396,9 @@ typedef struct cuda_be {
     blas_handle blas; /* made on the first matrix product, bound to stream */
     CUdeviceptr mptrs; /* a batched product's matrix addresses (smelt__gemm.ptrs) */
     size_t mptrs_cap;  /* its bytes */
+    void *stage;       /* pinned host memory the copies to pbuf and mptrs go through (stage_copy) */
+    size_t stage_cap;
+    CUevent staged; /* recorded after the last copy from stage (NULL: none yet) */
     compile_rec *recs;
     int nrecs;
 } cuda_be;
@@ -622,6 +634,38 @@ static int cuda_copy(smelt__backend *be, void *dst, const void *src, size_t byte
     return r ? cu_fail(be, r, what, detail) : SMELT_OK;
 }
 
+/* Host bytes to device memory dst in stream order (a parameter block over
+ * the limit, a batched product's matrix addresses): through pinned memory
+ * the backend keeps, which the copy reads when the stream reaches it, so
+ * src may be reused at once (a copy from pageable memory is not promised
+ * to have read it on return); the next stage_copy waits for the last copy
+ * out of it first (c->staged).  *what: the call that failed. */
+static CUresult stage_copy(cuda_be *c, CUdeviceptr dst, const void *src, size_t bytes, const char **what)
+{
+    CUresult r = CUDA_SUCCESS;
+    if (c->staged && (r = g.EventSynchronize(c->staged)))
+        return *what = "cuEventSynchronize", r;
+    if (bytes > c->stage_cap) {
+        size_t cap = 4096;
+        while (cap < bytes)
+            cap *= 2;
+        if (c->stage)
+            g.MemFreeHost(c->stage);
+        c->stage = NULL, c->stage_cap = 0;
+        if ((r = g.MemAllocHost(&c->stage, cap)))
+            return c->stage = NULL, *what = "cuMemAllocHost", r;
+        c->stage_cap = cap;
+    }
+    memcpy(c->stage, src, bytes);
+    if ((r = g.MemcpyHtoDAsync(dst, c->stage, bytes, c->stream)))
+        return *what = "cuMemcpyHtoDAsync", r;
+    if (!c->staged && (r = g.EventCreate(&c->staged, CU_EVENT_DISABLE_TIMING)))
+        return c->staged = NULL, *what = "cuEventCreate", r;
+    if ((r = g.EventRecord(c->staged, c->stream)))
+        *what = "cuEventRecord";
+    return r;
+}
+
 /* Pack the parameter block (see smelt__kparam_bytes) into buf. */
 static size_t pack_params(unsigned char *buf, const smelt__devlaunch *l)
 {
@@ -667,15 +711,14 @@ static int cuda_launch(smelt__backend *be, const smelt__kernel *kk, const smelt_
         return cu_fail(be, r, "cuCtxPushCurrent", NULL);
     void *arg = buf;
     const char *what = "cuLaunchKernel";
-    /* over the limit: through device memory, written in stream order (the
-     * driver has read buf, pageable memory, when the async copy returns) */
+    /* over the limit: through device memory, written in stream order */
     if (size > SMELT_KPARAM_MAX) {
         if (!c->pbuf && (r = g.MemAlloc(&c->pbuf, sizeof buf))) {
             what = "cuMemAlloc";
             c->pbuf = 0;
         }
-        if (!r && (r = g.MemcpyHtoDAsync(c->pbuf, buf, size, c->stream)))
-            what = "cuMemcpyHtoDAsync";
+        if (!r)
+            r = stage_copy(c, c->pbuf, buf, size, &what);
         arg = &c->pbuf;
     }
     if (!r) {
@@ -710,6 +753,10 @@ static void cuda_destroy(smelt__backend *be)
                 g.MemFree(c->pbuf);
             if (c->mptrs)
                 g.MemFree(c->mptrs);
+            if (c->stage)
+                g.MemFreeHost(c->stage);
+            if (c->staged)
+                g.EventDestroy(c->staged);
             if (c->blas)
                 g.blasDestroy(c->blas);
             leave();
@@ -744,9 +791,9 @@ static void load_cublas(void)
 }
 
 /* A batched product's matrix addresses (m->ptrs) into c->mptrs, in stream
- * order (the driver has read the pageable array when the copy returns);
- * the buffer grows once the products queued before have run. */
-static CUresult put_ptrs(cuda_be *c, const smelt__gemm *m)
+ * order (stage_copy); the buffer grows once the products queued before
+ * have run.  *what: the call that failed. */
+static CUresult put_ptrs(cuda_be *c, const smelt__gemm *m, const char **what)
 {
     size_t bytes = 3 * sizeof(void *) * (size_t)m->batch;
     CUresult r = CUDA_SUCCESS;
@@ -754,16 +801,16 @@ static CUresult put_ptrs(cuda_be *c, const smelt__gemm *m)
         size_t cap = 4096;
         while (cap < bytes)
             cap *= 2;
-        if (c->mptrs && !(r = g.StreamSynchronize(c->stream)))
+        if (c->mptrs && (r = g.StreamSynchronize(c->stream)))
+            return *what = "cuStreamSynchronize", r;
+        if (c->mptrs)
             g.MemFree(c->mptrs);
-        if (r)
-            return r;
         c->mptrs = 0, c->mptrs_cap = 0;
         if ((r = g.MemAlloc(&c->mptrs, cap)))
-            return c->mptrs = 0, r;
+            return c->mptrs = 0, *what = "cuMemAlloc", r;
         c->mptrs_cap = cap;
     }
-    return g.MemcpyHtoDAsync(c->mptrs, m->ptrs, bytes, c->stream);
+    return stage_copy(c, c->mptrs, m->ptrs, bytes, what);
 }
 
 /* C = A @ B, row-major (smelt__gemm): cuBLAS is column-major, so it computes
@@ -790,10 +837,11 @@ static int cuda_gemm(smelt__backend *be, const smelt__gemm *m)
         g.blasDestroy(c->blas);
         c->blas = NULL;
     }
-    r = s || !m->ptrs ? CUDA_SUCCESS : put_ptrs(c, m);
+    const char *cwhat = "";
+    r = s || !m->ptrs ? CUDA_SUCCESS : put_ptrs(c, m, &cwhat);
     if (r) {
         leave();
-        return cu_fail(be, r, "cuMemcpyHtoDAsync", "(a batched product's matrix addresses)");
+        return cu_fail(be, r, cwhat, "(a batched product's matrix addresses)");
     }
     int opa = m->ta ? CUBLAS_OP_T_ : CUBLAS_OP_N_, opb = m->tb ? CUBLAS_OP_T_ : CUBLAS_OP_N_;
     int M = (int)m->M, N = (int)m->N, K = (int)m->K, bc = (int)m->batch;
