@@ -552,10 +552,12 @@ uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nr
         w = SMELT_MAX(SMELT_MIN(w, b - SMELT_BLOCK_K_MIN_LOG2), 0);
         while (w > 0 && nred <= (int64_t)(32 << w) * ((1 << SMELT_BLOCK_K_MIN_LOG2) - 1))
             w--;
+        /* by default a program of more reductions takes only blocks its rows
+         * fill, the most warps that do (rows of 960: 2 warps of 15) */
+        while (!p->rows_warps && k->rows_stages != 1 && w > 0 && nred % (32 << w))
+            w--;
         int64_t K = w ? (nred + (32 << w) - 1) / (32 << w) : 0;
         bool exact = K * (32 << w) == nred; /* the row fills its blocks */
-        if (!p->rows_warps && k->rows_stages != 1 && !exact)
-            w = 0;
         /* and a reduction's operands, computed before the warps fold them in turn: 8 bytes at most */
         if (w && K <= (1 << most) && K <= (1 << SMELT_BLOCK_K_MAX_LOG2) && (k->rows_held + 8) * K <= p->rows_held_max)
             return smelt__held_block(w, (int)K, exact);
