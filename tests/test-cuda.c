@@ -1807,6 +1807,51 @@ DEVICE_TEST(layout_views_same_bits_as_cpu, 300)
     }
 }
 
+/* Inputs read transposed (stride 1 along a dimension before the innermost)
+ * go through shared memory a tile of 32 x 32 at a time (kernel_tile.cu.in):
+ * sizes that are no multiple of 32, two such inputs, outer dimensions,
+ * reversed strides, every float dtype; the bits of TinyCC's unfused plan,
+ * and the plan says which inputs it tiles. */
+DEVICE_TEST(transposed_reads_in_tiles, 120)
+{
+    typedef struct {
+        const char *expr, *want;
+        smelt_dtype dt;
+        int ndim;
+        int64_t xs[3], ys[3];
+    } tcase;
+    const tcase cases[] = {
+        {"x.T + y", "(input 0 through", SMELT_F32, 2, {70, 100}, {100, 70}},
+        {"x.T * y.T + 1", "(input 0, 1 through", SMELT_F64, 2, {90, 64}, {90, 64}},
+        {"transpose(x, (0, 2, 1)) + y", "(input 0 through", SMELT_F16, 3, {3, 40, 50}, {3, 50, 40}},
+        {"x[::-1, ::-1].T - y", "(input 0 through", SMELT_BF16, 2, {64, 48}, {48, 64}},
+        {"exp(x.T) * y[::2]", "(input 0 through", SMELT_F32, 2, {33, 65}, {130, 33}},
+    };
+    for (int c = 0; c < NELEMS(cases); c++) {
+        const tcase *k = &cases[c];
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *v[2] = {smelt_input(g, "x", k->dt, k->ndim, k->xs), smelt_input(g, "y", k->dt, k->ndim, k->ys)};
+        smelt_node *y = smelt_expr(g, k->expr, (const char *[]){"x", "y"}, v, 2);
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 120 + (uint64_t)c);
+        smelt_tensor *in[2] = {t_rand(ctx, &r, k->dt, k->ndim, k->xs), t_rand(ctx, &r, k->dt, k->ndim, k->ys)};
+        t_set(in[0], 5, NAN), t_set(in[0], 77, -0.0), t_set(in[1], 3, INFINITY);
+        smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+        const char *d = smelt_plan_describe(pd);
+        cr_assert(t_contains(d, "in tiles of 32 x 32") && t_contains(d, k->want), "%s: %s", k->expr, d);
+        smelt_tensor *dev = NULL, *cpu = NULL;
+        t_run(pd, 2, in, 1, &dev);
+        tcc_run(ctx, g, 1, &y, 0, 2, in, &cpu);
+        int64_t at;
+        cr_assert(t_same_results(cpu, dev, &at), "%s (%s): the device gives %a, TCC unfused %a at [%lld]", k->expr,
+                  smelt_dtype_name(k->dt), smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+        smelt_tensor_free(dev), smelt_tensor_free(cpu), t_free_all(in, 2);
+        smelt_plan_free(pd);
+        smelt_graph_free(g);
+    }
+}
+
 /* Tensor constants on the device: laid out once in device memory, read by
  * a fused kernel directly and through a transposed view. */
 DEVICE_TEST(tensor_constants, 120)

@@ -1336,6 +1336,66 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
     return st;
 }
 
+/* CUDA over tiles (smelt__is_tile(d->spread)): the inputs read transposed
+ * through shared memory, a tile at a time (templates/cuda/kernel_tile.cu.in;
+ * the executor picks the tiles, src/fusion/fusion.h). */
+static int shape_device_tile(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
+                             smelt__sb *text, smelt__sb *err)
+{
+    bool arrays;
+    int nops = d->n_in + d->n_out, R = d->rank, Q = smelt__tile_q(d->spread), P = R - 1;
+    if (R < 2 || Q >= P) {
+        smelt__sb_printf(err, "a tiled kernel needs its tile's dimension %d before the innermost of %d", Q, R);
+        return SMELT_ERR_INVALID_ARG;
+    }
+    smelt__sb setup, tiles, outer, loads, offs, body, vbody, valigned;
+    smelt__sb_init(&setup), smelt__sb_init(&tiles), smelt__sb_init(&outer), smelt__sb_init(&loads);
+    smelt__sb_init(&offs), smelt__sb_init(&body), smelt__sb_init(&vbody), smelt__sb_init(&valigned);
+    int n_real = emit_setup(dl, d, false, &setup, NULL);
+    smelt__sb_puts(&outer, "        smelt_idx ");
+    for (int k = 0; k < nops; k++)
+        smelt__sb_printf(&outer, "%stb%d = 0", k ? ", " : "", k);
+    smelt__sb_puts(&outer, ";\n");
+    for (int dd = R - 2; dd >= 0; dd--) { /* the other dimensions, innermost first */
+        if (dd == Q)
+            continue;
+        smelt__sb_printf(&outer, "        {\n            const smelt_idx x = u %% a.shape[%d];\n"
+                                 "            u /= a.shape[%d];\n", dd, dd);
+        for (int k = 0; k < nops; k++)
+            smelt__sb_printf(&outer, "            tb%d += x * a.strides[%d];\n", k, k * R + dd);
+        smelt__sb_puts(&outer, "        }\n");
+    }
+    smelt__sb_puts(&outer, "        (void)u;\n");
+    for (int k = 0; k < nops; k++) {
+        const char *T = dl->stype[operand_dtype(d, k)];
+        if (smelt__tile_packed(d->spread, k) && k < d->n_in) {
+            smelt__sb_printf(&tiles, "    __shared__ %s tile%d[%d][%d];\n", T, k, SMELT_TILE, SMELT_TILE + 1);
+            smelt__sb_printf(&loads, "                tile%d[ty + i][tx] = q%d[tb%d + qq * a.strides[%d] + pp * a.strides[%d]];\n",
+                             k, k, k, k * R + Q, k * R + P);
+            smelt__sb_printf(&offs, "                const %s *q%d = &tile%d[tx][ty + i];\n"
+                                    "                const smelt_idx o%d = 0;\n", T, k, k, k);
+        } else {
+            smelt__sb_printf(&offs, "                const smelt_idx o%d = tb%d + qq * a.strides[%d] + pp * a.strides[%d];\n",
+                             k, k, k * R + Q, k * R + P);
+        }
+    }
+    int st = emit_body(dl, d, false, 1, &body, &vbody, &valigned, &arrays);
+    if (!st) {
+        const slot sl[] = {
+            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"RANK", SLOT_NUM(R)},
+            {"SETUP", smelt__sb_str(&setup)}, {"TILES", smelt__sb_str(&tiles)}, {"OUTER", smelt__sb_str(&outer)},
+            {"LOADS", smelt__sb_str(&loads)}, {"OFFSETS", smelt__sb_str(&offs)}, {"BODY", smelt__sb_str(&body)},
+            {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
+            {"NSTRIDES", SLOT_NUM(nops * R)}, {"T", SLOT_NUM(SMELT_TILE)}, {"T4", SLOT_NUM(SMELT_TILE / 4)},
+            {"THREADS", SLOT_NUM(SMELT_TILE * SMELT_TILE / 4)}, {"Q", SLOT_NUM(Q)}, {"P", SLOT_NUM(P)},
+            {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)}};
+        st = load_render(text, dl, "kernel_tile", sl, NSLOTS(sl), err);
+    }
+    smelt__sb_free(&setup), smelt__sb_free(&tiles), smelt__sb_free(&outer), smelt__sb_free(&loads);
+    smelt__sb_free(&offs), smelt__sb_free(&body), smelt__sb_free(&vbody), smelt__sb_free(&valigned);
+    return st;
+}
+
 /* ---- reductions -----------------------------------------------------------
  * One kernel per reduction, with its producers in its element loop (input
  * fusion: smelt_prod) and its epilogue on each stored result (smelt_epi),
@@ -3396,7 +3456,8 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
                         : shape_c_reduce(dl, d, t->blocks, t->blocks ? red_blocks_prelude : smelt__sb_str(&prelude),
                                          &text, err);
     else if (!st)
-        st = (dl->device ? shape_device_grid : shape_c_loop)(dl, d, smelt__sb_str(&prelude), &text, err);
+        st = (!dl->device ? shape_c_loop : smelt__is_tile(d->spread) ? shape_device_tile : shape_device_grid)(
+            dl, d, smelt__sb_str(&prelude), &text, err);
     if (!st) {
         with_math(&text, mathlib);
         st = finish_name(&text, src, name, d->multi ? "smelt_rows" : d->reduce ? "smelt_red" : "smelt_ew"); /* name = hash of the source */

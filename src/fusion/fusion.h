@@ -30,6 +30,24 @@ enum { SMELT_SPREAD_BLOCK = 1024, SMELT_BLOCK_WARPS_MAX_LOG2 = 5, SMELT_BLOCK_K_
  * (torch.compile's persistent reductions hold rows of 4096 in 8 warps, 16
  * elements a lane.) */
 enum { SMELT_BLOCK_K_MIN_LOG2 = 3 };
+/* A device elementwise kernel over tiles (an input read transposed, with
+ * stride 1 along a dimension q other than the innermost): spread
+ * SMELT_SPREAD_TILE + q << SMELT_TILE_Q_SHIFT + a mask of the inputs read
+ * through a tile of shared memory (input k: bit k, k < SMELT_TILE_MAX_IN).
+ * A block of SMELT_TILE x SMELT_TILE / 4 threads takes SMELT_TILE x
+ * SMELT_TILE elements (q by the innermost dimension): it loads each such
+ * input's tile along q, where it lies in order, and computes and stores
+ * along the innermost dimension (templates/cuda/kernel_tile.cu.in; the
+ * executor's tile_dim picks q, as for the CPU's tiles). */
+enum { SMELT_SPREAD_TILE = 0x8000, SMELT_TILE_Q_SHIFT = 12, SMELT_TILE_MAX_IN = 12, SMELT_TILE = 32 };
+/* Shared memory the tiles of one block take at most (bytes) */
+#define SMELT_TILE_SHARED_MAX (32 * 1024)
+static inline bool smelt__is_tile(uint16_t spread) { return spread >= SMELT_SPREAD_TILE; }
+static inline int smelt__tile_q(uint16_t spread) { return (spread - SMELT_SPREAD_TILE) >> SMELT_TILE_Q_SHIFT; }
+static inline bool smelt__tile_packed(uint16_t spread, int k)
+{
+    return smelt__is_tile(spread) && k < SMELT_TILE_MAX_IN && (spread >> k & 1);
+}
 /* SMELT_CUDA_ROWS_WARPS=auto (the default): blocks of up to this many warps
  * for rows that fill them exactly (32 2^w K elements: no test against the
  * row's end) and for row programs of one reduction; a warp a row for rows
@@ -138,7 +156,8 @@ typedef struct smelt__kdesc {
      * program, SMELT_SPREAD_HELD + b + 16 c: its lanes hold 2^b elements
      * each of the values two passes read, 2^(c - 1) in registers
      * (smelt__held_split; 0: every pass reads its operands); or the
-     * block form, SMELT_SPREAD_BLOCK and up (smelt__held_block) */
+     * block form, SMELT_SPREAD_BLOCK and up (smelt__held_block); for an
+     * elementwise device kernel, 0 or its tiles (SMELT_SPREAD_TILE) */
     uint16_t spread;
     /* a multi-reduction kernel (a row program): several reductions over
      * the same rows (same operand shape and axes, keepdims, the reduced

@@ -703,6 +703,34 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     return SMELT_OK;
 }
 
+/* A device elementwise kernel's tiles (src/fusion/fusion.h,
+ * SMELT_SPREAD_TILE) over merged shape S: the inputs with stride +-1 along
+ * a dimension q before the innermost and elements 64 bytes apart or more
+ * along the innermost (a warp's loads along it would each take a memory
+ * sector of their own; 4096 x 4096 f32 a.T + b ran at 38 % of an H100's
+ * copy), as many as SMELT_TILE_SHARED_MAX holds; 0: no tiles */
+uint16_t smelt__device_tile(const smelt__pkernel *k, int rank, const int64_t *S, int64_t (*st)[SMELT_MAX_DIMS],
+                            const uint8_t *mode)
+{
+    int pd = rank - 1;
+    if (rank < 2 || S[pd] < SMELT_TILE || k->desc.reduce)
+        return 0;
+    for (int q = 0; q < pd; q++) {
+        unsigned mask = 0;
+        size_t bytes = 0;
+        for (int o = 0; S[q] >= SMELT_TILE && o < k->cl.nin && o < SMELT_TILE_MAX_IN; o++) {
+            size_t es = smelt__dtypes[k->desc.in_dt[o]].size, tb = (size_t)SMELT_TILE * (SMELT_TILE + 1) * es;
+            int64_t sp = st[o][pd] < 0 ? -st[o][pd] : st[o][pd];
+            if (mode[o] == SMELT_MODE_STRIDED && (st[o][q] == 1 || st[o][q] == -1) && sp * (int64_t)es >= 64 &&
+                bytes + tb <= SMELT_TILE_SHARED_MAX)
+                mask |= 1u << o, bytes += tb;
+        }
+        if (mask)
+            return (uint16_t)(SMELT_SPREAD_TILE + (q << SMELT_TILE_Q_SHIFT) + mask);
+    }
+    return 0;
+}
+
 /* One launch of elementwise kernel ki over shape S (rank r) with operand
  * strides st and first elements ptrs (merged here).  tiled: a part of a
  * tiled launch (no streaming stores: the next tile's lines are near). */
@@ -717,9 +745,10 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
     static __thread launch l;
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     int rank = smelt__merge_layout(r, S, n, st, mode);
-    bool idx32 = p->be->iface->target.dialect->device && fits_idx32(N, rank, S, n, st);
+    bool dev = p->be->iface->target.dialect->device, idx32 = dev && fits_idx32(N, rank, S, n, st);
+    uint16_t tile = dev ? smelt__device_tile(k, rank, S, st, mode) : 0;
     smelt__kernel *kk;
-    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, 0, false, &kk, split);
+    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, 0, tile, &kk, split);
     if (stt || *split)
         return stt;
     l.fn = kk->fn;
@@ -732,7 +761,8 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.n = N;
     if (kk->backend->iface->launch) { /* a device kernel: queued on the backend's stream */
-        smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL, 0};
+        smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL,
+                               tile ? SMELT_TILE * SMELT_TILE / 4 : 0};
         return kk->backend->iface->launch(kk->backend, kk, &dl);
     }
     int threads = smelt_ctx_threads(p->ctx);

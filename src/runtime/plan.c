@@ -140,7 +140,7 @@ static int put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt)
 /* The layout a kernel has when every input is contiguous (a view: read
  * through its strides), at the shapes in p->rs (the graph's here; *rmask: a
  * reduction's reduced dimensions). */
-static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode, uint8_t *rmask)
+static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode, uint8_t *rmask, uint16_t *tile)
 {
     const smelt__pkernel *k = &p->kern[ki];
     int n = k->cl.nin + k->cl.nout;
@@ -157,11 +157,13 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
     }
     unsigned axes;
     int r = smelt__kernel_strides(p, ki, w, S, st, &axes);
-    *rmask = 0;
+    *rmask = 0, *tile = 0;
     if (k->desc.reduce)
         *rank = smelt__merge_reduce_layout(r, S, axes, n, st, mode, rmask);
     else
         *rank = smelt__merge_layout(r, S, n, st, mode);
+    if (!k->desc.reduce && p->be->iface->target.dialect->device)
+        *tile = smelt__device_tile(k, *rank, S, st, mode);
 }
 
 int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bool idx32, uint8_t rmask,
@@ -385,6 +387,13 @@ static void describe(smelt_plan *p)
         if (k->desc.multi)
             smelt__sb_printf(b, " in rows (a row program of %d reduction%s%s)", k->rows_stages,
                              k->rows_stages == 1 ? "" : "s", held);
+        if (!k->desc.reduce && v && smelt__is_tile(v->spread)) { /* src/codegen/emit.c, shape_device_tile */
+            smelt__sb_printf(b, " in tiles of %d x %d (input", SMELT_TILE, SMELT_TILE);
+            for (int i = 0, n = 0; i < k->cl.nin; i++)
+                if (smelt__tile_packed(v->spread, i))
+                    smelt__sb_printf(b, "%s %d", n++ ? "," : "", i);
+            smelt__sb_puts(b, " through shared memory)");
+        }
         /* the dtype the kernel writes (its first member may be a comparison; a
          * dead operator, kept at opt_level 0, writes nothing) */
         int w = k->cl.nout ? k->cl.outputs[0] : k->cl.members[k->cl.nmem - 1];
@@ -591,7 +600,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         }
         int rank;
         uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
-        default_layout(p, i, &rank, mode, &rmask);
+        uint16_t tile;
+        default_layout(p, i, &rank, mode, &rmask, &tile);
         const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
         if (rmask) /* a reduction: its iteration space is its operand's */
             it = &p->prog.v[p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]].in[0]];
@@ -604,7 +614,7 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         }
         smelt__kernel *k;
         bool split;
-        uint16_t spread = rmask ? smelt__red_spread(p, i, nout, nred, rank, rmask) : 0;
+        uint16_t spread = rmask ? smelt__red_spread(p, i, nout, nred, rank, rmask) : tile;
         if ((st = smelt__plan_variant(p, i, rank, mode, idx32, rmask, spread, &k, &split)))
             goto fail;
         if (split)

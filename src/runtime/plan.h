@@ -173,4 +173,8 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
  * rank dimensions of which rmask's are reduced, spreads over a device's
  * warps (smelt__kdesc.spread; 0 on the CPU) (exec.c). */
 uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask);
+/* A device elementwise kernel's tiles over merged shape S with operand
+ * strides st (smelt__kdesc.spread, SMELT_SPREAD_TILE; 0: none) (exec.c). */
+uint16_t smelt__device_tile(const smelt__pkernel *k, int rank, const int64_t *S, int64_t (*st)[SMELT_MAX_DIMS],
+                            const uint8_t *mode);
 #endif
