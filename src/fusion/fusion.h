@@ -50,8 +50,9 @@ static inline bool smelt__tile_packed(uint16_t spread, int k)
 }
 /* SMELT_CUDA_ROWS_WARPS=auto (the default): blocks of up to this many warps
  * for rows that fill them exactly (32 2^w K elements: no test against the
- * row's end) and for row programs of one reduction; a warp a row for rows
- * of other lengths with more.  Measured on an H200 (bench/RESULTS.md,
+ * row's end; a program of more reductions takes the most warps its rows
+ * fill, fewer than this where that fills them) and for row programs of one
+ * reduction; a warp a row for rows of other lengths with more.  Measured on an H200 (bench/RESULTS.md,
  * 2026-11-27), f32, ms, a warp a row / 8 warps / 16:
  * rows of 4096 (16384 of them; xent 8192): softmax 0.323 / 0.179 / 0.258,
  * layernorm 0.245 / 0.189 / 0.289, rmsnorm 0.284 / 0.163 / 0.191,

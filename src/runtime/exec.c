@@ -1090,8 +1090,8 @@ static void mm_task(void *arg, int64_t task)
  * (a transpose flag, a leading dimension); a layout BLAS cannot read (a
  * stepped or reversed inner axis) is an error that says to pass a
  * contiguous tensor. */
-/* A device product's matrices a call, where their addresses are passed
- * (1.5 MiB of them; a grid's y and z stop at 65535) */
+/* A device product's matrices a call (a grid's y and z stop at 65535; by
+ * address, 1.5 MiB of addresses) */
 #define MM_PTRS_MAX 65535
 /* Batch dimensions that no one stride walks: at most this many calls of
  * the innermost one's strided batch, else one call by address */
@@ -1137,16 +1137,20 @@ static int run_matmul_device(smelt_plan *p, mmjob *j)
     g.A = A->data, g.B = B->data, g.C = C->data;
     int64_t total = smelt__numel(nm, bs), idx[SMELT_MAX_DIMS] = {0}, outer = nm ? total / bs[nm - 1] : 1;
     size_t es = smelt__dtypes[j->dt].size;
-    if (nm <= 1 || outer <= MM_STRIDED_CALLS_MAX) { /* a strided batch a call */
+    if (nm <= 1 || outer <= MM_STRIDED_CALLS_MAX) { /* a strided batch a call, MM_PTRS_MAX matrices at most */
         int st = SMELT_OK;
+        int64_t inner = g.batch;
         for (int64_t t = 0; t < outer && !st; t++) {
             int64_t off[3] = {0, 0, 0};
             for (int d = 0; d + 1 < nm; d++)
                 for (int o = 0; o < 3; o++)
                     off[o] += idx[d] * bst[o][d];
-            g.A = A->data + off[0] * (int64_t)es, g.B = B->data + off[1] * (int64_t)es;
-            g.C = C->data + off[2] * (int64_t)es;
-            st = p->be->iface->gemm(p->be, &g);
+            for (int64_t b0 = 0; b0 < inner && !st; b0 += MM_PTRS_MAX) {
+                g.batch = SMELT_MIN(inner - b0, MM_PTRS_MAX);
+                g.A = A->data + (off[0] + b0 * g.sa) * (int64_t)es, g.B = B->data + (off[1] + b0 * g.sb) * (int64_t)es;
+                g.C = C->data + (off[2] + b0 * g.sc) * (int64_t)es;
+                st = p->be->iface->gemm(p->be, &g);
+            }
             for (int d = nm - 2; d >= 0 && ++idx[d] == bs[d]; d--)
                 idx[d] = 0;
         }

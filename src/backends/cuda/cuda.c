@@ -656,13 +656,15 @@ static CUresult stage_copy(cuda_be *c, CUdeviceptr dst, const void *src, size_t 
             return c->stage = NULL, *what = "cuMemAllocHost", r;
         c->stage_cap = cap;
     }
+    if (!c->staged && (r = g.EventCreate(&c->staged, CU_EVENT_DISABLE_TIMING))) /* (before any copy) */
+        return c->staged = NULL, *what = "cuEventCreate", r;
     memcpy(c->stage, src, bytes);
     if ((r = g.MemcpyHtoDAsync(dst, c->stage, bytes, c->stream)))
         return *what = "cuMemcpyHtoDAsync", r;
-    if (!c->staged && (r = g.EventCreate(&c->staged, CU_EVENT_DISABLE_TIMING)))
-        return c->staged = NULL, *what = "cuEventCreate", r;
-    if ((r = g.EventRecord(c->staged, c->stream)))
+    if ((r = g.EventRecord(c->staged, c->stream))) { /* the event marks no copy: wait for this one here */
         *what = "cuEventRecord";
+        g.StreamSynchronize(c->stream);
+    }
     return r;
 }
 
