@@ -1807,6 +1807,54 @@ DEVICE_TEST(layout_views_same_bits_as_cpu, 300)
     }
 }
 
+/* The spread reductions (a few long results; columns) fold 8 elements of a
+ * lane at a time: with producers in the element loop whose value is also
+ * an output (written as computed), two reduced dimensions that do not
+ * merge, and chunks that end 7, 255 and 257 elements in; the bits of
+ * TinyCC's unfused plan. */
+DEVICE_TEST(spread_reductions_with_outputs, 120)
+{
+    typedef struct {
+        const char *expr;
+        smelt_op op;
+        smelt_dtype dt;
+        int ndim;
+        int64_t xs[3];
+        int nax, axes[2];
+    } rcase;
+    const rcase cases[] = {
+        {"exp(transpose(x, (1, 0, 2)))", SMELT_OP_SUM, SMELT_F32, 3, {200, 3, 150}, 2, {1, 2}},
+        {"exp(transpose(x, (1, 0, 2)))", SMELT_OP_MIN, SMELT_BF16, 3, {50, 40, 64}, 2, {0, 1}},
+        {"exp(x) * 2", SMELT_OP_ARGMAX, SMELT_F32, 2, {2, 16384 + 16384 + 7}, 1, {1}},
+        {"x[::-1] * 2", SMELT_OP_ARGMIN, SMELT_F16, 2, {16384 + 257, 40}, 1, {0}},
+        {"exp(x) * 2", SMELT_OP_SUM, SMELT_F64, 2, {16384 + 255, 40}, 1, {0}},
+    };
+    for (int c = 0; c < NELEMS(cases); c++) {
+        const rcase *k = &cases[c];
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *x = smelt_input(g, "x", k->dt, k->ndim, k->xs);
+        smelt_node *e = smelt_expr(g, k->expr, (const char *[]){"x"}, &x, 1);
+        smelt_node *outs[2] = {e, smelt_reduce(g, k->op, e, k->nax, k->axes, 0)};
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 320 + (uint64_t)c);
+        smelt_tensor *in = t_rand(ctx, &r, k->dt, k->ndim, k->xs), *dev[2] = {NULL, NULL}, *cpu[2] = {NULL, NULL};
+        t_set(in, 5, NAN);
+        smelt_plan *pd = t_plan(ctx, g, 2, outs, 3);
+        t_run(pd, 1, &in, 2, dev);
+        tcc_run(ctx, g, 2, outs, 0, 1, &in, cpu);
+        for (int i = 0; i < 2; i++) {
+            int64_t at;
+            cr_assert(t_same_results(cpu[i], dev[i], &at), "%s, %s (%s), output %d: the device gives %a, TCC %a at [%lld]",
+                      k->expr, smelt_op_name(k->op), smelt_dtype_name(k->dt), i, smelt_tensor_get(dev[i], at),
+                      smelt_tensor_get(cpu[i], at), (long long)at);
+        }
+        t_free_all(dev, 2), t_free_all(cpu, 2), smelt_tensor_free(in);
+        smelt_plan_free(pd);
+        smelt_graph_free(g);
+    }
+}
+
 /* Inputs read transposed (stride 1 along a dimension before the innermost)
  * go through shared memory a tile of 32 x 32 at a time (kernel_tile.cu.in):
  * sizes that are no multiple of 32, two such inputs, outer dimensions,
