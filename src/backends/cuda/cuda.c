@@ -25,6 +25,7 @@
 typedef int CUresult;
 typedef int CUdevice;
 typedef int CUdevice_attribute;
+typedef int CUfunction_attribute;
 typedef unsigned long long CUdeviceptr;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
@@ -38,6 +39,7 @@ typedef struct _nvrtcProgram *nvrtcProgram;
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define CU_STREAM_NON_BLOCKING 1
 #define CU_EVENT_DISABLE_TIMING 2
+#define CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK 0
 #define CUDA_SUCCESS 0
 #endif
 
