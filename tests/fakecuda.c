@@ -427,6 +427,7 @@ static const char *const emu_prelude =
     "static inline void __threadfence(void) {}\n"
     "static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }\n"
     "template <typename T> static inline T __ldcg(const T *p) { return *p; }\n"
+    "template <typename T> static inline T __ldg(const T *p) { return *p; }\n"
     /* a warp's shuffle: every lane leaves its value and waits for the others
      * (the launch runs the lanes as coroutines), takes lane + d's, waits
      * again; a lane's block and thread index are its own again after */

@@ -24,6 +24,7 @@ typedef struct ectx {
     bool stage;  /* C loop form: f16/bf16 operands staged in float arrays h<k> */
     bool arrays; /* C loop form with f16/bf16 results: one loop per operator over
                   * arrays v<k>[j], each f16/bf16 array rounded as a whole */
+    uint64_t ldg; /* device: inputs (bit k) read through the read-only cache, __ldg */
 } ectx;
 
 /* Operand references: C kernels follow the operand's mode (q0[j], b0,
@@ -74,7 +75,9 @@ static bool staged(const ectx *e, int k)
 
 static void operand_ref(smelt__sb *b, const ectx *e, int k)
 {
-    if (e->form == FORM_OFFSET)
+    if (e->form == FORM_OFFSET && k < 64 && (e->ldg >> k & 1))
+        smelt__sb_printf(b, "__ldg(&q%d[o%d])", k, k);
+    else if (e->form == FORM_OFFSET)
         smelt__sb_printf(b, "q%d[o%d]", k, k);
     else if (e->form == FORM_VEC)
         smelt__sb_printf(b, "l%d.v[%d]", k, e->lane);
@@ -1259,7 +1262,7 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
         return SMELT_ERR_NOMEM;
     }
     plan_inlining(d, uses, inl, uses + nv, uses + 2 * nv);
-    ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C, !dl->device, false};
+    ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C, !dl->device, false, 0};
     for (int k = 0; k < d->n_ops && !dl->device; k++)
         e.arrays = e.arrays || (smelt__is_half(d->ops[k].dtype) && d->ops[k].op != SMELT_OP_CONST);
     for (int v = d->n_in; v < nv && e.arrays; v++) /* each f16/bf16 result its own rounded array */
@@ -2136,7 +2139,7 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
             for (int q = 0; q < nin + p.n_out; q++)
                 smelt__sb_printf(&elem, "                const smelt_idx o%d = %s%d%s;\n", q, q != nin ? "off[" : "",
                                  q < nin ? q : q == nin ? 0 : q - 1, q != nin ? "]" : "");
-            ectx e = {dl, &p, uses, inl, -1, FORM_OFFSET, false, false};
+            ectx e = {dl, &p, uses, inl, -1, FORM_OFFSET, false, false, 0};
             emit_lane(&elem, &e);
             smelt__sb_printf(&elem, "                smelt_acc e = smelt_conv(q%d[0]);", nin);
         }
@@ -2182,7 +2185,7 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
                     literal(&store, dl, &e.ops[i]);
                     smelt__sb_puts(&store, ";\n");
                 }
-            ectx ec = {dl, &e, uses, inl, -1, FORM_OFFSET, false, false};
+            ectx ec = {dl, &e, uses, inl, -1, FORM_OFFSET, false, false, 0};
             emit_lane(&store, &ec);
             smelt__sb_puts(&store, "        }");
         }
@@ -2984,8 +2987,8 @@ static void held_ref(char *o, size_t n, const rows_held *h, int v)
  * that h->in marks, is the lane's element j of it (held_ref), read into a
  * local first: a value written here may take the place of one read here);
  * its constants, loads, operators and stores. */
-static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *pc, const int *bind, bool small,
-                          const char *ind, const rows_held *h)
+static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *pc, const int *bind, int kin,
+                          bool small, const char *ind, const rows_held *h)
 {
     int nv = pc->n_in + pc->n_ops, n = pc->n_in + pc->n_out;
     int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
@@ -2996,9 +2999,12 @@ static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__k
     }
     plan_inlining(pc, uses, inl, uses + nv, uses + 2 * nv);
     smelt__sb_printf(b, "%s{\n", ind);
+    uint64_t ldg = 0; /* the kernel's inputs read from memory here */
     for (int q = 0; q < n; q++) {
         const char *T = dl->stype[operand_dtype(pc, q)], *c = q < pc->n_in ? "const " : "";
         int kv = bind[q] >= ROWS_KEPT ? bind[q] - ROWS_KEPT : bind[q] >= 0 && h && h->in[bind[q]] ? bind[q] : -1;
+        if (kv < 0 && q < pc->n_in && q < 64 && bind[q] >= 0 && bind[q] < kin)
+            ldg |= (uint64_t)1 << q;
         char r[48];
         if (kv >= 0)
             held_ref(r, sizeof r, h, kv);
@@ -3027,7 +3033,11 @@ static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__k
             literal(b, dl, &pc->ops[i]);
             smelt__sb_puts(b, ";\n");
         }
-    ectx e = {dl, pc, uses, inl, -1, FORM_OFFSET, false, false};
+    /* read through the read-only cache: a kernel's inputs are not written while it runs (an output in place
+     * of one writes each element after its thread's reads of it), so the compiler may send these loads
+     * ahead of the stores before them (layernorm's last pass: the 16 elements' w and b a lane together,
+     * where each pair of loads waited behind the previous element's store; the same registers) */
+    ectx e = {dl, pc, uses, inl, -1, FORM_OFFSET, false, false, ldg};
     emit_lane(b, &e);
     smelt__sb_printf(b, "%s}\n", ind);
     free(uses), free(inl);
@@ -3251,7 +3261,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         smelt__kdesc pc;
         if (!(st = rows_piece_of(d, &ri, ROWS_SMALL, t, mine, outs, &nout, &pc, bind, err)) && nout) {
             /* small piece t, on every lane */
-            st = rows_dev_piece(&body, dl, &pc, bind, true, "        ", NULL);
+            st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, true, "        ", NULL);
             free(pc.ops);
             for (int o = 0; o < nout; o++)
                 for (int q = 0; q < d->n_out; q++)
@@ -3313,7 +3323,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                 int nout;
                 if (!(st = rows_piece_of(d, &ri, ROWS_STAGE, t, mine, outs, &nout, &pc, bind, err))) {
                     rows_modes(d, &pc, bind, false);
-                    st = rows_dev_piece(&body, dl, &pc, bind, false, el, h);
+                    st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, el, h);
                     free(pc.ops);
                 }
             }
@@ -3364,7 +3374,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                 rows_dev_loop(&body, h, "0", "nred", "        ", false);
                 if (!K)
                     red_dev_offsets(&body, false, 16, noper, R, nr);
-                st = rows_dev_piece(&body, dl, &pc, bind, false, "                ", h);
+                st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, "                ", h);
                 smelt__sb_puts(&body, "            }\n        }\n");
             }
             free(pc.ops);
