@@ -38,7 +38,7 @@ enum { SMELT_BLOCK_K_MIN_LOG2 = 3 };
  * SMELT_TILE elements (q by the innermost dimension): it loads each such
  * input's tile along q, where it lies in order, and computes and stores
  * along the innermost dimension (templates/cuda/kernel_tile.cu.in; the
- * executor's tile_dim picks q, as for the CPU's tiles). */
+ * executor's smelt__device_tile picks q and the inputs). */
 enum { SMELT_SPREAD_TILE = 0x8000, SMELT_TILE_Q_SHIFT = 12, SMELT_TILE_MAX_IN = 12, SMELT_TILE = 32 };
 /* Shared memory the tiles of one block take at most (bytes) */
 #define SMELT_TILE_SHARED_MAX (32 * 1024)

@@ -549,7 +549,6 @@ uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nr
          * elements a lane, where 32, the next power of 2, took rmsnorm's
          * kernel to 90 registers against 46 at 4096) */
         int w = __builtin_ctz((unsigned)(p->rows_warps ? p->rows_warps : SMELT_BLOCK_WARPS_AUTO));
-        w = SMELT_MAX(SMELT_MIN(w, b - SMELT_BLOCK_K_MIN_LOG2), 0);
         while (w > 0 && nred <= (int64_t)(32 << w) * ((1 << SMELT_BLOCK_K_MIN_LOG2) - 1))
             w--;
         /* by default a program of more reductions takes only blocks its rows
@@ -703,12 +702,22 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     return SMELT_OK;
 }
 
+/* Whether an input with strides sto (elements of es bytes) is read
+ * transposed: in order along dimension q, its elements 64 bytes apart or
+ * more along the innermost pd (each a cache line or memory sector of its
+ * own), so that a tile packs or stages it (the CPU's launch_tiles, the
+ * GPU's smelt__device_tile) */
+static bool read_transposed(const int64_t *sto, int q, int pd, size_t es)
+{
+    return (sto[q] == 1 || sto[q] == -1) && (sto[pd] < 0 ? -sto[pd] : sto[pd]) * (int64_t)es >= 64;
+}
+
 /* A device elementwise kernel's tiles (src/fusion/fusion.h,
- * SMELT_SPREAD_TILE) over merged shape S: the inputs with stride +-1 along
- * a dimension q before the innermost and elements 64 bytes apart or more
- * along the innermost (a warp's loads along it would each take a memory
- * sector of their own; 4096 x 4096 f32 a.T + b ran at 38 % of an H100's
- * copy), as many as SMELT_TILE_SHARED_MAX holds; 0: no tiles */
+ * SMELT_SPREAD_TILE) over merged shape S: the inputs read transposed along
+ * a dimension q before the innermost (a warp's loads along the innermost
+ * would each take a memory sector of their own; 4096 x 4096 f32 a.T + b
+ * ran at 38 % of an H100's copy), as many as SMELT_TILE_SHARED_MAX holds;
+ * 0: no tiles */
 uint16_t smelt__device_tile(const smelt__pkernel *k, int rank, const int64_t *S, int64_t (*st)[SMELT_MAX_DIMS],
                             const uint8_t *mode)
 {
@@ -718,11 +727,11 @@ uint16_t smelt__device_tile(const smelt__pkernel *k, int rank, const int64_t *S,
     for (int q = 0; q < pd; q++) {
         unsigned mask = 0;
         size_t bytes = 0;
-        for (int o = 0; S[q] >= SMELT_TILE && o < k->cl.nin && o < SMELT_TILE_MAX_IN; o++) {
+        if (S[q] < SMELT_TILE)
+            continue;
+        for (int o = 0; o < k->cl.nin && o < SMELT_TILE_MAX_IN; o++) {
             size_t es = smelt__dtypes[k->desc.in_dt[o]].size, tb = (size_t)SMELT_TILE * (SMELT_TILE + 1) * es;
-            int64_t sp = st[o][pd] < 0 ? -st[o][pd] : st[o][pd];
-            if (mode[o] == SMELT_MODE_STRIDED && (st[o][q] == 1 || st[o][q] == -1) && sp * (int64_t)es >= 64 &&
-                bytes + tb <= SMELT_TILE_SHARED_MAX)
+            if (mode[o] == SMELT_MODE_STRIDED && read_transposed(st[o], q, pd, es) && bytes + tb <= SMELT_TILE_SHARED_MAX)
                 mask |= 1u << o, bytes += tb;
         }
         if (mask)
@@ -898,8 +907,7 @@ static int launch_tiles(smelt_plan *p, int ki, int r, const int64_t *S, int64_t 
     int64_t ts[2] = {TILE_Q, TILE_P}, tst[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
     for (int o = 0; o < n; o++) {
         t.ptrs[o] = ptrs[o];
-        bool pack = o < k->cl.nin && (st[o][q] == 1 || st[o][q] == -1) &&
-                    (st[o][pd] < 0 ? -st[o][pd] : st[o][pd]) * (int64_t)esz[o] >= 64;
+        bool pack = o < k->cl.nin && read_transposed(st[o], q, pd, esz[o]);
         tst[o][0] = pack ? TILE_P : st[o][q];
         tst[o][1] = pack ? 1 : st[o][pd];
         if (pack) {
@@ -1084,18 +1092,33 @@ static void mm_task(void *arg, int64_t task)
         mm_fail(j, st);
 }
 
-/* A matmul on a device plan: the backend's batched product (cuBLAS), one
- * call per matrix of all but the innermost batch dimension left after
- * merging those every operand walks with one stride.  Operands as they lie
- * (a transpose flag, a leading dimension); a layout BLAS cannot read (a
- * stepped or reversed inner axis) is an error that says to pass a
- * contiguous tensor. */
 /* A device product's matrices a call (a grid's y and z stop at 65535; by
  * address, 1.5 MiB of addresses) */
 #define MM_PTRS_MAX 65535
 /* Batch dimensions that no one stride walks: at most this many calls of
  * the innermost one's strided batch, else one call by address */
 #define MM_STRIDED_CALLS_MAX 4
+/* The offsets (elements) of A, B and C at the batch index idx of the nd
+ * merged batch dimensions whose strides are bst; then idx steps to the
+ * next index, the last dimension fastest */
+static void mm_batch_step(int nd, int64_t *idx, const int64_t *bs, int64_t (*bst)[SMELT_MAX_DIMS], int64_t off[3])
+{
+    for (int o = 0; o < 3; o++) {
+        off[o] = 0;
+        for (int d = 0; d < nd; d++)
+            off[o] += idx[d] * bst[o][d];
+    }
+    for (int d = nd - 1; d >= 0 && ++idx[d] == bs[d]; d--)
+        idx[d] = 0;
+}
+
+/* A matmul on a device plan: the backend's batched product (cuBLAS) over
+ * the batch dimensions left after merging those every operand walks with
+ * one stride: a strided batch of the innermost a call where there are at
+ * most MM_STRIDED_CALLS_MAX of them, else calls that list every matrix's
+ * address.  Operands as they lie (a transpose flag, a leading dimension);
+ * a layout BLAS cannot read (a stepped or reversed inner axis) is an
+ * error that says to pass a contiguous tensor. */
 static int run_matmul_device(smelt_plan *p, mmjob *j)
 {
     const smelt__view *A = &j->w[0], *B = &j->w[1], *C = &j->w[2];
@@ -1134,25 +1157,19 @@ static int run_matmul_device(smelt_plan *p, mmjob *j)
         return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "matmul on %s: an operand's strides are no layout cuBLAS "
                           "reads (a stepped or reversed inner axis); pass a contiguous tensor", p->be->iface->name);
     g.sa = nm ? bst[0][nm - 1] : 0, g.sb = nm ? bst[1][nm - 1] : 0, g.sc = nm ? bst[2][nm - 1] : 0;
-    g.A = A->data, g.B = B->data, g.C = C->data;
-    int64_t total = smelt__numel(nm, bs), idx[SMELT_MAX_DIMS] = {0}, outer = nm ? total / bs[nm - 1] : 1;
+    int64_t total = smelt__numel(nm, bs), idx[SMELT_MAX_DIMS] = {0}, outer = nm ? total / bs[nm - 1] : 1, off[3];
     size_t es = smelt__dtypes[j->dt].size;
     if (nm <= 1 || outer <= MM_STRIDED_CALLS_MAX) { /* a strided batch a call, MM_PTRS_MAX matrices at most */
         int st = SMELT_OK;
         int64_t inner = g.batch;
         for (int64_t t = 0; t < outer && !st; t++) {
-            int64_t off[3] = {0, 0, 0};
-            for (int d = 0; d + 1 < nm; d++)
-                for (int o = 0; o < 3; o++)
-                    off[o] += idx[d] * bst[o][d];
+            mm_batch_step(nm - 1, idx, bs, bst, off); /* (nm 0: no dimension) */
             for (int64_t b0 = 0; b0 < inner && !st; b0 += MM_PTRS_MAX) {
                 g.batch = SMELT_MIN(inner - b0, MM_PTRS_MAX);
                 g.A = A->data + (off[0] + b0 * g.sa) * (int64_t)es, g.B = B->data + (off[1] + b0 * g.sb) * (int64_t)es;
                 g.C = C->data + (off[2] + b0 * g.sc) * (int64_t)es;
                 st = p->be->iface->gemm(p->be, &g);
             }
-            for (int d = nm - 2; d >= 0 && ++idx[d] == bs[d]; d--)
-                idx[d] = 0;
         }
         return st;
     }
@@ -1170,14 +1187,9 @@ static int run_matmul_device(smelt_plan *p, mmjob *j)
         int64_t n = SMELT_MIN(chunk, total - t0);
         for (int64_t t = 0; t < n; t++) {
             const char *base[3] = {A->data, B->data, C->data};
-            for (int o = 0; o < 3; o++) {
-                int64_t off = 0;
-                for (int d = 0; d < nm; d++)
-                    off += idx[d] * bst[o][d];
-                ptrs[o * n + t] = base[o] + off * (int64_t)es;
-            }
-            for (int d = nm - 1; d >= 0 && ++idx[d] == bs[d]; d--)
-                idx[d] = 0;
+            mm_batch_step(nm, idx, bs, bst, off);
+            for (int o = 0; o < 3; o++)
+                ptrs[o * n + t] = base[o] + off[o] * (int64_t)es;
         }
         g.batch = n, g.ptrs = ptrs;
         st = p->be->iface->gemm(p->be, &g);

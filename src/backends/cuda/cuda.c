@@ -642,15 +642,22 @@ static int cuda_copy(smelt__backend *be, void *dst, const void *src, size_t byte
  * src may be reused at once (a copy from pageable memory is not promised
  * to have read it on return); the next stage_copy waits for the last copy
  * out of it first (c->staged).  *what: the call that failed. */
+/* A buffer's new capacity for bytes: a power of 2, 4 KB at least */
+static size_t buffer_cap(size_t bytes)
+{
+    size_t cap = 4096;
+    while (cap < bytes)
+        cap *= 2;
+    return cap;
+}
+
 static CUresult stage_copy(cuda_be *c, CUdeviceptr dst, const void *src, size_t bytes, const char **what)
 {
     CUresult r = CUDA_SUCCESS;
     if (c->staged && (r = g.EventSynchronize(c->staged)))
         return *what = "cuEventSynchronize", r;
     if (bytes > c->stage_cap) {
-        size_t cap = 4096;
-        while (cap < bytes)
-            cap *= 2;
+        size_t cap = buffer_cap(bytes);
         if (c->stage)
             g.MemFreeHost(c->stage);
         c->stage = NULL, c->stage_cap = 0;
@@ -802,9 +809,7 @@ static CUresult put_ptrs(cuda_be *c, const smelt__gemm *m, const char **what)
     size_t bytes = 3 * sizeof(void *) * (size_t)m->batch;
     CUresult r = CUDA_SUCCESS;
     if (bytes > c->mptrs_cap) {
-        size_t cap = 4096;
-        while (cap < bytes)
-            cap *= 2;
+        size_t cap = buffer_cap(bytes);
         if (c->mptrs && (r = g.StreamSynchronize(c->stream)))
             return *what = "cuStreamSynchronize", r;
         if (c->mptrs)
