@@ -1819,7 +1819,18 @@ static smelt__kdesc red_producers(const smelt__kdesc *d)
  * run at a time (shape_c_rows): the output stores spread over that pass's
  * arithmetic instead of coming in one burst at the end of the row. */
 #define SMELT_ROWS_DEFER 32768
-#define SMELT_ROWS_DEFER_RUN 2048 /* elements a call (each call finds its place in the shape anew) */
+#define SMELT_ROWS_DEFER_RUN 512 /* elements a call (each call finds its place in the shape anew) */
+
+/* A C row program's reductions compute and fold their operand this many
+ * elements at a time (at most RED_PROD_BLOCK, the run buffer), each run
+ * after the next row's fetch and the deferred stores that go with it.
+ * Runs of 512 with deferred calls of 512, against 1024 and 2048: rmsnorm
+ * 4096 x 4096 0.83x the time, layernorm 0.87x, softmax and log_softmax
+ * the same (bench/RESULTS.md, twenty-first session): the loads, the
+ * fetches and the streaming stores interleave more finely.  Runs of 128
+ * cost layernorm more in calls than they saved.  TinyCC's block form keeps
+ * RED_PROD_BLOCK (its calls cost more). */
+#define SMELT_ROWS_RUN 512
 
 /* The producers' elementwise kernel (the loop form, or for TinyCC the
  * block form) as a static function smelt_prod. */
@@ -2753,6 +2764,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
      * final pass read it) or else the last; then on its own after the last
      * row.  The same values in a different order of stores. */
     int nfin = 0, later = ri.nst - 1;
+    const int rrun = blocks ? RED_PROD_BLOCK : SMELT_ROWS_RUN; /* a reduction's runs */
     if (!st) {
         smelt__kdesc pc;
         if (!(st = rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nfin, &pc, bind, err)) && nfin) {
@@ -2826,7 +2838,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                          t, smelt__ops[rk.op].name, smelt__dtypes[rk.in].name, smelt__dtypes[rk.out].name,
                          smelt__dtypes[rk.acc].name, sfx, sfx, I, RED_W, I, SMELT_RED_CHUNK, SMELT_RED_CHUNK,
                          SMELT_RED_CHUNK);
-        /* the operand a run of RED_PROD_BLOCK elements at a time (the lanes
+        /* the operand a run of rrun elements at a time (the lanes
          * go on where they stopped: the same order as one call); the second
          * pass fetches the next row meanwhile (smelt_pf) */
         bool kept = ri.cache && x >= nin && ri.piece[x - nin] != t, input = !kept && x < nin;
@@ -2845,7 +2857,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         smelt__sb_printf(&body, "                    for (int64_t u = 0; u < seg; u += %d) {\n"
                                 "                        const int64_t nb = seg - u < %d ? seg - u : %d;\n"
                                 "                        const int64_t a[3] = {%s, (r + u) & 31, r + u};\n%s",
-                         RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK, step,
+                         rrun, rrun, rrun, step,
                          t == 1 ? "                        smelt_pf(pfp, pfs, npf, r + u, nb);\n"
                          : t == 0 && ri.nst == 1 && later == 0 ? "                        if (defer)\n"
                                                            "                            smelt_pf(pfp, pfs, npf, r + u, nb);\n"
