@@ -1485,6 +1485,71 @@ DEVICE_TEST(fused_softmax_same_bits_as_cpu, 300)
     unsetenv("SMELT_CUDA_ROWS_WARPS");
 }
 
+/* A row program's last pass dividing by the row's scalar: through the
+ * scalar's reciprocal where every quotient of a lane lies in the range
+ * smelt_divr_f32 holds for, else that lane's pass again, dividing
+ * (src/codegen/emit.c).  The bits of TinyCC's unfused plan with divisors
+ * inside and outside that range (the row's sum of w: its first element,
+ * the rest zeros), each over four rows: dividends all within 2^90 of the
+ * divisor's scale (the fast path throughout, where the divisor allows), the
+ * same down to subnormals and with the range's edges in a few places, with a random bit pattern
+ * (zeros, subnormals, infinities, NaN) in every 40th place, and all random
+ * bit patterns.  Rows held by a warp, by a block of 8 warps, and streamed. */
+DEVICE_TEST(row_divisions_same_bits_as_cpu, 300)
+{
+    const int64_t cols[] = {512, 4096, 17000};
+    const float div[] = {1.0f,        3.0f,       -7.5f,       0x1p-100f,   0x1.8p-101f,    0x1p100f,      0x1.8p100f,
+                         0x1p120f,    -0x1p-120f, 0x1p-140f,   0.0f,        INFINITY,       NAN,           0x1.fffffep127f,
+                         0x1.3p127f,  -0x1p-126f, 0x1.9p126f,  0x1.fffffep-1f, 0x1.000002p0f, -3e-30f};
+    const int64_t R = 4 * NELEMS(div);
+    for (int c = 0; c < NELEMS(cols); c++) {
+        const int64_t C = cols[c];
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *in[2] = {smelt_input(g, "x", SMELT_F32, SHP(R, C)), smelt_input(g, "w", SMELT_F32, SHP(R, C))};
+        smelt_node *y = smelt_expr(g, "x / sum(w, axis=-1, keepdims=True)", (const char *[]){"x", "w"}, in, 2);
+        T_OK(ctx, smelt_graph_status(g));
+        smelt_tensor *t[2], *dev = NULL, *cpu = NULL;
+        for (int i = 0; i < 2; i++)
+            T_OK(ctx, smelt_tensor_new(ctx, SMELT_F32, 2, (const int64_t[]){R, C}, &t[i]));
+        float *x = smelt_tensor_data(t[0]), *w = smelt_tensor_data(t[1]);
+        trng r;
+        trng_init(&r, 29 + c);
+        for (int64_t i = 0; i < R; i++) {
+            const float d = div[i / 4], a = fabsf(d);
+            const int mode = (int)(i % 4);
+            int e = 0;
+            frexpf(isfinite(d) && d != 0 ? d : 1.0f, &e);
+            for (int64_t j = 0; j < C; j++) {
+                uint32_t u = (uint32_t)trng_u64(&r);
+                float v;
+                memcpy(&v, &u, 4);
+                int k = e + (int)(trng_u64(&r) % 181) - 90;
+                k = k < (mode == 1 ? -149 : -99) ? (mode == 1 ? -149 : -99) : k > 126 ? 126 : k; /* subnormals too */
+                w[i * C + j] = j ? 0.0f : d;
+                x[i * C + j] = mode == 3 || (mode == 2 && j % 40 == 7) ? v
+                                                                       : ldexpf(1.0f + (float)trng_unit(&r), k - 1) * (u & 1 ? -1.0f : 1.0f);
+            }
+            const float edge[] = {a * 0x1p-98f, nextafterf(a * 0x1p-98f, 0), a * 0x1p98f,
+                                  nextafterf(a * 0x1p98f, INFINITY), 0x1p-100f, 0x1p126f,
+                                  nextafterf(0x1p-100f, 0), nextafterf(0x1p126f, INFINITY), -0.0f, 0x1p-149f};
+            for (int k = 0; mode == 1 && k < NELEMS(edge); k++)
+                x[i * C + 1 + 37 * k] = edge[k];
+        }
+        smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
+        cr_assert_eq(t_stats(pd).kernels, 1, "%s", smelt_plan_describe(pd));
+        t_run(pd, 2, t, 1, &dev);
+        tcc_run(ctx, g, 1, &y, 0, 2, t, &cpu);
+        int64_t at;
+        cr_assert(t_same_results(cpu, dev, &at), "rows of %lld: %a / %a: the device gives %a, TCC unfused %a",
+                  (long long)C, x[at], w[at / C * C], smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at));
+        for (int i = 0; i < 2; i++)
+            smelt_tensor_free(t[i]);
+        smelt_tensor_free(dev), smelt_tensor_free(cpu);
+        smelt_plan_free(pd);
+        smelt_graph_free(g);
+    }
+}
+
 /* Row programs on the device (tests/rows-cases.h): one kernel each, the
  * bits of TinyCC's unfused plan, in the held form as it comes (registers;
  * shared memory too for transcendental ones), all in shared memory

@@ -654,6 +654,61 @@ Test(math, fmaf_correctly_rounded)
     cr_assert_eq(bad, 0, "%d of %d fused multiply-adds rounded wrongly, listed above", bad, ns * ns * ns + 1000000);
 }
 
+/* smelt_divr_f32, a device row program's division by the row's scalar
+ * through its reciprocal: wherever it says it holds, the division's bits.
+ * Every dividend significand (2^23, a random sign and exponent each) over
+ * divisors with the significands nearest 1 and 2 and random ones, at random
+ * exponents; the range's edges; the values it must leave to the division. */
+static float f32_of(uint32_t u) { return smelt_f32_bits(u); }
+Test(math, division_through_the_reciprocal)
+{
+    rng r = {0x9e3779b97f4a7c15ull};
+    const uint32_t sig[] = {0, 1, 2, 0x7fffff, 0x7ffffe, 0x400000, 0x2aaaab, 0x555555};
+    long checked = 0, bad = 0;
+    for (int t = 0; t < 12; t++) {
+        uint32_t bm = t < 8 ? sig[t] : (uint32_t)(next(&r) & 0x7fffff);
+        int eb = irange(&r, -100, 99);
+        float b = f32_of((uint32_t)(eb + 127) << 23 | bm) * (float)sgn(&r);
+        cr_assert(smelt_divr_ok(b), "%a", b);
+        for (uint32_t am = 0; am < 0x800000u; am++) {
+            int ea = eb + irange(&r, -90, 90);
+            ea = ea < -100 ? -100 : ea > 126 ? 126 : ea;
+            float a = f32_of((uint32_t)(ea + 127) << 23 | am) * (float)sgn(&r), want = a / b;
+            int ok = 1;
+            float got = smelt_divr_f32(a, b, &ok);
+            checked += ok;
+            if (ok && memcmp(&got, &want, sizeof got) && bad++ < 10)
+                cr_log_error("%a / %a: %a, the division %a", a, b, got, want);
+        }
+    }
+    cr_assert_eq(bad, 0, "%ld of %ld quotients differ from the division", bad, checked);
+    cr_assert_gt(checked, 12L * 0x800000 * 9 / 10, "the fast path took only %ld", checked);
+    /* the range: |b| in [2^-100, 2^100]; |a| in [max(2^-100, |b| 2^-98), min(2^126, |b| 2^98)] */
+    const float out_b[] = {0x1p-101f, 0x1.fffffep-101f, 0x1.000002p100f, 0x1p-149f, 0.0f, -0.0f, INFINITY, NAN};
+    for (size_t i = 0; i < sizeof out_b / sizeof *out_b; i++)
+        cr_assert(!smelt_divr_ok(out_b[i]) && !smelt_divr_ok(-out_b[i]), "%a", out_b[i]);
+    cr_assert(smelt_divr_ok(0x1p-100f) && smelt_divr_ok(-0x1p100f));
+    const struct {
+        float b, a;
+        int ok;
+    } edge[] = {{1.0f, 0x1p-98f, 1}, {1.0f, 0x1.fffffep-99f, 0}, {1.0f, 0x1p98f, 1}, {1.0f, 0x1.000002p98f, 0},
+                {0x1p-100f, 0x1p-100f, 1}, {0x1p-100f, 0x1.fffffep-101f, 0}, {0x1p-100f, 0x1p-2f, 1},
+                {0x1p-100f, 0x1.000002p-2f, 0}, {0x1p100f, 0x1p126f, 1}, {0x1p100f, 0x1.000002p126f, 0},
+                {0x1p100f, 0x1p2f, 1}, {0x1p100f, 0x1.fffffep1f, 0}, {3.0f, 0.0f, 0}, {3.0f, -0.0f, 0},
+                {3.0f, 0x1p-149f, 0}, {3.0f, INFINITY, 0}, {3.0f, -INFINITY, 0}, {3.0f, NAN, 0}};
+    for (size_t i = 0; i < sizeof edge / sizeof *edge; i++)
+        for (int sg = 0; sg < 4; sg++) {
+            float a = sg & 1 ? -edge[i].a : edge[i].a, b = sg & 2 ? -edge[i].b : edge[i].b, want = a / b;
+            int ok = 1;
+            float got = smelt_divr_f32(a, b, &ok);
+            cr_assert_eq(ok, edge[i].ok, "%a / %a: ok %d", a, b, ok);
+            cr_assert(!ok || !memcmp(&got, &want, sizeof got), "%a / %a: %a, the division %a", a, b, got, want);
+            ok = 0; /* stays 0 */
+            smelt_divr_f32(a, b, &ok);
+            cr_assert_eq(ok, 0);
+        }
+}
+
 /* the composites (no C99 entry): their limits, from the definitions */
 Test(math, special_values_composites)
 {

@@ -25,6 +25,9 @@ typedef struct ectx {
     bool arrays; /* C loop form with f16/bf16 results: one loop per operator over
                   * arrays v<k>[j], each f16/bf16 array rounded as a whole */
     uint64_t ldg; /* device: inputs (bit k) read through the read-only cache, __ldg */
+    const char *divq; /* device row programs' last pass: f32 divisions by a row's scalar (or a
+                       * constant) as smelt_divr_f32, the flag that says they all held, else NULL */
+    uint64_t uni;     /* with divq: the inputs (bit k) that are the row's scalars */
 } ectx;
 
 /* Operand references: C kernels follow the operand's mode (q0[j], b0,
@@ -197,6 +200,19 @@ static void literal(smelt__sb *b, const smelt__dialect *dl, const smelt__kop *k)
     }
 }
 
+/* Whether op k is an f32 division that ectx.divq computes through its
+ * divisor's reciprocal: the divisor one value for the whole pass (a row's
+ * scalar, or a constant). */
+static bool fast_div(const ectx *e, int k)
+{
+    const smelt__kop *op = &e->d->ops[k];
+    if (!e->divq || op->op != SMELT_OP_DIV || op->dtype != SMELT_F32 ||
+        value_dtype(e->d, op->in[0]) != SMELT_F32 || value_dtype(e->d, op->in[1]) != SMELT_F32)
+        return false;
+    int v = op->in[1];
+    return v < e->d->n_in ? v < 64 && (e->uni >> v & 1) : is_const(e->d, v);
+}
+
 /* The C expression computing op k, of the op's own type. */
 static void op_expr(smelt__sb *b, const ectx *e, int k)
 {
@@ -220,6 +236,14 @@ static void op_expr(smelt__sb *b, const ectx *e, int k)
         }
         value_ref(b, e, op->in[0]);
         smelt__sb_puts(b, end);
+        return;
+    }
+    if (fast_div(e, k)) { /* the divisor's reciprocal, computed once (math.h.in) */
+        smelt__sb_puts(b, "smelt_divr_f32(");
+        value_ref(b, e, op->in[0]);
+        smelt__sb_puts(b, ", ");
+        value_ref(b, e, op->in[1]);
+        smelt__sb_printf(b, ", &%s)", e->divq);
         return;
     }
     bool to_bool = op->dtype == SMELT_BOOL && smelt__ops[op->op].rule != SMELT_RULE_CMP;
@@ -1262,7 +1286,7 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
         return SMELT_ERR_NOMEM;
     }
     plan_inlining(d, uses, inl, uses + nv, uses + 2 * nv);
-    ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C, !dl->device, false, 0};
+    ectx e = {dl, d, uses, inl, -1, dl->device && !flat ? FORM_OFFSET : FORM_C, !dl->device, false, 0, NULL, 0};
     for (int k = 0; k < d->n_ops && !dl->device; k++)
         e.arrays = e.arrays || (smelt__is_half(d->ops[k].dtype) && d->ops[k].op != SMELT_OP_CONST);
     for (int v = d->n_in; v < nv && e.arrays; v++) /* each f16/bf16 result its own rounded array */
@@ -2150,7 +2174,7 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
             for (int q = 0; q < nin + p.n_out; q++)
                 smelt__sb_printf(&elem, "                const smelt_idx o%d = %s%d%s;\n", q, q != nin ? "off[" : "",
                                  q < nin ? q : q == nin ? 0 : q - 1, q != nin ? "]" : "");
-            ectx e = {dl, &p, uses, inl, -1, FORM_OFFSET, false, false, 0};
+            ectx e = {dl, &p, uses, inl, -1, FORM_OFFSET, false, false, 0, NULL, 0};
             emit_lane(&elem, &e);
             smelt__sb_printf(&elem, "                smelt_acc e = smelt_conv(q%d[0]);", nin);
         }
@@ -2196,7 +2220,7 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
                     literal(&store, dl, &e.ops[i]);
                     smelt__sb_puts(&store, ";\n");
                 }
-            ectx ec = {dl, &e, uses, inl, -1, FORM_OFFSET, false, false, 0};
+            ectx ec = {dl, &e, uses, inl, -1, FORM_OFFSET, false, false, 0, NULL, 0};
             emit_lane(&store, &ec);
             smelt__sb_puts(&store, "        }");
         }
@@ -2999,8 +3023,42 @@ static void held_ref(char *o, size_t n, const rows_held *h, int v)
  * that h->in marks, is the lane's element j of it (held_ref), read into a
  * local first: a value written here may take the place of one read here);
  * its constants, loads, operators and stores. */
+/* The inputs of piece pc that are the row's scalars (bit q: bind[q] <= -2). */
+static uint64_t rows_uniform(const smelt__kdesc *pc, const int *bind)
+{
+    uint64_t m = 0;
+    for (int q = 0; q < pc->n_in && q < 64; q++)
+        if (bind[q] <= -2)
+            m |= (uint64_t)1 << q;
+    return m;
+}
+
+/* Whether piece pc has a division fast_div takes; if so, the flag
+ * smelt_dok declared, true where each such division's divisor lies in the
+ * range smelt_divr_f32 needs (once a row). */
+static bool rows_fast_divs(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *pc, const int *bind)
+{
+    ectx e = {.d = pc, .divq = "", .uni = rows_uniform(pc, bind)};
+    bool any = false;
+    for (int k = 0; k < pc->n_ops; k++) {
+        if (!fast_div(&e, k))
+            continue;
+        int v = pc->ops[k].in[1];
+        smelt__sb_puts(b, any ? " &&\n            smelt_divr_ok(" : "        int smelt_dok = smelt_divr_ok(");
+        if (v < pc->n_in)
+            smelt__sb_printf(b, "sv%d", -2 - bind[v]);
+        else
+            literal(b, dl, &pc->ops[v - pc->n_in]);
+        smelt__sb_puts(b, ")");
+        any = true;
+    }
+    if (any)
+        smelt__sb_puts(b, ";\n");
+    return any;
+}
+
 static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *pc, const int *bind, int kin,
-                          bool small, const char *ind, const rows_held *h)
+                          bool small, const char *ind, const rows_held *h, const char *divq)
 {
     int nv = pc->n_in + pc->n_ops, n = pc->n_in + pc->n_out;
     int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
@@ -3049,7 +3107,7 @@ static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__k
      * of one writes each element after its thread's reads of it), so the compiler may send these loads
      * ahead of the stores before them (layernorm's last pass: the 16 elements' w and b a lane together,
      * where each pair of loads waited behind the previous element's store; the same registers) */
-    ectx e = {dl, pc, uses, inl, -1, FORM_OFFSET, false, false, ldg};
+    ectx e = {dl, pc, uses, inl, -1, FORM_OFFSET, false, false, ldg, divq, rows_uniform(pc, bind)};
     emit_lane(b, &e);
     smelt__sb_printf(b, "%s}\n", ind);
     free(uses), free(inl);
@@ -3138,14 +3196,35 @@ static bool red_any_grouping(const red_kind *rk)
            rk->op == SMELT_OP_ANY || rk->op == SMELT_OP_ALL || !smelt__is_float(rk->acc);
 }
 
-/* The block form: a lane's fold of its K elements of the warp (exact: all in the row) */
-static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, const char *op, int K, bool exact)
+/* The block form: a lane's fold of its K elements of the warp (exact: all in
+ * the row).  mm: a max or min of floats (fmaxf, fminf, fmax or fmin; else
+ * NULL) folds them by that function, one instruction, and a NaN test, and
+ * keeps the result unless an element was a NaN or the result is a zero, which
+ * the exact fold takes again: NaN first and zeros by their sign.  Otherwise
+ * the result is the largest (smallest) value, whichever order. */
+static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, const char *op, int K, bool exact,
+                               const char *mm)
 {
-    smelt__sb_printf(b, "%s#pragma unroll\n", ind);
-    smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++)\n", ind, K);
-    smelt__sb_printf(b, "%s    %sif (j < jn)\n", ind, exact ? "// " : "");
-    smelt__sb_printf(b, "%s        smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", ind, sfx,
+    char in2[64];
+    const char *in = ind;
+    if (mm) {
+        smelt__sb_printf(b, "%s{\n%s    smelt_acc%s fm = v;\n%s    int fx = 0;\n", ind, ind, sfx, ind);
+        smelt__sb_printf(b, "%s    #pragma unroll\n%s    for (int j = 0; j < %d; j++)\n", ind, ind, K);
+        smelt__sb_printf(b, "%s        %sif (j < jn)\n", ind, exact ? "// " : "");
+        smelt__sb_printf(b, "%s        {\n%s            const smelt_acc%s u = smelt_conv%s(%s);\n"
+                            "%s            fx |= u != u;\n%s            fm = %s(fm, u);\n%s        }\n",
+                         ind, ind, sfx, sfx, op, ind, ind, mm, ind);
+        smelt__sb_printf(b, "%s    if (!fx && fm != 0)\n%s        v = fm;\n%s    else {\n", ind, ind, ind);
+        snprintf(in2, sizeof in2, "%s        ", ind);
+        in = in2;
+    }
+    smelt__sb_printf(b, "%s#pragma unroll\n", in);
+    smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++)\n", in, K);
+    smelt__sb_printf(b, "%s    %sif (j < jn)\n", in, exact ? "// " : "");
+    smelt__sb_printf(b, "%s        smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", in, sfx,
                      sfx, op);
+    if (mm)
+        smelt__sb_printf(b, "%s    }\n%s}\n", ind, ind);
 }
 
 /* The block form's fold of a reduction (shape_device_rows): warp s takes
@@ -3160,13 +3239,13 @@ static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, c
  * element of the block is in the row (no test; else j < jn, the lane's
  * elements in the row). */
 static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const char *op, int W, int K, bool arg,
-                           bool free, bool exact, const char *I)
+                           bool free, bool exact, const char *I, const char *mm)
 {
     const char *ix = arg ? "" : "// ";
     if (free) {
         smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[%d][32];\n", ind, sfx, W);
         smelt__sb_printf(b, "%s%s__shared__ long long chi[%d][32];\n", ind, ix, W);
-        rows_dev_warp_fold(b, ind, sfx, op, K, exact);
+        rows_dev_warp_fold(b, ind, sfx, op, K, exact, mm);
         smelt__sb_printf(b, "%sch[wp][lane] = v;\n", ind);
         smelt__sb_printf(b, "%s%schi[wp][lane] = vi;\n", ind, ix);
         smelt__sb_printf(b, "%s__syncthreads();\n", ind);
@@ -3187,7 +3266,7 @@ static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const
     smelt__sb_printf(b, "%s        }\n", ind);
     char in2[64];
     snprintf(in2, sizeof in2, "%s        ", ind);
-    rows_dev_warp_fold(b, in2, sfx, op, K, exact);
+    rows_dev_warp_fold(b, in2, sfx, op, K, exact, NULL);
     smelt__sb_printf(b, "%s        ch[lane] = v;\n", ind);
     smelt__sb_printf(b, "%s        %schi[lane] = vi;\n", ind, ix);
     smelt__sb_printf(b, "%s    }\n", ind);
@@ -3273,7 +3352,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         smelt__kdesc pc;
         if (!(st = rows_piece_of(d, &ri, ROWS_SMALL, t, mine, outs, &nout, &pc, bind, err)) && nout) {
             /* small piece t, on every lane */
-            st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, true, "        ", NULL);
+            st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, true, "        ", NULL, NULL);
             free(pc.ops);
             for (int o = 0; o < nout; o++)
                 for (int q = 0; q < d->n_out; q++)
@@ -3335,7 +3414,7 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                 int nout;
                 if (!(st = rows_piece_of(d, &ri, ROWS_STAGE, t, mine, outs, &nout, &pc, bind, err))) {
                     rows_modes(d, &pc, bind, false);
-                    st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, el, h);
+                    st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, el, h, NULL);
                     free(pc.ops);
                 }
             }
@@ -3353,8 +3432,13 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
              * its own: at most 4 KB (W <= 8 for an f64 argmax), else the chain's 32 slots (a kernel
              * of many such folds over 32 warps would pass the 48 KB a block may declare) */
             int slot = (int)smelt__dtypes[rk.acc].size + (rk.arg ? 8 : 0);
+            /* a max or min of floats: by fmaxf or fminf, the exact fold where a NaN or a zero needs it */
+            const char *mm = rk.arg || (rk.op != SMELT_OP_MAX && rk.op != SMELT_OP_MIN) ? NULL
+                             : rk.acc == SMELT_F32 ? (rk.op == SMELT_OP_MAX ? "fmaxf" : "fminf")
+                             : rk.acc == SMELT_F64 ? (rk.op == SMELT_OP_MAX ? "fmax" : "fmin")
+                                                   : NULL;
             rows_dev_chain(&body, in, sfx, chop, W, K, rk.arg, red_any_grouping(&rk) && W * 32 * slot <= 4096, h->exact,
-                           I);
+                           I, mm);
         }
         smelt__sb_printf(&body, "%sfor (int dd = 16; dd >= 1; dd >>= 1) {\n"
                                 "%s    smelt_acc%s u = smelt_shfl(v, dd);\n"
@@ -3379,15 +3463,28 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         smelt__kdesc pc;
         if (!(st = rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nout, &pc, bind, err)) && nout) {
             rows_modes(d, &pc, bind, false);
-            for (int part = 0; part < 2 && !st; part++) {
-                if (!held_part(h, part))
-                    continue;
-                hv.part = part;
-                rows_dev_loop(&body, h, "0", "nred", "        ", false);
-                if (!K)
-                    red_dev_offsets(&body, false, 16, noper, R, nr);
-                st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, "                ", h);
-                smelt__sb_puts(&body, "            }\n        }\n");
+            /* f32 divisions by the row's scalar through its reciprocal (smelt_divr_f32:
+             * the same bits, a third of the instructions), where every element of the
+             * lane lies in the range that is proven for; else the pass again, dividing
+             * (its outputs are not in place of what it reads: smelt__inplace_ok) */
+            bool fd = rows_fast_divs(&body, dl, &pc, bind);
+            for (int again = 0; again <= (int)fd && !st; again++) {
+                const char *ind = again ? "            " : "        ";
+                if (again)
+                    smelt__sb_puts(&body, "        if (!smelt_dok) {\n");
+                for (int part = 0; part < 2 && !st; part++) {
+                    if (!held_part(h, part))
+                        continue;
+                    hv.part = part;
+                    rows_dev_loop(&body, h, "0", "nred", ind, false);
+                    if (!K)
+                        red_dev_offsets(&body, false, 16, noper, R, nr);
+                    st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, again ? "                    " : "                ",
+                                        h, fd && !again ? "smelt_dok" : NULL);
+                    smelt__sb_printf(&body, "%s    }\n%s}\n", ind, ind);
+                }
+                if (again)
+                    smelt__sb_puts(&body, "        }\n");
             }
             free(pc.ops);
         }
