@@ -3464,14 +3464,15 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         if (!(st = rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nout, &pc, bind, err)) && nout) {
             rows_modes(d, &pc, bind, false);
             /* f32 divisions by the row's scalar through its reciprocal (smelt_divr_f32:
-             * the same bits, a third of the instructions), where every element of the
-             * lane lies in the range that is proven for; else the pass again, dividing
-             * (its outputs are not in place of what it reads: smelt__inplace_ok) */
+             * the same bits, fewer instructions), where every element of the lane lies
+             * in the range it holds for; else the pass again, dividing (its outputs are
+             * not in place of what it reads: smelt__inplace_ok); a row whose divisor
+             * lies outside divides at once */
             bool fd = rows_fast_divs(&body, dl, &pc, bind);
             for (int again = 0; again <= (int)fd && !st; again++) {
-                const char *ind = again ? "            " : "        ";
-                if (again)
-                    smelt__sb_puts(&body, "        if (!smelt_dok) {\n");
+                const char *ind = fd ? "            " : "        ";
+                if (fd) /* a divisor outside the range: the division at once */
+                    smelt__sb_puts(&body, again ? "        if (!smelt_dok) {\n" : "        if (smelt_dok) {\n");
                 for (int part = 0; part < 2 && !st; part++) {
                     if (!held_part(h, part))
                         continue;
@@ -3479,11 +3480,11 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                     rows_dev_loop(&body, h, "0", "nred", ind, false);
                     if (!K)
                         red_dev_offsets(&body, false, 16, noper, R, nr);
-                    st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, again ? "                    " : "                ",
+                    st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, fd ? "                    " : "                ",
                                         h, fd && !again ? "smelt_dok" : NULL);
                     smelt__sb_printf(&body, "%s    }\n%s}\n", ind, ind);
                 }
-                if (again)
+                if (fd)
                     smelt__sb_puts(&body, "        }\n");
             }
             free(pc.ops);
