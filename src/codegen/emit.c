@@ -3016,13 +3016,6 @@ static void held_ref(char *o, size_t n, const rows_held *h, int v)
         snprintf(o, n, "kc%d[j]", v);
 }
 
-/* One element of a piece on a device, in its own scope: operand q named
- * q<q> at offset o<q> (rows_call_setup's bindings: a kernel operand at
- * off[] (full) or xo[] (small), the row's scalar sv<slot>, or tmp, the
- * local array rt; in the held form (h) a kept value v, or a kernel input v
- * that h->in marks, is the lane's element j of it (held_ref), read into a
- * local first: a value written here may take the place of one read here);
- * its constants, loads, operators and stores. */
 /* The inputs of piece pc that are the row's scalars (bit q: bind[q] <= -2). */
 static uint64_t rows_uniform(const smelt__kdesc *pc, const int *bind)
 {
@@ -3057,6 +3050,13 @@ static bool rows_fast_divs(smelt__sb *b, const smelt__dialect *dl, const smelt__
     return any;
 }
 
+/* One element of a piece on a device, in its own scope: operand q named
+ * q<q> at offset o<q> (rows_call_setup's bindings: a kernel operand at
+ * off[] (full) or xo[] (small), the row's scalar sv<slot>, or tmp, the
+ * local array rt; in the held form (h) a kept value v, or a kernel input v
+ * that h->in marks, is the lane's element j of it (held_ref), read into a
+ * local first: a value written here may take the place of one read here);
+ * its constants, loads, operators and stores. */
 static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *pc, const int *bind, int kin,
                           bool small, const char *ind, const rows_held *h, const char *divq)
 {
