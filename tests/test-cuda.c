@@ -1084,7 +1084,7 @@ DEVICE_TEST(parameter_buffer, 300)
             off += ((e >> (7 - d)) & 1) * strides[NIN * 8 + d];
         expect[off] = acc;
     }
-    smelt__devlaunch l = {N, NIN + 1, 8, false, ptrs, shape, strides, NULL, NULL, 0};
+    smelt__devlaunch l = {N, NIN + 1, 8, false, ptrs, shape, strides, NULL, NULL, 0, 0};
     T_OK(ctx, be->iface->launch(be, kk, &l));
     T_OK(ctx, be->iface->sync(be));
     smelt_tensor *h;
@@ -1708,31 +1708,39 @@ DEVICE_TEST(rows_held_setting, 120)
         const char *held, *shared, *want; /* want: the description's words (NULL: not held) */
         bool warn;
         const char *warps; /* SMELT_CUDA_ROWS_WARPS */
+        const char *steps; /* SMELT_CUDA_ROWS_STEPS: rows a block (1 when NULL or ignored) */
     } cases[] = {
-        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "1"},
-        {"511", NULL, NULL, false, "1"},
-        {"511", "1", "held: 64 elements a lane in registers, 64 in shared memory", false, "1"},
-        {"abc", "auto", "held: 128 elements a lane in registers, 0 in shared memory", true, "1"},
-        {"-5", "1", "held: 128 elements a lane in registers, 0 in shared memory", true, "1"},
-        {"0", "1", "held: 0 elements a lane in registers, 128 in shared memory", false, "1"},
-        {"0", NULL, NULL, false, "1"},
-        {"0", "0", NULL, false, "1"},
-        {"100", "2", NULL, true, "1"},
-        {"100", "1", "held: 16 elements a lane in registers, 112 in shared memory", false, "1"},
-        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8"},
-        {"512", NULL, "held by blocks of 16 warps: 8 elements a lane in registers", false, "32"},
-        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "2"}, /* (4 + 8) 64 bytes */
-        {"768", NULL, "held by blocks of 2 warps: 64 elements a lane in registers", false, "2"},
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "1", NULL},
+        {"511", NULL, NULL, false, "1", NULL},
+        {"511", "1", "held: 64 elements a lane in registers, 64 in shared memory", false, "1", NULL},
+        {"abc", "auto", "held: 128 elements a lane in registers, 0 in shared memory", true, "1", NULL},
+        {"-5", "1", "held: 128 elements a lane in registers, 0 in shared memory", true, "1", NULL},
+        {"0", "1", "held: 0 elements a lane in registers, 128 in shared memory", false, "1", NULL},
+        {"0", NULL, NULL, false, "1", NULL},
+        {"0", "0", NULL, false, "1", NULL},
+        {"100", "2", NULL, true, "1", NULL},
+        {"100", "1", "held: 16 elements a lane in registers, 112 in shared memory", false, "1", NULL},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8", NULL},
+        {"512", NULL, "held by blocks of 16 warps: 8 elements a lane in registers", false, "32", NULL},
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "2", NULL}, /* (4 + 8) 64 bytes */
+        {"768", NULL, "held by blocks of 2 warps: 64 elements a lane in registers", false, "2", NULL},
         /* auto (one reduction: 8 warps), the default; a bad value leaves auto */
-        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, NULL},
-        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "AUTO"},
-        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "3"},
-        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "64"},
-        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "8x"},
-        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "0"},
-        {"191", NULL, NULL, false, "8"}, /* 16 elements a lane: x and the operand x * x, 16 (4 + 8) bytes */
-        {"191", NULL, NULL, false, NULL}, /* ... and a warp a row would stream (no transcendental function) */
-        {"192", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8"},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, NULL, NULL},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "AUTO", NULL},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "3", NULL},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "64", NULL},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "8x", NULL},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, "0", NULL},
+        {"191", NULL, NULL, false, "8", NULL}, /* 16 elements a lane: x and the operand x * x, 16 (4 + 8) bytes */
+        {"191", NULL, NULL, false, NULL, NULL}, /* ... and a warp a row would stream (no transcendental function) */
+        {"192", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8", NULL},
+        /* rows a block: 2 (a grid of 2 blocks for the 3 rows), 3, more than there are; bad values leave 1 */
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, NULL, "2"},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, "8", "3"},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", false, NULL, "1000"},
+        {"512", NULL, "held: 128 elements a lane in registers, 0 in shared memory", false, "1", "2"},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, NULL, "0"},
+        {"512", NULL, "held by blocks of 8 warps: 16 elements a lane in registers", true, NULL, "1.5"},
     };
     smelt_graph *g = t_graph(ctx);
     smelt_node *in[2] = {smelt_input(g, "x", SMELT_F32, SHP(3, 4096)), smelt_input(g, "w", SMELT_F32, SHP(4096))};
@@ -1754,6 +1762,10 @@ DEVICE_TEST(rows_held_setting, 120)
             setenv("SMELT_CUDA_ROWS_WARPS", cases[c].warps, 1);
         else
             unsetenv("SMELT_CUDA_ROWS_WARPS");
+        if (cases[c].steps)
+            setenv("SMELT_CUDA_ROWS_STEPS", cases[c].steps, 1);
+        else
+            unsetenv("SMELT_CUDA_ROWS_STEPS");
         smelt_plan *pd = t_plan(ctx, g, 1, &y, 3);
         const char *d = smelt_plan_describe(pd);
         cr_assert(cases[c].want ? strstr(d, cases[c].want) != NULL : strstr(d, "rows held") == NULL,
@@ -1764,14 +1776,16 @@ DEVICE_TEST(rows_held_setting, 120)
         int64_t at;
         cr_assert(t_same_results(cpu, dev, &at), "case %d: the device gives %a, TCC unfused %a at [%lld]", c,
                   smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
-        /* on fakecuda, the launch: a block of the warps a row spans for each of the 3 rows (its
-         * smallest grid is 3 blocks), or blocks of warps a row each */
+        /* on fakecuda, the launch: a block of the warps a row spans for each of the 3 rows, or
+         * for each SMELT_CUDA_ROWS_STEPS of them; or blocks of warps a row each */
         const char *fake = getenv("SMELT_CUDA_DRIVER_LIB");
         void *h = fake ? dlopen(fake, RTLD_NOW | RTLD_NOLOAD) : NULL;
         const unsigned *last = h ? (const unsigned *)dlsym(h, "smelt_fake_last_launch") : NULL;
         const char *blk = strstr(d, "held by blocks of ");
+        int st = cases[c].steps && !cases[c].warn ? atoi(cases[c].steps) : 1;
         if (last && blk)
-            cr_assert(last[0] == 3 && last[1] == 32u * (unsigned)atoi(blk + strlen("held by blocks of ")),
+            cr_assert(last[0] == (unsigned)(3 + st - 1) / (unsigned)st &&
+                          last[1] == 32u * (unsigned)atoi(blk + strlen("held by blocks of ")),
                       "case %d: grid %u, block %u: %s", c, last[0], last[1], d);
         if (h)
             dlclose(h);
@@ -1779,6 +1793,7 @@ DEVICE_TEST(rows_held_setting, 120)
         smelt_plan_free(pd);
     }
     unsetenv("SMELT_CUDA_ROWS_HELD"), unsetenv("SMELT_CUDA_ROWS_SHARED"), unsetenv("SMELT_CUDA_ROWS_WARPS");
+    unsetenv("SMELT_CUDA_ROWS_STEPS");
     smelt_tensor_free(cpu), t_free_all(x, 2);
     smelt_graph_free(g);
 }

@@ -18,6 +18,10 @@ typedef struct smelt__devlaunch {
     /* the threads a block must have (a row program whose rows span several
      * warps, each row a block's); 0: the backend's choice */
     int block;
+    /* the grid-stride loop's steps a thread takes (the rows a block or warp
+     * of a row program runs in turn): the grid is the blocks over them,
+     * rounded up; 0: the backend's choice */
+    int steps;
 } smelt__devlaunch;
 
 enum { SMELT_COPY_H2D, SMELT_COPY_D2H, SMELT_COPY_D2D };

@@ -642,7 +642,9 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.shape[rank] = 0;
     if (kk->backend->iface->launch) { /* a warp per result (the block form of a row program: a block per row) */
-        smelt__devlaunch dl = {nout * 32, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL, 0};
+        smelt__devlaunch dl = {nout * 32, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL, 0, 0};
+        if (k->desc.multi)
+            dl.steps = p->rows_steps;
         if (k->desc.multi && spread >= SMELT_SPREAD_BLOCK) { /* a block per row */
             dl.block = 32 * smelt__held_warps(spread);
             dl.n = nout * dl.block;
@@ -771,7 +773,7 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
     l.n = N;
     if (kk->backend->iface->launch) { /* a device kernel: queued on the backend's stream */
         smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL,
-                               tile ? SMELT_TILE * SMELT_TILE / 4 : 0};
+                               tile ? SMELT_TILE * SMELT_TILE / 4 : 0, 0};
         return kk->backend->iface->launch(kk->backend, kk, &dl);
     }
     int threads = smelt_ctx_threads(p->ctx);

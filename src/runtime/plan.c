@@ -527,6 +527,9 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
             else
                 p->rows_warps = (int)w;
         }
+        p->rows_steps = (int)SMELT_MIN(smelt__env_bound("SMELT_CUDA_ROWS_STEPS", 1, true, "row",
+                                                        "the default holds:", &p->log),
+                                       1 << 30);
     }
     smelt__sb err;
     smelt__sb_init(&err);

@@ -82,6 +82,8 @@ struct smelt_plan {
     int rows_warps;      /* SMELT_CUDA_ROWS_WARPS: the most warps a row of a held row program spans (1: one;
                           * 0: auto, SMELT_BLOCK_WARPS_AUTO for rows that fill the blocks or
                           * programs of one reduction, else one) */
+    int rows_steps;      /* SMELT_CUDA_ROWS_STEPS: the rows a block (a warp) of a device row program runs in
+                          * turn; 1, the default: a block a row, the GPU's scheduler balancing the blocks */
     smelt__sb desc; /* smelt_plan_describe */
     int *out_slot;  /* prog value -> output index, or -1 */
     bool *donated;  /* per graph input: smelt_plan_opts.donate named it */
