@@ -242,7 +242,7 @@ Test(cuda_emit, broadcasts, .timeout = 120)
         const char *must;
     } cases[] = {
         {"row (4,5)+(1,5)", 2, 2, 0, {4, 5}, {1, 5}, {0}, "smelt_idx shape[2];"},
-        {"column (4,5)+(4,1)", 2, 2, 0, {4, 5}, {4, 1}, {0}, "smelt_idx o1 = 0;"},
+        {"column (4,5)+(4,1)", 2, 2, 0, {4, 5}, {4, 1}, {0}, "smelt_idx o1 = 0 + x0 * a.strides[2];"},
         {"scalar (6,7)+(1,)", 2, 1, 0, {6, 7}, {1}, {0}, "smelt_idx o1 = 0;"},
         {"three (3,4,5)+(4,1)+(5,)", 3, 2, 1, {3, 4, 5}, {4, 1}, {5}, "smelt_idx shape[3];"},
         {"rank 8", 8, 8, 1, {2, 1, 2, 1, 2, 1, 2, 1}, {1, 3, 1, 3, 1, 3, 1, 3}, {3},
@@ -276,7 +276,7 @@ Test(cuda_emit, broadcast_to_op, .timeout = 60)
     smelt_node *a = smelt_input(g, NULL, SMELT_I32, SHP(1, 8));
     smelt_node *b = smelt_broadcast_to(g, smelt_unary(g, SMELT_OP_NEG, a), SHP(5, 8));
     smelt_node *y = smelt_binary(g, SMELT_OP_MAXIMUM, b, smelt_scalar(g, 3));
-    const char *must[] = {"smelt_idx o0 = c;"};
+    const char *must[] = {"smelt_idx o0 = c + x0 * a.strides[0];"};
     emit_ok("broadcast_to", ctx, g, 1, &y, must, 1);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
