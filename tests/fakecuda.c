@@ -74,6 +74,11 @@ EXPORT int cuStreamSynchronize(void *s) { return s == &stream_token ? 0 : 400; }
 #else
 #define EMU_ASAN ""
 #endif
+/* A GPU faults on a load or store misaligned for its width (a 16-byte
+ * vector at an address that is not a multiple of 16); the kernels are
+ * compiled to trap on one too (a misaligned access to an alignas type:
+ * UBSan's alignment check, trapping without its run-time library). */
+#define EMU_ALIGN " -fsanitize=alignment -fsanitize-undefined-trap-on-error"
 /* The live allocations, so that cuBLAS's batched products can tell device
  * memory from host memory (a GPU faults on an array of pointers in host
  * memory). */
@@ -511,7 +516,7 @@ EXPORT int nvrtcCompileProgram(prog *p, int nopt, const char *const *opts)
     if (lb) /* the most threads a block of it may have (cuFuncGetAttribute) */
         fprintf(f, "extern \"C\" const int smelt_emu_bound = %d;\n", atoi(lb + strlen("__launch_bounds__(")));
     fclose(f);
-    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -shared -fPIC -O1 -ffp-contract=off -w" EMU_ASAN " -o %s %s > %s 2>&1", so,
+    snprintf(cmd, sizeof cmd, "c++ -std=c++17 -shared -fPIC -O1 -ffp-contract=off -w" EMU_ASAN EMU_ALIGN " -o %s %s > %s 2>&1", so,
              cpp, logf);
     int rc = system(cmd);
     unlink(cpp);

@@ -1021,6 +1021,50 @@ DEVICE_TEST(misaligned_flat, 60)
     smelt_graph_free(g);
 }
 
+/* An n-d kernel's vectors along the innermost dimension (gelu_tanh(x + b) * w,
+ * b a row, w a column), and each case that must fall back to elements: an
+ * innermost extent not a multiple of 4 (in rows whose stride is), a view
+ * whose start is not 16-byte aligned, rows whose stride is not a multiple
+ * of 4; a view whose rows are strided by a multiple of 4 keeps the
+ * vectors.  fakecuda traps on a misaligned vector.  37 rows, so that the
+ * grid-stride loop (fakecuda's grid of 3 blocks of 64) carries across
+ * rows.  The bits of TinyCC's unfused plan on the same views. */
+DEVICE_TEST(nd_vectors_and_fallbacks, 120)
+{
+    const struct {
+        int64_t cols, start, width; /* x: columns [start, start + width) of a [37, cols] tensor */
+    } cases[] = {{8, 0, 8}, {6, 0, 6}, {12, 0, 12}, {9, 1, 8}, {16, 4, 12}, {10, 0, 8}, {8, 0, 6}, {4100, 4, 4096}};
+    for (int c = 0; c < NELEMS(cases); c++) {
+        int64_t W = cases[c].width;
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *in[3] = {smelt_input(g, "x", SMELT_F32, SHP(37, W)), smelt_input(g, "b", SMELT_F32, SHP(W)),
+                             smelt_input(g, "w", SMELT_F32, SHP(37, 1))};
+        smelt_node *y = smelt_expr(g, "gelu_tanh(x + b) * w", (const char *[]){"x", "b", "w"}, in, 3);
+        T_OK(ctx, smelt_graph_status(g));
+        trng r;
+        trng_init(&r, 40 + (uint64_t)c);
+        smelt_tensor *hx = t_rand(ctx, &r, SMELT_F32, SHP(37, cases[c].cols));
+        smelt_tensor *h[3] = {NULL, t_rand(ctx, &r, SMELT_F32, SHP(W)), t_rand(ctx, &r, SMELT_F32, SHP(37, 1))};
+        t_set(h[1], 0, NAN), t_set(h[1], W - 1, -0.0), t_set(hx, 3, 20.0f), t_set(hx, 5, -20.0f);
+        T_OK(ctx, smelt_tensor_slice(hx, 1, cases[c].start, cases[c].start + W, 1, &h[0]));
+        smelt_tensor *dx = to_device(ctx, hx), *d[3] = {NULL, to_device(ctx, h[1]), to_device(ctx, h[2])};
+        T_OK(ctx, smelt_tensor_slice(dx, 1, cases[c].start, cases[c].start + W, 1, &d[0]));
+        smelt_tensor *cpu = NULL, *dev = NULL;
+        tcc_run(ctx, g, 1, &y, 0, 3, h, &cpu);
+        smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+        cr_assert(strstr(smelt_plan_describe(p), "1 kernel"), "case %d: %s", c, smelt_plan_describe(p));
+        t_run(p, 3, d, 1, &dev);
+        smelt_tensor *hd = to_host(ctx, dev);
+        int64_t at;
+        cr_assert(t_same_results(cpu, hd, &at), "case %d: the device gives %a, TCC unfused %a at [%lld]", c,
+                  smelt_tensor_get(hd, at), smelt_tensor_get(cpu, at), (long long)at);
+        smelt_tensor *all[] = {hd, dev, cpu, d[0], d[1], d[2], dx, h[0], h[1], h[2], hx};
+        t_free_all(all, NELEMS(all));
+        smelt_plan_free(p);
+        smelt_graph_free(g);
+    }
+}
+
 /* 63 inputs and one output at rank 8 with 64-bit indices: 4680 bytes of
  * parameters, passed through device memory.  (The executor picks 32-bit
  * indices for anything that fits, so the 64-bit variant is launched here

@@ -349,28 +349,37 @@ static void emit_arrays(smelt__sb *b, const ectx *e)
  * the coordinates with a carry, one comparison a dimension (x + s + carry <
  * 2 shape: one subtraction).  Each element divided its index by the shape
  * (an integer division of about 20 instructions a dimension) until
- * 2026-11-27. */
-static void device_offsets(smelt__sb *init, smelt__sb *b, smelt__sb *next, const smelt__kdesc *d)
+ * 2026-11-27.  V > 1: j counts vectors of V elements along the innermost
+ * dimension (its extent e{R-1} is the shape's over V), broadcast operands
+ * (mode BCAST) keep one offset for the vector. */
+static void device_offsets(smelt__sb *init, smelt__sb *b, smelt__sb *next, const smelt__kdesc *d, int V)
 {
     int R = d->rank, n = d->n_in + d->n_out;
     if (R > 1) {
+        for (int dd = 1; dd < R; dd++) {
+            smelt__sb_printf(init, "    const smelt_idx e%d = a.shape[%d]", dd, dd);
+            smelt__sb_printf(init, dd == R - 1 && V > 1 ? " / %d;\n" : ";\n", V);
+        }
         smelt__sb_puts(init, "    smelt_idx ");
         for (int dd = 0; dd < R; dd++)
             smelt__sb_printf(init, "%sx%d, s%d", dd ? ", " : "", dd, dd);
         smelt__sb_puts(init, "; /* j's coordinates; the step's digits */\n    {\n        smelt_idx t = j, u = step;\n");
         for (int dd = R - 1; dd > 0; dd--)
-            smelt__sb_printf(init, "        x%d = t %% a.shape[%d], t /= a.shape[%d];\n"
-                                   "        s%d = u %% a.shape[%d], u /= a.shape[%d];\n", dd, dd, dd, dd, dd, dd);
+            smelt__sb_printf(init, "        x%d = t %% e%d, t /= e%d;\n"
+                                   "        s%d = u %% e%d, u /= e%d;\n", dd, dd, dd, dd, dd, dd);
         smelt__sb_puts(init, "        x0 = t, s0 = u;\n    }\n");
         smelt__sb_puts(next, "        {\n            smelt_idx cy = 0;\n");
         for (int dd = R - 1; dd > 0; dd--)
-            smelt__sb_printf(next, "            x%d += s%d + cy;\n            cy = x%d >= a.shape[%d];\n"
-                                   "            if (cy)\n                x%d -= a.shape[%d];\n", dd, dd, dd, dd, dd, dd);
+            smelt__sb_printf(next, "            x%d += s%d + cy;\n            cy = x%d >= e%d;\n"
+                                   "            if (cy)\n                x%d -= e%d;\n", dd, dd, dd, dd, dd, dd);
         smelt__sb_puts(next, "            x0 += s0 + cy;\n        }\n");
-        smelt__sb_printf(b, "        const smelt_idx c = x%d;\n", R - 1);
+        smelt__sb_printf(b, "        const smelt_idx c = x%d", R - 1);
     } else {
-        smelt__sb_puts(b, "        const smelt_idx c = j;\n");
+        smelt__sb_puts(b, "        const smelt_idx c = j");
     }
+    if (V > 1)
+        smelt__sb_printf(b, " * %d", V);
+    smelt__sb_puts(b, ";\n");
     for (int k = 0; k < n; k++) {
         if (d->mode[k] == SMELT_MODE_CONTIG)
             smelt__sb_printf(b, "        smelt_idx o%d = c", k);
@@ -395,31 +404,6 @@ static int device_vec_width(const smelt__kdesc *d)
     return (int)(16 / w);
 }
 
-static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
-{
-    const smelt__kdesc *d = e->d;
-    int n = d->n_in + d->n_out;
-    for (int k = 0; k < n; k++) {
-        if (k < d->n_in && e->uses[k] == 0)
-            continue;
-        smelt_dtype dt = operand_dtype(d, k);
-        const char *t = e->dl->stype[dt];
-        smelt__sb_printf(aligned, "%s(unsigned long long)q%d %% %d == 0", aligned->len ? " && " : "",
-                         k, V * (int)smelt__dtypes[dt].size);
-        if (k < d->n_in)
-            smelt__sb_printf(b, "            const smelt_vec<%s, %d> l%d = ((const smelt_vec<%s, %d> *)q%d)[i];\n",
-                             t, V, k, t, V, k);
-        else
-            smelt__sb_printf(b, "            smelt_vec<%s, %d> l%d;\n", t, V, k);
-    }
-    e->form = FORM_VEC;
-    for (e->lane = 0; e->lane < V; e->lane++)
-        emit_lane(b, e);
-    for (int k = d->n_in; k < n; k++)
-        smelt__sb_printf(b, "            ((smelt_vec<%s, %d> *)q%d)[i] = l%d;\n",
-                         e->dl->stype[operand_dtype(d, k)], V, k, k);
-}
-
 static bool is_flat(const smelt__kdesc *d)
 {
     for (int k = 0; k < d->n_in + d->n_out; k++)
@@ -428,9 +412,70 @@ static bool is_flat(const smelt__kdesc *d)
     return d->rank == 1;
 }
 
+/* A device n-d kernel with a vector loop (V > 1 elements along the
+ * innermost dimension, where the shape and strides allow at run time):
+ * each operand contiguous or broadcast along it, the outputs contiguous. */
+static bool device_nd_vec(const smelt__kdesc *d)
+{
+    if (is_flat(d) || d->reduce || smelt__is_tile(d->spread))
+        return false;
+    for (int k = 0; k < d->n_in + d->n_out; k++)
+        if (d->mode[k] != SMELT_MODE_CONTIG && (k >= d->n_in || d->mode[k] != SMELT_MODE_BCAST))
+            return false;
+    return true;
+}
+
+/* operand k's vector: element o<k> of an n-d kernel's, the flat kernel's i-th */
+static void vec_ref(smelt__sb *b, bool nd, const char *cq, const char *t, int V, int k)
+{
+    if (nd)
+        smelt__sb_printf(b, "*(%ssmelt_vec<%s, %d> *)(q%d + o%d)", cq, t, V, k, k);
+    else
+        smelt__sb_printf(b, "((%ssmelt_vec<%s, %d> *)q%d)[i]", cq, t, V, k);
+}
+
+static void device_vec_body(smelt__sb *b, smelt__sb *aligned, ectx *e, int V)
+{
+    const smelt__kdesc *d = e->d;
+    int n = d->n_in + d->n_out, R = d->rank;
+    bool nd = !is_flat(d); /* vector i at offset o<k> (vectors of the innermost dimension) */
+    if (nd)
+        smelt__sb_printf(aligned, "a.shape[%d] %% %d == 0", R - 1, V);
+    for (int k = 0; k < n; k++) {
+        if (k < d->n_in && e->uses[k] == 0)
+            continue;
+        smelt_dtype dt = operand_dtype(d, k);
+        const char *t = e->dl->stype[dt];
+        if (nd && d->mode[k] == SMELT_MODE_BCAST) { /* one element for the vector's lanes */
+            smelt__sb_printf(b, "            smelt_vec<%s, %d> l%d;\n            for (int u = 0; u < %d; u++)\n"
+                                "                l%d.v[u] = q%d[o%d];\n", t, V, k, V, k, k, k);
+            continue;
+        }
+        smelt__sb_printf(aligned, "%s(unsigned long long)q%d %% %d == 0", aligned->len ? " && " : "",
+                         k, V * (int)smelt__dtypes[dt].size);
+        for (int dd = 0; nd && dd < R - 1; dd++) /* each vector's offset a multiple of V */
+            smelt__sb_printf(aligned, " && a.strides[%d] %% %d == 0", k * R + dd, V);
+        if (k < d->n_in) {
+            smelt__sb_printf(b, "            const smelt_vec<%s, %d> l%d = ", t, V, k);
+            vec_ref(b, nd, "const ", t, V, k);
+            smelt__sb_puts(b, ";\n");
+        } else {
+            smelt__sb_printf(b, "            smelt_vec<%s, %d> l%d;\n", t, V, k);
+        }
+    }
+    e->form = FORM_VEC;
+    for (e->lane = 0; e->lane < V; e->lane++)
+        emit_lane(b, e);
+    for (int k = d->n_in; k < n; k++) {
+        smelt__sb_puts(b, "            ");
+        vec_ref(b, nd, "", e->dl->stype[operand_dtype(d, k)], V, k);
+        smelt__sb_printf(b, " = l%d;\n", k);
+    }
+}
+
 int smelt__emit_step(const smelt__target *t, const smelt__kdesc *d)
 {
-    return t->dialect->device && !d->reduce && is_flat(d) ? device_vec_width(d) : 1;
+    return t->dialect->device && !d->reduce && (is_flat(d) || device_nd_vec(d)) ? device_vec_width(d) : 1;
 }
 
 /* smelt's math library (templates/common/math.h.in), cut to what a kernel
@@ -1268,7 +1313,7 @@ static void emit_rows(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb
                       smelt__sb *next)
 {
     if (dl->device) {
-        device_offsets(init, row, next, d);
+        device_offsets(init, row, next, d, 1);
         return;
     }
     row_offsets(row, d);
@@ -1353,13 +1398,16 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
                              smelt__sb *text, smelt__sb *err)
 {
     bool flat = is_flat(d), arrays;
-    int nops = d->n_in + d->n_out, R = d->rank, vec = flat ? device_vec_width(d) : 1;
-    smelt__sb setup, row, body, vbody, valigned, init, next;
+    int nops = d->n_in + d->n_out, R = d->rank, vec = flat || device_nd_vec(d) ? device_vec_width(d) : 1;
+    smelt__sb setup, row, body, vbody, valigned, init, next, vinit, vrow, vnext;
     smelt__sb_init(&setup), smelt__sb_init(&row), smelt__sb_init(&body);
     smelt__sb_init(&vbody), smelt__sb_init(&valigned), smelt__sb_init(&init), smelt__sb_init(&next);
+    smelt__sb_init(&vinit), smelt__sb_init(&vrow), smelt__sb_init(&vnext);
     int n_real = emit_setup(dl, d, flat, &setup, NULL);
     if (!flat)
         emit_rows(dl, d, &row, &init, &next);
+    if (!flat && vec > 1)
+        device_offsets(&vinit, &vrow, &vnext, d, vec);
     int st = emit_body(dl, d, flat, vec, &body, &vbody, &valigned, &arrays);
     if (!st) {
         const slot sl[] = {
@@ -1369,11 +1417,14 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
             {"NSTRIDES", SLOT_NUM(nops * R)}, {"VEC", SLOT_NUM(vec)},
             {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)},
             {"VEC_ALIGNED", smelt__sb_str(&valigned)}, {"BODY_VEC", smelt__sb_str(&vbody)},
-            {"ROW_INIT", smelt__sb_str(&init)}, {"ROW_NEXT", smelt__sb_str(&next)}};
+            {"ROW_INIT", smelt__sb_str(&init)}, {"ROW_NEXT", smelt__sb_str(&next)},
+            {"ROW_INIT_VEC", smelt__sb_str(&vinit)}, {"ROW_VEC", smelt__sb_str(&vrow)},
+            {"ROW_NEXT_VEC", smelt__sb_str(&vnext)}};
         st = load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
     }
     smelt__sb_free(&setup), smelt__sb_free(&row), smelt__sb_free(&body);
     smelt__sb_free(&vbody), smelt__sb_free(&valigned), smelt__sb_free(&init), smelt__sb_free(&next);
+    smelt__sb_free(&vinit), smelt__sb_free(&vrow), smelt__sb_free(&vnext);
     return st;
 }
 
