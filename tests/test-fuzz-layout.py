@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """A short, fixed run of scripts/fuzz-layout for the test suite:
 
-    test-fuzz-layout.py PATH/TO/smelt
+    test-fuzz-layout.py PATH/TO/smelt [PATH/TO/libsmelt-fakecuda.so]
 
 40 random expressions of layout operations (transposes, reshapes, slices, ...)
 with elementwise operators and reductions, from one fixed seed, against NumPy
-(scripts/fuzz-layout --quick; a longer soak: scripts/fuzz-layout --count 300).
+(scripts/fuzz-layout --quick; a longer soak: scripts/fuzz-layout --count 300),
+and with the fake CUDA library (where the host has a C++ compiler for it) on
+NVRTC too: its kernels compiled and run on the CPU, the bits of the others.
 Needs NumPy in the interpreter that runs it (meson uses /usr/bin/python3);
 without it the test is skipped (exit status 77).
 """
@@ -23,4 +25,6 @@ except ImportError:
 
 script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "fuzz-layout")
 cmd = [sys.executable, script, "--quick", "--seed", str(SEED), "--smelt", os.path.abspath(sys.argv[1])]
+if len(sys.argv) > 2 and subprocess.call("c++ --version", shell=True, stdout=subprocess.DEVNULL) == 0:
+    cmd += ["--cuda", os.path.abspath(sys.argv[2])]
 sys.exit(subprocess.call(cmd))
