@@ -744,11 +744,11 @@ static int cuda_launch(smelt__backend *be, const smelt__kernel *kk, const smelt_
         int block = l->block ? l->block : k->block;
         int64_t threads = (l->n + kk->step - 1) / kk->step;
         int64_t blocks = (threads + block - 1) / block;
-        int64_t want = threads / ((int64_t)block * SMELT_CUDA_STEPS);
-        want = SMELT_MIN(SMELT_MAX(want, (int64_t)k->wave), (int64_t)k->wave * SMELT_CUDA_WAVES);
-        if (l->steps > 0) /* (a grid's x dimension holds 2^31 - 1 blocks; the loop takes the rest) */
-            want = SMELT_MIN((blocks + l->steps - 1) / l->steps, (int64_t)INT32_MAX);
-        unsigned grid = (unsigned)SMELT_MAX(1, SMELT_MIN(blocks, want));
+        int64_t want = l->steps > 0 ? (blocks + l->steps - 1) / l->steps
+                                    : SMELT_MIN(SMELT_MAX(threads / ((int64_t)block * SMELT_CUDA_STEPS), (int64_t)k->wave),
+                                                (int64_t)k->wave * SMELT_CUDA_WAVES);
+        /* (a grid's x dimension holds 2^31 - 1 blocks; the grid-stride loop takes the rest) */
+        unsigned grid = (unsigned)SMELT_MAX(1, SMELT_MIN(SMELT_MIN(blocks, want), (int64_t)INT32_MAX));
         /* every kernel gets the reduction's scratch as a second parameter;
          * the driver reads only the parameters a kernel declares */
         struct {
