@@ -710,6 +710,48 @@ Test(math, division_through_the_reciprocal)
         }
 }
 
+/* smelt_exp_f32_w, the C loop form's exp where k = rint(x / ln 2) lies in
+ * [-126, 127]: there smelt_exp_f32's bits, and the range kept in *w (at
+ * most SMELT_EXP_W_MAX inside, more outside).  Every 251st f32 of [-90, 90]
+ * with both signs' ends and the binades' edges (about 9 million): each in
+ * [-87, 88] in the range, none outside [-87.7, 88.4], every one in the
+ * range with smelt_exp_f32's bits; then the special values.
+ * scripts/mathcheck-f32 --only exp_ok checks all 2^32 as groups do. */
+Test(math, exp_in_range_same_bits)
+{
+    long checked = 0, bad = 0;
+    float lo = 0, hi = 0; /* the range seen */
+    for (int side = 0; side < 2; side++) { /* [-90, -0] and [+0, 90], by bit patterns */
+        uint32_t top = smelt_bits_f32(90.0f);
+        for (uint32_t u = 0; u <= top; u += u < 4096 || top - u < 64 || (u & 0x7fffff) < 64 ? 1 : 251) {
+            float x = f32_of(u | (side ? 0u : 0x80000000u)), want = smelt_exp_f32(x);
+            uint32_t w = 0;
+            float got = smelt_exp_f32_w(x, &w);
+            if (w > SMELT_EXP_W_MAX) {
+                cr_assert(x < -87.0f || x > 88.0f, "%a: left the range", x);
+                continue;
+            }
+            cr_assert(x >= -87.7f && x <= 88.4f, "%a: taken as in the range", x);
+            lo = x < lo ? x : lo, hi = x > hi ? x : hi;
+            checked++;
+            if (memcmp(&got, &want, sizeof got) && bad++ < 10)
+                cr_log_error("exp(%a): %a, smelt_exp_f32 %a", x, got, want);
+        }
+    }
+    cr_assert_eq(bad, 0, "%ld of %ld results differ from smelt_exp_f32", bad, checked);
+    cr_assert_gt(checked, 8000000L);
+    cr_log_info("smelt_exp_f32_w's range: [%a, %a] (%g, %g)", lo, hi, lo, hi);
+    const float out[] = {-87.75f, 88.5f, 89.0f, -104.0f, -1e30f, 1e30f, INFINITY, -INFINITY, NAN, -NAN};
+    for (size_t i = 0; i < sizeof out / sizeof *out; i++) {
+        uint32_t w = 0;
+        smelt_exp_f32_w(out[i], &w);
+        cr_assert_gt(w, SMELT_EXP_W_MAX, "%a: taken as in the range", out[i]);
+        w = 0xffffffffu;
+        smelt_exp_f32_w(-1.0f, &w); /* stays */
+        cr_assert_eq(w, 0xffffffffu);
+    }
+}
+
 /* the composites (no C99 entry): their limits, from the definitions */
 Test(math, special_values_composites)
 {

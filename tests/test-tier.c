@@ -338,6 +338,84 @@ Test(tier, transcendentals_same_bits_on_both_tiers)
     smelt_ctx_free(ctx);
 }
 
+/* The CC tier's groups of 128 compute f32 exp through smelt_exp_f32_w and
+ * again through smelt_exp_f32 where an argument lies outside its range
+ * (about [-87.7, 88.4]; src/codegen/emit.c, c_group): groups with one such
+ * argument each (a different one at a different place, just outside the
+ * range among them), groups without, a tail; into a separate output and in
+ * place (a donated input, where a group computes the exact form only); and
+ * a softmax whose rows hold values more than 88 below their maximum:
+ * TinyCC's bits everywhere. */
+Test(tier, exp_groups_outside_the_fast_range)
+{
+    fresh_cache();
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 77);
+    const float odd[] = {-70.0f, 60.0f, -100.0f, 70.0f, NAN, INFINITY, -INFINITY, 59.0f, -58.6f};
+    int64_t n = 128 * 40 + 77;
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, 1, &n);
+    smelt_node *y = smelt_unary(g, SMELT_OP_EXP, smelt_mul(g, x, smelt_scalar(g, 1.5)));
+    smelt_tensor *in = t_tensor(ctx, SMELT_F32, 1, &n), *mine = t_tensor(ctx, SMELT_F32, 1, &n);
+    for (int64_t i = 0; i < n; i++)
+        t_set(in, i, trng_uniform(&r, -20, 20));
+    for (int64_t gi = 0; gi <= n / 128; gi++)
+        if (gi % 3 == 1 || gi == n / 128)
+            t_set(in, SMELT_MIN(gi * 128 + (gi * 37) % 128, n - 1), odd[gi % NELEMS(odd)]);
+    T_OK(ctx, smelt_tensor_copy(mine, in));
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "CC";
+    const int donate[] = {0};
+    o.donate = donate;
+    o.n_donate = 1;
+    smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC"), *pd;
+    T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pd));
+    cr_assert(t_contains(smelt_plan_kernel_source(pc, 0), "smelt_exp_f32_w("), "the fast form is not used");
+    smelt_tensor *ot = NULL, *oc = NULL;
+    t_run(pt, 1, &in, 1, &ot);
+    t_run(pc, 1, &in, 1, &oc);
+    t_run(pd, 1, &mine, 1, &mine);
+    cr_assert_eq(t_stats(pd).donated_inplace, 1);
+    int64_t at = -1;
+    cr_assert(t_same_results(ot, oc, &at), "exp: CC differs from TCC at %lld (x = %a)", (long long)at,
+              smelt_tensor_get(in, at));
+    cr_assert(t_same_results(ot, mine, &at), "exp in place: CC differs from TCC at %lld (x = %a)", (long long)at,
+              smelt_tensor_get(in, at));
+    smelt_tensor_free(ot), smelt_tensor_free(oc), smelt_tensor_free(in), smelt_tensor_free(mine);
+    smelt_plan_free(pt), smelt_plan_free(pc), smelt_plan_free(pd);
+    smelt_graph_free(g);
+
+    /* softmax over rows of 1000 in [-5, 5]: rows 3k + 1 hold one -85,
+     * rows 3k + 2 a NaN */
+    int64_t s[2] = {48, 1000};
+    const int ax[] = {1};
+    g = t_graph(ctx);
+    x = smelt_input(g, "x", SMELT_F32, 2, s);
+    smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MAX, x, 1, ax, true)));
+    y = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, ax, true));
+    in = t_tensor(ctx, SMELT_F32, 2, s);
+    for (int64_t i = 0; i < s[0] * s[1]; i++)
+        t_set(in, i, trng_uniform(&r, -5, 5));
+    for (int64_t row = 1; row < s[0]; row += 3) {
+        t_set(in, row * s[1] + (row * 131) % s[1], -85.0);
+        if (row + 1 < s[0])
+            t_set(in, (row + 1) * s[1] + (row * 17) % s[1], NAN);
+    }
+    pt = plan_with(ctx, g, 1, &y, "TCC"), pc = plan_with(ctx, g, 1, &y, "CC");
+    cr_assert(t_contains(smelt_plan_kernel_source(pc, 0), "smelt_exp_f32_w("), "the fast form is not used");
+    ot = oc = NULL;
+    t_run(pt, 1, &in, 1, &ot);
+    t_run(pc, 1, &in, 1, &oc);
+    cr_assert(t_same_results(ot, oc, &at), "softmax: CC differs from TCC at %lld", (long long)at);
+    cr_assert_gt(smelt_tensor_get(oc, 1 * s[1] + 131 % s[1]), 0.0, "e^-90 relative to the row: a subnormal, not 0");
+    smelt_tensor_free(ot), smelt_tensor_free(oc), smelt_tensor_free(in);
+    smelt_plan_free(pt), smelt_plan_free(pc);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
 /* The hot loop of an emitted kernel must vectorise with the CC flags. */
 Test(tier, hot_loop_vectorises)
 {
