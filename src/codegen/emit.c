@@ -2918,7 +2918,9 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
     /* not into a pass that computes a transcendental function: bound by its
      * arithmetic, it gained nothing from the stores and lost the calls
      * (softmax 4096 x 4096: 5 % slower; rmsnorm and layernorm, whose passes
-     * only load and add, 19 % and 9 % faster: bench/RESULTS.md) */
+     * only load and add, 19 % and 9 % faster: bench/RESULTS.md); with
+     * smelt_exp_f32_w's exp, softmax 0.93x and 1.04x in two comparisons of
+     * five rounds each: noise, not a gain (twenty-third session) */
     for (int k = 0; k < d->n_ops; k++)
         if (ri.piece[k] == later && op_is_math(&smelt__ops[d->ops[k].op]))
             later = -1;
