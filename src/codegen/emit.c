@@ -2915,15 +2915,13 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         for (int k = 0; k < d->n_ops; k++)
             if (ri.piece[k] == t && ri.cache_off[k] >= 0)
                 later = t;
-    /* not into a pass that computes a transcendental function: bound by its
-     * arithmetic, it gained nothing from the stores and lost the calls
-     * (softmax 4096 x 4096: 5 % slower; rmsnorm and layernorm, whose passes
-     * only load and add, 19 % and 9 % faster: bench/RESULTS.md); with
-     * smelt_exp_f32_w's exp, softmax 0.93x and 1.04x in two comparisons of
-     * five rounds each: noise, not a gain (twenty-third session) */
-    for (int k = 0; k < d->n_ops; k++)
-        if (ri.piece[k] == later && op_is_math(&smelt__ops[d->ops[k].op]))
-            later = -1;
+    /* into a pass that computes a transcendental function too: with exp's
+     * arithmetic as it was, that gained nothing (softmax 4096 x 4096 1.05x
+     * and 0.99x the time); since smelt_exp_f32_w and the input pass in one
+     * call, softmax 0.90x (0.895-0.922 in 7 rounds of 8, 1.008 in one),
+     * log_softmax 0.97x and xent 1.00x (medians of 6; bench/RESULTS.md,
+     * twenty-third session).  rmsnorm and layernorm, whose passes only
+     * load and add: 19 % and 9 % faster. */
     if (blocks || !nfin) /* TinyCC's block form: the calls cost more (rmsnorm 7 % slower) */
         later = -1;
     for (int t = 0; t <= ri.nst && !st; t++) {
