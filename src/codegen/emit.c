@@ -1282,10 +1282,13 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
             for (int k = 0; k < d->n_in; k++) {
                 if (d->mode[k] == SMELT_MODE_BCAST || smelt__is_half(operand_dtype(d, k)))
                     continue; /* (f16/bf16 operands: staged, in arrays of the group's own) */
-                smelt__sb_printf(group, " &&\n        smelt_apart(q%d, %s%d, sizeof *q%d, q%d, %s%d, sizeof *q%d, %d)", o,
-                                 d->mode[o] == SMELT_MODE_STRIDED ? "s" : "", d->mode[o] == SMELT_MODE_STRIDED ? o : 1, o, k,
-                                 d->mode[k] == SMELT_MODE_STRIDED ? "s" : "", d->mode[k] == SMELT_MODE_STRIDED ? k : 1, k,
-                                 C_GROUP);
+                char so[16] = "1", sk[16] = "1"; /* their strides in the group's arguments */
+                if (d->mode[o] == SMELT_MODE_STRIDED)
+                    snprintf(so, sizeof so, "s%d", o);
+                if (d->mode[k] == SMELT_MODE_STRIDED)
+                    snprintf(sk, sizeof sk, "s%d", k);
+                smelt__sb_printf(group, " &&\n        smelt_apart(q%d, %s, sizeof *q%d, q%d, %s, sizeof *q%d, %d)", o, so,
+                                 o, k, sk, k, C_GROUP);
             }
         smelt__sb_printf(group, ";\n    if (smelt_fast) {\n        for (int64_t j = 0; j < %d; j++) {\n%s        }\n"
                                 "        smelt_fast = smelt_ew <= SMELT_EXP_W_MAX;\n    }\n"
@@ -1393,12 +1396,12 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
         emit_arrays(body, &e);
     else
         emit_lane(body, &e);
-    e.expq = "smelt_ew";
-    bool any = false;
+    e.expq = fast && !e.arrays ? "smelt_ew" : NULL; /* (fast: C callers only) */
     for (int k = 0; k < d->n_ops; k++)
-        any = any || fast_exp(&e, k);
-    if (fast && any && !dl->device && !e.arrays)
-        emit_lane(fast, &e);
+        if (fast_exp(&e, k)) {
+            emit_lane(fast, &e);
+            break;
+        }
     e.expq = NULL;
     if (vec > 1)
         device_vec_body(vbody, valigned, &e, vec);
