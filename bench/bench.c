@@ -114,6 +114,16 @@ static void b_swish(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = smelt_div(g, x, smelt_add(g, S(g, 1.0), e));
 }
 
+/* where(a > 0, a * b, exp(c)) + 1, the README's example: inputs read in a
+ * branch, an exp in one */
+static void b_where_exp(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    smelt_node *a = in[0], *b = in[1], *c = in[2];
+    smelt_node *w = smelt_where(g, smelt_binary(g, SMELT_OP_GT, a, S(g, 0.0)), smelt_mul(g, a, b),
+                                smelt_unary(g, SMELT_OP_EXP, c));
+    out[0] = smelt_add(g, w, S(g, 1.0));
+}
+
 /* one Adam step (t = 10): param, grad, m, v -> param', m', v' */
 static void b_adam(smelt_graph *g, smelt_node **in, smelt_node **out)
 {
@@ -383,6 +393,7 @@ static const wl workloads[] = {
     {"gelu_tanh", 1, 1, b_gelu_tanh, sh_flat, 0, 8, NULL},
     {"gelu", 1, 1, b_gelu, sh_flat, 0, 8, NULL},
     {"swish", 1, 1, b_swish, sh_flat, 0, 8, NULL},
+    {"where_exp", 3, 1, b_where_exp, sh_flat, 0, 16, NULL},
     {"adam", 4, 3, b_adam, sh_flat, 0, 28, adam_donate},
     {"bias_relu", 2, 1, b_bias_relu, sh_rows, 0, 8, NULL},
     /* 100 x (layer + barrier), 700 values: on the CPU its unfused plan

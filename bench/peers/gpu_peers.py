@@ -37,7 +37,7 @@ import time
 # JAX would otherwise reserve 75% of GPU memory at import, starving the others
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-ELEMENTWISE = ["add", "chain8", "gelu_tanh", "gelu", "swish", "adam", "bias_relu", "layers100"]
+ELEMENTWISE = ["add", "chain8", "gelu_tanh", "gelu", "swish", "where_exp", "adam", "bias_relu", "layers100"]
 ROWS = ["softmax", "layernorm", "log_softmax", "rmsnorm", "sum_rows", "sum_cols", "mse", "xent", "transpose_add"]
 MODELS = ["concat_relu", "mlp", "attention"]
 WORKLOADS = ELEMENTWISE + ROWS + MODELS
@@ -68,6 +68,8 @@ def formula(o, name):
         return lambda x: 0.5 * x * (1.0 + o.erf(x * 0.7071067811865476))
     if name == "swish":
         return lambda x: x / (1.0 + o.exp(-x))
+    if name == "where_exp":
+        return lambda a, b, c: o.where(a > 0, a * b, o.exp(c)) + 1.0
     if name == "adam":
         def adam(p, g, m, v):
             m2 = B1 * m + (1 - B1) * g
@@ -92,7 +94,7 @@ class Ops:
 
 
 # what the formulas call, by NumPy's names: numpy, cupy and jax.numpy have them
-NP_NAMES = ["tanh", "exp", "sqrt", "log", "max", "sum", "mean", "take_along_axis", "maximum",
+NP_NAMES = ["tanh", "exp", "sqrt", "log", "max", "sum", "mean", "take_along_axis", "maximum", "where",
             "concatenate", "swapaxes", "transpose", "reshape"]
 
 
@@ -125,7 +127,7 @@ def torch_like(torch):
     return Ops(tanh=torch.tanh, exp=torch.exp, sqrt=torch.sqrt, log=torch.log, relu=torch.relu, erf=torch.erf,
                max=red(torch.amax), sum=red(torch.sum), mean=red(torch.mean),
                take_along_axis=lambda x, t, axis: torch.take_along_dim(x, t, dim=axis),
-               maximum=torch.clamp_min, concatenate=lambda xs, axis=0: torch.cat(xs, dim=axis),
+               maximum=torch.clamp_min, where=torch.where, concatenate=lambda xs, axis=0: torch.cat(xs, dim=axis),
                swapaxes=torch.swapaxes, transpose=lambda x, axes: x.permute(*axes), reshape=torch.reshape,
                barrier=lambda x: x.clone())
 
@@ -153,6 +155,7 @@ CUPY_SRC = {
                   "y = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * (x * x * x))))"),
     "gelu": ("float32 x", "float32 y", "y = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f))"),
     "swish": ("float32 x", "float32 y", "y = x / (1.0f + expf(-x))"),
+    "where_exp": ("float32 a, float32 b, float32 c", "float32 y", "y = (a > 0.0f ? a * b : expf(c)) + 1.0f"),
     "adam": ("float32 p, float32 g, float32 m, float32 v", "float32 p2, float32 m2, float32 v2",
              "m2 = {b1} * m + {nb1} * g; v2 = {b2} * v + {nb2} * (g * g); "
              "p2 = p - {lr} * ((m2 / {c1}) / (sqrtf(v2 / {c2}) + {eps}));".format(

@@ -40,7 +40,7 @@ def inputs(name, n, rng):
     f = lambda *s: (rng.random(s, dtype=np.float32) * 2 - 1)
     if name in ("add", "mse"):
         return [f(n), f(n)]
-    if name == "chain8":
+    if name in ("chain8", "where_exp"):
         return [f(n), f(n), f(n)]
     if name in ("gelu_tanh", "gelu", "swish"):
         return [f(n)]
@@ -85,6 +85,8 @@ def numpy_fn(name):
         return lambda x: f32(0.5) * x * (f32(1) + np.tanh(f32(0.7978845608028654) * (x + f32(0.044715) * (x * x * x))))
     if name == "swish":
         return lambda x: x / (f32(1) + np.exp(-x))
+    if name == "where_exp":
+        return lambda a, b, c: np.where(a > 0, a * b, np.exp(c)) + f32(1)
     if name == "adam":
         def adam(p, g, m, v):
             m2 = f32(B1) * m + f32(1 - B1) * g
@@ -212,6 +214,8 @@ def numexpr_fn(name):
         return lambda x: e("H * x * (ONE + tanh(K * (x + C * (x * x * x))))", local_dict=dict(k, x=x))
     if name == "swish":
         return lambda x: e("x / (1 + exp(-x))")
+    if name == "where_exp":
+        return lambda a, b, c: e("where(a > 0, a * b, exp(c)) + 1")
     if name == "adam":
         def adam(p, g, m, v):
             m2 = e("B1 * m + (1 - B1) * g", local_dict=dict(B1=np.float32(B1), m=m, g=g))
