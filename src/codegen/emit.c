@@ -1300,11 +1300,8 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
      * (a hint: it never faults, wherever it points) */
     for (int k = 0; k < d->n_in && k < 64; k++)
         if (branch_in >> k & 1 && d->mode[k] == SMELT_MODE_CONTIG)
-            smelt__sb_printf(&stage_in, "#if defined(__GNUC__) && !defined(__TINYC__)\n"
-                                        "    for (int c = 0; c < %d * (int)sizeof *q%d; c += 64)\n"
-                                        "        __builtin_prefetch((const void *)((__UINTPTR_TYPE__)q%d + 8192 + c), 0, 3);\n"
-                                        "#endif\n",
-                             C_GROUP, k, k);
+            smelt__sb_printf(&stage_in, "    smelt_fetch((uint64_t)q%d + 8192, %d * (int64_t)sizeof *q%d);\n", k, C_GROUP,
+                             k);
     if (arrays) /* the body has its own loops */
         smelt__sb_printf(group, ")\n{\n%s%s%s%s}\n", consts, smelt__sb_str(&stage_in), body,
                          smelt__sb_str(&stage_out));
