@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 #include <immintrin.h>
+#include <omp.h>
 
 void K(int64_t start, int64_t end, char *const *ptrs, const int64_t *shape, const int64_t *strides);
 
@@ -63,7 +64,6 @@ int main(int argc, char **argv)
         const double t0 = now_ms();
 #pragma omp parallel num_threads(2)
         {
-            extern int omp_get_thread_num(void);
             const size_t h = el / 2, t = (size_t)omp_get_thread_num();
 #if defined(__AVX512F__)
             for (size_t i = 0; i < h; i += 16)
@@ -76,7 +76,6 @@ int main(int argc, char **argv)
         const double t1 = now_ms();
 #pragma omp parallel num_threads(2)
         {
-            extern int omp_get_thread_num(void);
             const int t = omp_get_thread_num();
             for (int k = 0; k < R / (2 * HOT); k++) /* as many elements as the whole array */
                 K(t * HOT, t * HOT + HOT, p_hot, sh_hot, strides);
