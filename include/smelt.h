@@ -82,6 +82,12 @@ void smelt_elem_store(smelt_dtype dt, void *p, double v);
 const char *smelt_op_name(smelt_op op);            /* "add", ... ; NULL if invalid */
 int smelt_op_from_name(const char *name);          /* op or SMELT_ERR_INVALID_ARG */
 int smelt_op_arity(smelt_op op);                   /* operand count; -1 if invalid */
+/* The NumPy / numexpr spellings of operators (the expression language's
+ * aliases: "negative" -> "neg", "arcsin" -> "asin", "clip" -> "clamp", ...),
+ * i = 0, 1, ...: the alias, and in *op (may be NULL) the operator's name;
+ * NULL past the last.  With smelt_op_name, the one list a binding maps
+ * NumPy's function names through. */
+const char *smelt_op_alias(int i, const char **op);
 
 /* ---- handles ----------------------------------------------------------- */
 typedef struct smelt_ctx smelt_ctx;
@@ -137,6 +143,12 @@ int smelt_tensor_slice(const smelt_tensor *t, int dim, int64_t start, int64_t st
                        int64_t step, smelt_tensor **out);
 int smelt_tensor_broadcast_to(const smelt_tensor *t, int ndim, const int64_t *shape,
                               smelt_tensor **out);
+/* Point a tensor made by smelt_tensor_wrap at other caller-owned memory of
+ * the same dtype, shape and strides (data: its first element), so that a
+ * plan run again and again on new buffers of one layout reuses its
+ * tensors.  SMELT_ERR_INVALID_ARG for a tensor that owns its memory (or a
+ * view of one) and for a device tensor. */
+int smelt_tensor_rebind(smelt_tensor *t, void *data);
 /* A C-contiguous copy. */
 int smelt_tensor_contiguous(const smelt_tensor *t, smelt_tensor **out);
 /* Element i (row-major index into the logical shape) as a double (f16 and
@@ -306,6 +318,13 @@ void smelt_plan_free(smelt_plan *p);
  * backends); a NULL output is a new tensor every run. */
 int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
                    smelt_tensor **outputs);
+
+/* smelt_plan_run after pointing inputs[i] at data[i] and outputs[j] at
+ * data[n_in + j] (smelt_tensor_rebind; a NULL entry keeps a tensor's
+ * memory): one call where a binding runs a plan on new buffers each time.
+ * Every output is given (none is NULL). */
+int smelt_plan_run_rebind(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
+                          smelt_tensor *const *outputs, void *const *data);
 
 typedef struct smelt_plan_stats {
     int kernels;        /* kernel launches per run */

@@ -14,7 +14,6 @@
 #include <criterion/parameterized.h>
 
 /* the alias table (src/frontends/expr.c) */
-const char *smelt__expr_alias(int i, const char **op);
 
 static bool callable(int op)
 {
@@ -229,7 +228,7 @@ Test(expr_grid, aliases)
     smelt_ctx *ctx = t_ctx();
     const char *op;
     int n = 0;
-    for (const char *alias; (alias = smelt__expr_alias(n, &op)); n++) {
+    for (const char *alias; (alias = smelt_op_alias(n, &op)); n++) {
         int k = smelt_op_from_name(op);
         cr_assert(k >= 0 && callable(k), "alias %s -> %s: not a callable operator", alias, op);
         cr_assert_lt(smelt_op_from_name(alias), 0, "alias %s shadows an operator", alias);

@@ -497,3 +497,55 @@ Test(trace, mlp_and_attention_saved_self_contained)
     t_free_all(qkv, 3);
     smelt_ctx_free(ctx);
 }
+
+/* smelt_plan_run_rebind: one plan and one set of wrapped tensors run on
+ * new buffers each call (what the Python package does); the tensors it can
+ * rebind and the errors for the others. */
+Test(rebind, runs_on_new_buffers_each_call)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(5));
+    smelt_node *b = smelt_input(g, "b", SMELT_F32, SHP(5));
+    smelt_node *y = smelt_add(g, smelt_mul(g, a, b), smelt_scalar(g, 1));
+    smelt_plan *p;
+    T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, NULL, &p));
+    float A[2][5], B[2][5], Y[2][5], dummy[5] = {0};
+    trng r;
+    trng_init(&r, 41);
+    smelt_tensor *in[2], *out;
+    T_OK(ctx, smelt_tensor_wrap(ctx, SMELT_F32, SHP(5), NULL, dummy, &in[0]));
+    T_OK(ctx, smelt_tensor_wrap(ctx, SMELT_F32, SHP(5), NULL, dummy, &in[1]));
+    T_OK(ctx, smelt_tensor_wrap(ctx, SMELT_F32, SHP(5), NULL, dummy, &out));
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < 5; i++)
+            A[k][i] = (float)trng_uniform(&r, -2, 2), B[k][i] = (float)trng_uniform(&r, -2, 2);
+        void *data[3] = {A[k], B[k], Y[k]};
+        T_OK(ctx, smelt_plan_run_rebind(p, 2, in, 1, &out, data));
+        for (int i = 0; i < 5; i++)
+            cr_assert_eq(Y[k][i], A[k][i] * B[k][i] + 1.0f, "call %d element %d", k, i);
+        cr_assert_eq(smelt_tensor_data(out), (void *)Y[k]);
+    }
+    /* a NULL entry keeps the tensor's memory */
+    void *keep[3] = {NULL, B[0], Y[0]};
+    T_OK(ctx, smelt_plan_run_rebind(p, 2, in, 1, &out, keep));
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(Y[0][i], A[1][i] * B[0][i] + 1.0f);
+    /* a tensor that owns its memory cannot be pointed elsewhere */
+    smelt_tensor *own;
+    T_OK(ctx, smelt_tensor_new(ctx, SMELT_F32, SHP(5), &own));
+    T_ERR(ctx, smelt_tensor_rebind(own, A[0]), SMELT_ERR_INVALID_ARG, "owns its memory");
+    smelt_tensor *mixed[2] = {in[0], own};
+    T_ERR(ctx, smelt_plan_run_rebind(p, 2, mixed, 1, &out, (void *[]){A[0], B[0], Y[0]}),
+          SMELT_ERR_INVALID_ARG, "smelt_tensor_wrap");
+    T_ERR(ctx, smelt_tensor_rebind(in[0], NULL), SMELT_ERR_INVALID_ARG, "data is NULL");
+    T_ERR(ctx, smelt_plan_run_rebind(p, 2, in, 1, &out, NULL), SMELT_ERR_INVALID_ARG, "NULL");
+    cr_assert_eq(smelt_tensor_rebind(NULL, A[0]), SMELT_ERR_INVALID_ARG);
+    smelt_tensor_free(own);
+    for (int i = 0; i < 2; i++)
+        smelt_tensor_free(in[i]);
+    smelt_tensor_free(out);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}

@@ -86,12 +86,14 @@ static const struct {
      {"stack", "roll", "take", "tile", "repeat"}},
 };
 
-/* For tests: the alias table, one entry per call (NULL past the end). */
-const char *smelt__expr_alias(int i, const char **op)
+/* The alias table, one entry per call (NULL past the end): the expression
+ * language's, the tests' and the Python package's one list of NumPy names. */
+const char *smelt_op_alias(int i, const char **op)
 {
     if (i < 0 || i >= (int)(sizeof aliases / sizeof aliases[0]))
         return NULL;
-    *op = aliases[i].op;
+    if (op)
+        *op = aliases[i].op;
     return aliases[i].alias;
 }
 

@@ -25,10 +25,19 @@ struct smelt__pool {
 /* the slot of the thread running a task: workers 0 .. n-1, the caller n */
 static __thread int cur_slot;
 
+/* Read once: glibc's sysconf reads /sys/devices/system/cpu/online on every
+ * call, an open, read and close on every run of a plan (a third of a small
+ * plan's run). */
 int smelt__ncpus(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    static int cached; /* 0: not read yet */
+    int n = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (n)
+        return n;
+    long v = sysconf(_SC_NPROCESSORS_ONLN);
+    n = v > 0 ? (int)v : 1;
+    __atomic_store_n(&cached, n, __ATOMIC_RELAXED);
+    return n;
 }
 
 static void work(smelt__pool *p, int slot)

@@ -1,0 +1,577 @@
+"""smelt.jit and smelt.trace: trace a plain NumPy function once per input
+signature, compile it into one smelt plan, and run the plan on later calls.
+
+A call of a compiled function: the arguments are flattened (tuples, lists
+and dicts of arrays and scalars), their signature (dtype, shape, strides,
+static values) looks up an entry, and one C call (smelt_plan_run_rebind)
+points the entry's tensors at the arrays' memory and runs the plan.
+"""
+import functools
+import inspect
+import os
+
+import numpy as np
+
+from . import _dtypes as D
+from ._lib import Error, TracerError, context, ffi, lib, make_error, text
+from ._tracer import Tracer, TraceState, data_ptr, ensure_usable, lift, wrap_tensor, current, user_location
+
+# ---- arguments: flattening and signatures ---------------------------------------
+_ARRAY = 0
+
+
+def as_array(x):
+    """A NumPy array over x's memory (no copy where x allows: buffers,
+    __array_interface__, __dlpack__ on the CPU)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__") and not hasattr(x, "__array_interface__"):
+        try:
+            return np.from_dlpack(x)
+        except Exception as e:
+            raise TypeError("smelt: cannot read a %s through DLPack on the CPU: %s (a device array needs "
+                            "backend='NVRTC' and smelt.cuda)" % (type(x).__name__, e)) from None
+    return np.asarray(x)
+
+
+def _is_arraylike(x):
+    return isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__array_interface__") or \
+        hasattr(x, "__dlpack__") or hasattr(x, "__array__")
+
+
+def flatten(x, leaves):
+    """The structure key of x; its arrays appended to leaves.  Arrays are
+    leaves keyed by dtype, shape and strides; Python scalars, None and
+    strings are static (part of the key, passed as they are)."""
+    t = type(x)
+    if t is np.ndarray:
+        leaves.append(x)
+        return (x.dtype.char, x.shape, x.strides)
+    if t is tuple or t is list:
+        return (t, tuple(flatten(v, leaves) for v in x))
+    if t is dict:
+        ks = sorted(x)
+        return (dict, tuple(ks), tuple(flatten(x[k], leaves) for k in ks))
+    if x is None or t in (int, float, bool, str, complex):
+        return ("s", t, x)
+    if isinstance(x, Tracer):
+        raise TracerError("a traced value is passed to a compiled function inside another trace (%s)%s: call "
+                          "the plain function there" % (x._tr.fname, _loc()))
+    if _is_arraylike(x):
+        a = as_array(x)
+        leaves.append(a)
+        return (a.dtype.char, a.shape, a.strides)
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError("smelt: an argument of type %s is neither an array, a scalar nor a tuple, list or dict "
+                        "of them, and not hashable (static)" % t.__name__) from None
+    return ("s", t, x)
+
+
+def unflatten(key, it):
+    """x rebuilt from its key, taking leaves from the iterator it."""
+    k0 = key[0]
+    if k0 is tuple or k0 is list:
+        return k0(unflatten(k, it) for k in key[1])
+    if k0 is dict:
+        return {k: unflatten(v, it) for k, v in zip(key[1], key[2])}
+    if k0 == "s":
+        return key[2]
+    return next(it)
+
+
+def _loc():
+    loc = user_location()
+    return " at " + loc if loc else ""
+
+
+# ---- the compiled entries ----------------------------------------------------------
+class _Entry:
+    """One input signature: its graph, plan and tensors."""
+
+    __slots__ = ("tr", "plan", "plan0", "n_in", "n_out", "in_arr", "out_arr", "out_specs", "out_key",
+                 "extra_static", "callbacks", "donated", "outs_cache", "calls", "nodes", "opts_keep", "in_t",
+                 "out_t", "eager_pending", "_keep_cb")
+
+    def run(self, leaves, out):
+        ptrs = [data_ptr(a) for a in leaves]
+        if self.callbacks:
+            ptrs.extend(self._extra_ptrs())
+        else:
+            ptrs.extend(self.extra_static)
+        outs = []
+        donated = self.donated
+        out_arr = self.out_arr
+        if out is None:
+            for j, (shape, dtype) in enumerate(self.out_specs):
+                if donated and j in donated:
+                    o = leaves[donated[j]]
+                else:
+                    o = np.empty(shape, dtype)
+                outs.append(o)
+                ptrs.append(data_ptr(o))
+        else:
+            outs, out_arr = self._given(out, leaves)
+            ptrs.extend(data_ptr(o) for o in outs)
+        plan = self.plan
+        if self.eager_pending:  # trace(symbolic=False): the first call runs op by op
+            plan = self.plan0
+            self.eager_pending = False
+        self.calls += 1
+        with self.tr.ctx.lock:
+            st = lib.smelt_plan_run_rebind(plan, self.n_in, self.in_arr, self.n_out, out_arr, ptrs)
+        if st:
+            raise make_error(st, "running %s: %s" % (self.tr.fname, self.tr.ctx.errmsg()))
+        return outs
+
+    def _extra_ptrs(self):
+        res = {}
+        ptrs = []
+        for item in self.tr.extra:
+            if item[0] == "capture":
+                ptrs.append(data_ptr(item[1]))
+            else:
+                cb, i = item[1], item[2]
+                if cb not in res:
+                    res[cb] = cb.call_again()
+                ptrs.append(data_ptr(res[cb][i]))
+        # keep the callbacks' arrays alive until the run is over
+        self._keep_cb = res
+        return ptrs
+
+    def _given(self, out, leaves):
+        """Validate out= (an array, or a tuple/list of them, one per output)."""
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outs) != self.n_out:
+            raise ValueError("out=: %d array(s) given, the function has %d output(s)" % (len(outs), self.n_out))
+        key = []
+        for j, (o, (shape, dtype)) in enumerate(zip(outs, self.out_specs)):
+            if not isinstance(o, np.ndarray):
+                raise TypeError("out=: output %d is a %s, not a NumPy array" % (j, type(o).__name__))
+            if o.shape != tuple(shape) or o.dtype != dtype:
+                raise ValueError("out=: output %d is %s%s, the function gives %s%s"
+                                 % (j, o.dtype, list(o.shape), np.dtype(dtype), list(shape)))
+            if not o.flags.writeable or not o.flags.aligned or any(s % o.itemsize for s in o.strides):
+                raise ValueError("out=: output %d is not writeable, aligned memory with element strides" % j)
+            key.append(o.strides)
+        key = tuple(key)
+        arr = self.outs_cache.get(key)
+        if arr is None:
+            ts = [wrap_tensor(self.tr.ctx, o) for o in outs]
+            arr = ffi.new("smelt_tensor *[]", ts)
+            self.outs_cache[key] = (arr, ts)
+        else:
+            arr = arr[0]
+        return outs, arr
+
+
+class _Callback:
+    """A function of exclude_from_trace recorded in a trace: run again on
+    every call, its arrays passed as inputs."""
+
+    def __init__(self, fn, args, kwargs, key, specs, first):
+        self.fn, self.args, self.kwargs, self.key, self.specs = fn, args, kwargs, key, specs
+        self.first = first  # the trace's results serve the call that traced
+
+    def call_again(self):
+        if self.first is not None:
+            r, self.first = self.first, None
+            return r
+        leaves = []
+        r = self.fn(*self.args, **self.kwargs)
+        key = flatten(r, leaves)
+        leaves = [ensure_usable(a, "exclude_from_trace's result") for a in leaves]
+        if key != self.key and [(a.dtype, a.shape) for a in leaves] != self.specs:
+            raise Error(-3, "%s (exclude_from_trace) returned %s on this call, %s when it was traced: its "
+                        "results must keep their structure, dtypes and shapes"
+                        % (getattr(self.fn, "__name__", "function"), [(str(a.dtype), a.shape) for a in leaves],
+                           [(str(d), s) for d, s in self.specs]))
+        return leaves
+
+
+def exclude_from_trace(fn):
+    """Decorator (MegEngine's exclude_from_trace): the function runs in
+    Python on every call of a traced function that calls it, and its array
+    results enter the graph as inputs.  Its arguments must be concrete
+    (no traced values); its results: arrays, scalars, and tuples, lists or
+    dicts of them, of the same dtypes and shapes each call."""
+    if not callable(fn):
+        raise TypeError("exclude_from_trace decorates a function: @smelt.exclude_from_trace")
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        tr = current()
+        if tr is None:
+            return fn(*args, **kwargs)
+        probe = []
+        try:
+            flatten((args, kwargs), probe)
+        except TracerError:
+            raise TracerError("%s (exclude_from_trace) is called with a traced value%s: it runs before the "
+                              "compiled plan, so its arguments must be concrete" % (fn.__name__, _loc())) from None
+        r = fn(*args, **kwargs)
+        leaves = []
+        key = flatten(r, leaves)
+        leaves = [ensure_usable(a, "exclude_from_trace's result") for a in leaves]
+        cb = _Callback(fn, args, kwargs, key, [(a.dtype, a.shape) for a in leaves], leaves)
+        tracers = []
+        for i, a in enumerate(leaves):
+            t = tr.input(D.to_smelt(a.dtype), a.shape)
+            tr.extra.append(("callback", cb, i))
+            tracers.append(t)
+        return unflatten(key, iter(tracers))
+    wrapper.__smelt_excluded__ = True
+    return wrapper
+
+
+# ---- compiled functions --------------------------------------------------------------
+def _norm_nums(v, what):
+    if v is None:
+        return ()
+    if isinstance(v, int):
+        return (v,)
+    try:
+        return tuple(int(i) for i in v)
+    except TypeError:
+        raise TypeError("%s must be an int or a sequence of ints" % what) from None
+
+
+def _norm_names(v):
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        return (v,)
+    return tuple(v)
+
+
+class Function:
+    """A function compiled by smelt.jit / smelt.trace.  Calling it runs the
+    plan of its arguments' signature (traced and compiled on the first call
+    with that signature).  f.stats(), f.explain(*args), f.dump(path),
+    f.lower(*args) (the plan's kernels) describe what was made."""
+
+    def __init__(self, fn, opt_level=3, backend=None, static_argnums=(), static_argnames=(),
+                 donate_argnums=(), capture_as_const=False, symbolic=True, name=None):
+        if not callable(fn):
+            raise TypeError("smelt.jit: %r is not callable" % (fn,))
+        if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+            raise ValueError("opt_level must be 0, 1, 2 or 3, not %r" % (opt_level,))
+        self.fn = fn
+        self.opt_level = opt_level
+        self.backend = backend
+        self.static_argnums = _norm_nums(static_argnums, "static_argnums")
+        self.static_argnames = _norm_names(static_argnames)
+        self.donate_argnums = _norm_nums(donate_argnums, "donate_argnums")
+        self.capture_as_const = bool(capture_as_const)
+        self.symbolic = bool(symbolic)
+        self.__name__ = name or getattr(fn, "__name__", "function")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+        try:
+            sig = inspect.signature(fn)
+            self._params = [p.name for p in sig.parameters.values()]
+            self._takes_out = "out" in sig.parameters
+        except (TypeError, ValueError):
+            self._params, self._takes_out = [], False
+        if backend is not None:
+            ctx = context()
+            st = lib.smelt_backend_check(ctx.ptr, backend.encode())
+            if st:
+                raise make_error(st, "backend=%r: %s" % (backend, ctx.errmsg()))
+        self._cache = {}
+        self._plans = 0
+        self._traces = 0
+        self._last = None
+        self._fast = not (self.static_argnums or self.static_argnames or self.donate_argnums)
+
+    # pickling: by reference when the name is importable, else the function
+    def __reduce__(self):
+        return (_rebuild, (self.fn, self._options()))
+
+    def _options(self):
+        return dict(opt_level=self.opt_level, backend=self.backend, static_argnums=self.static_argnums,
+                    static_argnames=self.static_argnames, donate_argnums=self.donate_argnums,
+                    capture_as_const=self.capture_as_const, symbolic=self.symbolic)
+
+    def __get__(self, obj, objtype=None):  # as a method
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def __repr__(self):
+        return "<smelt.jit %s: %d plan(s)>" % (self.__name__, self._plans)
+
+    def _key(self, args, kwargs):
+        leaves = []
+        if self._fast and not kwargs:
+            key = []
+            for a in args:
+                if type(a) is np.ndarray:
+                    leaves.append(a)
+                    key.append((a.dtype.char, a.shape, a.strides))
+                else:
+                    key.append(flatten(a, leaves))
+            return tuple(key), leaves
+        sn = self.static_argnums
+        key = []
+        for i, a in enumerate(args):
+            if i in sn or i - len(args) in sn:
+                try:
+                    hash(a)
+                except TypeError:
+                    raise TypeError("static argument %d must be hashable, got %s" % (i, type(a).__name__)) from None
+                key.append(("s", type(a), a))
+            else:
+                key.append(flatten(a, leaves))
+        kkey = []
+        for k in sorted(kwargs):
+            v = kwargs[k]
+            if k in self.static_argnames:
+                kkey.append((k, ("s", type(v), v)))
+            else:
+                kkey.append((k, flatten(v, leaves)))
+        return (tuple(key), tuple(kkey)), leaves
+
+    def __call__(self, *args, **kwargs):
+        out = kwargs.pop("out", None) if not self._takes_out else None
+        if current() is not None:  # inside another trace: trace through this function
+            return self.fn(*args, **kwargs)
+        key, leaves = self._key(args, kwargs)
+        e = self._cache.get(key)
+        if e is None:
+            e = self._compile(key, args, kwargs, leaves)
+        elif not all(a.flags.aligned for a in leaves):
+            leaves = [ensure_usable(a, "argument") for a in leaves]
+        self._last = e
+        outs = e.run(leaves, out)
+        return unflatten(e.out_key, iter(outs))
+
+    # ---- tracing
+    def _compile(self, key, args, kwargs, leaves):
+        ctx = context()
+        usable = [ensure_usable(a, "argument %d" % i) for i, a in enumerate(leaves)]
+        if any(u is not a for u, a in zip(usable, leaves)):
+            # a copy was needed (unaligned, byte-swapped): the entry's layout is the copy's
+            leaves[:] = usable
+        with ctx.lock:
+            tr = TraceState(ctx, self.capture_as_const, self.__name__)
+            with tr:
+                tracers = [tr.input(D.to_smelt(a.dtype, "argument"), a.shape, "arg%d" % i)
+                           for i, a in enumerate(leaves)]
+                it = iter(tracers)
+                targs, tkw = self._rebuild_args(key, args, kwargs, it)
+                result = self.fn(*targs, **tkw)
+                out_leaves = []
+                out_key = _flatten_out(result, out_leaves)
+                nodes = [lift(o, tr) for o in out_leaves]
+            self._traces += 1
+            e = _Entry()
+            e.tr, e.out_key = tr, out_key
+            e.n_in = lib.smelt_graph_num_inputs(tr.g)
+            e.n_out = len(nodes)
+            e.nodes = nodes
+            e.out_specs = [(o.shape, o.dtype) for o in nodes]
+            e.donated = self._donations(args, leaves, nodes)
+            e.plan = self._plan(ctx, tr, nodes, self.opt_level, e)
+            e.plan0 = self._plan(ctx, tr, nodes, 0, e) if not self.symbolic else None
+            e.eager_pending = not self.symbolic
+            in_t = [wrap_tensor(ctx, a) for a in leaves]
+            extra_static = []
+            for item in tr.extra:
+                if item[0] == "capture":
+                    in_t.append(wrap_tensor(ctx, item[1]))
+                    extra_static.append(data_ptr(item[1]))
+                else:
+                    cb, i = item[1], item[2]
+                    d, s = cb.specs[i]
+                    in_t.append(wrap_tensor(ctx, np.empty(s, d)))
+            e.callbacks = any(item[0] == "callback" for item in tr.extra)
+            e.extra_static = extra_static
+            e.in_t = in_t
+            e.in_arr = ffi.new("smelt_tensor *[]", in_t or [ffi.NULL])
+            out_t = []
+            for j, (shape, dtype) in enumerate(e.out_specs):
+                if e.donated and j in e.donated:
+                    out_t.append(wrap_tensor(ctx, leaves[e.donated[j]]))
+                else:
+                    out_t.append(wrap_tensor(ctx, np.empty(shape, dtype)))
+            e.out_t = out_t
+            e.out_arr = ffi.new("smelt_tensor *[]", out_t or [ffi.NULL])
+            e.outs_cache = {}
+            e.calls = 0
+        self._cache[key] = e
+        return e
+
+    def _rebuild_args(self, key, args, kwargs, it):
+        if self._fast and not kwargs:
+            targs = [unflatten(k, it) for k in key]
+            return targs, {}
+        akey, kkey = key
+        targs = [unflatten(k, it) for k in akey]
+        tkw = {k: unflatten(v, it) for k, v in kkey}
+        return targs, tkw
+
+    def _donations(self, args, leaves, nodes):
+        """Output j -> index of a donated argument leaf it is written over
+        (same dtype, shape and writeable memory), matched in order."""
+        if not self.donate_argnums:
+            return None
+        donated = []
+        for i in self.donate_argnums:
+            if not -len(args) <= i < len(args):
+                raise ValueError("donate_argnums: %d is out of range for %d arguments" % (i, len(args)))
+            sub = []
+            flatten(args[i], sub)
+            ids = {id(a) for a in sub}
+            donated += [k for k, a in enumerate(leaves) if id(a) in ids and a.flags.writeable]
+        m = {}
+        used = set()
+        for j, o in enumerate(nodes):
+            for k in donated:
+                a = leaves[k]
+                if k not in used and a.shape == o.shape and a.dtype == o.dtype:
+                    m[j] = k
+                    used.add(k)
+                    break
+        self._donated_inputs = donated
+        return m or None
+
+    def _plan(self, ctx, tr, nodes, opt_level, e):
+        opts = ffi.new("smelt_plan_opts *")
+        lib.smelt_plan_opts_init(opts)
+        opts.opt_level = opt_level
+        keep = []
+        if self.backend is not None:
+            b = ffi.new("char[]", self.backend.encode())
+            keep.append(b)
+            opts.backend = b
+        if e.donated:
+            d = ffi.new("int[]", sorted(set(e.donated.values())))
+            keep.append(d)
+            opts.donate, opts.n_donate = d, len(e.donated)
+        p = ffi.new("smelt_plan **")
+        arr = ffi.new("smelt_node *[]", [n._n for n in nodes] or [ffi.NULL])
+        st = lib.smelt_plan_new(ctx.ptr, tr.g, len(nodes), arr, opts, p)
+        if st:
+            raise make_error(st, "compiling %s: %s" % (self.__name__, ctx.errmsg()))
+        e.opts_keep = keep
+        self._plans += 1
+        return ffi.gc(p[0], lib.smelt_plan_free)
+
+    # ---- introspection
+    def _entry(self, args, kwargs):
+        if not args and not kwargs:
+            if self._last is None:
+                raise ValueError("%s has not been called yet: pass arguments to describe their plan" % self.__name__)
+            return self._last
+        key, leaves = self._key(args, kwargs)
+        e = self._cache.get(key)
+        return e if e is not None else self._compile(key, args, kwargs, leaves)
+
+    def stats(self):
+        """Counters: traces, plans, calls, and the last plan's statistics
+        (kernels, compiles, fused ops, memory ...)."""
+        d = {"traces": self._traces, "plans": self._plans, "signatures": len(self._cache),
+             "calls": sum(e.calls for e in self._cache.values())}
+        compiles = 0
+        for e in self._cache.values():
+            s = plan_stats(e.plan)
+            compiles += s["compiles"]
+        d["compiles"] = compiles
+        if self._last is not None:
+            d["last"] = plan_stats(self._last.plan)
+        return d
+
+    def explain(self, *args, source=False, **kwargs):
+        """The plan of these arguments' signature (or of the last call):
+        clusters, kernels, fusion reasons (smelt_plan_describe); with
+        source=True, each kernel's generated code too."""
+        e = self._entry(args, kwargs)
+        s = text(lib.smelt_plan_describe(e.plan))
+        if source:
+            for i in range(lib.smelt_plan_num_kernels(e.plan)):
+                s += "\n// ---- %s\n%s" % (text(lib.smelt_plan_kernel_name(e.plan, i)),
+                                          text(lib.smelt_plan_kernel_source(e.plan, i)))
+        return s
+
+    def wait(self):
+        """Block until the background (optimising tier) compiles of every
+        plan are done."""
+        for e in self._cache.values():
+            lib.smelt_plan_wait(e.plan)
+
+    def dump(self, path, *args, **kwargs):
+        """Write the graph of these arguments' signature (or of the last
+        call) as a smelt graph file (docs/formats.md); smelt.load reads it.
+        Arrays the function captured are inputs after the arguments, or
+        constants in the file with capture_as_const=True."""
+        e = self._entry(args, kwargs)
+        arr = ffi.new("smelt_node *[]", [n._n for n in e.nodes] or [ffi.NULL])
+        st = lib.smelt_graph_save(e.tr.g, len(e.nodes), arr, os.fsencode(path))
+        if st:
+            raise make_error(st, e.tr.ctx.errmsg())
+
+
+def _rebuild(fn, options):
+    return Function(fn, **options)
+
+
+def _flatten_out(r, leaves):
+    t = type(r)
+    if t is tuple or t is list:
+        return (t, tuple(_flatten_out(v, leaves) for v in r))
+    if t is dict:
+        ks = sorted(r)
+        return (dict, tuple(ks), tuple(_flatten_out(r[k], leaves) for k in ks))
+    if isinstance(r, Tracer) or isinstance(r, np.ndarray):
+        leaves.append(r)
+        return ("a",)
+    if r is None or isinstance(r, (int, float, bool, str, np.generic)):
+        return ("s", t, r)
+    raise TypeError("a traced function returned a %s; it may return arrays, scalars, and tuples, lists or "
+                    "dicts of them" % t.__name__)
+
+
+def plan_stats(plan):
+    s = ffi.new("smelt_plan_stats *")
+    lib.smelt_plan_get_stats(plan, s)
+    d = {}
+    for name, _ in ffi.typeof("smelt_plan_stats").fields:
+        v = getattr(s, name)
+        d[name] = text(v) if isinstance(v, ffi.CData) else v
+    return d
+
+
+def jit(fn=None, *, opt_level=3, backend=None, static_argnums=(), static_argnames=(), donate_argnums=(),
+        capture_as_const=False):
+    """Compile a plain NumPy function with smelt (a decorator, as jax.jit).
+
+    The function is traced once per input signature (dtypes, shapes,
+    strides, static values): NumPy's functions, operators, methods and
+    slicing on its arguments build a smelt graph, which is fused (opt_level
+    3) and compiled into one plan; later calls with the same signature run
+    the plan.  backend= names the backend ("TCC", "CC", "NVRTC", "AUTO";
+    default: SMELT_JIT_BACKEND, MGB_JIT_BACKEND, else AUTO).  Arrays the
+    function reads that are not arguments are read anew on every call
+    (capture_as_const=True bakes their values in).  donate_argnums: outputs
+    are written over those arguments' memory where dtype and shape match
+    (the arrays returned are those arguments)."""
+    opts = dict(opt_level=opt_level, backend=backend, static_argnums=static_argnums,
+                static_argnames=static_argnames, donate_argnums=donate_argnums,
+                capture_as_const=capture_as_const)
+    if fn is None:
+        return lambda f: Function(f, **opts)
+    return Function(fn, **opts)
+
+
+def trace(fn=None, *, symbolic=True, opt_level=3, capture_as_const=False, backend=None):
+    """MegEngine's trace with its names: symbolic=True traces with
+    placeholders, as smelt.jit; symbolic=False runs the first call of each
+    signature operator by operator (opt_level 0, every operator its own
+    kernel) and the fused plan after (the same bits: fused and unfused
+    plans agree bit for bit)."""
+    opts = dict(opt_level=opt_level, capture_as_const=capture_as_const, symbolic=symbolic, backend=backend)
+    if fn is None:
+        return lambda f: Function(f, **opts)
+    return Function(fn, **opts)
