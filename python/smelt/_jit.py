@@ -9,6 +9,7 @@ points the entry's tensors at the arrays' memory and runs the plan.
 import functools
 import inspect
 import os
+import sys
 
 import numpy as np
 
@@ -267,6 +268,8 @@ class Function:
         self.symbolic = bool(symbolic)
         self.__name__ = name or getattr(fn, "__name__", "function")
         self.__doc__ = getattr(fn, "__doc__", None)
+        self.__module__ = getattr(fn, "__module__", None) or __name__
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__wrapped__ = fn
         try:
             sig = inspect.signature(fn)
@@ -285,8 +288,16 @@ class Function:
         self._last = None
         self._fast = not (self.static_argnums or self.static_argnames or self.donate_argnums)
 
-    # pickling: by reference when the name is importable, else the function
+    # pickling: by name when the module's attribute is this object (a
+    # decorated module-level function), else the function and the options;
+    # the plans are not pickled: each process traces anew
     def __reduce__(self):
+        mod = sys.modules.get(self.__module__)
+        obj = mod
+        for part in (self.__qualname__ or "<").split("."):
+            obj = getattr(obj, part, None)
+        if obj is self:
+            return self.__qualname__
         return (_rebuild, (self.fn, self._options()))
 
     def _options(self):

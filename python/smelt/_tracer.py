@@ -556,6 +556,12 @@ def _no_out(kwargs, what):
         raise UnsupportedError(-10, "%s(..., where=...) cannot be traced%s: use np.where" % (what, _at()))
 
 
+# NumPy 2 (from 2.1 on) keeps integer and bool dtypes through floor, ceil
+# and trunc (the identity there); NumPy 1 computes them in floats.  The
+# traced function follows the NumPy it runs with.
+_INT_ROUNDING_KEEPS = np.floor(np.zeros(1, np.int32)).dtype == np.int32
+
+
 def array_ufunc(ufunc, method, inputs, kwargs):
     name = ufunc.__name__
     kwargs = dict(kwargs)
@@ -578,6 +584,10 @@ def array_ufunc(ufunc, method, inputs, kwargs):
         return matmul(*inputs)
     if name == "positive":
         return lift(inputs[0], _trace_of(inputs))
+    if name in ("floor", "ceil", "trunc") and _INT_ROUNDING_KEEPS and dtype is None:
+        x = lift(inputs[0], _trace_of(inputs))
+        if not D.is_float(x._dt):
+            return x
     if dtype is not None:
         tr = _trace_of(inputs)
         inputs = [lift(x, tr).astype(dtype) for x in inputs]
