@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from . import _dtypes as D
-from ._lib import context, ffi, lib, make_error
+from ._lib import T, context, ffi, lib, make_error
 from ._jit import as_array
 from ._tracer import data_ptr, ensure_usable, wrap_tensor
 
@@ -99,7 +99,7 @@ def evaluate(ex, local_dict=None, global_dict=None, out=None, order="K", casting
         if out.strides != e.out_t[1]:
             c = e.outs_cache.get(out.strides)
             if c is None:
-                c = e.outs_cache[out.strides] = (lambda t: (ffi.new("smelt_tensor *[]", [t]), t))(
+                c = e.outs_cache[out.strides] = (lambda t: (ffi.new(T["smelt_tensor *[]"], [t]), t))(
                     wrap_tensor(context(), ensure_usable(out, "out")))
             out_arr = c[0]
     ptrs.append(data_ptr(res))
@@ -114,7 +114,7 @@ def evaluate(ex, local_dict=None, global_dict=None, out=None, order="K", casting
 def _build(ex, bound, arrays):
     ctx = context()
     e = _Entry()
-    p = ffi.new("smelt_graph **")
+    p = ffi.new(T["smelt_graph **"])
     ctx.check(lib.smelt_graph_new(ctx.ptr, p), "smelt_graph_new")
     g = e.g = ffi.gc(p[0], lib.smelt_graph_free)
     keep = []
@@ -122,11 +122,11 @@ def _build(ex, bound, arrays):
     it = iter(arrays)
     in_t = []
     for n, v in bound:
-        nm = ffi.new("char[]", n.encode())
+        nm = ffi.new(T["char[]"], n.encode())
         keep.append(nm)
         if v is None:
             a = ensure_usable(next(it), n)
-            sh = ffi.new("int64_t[]", list(a.shape) or [0])
+            sh = ffi.new(T["int64_t[]"], list(a.shape) or [0])
             node = lib.smelt_input(g, nm, D.to_smelt(a.dtype, n), a.ndim, sh)
             in_t.append(wrap_tensor(ctx, a))
         elif isinstance(v, bool):
@@ -139,8 +139,8 @@ def _build(ex, bound, arrays):
             raise make_error(lib.smelt_graph_status(g), ffi.string(lib.smelt_graph_errmsg(g)).decode())
         names.append(nm)
         nodes.append(node)
-    r = lib.smelt_expr(g, ex.encode(), ffi.new("char *[]", names or [ffi.NULL]),
-                       ffi.new("smelt_node *[]", nodes or [ffi.NULL]), len(names))
+    r = lib.smelt_expr(g, ex.encode(), ffi.new(T["char *[]"], names or [ffi.NULL]),
+                       ffi.new(T["smelt_node *[]"], nodes or [ffi.NULL]), len(names))
     if r == ffi.NULL:
         st = lib.smelt_graph_status(g) or -9
         raise make_error(st, ffi.string(lib.smelt_graph_errmsg(g)).decode("utf-8", "replace"))
@@ -148,20 +148,20 @@ def _build(ex, bound, arrays):
     sp = lib.smelt_node_shape(r)
     e.shape = tuple(int(sp[i]) for i in range(nd))
     e.dtype = D.to_numpy(lib.smelt_node_dtype(r))
-    opts = ffi.new("smelt_plan_opts *")
+    opts = ffi.new(T["smelt_plan_opts *"])
     lib.smelt_plan_opts_init(opts)
-    pp = ffi.new("smelt_plan **")
+    pp = ffi.new(T["smelt_plan **"])
     with ctx.lock:
-        st = lib.smelt_plan_new(ctx.ptr, g, 1, ffi.new("smelt_node *[]", [r]), opts, pp)
+        st = lib.smelt_plan_new(ctx.ptr, g, 1, ffi.new(T["smelt_node *[]"], [r]), opts, pp)
     if st:
         raise make_error(st, "evaluate(%r): %s" % (ex, ctx.errmsg()))
     e.plan = ffi.gc(pp[0], lib.smelt_plan_free)
     e.in_t = in_t
-    e.in_arr = ffi.new("smelt_tensor *[]", in_t or [ffi.NULL])
+    e.in_arr = ffi.new(T["smelt_tensor *[]"], in_t or [ffi.NULL])
     tmp = np.empty(e.shape, e.dtype)
     t = wrap_tensor(ctx, tmp)
     e.out_t = (t, tmp.strides)
-    e.out_arr = ffi.new("smelt_tensor *[]", [t])
+    e.out_arr = ffi.new(T["smelt_tensor *[]"], [t])
     e.outs_cache = {}
     e.keep = keep
     return e

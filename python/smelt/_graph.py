@@ -4,7 +4,7 @@ import os
 import numpy as np
 
 from . import _dtypes as D
-from ._lib import context, ffi, lib, make_error, text
+from ._lib import T, context, ffi, lib, make_error, text
 from ._jit import as_array, plan_stats
 from ._tracer import data_ptr, ensure_usable, wrap_tensor
 
@@ -21,7 +21,7 @@ def tensor_to_numpy(t):
     if n == 0:
         lib.smelt_tensor_free(t)
         return np.empty(shape, dtype)
-    data = ffi.gc(ffi.cast("char *", lib.smelt_tensor_data(t)), lambda _p, t=t: lib.smelt_tensor_free(t))
+    data = ffi.gc(ffi.cast(T["char *"], lib.smelt_tensor_data(t)), lambda _p, t=t: lib.smelt_tensor_free(t))
     return np.frombuffer(ffi.buffer(data, n * dtype.itemsize), dtype).reshape(shape)
 
 
@@ -32,15 +32,15 @@ class Loaded:
 
     def __init__(self, path, opt_level=3, backend=None):
         ctx = context()
-        g = ffi.new("smelt_graph **")
-        n_out = ffi.new("int *")
-        outs = ffi.new("smelt_node ***")
+        g = ffi.new(T["smelt_graph **"])
+        n_out = ffi.new(T["int *"])
+        outs = ffi.new(T["smelt_node ***"])
         st = lib.smelt_graph_load(ctx.ptr, os.fsencode(path), g, n_out, outs)
         if st:
             raise make_error(st, "%s: %s" % (path, ctx.errmsg()))
         self.g = ffi.gc(g[0], lib.smelt_graph_free)
         self.n_out = n_out[0]
-        self.nodes = ffi.new("smelt_node *[]", [outs[0][i] for i in range(self.n_out)] or [ffi.NULL])
+        self.nodes = ffi.new(T["smelt_node *[]"], [outs[0][i] for i in range(self.n_out)] or [ffi.NULL])
         lib.smelt_free(outs[0])
         self.n_in = lib.smelt_graph_num_inputs(self.g)
         self.names = []
@@ -49,12 +49,12 @@ class Loaded:
             nd = lib.smelt_graph_input(self.g, i)
             self.names.append(text(lib.smelt_node_name(nd)))
             self.specs.append(D.to_numpy(lib.smelt_node_dtype(nd)))
-        opts = ffi.new("smelt_plan_opts *")
+        opts = ffi.new(T["smelt_plan_opts *"])
         lib.smelt_plan_opts_init(opts)
         opts.opt_level = opt_level
-        b = ffi.new("char[]", backend.encode()) if backend else ffi.NULL
+        b = ffi.new(T["char[]"], backend.encode()) if backend else ffi.NULL
         opts.backend = b
-        p = ffi.new("smelt_plan **")
+        p = ffi.new(T["smelt_plan **"])
         with ctx.lock:
             st = lib.smelt_plan_new(ctx.ptr, self.g, self.n_out, self.nodes, opts, p)
         if st:
@@ -79,9 +79,9 @@ class Loaded:
                                                                    sum(a is not None for a in args)))
         arrs = [ensure_usable(as_array(a), "input %s" % n) for a, n in zip(args, self.names)]
         ts = [wrap_tensor(self.ctx, a) for a in arrs]
-        outs = ffi.new("smelt_tensor *[]", self.n_out or 1)
+        outs = ffi.new(T["smelt_tensor *[]"], self.n_out or 1)
         with self.ctx.lock:
-            st = lib.smelt_plan_run(self.plan, self.n_in, ffi.new("smelt_tensor *[]", ts or [ffi.NULL]),
+            st = lib.smelt_plan_run(self.plan, self.n_in, ffi.new(T["smelt_tensor *[]"], ts or [ffi.NULL]),
                                     self.n_out, outs)
             if st:
                 raise make_error(st, "%s: %s" % (self.path, self.ctx.errmsg()))
@@ -107,7 +107,7 @@ def backends():
     ctx = context()
     out = {}
     i = 0
-    about = ffi.new("const char **")
+    about = ffi.new(T["const char **"])
     while True:
         n = lib.smelt_backend_name(i, about)
         if n == ffi.NULL:

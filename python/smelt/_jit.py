@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from . import _dtypes as D
-from ._lib import Error, TracerError, context, ffi, lib, make_error, text
+from ._lib import T, Error, TracerError, context, ffi, lib, make_error, text
 from ._tracer import Tracer, TraceState, data_ptr, ensure_usable, lift, wrap_tensor, current, user_location
 
 # ---- arguments: flattening and signatures ---------------------------------------
@@ -160,7 +160,7 @@ class _Entry:
         arr = self.outs_cache.get(key)
         if arr is None:
             ts = [wrap_tensor(self.tr.ctx, o) for o in outs]
-            arr = ffi.new("smelt_tensor *[]", ts)
+            arr = ffi.new(T["smelt_tensor *[]"], ts)
             self.outs_cache[key] = (arr, ts)
         else:
             arr = arr[0]
@@ -400,7 +400,7 @@ class Function:
             e.callbacks = any(item[0] == "callback" for item in tr.extra)
             e.extra_static = extra_static
             e.in_t = in_t
-            e.in_arr = ffi.new("smelt_tensor *[]", in_t or [ffi.NULL])
+            e.in_arr = ffi.new(T["smelt_tensor *[]"], in_t or [ffi.NULL])
             out_t = []
             for j, (shape, dtype) in enumerate(e.out_specs):
                 if e.donated and j in e.donated:
@@ -408,7 +408,7 @@ class Function:
                 else:
                     out_t.append(wrap_tensor(ctx, np.empty(shape, dtype)))
             e.out_t = out_t
-            e.out_arr = ffi.new("smelt_tensor *[]", out_t or [ffi.NULL])
+            e.out_arr = ffi.new(T["smelt_tensor *[]"], out_t or [ffi.NULL])
             e.outs_cache = {}
             e.calls = 0
         self._cache[key] = e
@@ -449,20 +449,20 @@ class Function:
         return m or None
 
     def _plan(self, ctx, tr, nodes, opt_level, e):
-        opts = ffi.new("smelt_plan_opts *")
+        opts = ffi.new(T["smelt_plan_opts *"])
         lib.smelt_plan_opts_init(opts)
         opts.opt_level = opt_level
         keep = []
         if self.backend is not None:
-            b = ffi.new("char[]", self.backend.encode())
+            b = ffi.new(T["char[]"], self.backend.encode())
             keep.append(b)
             opts.backend = b
         if e.donated:
-            d = ffi.new("int[]", sorted(set(e.donated.values())))
+            d = ffi.new(T["int[]"], sorted(set(e.donated.values())))
             keep.append(d)
             opts.donate, opts.n_donate = d, len(e.donated)
-        p = ffi.new("smelt_plan **")
-        arr = ffi.new("smelt_node *[]", [n._n for n in nodes] or [ffi.NULL])
+        p = ffi.new(T["smelt_plan **"])
+        arr = ffi.new(T["smelt_node *[]"], [n._n for n in nodes] or [ffi.NULL])
         st = lib.smelt_plan_new(ctx.ptr, tr.g, len(nodes), arr, opts, p)
         if st:
             raise make_error(st, "compiling %s: %s" % (self.__name__, ctx.errmsg()))
@@ -518,7 +518,7 @@ class Function:
         Arrays the function captured are inputs after the arguments, or
         constants in the file with capture_as_const=True."""
         e = self._entry(args, kwargs)
-        arr = ffi.new("smelt_node *[]", [n._n for n in e.nodes] or [ffi.NULL])
+        arr = ffi.new(T["smelt_node *[]"], [n._n for n in e.nodes] or [ffi.NULL])
         st = lib.smelt_graph_save(e.tr.g, len(e.nodes), arr, os.fsencode(path))
         if st:
             raise make_error(st, e.tr.ctx.errmsg())
@@ -545,7 +545,7 @@ def _flatten_out(r, leaves):
 
 
 def plan_stats(plan):
-    s = ffi.new("smelt_plan_stats *")
+    s = ffi.new(T["smelt_plan_stats *"])
     lib.smelt_plan_get_stats(plan, s)
     d = {}
     for name, _ in ffi.typeof("smelt_plan_stats").fields:

@@ -116,6 +116,11 @@ smelt_node *smelt_graph_input(const smelt_graph *g, int i);
 const char *smelt_node_name(const smelt_node *n);
 """)
 
+# Every C type the package passes, parsed once here: cffi parses a type
+# string with pycparser on its first use (milliseconds each), which would
+# otherwise fall on the first call of every compiled function.
+T = {name: ffi.typeof(name) for name in ['char *', 'char *[]', 'char[]', 'const char **', 'int *', 'int64_t[]', 'int[]', 'smelt_ctx **', 'smelt_graph **', 'smelt_node ***', 'smelt_node *[]', 'smelt_plan **', 'smelt_plan_opts *', 'smelt_plan_stats *', 'smelt_tensor **', 'smelt_tensor *[]', 'void *']}
+
 _here = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -144,6 +149,10 @@ def _load():
 
 
 lib, library_path = _load()
+# cffi builds each function's accessor on its first use: build them now,
+# not during the first call of a compiled function
+for _name in dir(lib):
+    getattr(lib, _name)
 
 
 def text(p):
@@ -230,7 +239,7 @@ class Context:
     a context is used by one thread at a time."""
 
     def __init__(self):
-        p = ffi.new("smelt_ctx **")
+        p = ffi.new(T["smelt_ctx **"])
         st = lib.smelt_ctx_new(p)
         if st:
             raise make_error(st, "cannot create a context")

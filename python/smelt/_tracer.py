@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from . import _dtypes as D
-from ._lib import Error, TracerError, UnsupportedError, ffi, lib, make_error, text
+from ._lib import T, Error, TracerError, UnsupportedError, ffi, lib, make_error, text
 
 # ---- the operator table, read from the library ----------------------------
 OPS = {}
@@ -27,7 +27,7 @@ while True:
     _i += 1
 ALIASES = {}
 _i = 0
-_o = ffi.new("const char **")
+_o = ffi.new(T["const char **"])
 while True:
     _p = lib.smelt_op_alias(_i, _o)
     if _p == ffi.NULL:
@@ -87,7 +87,7 @@ class TraceState:
 
     def __init__(self, ctx, capture_as_const=False, fname="function"):
         self.ctx = ctx
-        p = ffi.new("smelt_graph **")
+        p = ffi.new(T["smelt_graph **"])
         ctx.check(lib.smelt_graph_new(ctx.ptr, p), "smelt_graph_new")
         self.g = ffi.gc(p[0], lib.smelt_graph_free)
         self.capture_as_const = capture_as_const
@@ -117,8 +117,8 @@ class TraceState:
         return Tracer(self, node)
 
     def input(self, dt, shape, name=None):
-        sh = ffi.new("int64_t[]", list(shape) or [0])
-        nm = ffi.new("char[]", name.encode()) if name else ffi.NULL
+        sh = ffi.new(T["int64_t[]"], list(shape) or [0])
+        nm = ffi.new(T["char[]"], name.encode()) if name else ffi.NULL
         if name:
             self.keep.append(nm)
         t = self.wrap(lib.smelt_input(self.g, nm, dt, len(shape), sh), "input")
@@ -164,7 +164,7 @@ def data_ptr(a):
     try:
         return ffi.from_buffer(a)
     except (ValueError, TypeError, BufferError):  # not C-contiguous, or no buffer
-        return ffi.cast("void *", a.__array_interface__["data"][0])
+        return ffi.cast(T["void *"], a.__array_interface__["data"][0])
 
 
 def wrap_tensor(ctx, a, dt=None):
@@ -172,9 +172,9 @@ def wrap_tensor(ctx, a, dt=None):
     if dt is None:
         dt = D.to_smelt(a.dtype)
     isz = a.itemsize
-    shape = ffi.new("int64_t[]", list(a.shape) or [0])
-    strides = ffi.new("int64_t[]", [s // isz for s in a.strides] or [0])
-    out = ffi.new("smelt_tensor **")
+    shape = ffi.new(T["int64_t[]"], list(a.shape) or [0])
+    strides = ffi.new(T["int64_t[]"], [s // isz for s in a.strides] or [0])
+    out = ffi.new(T["smelt_tensor **"])
     ctx.check(lib.smelt_tensor_wrap(ctx.ptr, dt, a.ndim, shape, strides, data_ptr(a), out), "smelt_tensor_wrap")
     return ffi.gc(out[0], lib.smelt_tensor_free)
 
@@ -225,7 +225,7 @@ def _trace_of(args):
 
 
 def _nodes(ts):
-    return ffi.new("smelt_node *[]", [t._n for t in ts])
+    return ffi.new(T["smelt_node *[]"], [t._n for t in ts])
 
 
 def apply(opname, *args):
@@ -261,7 +261,7 @@ def reduce(opname, x, axis=None, keepdims=False, dtype=None):
     ax = _axes(x.ndim, axis)
     if axis is not None and not ax and x.ndim:  # axis=() reduces nothing
         return x if not keepdims else x
-    arr = ffi.new("int[]", ax or [0])
+    arr = ffi.new(T["int[]"], ax or [0])
     return tr.wrap(lib.smelt_reduce(tr.g, OPS[opname], x._n, len(ax), arr, 1 if keepdims else 0), opname)
 
 
@@ -452,7 +452,7 @@ class Tracer:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = shape[0]
         shape = [_index(s, "a reshape's size") for s in shape]
-        sh = ffi.new("int64_t[]", shape or [0])
+        sh = ffi.new(T["int64_t[]"], shape or [0])
         return self._tr.wrap(lib.smelt_reshape(self._tr.g, self._n, len(shape), sh), "reshape")
 
     def transpose(self, *axes):
@@ -463,7 +463,7 @@ class Tracer:
         else:
             if len(axes) != self.ndim:
                 raise ValueError("transpose: axes %r do not match an array of rank %d%s" % (tuple(axes), self.ndim, _at()))
-            perm = ffi.new("int[]", [_index(a, "an axis") % max(self.ndim, 1) for a in axes])
+            perm = ffi.new(T["int[]"], [_index(a, "an axis") % max(self.ndim, 1) for a in axes])
         return self._tr.wrap(lib.smelt_transpose(self._tr.g, self._n, perm), "transpose")
 
     def swapaxes(self, a, b):
@@ -790,7 +790,7 @@ def squeeze(a, axis=None):
 def broadcast_to(a, shape, subok=False):
     a = lift(a, _trace_of([a]))
     shape = [shape] if isinstance(shape, int) else list(shape)
-    sh = ffi.new("int64_t[]", [_index(s, "a size") for s in shape] or [0])
+    sh = ffi.new(T["int64_t[]"], [_index(s, "a size") for s in shape] or [0])
     return a._tr.wrap(lib.smelt_broadcast_to(a._tr.g, a._n, len(shape), sh), "broadcast_to")
 
 
@@ -856,7 +856,7 @@ def pad(array, pad_width, mode="constant", **kw):
         raise UnsupportedError(-10, "np.pad: one constant value for every side can be traced, not %r%s" % (cv, _at()))
     value = float(cvs.ravel()[0]) if cvs.ndim else float(cvs)
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (a.ndim, 2))
-    widths = ffi.new("int64_t[]", [int(v) for v in pw.ravel()] or [0])
+    widths = ffi.new(T["int64_t[]"], [int(v) for v in pw.ravel()] or [0])
     return a._tr.wrap(lib.smelt_pad(a._tr.g, a._n, widths, value), "pad")
 
 
@@ -866,7 +866,7 @@ def _filled(a, value, dtype, shape):
     dt = a._dt if dtype is None else D.to_smelt(dtype)
     shape = a.shape if shape is None else ([shape] if isinstance(shape, int) else list(shape))
     c = tr.wrap(lib.smelt_const(tr.g, float(value), dt), "constant")
-    sh = ffi.new("int64_t[]", list(shape) or [0])
+    sh = ffi.new(T["int64_t[]"], list(shape) or [0])
     return tr.wrap(lib.smelt_broadcast_to(tr.g, c._n, len(shape), sh), "full_like")
 
 

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""The Python front end's benchmark rows (scripts/bench --python).
+
+dispatch     a cached smelt.jit call of a*b+c on three 1,000-element f32
+             arrays (output allocated, as a NumPy user calls it; and out=
+             given), its overhead over the same plan run by one direct C
+             call, against smelt.evaluate, numexpr.evaluate and NumPy
+first_call   trace + plan + compile + run of a new function (chain8,
+             softmax) in a fresh process, TinyCC
+large        chain8, gelu_tanh, softmax, layernorm at --n elements through
+             smelt.jit with out= given, against the same plan run from C
+             (smelt_plan_run_rebind called directly), medians of --runs
+Each row is printed as it completes; --json prints JSON objects.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+import smelt  # noqa: E402
+from smelt._lib import lib  # noqa: E402
+from smelt._tracer import data_ptr  # noqa: E402
+
+f32 = np.float32
+
+
+def chain8(a, b, c):
+    return ((((a * b + c) * a - b) * c + a) * b - c)
+
+
+def gelu_tanh(x):
+    return f32(0.5) * x * (f32(1) + np.tanh(f32(0.7978845608028654) * (x + f32(0.044715) * (x * x * x))))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layernorm(x, w, b):
+    d = x - x.mean(axis=-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + f32(1e-5)) * w + b
+
+
+def per_call_us(fn, n, reps=7):
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        ts.append((time.perf_counter() - t) / n * 1e6)
+    return statistics.median(ts)
+
+
+def emit(row, as_json):
+    if as_json:
+        print(json.dumps(row), flush=True)
+    else:
+        print("  ".join("%s=%s" % (k, ("%.4g" % v) if isinstance(v, float) else v) for k, v in row.items()),
+              flush=True)
+
+
+def dispatch(as_json):
+    rng = np.random.default_rng(1)
+    a, b, c = (rng.random(1000, dtype=f32) for _ in range(3))
+    o = np.empty_like(a)
+    f = smelt.jit(lambda a, b, c: a * b + c)
+    f(a, b, c)
+    f(a, b, c)
+    f.wait()
+    e = f._last
+    ptrs = [data_ptr(x) for x in (a, b, c, o)]
+    row = {"row": "dispatch", "n": 1000, "backend": f.stats()["last"]["backend"]}
+    n = 20000
+    row["c_run_us"] = per_call_us(lambda: lib.smelt_plan_run_rebind(e.plan, 3, e.in_arr, 1, e.out_arr, ptrs), n)
+    row["jit_us"] = per_call_us(lambda: f(a, b, c), n)
+    row["jit_out_us"] = per_call_us(lambda: f(a, b, c, out=o), n)
+    ns = {"a": a, "b": b, "c": c}
+    row["evaluate_us"] = per_call_us(lambda: smelt.evaluate("a*b+c", ns, ns), n)
+    row["jit_over_c_us"] = row["jit_us"] - row["c_run_us"]
+    try:
+        import numexpr
+        numexpr.evaluate("a*b+c", ns, ns)
+        row["numexpr_us"] = per_call_us(lambda: numexpr.evaluate("a*b+c", ns, ns), n)
+        row["jit_vs_numexpr"] = row["jit_us"] / row["numexpr_us"]
+    except ImportError:
+        row["numexpr_us"] = None
+    row["numpy_us"] = per_call_us(lambda: a * b + c, n)
+    emit(row, as_json)
+
+
+_FIRST = r"""
+import sys, time, numpy as np
+sys.path.insert(0, %r)
+import smelt, smelt._lib
+smelt._lib.context()
+sys.path.insert(0, %r)
+from bench_python import chain8, softmax
+x = np.random.default_rng(2).random((64, 64), dtype=np.float32)
+f = smelt.jit(%s, backend="TCC")
+t = time.perf_counter(); f(*([x] * %d)); t1 = time.perf_counter()
+f(*([x] * %d)); t2 = time.perf_counter()
+print((t1 - t) * 1e3, (t2 - t1) * 1e3, f.stats()["last"]["kernels"])
+"""
+
+
+def first_call(as_json):
+    for name, nargs in (("chain8", 3), ("softmax", 1)):
+        env = dict(os.environ, SMELT_CACHE="0")
+        ts = []
+        for _ in range(5):
+            out = subprocess.run([sys.executable, "-c", _FIRST % (os.path.join(HERE, "..", "..", "python"), HERE,
+                                                                   name, nargs, nargs)],
+                                 capture_output=True, text=True, env=env, check=True).stdout.split()
+            ts.append((float(out[0]), float(out[1]), int(out[2])))
+        first = statistics.median(t[0] for t in ts)
+        emit({"row": "first_call", "workload": name, "backend": "TCC", "first_ms": first,
+              "second_ms": statistics.median(t[1] for t in ts), "kernels": ts[0][2]}, as_json)
+
+
+def large(n, runs, as_json):
+    rng = np.random.default_rng(3)
+    r = 4096 if n >= 4096 * 64 else 64
+    cases = [("chain8", chain8, [rng.random(n, dtype=f32) * 2 - 1 for _ in range(3)]),
+             ("gelu_tanh", gelu_tanh, [rng.random(n, dtype=f32) * 2 - 1]),
+             ("softmax", softmax, [rng.random((n // r, r), dtype=f32) * 2 - 1]),
+             ("layernorm", layernorm, [rng.random((n // r, r), dtype=f32) * 2 - 1, rng.random((1, r), dtype=f32),
+                                       rng.random((1, r), dtype=f32)])]
+    for name, fn, args in cases:
+        f = smelt.jit(fn)
+        o = f(*args)
+        f(*args, out=o)
+        f.wait()
+        f(*args, out=o)
+        e = f._last
+        ptrs = [data_ptr(x) for x in args] + [data_ptr(o)]
+        py, c = [], []
+        for _ in range(runs):  # interleaved, each after an untimed run of its own
+            f(*args, out=o)
+            t = time.perf_counter()
+            f(*args, out=o)
+            py.append(time.perf_counter() - t)
+            lib.smelt_plan_run_rebind(e.plan, len(args), e.in_arr, 1, e.out_arr, ptrs)
+            t = time.perf_counter()
+            lib.smelt_plan_run_rebind(e.plan, len(args), e.in_arr, 1, e.out_arr, ptrs)
+            c.append(time.perf_counter() - t)
+        pm, cm = statistics.median(py) * 1e3, statistics.median(c) * 1e3
+        emit({"row": "large", "workload": name, "n": n, "backend": f.stats()["last"]["backend"],
+              "kernels": f.stats()["last"]["kernels"], "python_ms": pm, "c_ms": cm, "python_vs_c": pm / cm},
+             as_json)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1 << 24)
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rows", default="dispatch,first_call,large")
+    a = ap.parse_args()
+    rows = a.rows.split(",")
+    if "dispatch" in rows:
+        dispatch(a.json)
+    if "first_call" in rows:
+        first_call(a.json)
+    if "large" in rows:
+        large(a.n, a.runs, a.json)
+
+
+if __name__ == "__main__":
+    main()
