@@ -147,7 +147,8 @@ int smelt_tensor_broadcast_to(const smelt_tensor *t, int ndim, const int64_t *sh
  * the same dtype, shape and strides (data: its first element), so that a
  * plan run again and again on new buffers of one layout reuses its
  * tensors.  SMELT_ERR_INVALID_ARG for a tensor that owns its memory (or a
- * view of one) and for a device tensor. */
+ * view of one), for a device tensor and for data not aligned to the
+ * dtype's size (the tensor is left as it was). */
 int smelt_tensor_rebind(smelt_tensor *t, void *data);
 /* A C-contiguous copy. */
 int smelt_tensor_contiguous(const smelt_tensor *t, smelt_tensor **out);
@@ -322,7 +323,8 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
 /* smelt_plan_run after pointing inputs[i] at data[i] and outputs[j] at
  * data[n_in + j] (smelt_tensor_rebind; a NULL entry keeps a tensor's
  * memory): one call where a binding runs a plan on new buffers each time.
- * Every output is given (none is NULL). */
+ * Every output is given (none is NULL).  The tensors are checked before
+ * any is changed: an error from a check leaves all of them as they were. */
 int smelt_plan_run_rebind(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
                           smelt_tensor *const *outputs, void *const *data);
 

@@ -539,6 +539,8 @@ Test(rebind, runs_on_new_buffers_each_call)
     T_ERR(ctx, smelt_plan_run_rebind(p, 2, mixed, 1, &out, (void *[]){A[0], B[0], Y[0]}),
           SMELT_ERR_INVALID_ARG, "smelt_tensor_wrap");
     T_ERR(ctx, smelt_tensor_rebind(in[0], NULL), SMELT_ERR_INVALID_ARG, "data is NULL");
+    T_ERR(ctx, smelt_tensor_rebind(in[0], (char *)A[0] + 1), SMELT_ERR_INVALID_ARG, "not aligned");
+    cr_assert_eq(smelt_tensor_data(in[0]), (void *)A[1]);
     T_ERR(ctx, smelt_plan_run_rebind(p, 2, in, 1, &out, NULL), SMELT_ERR_INVALID_ARG, "NULL");
     cr_assert_eq(smelt_tensor_rebind(NULL, A[0]), SMELT_ERR_INVALID_ARG);
     smelt_tensor_free(own);

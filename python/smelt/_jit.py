@@ -14,6 +14,9 @@ import sys
 import numpy as np
 
 from . import _dtypes as D
+from ._lib import ffi as _ffi
+
+from_buffer = _ffi.from_buffer
 from ._lib import T, Error, TracerError, context, ffi, lib, make_error, text
 from ._tracer import Tracer, TraceState, data_ptr, ensure_usable, lift, wrap_tensor, current, user_location
 
@@ -47,7 +50,7 @@ def flatten(x, leaves):
     t = type(x)
     if t is np.ndarray:
         leaves.append(x)
-        return (x.dtype.char, x.shape, x.strides)
+        return (x.dtype.str, x.shape, x.strides)
     if t is tuple or t is list:
         return (t, tuple(flatten(v, leaves) for v in x))
     if t is dict:
@@ -61,7 +64,7 @@ def flatten(x, leaves):
     if _is_arraylike(x):
         a = as_array(x)
         leaves.append(a)
-        return (a.dtype.char, a.shape, a.strides)
+        return (a.dtype.str, a.shape, a.strides)
     try:
         hash(x)
     except TypeError:
@@ -93,10 +96,13 @@ class _Entry:
 
     __slots__ = ("tr", "plan", "plan0", "n_in", "n_out", "in_arr", "out_arr", "out_specs", "out_key",
                  "extra_static", "callbacks", "donated", "outs_cache", "calls", "nodes", "opts_keep", "in_t",
-                 "out_t", "eager_pending", "_keep_cb")
+                 "out_t", "eager_pending", "_keep_cb", "convert")
 
     def run(self, leaves, out):
-        ptrs = [data_ptr(a) for a in leaves]
+        try:
+            ptrs = [from_buffer(a) for a in leaves]
+        except (ValueError, TypeError, BufferError):  # a strided view: its first element's address
+            ptrs = [data_ptr(a) for a in leaves]
         if self.callbacks:
             ptrs.extend(self._extra_ptrs())
         else:
@@ -122,8 +128,13 @@ class _Entry:
         self.calls += 1
         with self.tr.ctx.lock:
             st = lib.smelt_plan_run_rebind(plan, self.n_in, self.in_arr, self.n_out, out_arr, ptrs)
+            if st:
+                msg = self.tr.ctx.errmsg()
         if st:
-            raise make_error(st, "running %s: %s" % (self.tr.fname, self.tr.ctx.errmsg()))
+            if "not aligned" in msg and not all(a.flags.aligned for a in leaves):
+                # memory NumPy marks unaligned: copies of the arguments
+                return self.run([ensure_usable(a, "argument") for a in leaves], out)
+            raise make_error(st, "running %s: %s" % (self.tr.fname, msg))
         return outs
 
     def _extra_ptrs(self):
@@ -320,7 +331,7 @@ class Function:
             for a in args:
                 if type(a) is np.ndarray:
                     leaves.append(a)
-                    key.append((a.dtype.char, a.shape, a.strides))
+                    key.append((a.dtype.str, a.shape, a.strides))
                 else:
                     key.append(flatten(a, leaves))
             return tuple(key), leaves
@@ -352,7 +363,7 @@ class Function:
         e = self._cache.get(key)
         if e is None:
             e = self._compile(key, args, kwargs, leaves)
-        elif not all(a.flags.aligned for a in leaves):
+        elif e.convert:  # byte-swapped arguments: native copies each call
             leaves = [ensure_usable(a, "argument") for a in leaves]
         self._last = e
         outs = e.run(leaves, out)
@@ -362,6 +373,7 @@ class Function:
     def _compile(self, key, args, kwargs, leaves):
         ctx = context()
         usable = [ensure_usable(a, "argument %d" % i) for i, a in enumerate(leaves)]
+        convert = any(u is not a and u.dtype != a.dtype for u, a in zip(usable, leaves))
         if any(u is not a for u, a in zip(usable, leaves)):
             # a copy was needed (unaligned, byte-swapped): the entry's layout is the copy's
             leaves[:] = usable
@@ -379,6 +391,7 @@ class Function:
             self._traces += 1
             e = _Entry()
             e.tr, e.out_key = tr, out_key
+            e.convert = convert
             e.n_in = lib.smelt_graph_num_inputs(tr.g)
             e.n_out = len(nodes)
             e.nodes = nodes

@@ -154,7 +154,7 @@ def ensure_usable(a, what):
     order, element strides); otherwise a copy."""
     a = np.asarray(a)
     if a.dtype.byteorder == ">" or not a.flags.aligned or any(s % a.itemsize for s in a.strides):
-        a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+        a = np.array(a, dtype=a.dtype.newbyteorder("="), order="C", copy=True)
     D.to_smelt(a.dtype, what)
     return a
 

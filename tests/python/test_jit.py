@@ -356,3 +356,16 @@ def test_threads_and_info():
     smelt.set_threads(old)
     assert "TCC" in smelt.backends()
     assert "library:" in smelt.info()
+
+
+def test_unaligned_and_byteswapped_arguments():
+    f = smelt.jit(lambda a, b: a * b + 1)
+    buf = np.zeros(4 * 101 + 1, np.uint8)
+    a = np.frombuffer(buf.data, dtype=np.float32, count=100, offset=1)  # not aligned
+    assert not a.flags.aligned
+    b = rand(100)
+    np.testing.assert_array_equal(f(np.ascontiguousarray(a), b), a * b + 1)  # traced aligned
+    np.testing.assert_array_equal(f(a, b), a * b + 1)  # the same signature, unaligned: copied
+    for _ in range(2):  # traced, then the cached entry
+        big = rand(100).astype(">f4")
+        np.testing.assert_array_equal(f(big, b), big.astype(np.float32) * b + 1)
