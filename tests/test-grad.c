@@ -31,6 +31,7 @@ struct gcase {
     double tol;                  /* finite differences: |grad - fd| <= tol (1 + |fd|); 0: 1e-6 */
     double h;                    /* their step, relative to max(1, |x|); 0: 1e-5 (f64), 2^-8 (f32) */
     bool no_f32;                 /* no f32 run (f64 only) */
+    double ref_scale;            /* f32 against the reference: the absolute tolerance's scale (0: 1) */
 };
 
 static double draw(trng *r, const gcase *c, int i)
@@ -100,6 +101,18 @@ static void run_case(const gcase *c, smelt_dtype dt, bool fd, uint64_t salt)
                   c->label, smelt_dtype_name(dt), k, smelt_tensor_get(got[k], at), smelt_tensor_get(un[k], at),
                   (long long)at, (unsigned long long)r.seed, smelt_plan_describe(p3));
     }
+    /* and against the float64 reference interpreter on the same graph: in
+     * f64, rounding apart; in f32, each operator rounding to f32 where the
+     * reference keeps double precision (also where a case mixes in f32) */
+    smelt_tensor *ref[1 + MAXIN] = {NULL};
+    t_reference(ctx, g, nout, outs, nin, in, ref);
+    for (int k = 0; k < nout; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s (%s): output %d against the reference", c->label, smelt_dtype_name(dt), k);
+        t_expect_match(what, got[k], ref[k], dt == SMELT_F64 && !c->fixed_dt ? (t_tol){64, 1e-13, 1e-12, false}
+                                                             : (t_tol){64, 2e-5 * (c->ref_scale ? c->ref_scale : 1), 2e-5, false});
+    }
+    t_free_all(ref, nout);
     if (fd) {
         smelt_plan *pf = t_plan(ctx, g, 1, &y, 3);
         double tol = c->tol ? c->tol : 1e-6;
@@ -840,5 +853,49 @@ Test(training, mlp_same_bits_everywhere, .timeout = 240)
     for (int k = 0; k < 4; k++)
         smelt_tensor_free(params[0][k]);
     smelt_graph_free(m.g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- inside a traced function ------------------------------------------------------------------ */
+
+/* loss = sum((x @ w)^2), and its gradient with respect to w: 2 x^T (x @ w) */
+static int traced_step(smelt_graph *g, int n_in, smelt_node *const *in, int n_out, smelt_node **out, void *user)
+{
+    (void)n_in, (void)n_out, (void)user;
+    smelt_node *y = smelt_matmul(g, in[0], in[1]);
+    out[0] = smelt_reduce(g, SMELT_OP_SUM, smelt_mul(g, y, y), 0, NULL, 0);
+    return smelt_grad(g, out[0], 1, &in[1], &out[1]);
+}
+
+Test(api, traced)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_trace *tr = NULL;
+    T_OK(ctx, smelt_trace_new(ctx, traced_step, NULL, 2, 2, NULL, &tr));
+    trng r;
+    trng_init(&r, 0);
+    for (int call = 0; call < 3; call++) {
+        smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F64, SHP(5, 3)), t_rand(ctx, &r, SMELT_F64, SHP(3, 2))}, *out[2] = {NULL};
+        T_OK(ctx, smelt_trace_call(tr, 2, in, 2, out));
+        double y[5][2], loss = 0;
+        for (int i = 0; i < 5; i++)
+            for (int j = 0; j < 2; j++) {
+                y[i][j] = 0;
+                for (int k = 0; k < 3; k++)
+                    y[i][j] += smelt_tensor_get(in[0], i * 3 + k) * smelt_tensor_get(in[1], k * 2 + j);
+                loss += y[i][j] * y[i][j];
+            }
+        cr_assert_float_eq(smelt_tensor_get(out[0], 0), loss, 1e-12 * loss);
+        for (int k = 0; k < 3; k++)
+            for (int j = 0; j < 2; j++) {
+                double want = 0;
+                for (int i = 0; i < 5; i++)
+                    want += 2 * smelt_tensor_get(in[0], i * 3 + k) * y[i][j];
+                cr_assert_float_eq(smelt_tensor_get(out[1], k * 2 + j), want, 1e-12 * (1 + fabs(want)));
+            }
+        t_free_all(in, 2), t_free_all(out, 2);
+    }
+    cr_assert_eq(smelt_trace_num_plans(tr), 1);
+    smelt_trace_free(tr);
     smelt_ctx_free(ctx);
 }
