@@ -32,6 +32,7 @@ struct gcase {
     double h;                    /* their step, relative to max(1, |x|); 0: 1e-5 (f64), 2^-8 (f32) */
     bool no_f32;                 /* no f32 run (f64 only) */
     double ref_scale;            /* f32 against the reference: the absolute tolerance's scale (0: 1) */
+    bool no_copies;              /* the fused plan lays out no value anew (views' transposes are views) */
 };
 
 static double draw(trng *r, const gcase *c, int i)
@@ -94,6 +95,8 @@ static void run_case(const gcase *c, smelt_dtype dt, bool fd, uint64_t salt)
     smelt_plan *p3 = t_plan(ctx, g, nout, outs, 3), *p0 = t_plan(ctx, g, nout, outs, 0);
     smelt_tensor *got[1 + MAXIN] = {NULL}, *un[1 + MAXIN] = {NULL};
     t_run(p3, nin, in, nout, got);
+    if (c->no_copies)
+        cr_assert_eq(t_stats(p3).copies, 0, "%s: %d copies\n%s", c->label, t_stats(p3).copies, smelt_plan_describe(p3));
     t_run(p0, nin, in, nout, un);
     for (int k = 0; k < nout; k++) {
         int64_t at;
@@ -318,6 +321,14 @@ static smelt_node *f_pad(smelt_graph *g, smelt_node *const *x, const gcase *c)
     (void)c;
     return smelt_unary(g, SMELT_OP_EXP, smelt_pad(g, x[0], (int64_t[]){1, 2, 0, 3}, 0.5));
 }
+static smelt_node *f_pieces(smelt_graph *g, smelt_node *const *x, const gcase *c)
+{
+    (void)c; /* x * sin(concat(x[3:], x[:3]) + pad(x[1:4], 1, 1)): slices, a concat and a pad back into x's gradient */
+    smelt_node *k = smelt_concat(g, 2, (smelt_node *[]){smelt_slice(g, x[0], 0, 3, SMELT_NONE, 1),
+                                                        smelt_slice(g, x[0], 0, 0, 3, 1)}, 0);
+    smelt_node *p = smelt_pad(g, smelt_slice(g, x[0], 0, 1, 4, 1), (int64_t[]){1, 1, 0, 0}, 0.0);
+    return smelt_mul(g, x[0], nl(g, smelt_add(g, k, p)));
+}
 static smelt_node *f_view_chain(smelt_graph *g, smelt_node *const *x, const gcase *c)
 {
     (void)c; /* a slice of a transpose of a pad of a broadcast, against a concat */
@@ -331,12 +342,12 @@ static smelt_node *f_view_chain(smelt_graph *g, smelt_node *const *x, const gcas
 Test(rules, views)
 {
     const gcase cs[] = {
-        {.label = "broadcast_to", .fn = f_broadcast, .nin = 1, .ndim = {2}, .shape = {{3, 1}}},
-        {.label = "reshape", .fn = f_reshape, .nin = 1, .ndim = {2}, .shape = {{3, 4}}, .arg = {3, 2, -1, 3}},
+        {.label = "broadcast_to", .fn = f_broadcast, .nin = 1, .ndim = {2}, .shape = {{3, 1}}, .no_copies = true},
+        {.label = "reshape", .fn = f_reshape, .nin = 1, .ndim = {2}, .shape = {{3, 4}}, .arg = {3, 2, -1, 3}, .no_copies = true},
         {.label = "reshape to a vector", .fn = f_reshape, .nin = 1, .ndim = {3}, .shape = {{2, 1, 3}}, .arg = {1, 6}},
         {.label = "reshape of a transpose", .fn = f_reshape_t, .nin = 1, .ndim = {2}, .shape = {{3, 4}}},
-        {.label = "expand_dims, squeeze", .fn = f_dims, .nin = 1, .ndim = {2}, .shape = {{3, 4}}},
-        {.label = "transpose", .fn = f_transpose, .nin = 1, .ndim = {3}, .shape = {{2, 3, 4}}},
+        {.label = "expand_dims, squeeze", .fn = f_dims, .nin = 1, .ndim = {2}, .shape = {{3, 4}}, .no_copies = true},
+        {.label = "transpose", .fn = f_transpose, .nin = 1, .ndim = {3}, .shape = {{2, 3, 4}}, .no_copies = true},
         {.label = "slice 1:5", .fn = f_slice, .nin = 1, .ndim = {2}, .shape = {{7, 3}}, .arg = {0, 1, 5, 1}},
         {.label = "slice -5:-1", .fn = f_slice, .nin = 1, .ndim = {2}, .shape = {{3, 7}}, .arg = {1, -5, -1, 1}},
         {.label = "slice ::2", .fn = f_slice, .nin = 1, .ndim = {2}, .shape = {{7, 3}}, .arg = {0, SMELT_NONE, SMELT_NONE, 2}},
@@ -344,10 +355,11 @@ Test(rules, views)
         {.label = "slice 5:1:-1", .fn = f_slice, .nin = 1, .ndim = {2}, .shape = {{7, 3}}, .arg = {0, 5, 1, -1}},
         {.label = "slice ::-2", .fn = f_slice, .nin = 1, .ndim = {2}, .shape = {{3, 8}}, .arg = {1, SMELT_NONE, SMELT_NONE, -2}},
         {.label = "slice 4:4 (empty)", .fn = f_slice, .nin = 1, .ndim = {2}, .shape = {{7, 3}}, .arg = {0, 4, 4, 1}},
-        {.label = "flip", .fn = f_flip, .nin = 1, .ndim = {2}, .shape = {{3, 4}}},
+        {.label = "flip", .fn = f_flip, .nin = 1, .ndim = {2}, .shape = {{3, 4}}, .no_copies = true},
         {.label = "concat", .fn = f_concat, .nin = 3, .ndim = {2, 2, 2}, .shape = {{3, 2}, {3, 1}, {3, 3}}},
-        {.label = "pad", .fn = f_pad, .nin = 1, .ndim = {2}, .shape = {{3, 4}}, .lo = {-1}, .hi = {1}},
-        {.label = "view chain", .fn = f_view_chain, .nin = 2, .ndim = {1, 2}, .shape = {{3}, {4, 3}}},
+        {.label = "pad", .fn = f_pad, .nin = 1, .ndim = {2}, .shape = {{3, 4}}, .lo = {-1}, .hi = {1}, .no_copies = true},
+        {.label = "view chain", .fn = f_view_chain, .nin = 2, .ndim = {1, 2}, .shape = {{3}, {4, 3}}, .no_copies = true},
+        {.label = "pieces back into the gradient", .fn = f_pieces, .nin = 1, .ndim = {2}, .shape = {{5, 3}}, .no_copies = true},
     };
     for (int k = 0; k < NELEMS(cs); k++)
         check(&cs[k], (uint64_t)k);
