@@ -316,6 +316,14 @@ static smelt_node *f_concat(smelt_graph *g, smelt_node *const *x, const gcase *c
     (void)c;
     return nl(g, smelt_concat(g, 3, (smelt_node *[]){x[0], x[1], x[2]}, 1));
 }
+static smelt_node *f_concat10(smelt_graph *g, smelt_node *const *x, const gcase *c)
+{
+    (void)c; /* ten columns in reverse order: more parts than one value reads (the first ones are copied) */
+    smelt_node *parts[10];
+    for (int k = 0; k < 10; k++)
+        parts[k] = smelt_slice(g, x[0], 1, 9 - k, 10 - k, 1);
+    return smelt_mul(g, nl(g, smelt_concat(g, 10, parts, 1)), x[0]);
+}
 static smelt_node *f_pad(smelt_graph *g, smelt_node *const *x, const gcase *c)
 {
     (void)c;
@@ -357,6 +365,7 @@ Test(rules, views)
         {.label = "slice 4:4 (empty)", .fn = f_slice, .nin = 1, .ndim = {2}, .shape = {{7, 3}}, .arg = {0, 4, 4, 1}},
         {.label = "flip", .fn = f_flip, .nin = 1, .ndim = {2}, .shape = {{3, 4}}, .no_copies = true},
         {.label = "concat", .fn = f_concat, .nin = 3, .ndim = {2, 2, 2}, .shape = {{3, 2}, {3, 1}, {3, 3}}},
+        {.label = "concat of 10", .fn = f_concat10, .nin = 1, .ndim = {2}, .shape = {{3, 10}}},
         {.label = "pad", .fn = f_pad, .nin = 1, .ndim = {2}, .shape = {{3, 4}}, .lo = {-1}, .hi = {1}, .no_copies = true},
         {.label = "view chain", .fn = f_view_chain, .nin = 2, .ndim = {1, 2}, .shape = {{3}, {4, 3}}, .no_copies = true},
         {.label = "pieces back into the gradient", .fn = f_pieces, .nin = 1, .ndim = {2}, .shape = {{5, 3}}, .no_copies = true},
