@@ -261,6 +261,30 @@ int smelt_node_ndim(const smelt_node *n);
 const int64_t *smelt_node_shape(const smelt_node *n);
 smelt_op smelt_node_op(const smelt_node *n);
 
+/* ---- gradients (reverse mode; docs/grad.md) -----------------------------
+ * smelt_grad adds to g the nodes that compute the gradient of loss (a
+ * float value of one element, any rank) with respect to each node wrt[i]
+ * (inputs, or any other float node of g), and stores them in grads[i]
+ * (wrt[i]'s shape and dtype).  They are ordinary nodes of g: give them to
+ * smelt_plan_new with the loss, the parameters' updates, ..., and the
+ * forward and backward fuse as one graph.  A node of wrt that the loss
+ * does not depend on gets zeros.  Gradients stop at integer and bool
+ * values (comparisons, argmax, casts to integers) and piecewise constant
+ * operators (floor, round, sign, ...) give zero; a wrt or a loss that is
+ * not a float is SMELT_ERR_DTYPE.  The backward nodes are built for the
+ * graph's shapes (broadcasts, a mean's count, a slice's padding): run a
+ * plan that holds them on inputs of those shapes.  Errors: a status and
+ * smelt_errmsg; a builder error met while building is sticky on g, as
+ * any builder error; argument errors leave g as it was.
+ *
+ * smelt_grad_ct: the same for n_out outputs of any shape, each with its
+ * cotangent (a node whose shape broadcasts to the output's, e.g. a graph
+ * input, cast to the output's dtype): the gradient of
+ * sum_i sum(outs[i] * cotangents[i]) (a vector-Jacobian product). */
+int smelt_grad(smelt_graph *g, smelt_node *loss, int n_wrt, smelt_node *const *wrt, smelt_node **grads);
+int smelt_grad_ct(smelt_graph *g, int n_out, smelt_node *const *outs, smelt_node *const *cotangents,
+                  int n_wrt, smelt_node *const *wrt, smelt_node **grads);
+
 /* ---- plans -------------------------------------------------------------
  * opt_level 0: no passes, one kernel per operator (the unfused path).
  *           1: constant folding, common-subexpression elimination,

@@ -452,6 +452,13 @@ static int cluster_io(const smelt__prog *p, const int *uoff, const int *users, c
         if (out)
             c->outputs[c->nout++] = m;
     }
+    /* a dead reduction or matrix product (kept at opt_level 0, which runs
+     * every node: a gradient's graph leaves the forward's loss unread) still
+     * writes its value, to an intermediate nobody reads: those kernels
+     * have no form without an output */
+    int last = c->nmem ? c->members[c->nmem - 1] : -1;
+    if (!c->nout && last >= 0 && (smelt__is_reduce(p->v[last].op) || smelt__ops[p->v[last].op].cls == SMELT_CLASS_LIBRARY))
+        c->outputs[c->nout++] = last;
     return SMELT_OK;
 }
 
