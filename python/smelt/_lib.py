@@ -77,6 +77,9 @@ const int64_t *smelt_node_shape(const smelt_node *n);
 int smelt_node_op(const smelt_node *n);
 smelt_node *smelt_expr(smelt_graph *g, const char *expr, const char *const *names,
                        smelt_node *const *nodes, int n);
+int smelt_grad(smelt_graph *g, smelt_node *loss, int n_wrt, smelt_node *const *wrt, smelt_node **grads);
+int smelt_grad_ct(smelt_graph *g, int n_out, smelt_node *const *outs, smelt_node *const *cotangents,
+                  int n_wrt, smelt_node *const *wrt, smelt_node **grads);
 
 typedef struct smelt_plan_opts {
     int opt_level;
