@@ -10,6 +10,9 @@ first_call   trace + plan + compile + run of a new function (chain8,
 large        chain8, gelu_tanh, softmax, layernorm at --n elements through
              smelt.jit with out= given, against the same plan run from C
              (smelt_plan_run_rebind called directly), medians of --runs
+train_mlp    a training step (784-1024-1024-10 MLP, batch 512, softmax
+             cross-entropy, Adam) as one smelt.jit plan: time, kernels,
+             memory
 Each row is printed as it completes; --json prints JSON objects.
 """
 import argparse
@@ -157,12 +160,61 @@ def large(n, runs, as_json):
              as_json)
 
 
+def train_mlp(runs, as_json):
+    """784 -> 1024 -> 1024 -> 10 MLP, batch 512, ReLU, softmax
+    cross-entropy, Adam, f32: one smelt.jit step (forward, backward, update)
+    with parameters, m and v donated."""
+    rng = np.random.default_rng(4)
+    sizes = [784, 1024, 1024, 10]
+    params = []
+    for a, b in zip(sizes, sizes[1:]):
+        params += [(rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(f32), np.zeros(b, f32)]
+    ms = [np.zeros_like(p) for p in params]
+    vs = [np.zeros_like(p) for p in params]
+    x = rng.standard_normal((512, 784)).astype(f32)
+    y = np.eye(10, dtype=f32)[rng.integers(0, 10, 512)]
+
+    def loss(params, x, y):
+        h = x
+        for i in range(0, len(params) - 2, 2):
+            h = np.maximum(h @ params[i] + params[i + 1], 0)
+        z = h @ params[-2] + params[-1]
+        z = z - z.max(axis=1, keepdims=True)
+        return -np.mean(np.sum(y * (z - np.log(np.exp(z).sum(axis=1, keepdims=True))), axis=1))
+
+    @smelt.jit(donate_argnums=(0, 1, 2))
+    def step(params, ms, vs, x, y):
+        l, g = smelt.value_and_grad(loss)(params, x, y)
+        out_p, out_m, out_v = [], [], []
+        for p, m, v, gi in zip(params, ms, vs, g):
+            m = f32(0.9) * m + f32(0.1) * gi
+            v = f32(0.999) * v + f32(0.001) * (gi * gi)
+            out_p.append(p - f32(1e-3) * m / (np.sqrt(v) + f32(1e-8)))
+            out_m.append(m)
+            out_v.append(v)
+        return out_p, out_m, out_v, l
+
+    params, ms, vs, l0 = step(params, ms, vs, x, y)
+    step(params, ms, vs, x, y)
+    step.wait()
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        params, ms, vs, l = step(params, ms, vs, x, y)
+        ts.append(time.perf_counter() - t)
+    st = step.stats()["last"]
+    emit({"row": "train_mlp", "backend": st["backend"], "kernels_fast": st["kernels_fast"], "step_ms":
+          statistics.median(ts) * 1e3, "kernels": st["kernels"], "peak_mb": st["mem_bytes"] / 2 ** 20,
+          "live_lower_mb": st["mem_lower_bytes"] / 2 ** 20, "donated_inplace": st["donated_inplace"],
+          "loss_first": float(l0), "loss_last": float(l)}, as_json)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1 << 24)
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--rows", default="dispatch,first_call,large")
+    ap.add_argument("--rows", default="dispatch,first_call,large,train_mlp")
     a = ap.parse_args()
     rows = a.rows.split(",")
     if "dispatch" in rows:
@@ -171,6 +223,8 @@ def main():
         first_call(a.json)
     if "large" in rows:
         large(a.n, a.runs, a.json)
+    if "train_mlp" in rows:
+        train_mlp(a.runs, a.json)
 
 
 if __name__ == "__main__":
