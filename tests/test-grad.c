@@ -824,6 +824,9 @@ static void mlp_train(smelt_ctx *ctx, mlp *m, int opt_level, uint32_t *losses, s
     }
     smelt_plan_stats st = t_stats(p);
     cr_assert_eq(st.donated_inplace, 12, "%d of 12 updates in place\n%s", st.donated_inplace, smelt_plan_describe(p));
+    if (opt_level >= 2) /* the arena within 1.2x of the largest live set */
+        cr_assert_leq((double)st.mem_bytes, 1.2 * (double)st.mem_lower_bytes, "arena %lld bytes, live set %lld",
+                      (long long)st.mem_bytes, (long long)st.mem_lower_bytes);
     for (int k = 0; k < 4; k++)
         T_OK(ctx, smelt_tensor_contiguous(in[3 + k], &params[k]));
     smelt_tensor_free(out[0]);
