@@ -824,6 +824,9 @@ static void mlp_train(smelt_ctx *ctx, mlp *m, int opt_level, uint32_t *losses, s
     }
     smelt_plan_stats st = t_stats(p);
     cr_assert_eq(st.donated_inplace, 12, "%d of 12 updates in place\n%s", st.donated_inplace, smelt_plan_describe(p));
+    if (opt_level >= 2) /* the arena within 1.2x of the largest live set */
+        cr_assert_leq((double)st.mem_bytes, 1.2 * (double)st.mem_lower_bytes, "arena %lld bytes, live set %lld",
+                      (long long)st.mem_bytes, (long long)st.mem_lower_bytes);
     for (int k = 0; k < 4; k++)
         T_OK(ctx, smelt_tensor_contiguous(in[3 + k], &params[k]));
     smelt_tensor_free(out[0]);
@@ -919,4 +922,48 @@ Test(api, traced)
     cr_assert_eq(smelt_trace_num_plans(tr), 1);
     smelt_trace_free(tr);
     smelt_ctx_free(ctx);
+}
+
+/* Only the gradients planned, at every opt_level: the forward's loss (a
+ * reduction) and a matrix product are then dead, which opt_level 0 still
+ * computes; and the graph with its gradients saved as text and loaded
+ * gives the same bits. */
+Test(api, gradients_alone_and_saved)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(4, 3)), *w = smelt_input(g, "w", SMELT_F32, SHP(3, 5));
+    smelt_node *h = smelt_unary(g, SMELT_OP_TANH, smelt_matmul(g, x, w));
+    smelt_node *l = smelt_reduce(g, SMELT_OP_MEAN, smelt_pad(g, smelt_slice(g, h, 1, 1, SMELT_NONE, 2), (int64_t[]){0, 1, 1, 0}, 0), 0, NULL, 0);
+    smelt_node *gr[2];
+    T_OK(ctx, smelt_grad(g, l, 2, (smelt_node *[]){x, w}, gr));
+    trng r;
+    trng_init(&r, 0);
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(4, 3)), t_rand(ctx, &r, SMELT_F32, SHP(3, 5))}, *first[2] = {NULL};
+    for (int opt = 0; opt <= 3; opt++) {
+        smelt_plan *p = t_plan(ctx, g, 2, gr, opt);
+        smelt_tensor *out[2] = {NULL};
+        t_run(p, 2, in, 2, out);
+        for (int k = 0; k < 2 && opt; k++)
+            cr_assert(t_bitwise_equal(out[k], first[k]), "opt_level %d, gradient %d", opt, k);
+        if (!opt)
+            memcpy(first, out, sizeof out);
+        else
+            t_free_all(out, 2);
+        smelt_plan_free(p);
+    }
+    char *text = NULL;
+    T_OK(ctx, smelt_graph_to_text(g, 2, gr, &text));
+    smelt_graph *g2 = NULL;
+    smelt_node **outs = NULL;
+    int n_out = 0;
+    T_OK(ctx, smelt_graph_from_text(ctx, text, &g2, &n_out, &outs));
+    cr_assert_eq(n_out, 2);
+    smelt_plan *p = t_plan(ctx, g2, 2, outs, 3);
+    smelt_tensor *out[2] = {NULL};
+    t_run(p, 2, in, 2, out);
+    for (int k = 0; k < 2; k++)
+        cr_assert(t_bitwise_equal(out[k], first[k]), "loaded graph, gradient %d", k);
+    t_free_all(out, 2), t_free_all(first, 2), t_free_all(in, 2);
+    smelt_plan_free(p), smelt_free(outs), smelt_free(text), smelt_graph_free(g2), smelt_graph_free(g), smelt_ctx_free(ctx);
 }
