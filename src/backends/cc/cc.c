@@ -3,7 +3,13 @@
  * for speed without changing results: -O3 -march=native -fno-math-errno
  * -ffp-contract=off (no -ffast-math); transcendental functions are smelt's
  * own plain C (templates/common/math.h.in), which gcc vectorises at any
- * width with the same bits.  Shared objects go through the persistent cache
+ * width with the same bits.  The flags license no fold that changes a value:
+ * -fno-math-errno only drops errno, -ffp-contract=off keeps every rounding;
+ * -fno-trapping-math lets gcc fold (double)(int)x to trunc(x), which keeps
+ * x's -0.0 where the integer 0 gives +0.0, so the prelude converts floats
+ * to integers by bits (smelt_f2i32, smelt_f2i64) and never hands gcc that
+ * pattern (tests/test-bitwise.c, the round trips through integers).
+ * Shared objects go through the persistent cache
  * (src/runtime/diskcache.c): a warm cache costs no compiler start-up. */
 #include <dlfcn.h>
 #include <errno.h>
