@@ -434,7 +434,7 @@ int smelt_npy_save(smelt_ctx *ctx, const char *path, const smelt_tensor *t)
     smelt__sb_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': ", descr[t->dtype]);
     smelt__shape_str(&h, t->ndim, t->shape); /* a Python tuple: (), (5,), (3, 4) */
     smelt__sb_puts(&h, ", }");
-    while ((10 + h.len + 1) % 64)
+    while (!h.oom && (10 + h.len + 1) % 64) /* (out of memory, the length stays: stop) */
         smelt__sb_puts(&h, " ");
     smelt__sb_puts(&h, "\n");
     if (h.oom) {

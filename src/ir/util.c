@@ -38,6 +38,10 @@ static bool sb_reserve(smelt__sb *b, size_t extra)
         return false;
     if (b->len + extra + 1 <= b->cap)
         return true;
+    if (extra > SIZE_MAX / 4 - b->len) { /* cap would overflow (and the loop below never end) */
+        b->oom = true;
+        return false;
+    }
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1)
         cap *= 2;
@@ -146,7 +150,7 @@ char *smelt__read_file(const char *path, size_t max, size_t *len)
     smelt__sb_init(&b);
     char buf[65536];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && b.len <= max)
+    while (!b.oom && b.len <= max && (n = fread(buf, 1, sizeof buf, f)) > 0) /* the length stays once out of memory */
         smelt__sb_putn(&b, buf, n);
     int e = ferror(f) ? (errno ? errno : EIO) : b.len > max ? EFBIG : b.oom ? ENOMEM : 0;
     fclose(f);

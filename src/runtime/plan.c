@@ -247,7 +247,10 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
         st = put_kernels(p, ki, 1, &pt);
     smelt__partition_free(&pt);
     if (st)
-        return smelt__err(p->ctx, st, "fallback to unfused kernels failed");
+        return smelt__err(p->ctx, st, "%s", st == SMELT_ERR_NOMEM
+                                                ? "out of memory while splitting a fused kernel that failed to compile "
+                                                  "into unfused ones"
+                                                : "fallback to unfused kernels failed");
     p->stats.fallbacks++;
     *split = true;
     *out = NULL;
@@ -578,7 +581,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     smelt__partition pt;
     if ((st = smelt__partition_build(&p->prog, o.opt_level >= 3,
                                      be->iface->target.dialect->device ? SMELT_ROWS_MIN_DEVICE : SMELT_ROWS_MIN, &pt))) {
-        smelt__err(ctx, st, "partitioning failed");
+        smelt__err(ctx, st, st == SMELT_ERR_NOMEM ? "out of memory while partitioning the graph into kernels"
+                                                  : "partitioning failed");
         goto fail;
     }
     st = put_kernels(p, 0, 0, &pt);
