@@ -96,6 +96,16 @@ void free(void *p)
 
 enum { N = 300 };
 
+/* An error's message says what went wrong: out of memory says so. */
+static bool says_why(int st, const char *msg)
+{
+    if (!msg[0] || (st == SMELT_ERR_NOMEM && !strstr(msg, "memory") && !strstr(msg, "allocate"))) {
+        fprintf(stderr, "status %d (%s), message '%s'\n", st, smelt_strerror(st), msg);
+        return false;
+    }
+    return true;
+}
+
 /* The scenario; 0 when it ended well (a correct result, or an error with a
  * message), else what went wrong on stderr. */
 static int scenario(void)
@@ -159,7 +169,7 @@ done:
     smelt_ctx_free(ctx);
     if (st > 0)
         return 1;
-    if (st < 0 && ctx && !msg[0]) {
+    if (st < 0 && ctx && !says_why(st, msg)) {
         fprintf(stderr, "%s failed with status %d (%s) and no message\n", where, st, smelt_strerror(st));
         return 1;
     }
@@ -205,7 +215,7 @@ static int scenario_reduce(void)
         }
     }
 done:;
-    bool no_msg = st < 0 && !smelt_errmsg(ctx)[0];
+    bool no_msg = st < 0 && !says_why(st, smelt_errmsg(ctx));
     smelt_tensor_free(in), smelt_tensor_free(out), smelt_tensor_free(ref);
     smelt_plan_free(p);
     smelt_graph_free(g);
@@ -268,7 +278,7 @@ static int scenario_where(void)
 done:;
     if (path[0])
         unlink(path);
-    bool no_msg = st < 0 && !smelt_errmsg(ctx)[0];
+    bool no_msg = st < 0 && !says_why(st, smelt_errmsg(ctx));
     smelt_tensor_free(in[0]), smelt_tensor_free(in[1]), smelt_tensor_free(out), smelt_tensor_free(ref);
     smelt_tensor_free(back);
     smelt_plan_free(p);
