@@ -560,5 +560,26 @@ rc, so, se = smelt("eval", "d", ARGS["d"], "-o", path("sm.npy"))
 check(rc == 0 and open(path("sm.npy"), "rb").read() == open(path("np.npy"), "rb").read(),
       "smelt writes the same bytes as numpy.save")
 
+# a FIFO given as a graph file, or named by a graph file's constant, and a
+# folder given as a .npy input: errors at once (a FIFO used to block run and
+# explain forever; a folder was "an empty file")
+os.mkfifo(path("g-fifo.smelt"))
+os.mkfifo(path("c-fifo.npy"))
+with open(path("g-const.smelt"), "w") as f:
+    f.write('smelt-graph 1\n%0 = input "x" f32 [70]\n%1 = constant f32 [70] "c-fifo.npy"\n'
+            '%2 = add %0 %1 : f32 [70]\noutput %2\n')
+os.mkdir(path("a-folder.npy"))
+for args, text in [(["run", path("g-fifo.smelt")], "not a regular file"),
+                   (["explain", path("g-fifo.smelt")], "not a regular file"),
+                   (["explain", path("g-const.smelt")], "not a regular file"),
+                   (["run", path("g-const.smelt"), "x=random:f32[70]"], "not a regular file"),
+                   (["eval", "a + 1", "a=" + path("a-folder.npy")], "directory")]:
+    try:
+        p = subprocess.run([SMELT] + args, capture_output=True, text=True, cwd=TMP, env=BASE_ENV, timeout=20)
+        rc, se = p.returncode, p.stderr
+    except subprocess.TimeoutExpired:
+        rc, se = None, "(still running after 20 s)"
+    check(rc == 1 and text in se, "smelt %s: exit %r, stderr %r lacks %r" % (" ".join(args), rc, se, text))
+
 shutil.rmtree(TMP, ignore_errors=True)
 done("test-cli")

@@ -8,6 +8,7 @@
  * The header is parsed by a small strict parser that never reads past the
  * bytes it was given; the data size must match the shape exactly. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,16 +328,11 @@ int smelt_npy_read(smelt_ctx *ctx, const void *data, size_t size, smelt_tensor *
     return finish(&hd, out);
 }
 
-/* Open path (fn: the caller, for a NULL path), parse its header and check
- * the data's size; the stream is left at the data. */
-static int open_npy(smelt_ctx *ctx, const char *fn, const char *path, FILE **fp, npyhdr *hd)
+/* Parse the header of the open file f (named path in messages) and check
+ * the data's size; the stream is left at the data, or closed on failure. */
+static int read_npy_header(smelt_ctx *ctx, FILE *f, const char *path, FILE **fp, npyhdr *hd)
 {
     *fp = NULL;
-    if (!path)
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s: path is NULL", fn);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return smelt__err(ctx, SMELT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     unsigned char pre[12];
     size_t n = fread(pre, 1, sizeof pre, f), need;
     int st = parse_header(ctx, path, pre, n, hd, &need);
@@ -366,6 +362,20 @@ static int open_npy(smelt_ctx *ctx, const char *fn, const char *path, FILE **fp,
     return st;
 }
 
+/* Open path (fn: the caller, for a NULL path): a regular file, never
+ * waiting on a FIFO; then read_npy_header. */
+static int open_npy(smelt_ctx *ctx, const char *fn, const char *path, FILE **fp, npyhdr *hd)
+{
+    *fp = NULL;
+    if (!path)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s: path is NULL", fn);
+    FILE *f = smelt__fopen_regular(AT_FDCWD, path, false);
+    if (!f)
+        return smelt__err(ctx, errno == ENOMEM ? SMELT_ERR_NOMEM : SMELT_ERR_IO, "cannot open '%s': %s", path,
+                          smelt__open_strerror(errno));
+    return read_npy_header(ctx, f, path, fp, hd);
+}
+
 int smelt_npy_info(smelt_ctx *ctx, const char *path, smelt_dtype *dtype, int *ndim, int64_t *shape)
 {
     FILE *f;
@@ -383,6 +393,8 @@ int smelt_npy_info(smelt_ctx *ctx, const char *path, smelt_dtype *dtype, int *nd
     return SMELT_OK;
 }
 
+static int load(smelt_ctx *ctx, FILE *f, const char *path, npyhdr hd, smelt_tensor **out);
+
 int smelt_npy_load(smelt_ctx *ctx, const char *path, smelt_tensor **out)
 {
     if (!out)
@@ -391,8 +403,21 @@ int smelt_npy_load(smelt_ctx *ctx, const char *path, smelt_tensor **out)
     FILE *f;
     npyhdr hd;
     int st = open_npy(ctx, "smelt_npy_load", path, &f, &hd);
-    if (st)
-        return st;
+    return st ? st : load(ctx, f, path, hd, out);
+}
+
+int smelt__npy_load_file(smelt_ctx *ctx, FILE *f, const char *path, smelt_tensor **out)
+{
+    *out = NULL;
+    npyhdr hd;
+    int st = read_npy_header(ctx, f, path, &f, &hd);
+    return st ? st : load(ctx, f, path, hd, out);
+}
+
+/* The data of the file f, at its data, into a new tensor; f is closed. */
+static int load(smelt_ctx *ctx, FILE *f, const char *path, npyhdr hd, smelt_tensor **out)
+{
+    int st;
     st = make_tensor(ctx, &hd, out);
     if (!st && hd.nbytes && fread(smelt_tensor_data(*out), 1, (size_t)hd.nbytes, f) != hd.nbytes)
         st = smelt__err(ctx, SMELT_ERR_IO, "%s: read error: %s", path,
