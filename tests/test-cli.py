@@ -510,6 +510,12 @@ check(rc == 0 and "warning: SMELT_DUMP_DIR='/proc/nope'" in so, "unusable SMELT_
 # bad cache settings: a warning, the default kept; false/no/off turn it off
 rc, so, se = smelt("info", env={"SMELT_CACHE_MAX_MB": "abc"})
 check(rc == 0 and "warning: SMELT_CACHE_MAX_MB='abc'" in so and "512 MiB" in so, "info warns: %r" % so)
+# settings that were ignored in silence: smelt info names them
+for var, val in [("SMELT_BLOCKS_ISA", "x86-64-v9"), ("SMELT_STREAM_STORES", "2"),
+                 ("SMELT_CC_MARCH", "native -fplugin=/x"), ("SMELT_TEMPLATE_DIR", "/nonexistent"),
+                 ("SMELT_BLAS_LIB", "/etc/passwd"), ("SMELT_CC_TIMEOUT", "abc")]:
+    rc, so, se = smelt("info", env={var: val})
+    check(rc == 0 and ("warning: %s='%s' is not" % (var, val)) in so, "info names %s=%s: %r" % (var, val, so))
 for word in ("false", "no", "off"):
     rc, so, se = smelt("info", env={"SMELT_CACHE": word})
     check(rc == 0 and "persistent           off: turned off by SMELT_CACHE=" + word in so,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "runtime.h" /* smelt__setting_name */
 
 /* ---- sticky builder errors ----------------------------------------------------------------- */
 
@@ -919,4 +920,82 @@ Test(api, backend_names_come_from_the_registry)
     cr_assert_null(smelt_backend_name(-1, NULL));
     cr_assert_null(smelt_backend_name(n, &about));
     smelt_ctx_free(ctx);
+}
+
+/* ---- settings: every variable validated in one place ----------------- */
+
+/* A plan's description on TCC with NAME=VALUE set. */
+static void describe_with(const char *name, const char *value, char *out, size_t n)
+{
+    setenv(name, value, 1);
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(5)), *y = smelt_unary(g, SMELT_OP_EXP, x);
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    snprintf(out, n, "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    unsetenv(name);
+}
+
+/* A value a setting does not accept is named in the plan's description
+ * (and so in smelt info); these were ignored in silence. */
+Test(settings, bad_values_are_named)
+{
+    static const char *const bad[][2] = {
+        {"SMELT_BLOCKS_ISA", "x86-64-v9"},      {"SMELT_STREAM_STORES", "sometimes"},
+        {"SMELT_CC_MARCH", "native -fplugin=/x"}, {"SMELT_TEMPLATE_DIR", "/nonexistent"},
+        {"SMELT_BLAS_LIB", "/etc/passwd"},      {"SMELT_CC_TIMEOUT", "abc"},
+        {"SMELT_CUDA_ROWS_WARPS", "3"},         {"SMELT_CACHE", "maybe"},
+    };
+    static const char *const good[][2] = {
+        {"SMELT_BLOCKS_ISA", "x86-64"}, {"SMELT_STREAM_STORES", "AUTO"}, {"SMELT_CC_MARCH", "x86-64-v2"},
+        {"SMELT_TEMPLATE_DIR", "/tmp"}, {"SMELT_CC_TIMEOUT", "2.5"},     {"SMELT_CUDA_ROWS_WARPS", "8"},
+    };
+    char d[8192], want[200];
+    for (int i = 0; i < NELEMS(bad); i++) {
+        describe_with(bad[i][0], bad[i][1], d, sizeof d);
+        snprintf(want, sizeof want, "warning: %s='%s' is not ", bad[i][0], bad[i][1]);
+        cr_assert(t_contains(d, want) && t_contains(d, ": ignored, "), "%s=%s: %s", bad[i][0], bad[i][1], d);
+    }
+    for (int i = 0; i < NELEMS(good); i++) {
+        describe_with(good[i][0], good[i][1], d, sizeof d);
+        cr_assert(!t_contains(d, good[i][0]), "%s=%s: %s", good[i][0], good[i][1], d);
+    }
+}
+
+/* docs/env.md lists exactly the variables of the settings table. */
+Test(settings, env_md_lists_the_table)
+{
+    const char *tpl = getenv("SMELT_TEST_TEMPLATES"); /* tests/templates */
+    cr_assert_not_null(tpl, "SMELT_TEST_TEMPLATES is not set (run through meson test)");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/../../docs/env.md", tpl);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    char line[8192], documented[64][64];
+    int nd = 0;
+    while (fgets(line, sizeof line, f)) /* the table's rows: "| `NAME` | ..." */
+        if (!strncmp(line, "| `", 3) && nd < 64) {
+            size_t l = strcspn(line + 3, "`");
+            cr_assert_lt(l, sizeof documented[0]);
+            memcpy(documented[nd], line + 3, l);
+            documented[nd++][l] = 0;
+        }
+    fclose(f);
+    int nt = 0;
+    for (const char *name; (name = smelt__setting_name(nt)); nt++) {
+        bool found = false;
+        for (int k = 0; k < nd; k++)
+            found = found || !strcmp(documented[k], name);
+        cr_assert(found, "%s is in the settings table (src/runtime/config.c) but not in docs/env.md", name);
+    }
+    for (int k = 0; k < nd; k++) {
+        bool found = false;
+        for (int i = 0; i < nt; i++)
+            found = found || !strcmp(smelt__setting_name(i), documented[k]);
+        cr_assert(found, "docs/env.md lists %s, which the settings table (src/runtime/config.c) lacks", documented[k]);
+    }
+    cr_assert_eq(nd, nt);
 }
