@@ -313,6 +313,8 @@ int smelt__dcache_load(const char *key, char **data, size_t *size)
 
 void smelt__dcache_remove(const char *key)
 {
+    if (thread_hits) /* the load it follows was no hit: the kernel is compiled */
+        thread_hits--;
     char name[128];
     int dfd = open_entry(key, name);
     if (dfd < 0)

@@ -38,7 +38,8 @@ int smelt__dcache_store(const char *key, const char *data, size_t size);
 /* A "warning: ..." line when the last store into the usable cache failed
  * (a read-only folder or file system, a full disk). */
 void smelt__dcache_store_warning(smelt__sb *warn);
-/* Delete an entry (one that loaded but does not hold what its key says). */
+/* Delete an entry (one that loaded but does not hold what its key says;
+ * that load no longer counts in smelt__dcache_thread_hits). */
 void smelt__dcache_remove(const char *key);
 
 /* ---- config ---------------------------------------------------------- */
