@@ -4,6 +4,7 @@
  * environment and the API; kernels that fail to compile (the unfused
  * fallback). */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,15 +239,20 @@ Test(errors, null_arguments_everywhere)
     (void)smelt_tensor_dtype(NULL);
     smelt_tensor *real = t_tensor(ctx, SMELT_F32, SHP(2, 3));
     cr_assert_eq(smelt_tensor_transpose(NULL, (const int[]){1, 0}, &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_transpose(real, NULL, &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_transpose(real, (const int[]){1, 0}, NULL), SMELT_ERR_INVALID_ARG);
+    /* each with a message of its own (the last error's text used to show:
+     * "tensor_new: shape is NULL") */
+    T_ERR(ctx, smelt_tensor_transpose(real, NULL, &t), SMELT_ERR_INVALID_ARG, "smelt_tensor_transpose: perm is NULL");
+    T_ERR(ctx, smelt_tensor_transpose(real, (const int[]){1, 0}, NULL), SMELT_ERR_INVALID_ARG,
+          "smelt_tensor_transpose: out is NULL");
     cr_assert_eq(smelt_tensor_slice(NULL, 0, 0, 1, 1, &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_slice(real, 0, 0, 1, 1, NULL), SMELT_ERR_INVALID_ARG);
+    T_ERR(ctx, smelt_tensor_slice(real, 0, 0, 1, 1, NULL), SMELT_ERR_INVALID_ARG, "smelt_tensor_slice: out is NULL");
     cr_assert_eq(smelt_tensor_broadcast_to(NULL, SHP(2, 3), &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_broadcast_to(real, 2, NULL, &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_broadcast_to(real, SHP(2, 3), NULL), SMELT_ERR_INVALID_ARG);
+    T_ERR(ctx, smelt_tensor_broadcast_to(real, 2, NULL, &t), SMELT_ERR_INVALID_ARG,
+          "smelt_tensor_broadcast_to: shape is NULL");
+    T_ERR(ctx, smelt_tensor_broadcast_to(real, SHP(2, 3), NULL), SMELT_ERR_INVALID_ARG,
+          "smelt_tensor_broadcast_to: out is NULL");
     cr_assert_eq(smelt_tensor_contiguous(NULL, &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_contiguous(real, NULL), SMELT_ERR_INVALID_ARG);
+    T_ERR(ctx, smelt_tensor_contiguous(real, NULL), SMELT_ERR_INVALID_ARG, "smelt_tensor_contiguous: out is NULL");
     /* graphs and nodes */
     smelt_graph *g = (smelt_graph *)&g;
     cr_assert_eq(smelt_graph_new(NULL, &g), SMELT_ERR_INVALID_ARG);
@@ -998,4 +1004,37 @@ Test(settings, env_md_lists_the_table)
         cr_assert(found, "docs/env.md lists %s, which the settings table (src/runtime/config.c) lacks", documented[k]);
     }
     cr_assert_eq(nd, nt);
+}
+
+/* An integer constant that is no number of its dtype (NaN, an infinity,
+ * out of range) is a sticky error, as an out-of-range weak scalar is; it
+ * was 0 with status OK. */
+Test(errors, integer_const_out_of_range)
+{
+    const smelt_dtype dts[] = {SMELT_I32, SMELT_I64, SMELT_U8};
+    const double bad[] = {NAN, INFINITY, -INFINITY, 1e300, -1e300};
+    smelt_ctx *ctx = t_ctx();
+    for (int d = 0; d < NELEMS(dts); d++) {
+        for (int i = 0; i < NELEMS(bad); i++) {
+            smelt_graph *g = t_graph(ctx);
+            cr_assert_null(smelt_const(g, bad[i], dts[d]), "%g as %s", bad[i], smelt_dtype_name(dts[d]));
+            cr_assert_eq(smelt_graph_status(g), SMELT_ERR_DTYPE);
+            cr_assert(t_contains(smelt_graph_errmsg(g), "does not fit in"), "%s", smelt_graph_errmsg(g));
+            smelt_graph_free(g);
+        }
+        const double edge[][2] = {{-2147483648.0, 2147483647.0}, {-9223372036854775808.0, 9223372036854774784.0},
+                                  {0, 255.9}};
+        smelt_graph *g = t_graph(ctx);
+        for (int k = 0; k < 2; k++)
+            cr_assert_not_null(smelt_const(g, edge[d][k], dts[d]), "%.17g as %s", edge[d][k], smelt_dtype_name(dts[d]));
+        T_OK(ctx, smelt_graph_status(g));
+        smelt_graph_free(g);
+        g = t_graph(ctx);
+        cr_assert_null(smelt_const(g, d == 2 ? 256.0 : d == 1 ? 2e19 : 2147483648.0, dts[d]));
+        smelt_graph_free(g);
+    }
+    smelt_graph *g = t_graph(ctx);
+    cr_assert_not_null(smelt_const(g, NAN, SMELT_BOOL)); /* bool(nan) is True, as NumPy's */
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
 }

@@ -78,7 +78,7 @@ static int str(hp *h, char *out, size_t n)
     char q = *h->s++;
     size_t k = 0;
     while (h->s < h->end && *h->s != q) {
-        if (*h->s == '\\' || k + 1 >= n)
+        if (*h->s == '\\' || k + 1 >= n || (unsigned char)*h->s < 0x20) /* (a NUL ended '<f4\0' early) */
             return herr(h, SMELT_ERR_IO, "malformed .npy header (unexpected string)");
         out[k++] = *h->s++;
     }
@@ -154,6 +154,9 @@ static int parse_shape(hp *h, npyhdr *out)
         if (h->s >= h->end || *h->s < '0' || *h->s > '9')
             return herr(h, SMELT_ERR_IO, "malformed .npy header (bad shape)");
         int64_t v = 0;
+        for (const char *d = h->s + 1; *h->s == '0' && d < h->end && *d >= '0' && *d <= '9'; d++)
+            if (*d != '0') /* as Python: 0, 00, but not 0002 */
+                return herr(h, SMELT_ERR_IO, "malformed .npy header (a dimension with a leading zero)");
         while (h->s < h->end && *h->s >= '0' && *h->s <= '9') {
             if (v > (INT64_MAX - 9) / 10)
                 return herr(h, SMELT_ERR_SHAPE, "shape dimension too large (over 2^63)");
