@@ -587,5 +587,16 @@ for args, text in [(["run", path("g-fifo.smelt")], "not a regular file"),
         rc, se = None, "(still running after 20 s)"
     check(rc == 1 and text in se, "smelt %s: exit %r, stderr %r lacks %r" % (" ".join(args), rc, se, text))
 
+# ** 0.5 on a float array is NumPy's sqrt (-0.0 stays -0.0, -inf gives nan),
+# not power (0.0, inf)
+pos = rng.uniform(0.5, 4, 16)
+save("pos.npy", pos)
+for expr, want in [("(a * -0.0) ** 0.5", (pos * -0.0) ** 0.5), ("(a * -inf) ** 0.5", np.full(16, np.nan)),
+                   ("a ** 0.5", pos ** 0.5)]:
+    rc, so, se = smelt("eval", expr, "a=" + path("pos.npy"), "-o", path("pw.npy"))
+    got = np.load(path("pw.npy")) if rc == 0 else None
+    check(got is not None and np.array_equal(got, want, equal_nan=True) and
+          np.array_equal(np.signbit(got) & ~np.isnan(got), np.signbit(want) & ~np.isnan(want)), "%s: %r vs NumPy's %r (%s)" % (expr, got, want, se))
+
 shutil.rmtree(TMP, ignore_errors=True)
 done("test-cli")
