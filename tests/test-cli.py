@@ -510,6 +510,12 @@ check(rc == 0 and "warning: SMELT_DUMP_DIR='/proc/nope'" in so, "unusable SMELT_
 # bad cache settings: a warning, the default kept; false/no/off turn it off
 rc, so, se = smelt("info", env={"SMELT_CACHE_MAX_MB": "abc"})
 check(rc == 0 and "warning: SMELT_CACHE_MAX_MB='abc'" in so and "512 MiB" in so, "info warns: %r" % so)
+# settings that were ignored in silence: smelt info names them
+for var, val in [("SMELT_BLOCKS_ISA", "x86-64-v9"), ("SMELT_STREAM_STORES", "2"),
+                 ("SMELT_CC_MARCH", "native -fplugin=/x"), ("SMELT_TEMPLATE_DIR", "/nonexistent"),
+                 ("SMELT_BLAS_LIB", "/etc/passwd"), ("SMELT_CC_TIMEOUT", "abc")]:
+    rc, so, se = smelt("info", env={var: val})
+    check(rc == 0 and ("warning: %s='%s' is not" % (var, val)) in so, "info names %s=%s: %r" % (var, val, so))
 for word in ("false", "no", "off"):
     rc, so, se = smelt("info", env={"SMELT_CACHE": word})
     check(rc == 0 and "persistent           off: turned off by SMELT_CACHE=" + word in so,
@@ -559,6 +565,38 @@ np.save(path("np.npy"), data["d"])
 rc, so, se = smelt("eval", "d", ARGS["d"], "-o", path("sm.npy"))
 check(rc == 0 and open(path("sm.npy"), "rb").read() == open(path("np.npy"), "rb").read(),
       "smelt writes the same bytes as numpy.save")
+
+# a FIFO given as a graph file, or named by a graph file's constant, and a
+# folder given as a .npy input: errors at once (a FIFO used to block run and
+# explain forever; a folder was "an empty file")
+os.mkfifo(path("g-fifo.smelt"))
+os.mkfifo(path("c-fifo.npy"))
+with open(path("g-const.smelt"), "w") as f:
+    f.write('smelt-graph 1\n%0 = input "x" f32 [70]\n%1 = constant f32 [70] "c-fifo.npy"\n'
+            '%2 = add %0 %1 : f32 [70]\noutput %2\n')
+os.mkdir(path("a-folder.npy"))
+for args, text in [(["run", path("g-fifo.smelt")], "not a regular file"),
+                   (["explain", path("g-fifo.smelt")], "not a regular file"),
+                   (["explain", path("g-const.smelt")], "not a regular file"),
+                   (["run", path("g-const.smelt"), "x=random:f32[70]"], "not a regular file"),
+                   (["eval", "a + 1", "a=" + path("a-folder.npy")], "directory")]:
+    try:
+        p = subprocess.run([SMELT] + args, capture_output=True, text=True, cwd=TMP, env=BASE_ENV, timeout=20)
+        rc, se = p.returncode, p.stderr
+    except subprocess.TimeoutExpired:
+        rc, se = None, "(still running after 20 s)"
+    check(rc == 1 and text in se, "smelt %s: exit %r, stderr %r lacks %r" % (" ".join(args), rc, se, text))
+
+# ** 0.5 on a float array is NumPy's sqrt (-0.0 stays -0.0, -inf gives nan),
+# not power (0.0, inf)
+pos = rng.uniform(0.5, 4, 16)
+save("pos.npy", pos)
+for expr, want in [("(a * -0.0) ** 0.5", (pos * -0.0) ** 0.5), ("(a * -inf) ** 0.5", np.full(16, np.nan)),
+                   ("a ** 0.5", pos ** 0.5)]:
+    rc, so, se = smelt("eval", expr, "a=" + path("pos.npy"), "-o", path("pw.npy"))
+    got = np.load(path("pw.npy")) if rc == 0 else None
+    check(got is not None and np.array_equal(got, want, equal_nan=True) and
+          np.array_equal(np.signbit(got) & ~np.isnan(got), np.signbit(want) & ~np.isnan(want)), "%s: %r vs NumPy's %r (%s)" % (expr, got, want, se))
 
 shutil.rmtree(TMP, ignore_errors=True)
 done("test-cli")

@@ -4,6 +4,7 @@
  * environment and the API; kernels that fail to compile (the unfused
  * fallback). */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "runtime.h" /* smelt__setting_name */
 
 /* ---- sticky builder errors ----------------------------------------------------------------- */
 
@@ -237,15 +239,20 @@ Test(errors, null_arguments_everywhere)
     (void)smelt_tensor_dtype(NULL);
     smelt_tensor *real = t_tensor(ctx, SMELT_F32, SHP(2, 3));
     cr_assert_eq(smelt_tensor_transpose(NULL, (const int[]){1, 0}, &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_transpose(real, NULL, &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_transpose(real, (const int[]){1, 0}, NULL), SMELT_ERR_INVALID_ARG);
+    /* each with a message of its own (the last error's text used to show:
+     * "tensor_new: shape is NULL") */
+    T_ERR(ctx, smelt_tensor_transpose(real, NULL, &t), SMELT_ERR_INVALID_ARG, "smelt_tensor_transpose: perm is NULL");
+    T_ERR(ctx, smelt_tensor_transpose(real, (const int[]){1, 0}, NULL), SMELT_ERR_INVALID_ARG,
+          "smelt_tensor_transpose: out is NULL");
     cr_assert_eq(smelt_tensor_slice(NULL, 0, 0, 1, 1, &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_slice(real, 0, 0, 1, 1, NULL), SMELT_ERR_INVALID_ARG);
+    T_ERR(ctx, smelt_tensor_slice(real, 0, 0, 1, 1, NULL), SMELT_ERR_INVALID_ARG, "smelt_tensor_slice: out is NULL");
     cr_assert_eq(smelt_tensor_broadcast_to(NULL, SHP(2, 3), &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_broadcast_to(real, 2, NULL, &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_broadcast_to(real, SHP(2, 3), NULL), SMELT_ERR_INVALID_ARG);
+    T_ERR(ctx, smelt_tensor_broadcast_to(real, 2, NULL, &t), SMELT_ERR_INVALID_ARG,
+          "smelt_tensor_broadcast_to: shape is NULL");
+    T_ERR(ctx, smelt_tensor_broadcast_to(real, SHP(2, 3), NULL), SMELT_ERR_INVALID_ARG,
+          "smelt_tensor_broadcast_to: out is NULL");
     cr_assert_eq(smelt_tensor_contiguous(NULL, &t), SMELT_ERR_INVALID_ARG);
-    cr_assert_eq(smelt_tensor_contiguous(real, NULL), SMELT_ERR_INVALID_ARG);
+    T_ERR(ctx, smelt_tensor_contiguous(real, NULL), SMELT_ERR_INVALID_ARG, "smelt_tensor_contiguous: out is NULL");
     /* graphs and nodes */
     smelt_graph *g = (smelt_graph *)&g;
     cr_assert_eq(smelt_graph_new(NULL, &g), SMELT_ERR_INVALID_ARG);
@@ -918,5 +925,116 @@ Test(api, backend_names_come_from_the_registry)
     cr_assert(tcc);
     cr_assert_null(smelt_backend_name(-1, NULL));
     cr_assert_null(smelt_backend_name(n, &about));
+    smelt_ctx_free(ctx);
+}
+
+/* ---- settings: every variable validated in one place ----------------- */
+
+/* A plan's description on TCC with NAME=VALUE set. */
+static void describe_with(const char *name, const char *value, char *out, size_t n)
+{
+    setenv(name, value, 1);
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(5)), *y = smelt_unary(g, SMELT_OP_EXP, x);
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    snprintf(out, n, "%s", smelt_plan_describe(p));
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    unsetenv(name);
+}
+
+/* A value a setting does not accept is named in the plan's description
+ * (and so in smelt info); these were ignored in silence. */
+Test(settings, bad_values_are_named)
+{
+    static const char *const bad[][2] = {
+        {"SMELT_BLOCKS_ISA", "x86-64-v9"},      {"SMELT_STREAM_STORES", "sometimes"},
+        {"SMELT_CC_MARCH", "native -fplugin=/x"}, {"SMELT_TEMPLATE_DIR", "/nonexistent"},
+        {"SMELT_BLAS_LIB", "/etc/passwd"},      {"SMELT_CC_TIMEOUT", "abc"},
+        {"SMELT_CUDA_ROWS_WARPS", "3"},         {"SMELT_CACHE", "maybe"},
+    };
+    static const char *const good[][2] = {
+        {"SMELT_BLOCKS_ISA", "x86-64"}, {"SMELT_STREAM_STORES", "AUTO"}, {"SMELT_CC_MARCH", "x86-64-v2"},
+        {"SMELT_TEMPLATE_DIR", "/tmp"}, {"SMELT_CC_TIMEOUT", "2.5"},     {"SMELT_CUDA_ROWS_WARPS", "8"},
+    };
+    char d[8192], want[200];
+    for (int i = 0; i < NELEMS(bad); i++) {
+        describe_with(bad[i][0], bad[i][1], d, sizeof d);
+        snprintf(want, sizeof want, "warning: %s='%s' is not ", bad[i][0], bad[i][1]);
+        cr_assert(t_contains(d, want) && t_contains(d, ": ignored, "), "%s=%s: %s", bad[i][0], bad[i][1], d);
+    }
+    for (int i = 0; i < NELEMS(good); i++) {
+        describe_with(good[i][0], good[i][1], d, sizeof d);
+        cr_assert(!t_contains(d, good[i][0]), "%s=%s: %s", good[i][0], good[i][1], d);
+    }
+}
+
+/* docs/env.md lists exactly the variables of the settings table. */
+Test(settings, env_md_lists_the_table)
+{
+    const char *tpl = getenv("SMELT_TEST_TEMPLATES"); /* tests/templates */
+    cr_assert_not_null(tpl, "SMELT_TEST_TEMPLATES is not set (run through meson test)");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/../../docs/env.md", tpl);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    char line[8192], documented[64][64];
+    int nd = 0;
+    while (fgets(line, sizeof line, f)) /* the table's rows: "| `NAME` | ..." */
+        if (!strncmp(line, "| `", 3) && nd < 64) {
+            size_t l = strcspn(line + 3, "`");
+            cr_assert_lt(l, sizeof documented[0]);
+            memcpy(documented[nd], line + 3, l);
+            documented[nd++][l] = 0;
+        }
+    fclose(f);
+    int nt = 0;
+    for (const char *name; (name = smelt__setting_name(nt)); nt++) {
+        bool found = false;
+        for (int k = 0; k < nd; k++)
+            found = found || !strcmp(documented[k], name);
+        cr_assert(found, "%s is in the settings table (src/runtime/config.c) but not in docs/env.md", name);
+    }
+    for (int k = 0; k < nd; k++) {
+        bool found = false;
+        for (int i = 0; i < nt; i++)
+            found = found || !strcmp(smelt__setting_name(i), documented[k]);
+        cr_assert(found, "docs/env.md lists %s, which the settings table (src/runtime/config.c) lacks", documented[k]);
+    }
+    cr_assert_eq(nd, nt);
+}
+
+/* An integer constant that is no number of its dtype (NaN, an infinity,
+ * out of range) is a sticky error, as an out-of-range weak scalar is; it
+ * was 0 with status OK. */
+Test(errors, integer_const_out_of_range)
+{
+    const smelt_dtype dts[] = {SMELT_I32, SMELT_I64, SMELT_U8};
+    const double bad[] = {NAN, INFINITY, -INFINITY, 1e300, -1e300};
+    smelt_ctx *ctx = t_ctx();
+    for (int d = 0; d < NELEMS(dts); d++) {
+        for (int i = 0; i < NELEMS(bad); i++) {
+            smelt_graph *g = t_graph(ctx);
+            cr_assert_null(smelt_const(g, bad[i], dts[d]), "%g as %s", bad[i], smelt_dtype_name(dts[d]));
+            cr_assert_eq(smelt_graph_status(g), SMELT_ERR_DTYPE);
+            cr_assert(t_contains(smelt_graph_errmsg(g), "does not fit in"), "%s", smelt_graph_errmsg(g));
+            smelt_graph_free(g);
+        }
+        const double edge[][2] = {{-2147483648.0, 2147483647.0}, {-9223372036854775808.0, 9223372036854774784.0},
+                                  {0, 255.9}};
+        smelt_graph *g = t_graph(ctx);
+        for (int k = 0; k < 2; k++)
+            cr_assert_not_null(smelt_const(g, edge[d][k], dts[d]), "%.17g as %s", edge[d][k], smelt_dtype_name(dts[d]));
+        T_OK(ctx, smelt_graph_status(g));
+        smelt_graph_free(g);
+        g = t_graph(ctx);
+        cr_assert_null(smelt_const(g, d == 2 ? 256.0 : d == 1 ? 2e19 : 2147483648.0, dts[d]));
+        smelt_graph_free(g);
+    }
+    smelt_graph *g = t_graph(ctx);
+    cr_assert_not_null(smelt_const(g, NAN, SMELT_BOOL)); /* bool(nan) is True, as NumPy's */
+    smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }

@@ -1,6 +1,7 @@
 /* Fault injection: fail the Nth allocation of a small plan's whole life
  * (context, graph, plan with TinyCC kernels, run, free), for every N it
- * makes.  Every run must end with a correct result, or with a clean error
+ * makes; then fail every allocation from the Nth on (memory that stays
+ * exhausted: the error paths' own allocations fail too), for every N.  Every run must end with a correct result, or with a clean error
  * that has a message; never an exit, a crash, a hang or a leak.
  *
  * The test program replaces malloc, calloc, realloc, posix_memalign and
@@ -9,11 +10,14 @@
  * process.  Then, with no failure injected: a plan run again (opt_level 0
  * to 3, 1 and 2 threads, outputs given, or the input donated and given as
  * the output) allocates nothing.  Prints "test-faults: N runs, F failed".
- * Two scenarios: an elementwise plan, and a reduction checked against the
- * reference.
+ * Three scenarios: an elementwise plan, a reduction checked against the
+ * reference, and where(a > 0, a*2, exp(a)) - b, its result saved to a .npy
+ * file and loaded back.
  *
  *   test-faults [MAX_N]      (SMELT_FAULT_N=N runs one N in this process,
- *                             of scenario SMELT_FAULT_SCENARIO, 0 or 1) */
+ *                             of scenario SMELT_FAULT_SCENARIO, 0, 1 or 2;
+ *                             SMELT_FAULT_FROM=1: every allocation from the
+ *                             Nth on fails) */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -33,6 +37,7 @@ extern void *__libc_memalign(size_t, size_t);
 extern void __libc_free(void *);
 
 static long fail_at = -1, count; /* the fail_at-th allocation fails */
+static bool from;                /* and every one after it */
 static long live;                /* allocations not yet freed */
 static bool armed;
 
@@ -40,7 +45,8 @@ static bool inject(void)
 {
     if (!armed)
         return false;
-    return ++count == fail_at;
+    ++count;
+    return from ? fail_at > 0 && count >= fail_at : count == fail_at;
 }
 
 void *malloc(size_t n)
@@ -89,6 +95,16 @@ void free(void *p)
 }
 
 enum { N = 300 };
+
+/* An error's message says what went wrong: out of memory says so. */
+static bool says_why(int st, const char *msg)
+{
+    if (!msg[0] || (st == SMELT_ERR_NOMEM && !strstr(msg, "memory") && !strstr(msg, "allocate"))) {
+        fprintf(stderr, "status %d (%s), message '%s'\n", st, smelt_strerror(st), msg);
+        return false;
+    }
+    return true;
+}
 
 /* The scenario; 0 when it ended well (a correct result, or an error with a
  * message), else what went wrong on stderr. */
@@ -153,7 +169,7 @@ done:
     smelt_ctx_free(ctx);
     if (st > 0)
         return 1;
-    if (st < 0 && ctx && !msg[0]) {
+    if (st < 0 && ctx && !says_why(st, msg)) {
         fprintf(stderr, "%s failed with status %d (%s) and no message\n", where, st, smelt_strerror(st));
         return 1;
     }
@@ -199,7 +215,7 @@ static int scenario_reduce(void)
         }
     }
 done:;
-    bool no_msg = st < 0 && !smelt_errmsg(ctx)[0];
+    bool no_msg = st < 0 && !says_why(st, smelt_errmsg(ctx));
     smelt_tensor_free(in), smelt_tensor_free(out), smelt_tensor_free(ref);
     smelt_plan_free(p);
     smelt_graph_free(g);
@@ -209,7 +225,71 @@ done:;
     return st > 0 || no_msg;
 }
 
-static int which; /* the scenario: 0 elementwise, 1 a reduction */
+/* where(a > 0, a*2, exp(a)) - b on TinyCC, checked against the
+ * reference (a fused kernel whose compile fails falls back to unfused
+ * kernels: the split must cope with memory that stays exhausted). */
+static int scenario_where(void)
+{
+    smelt_ctx *ctx = NULL;
+    smelt_graph *g = NULL;
+    smelt_plan *p = NULL;
+    smelt_tensor *in[2] = {0}, *out = NULL, *ref = NULL, *back = NULL;
+    char path[64] = "";
+    int64_t n = N;
+    int st = smelt_ctx_new(&ctx);
+    if (st)
+        return 0;
+    if ((st = smelt_ctx_set_threads(ctx, 1)) || (st = smelt_graph_new(ctx, &g)))
+        goto done;
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, 1, &n), *b = smelt_input(g, "b", SMELT_F32, 1, &n);
+    smelt_node *y = smelt_sub(g, smelt_where(g, smelt_binary(g, SMELT_OP_GT, a, smelt_scalar(g, 0)), smelt_mul(g, a, smelt_scalar(g, 2)),
+                                             smelt_unary(g, SMELT_OP_EXP, a)),
+                              b);
+    if ((st = smelt_graph_status(g)))
+        goto done;
+    smelt_plan_opts o;
+    smelt_plan_opts_init(&o);
+    o.backend = "TCC";
+    if ((st = smelt_plan_new(ctx, g, 1, &y, &o, &p)) || (st = smelt_tensor_new(ctx, SMELT_F32, 1, &n, &in[0])) ||
+        (st = smelt_tensor_new(ctx, SMELT_F32, 1, &n, &in[1])))
+        goto done;
+    float *x0 = smelt_tensor_data(in[0]), *x1 = smelt_tensor_data(in[1]);
+    for (int i = 0; i < N; i++)
+        x0[i] = 0.02f * (float)(i % 89) - 0.9f, x1[i] = 0.25f - 0.001f * (float)i;
+    if ((st = smelt_plan_run(p, 2, in, 1, &out)) || (st = smelt_reference_eval(ctx, g, 1, &y, 2, in, &ref)))
+        goto done;
+    for (int i = 0; i < N; i++) {
+        double got = smelt_tensor_get(out, i), want = smelt_tensor_get(ref, i);
+        if (!(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7)) {
+            fprintf(stderr, "wrong where at %d: %g, expected %g\n", i, got, want);
+            st = 1;
+            goto done;
+        }
+    }
+    /* the result through a .npy file (its header padding once hung when
+     * its string builder ran out of memory) */
+    snprintf(path, sizeof path, "/tmp/smelt-faults-%ld.npy", (long)getpid());
+    if ((st = smelt_npy_save(ctx, path, out)) || (st = smelt_npy_load(ctx, path, &back)))
+        goto done;
+    if (memcmp(smelt_tensor_data(back), smelt_tensor_data(out), sizeof(float) * N)) {
+        fprintf(stderr, "the .npy file does not hold the result\n");
+        st = 1;
+    }
+done:;
+    if (path[0])
+        unlink(path);
+    bool no_msg = st < 0 && !says_why(st, smelt_errmsg(ctx));
+    smelt_tensor_free(in[0]), smelt_tensor_free(in[1]), smelt_tensor_free(out), smelt_tensor_free(ref);
+    smelt_tensor_free(back);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+    if (no_msg)
+        fprintf(stderr, "where failed with status %d (%s) and no message\n", st, smelt_strerror(st));
+    return st > 0 || no_msg;
+}
+
+static int which; /* the scenario: 0 elementwise, 1 a reduction, 2 where */
 
 /* One run with the n-th allocation failing; 0 if all was well, and in
  * *reached whether the run made n allocations at all. */
@@ -219,7 +299,7 @@ static int one(long n, bool *reached)
     count = 0;
     live = 0;
     armed = true;
-    int bad = which ? scenario_reduce() : scenario();
+    int bad = which == 2 ? scenario_where() : which ? scenario_reduce() : scenario();
     armed = false;
     *reached = count >= n;
     if (!bad && live != 0) {
@@ -309,16 +389,19 @@ done:
 int main(int argc, char **argv)
 {
     setenv("SMELT_CACHE", "0", 1);
-    const char *only = getenv("SMELT_FAULT_N"), *sc = getenv("SMELT_FAULT_SCENARIO");
-    which = sc && !strcmp(sc, "1");
+    const char *only = getenv("SMELT_FAULT_N"), *sc = getenv("SMELT_FAULT_SCENARIO"), *fr = getenv("SMELT_FAULT_FROM");
+    which = sc ? atoi(sc) : 0;
+    from = fr && !strcmp(fr, "1");
     if (only) {
         bool reached;
         return one(atol(only), &reached);
     }
     long max = argc > 1 ? atol(argv[1]) : 100000;
     int runs = 0, failed = 0;
-    for (which = 0; which < 2; which++)
+    for (int mode = 0; mode < 2; mode++)
+    for (which = 0; which < 3; which++)
     for (long n = 1; n <= max; n++) {
+        from = mode == 1;
         int fds[2];
         if (pipe(fds))
             return 2;
@@ -348,12 +431,14 @@ int main(int argc, char **argv)
             else
                 fprintf(stderr, "allocation %ld failed: exit status %d%s\n", n, WEXITSTATUS(ws),
                         WEXITSTATUS(ws) == 1 && got != 1 ? " (the process exited)" : "");
-            fprintf(stderr, "  repeat it: SMELT_FAULT_SCENARIO=%d SMELT_FAULT_N=%ld %s\n", which, n, argv[0]);
+            fprintf(stderr, "  repeat it: SMELT_FAULT_SCENARIO=%d SMELT_FAULT_FROM=%d SMELT_FAULT_N=%ld %s\n", which,
+                    from, n, argv[0]);
         }
         if (got == 1 && c == 'n') /* the run made fewer than n allocations: all covered */
             break;
     }
     /* after the forks: these leave TinyCC's state behind in this process */
+    from = false;
     int per_run = 0;
     for (int level = 0; level <= 3; level++)
         per_run += allocations_per_run(level, 1, false) + allocations_per_run(level, 2, false) +

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -472,5 +473,84 @@ Test(graphio, arange_round_trip)
         cr_assert_neq(smelt_graph_from_text(ctx, bad[i], &h, &hn, &houts), SMELT_OK, "%s", bad[i]);
         cr_assert(t_contains(smelt_errmsg(ctx), why[i]), "%s: %s", bad[i], smelt_errmsg(ctx));
     }
+    smelt_ctx_free(ctx);
+}
+
+/* A constant's .npy file is confined to the graph file's folder
+ * (docs/security.md): a relative path without "..", no symlink on the way,
+ * a regular file; a FIFO, as the graph file or as a constant, is an error
+ * at once (it used to block the load forever). */
+Test(graphio, constant_paths_are_confined_to_the_folder, .timeout = 20)
+{
+    smelt_ctx *ctx = t_ctx();
+    const char *dir = tmpdir();
+    char path[256], sub[200], other[200];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    snprintf(other, sizeof other, "%s-other.npy", dir); /* beside the folder, outside it */
+    trng r;
+    trng_init(&r, 47);
+    smelt_tensor *w = t_rand(ctx, &r, SMELT_F32, 1, (int64_t[]){70});
+    snprintf(path, sizeof path, "%s/w.npy", sub);
+    T_OK(ctx, smelt_npy_save(ctx, path, w));
+    T_OK(ctx, smelt_npy_save(ctx, other, w));
+    snprintf(path, sizeof path, "%s/fifo.npy", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    snprintf(path, sizeof path, "%s/link.npy", dir);
+    cr_assert_eq(symlink("sub/w.npy", path), 0);
+    snprintf(path, sizeof path, "%s/sublink", dir);
+    cr_assert_eq(symlink("sub", path), 0);
+    char up[220];
+    snprintf(up, sizeof up, "../%s", strrchr(other, '/') + 1);
+    const struct {
+        const char *file;
+        int st;
+        const char *msg;
+    } cases[] = {
+        {"sub/w.npy", 0, NULL},
+        {"./sub//w.npy", 0, NULL},
+        {other, SMELT_ERR_PARSE, "is an absolute path"},
+        {up, SMELT_ERR_PARSE, "climbs out of the folder"},
+        {"sub/../sub/w.npy", SMELT_ERR_PARSE, "climbs out of the folder"},
+        {"fifo.npy", SMELT_ERR_IO, "not a regular file"},
+        {"link.npy", SMELT_ERR_IO, "no symlinks"},
+        {"sublink/w.npy", SMELT_ERR_IO, "no symlinks"},
+        {"sub", SMELT_ERR_IO, "directory"},
+        {"", SMELT_ERR_PARSE, "an empty path"},
+    };
+    char gpath[256];
+    snprintf(gpath, sizeof gpath, "%s/g.smelt", dir);
+    for (int i = 0; i < NELEMS(cases); i++) {
+        FILE *f = fopen(gpath, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "smelt-graph 1\n%%0 = input \"x\" f32 [70]\n%%1 = constant f32 [70] \"%s\"\n"
+                   "%%2 = add %%0 %%1 : f32 [70]\noutput %%2\n", cases[i].file);
+        fclose(f);
+        smelt_graph *g = NULL;
+        smelt_node **outs = NULL;
+        int n_out = 0;
+        if (!cases[i].st) {
+            T_OK(ctx, smelt_graph_load(ctx, gpath, &g, &n_out, &outs));
+            smelt_free(outs);
+            smelt_graph_free(g);
+        } else {
+            T_ERR(ctx, smelt_graph_load(ctx, gpath, &g, &n_out, &outs), cases[i].st, cases[i].msg);
+        }
+    }
+    /* the graph file itself a FIFO, and a folder */
+    snprintf(path, sizeof path, "%s/fifo.npy", dir);
+    smelt_graph *g = NULL;
+    smelt_node **outs = NULL;
+    int n_out = 0;
+    T_ERR(ctx, smelt_graph_load(ctx, path, &g, &n_out, &outs), SMELT_ERR_IO, "not a regular file");
+    T_ERR(ctx, smelt_graph_load(ctx, sub, &g, &n_out, &outs), SMELT_ERR_IO, "directory");
+    const char *names[] = {"fifo.npy", "link.npy", "sublink", "g.smelt", "sub/w.npy", "sub", ""};
+    for (int i = 0; names[i][0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        cr_assert_eq(remove(path), 0, "%s", path);
+    }
+    unlink(other);
+    rmdir(dir);
+    smelt_tensor_free(w);
     smelt_ctx_free(ctx);
 }

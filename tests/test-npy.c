@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -285,6 +286,10 @@ Test(npy, malformed_headers_are_errors)
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", 0, SMELT_ERR_IO, "unexpected key 'x'"},
         {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", 0, SMELT_ERR_IO, "unexpected key 'descr'"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", 0, SMELT_ERR_IO, "bad shape"},
+        /* what NumPy rejects: a leading zero (Python's literals), a control character in a string */
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (0002,), }", 0, SMELT_ERR_IO, "leading zero"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 02), }", 0, SMELT_ERR_IO, "leading zero"},
+        {"{'descr': '<f4\x01', 'fortran_order': False, 'shape': (2,), }", 0, SMELT_ERR_IO, "unexpected string"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': [2], }", 0, SMELT_ERR_IO, "shape is not a tuple"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }", 0, SMELT_ERR_SHAPE, "more than 8 dimensions"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0, SMELT_ERR_SHAPE, "shape (4294967296, 4294967296) is too large"},
@@ -315,6 +320,25 @@ Test(npy, malformed_headers_are_errors)
         cr_assert(t_contains(smelt_errmsg(ctx), cases[k].msg), "%s: message '%s' lacks '%s'",
                   cases[k].dict, smelt_errmsg(ctx), cases[k].msg);
     }
+    smelt_ctx_free(ctx);
+}
+
+/* A NUL in the descr ('<f4\0') used to end it early: '<f4' was read. And
+ * shapes of zeros written as Python writes them still load. */
+Test(npy, nul_in_a_string_and_zero_spellings)
+{
+    smelt_ctx *ctx = t_ctx();
+    unsigned char buf[512], data[8] = {0};
+    smelt_tensor *t;
+    size_t n = make_npy(buf, 1, "{'descr': '<f4@', 'fortran_order': False, 'shape': (2,), }", data, 8);
+    unsigned char *at = memchr(buf, '@', n);
+    cr_assert_not_null(at);
+    *at = 0;
+    T_ERR(ctx, smelt_npy_read(ctx, buf, n, &t), SMELT_ERR_IO, "unexpected string");
+    n = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (00, 0), }", data, 0);
+    T_OK(ctx, smelt_npy_read(ctx, buf, n, &t));
+    cr_assert_eq(smelt_tensor_numel(t), 0);
+    smelt_tensor_free(t);
     smelt_ctx_free(ctx);
 }
 
@@ -354,6 +378,13 @@ Test(npy, file_errors)
     snprintf(path, sizeof path, "%s/none.npy", dir);
     T_ERR(ctx, smelt_npy_load(ctx, path, &t), SMELT_ERR_IO, "cannot open");
     T_ERR(ctx, smelt_npy_info(ctx, path, NULL, NULL, NULL), SMELT_ERR_IO, "No such file");
+    /* a folder says so (it was "empty file"); a FIFO is an error at once */
+    T_ERR(ctx, smelt_npy_load(ctx, dir, &t), SMELT_ERR_IO, "directory");
+    snprintf(path, sizeof path, "%s/fifo.npy", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    T_ERR(ctx, smelt_npy_load(ctx, path, &t), SMELT_ERR_IO, "not a regular file");
+    T_ERR(ctx, smelt_npy_info(ctx, path, NULL, NULL, NULL), SMELT_ERR_IO, "not a regular file");
+    unlink(path);
     int64_t shp[] = {3};
     smelt_tensor *x = t_tensor(ctx, SMELT_F32, 1, shp);
     snprintf(path, sizeof path, "%s/no/such/dir/x.npy", dir);

@@ -1,5 +1,7 @@
 /* The optimising CPU tier: the CC backend (system C compiler), tiered
  * compilation under AUTO, and the persistent kernel cache. */
+#include <fcntl.h>
+#include <time.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -953,9 +955,17 @@ Test(tier, compiler_that_hangs_is_stopped)
     cr_assert_eq(s.kernels_fast, 0);
     cr_assert(t_contains(smelt_plan_describe(p), "stays on TCC"), "%s", smelt_plan_describe(p));
     smelt_plan_free(p);
-    /* a limit that is not a number of seconds */
+    /* a limit that is not a number of seconds: ignored with a warning, the
+     * default holds (it used to make every CC compile fail: CC off) */
+    unsetenv("CC");
     setenv("SMELT_CC_TIMEOUT", "soon", 1);
-    T_ERR(c, smelt_plan_new(c, g, 1, &y, &o, &p), SMELT_ERR_COMPILE, "SMELT_CC_TIMEOUT='soon'");
+    smelt_ctx *c2 = t_ctx(); /* (c's CC backend keeps the hanging compiler) */
+    T_OK(c2, smelt_plan_new(c2, g, 1, &y, &o, &p));
+    check_one_kernel(c2, p, 6.5);
+    cr_assert(t_contains(smelt_plan_describe(p), "warning: SMELT_CC_TIMEOUT='soon' is not"), "%s",
+              smelt_plan_describe(p));
+    smelt_plan_free(p);
+    smelt_ctx_free(c2);
     unsetenv("SMELT_CC_TIMEOUT");
     unsetenv("CC");
     smelt_graph_free(g), smelt_ctx_free(c);
@@ -1096,7 +1106,15 @@ Test(cache, entry_without_its_kernel_is_rebuilt)
     const char *other = strcmp(b[0], a[0]) ? b[0] : b[1];
     /* the entry of 35.5 replaced by the (valid) entry of 36.5 */
     cr_assert_eq(rename(other, a[0]), 0);
-    cr_assert_eq(plan_once(35.5), 1, "an entry without the kernel was not rebuilt");
+    smelt_ctx *c = t_ctx();
+    smelt_graph *g;
+    smelt_plan *p = one_kernel(c, &g, 35.5);
+    check_one_kernel(c, p, 35.5);
+    /* compiled, not "from disk" (it used to be reported as loaded) */
+    cr_assert(t_contains(smelt_plan_describe(p), "kernels: 1 compiled, 0 from memory, 0 from disk"), "%s",
+              smelt_plan_describe(p));
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
+    cr_assert_eq(compiler_calls(), 3, "an entry without the kernel was not rebuilt");
     cr_assert_eq(plan_once(35.5), 0, "the rebuilt entry was not kept");
 }
 
@@ -1126,5 +1144,64 @@ Test(tier, auto_compiles_with_cc_when_tcc_fails)
     cr_assert_eq(s.kernels_fast, s.kernels, "%d of %d kernels on CC", s.kernels_fast, s.kernels);
     cr_assert(t_contains(smelt_plan_describe(p), "compiled by CC"), "%s", smelt_plan_describe(p));
     unsetenv("SMELT_TEMPLATE_DIR");
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
+}
+
+/* A temporary file of an entry being written (.tmp-*) takes room: it
+ * counts against SMELT_CACHE_MAX_MB; one older than the compiler timeout
+ * was left by a process killed between writing and renaming it and is
+ * deleted (it used to stay forever, uncounted). */
+Test(cache, stale_temporaries_are_swept_and_fresh_ones_counted)
+{
+    fresh_cache();
+    cr_assert_eq(plan_once(40.5), 1);
+    char cache[300], stale[400], fresh[400], names[8][300];
+    cache_path(cache, sizeof cache);
+    snprintf(stale, sizeof stale, "%s/.tmp-999999-0-0", cache);
+    snprintf(fresh, sizeof fresh, "%s/.tmp-999999-1-0", cache);
+    static char block[1 << 20];
+    memset(block, 7, sizeof block);
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(k ? fresh : stale, "wb");
+        cr_assert_not_null(f);
+        cr_assert_eq(fwrite(block, 1, sizeof block, f), sizeof block);
+        fclose(f);
+    }
+    struct timespec old[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
+    cr_assert_eq(utimensat(AT_FDCWD, stale, old, 0), 0);
+    /* a cap of 1 MiB: the fresh temporary alone fills it, so the entries
+     * go; the stale one is deleted */
+    setenv("SMELT_CACHE_MAX_MB", "1", 1);
+    cr_assert_eq(plan_once(41.5), 1);
+    struct stat st;
+    cr_assert_neq(stat(stale, &st), 0, "a temporary file an hour old was not deleted");
+    cr_assert_eq(stat(fresh, &st), 0, "a fresh temporary file (being written) was deleted");
+    cr_assert_eq(cache_entries(names, 8), 0, "the fresh temporary file did not count against the cap");
+    unsetenv("SMELT_CACHE_MAX_MB");
+    unlink(fresh);
+}
+
+/* A cache folder where nothing can be stored (here: its key file is a
+ * folder, as a read-only folder or a full disk would fail a store) is
+ * named in a warning; it was listed as the cache in silence. */
+Test(cache, a_store_that_fails_is_a_warning)
+{
+    fresh_cache();
+    char cache[300], key[320];
+    cache_path(cache, sizeof cache);
+    cr_assert_eq(mkdir(cache, 0700), 0);
+    snprintf(key, sizeof key, "%s/key", cache);
+    cr_assert_eq(mkdir(key, 0700), 0);
+    smelt_ctx *c = t_ctx();
+    smelt_graph *g;
+    smelt_plan *p = one_kernel(c, &g, 42.5);
+    check_one_kernel(c, p, 42.5);
+    cr_assert(t_contains(smelt_plan_describe(p), "could not be stored"), "%s", smelt_plan_describe(p));
+    smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
+    rmdir(key);
+    cr_assert_eq(plan_once(42.5), 1);
+    c = t_ctx();
+    p = one_kernel(c, &g, 42.5); /* stored now: the warning is gone */
+    cr_assert(!t_contains(smelt_plan_describe(p), "could not be stored"), "%s", smelt_plan_describe(p));
     smelt_plan_free(p), smelt_graph_free(g), smelt_ctx_free(c);
 }

@@ -1134,6 +1134,12 @@ static val power(P *p)
     val b = factor(p); /* right-associative; binds a following unary minus */
     if (!b.n)
         return b;
+    /* NumPy's ** takes a float array to the literal 0.5 with sqrt (its
+     * fast_scalar_power), not power: (-0.0) ** 0.5 is -0.0, (-inf) ** 0.5
+     * nan, where power gives 0.0 and inf; so does smelt's ** */
+    if (p->build && b.lit && b.n->op == SMELT_OP_CONST && b.n->weak && b.n->dtype == SMELT_F64 && b.n->fval == 0.5 &&
+        !a.n->weak && smelt__is_float(a.n->dtype))
+        return apply(p, SMELT_OP_SQRT, 1, &a, pos, "**");
     return apply2(p, SMELT_OP_POW, a, b, pos, "**");
 }
 

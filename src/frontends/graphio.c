@@ -596,11 +596,24 @@ static int tensor_values(rd *r, smelt_dtype dt, int ndim, const int64_t *sh, sme
         smelt__sb name, path;
         smelt__sb_init(&name), smelt__sb_init(&path);
         if (!(st = quoted(r, &name))) {
-            const char *f = smelt__sb_str(&name);
-            if (r->dir && f[0] != '/')
+            /* confined to the graph file's folder (docs/security.md): a
+             * relative path without "..", no symlink on the way, a regular
+             * file (a FIFO would block) */
+            const char *f = smelt__sb_str(&name), *why = NULL;
+            if (r->dir)
                 smelt__sb_printf(&path, "%s/", r->dir);
             smelt__sb_puts(&path, f);
-            if ((st = smelt_npy_load(r->ctx, smelt__sb_str(&path), &t)))
+            FILE *fp = name.oom || path.oom ? NULL : smelt__fopen_beneath(r->dir, f, &why);
+            if (name.oom || path.oom)
+                st = rerr(r, SMELT_ERR_NOMEM, "out of memory");
+            else if (why)
+                st = rerr(r, SMELT_ERR_PARSE, "constant: \"%s\" is %s; a constant's .npy file must be named "
+                          "relative to the graph file's folder and lie beneath it", f, why);
+            else if (!fp)
+                st = rerr(r, errno == ENOMEM ? SMELT_ERR_NOMEM : SMELT_ERR_IO, "constant: cannot open '%s': %s%s",
+                          smelt__sb_str(&path), smelt__open_strerror(errno),
+                          errno == ELOOP || errno == ENOTDIR ? " (no symlinks on a constant's path)" : "");
+            else if ((st = smelt__npy_load_file(r->ctx, fp, smelt__sb_str(&path), &t)))
                 st = rerr(r, st, "constant: %s", smelt_errmsg(r->ctx));
             else if (t->dtype != dt || t->ndim != ndim || memcmp(t->shape, sh, sizeof(int64_t) * (size_t)ndim))
                 st = rerr(r, SMELT_ERR_PARSE, "constant: '%s' holds %s of another dtype or shape than the line's",
@@ -908,7 +921,7 @@ int smelt_graph_load(smelt_ctx *ctx, const char *path, smelt_graph **g, int *n_o
         return smelt__err(ctx, SMELT_ERR_IO, "%s: larger than %u MiB; not a graph file", path, MAX_FILE >> 20);
     if (!text)
         return smelt__err(ctx, errno == ENOMEM ? SMELT_ERR_NOMEM : SMELT_ERR_IO, "cannot open '%s': %s",
-                          path, strerror(errno ? errno : EIO));
+                          path, smelt__open_strerror(errno ? errno : EIO));
     char *dir = smelt__strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
     if (slash)
         *slash = 0;

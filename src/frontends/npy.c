@@ -8,6 +8,7 @@
  * The header is parsed by a small strict parser that never reads past the
  * bytes it was given; the data size must match the shape exactly. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +78,7 @@ static int str(hp *h, char *out, size_t n)
     char q = *h->s++;
     size_t k = 0;
     while (h->s < h->end && *h->s != q) {
-        if (*h->s == '\\' || k + 1 >= n)
+        if (*h->s == '\\' || k + 1 >= n || (unsigned char)*h->s < 0x20) /* (a NUL ended '<f4\0' early) */
             return herr(h, SMELT_ERR_IO, "malformed .npy header (unexpected string)");
         out[k++] = *h->s++;
     }
@@ -153,6 +154,9 @@ static int parse_shape(hp *h, npyhdr *out)
         if (h->s >= h->end || *h->s < '0' || *h->s > '9')
             return herr(h, SMELT_ERR_IO, "malformed .npy header (bad shape)");
         int64_t v = 0;
+        for (const char *d = h->s + 1; *h->s == '0' && d < h->end && *d >= '0' && *d <= '9'; d++)
+            if (*d != '0') /* as Python: 0, 00, but not 0002 */
+                return herr(h, SMELT_ERR_IO, "malformed .npy header (a dimension with a leading zero)");
         while (h->s < h->end && *h->s >= '0' && *h->s <= '9') {
             if (v > (INT64_MAX - 9) / 10)
                 return herr(h, SMELT_ERR_SHAPE, "shape dimension too large (over 2^63)");
@@ -327,16 +331,11 @@ int smelt_npy_read(smelt_ctx *ctx, const void *data, size_t size, smelt_tensor *
     return finish(&hd, out);
 }
 
-/* Open path (fn: the caller, for a NULL path), parse its header and check
- * the data's size; the stream is left at the data. */
-static int open_npy(smelt_ctx *ctx, const char *fn, const char *path, FILE **fp, npyhdr *hd)
+/* Parse the header of the open file f (named path in messages) and check
+ * the data's size; the stream is left at the data, or closed on failure. */
+static int read_npy_header(smelt_ctx *ctx, FILE *f, const char *path, FILE **fp, npyhdr *hd)
 {
     *fp = NULL;
-    if (!path)
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s: path is NULL", fn);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return smelt__err(ctx, SMELT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     unsigned char pre[12];
     size_t n = fread(pre, 1, sizeof pre, f), need;
     int st = parse_header(ctx, path, pre, n, hd, &need);
@@ -366,6 +365,20 @@ static int open_npy(smelt_ctx *ctx, const char *fn, const char *path, FILE **fp,
     return st;
 }
 
+/* Open path (fn: the caller, for a NULL path): a regular file, never
+ * waiting on a FIFO; then read_npy_header. */
+static int open_npy(smelt_ctx *ctx, const char *fn, const char *path, FILE **fp, npyhdr *hd)
+{
+    *fp = NULL;
+    if (!path)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s: path is NULL", fn);
+    FILE *f = smelt__fopen_regular(AT_FDCWD, path, false);
+    if (!f)
+        return smelt__err(ctx, errno == ENOMEM ? SMELT_ERR_NOMEM : SMELT_ERR_IO, "cannot open '%s': %s", path,
+                          smelt__open_strerror(errno));
+    return read_npy_header(ctx, f, path, fp, hd);
+}
+
 int smelt_npy_info(smelt_ctx *ctx, const char *path, smelt_dtype *dtype, int *ndim, int64_t *shape)
 {
     FILE *f;
@@ -383,6 +396,8 @@ int smelt_npy_info(smelt_ctx *ctx, const char *path, smelt_dtype *dtype, int *nd
     return SMELT_OK;
 }
 
+static int load(smelt_ctx *ctx, FILE *f, const char *path, npyhdr hd, smelt_tensor **out);
+
 int smelt_npy_load(smelt_ctx *ctx, const char *path, smelt_tensor **out)
 {
     if (!out)
@@ -391,8 +406,21 @@ int smelt_npy_load(smelt_ctx *ctx, const char *path, smelt_tensor **out)
     FILE *f;
     npyhdr hd;
     int st = open_npy(ctx, "smelt_npy_load", path, &f, &hd);
-    if (st)
-        return st;
+    return st ? st : load(ctx, f, path, hd, out);
+}
+
+int smelt__npy_load_file(smelt_ctx *ctx, FILE *f, const char *path, smelt_tensor **out)
+{
+    *out = NULL;
+    npyhdr hd;
+    int st = read_npy_header(ctx, f, path, &f, &hd);
+    return st ? st : load(ctx, f, path, hd, out);
+}
+
+/* The data of the file f, at its data, into a new tensor; f is closed. */
+static int load(smelt_ctx *ctx, FILE *f, const char *path, npyhdr hd, smelt_tensor **out)
+{
+    int st;
     st = make_tensor(ctx, &hd, out);
     if (!st && hd.nbytes && fread(smelt_tensor_data(*out), 1, (size_t)hd.nbytes, f) != hd.nbytes)
         st = smelt__err(ctx, SMELT_ERR_IO, "%s: read error: %s", path,
@@ -434,7 +462,7 @@ int smelt_npy_save(smelt_ctx *ctx, const char *path, const smelt_tensor *t)
     smelt__sb_printf(&h, "{'descr': '%s', 'fortran_order': False, 'shape': ", descr[t->dtype]);
     smelt__shape_str(&h, t->ndim, t->shape); /* a Python tuple: (), (5,), (3, 4) */
     smelt__sb_puts(&h, ", }");
-    while ((10 + h.len + 1) % 64)
+    while (!h.oom && (10 + h.len + 1) % 64) /* (out of memory, the length stays: stop) */
         smelt__sb_puts(&h, " ");
     smelt__sb_puts(&h, "\n");
     if (h.oom) {

@@ -671,6 +671,7 @@ done:
 
 int smelt__partition_split(const smelt__prog *p, const smelt__cluster *c, smelt__partition *out)
 {
+    memset(out, 0, sizeof *out); /* set on every path: the caller frees it */
     int *uoff, *users;
     int st = build_users(p, &uoff, &users);
     if (st)

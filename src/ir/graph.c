@@ -145,6 +145,15 @@ smelt_node *smelt_const(smelt_graph *g, double value, smelt_dtype dt)
         return NULL;
     if (!smelt__dtype_valid((int)dt))
         return fail(g, SMELT_ERR_DTYPE, "const: invalid dtype %d", (int)dt);
+    /* an integer constant must be a number in its dtype's range (it was 0,
+     * status OK, for NaN, infinities and 1e300), as a weak scalar must */
+    static const double lo[SMELT_DTYPE_COUNT] = {[SMELT_I32] = -2147483648.0, [SMELT_I64] = -9223372036854775808.0},
+                        hi[SMELT_DTYPE_COUNT] = {[SMELT_I32] = 2147483648.0, [SMELT_I64] = 9223372036854775808.0,
+                                                 [SMELT_U8] = 256.0};
+    /* (i64 takes 2^63 too: the double nearest INT64_MAX, which parsers pass) */
+    if (!smelt__is_float(dt) && dt != SMELT_BOOL &&
+        !(trunc(value) >= lo[dt] && (trunc(value) < hi[dt] || (dt == SMELT_I64 && value == hi[dt]))))
+        return fail(g, SMELT_ERR_DTYPE, "const: %g does not fit in %s", value, smelt__dtypes[dt].name);
     return make_const(g, value, dt, false);
 }
 

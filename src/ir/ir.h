@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "smelt.h"
 
@@ -55,6 +56,19 @@ static inline bool smelt__skip_char(const char **s, const char *end, char c)
 /* A whole file (NUL-terminated; *len its size), or NULL with errno set
  * (EFBIG when it is larger than max). */
 char *smelt__read_file(const char *path, size_t max, size_t *len);
+/* path (relative to dirfd, AT_FDCWD: the working folder) opened for
+ * reading without blocking on a FIFO and required to be a regular file:
+ * NULL with errno (EISDIR a folder, EINVAL a FIFO, device or socket; its
+ * text: smelt__open_strerror).  nofollow: not through a final symlink. */
+FILE *smelt__fopen_regular(int dirfd, const char *path, bool nofollow);
+const char *smelt__open_strerror(int e);
+/* rel, a relative path without "..", opened beneath the folder dir, with no
+ * symlink on the way (a graph file's constants): NULL with *why (the rule
+ * broken) or errno. */
+FILE *smelt__fopen_beneath(const char *dir, const char *rel, const char **why);
+/* (src/frontends/npy.c) a .npy file already open (named path in messages),
+ * read and closed. */
+int smelt__npy_load_file(smelt_ctx *ctx, FILE *f, const char *path, smelt_tensor **out);
 /* Write the n pieces data[i], len[i] bytes each, to the file path (made
  * or truncated); on failure the file is removed and the error recorded on
  * ctx: "cannot open '<path>' for writing: ..." or "cannot write ...". */

@@ -204,9 +204,11 @@ static smelt_tensor *view_of(const smelt_tensor *t)
 
 int smelt_tensor_transpose(const smelt_tensor *t, const int *perm, smelt_tensor **out)
 {
+    if (out)
+        *out = NULL;
     if (!t || !out || (!perm && t->ndim))
-        return SMELT_ERR_INVALID_ARG;
-    *out = NULL;
+        return t ? smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "smelt_tensor_transpose: %s is NULL", !out ? "out" : "perm")
+                 : SMELT_ERR_INVALID_ARG;
     bool seen[SMELT_MAX_DIMS] = {0};
     for (int i = 0; i < t->ndim; i++) {
         if (perm[i] < 0 || perm[i] >= t->ndim || seen[perm[i]])
@@ -229,7 +231,7 @@ int smelt_tensor_slice(const smelt_tensor *t, int dim, int64_t start, int64_t st
                        smelt_tensor **out)
 {
     if (!t || !out)
-        return SMELT_ERR_INVALID_ARG;
+        return t ? smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "smelt_tensor_slice: out is NULL") : SMELT_ERR_INVALID_ARG;
     *out = NULL;
     if (dim < 0 || dim >= t->ndim)
         return smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "slice: axis %d out of range for rank %d",
@@ -260,7 +262,9 @@ int smelt_tensor_broadcast_to(const smelt_tensor *t, int ndim, const int64_t *sh
                               smelt_tensor **out)
 {
     if (!t || !out || (!shape && ndim))
-        return SMELT_ERR_INVALID_ARG;
+        return t ? smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "smelt_tensor_broadcast_to: %s is NULL",
+                              !out ? "out" : "shape")
+                 : SMELT_ERR_INVALID_ARG;
     *out = NULL;
     int st = check_shape(t->ctx, "broadcast_to", t->dtype, ndim, shape);
     if (st)
@@ -388,7 +392,8 @@ void smelt__tensor_copy_into(smelt_tensor *dst, const smelt_tensor *src)
 int smelt_tensor_contiguous(const smelt_tensor *t, smelt_tensor **out)
 {
     if (!t || !out)
-        return SMELT_ERR_INVALID_ARG;
+        return t ? smelt__err(t->ctx, SMELT_ERR_INVALID_ARG, "smelt_tensor_contiguous: out is NULL")
+                 : SMELT_ERR_INVALID_ARG;
     if (smelt__is_device(t))
         return smelt__err(t->ctx, SMELT_ERR_UNSUPPORTED,
                           "smelt_tensor_contiguous: a device tensor (use smelt_tensor_copy_to_host)");

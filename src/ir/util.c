@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -38,6 +40,10 @@ static bool sb_reserve(smelt__sb *b, size_t extra)
         return false;
     if (b->len + extra + 1 <= b->cap)
         return true;
+    if (extra > SIZE_MAX / 4 - b->len) { /* cap would overflow (and the loop below never end) */
+        b->oom = true;
+        return false;
+    }
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1)
         cap *= 2;
@@ -137,16 +143,84 @@ uint64_t smelt__hash(const void *data, size_t n, uint64_t seed)
     return h;
 }
 
+FILE *smelt__fopen_regular(int dirfd, const char *path, bool nofollow)
+{
+    int fd = openat(dirfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+    struct stat st;
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL; /* (EINVAL: a FIFO, a device, a socket) */
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
+const char *smelt__open_strerror(int e)
+{
+    return e == EINVAL ? "not a regular file (a FIFO, a device or a socket)" : strerror(e);
+}
+
+FILE *smelt__fopen_beneath(const char *dir, const char *rel, const char **why)
+{
+    *why = NULL;
+    if (!rel[0] || rel[0] == '/') {
+        *why = rel[0] ? "an absolute path" : "an empty path";
+        return NULL;
+    }
+    for (const char *c = rel; *c;) { /* no ".." component */
+        size_t l = strcspn(c, "/");
+        if (l == 2 && c[0] == '.' && c[1] == '.') {
+            *why = "a path that climbs out of the folder with '..'";
+            return NULL;
+        }
+        c += l + (c[l] == '/');
+    }
+    int dfd = open(dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char comp[4096];
+    const char *c = rel;
+    for (size_t l; dfd >= 0 && c[l = strcspn(c, "/")] == '/'; c += l + 1) { /* the folders: no symlink */
+        if (!l || (l == 1 && c[0] == '.'))
+            continue;
+        if (l >= sizeof comp) {
+            close(dfd);
+            errno = ENAMETOOLONG;
+            return NULL;
+        }
+        memcpy(comp, c, l);
+        comp[l] = 0;
+        int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(dfd);
+        dfd = nfd;
+    }
+    if (dfd < 0)
+        return NULL;
+    FILE *f = smelt__fopen_regular(dfd, c, true);
+    int e = errno;
+    close(dfd);
+    errno = e;
+    return f;
+}
+
 char *smelt__read_file(const char *path, size_t max, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = smelt__fopen_regular(AT_FDCWD, path, false);
     if (!f)
         return NULL;
     smelt__sb b;
     smelt__sb_init(&b);
     char buf[65536];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && b.len <= max)
+    while (!b.oom && b.len <= max && (n = fread(buf, 1, sizeof buf, f)) > 0) /* the length stays once out of memory */
         smelt__sb_putn(&b, buf, n);
     int e = ferror(f) ? (errno ? errno : EIO) : b.len > max ? EFBIG : b.oom ? ENOMEM : 0;
     fclose(f);

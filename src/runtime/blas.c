@@ -25,6 +25,7 @@ static struct {
     void (*set_threads)(int);
     char name[160];
     char why[512];
+    bool from_env; /* SMELT_BLAS_LIB's library was loaded */
 } blas = {.once = PTHREAD_ONCE_INIT};
 
 static void blas_load(void)
@@ -54,11 +55,18 @@ static void blas_load(void)
         blas.set_threads = (void (*)(int))(uintptr_t)dlsym(blas.lib, "openblas_set_num_threads");
         char *(*config)(void) = (char *(*)(void))(uintptr_t)dlsym(blas.lib, "openblas_get_config");
         snprintf(blas.name, sizeof blas.name, "%s", config ? config() : cands[i]);
+        blas.from_env = i == 0;
     }
     if (!blas.sgemm)
         snprintf(blas.why, sizeof blas.why, "no BLAS library with cblas_sgemm and cblas_dgemm could be loaded "
                  "(tried SMELT_BLAS_LIB, libopenblas.so.0, libblas.so.3; install one: apt-get install "
                  "libopenblas0)");
+}
+
+bool smelt__blas_from_env(void)
+{
+    pthread_once(&blas.once, blas_load);
+    return blas.from_env;
 }
 
 const char *smelt__blas_name(void)

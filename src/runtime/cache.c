@@ -38,7 +38,6 @@ static void config(smelt__kcache *c, smelt__sb *warn)
         c->max_n = (size_t)n, c->max_bytes = (size_t)(mb * 1048576.0);
 }
 
-void smelt__kcache_config_warnings(smelt__sb *warn) { config(NULL, warn); }
 
 void smelt__kernel_ref(smelt__kernel *k) { __atomic_fetch_add(&k->refs, 1, __ATOMIC_RELAXED); }
 
@@ -218,15 +217,6 @@ static void dump_source(const char *name, const char *ext, const char *src)
     }
 }
 
-void smelt__dump_dir_warning(smelt__sb *warn)
-{
-    const char *dir = getenv("SMELT_DUMP_DIR");
-    struct stat st;
-    if (dir && *dir &&
-        (smelt__mkdir_p(dir, 0755) || stat(dir, &st) || !S_ISDIR(st.st_mode) || access(dir, W_OK)))
-        smelt__sb_printf(warn, "warning: SMELT_DUMP_DIR='%s' is not a folder that can be created "
-                               "and written: no kernel sources are written\n", dir);
-}
 
 int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
                       smelt__kernel **out, bool *compiled, double *ms, smelt__sb *err)

@@ -6,7 +6,7 @@
  *   off      SMELT_CACHE=0 (or false, no, off; 1, true, yes, on: on)
  *   size cap SMELT_CACHE_MAX_MB (default 512); least recently used first out
  * A value that is none of these is ignored (the default holds) and named in
- * smelt__dcache_config_warnings's lines (plan descriptions and smelt info show them).
+ * smelt__settings_warnings's lines (plan descriptions and smelt info show them).
  *
  * The cache holds code that smelt loads and runs, so it is trusted code and
  * only its owner may write it (docs/security.md):
@@ -72,11 +72,6 @@ static double cache_cap(smelt__sb *warn)
            1048576.0;
 }
 
-void smelt__dcache_config_warnings(smelt__sb *warn)
-{
-    cache_on(warn);
-    cache_cap(warn);
-}
 
 /* ---- SipHash-2-4 (Aumasson and Bernstein), 64-bit tag ----------------- */
 static uint64_t le64(const unsigned char *p)
@@ -167,6 +162,14 @@ static int dcache_open(char *buf, size_t n, smelt__sb *why)
     const char *bad = st.st_uid != geteuid() ? "is owned by another user"
                       : st.st_mode & 022    ? "is writable by group or others"
                                             : NULL;
+    if (!bad && faccessat(fd, ".", W_OK | X_OK, AT_EACCESS)) { /* read-only: nothing could be stored */
+        if (why)
+            smelt__sb_printf(why, "the folder %s cannot be written (mode %03o): no kernel could be stored; "
+                                  "chmod 700 it, or set SMELT_CACHE_DIR to a folder of yours",
+                             buf, (unsigned)(st.st_mode & 0777));
+        close(fd);
+        return -1;
+    }
     if (bad) {
         close(fd);
         if (why)
@@ -310,6 +313,8 @@ int smelt__dcache_load(const char *key, char **data, size_t *size)
 
 void smelt__dcache_remove(const char *key)
 {
+    if (thread_hits) /* the load it follows was no hit: the kernel is compiled */
+        thread_hits--;
     char name[128];
     int dfd = open_entry(key, name);
     if (dfd < 0)
@@ -330,9 +335,17 @@ static int by_mtime(const void *a, const void *b)
     return (x->mtime_ns > y->mtime_ns) - (x->mtime_ns < y->mtime_ns);
 }
 
+/* Keep the folder under its cap: entries (.ske), least recently used first
+ * out, and temporary files (.tmp-*, an entry being written) counted too; a
+ * temporary file older than the compiler timeout belongs to a process that
+ * died between writing and renaming it (a SIGKILL) and is deleted. */
 static void evict(int dfd)
 {
     double cap = cache_cap(NULL);
+    int64_t stale_ns = (int64_t)(smelt__setting_num("SMELT_CC_TIMEOUT", 120) * 1e9);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t now_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
     int fd = dup(dfd);
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (!d) {
@@ -346,11 +359,18 @@ static void evict(int dfd)
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t l = strlen(e->d_name);
-        if (l < 5 || l >= sizeof v->name || strcmp(e->d_name + l - 4, ".ske"))
+        bool tmp = !strncmp(e->d_name, ".tmp-", 5);
+        if (!tmp && (l < 5 || l >= sizeof v->name || strcmp(e->d_name + l - 4, ".ske")))
             continue;
         struct stat st;
         if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW))
             continue;
+        if (tmp) {
+            int64_t age = now_ns - ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
+            if (!(age > stale_ns && !unlinkat(dfd, e->d_name, 0)))
+                total += (double)st.st_size; /* still being written: it takes room */
+            continue;
+        }
         ent *nv = smelt__grow(v, n, &nalloc, sizeof *v, 64);
         if (!nv)
             break;
@@ -371,6 +391,11 @@ static void evict(int dfd)
     free(v);
 }
 
+static int check(char *buf, size_t n, smelt__sb *why);
+
+/* The last store that failed, and why (0: none since the last success). */
+static int store_errno;
+
 int smelt__dcache_store(const char *key, const char *data, size_t size)
 {
     char name[128];
@@ -379,15 +404,26 @@ int smelt__dcache_store(const char *key, const char *data, size_t size)
         return -1;
     unsigned char k[16];
     int st = -1;
+    errno = EFBIG;
     if (size <= ENTRY_MAX && !secret(dfd, k)) {
         header h = {.len = size, .tag = siphash(k, data, size)};
         memcpy(h.magic, MAGIC, 8);
         st = put_file(dfd, name, &h, sizeof h, data, size, false);
     }
+    __atomic_store_n(&store_errno, st ? (errno ? errno : EIO) : 0, __ATOMIC_RELAXED);
     if (!st)
         evict(dfd);
     close(dfd);
     return st;
+}
+
+void smelt__dcache_store_warning(smelt__sb *warn)
+{
+    int e = __atomic_load_n(&store_errno, __ATOMIC_RELAXED);
+    char dir[4096];
+    if (e && check(dir, sizeof dir, NULL) == 0)
+        smelt__sb_printf(warn, "warning: persistent kernel cache %s: a compiled kernel could not be stored "
+                               "in it (%s): kernels are compiled again in every process\n", dir, strerror(e));
 }
 
 /* The cache folder in buf: 0 when it is usable, 1 when SMELT_CACHE=0 turns

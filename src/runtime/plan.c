@@ -247,7 +247,10 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
         st = put_kernels(p, ki, 1, &pt);
     smelt__partition_free(&pt);
     if (st)
-        return smelt__err(p->ctx, st, "fallback to unfused kernels failed");
+        return smelt__err(p->ctx, st, "%s", st == SMELT_ERR_NOMEM
+                                                ? "out of memory while splitting a fused kernel that failed to compile "
+                                                  "into unfused ones"
+                                                : "fallback to unfused kernels failed");
     p->stats.fallbacks++;
     *split = true;
     *out = NULL;
@@ -404,9 +407,8 @@ static void describe(smelt_plan *p)
     free(kof);
     if (p->log.len)
         smelt__sb_puts(b, smelt__sb_str(&p->log));
-    smelt__dcache_config_warnings(b);
-    smelt__kcache_config_warnings(b);
-    smelt__dump_dir_warning(b);
+    smelt__settings_warnings(b);
+    smelt__dcache_store_warning(b);
 }
 
 const char *smelt_plan_describe(smelt_plan *p)
@@ -510,25 +512,19 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         const char *hv = getenv("SMELT_CUDA_ROWS_HELD");
         p->rows_held_max = hv && !strcmp(hv, "0") ? 0
                            : (int)smelt__env_bound("SMELT_CUDA_ROWS_HELD", SMELT_ROWS_HELD_BYTES, true, "bytes",
-                                                   "the default holds:", &p->log);
+                                                   "the default holds:", NULL); /* (warned by describe) */
         const char *sv = getenv("SMELT_CUDA_ROWS_SHARED"); /* auto (default), 0: never, 1: always */
         p->rows_shared = sv && !strcmp(sv, "0") ? 0 : sv && !strcmp(sv, "1") ? 1 : -1;
-        if (sv && *sv && strcmp(sv, "0") && strcmp(sv, "1") && strcasecmp(sv, "auto"))
-            smelt__sb_printf(&p->log, "warning: SMELT_CUDA_ROWS_SHARED='%s' is not auto, 0 or 1: ignored, auto "
-                                      "holds\n", sv);
         const char *wv = getenv("SMELT_CUDA_ROWS_WARPS"); /* auto (default), 1, 2, 4, ..., 32 */
         p->rows_warps = 0;
         if (wv && *wv && strcasecmp(wv, "auto")) {
             char *end;
             long w = strtol(wv, &end, 10);
-            if (*end || w < 1 || w > (1 << SMELT_BLOCK_WARPS_MAX_LOG2) || (w & (w - 1)))
-                smelt__sb_printf(&p->log, "warning: SMELT_CUDA_ROWS_WARPS='%s' is not auto, 1, 2, 4, 8, 16 or 32: "
-                                          "ignored, auto holds\n", wv);
-            else
-                p->rows_warps = (int)w;
+            if (!*end && w >= 1 && w <= (1 << SMELT_BLOCK_WARPS_MAX_LOG2) && !(w & (w - 1)))
+                p->rows_warps = (int)w; /* (another value: warned by describe) */
         }
         p->rows_steps = (int)SMELT_MIN(smelt__env_bound("SMELT_CUDA_ROWS_STEPS", 1, true, "row",
-                                                        "the default holds:", &p->log),
+                                                        "the default holds:", NULL),
                                        1 << 30);
     }
     smelt__sb err;
@@ -578,7 +574,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     smelt__partition pt;
     if ((st = smelt__partition_build(&p->prog, o.opt_level >= 3,
                                      be->iface->target.dialect->device ? SMELT_ROWS_MIN_DEVICE : SMELT_ROWS_MIN, &pt))) {
-        smelt__err(ctx, st, "partitioning failed");
+        smelt__err(ctx, st, st == SMELT_ERR_NOMEM ? "out of memory while partitioning the graph into kernels"
+                                                  : "partitioning failed");
         goto fail;
     }
     st = put_kernels(p, 0, 0, &pt);

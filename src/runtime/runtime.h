@@ -29,19 +29,17 @@ void smelt__bg_free(struct smelt__bg *bg);
 /* 0 when the cache is usable, 1 when SMELT_CACHE=0 turns it off, -1 (and
  * the reason in why) when its folder cannot be used. */
 int smelt__dcache_check(smelt__sb *why);
-/* A "warning: ..." line for each SMELT_CACHE / SMELT_CACHE_MAX_MB value
- * that is ignored (not a valid setting). */
-void smelt__dcache_config_warnings(smelt__sb *warn);
-/* The same for SMELT_DUMP_DIR when it names no folder that can be written
- * (src/runtime/cache.c, which creates it when it is missing). */
-void smelt__dump_dir_warning(smelt__sb *warn);
 /* 0 and a malloc'd payload on a hit; -1 on a miss (a bad entry is deleted). */
 int smelt__dcache_load(const char *key, char **data, size_t *size);
 /* Entries smelt__dcache_load has returned on the calling thread so far (a
  * compile that loaded its object from disk is told apart by it). */
 unsigned long smelt__dcache_thread_hits(void);
 int smelt__dcache_store(const char *key, const char *data, size_t size);
-/* Delete an entry (one that loaded but does not hold what its key says). */
+/* A "warning: ..." line when the last store into the usable cache failed
+ * (a read-only folder or file system, a full disk). */
+void smelt__dcache_store_warning(smelt__sb *warn);
+/* Delete an entry (one that loaded but does not hold what its key says;
+ * that load no longer counts in smelt__dcache_thread_hits). */
 void smelt__dcache_remove(const char *key);
 
 /* ---- config ---------------------------------------------------------- */
@@ -56,6 +54,19 @@ bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name);
  * NULL): "warning: name='...' is not ...: ignored, <keeps> <def> <unit>". */
 double smelt__env_bound(const char *name, double def, bool whole, const char *unit, const char *keeps,
                         smelt__sb *warn);
+
+/* Every environment variable smelt reads is in one table (config.c, the
+ * one docs/env.md lists): a "warning: NAME='v' is not ...: ignored, ..."
+ * line in warn for each that is set to a value it does not accept. */
+void smelt__settings_warnings(smelt__sb *warn);
+/* NAME's value when it is set, not empty and valid; else NULL. */
+const char *smelt__setting(const char *name);
+/* The same as a number; def when unset or invalid. */
+double smelt__setting_num(const char *name, double def);
+/* The table's i-th name (NULL past its end). */
+const char *smelt__setting_name(int i);
+/* Whether SMELT_BLAS_LIB is set and is the BLAS library loaded (blas.c). */
+bool smelt__blas_from_env(void);
 
 /* ---- thread pool ----------------------------------------------------- */
 typedef void (*smelt__task_fn)(void *arg, int64_t chunk);
@@ -116,7 +127,6 @@ void smelt__kcache_forget(smelt_ctx *ctx, smelt__backend *be);
 int smelt__kcache_count(smelt_ctx *ctx, size_t *bytes);
 /* A "warning: ..." line for each SMELT_MEM_CACHE_MAX_KERNELS /
  * SMELT_MEM_CACHE_MAX_MB value that is ignored. */
-void smelt__kcache_config_warnings(smelt__sb *warn);
 
 /* ---- device tensors (src/runtime/tensor-device.c) ------------------------------ */
 /* A new contiguous tensor in be's device memory. */

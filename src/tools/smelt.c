@@ -10,6 +10,7 @@
  * with "smelt: " (an expression error adds the expression and a caret line).
  * Only the public API (smelt.h) is used. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -19,6 +20,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "smelt.h"
 #include "smelt_cuda.h"
@@ -863,13 +865,14 @@ static int cmd_eval(const opts *o, binding *b, int nb)
 /* A graph file: named *.smelt, or a file that starts with "smelt-graph". */
 static bool starts_with(const char *path, const char *magic, size_t n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
+    struct stat st;
+    if (fd < 0)
         return false;
     char head[16] = {0};
-    size_t got = fread(head, 1, n, f);
-    fclose(f);
-    return got == n && !memcmp(head, magic, n);
+    ssize_t got = !fstat(fd, &st) && S_ISREG(st.st_mode) ? read(fd, head, n) : -1;
+    close(fd);
+    return got == (ssize_t)n && !memcmp(head, magic, n);
 }
 
 static bool is_graph_file(const char *arg)
