@@ -30,6 +30,9 @@ typedef struct pstate {
     int *parent;              /* union-find over instruction indices */
     int *uoff, *users;        /* CSR user lists */
     int *stamp, epoch, *stack;
+    int *ehead, *etail;       /* per root (or view): its list of out-edges (creates_cycle) */
+    int *enext, *eto, nedge;  /* per edge: the next in its list, the consumer */
+    unsigned *dstamp, dtok;   /* a visit's kernels already listed */
     int *size;       /* members of each union-find root */
     int *head, *tail; /* each root's member list, */
     int *next;        /* linked through next (-1 ends it): a merge is O(1), its checks O(members) */
@@ -108,48 +111,75 @@ static bool in_set(pstate *s, int x, int ka, int kb)
     for (int k_ = 0, m; k_ < 2; k_++) \
         for (m = (s)->head[k_ ? (kc) : (ka)]; m >= 0; m = (s)->next[m])
 
-/* Would merging clusters ka and kc (kc contains instruction i, the newest)
- * create a cycle between kernels: a path that leaves the union and comes
- * back to it?  A kernel runs after all of its inputs, so a path that enters
- * another cluster goes on from every member of it, not only from the one it
- * entered (two siblings of one cluster need no path between them). */
-static void reach(pstate *s, int x, int ka, int kc, int *sp)
+/* Would merging clusters ka and kc create a cycle between kernels: a path
+ * that leaves the union and comes back to it?  A kernel runs after all of
+ * its inputs, so a path that enters another cluster goes on from every
+ * member of it, not only from the one it entered (two siblings of one
+ * cluster need no path between them).  The search runs over kernels, not
+ * instructions: each root (and each view, in no cluster) keeps the edges
+ * out of its members in one list (ehead, enext, eto), an edge listed once
+ * its consumer's turn has come (only instructions up to the one being
+ * fused take part); a visit drops for good the edges that have become
+ * internal to the kernel and those to a kernel already listed, so a value
+ * read by thousands of consumers costs the distinct kernels they are in,
+ * not its readers, each time a path crosses it. */
+static bool visit(pstate *s, int r, int ka, int kc, int *sp, bool seed)
 {
-    if (s->stamp[x] == s->epoch || in_set(s, x, ka, kc))
-        return;
-    if (!is_op(s->p, x)) {
-        s->stamp[x] = s->epoch;
-        s->stack[(*sp)++] = x;
-        return;
-    }
-    for (int m = s->head[find(s, x)]; m >= 0; m = s->next[m]) /* x's whole cluster */
-        if (s->stamp[m] != s->epoch) {
-            s->stamp[m] = s->epoch;
-            s->stack[(*sp)++] = m;
+    unsigned tok = ++s->dtok;
+    for (int e = s->ehead[r], prev = -1, nx; e >= 0; e = nx) {
+        nx = s->enext[e];
+        int y = s->eto[e], k = is_op(s->p, y) ? find(s, y) : y;
+        if (k == r || s->dstamp[k] == tok) { /* internal, or a kernel already listed: dropped */
+            if (prev < 0)
+                s->ehead[r] = nx;
+            else
+                s->enext[prev] = nx;
+            if (s->etail[r] == e)
+                s->etail[r] = prev;
+            continue;
         }
-}
-
-static bool creates_cycle(pstate *s, int ka, int kc, int i)
-{
-    int sp = 0;
-    s->epoch++;
-    FOR_MEMBERS(s, ka, kc, m) {
-        for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++)
-            if (s->users[u] <= i)
-                reach(s, s->users[u], ka, kc, &sp);
-    }
-    while (sp) {
-        int x = s->stack[--sp];
-        for (int u = s->uoff[x]; u < s->uoff[x + 1]; u++) {
-            int y = s->users[u];
-            if (y > i)
-                continue;
-            if (in_set(s, y, ka, kc))
-                return true;
-            reach(s, y, ka, kc, &sp);
+        s->dstamp[k] = tok;
+        prev = e;
+        if (k == ka || k == kc) {
+            if (!seed)
+                return true; /* back into the union */
+            continue;        /* (an edge between the two: inside the union) */
+        }
+        if (s->stamp[k] != s->epoch) {
+            s->stamp[k] = s->epoch;
+            s->stack[(*sp)++] = k;
         }
     }
     return false;
+}
+
+static bool creates_cycle(pstate *s, int ka, int kc)
+{
+    int sp = 0;
+    s->epoch++;
+    visit(s, ka, ka, kc, &sp, true);
+    visit(s, kc, ka, kc, &sp, true);
+    while (sp)
+        if (visit(s, s->stack[--sp], ka, kc, &sp, false))
+            return true;
+    return false;
+}
+
+/* The edges from x to its consumer i join the list of x's kernel (or of x,
+ * a view); a source's are never followed (nothing reaches a source). */
+static void add_edge(pstate *s, int x, int i)
+{
+    const smelt__prog *p = s->p;
+    if (!is_op(p, x) && smelt__ops[p->v[x].op].cls == SMELT_CLASS_SOURCE)
+        return;
+    int r = is_op(p, x) ? find(s, x) : x, e = s->nedge++;
+    s->eto[e] = i;
+    s->enext[e] = -1;
+    if (s->ehead[r] < 0)
+        s->ehead[r] = e;
+    else
+        s->enext[s->etail[r]] = e;
+    s->etail[r] = e;
 }
 
 /* Inputs + outputs of the union of clusters ka and kc, counting every user
@@ -356,6 +386,14 @@ static void join(pstate *s, int kx, int ki)
     s->size[ki] += s->size[kx];
     s->next[s->tail[ki]] = s->head[kx];
     s->tail[ki] = s->tail[kx];
+    if (s->ehead[kx] >= 0) { /* kx's out-edges join ki's */
+        if (s->ehead[ki] < 0)
+            s->ehead[ki] = s->ehead[kx];
+        else
+            s->enext[s->etail[ki]] = s->ehead[kx];
+        s->etail[ki] = s->etail[kx];
+        s->ehead[kx] = s->etail[kx] = -1;
+    }
 }
 
 /* Every fusion rule, for the edge from producer x (in cluster kx) to
@@ -410,7 +448,7 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
 common:
     if (s->size[kx] + s->size[ki] > SMELT_MAX_CLUSTER_OPS)
         return SMELT__FUSE_OPS;
-    if (creates_cycle(s, kx, ki, i))
+    if (creates_cycle(s, kx, ki))
         return SMELT__FUSE_CYCLE;
     if (operand_count(s, kx, ki) > SMELT_MAX_KERNEL_OPERANDS)
         return SMELT__FUSE_OPERANDS;
@@ -614,10 +652,18 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt_
     s.members = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
     uint8_t *why = calloc((size_t)p->n + 1, 3);
-    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.pieces || !s.pcut || !s.redidx || !s.members || !root || !why) {
+    int *cand = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.ehead = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.etail = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.dstamp = calloc((size_t)p->n + 1, sizeof(unsigned));
+    s.enext = malloc(sizeof(int) * (size_t)(s.uoff[p->n] + 1));
+    s.eto = malloc(sizeof(int) * (size_t)(s.uoff[p->n] + 1));
+    if (!s.ehead || !s.etail || !s.dstamp || !s.enext || !s.eto || !s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.pieces || !s.pcut || !s.redidx || !s.members || !root || !why || !cand) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
+    for (int i = 0; i < p->n; i++)
+        s.ehead[i] = s.etail[i] = -1;
     for (int i = 0; i < p->n; i++)
         s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1,
         s.hasred[i] = smelt__is_reduce(p->v[i].op), s.redidx[i] = s.hasred[i] ? i : -1;
@@ -631,6 +677,8 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt_
             s.pcut[i] |= PCUT_READS | (d >= 0 ? c << d : ~0u);
         }
     for (int i = 0; i < p->n; i++) {
+        for (int j = 0; j < p->v[i].nin; j++)
+            add_edge(&s, p->v[i].in[j], i);
         for (int j = 0; j < p->v[i].nin; j++) { /* sources have no inputs */
             int x = p->v[i].in[j], kx = find(&s, x), ki = find(&s, i);
             if (!is_op(p, x) || (why[3 * i + j] = (uint8_t)should_fuse(&s, x, i, kx, ki)) || kx == ki)
@@ -641,24 +689,31 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt_
     /* siblings: kernels of reductions that read one value and no edge
      * joins (sum(x) and sum(x * x) of an input) read it once, as one row
      * program, where they make one */
-    for (int v = 0; v < p->n && fuse; v++)
-        for (int u1 = s.uoff[v]; u1 < s.uoff[v + 1]; u1++)
-            for (int u2 = u1 + 1; u2 < s.uoff[v + 1]; u2++) {
-                int a = s.users[u1], b = s.users[u2];
-                if (!is_op(p, a) || !is_op(p, b))
-                    continue;
-                int ka = find(&s, a), kb = find(&s, b);
-                if (ka != kb && s.hasred[ka] && s.hasred[kb] && pieces_fit(&s, ka, kb) && union_rows_form(&s, ka, kb) > 0 &&
-                    s.size[ka] + s.size[kb] <= SMELT_MAX_CLUSTER_OPS && !creates_cycle(&s, ka, kb, p->n - 1) &&
+    for (int v = 0; v < p->n && fuse; v++) {
+        /* only users in a kernel with a reduction take part: the others'
+         * kernels never change here (both sides of a join hold one), so
+         * the pairs left out could never join (a value read by many
+         * elementwise users costs its users, not their pairs) */
+        int nc = 0;
+        for (int u = s.uoff[v]; u < s.uoff[v + 1]; u++)
+            if (is_op(p, s.users[u]) && s.hasred[find(&s, s.users[u])])
+                cand[nc++] = s.users[u];
+        for (int c1 = 0; c1 < nc; c1++)
+            for (int c2 = c1 + 1; c2 < nc; c2++) {
+                int ka = find(&s, cand[c1]), kb = find(&s, cand[c2]);
+                if (ka != kb && s.size[ka] + s.size[kb] <= SMELT_MAX_CLUSTER_OPS && pieces_fit(&s, ka, kb) &&
+                    union_rows_form(&s, ka, kb) > 0 && !creates_cycle(&s, ka, kb) &&
                     operand_count(&s, ka, kb) <= SMELT_MAX_KERNEL_OPERANDS)
                     join(&s, ka, kb);
             }
+    }
     for (int i = 0; i < p->n; i++)
         root[i] = is_op(p, i) ? find(&s, i) : -1;
     st = collect(p, root, s.uoff, s.users, why, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
     free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.pieces), free(s.pcut), free(s.redidx), free(s.members), free(why);
+    free(cand), free(s.ehead), free(s.etail), free(s.dstamp), free(s.enext), free(s.eto);
     return st;
 }
 
