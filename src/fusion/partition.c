@@ -632,6 +632,142 @@ done:
     return st;
 }
 
+/* A DFS tree of the kernels (and views) over their out-edges, before the
+ * sibling pass: pre-order numbers, the last number in each subtree, the
+ * tree parent.  A kernel B below kernel A in the tree, not A's child, is
+ * reached from A by a path through another kernel: merging the two would
+ * create a cycle. */
+static int kernel_tree(pstate *s, int *pre, int *last, int *tparent)
+{
+    const smelt__prog *p = s->p;
+    int *cur = malloc(sizeof(int) * (size_t)(p->n + 1)), cnt = 0;
+    if (!cur)
+        return SMELT_ERR_NOMEM;
+    for (int i = 0; i < p->n; i++)
+        pre[i] = -1;
+    for (int v0 = 0; v0 < p->n; v0++) {
+        if ((is_op(p, v0) && find(s, v0) != v0) || pre[v0] >= 0)
+            continue;
+        int sp = 0;
+        pre[v0] = cnt++, tparent[v0] = -1, cur[v0] = s->ehead[v0], s->stack[sp++] = v0;
+        while (sp) {
+            int v = s->stack[sp - 1], e = cur[v];
+            if (e < 0) {
+                last[v] = cnt - 1;
+                sp--;
+                continue;
+            }
+            cur[v] = s->enext[e];
+            int y = s->eto[e], k = is_op(p, y) ? find(s, y) : y;
+            if (pre[k] >= 0)
+                continue; /* (k == v too) */
+            pre[k] = cnt++, tparent[k] = v, cur[k] = s->ehead[k], s->stack[sp++] = k;
+        }
+    }
+    free(cur);
+    return SMELT_OK;
+}
+
+/* The first position at or after `from` whose key is not in (lo, hi]: a
+ * segment tree of the keys' minimum (mn) and maximum (mx), leaves at w. */
+static int seg_first(const int *mn, const int *mx, int node, int nl, int nr, int from, int lo, int hi)
+{
+    if (nr <= from || (mn[node] > lo && mx[node] <= hi))
+        return -1;
+    if (nr - nl == 1)
+        return nl;
+    int mid = (nl + nr) / 2, r = seg_first(mn, mx, 2 * node, nl, mid, from, lo, hi);
+    return r >= 0 ? r : seg_first(mn, mx, 2 * node + 1, mid, nr, from, lo, hi);
+}
+
+static int by_pair(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* siblings: kernels of reductions that read one value and no edge joins
+ * (sum(x) and sum(x * x) of an input) read it once, as one row program,
+ * where they make one.  Each value's users are tried in pairs, in order.
+ * Only users in a kernel with a reduction take part: the others' kernels
+ * never change here (both sides of a join hold one), so the pairs left out
+ * could never join.  Pairs that the kernel tree shows on one path (a
+ * residual stream's layers, each reading the same weights) are skipped
+ * without a look, in bulk (a segment tree of the users' tree numbers): the
+ * answer would be no, a cycle.  Kernels joined here lose that shortcut. */
+static int siblings(pstate *s)
+{
+    const smelt__prog *p = s->p;
+    int n = p->n, ne = 1, w = 1;
+    for (int v = 0; v < n; v++) /* (the most users of one value) */
+        ne = SMELT_MAX(ne, s->uoff[v + 1] - s->uoff[v]);
+    while (w < ne)
+        w *= 2;
+    int *pre = malloc(sizeof(int) * (size_t)(n + 1)), *last = malloc(sizeof(int) * (size_t)(n + 1));
+    int *tparent = malloc(sizeof(int) * (size_t)(n + 1)), *cand = malloc(sizeof(int) * (size_t)ne);
+    int *mn = malloc(sizeof(int) * (size_t)(2 * w)), *mx = malloc(sizeof(int) * (size_t)(2 * w));
+    int *grp = malloc(sizeof(int) * 2 * (size_t)ne);
+    bool *joined = calloc((size_t)n + 1, sizeof(bool)); /* per root: joined in this pass */
+    int st = pre && last && tparent && cand && mn && mx && grp && joined ? SMELT_OK : SMELT_ERR_NOMEM;
+    if (!st)
+        st = kernel_tree(s, pre, last, tparent);
+    for (int v = 0; !st && v < n; v++) {
+        int nc = 0;
+        for (int u = s->uoff[v]; u < s->uoff[v + 1]; u++)
+            if (is_op(p, s->users[u]) && s->hasred[find(s, s->users[u])])
+                cand[nc++] = s->users[u];
+        if (nc < 2)
+            continue;
+        /* keys: each user's kernel's tree number (-1: joined, always looked at) */
+        int lw = 1;
+        while (lw < nc)
+            lw *= 2;
+        for (int c = 0; c < lw; c++) {
+            int k = c < nc ? find(s, cand[c]) : -1;
+            mn[lw + c] = mx[lw + c] = k >= 0 && !joined[k] ? pre[k] : -1;
+            if (c < nc)
+                grp[2 * c] = k >= 0 && !joined[k] ? tparent[k] : -1, grp[2 * c + 1] = c;
+        }
+        for (int x = lw - 1; x >= 1; x--)
+            mn[x] = SMELT_MIN(mn[2 * x], mn[2 * x + 1]), mx[x] = SMELT_MAX(mx[2 * x], mx[2 * x + 1]);
+        qsort(grp, (size_t)nc, 2 * sizeof(int), by_pair); /* users by their kernel's tree parent */
+        bool skip = true; /* no join yet among this value's users */
+        for (int c1 = 0; c1 < nc; c1++)
+            for (int c2 = c1 + 1; c2 < nc; c2++) {
+                int ka = find(s, cand[c1]);
+                if (skip && !joined[ka]) {
+                    /* the next user whose kernel is not below ka's in the
+                     * tree, or is ka's child there */
+                    int nx = seg_first(mn, mx, 1, 0, lw, c2, pre[ka], last[ka]), lo = 0, hi = nc;
+                    while (lo < hi) { /* the first (ka, >= c2) in grp */
+                        int mid = (lo + hi) / 2, key[2] = {ka, c2};
+                        if (by_pair(&grp[2 * mid], key) < 0)
+                            lo = mid + 1;
+                        else
+                            hi = mid;
+                    }
+                    int ch = lo < nc && grp[2 * lo] == ka ? grp[2 * lo + 1] : nc;
+                    c2 = SMELT_MIN(nx < 0 || nx >= nc ? nc : nx, ch);
+                    if (c2 >= nc)
+                        break;
+                }
+                int kb = find(s, cand[c2]);
+                bool tree_path = !joined[ka] && !joined[kb] &&
+                                 ((pre[ka] < pre[kb] && pre[kb] <= last[ka] && tparent[kb] != ka) ||
+                                  (pre[kb] < pre[ka] && pre[ka] <= last[kb] && tparent[ka] != kb));
+                if (ka != kb && !tree_path && s->size[ka] + s->size[kb] <= SMELT_MAX_CLUSTER_OPS &&
+                    pieces_fit(s, ka, kb) && union_rows_form(s, ka, kb) > 0 && !creates_cycle(s, ka, kb) &&
+                    operand_count(s, ka, kb) <= SMELT_MAX_KERNEL_OPERANDS) {
+                    join(s, ka, kb);
+                    joined[kb] = true;
+                    skip = false;
+                }
+            }
+    }
+    free(pre), free(last), free(tparent), free(cand), free(mn), free(mx), free(grp), free(joined);
+    return st;
+}
+
 int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt__partition *out)
 {
     pstate s = {.p = p, .fuse = fuse, .rows_min = rows_min};
@@ -652,13 +788,12 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt_
     s.members = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
     uint8_t *why = calloc((size_t)p->n + 1, 3);
-    int *cand = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.ehead = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.etail = malloc(sizeof(int) * (size_t)(p->n + 1));
     s.dstamp = calloc((size_t)p->n + 1, sizeof(unsigned));
     s.enext = malloc(sizeof(int) * (size_t)(s.uoff[p->n] + 1));
     s.eto = malloc(sizeof(int) * (size_t)(s.uoff[p->n] + 1));
-    if (!s.ehead || !s.etail || !s.dstamp || !s.enext || !s.eto || !s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.pieces || !s.pcut || !s.redidx || !s.members || !root || !why || !cand) {
+    if (!s.ehead || !s.etail || !s.dstamp || !s.enext || !s.eto || !s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.pieces || !s.pcut || !s.redidx || !s.members || !root || !why) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
@@ -686,34 +821,15 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt_
             join(&s, kx, ki);
         }
     }
-    /* siblings: kernels of reductions that read one value and no edge
-     * joins (sum(x) and sum(x * x) of an input) read it once, as one row
-     * program, where they make one */
-    for (int v = 0; v < p->n && fuse; v++) {
-        /* only users in a kernel with a reduction take part: the others'
-         * kernels never change here (both sides of a join hold one), so
-         * the pairs left out could never join (a value read by many
-         * elementwise users costs its users, not their pairs) */
-        int nc = 0;
-        for (int u = s.uoff[v]; u < s.uoff[v + 1]; u++)
-            if (is_op(p, s.users[u]) && s.hasred[find(&s, s.users[u])])
-                cand[nc++] = s.users[u];
-        for (int c1 = 0; c1 < nc; c1++)
-            for (int c2 = c1 + 1; c2 < nc; c2++) {
-                int ka = find(&s, cand[c1]), kb = find(&s, cand[c2]);
-                if (ka != kb && s.size[ka] + s.size[kb] <= SMELT_MAX_CLUSTER_OPS && pieces_fit(&s, ka, kb) &&
-                    union_rows_form(&s, ka, kb) > 0 && !creates_cycle(&s, ka, kb) &&
-                    operand_count(&s, ka, kb) <= SMELT_MAX_KERNEL_OPERANDS)
-                    join(&s, ka, kb);
-            }
-    }
+    if (fuse && (st = siblings(&s)))
+        goto done;
     for (int i = 0; i < p->n; i++)
         root[i] = is_op(p, i) ? find(&s, i) : -1;
     st = collect(p, root, s.uoff, s.users, why, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
     free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.pieces), free(s.pcut), free(s.redidx), free(s.members), free(why);
-    free(cand), free(s.ehead), free(s.etail), free(s.dstamp), free(s.enext), free(s.eto);
+    free(s.ehead), free(s.etail), free(s.dstamp), free(s.enext), free(s.eto);
     return st;
 }
 
