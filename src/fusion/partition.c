@@ -227,9 +227,17 @@ static bool epi_ok(pstate *s, int kc, int kr)
                 continue;
             if (ky == kr)
                 return false; /* a producer's value */
-            for (int u = s->uoff[y]; u < s->uoff[y + 1] && !R->keepdims; u++)
-                if (s->users[u] < r && find(s, s->users[u]) == kr)
-                    return false;
+            if (R->keepdims)
+                continue;
+            if (s->uoff[y + 1] - s->uoff[y] <= 3 * s->size[kr]) {
+                for (int u = s->uoff[y]; u < s->uoff[y + 1] && s->users[u] < r; u++) /* (in order) */
+                    if (find(s, s->users[u]) == kr)
+                        return false;
+            } else /* a value read by many (an input of every layer): kr's members that read it */
+                for (int q = s->head[kr]; q >= 0; q = s->next[q])
+                    for (int t = 0; q < r && t < p->v[q].nin; t++)
+                        if (p->v[q].in[t] == y)
+                            return false;
         }
     }
     return true;
