@@ -28,7 +28,9 @@
  * intermediates and the time it took (smelt_plan_stats.mem_plan_ms),
  * mem_ms_per_1k per 1,000 of them.  Exits 1 if a plan fails.
  *
- *   smelt-plan-scale [MAX_NODES [SHAPE,SHAPE,...]]   (default 1000000, all) */
+ *   smelt-plan-scale [MAX_NODES [SHAPE,SHAPE,...]]   (default 1000000, all)
+ *
+ * Sizes 10^3, 10^4, ... up to MAX_NODES, and MAX_NODES itself. */
 #include <smelt.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -163,7 +165,7 @@ int main(int argc, char **argv)
     printf("%-18s %9s %9s %10s %10s %9s %9s %9s %13s\n", "graph", "nodes", "plan_s", "us/node", "again_us", "kernels",
            "buffers", "mem_ms", "mem_ms_per_1k");
     int status = 0;
-    for (long n = 1000; n <= max; n *= 10)
+    for (long n = 1000; n <= max; n = n * 10 > max && n < max ? max : n * 10)
         for (int kind = 0; kind < NKINDS; kind++) {
             if (!want[kind])
                 continue;
