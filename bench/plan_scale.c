@@ -17,6 +17,9 @@
  *   layers     repeated identical layers on 16 x 64: a layer norm (two
  *              means over the rows), a matrix product (BLAS), gelu and the
  *              residual add, 14 operators a layer
+ *   norm       repeated rows centred (y - mean(y) over the rows of 16 x 64)
+ *              then 60 multiply-adds (y * b + a): row programs of 256
+ *              operators, every one reading a and b
  *   random     a random DAG: add, mul, sub, tanh, neg of operands drawn
  *              half from the 64 values before, half from all of them
  *
@@ -46,12 +49,12 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-enum { SHARED, MIXED, BARRIERS, UNFUSED, FANOUT, LADDER, LAYERS, RANDOM, NKINDS };
+enum { SHARED, MIXED, BARRIERS, UNFUSED, FANOUT, LADDER, LAYERS, NORM, RANDOM, NKINDS };
 static const char *const names[NKINDS] = {"shared", "mixed", "barriers", "unfused",
-                                          "fanout", "ladder", "layers", "random"};
+                                          "fanout", "ladder", "layers", "norm",    "random"};
 static const char *const labels[NKINDS] = {"shared-input chain", "mixed chain", "mixed + barriers",
                                            "unfused, read late", "wide fan-out",   "residual ladder",
-                                           "repeated layers",    "random DAG"};
+                                           "repeated layers",    "norm + long chain", "random DAG"};
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next_rand(void)
@@ -109,6 +112,17 @@ static smelt_node *build(smelt_graph *g, int kind, long n)
             smelt_node *r = smelt_unary(g, SMELT_OP_RSQRT, smelt_add(g, v, smelt_scalar(g, 1e-5)));
             smelt_node *ln = smelt_add(g, smelt_mul(g, smelt_mul(g, d, r), w), bias);
             y = smelt_add(g, y, smelt_unary(g, SMELT_OP_GELU, smelt_matmul(g, ln, W)));
+        }
+    } else if (kind == NORM) {
+        int64_t s2[2] = {16, 64}, sv[1] = {64};
+        int ax = 1;
+        smelt_node *w = smelt_input(g, "w", SMELT_F32, 1, sv), *c = smelt_input(g, "c", SMELT_F32, 1, sv);
+        y = smelt_input(g, "x", SMELT_F32, 2, s2);
+        for (long k = 0; k < n;) {
+            y = smelt_sub(g, y, smelt_reduce(g, SMELT_OP_MEAN, y, 1, &ax, 1));
+            for (int j = 0; j < 60; j++, k += 2)
+                y = smelt_add(g, smelt_mul(g, y, w), c);
+            k += 2;
         }
     } else if (kind == RANDOM) {
         smelt_node **all = malloc(sizeof *all * (size_t)(n + 2));

@@ -336,6 +336,8 @@ static int rows_form(const smelt__prog *p, const int *mem, int n, int rows_min)
             if (p->v[y].op == SMELT_OP_CONST)
                 continue;
             bool member = false, yrn = is_rn(&p->v[y], nn, rn);
+            if (!brn && !yrn)
+                continue; /* (member or not: no objection; the search below is quadratic) */
             for (int k = 0; k < n && !member; k++)
                 member = mem[k] == y;
             if (member ? yrn != brn : !brn ? false : !outside_read_by_rn_only(p, mem, n, y, nn, rn))
@@ -740,22 +742,31 @@ static int siblings(pstate *s)
             mn[x] = SMELT_MIN(mn[2 * x], mn[2 * x + 1]), mx[x] = SMELT_MAX(mx[2 * x], mx[2 * x + 1]);
         qsort(grp, (size_t)nc, 2 * sizeof(int), by_pair); /* users by their kernel's tree parent */
         bool skip = true; /* no join yet among this value's users */
-        for (int c1 = 0; c1 < nc; c1++)
+        for (int c1 = 0; c1 < nc; c1++) {
+            int nx = -1, gi = -1; /* the next user outside, ka's next child in grp (while skip) */
             for (int c2 = c1 + 1; c2 < nc; c2++) {
                 int ka = find(s, cand[c1]);
                 if (skip && !joined[ka]) {
-                    /* the next user whose kernel is not below ka's in the
-                     * tree, or is ka's child there */
-                    int nx = seg_first(mn, mx, 1, 0, lw, c2, pre[ka], last[ka]), lo = 0, hi = nc;
-                    while (lo < hi) { /* the first (ka, >= c2) in grp */
-                        int mid = (lo + hi) / 2, key[2] = {ka, c2};
-                        if (by_pair(&grp[2 * mid], key) < 0)
-                            lo = mid + 1;
-                        else
-                            hi = mid;
+                    /* the next user whose kernel is neither ka nor below
+                     * it in the tree, or is ka's child there */
+                    if (nx < c2) {
+                        nx = seg_first(mn, mx, 1, 0, lw, c2, pre[ka] - 1, last[ka]);
+                        nx = nx < 0 || nx >= nc ? nc : nx;
                     }
-                    int ch = lo < nc && grp[2 * lo] == ka ? grp[2 * lo + 1] : nc;
-                    c2 = SMELT_MIN(nx < 0 || nx >= nc ? nc : nx, ch);
+                    if (gi < 0) { /* the first (ka, >= c2) in grp */
+                        int lo = 0, hi = nc;
+                        while (lo < hi) {
+                            int mid = (lo + hi) / 2, key[2] = {ka, c2};
+                            if (by_pair(&grp[2 * mid], key) < 0)
+                                lo = mid + 1;
+                            else
+                                hi = mid;
+                        }
+                        gi = lo;
+                    }
+                    while (gi < nc && grp[2 * gi] == ka && grp[2 * gi + 1] < c2)
+                        gi++;
+                    c2 = SMELT_MIN(nx, gi < nc && grp[2 * gi] == ka ? grp[2 * gi + 1] : nc);
                     if (c2 >= nc)
                         break;
                 }
@@ -771,6 +782,7 @@ static int siblings(pstate *s)
                     skip = false;
                 }
             }
+        }
     }
     free(pre), free(last), free(tparent), free(cand), free(mn), free(mx), free(grp), free(joined);
     return st;
