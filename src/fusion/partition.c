@@ -30,6 +30,9 @@ typedef struct pstate {
     int *parent;              /* union-find over instruction indices */
     int *uoff, *users;        /* CSR user lists */
     int *stamp, epoch, *stack;
+    int *ehead, *etail;       /* per root (or view): its list of out-edges (creates_cycle) */
+    int *enext, *eto, nedge;  /* per edge: the next in its list, the consumer */
+    unsigned *dstamp, dtok;   /* a visit's kernels already listed */
     int *size;       /* members of each union-find root */
     int *head, *tail; /* each root's member list, */
     int *next;        /* linked through next (-1 ends it): a merge is O(1), its checks O(members) */
@@ -108,48 +111,75 @@ static bool in_set(pstate *s, int x, int ka, int kb)
     for (int k_ = 0, m; k_ < 2; k_++) \
         for (m = (s)->head[k_ ? (kc) : (ka)]; m >= 0; m = (s)->next[m])
 
-/* Would merging clusters ka and kc (kc contains instruction i, the newest)
- * create a cycle between kernels: a path that leaves the union and comes
- * back to it?  A kernel runs after all of its inputs, so a path that enters
- * another cluster goes on from every member of it, not only from the one it
- * entered (two siblings of one cluster need no path between them). */
-static void reach(pstate *s, int x, int ka, int kc, int *sp)
+/* Would merging clusters ka and kc create a cycle between kernels: a path
+ * that leaves the union and comes back to it?  A kernel runs after all of
+ * its inputs, so a path that enters another cluster goes on from every
+ * member of it, not only from the one it entered (two siblings of one
+ * cluster need no path between them).  The search runs over kernels, not
+ * instructions: each root (and each view, in no cluster) keeps the edges
+ * out of its members in one list (ehead, enext, eto), an edge listed once
+ * its consumer's turn has come (only instructions up to the one being
+ * fused take part); a visit drops for good the edges that have become
+ * internal to the kernel and those to a kernel already listed, so a value
+ * read by thousands of consumers costs the distinct kernels they are in,
+ * not its readers, each time a path crosses it. */
+static bool visit(pstate *s, int r, int ka, int kc, int *sp, bool seed)
 {
-    if (s->stamp[x] == s->epoch || in_set(s, x, ka, kc))
-        return;
-    if (!is_op(s->p, x)) {
-        s->stamp[x] = s->epoch;
-        s->stack[(*sp)++] = x;
-        return;
-    }
-    for (int m = s->head[find(s, x)]; m >= 0; m = s->next[m]) /* x's whole cluster */
-        if (s->stamp[m] != s->epoch) {
-            s->stamp[m] = s->epoch;
-            s->stack[(*sp)++] = m;
+    unsigned tok = ++s->dtok;
+    for (int e = s->ehead[r], prev = -1, nx; e >= 0; e = nx) {
+        nx = s->enext[e];
+        int y = s->eto[e], k = is_op(s->p, y) ? find(s, y) : y;
+        if (k == r || s->dstamp[k] == tok) { /* internal, or a kernel already listed: dropped */
+            if (prev < 0)
+                s->ehead[r] = nx;
+            else
+                s->enext[prev] = nx;
+            if (s->etail[r] == e)
+                s->etail[r] = prev;
+            continue;
         }
-}
-
-static bool creates_cycle(pstate *s, int ka, int kc, int i)
-{
-    int sp = 0;
-    s->epoch++;
-    FOR_MEMBERS(s, ka, kc, m) {
-        for (int u = s->uoff[m]; u < s->uoff[m + 1]; u++)
-            if (s->users[u] <= i)
-                reach(s, s->users[u], ka, kc, &sp);
-    }
-    while (sp) {
-        int x = s->stack[--sp];
-        for (int u = s->uoff[x]; u < s->uoff[x + 1]; u++) {
-            int y = s->users[u];
-            if (y > i)
-                continue;
-            if (in_set(s, y, ka, kc))
-                return true;
-            reach(s, y, ka, kc, &sp);
+        s->dstamp[k] = tok;
+        prev = e;
+        if (k == ka || k == kc) {
+            if (!seed)
+                return true; /* back into the union */
+            continue;        /* (an edge between the two: inside the union) */
+        }
+        if (s->stamp[k] != s->epoch) {
+            s->stamp[k] = s->epoch;
+            s->stack[(*sp)++] = k;
         }
     }
     return false;
+}
+
+static bool creates_cycle(pstate *s, int ka, int kc)
+{
+    int sp = 0;
+    s->epoch++;
+    visit(s, ka, ka, kc, &sp, true);
+    visit(s, kc, ka, kc, &sp, true);
+    while (sp)
+        if (visit(s, s->stack[--sp], ka, kc, &sp, false))
+            return true;
+    return false;
+}
+
+/* The edges from x to its consumer i join the list of x's kernel (or of x,
+ * a view); a source's are never followed (nothing reaches a source). */
+static void add_edge(pstate *s, int x, int i)
+{
+    const smelt__prog *p = s->p;
+    if (!is_op(p, x) && smelt__ops[p->v[x].op].cls == SMELT_CLASS_SOURCE)
+        return;
+    int r = is_op(p, x) ? find(s, x) : x, e = s->nedge++;
+    s->eto[e] = i;
+    s->enext[e] = -1;
+    if (s->ehead[r] < 0)
+        s->ehead[r] = e;
+    else
+        s->enext[s->etail[r]] = e;
+    s->etail[r] = e;
 }
 
 /* Inputs + outputs of the union of clusters ka and kc, counting every user
@@ -197,9 +227,17 @@ static bool epi_ok(pstate *s, int kc, int kr)
                 continue;
             if (ky == kr)
                 return false; /* a producer's value */
-            for (int u = s->uoff[y]; u < s->uoff[y + 1] && !R->keepdims; u++)
-                if (s->users[u] < r && find(s, s->users[u]) == kr)
-                    return false;
+            if (R->keepdims)
+                continue;
+            if (s->uoff[y + 1] - s->uoff[y] <= 3 * s->size[kr]) {
+                for (int u = s->uoff[y]; u < s->uoff[y + 1] && s->users[u] < r; u++) /* (in order) */
+                    if (find(s, s->users[u]) == kr)
+                        return false;
+            } else /* a value read by many (an input of every layer): kr's members that read it */
+                for (int q = s->head[kr]; q >= 0; q = s->next[q])
+                    for (int t = 0; q < r && t < p->v[q].nin; t++)
+                        if (p->v[q].in[t] == y)
+                            return false;
         }
     }
     return true;
@@ -298,6 +336,8 @@ static int rows_form(const smelt__prog *p, const int *mem, int n, int rows_min)
             if (p->v[y].op == SMELT_OP_CONST)
                 continue;
             bool member = false, yrn = is_rn(&p->v[y], nn, rn);
+            if (!brn && !yrn)
+                continue; /* (member or not: no objection; the search below is quadratic) */
             for (int k = 0; k < n && !member; k++)
                 member = mem[k] == y;
             if (member ? yrn != brn : !brn ? false : !outside_read_by_rn_only(p, mem, n, y, nn, rn))
@@ -356,6 +396,14 @@ static void join(pstate *s, int kx, int ki)
     s->size[ki] += s->size[kx];
     s->next[s->tail[ki]] = s->head[kx];
     s->tail[ki] = s->tail[kx];
+    if (s->ehead[kx] >= 0) { /* kx's out-edges join ki's */
+        if (s->ehead[ki] < 0)
+            s->ehead[ki] = s->ehead[kx];
+        else
+            s->enext[s->etail[ki]] = s->ehead[kx];
+        s->etail[ki] = s->etail[kx];
+        s->ehead[kx] = s->etail[kx] = -1;
+    }
 }
 
 /* Every fusion rule, for the edge from producer x (in cluster kx) to
@@ -410,7 +458,7 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
 common:
     if (s->size[kx] + s->size[ki] > SMELT_MAX_CLUSTER_OPS)
         return SMELT__FUSE_OPS;
-    if (creates_cycle(s, kx, ki, i))
+    if (creates_cycle(s, kx, ki))
         return SMELT__FUSE_CYCLE;
     if (operand_count(s, kx, ki) > SMELT_MAX_KERNEL_OPERANDS)
         return SMELT__FUSE_OPERANDS;
@@ -601,6 +649,152 @@ done:
     return st;
 }
 
+/* A DFS tree of the kernels (and views) over their out-edges, before the
+ * sibling pass: pre-order numbers, the last number in each subtree, the
+ * tree parent.  A kernel B below kernel A in the tree, not A's child, is
+ * reached from A by a path through another kernel: merging the two would
+ * create a cycle. */
+static int kernel_tree(pstate *s, int *pre, int *last, int *tparent)
+{
+    const smelt__prog *p = s->p;
+    int *cur = malloc(sizeof(int) * (size_t)(p->n + 1)), cnt = 0;
+    if (!cur)
+        return SMELT_ERR_NOMEM;
+    for (int i = 0; i < p->n; i++)
+        pre[i] = -1;
+    for (int v0 = 0; v0 < p->n; v0++) {
+        if ((is_op(p, v0) && find(s, v0) != v0) || pre[v0] >= 0)
+            continue;
+        int sp = 0;
+        pre[v0] = cnt++, tparent[v0] = -1, cur[v0] = s->ehead[v0], s->stack[sp++] = v0;
+        while (sp) {
+            int v = s->stack[sp - 1], e = cur[v];
+            if (e < 0) {
+                last[v] = cnt - 1;
+                sp--;
+                continue;
+            }
+            cur[v] = s->enext[e];
+            int y = s->eto[e], k = is_op(p, y) ? find(s, y) : y;
+            if (pre[k] >= 0)
+                continue; /* (k == v too) */
+            pre[k] = cnt++, tparent[k] = v, cur[k] = s->ehead[k], s->stack[sp++] = k;
+        }
+    }
+    free(cur);
+    return SMELT_OK;
+}
+
+/* The first position at or after `from` whose key is not in (lo, hi]: a
+ * segment tree of the keys' minimum (mn) and maximum (mx), leaves at w. */
+static int seg_first(const int *mn, const int *mx, int node, int nl, int nr, int from, int lo, int hi)
+{
+    if (nr <= from || (mn[node] > lo && mx[node] <= hi))
+        return -1;
+    if (nr - nl == 1)
+        return nl;
+    int mid = (nl + nr) / 2, r = seg_first(mn, mx, 2 * node, nl, mid, from, lo, hi);
+    return r >= 0 ? r : seg_first(mn, mx, 2 * node + 1, mid, nr, from, lo, hi);
+}
+
+static int by_pair(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* siblings: kernels of reductions that read one value and no edge joins
+ * (sum(x) and sum(x * x) of an input) read it once, as one row program,
+ * where they make one.  Each value's users are tried in pairs, in order.
+ * Only users in a kernel with a reduction take part: the others' kernels
+ * never change here (both sides of a join hold one), so the pairs left out
+ * could never join.  Pairs that the kernel tree shows on one path (a
+ * residual stream's layers, each reading the same weights) are skipped
+ * without a look, in bulk (a segment tree of the users' tree numbers): the
+ * answer would be no, a cycle.  Kernels joined here lose that shortcut. */
+static int siblings(pstate *s)
+{
+    const smelt__prog *p = s->p;
+    int n = p->n, ne = 1, w = 1;
+    for (int v = 0; v < n; v++) /* (the most users of one value) */
+        ne = SMELT_MAX(ne, s->uoff[v + 1] - s->uoff[v]);
+    while (w < ne)
+        w *= 2;
+    int *pre = malloc(sizeof(int) * (size_t)(n + 1)), *last = malloc(sizeof(int) * (size_t)(n + 1));
+    int *tparent = malloc(sizeof(int) * (size_t)(n + 1)), *cand = malloc(sizeof(int) * (size_t)ne);
+    int *mn = malloc(sizeof(int) * (size_t)(2 * w)), *mx = malloc(sizeof(int) * (size_t)(2 * w));
+    int *grp = malloc(sizeof(int) * 2 * (size_t)ne);
+    bool *joined = calloc((size_t)n + 1, sizeof(bool)); /* per root: joined in this pass */
+    int st = pre && last && tparent && cand && mn && mx && grp && joined ? SMELT_OK : SMELT_ERR_NOMEM;
+    if (!st)
+        st = kernel_tree(s, pre, last, tparent);
+    for (int v = 0; !st && v < n; v++) {
+        int nc = 0;
+        for (int u = s->uoff[v]; u < s->uoff[v + 1]; u++)
+            if (is_op(p, s->users[u]) && s->hasred[find(s, s->users[u])])
+                cand[nc++] = s->users[u];
+        if (nc < 2)
+            continue;
+        /* keys: each user's kernel's tree number (-1: joined, always looked at) */
+        int lw = 1;
+        while (lw < nc)
+            lw *= 2;
+        for (int c = 0; c < lw; c++) {
+            int k = c < nc ? find(s, cand[c]) : -1;
+            mn[lw + c] = mx[lw + c] = k >= 0 && !joined[k] ? pre[k] : -1;
+            if (c < nc)
+                grp[2 * c] = k >= 0 && !joined[k] ? tparent[k] : -1, grp[2 * c + 1] = c;
+        }
+        for (int x = lw - 1; x >= 1; x--)
+            mn[x] = SMELT_MIN(mn[2 * x], mn[2 * x + 1]), mx[x] = SMELT_MAX(mx[2 * x], mx[2 * x + 1]);
+        qsort(grp, (size_t)nc, 2 * sizeof(int), by_pair); /* users by their kernel's tree parent */
+        bool skip = true; /* no join yet among this value's users */
+        for (int c1 = 0; c1 < nc; c1++) {
+            int nx = -1, gi = -1; /* the next user outside, ka's next child in grp (while skip) */
+            for (int c2 = c1 + 1; c2 < nc; c2++) {
+                int ka = find(s, cand[c1]);
+                if (skip && !joined[ka]) {
+                    /* the next user whose kernel is neither ka nor below
+                     * it in the tree, or is ka's child there */
+                    if (nx < c2) {
+                        nx = seg_first(mn, mx, 1, 0, lw, c2, pre[ka] - 1, last[ka]);
+                        nx = nx < 0 || nx >= nc ? nc : nx;
+                    }
+                    if (gi < 0) { /* the first (ka, >= c2) in grp */
+                        int lo = 0, hi = nc;
+                        while (lo < hi) {
+                            int mid = (lo + hi) / 2, key[2] = {ka, c2};
+                            if (by_pair(&grp[2 * mid], key) < 0)
+                                lo = mid + 1;
+                            else
+                                hi = mid;
+                        }
+                        gi = lo;
+                    }
+                    while (gi < nc && grp[2 * gi] == ka && grp[2 * gi + 1] < c2)
+                        gi++;
+                    c2 = SMELT_MIN(nx, gi < nc && grp[2 * gi] == ka ? grp[2 * gi + 1] : nc);
+                    if (c2 >= nc)
+                        break;
+                }
+                int kb = find(s, cand[c2]);
+                bool tree_path = !joined[ka] && !joined[kb] &&
+                                 ((pre[ka] < pre[kb] && pre[kb] <= last[ka] && tparent[kb] != ka) ||
+                                  (pre[kb] < pre[ka] && pre[ka] <= last[kb] && tparent[ka] != kb));
+                if (ka != kb && !tree_path && s->size[ka] + s->size[kb] <= SMELT_MAX_CLUSTER_OPS &&
+                    pieces_fit(s, ka, kb) && union_rows_form(s, ka, kb) > 0 && !creates_cycle(s, ka, kb) &&
+                    operand_count(s, ka, kb) <= SMELT_MAX_KERNEL_OPERANDS) {
+                    join(s, ka, kb);
+                    joined[kb] = true;
+                    skip = false;
+                }
+            }
+        }
+    }
+    free(pre), free(last), free(tparent), free(cand), free(mn), free(mx), free(grp), free(joined);
+    return st;
+}
+
 int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt__partition *out)
 {
     pstate s = {.p = p, .fuse = fuse, .rows_min = rows_min};
@@ -621,10 +815,17 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt_
     s.members = malloc(sizeof(int) * (size_t)(p->n + 1));
     int *root = malloc(sizeof(int) * (size_t)(p->n + 1));
     uint8_t *why = calloc((size_t)p->n + 1, 3);
-    if (!s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.pieces || !s.pcut || !s.redidx || !s.members || !root || !why) {
+    s.ehead = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.etail = malloc(sizeof(int) * (size_t)(p->n + 1));
+    s.dstamp = calloc((size_t)p->n + 1, sizeof(unsigned));
+    s.enext = malloc(sizeof(int) * (size_t)(s.uoff[p->n] + 1));
+    s.eto = malloc(sizeof(int) * (size_t)(s.uoff[p->n] + 1));
+    if (!s.ehead || !s.etail || !s.dstamp || !s.enext || !s.eto || !s.parent || !s.stamp || !s.stack || !s.size || !s.head || !s.tail || !s.next || !s.hasred || !s.pieces || !s.pcut || !s.redidx || !s.members || !root || !why) {
         st = SMELT_ERR_NOMEM;
         goto done;
     }
+    for (int i = 0; i < p->n; i++)
+        s.ehead[i] = s.etail[i] = -1;
     for (int i = 0; i < p->n; i++)
         s.parent[i] = i, s.size[i] = 1, s.head[i] = s.tail[i] = i, s.next[i] = -1,
         s.hasred[i] = smelt__is_reduce(p->v[i].op), s.redidx[i] = s.hasred[i] ? i : -1;
@@ -638,6 +839,8 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt_
             s.pcut[i] |= PCUT_READS | (d >= 0 ? c << d : ~0u);
         }
     for (int i = 0; i < p->n; i++) {
+        for (int j = 0; j < p->v[i].nin; j++)
+            add_edge(&s, p->v[i].in[j], i);
         for (int j = 0; j < p->v[i].nin; j++) { /* sources have no inputs */
             int x = p->v[i].in[j], kx = find(&s, x), ki = find(&s, i);
             if (!is_op(p, x) || (why[3 * i + j] = (uint8_t)should_fuse(&s, x, i, kx, ki)) || kx == ki)
@@ -645,27 +848,15 @@ int smelt__partition_build(const smelt__prog *p, bool fuse, int rows_min, smelt_
             join(&s, kx, ki);
         }
     }
-    /* siblings: kernels of reductions that read one value and no edge
-     * joins (sum(x) and sum(x * x) of an input) read it once, as one row
-     * program, where they make one */
-    for (int v = 0; v < p->n && fuse; v++)
-        for (int u1 = s.uoff[v]; u1 < s.uoff[v + 1]; u1++)
-            for (int u2 = u1 + 1; u2 < s.uoff[v + 1]; u2++) {
-                int a = s.users[u1], b = s.users[u2];
-                if (!is_op(p, a) || !is_op(p, b))
-                    continue;
-                int ka = find(&s, a), kb = find(&s, b);
-                if (ka != kb && s.hasred[ka] && s.hasred[kb] && pieces_fit(&s, ka, kb) && union_rows_form(&s, ka, kb) > 0 &&
-                    s.size[ka] + s.size[kb] <= SMELT_MAX_CLUSTER_OPS && !creates_cycle(&s, ka, kb, p->n - 1) &&
-                    operand_count(&s, ka, kb) <= SMELT_MAX_KERNEL_OPERANDS)
-                    join(&s, ka, kb);
-            }
+    if (fuse && (st = siblings(&s)))
+        goto done;
     for (int i = 0; i < p->n; i++)
         root[i] = is_op(p, i) ? find(&s, i) : -1;
     st = collect(p, root, s.uoff, s.users, why, out);
 done:
     free(s.parent), free(s.stamp), free(s.stack), free(s.size), free(root), free(s.uoff), free(s.users);
     free(s.head), free(s.tail), free(s.next), free(s.hasred), free(s.pieces), free(s.pcut), free(s.redidx), free(s.members), free(why);
+    free(s.ehead), free(s.etail), free(s.dstamp), free(s.enext), free(s.eto);
     return st;
 }
 

@@ -14,8 +14,11 @@
  * SMELT_MEM_GREEDY_MAX buffers; up to SMELT_MEM_SHUFFLE_MAX buffers, the
  * same placement also runs in SMELT_MEM_SHUFFLES fixed pseudo-random orders,
  * which find packings the sorted orders miss (seen: 7 units of 64 bytes
- * where every sorted order needed 8).  Values in place of others go with
- * them: the heuristics place buffers, not values. */
+ * where every sorted order needed 8).  First and best fit scan the live
+ * buffers while at most SMELT_MEM_SCAN_MAX are live at once, and keep them
+ * in treaps beyond (lifetime_fit_fast: the same offsets in O(n log n)).
+ * Values in place of others go with them: the heuristics place buffers,
+ * not values. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +27,7 @@
 #define SMELT_MEM_GREEDY_MAX 256
 #define SMELT_MEM_SHUFFLE_MAX 80
 #define SMELT_MEM_SHUFFLES 32
+#define SMELT_MEM_SCAN_MAX 64 /* lifetime order: up to this many buffers live at once, the scan */
 
 typedef struct mbuf {
     int v, start, end;
@@ -158,6 +162,216 @@ static int64_t lifetime_fit(mbuf **order, int n, mbuf **live, bool best)
     return total;
 }
 
+/* lifetime_fit in O(n log n): the live buffers in two treaps over the same
+ * nodes, one by offset (each node holding the gap below it, down to the
+ * previous buffer's end, and the largest gap of its subtree: the first gap
+ * that fits), one by (gap, offset) (the smallest gap that fits, the lowest
+ * of equal ones), and a heap of their ends (the dead leave first).  The
+ * same offsets as the scan: live buffers never overlap, so the scan's top
+ * below a buffer is the previous buffer's end.  Buffers of size 0 (which
+ * may share an offset) keep the scan. */
+typedef struct fitnode {
+    int l, r, l2, r2;
+    unsigned pri;
+    int64_t gap, mx;
+} fitnode;
+
+typedef struct fitset {
+    mbuf **b;
+    fitnode *t;
+} fitset;
+
+static int64_t mx_of(const fitset *f, int x)
+{
+    return x < 0 ? -1 : f->t[x].mx;
+}
+static void upd(fitset *f, int x)
+{
+    f->t[x].mx = SMELT_MAX(f->t[x].gap, SMELT_MAX(mx_of(f, f->t[x].l), mx_of(f, f->t[x].r)));
+}
+/* by offset: a gets those below off, b the others */
+static void split1(fitset *f, int x, int64_t off, int *a, int *b)
+{
+    if (x < 0) {
+        *a = *b = -1;
+    } else if (f->b[x]->off < off) {
+        split1(f, f->t[x].r, off, &f->t[x].r, b);
+        upd(f, x);
+        *a = x;
+    } else {
+        split1(f, f->t[x].l, off, a, &f->t[x].l);
+        upd(f, x);
+        *b = x;
+    }
+}
+static int merge1(fitset *f, int a, int b)
+{
+    if (a < 0 || b < 0)
+        return a < 0 ? b : a;
+    if (f->t[a].pri > f->t[b].pri) {
+        f->t[a].r = merge1(f, f->t[a].r, b);
+        upd(f, a);
+        return a;
+    }
+    f->t[b].l = merge1(f, a, f->t[b].l);
+    upd(f, b);
+    return b;
+}
+static bool before2(const fitset *f, int x, int64_t gap, int64_t off)
+{
+    return f->t[x].gap != gap ? f->t[x].gap < gap : f->b[x]->off < off;
+}
+/* by (gap, offset): a gets those before (gap, off) */
+static void split2(fitset *f, int x, int64_t gap, int64_t off, int *a, int *b)
+{
+    if (x < 0) {
+        *a = *b = -1;
+    } else if (before2(f, x, gap, off)) {
+        split2(f, f->t[x].r2, gap, off, &f->t[x].r2, b);
+        *a = x;
+    } else {
+        split2(f, f->t[x].l2, gap, off, a, &f->t[x].l2);
+        *b = x;
+    }
+}
+static int merge2(fitset *f, int a, int b)
+{
+    if (a < 0 || b < 0)
+        return a < 0 ? b : a;
+    if (f->t[a].pri > f->t[b].pri) {
+        f->t[a].r2 = merge2(f, f->t[a].r2, b);
+        return a;
+    }
+    f->t[b].l2 = merge2(f, a, f->t[b].l2);
+    return b;
+}
+static int add2(fitset *f, int root, int x)
+{
+    int a, b;
+    f->t[x].l2 = f->t[x].r2 = -1;
+    split2(f, root, f->t[x].gap, f->b[x]->off, &a, &b);
+    return merge2(f, merge2(f, a, x), b);
+}
+static int del2(fitset *f, int root, int x)
+{
+    int a, b, c, d;
+    split2(f, root, f->t[x].gap, f->b[x]->off, &a, &b);
+    split2(f, b, f->t[x].gap, f->b[x]->off + 1, &c, &d); /* c: x alone (offsets are distinct) */
+    return merge2(f, a, d);
+}
+/* The lowest node of x's subtree takes the gap g (its offset's gap changed). */
+static void set_first_gap(fitset *f, int x, int64_t g)
+{
+    if (f->t[x].l >= 0)
+        set_first_gap(f, f->t[x].l, g);
+    else
+        f->t[x].gap = g;
+    upd(f, x);
+}
+static int first_of(const fitset *f, int x)
+{
+    while (x >= 0 && f->t[x].l >= 0)
+        x = f->t[x].l;
+    return x;
+}
+static int last_of(const fitset *f, int x)
+{
+    while (x >= 0 && f->t[x].r >= 0)
+        x = f->t[x].r;
+    return x;
+}
+
+static void heap_sift(int *h, int m, int at, mbuf **b)
+{
+    for (;;) {
+        int c = 2 * at + 1;
+        if (c >= m)
+            return;
+        if (c + 1 < m && b[h[c + 1]]->end < b[h[c]]->end)
+            c++;
+        if (b[h[at]]->end <= b[h[c]]->end)
+            return;
+        int t = h[at];
+        h[at] = h[c], h[c] = t, at = c;
+    }
+}
+
+/* SMELT_ERR_NOMEM leaves *total as it was (the caller then scans) */
+static int lifetime_fit_fast(mbuf **order, int n, bool best, int64_t *total_out)
+{
+    fitset f = {order, malloc(sizeof(fitnode) * (size_t)(n + 1))};
+    int *heap = malloc(sizeof(int) * (size_t)(n + 1)), m = 0, r1 = -1, r2 = -1;
+    if (!f.t || !heap) {
+        free(f.t), free(heap);
+        return SMELT_ERR_NOMEM;
+    }
+    int64_t total = 0;
+    uint32_t seed = 2463534242u;
+    for (int i = 0; i < n; i++) {
+        mbuf *b = order[i];
+        while (m && order[heap[0]]->end < b->start) { /* drop the dead */
+            int x = heap[0], a, c, d;
+            heap[0] = heap[--m];
+            heap_sift(heap, m, 0, order);
+            split1(&f, r1, order[x]->off, &a, &c);
+            split1(&f, c, order[x]->off + 1, &c, &d); /* c: x alone */
+            if (d >= 0) { /* the next one's gap now reaches down to x's predecessor */
+                int s = first_of(&f, d), p = last_of(&f, a);
+                r2 = del2(&f, r2, s);
+                set_first_gap(&f, d, order[s]->off - (p >= 0 ? order[p]->off + order[p]->size : 0));
+                r2 = add2(&f, r2, s);
+            }
+            r2 = del2(&f, r2, x);
+            r1 = merge1(&f, a, d);
+        }
+        int at = -1; /* the node whose gap b takes */
+        if (best) {
+            for (int x = r2; x >= 0;)
+                if (f.t[x].gap >= b->size)
+                    at = x, x = f.t[x].l2;
+                else
+                    x = f.t[x].r2;
+        } else if (mx_of(&f, r1) >= b->size) {
+            for (int x = r1; x >= 0;) {
+                if (mx_of(&f, f.t[x].l) >= b->size) {
+                    x = f.t[x].l;
+                } else if (f.t[x].gap >= b->size) {
+                    at = x;
+                    break;
+                } else {
+                    x = f.t[x].r;
+                }
+            }
+        }
+        int top = last_of(&f, r1);
+        b->off = at >= 0 ? order[at]->off - f.t[at].gap : top >= 0 ? order[top]->off + order[top]->size : 0;
+        total = SMELT_MAX(total, b->off + b->size);
+        /* insert b: its gap down to its predecessor; its successor's gap now ends at b */
+        int a, c;
+        split1(&f, r1, b->off, &a, &c);
+        int p = last_of(&f, a);
+        seed ^= seed << 13, seed ^= seed >> 17, seed ^= seed << 5;
+        f.t[i] = (fitnode){-1, -1, -1, -1, seed, b->off - (p >= 0 ? order[p]->off + order[p]->size : 0), 0};
+        upd(&f, i);
+        if (c >= 0) {
+            int s = first_of(&f, c);
+            r2 = del2(&f, r2, s);
+            set_first_gap(&f, c, order[s]->off - (b->off + b->size));
+            r2 = add2(&f, r2, s);
+        }
+        r1 = merge1(&f, merge1(&f, a, i), c);
+        r2 = add2(&f, r2, i);
+        heap[m] = i;
+        for (int at2 = m++; at2 > 0 && order[heap[(at2 - 1) / 2]]->end > order[heap[at2]]->end; at2 = (at2 - 1) / 2) {
+            int t = heap[at2];
+            heap[at2] = heap[(at2 - 1) / 2], heap[(at2 - 1) / 2] = t;
+        }
+    }
+    free(f.t), free(heap);
+    *total_out = total;
+    return SMELT_OK;
+}
+
 int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, bool place, int64_t *off,
                     smelt__memplan *out)
 {
@@ -239,6 +453,18 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
         st = keep ? SMELT_OK : SMELT_ERR_NOMEM;
         out->arena = INT64_MAX;
         int (*const orders[])(const void *, const void *) = {by_start, by_start, by_size, by_size_life, by_life};
+        /* the scan while few buffers are live at once (it is quicker), the
+         * treaps beyond (the scan is quadratic in them) */
+        bool nozero = true;
+        int64_t nlive = 0, maxlive = 0;
+        memset(delta, 0, sizeof *delta * (size_t)(p->nkern + 2));
+        for (int i = 0; i < nr; i++) {
+            nozero = nozero && roots[i]->size > 0;
+            delta[roots[i]->start]++;
+            delta[roots[i]->end + 1]--;
+        }
+        for (int ki = 0; ki <= p->nkern; ki++)
+            nlive += delta[ki], maxlive = SMELT_MAX(maxlive, nlive);
         uint64_t rng = 0x9e3779b97f4a7c15ull;
         for (int h = 0; !st && h < 5 + SMELT_MEM_SHUFFLES; h++) {
             if ((h >= 2 && nr > SMELT_MEM_GREEDY_MAX) || (h >= 5 && nr > SMELT_MEM_SHUFFLE_MAX))
@@ -253,7 +479,11 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
                 order[i] = order[j];
                 order[j] = t;
             }
-            int64_t size = h < 2 ? lifetime_fit(order, nr, near, h == 1) : greedy_by_size(order, nr, near);
+            int64_t size = -1;
+            if (h < 2 && nozero && maxlive > SMELT_MEM_SCAN_MAX && lifetime_fit_fast(order, nr, h == 1, &size))
+                size = -1; /* (out of memory: the scan) */
+            if (size < 0)
+                size = h < 2 ? lifetime_fit(order, nr, near, h == 1) : greedy_by_size(order, nr, near);
             if (size < out->arena) {
                 out->arena = size;
                 for (int i = 0; i < nr; i++)
