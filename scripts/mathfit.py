@@ -82,6 +82,20 @@ def chebfit_f32(f, a, b, n, weight):
     return coef, float(err)
 
 
+def chebfit_d(f, a, b, n, weight):
+    """Chebyshev interpolant of degree n - 1 on [a, b] in the variable itself (Horner's form), double
+    coefficients; the largest |(p - f) weight| on 1601 points."""
+    coef = [float(c) for c in reversed(mp.chebyfit(f, [a, b], n))]
+    err = 0
+    for i in range(1601):
+        t = mp.mpf(a) + (mp.mpf(b) - a) * i / 1600
+        p = mp.mpf(0)
+        for c in reversed(coef):
+            p = p * t + mp.mpf(c)
+        err = max(err, abs((p - f(t)) * weight(t)))
+    return coef, float(err)
+
+
 def main():
     print("/* series */")
     print(tab("smelt__expm1_q", [mp.mpf(1) / factorial(n + 2) for n in range(14)]))
@@ -109,14 +123,21 @@ def main():
 
     print("/* the f32 functions computed in double: one polynomial per range */")
     g1 = lambda w: mp.erf(mp.sqrt(w)) / mp.sqrt(w) if w != 0 else 2 / mp.sqrt(mp.pi)
-    c, coef, lo0, w = chebfit(g1, 0.0, 0.25, 7)
-    print("/* erf(z) / z in z^2 - %g, |z| <= 0.5: rel. error %.1e */" % (c, w))
-    print(tab("smelt__erf32_p", coef))
-    a_of = lambda u: 2 * (1 / u - 1)  # u = 1 / (1 + a / 2)
-    g2 = lambda u: mp.erfc(a_of(u)) * mp.exp(a_of(u) ** 2) / u
-    c, coef, lo0, w = chebfit(g2, 1 / 6.3, 0.8, 14)
-    print("/* erfc(a) e^(a^2) / u, 0.5 <= a <= 10.6: rel. error %.1e */ SMELT__ERFC32_C %s" % (w, h(c)))
+    coef, w = chebfit_d(g1, 0.0, 1.0 / 16, 5, lambda v: 1 / g1(v))
+    print("/* erf(z) / z in z^2, |z| < 0.25: rel. error %.1e */" % w)
+    print(tab("smelt__erf32_s", coef))
+    cz = f32(0.35)  # erfc(z) = T Q(T) e^(-z^2), T = 1 / (1 + cz z), 0 <= z <= 10.2
+    zq = lambda t: (1 / t - 1) / cz
+    g2 = lambda t: mp.erfc(zq(t)) * mp.exp(zq(t) ** 2) / t
+    coef, w = chebfit_d(g2, 1 / (1 + cz * mp.mpf(10.2)), 1.0, 12, lambda t: 1 / g2(t))
+    print("/* erfc(z) e^(z^2) / T in T = 1 / (1 + C z), 0 <= z <= 10.2: rel. error %.1e */" % w)
+    print("SMELT__ERFC32_C %sf SMELT__GELU32_C %s SMELT__GELU32_CF %sf" % (f32hex(cz), h(cz / mp.sqrt(2)),
+                                                                       f32hex(f32(cz / mp.sqrt(2)))))
     print(tab("smelt__erfc32_q", coef))
+    ln2h = mp.log(2) / 2 * mp.mpf(1.0001)
+    coef, w = chebfit_d(mp.exp, -ln2h, ln2h, 8, lambda r: 1 / mp.exp(r))
+    print("/* e^r, |r| <= ln 2 / 2 (erf, erfc, gelu): rel. error %.1e */" % w)
+    print(tab("smelt__exp32_e", coef))
     g3 = lambda z: 2 * mp.atanh(mp.sqrt(z)) / mp.sqrt(z) if z != 0 else mp.mpf(2)
     c, coef, lo0, w = chebfit(g3, 0.0, 1.0 / 9, 8)
     print("/* softplus: log1p(t) / s = 2 atanh(s) / s in s^2 - %s, s <= 1/3: rel. error %.1e */" % (h(c), w))

@@ -8,6 +8,9 @@
  *     2 ULP of f64 (tests/test-math.c): 2^-28 ULP of f32, nothing here;
  *   - a NaN where the reference is a NaN and nowhere else, and the sign of
  *     every zero result (exp(-inf) = +0, silu(-0) = -0, ...);
+ *   - how many results are more than 1 ULP off, and how many are not
+ *     correctly rounded (more than 1/2 ULP off: the reference's own error,
+ *     2^-28 ULP, can count a result within that of a midpoint either way);
  *   - a hash of all 2^32 results (every NaN as one: which NaN is not
  *     specified), so that two builds (the FMA instruction and its emulation
  *     in double, scripts/mathcheck-f32 compares them) can be checked for
@@ -99,6 +102,7 @@ typedef struct {
     double err, errn;      /* the largest error; where the result is normal (not below 2^-126) */
     uint32_t worst;        /* its argument's bits */
     unsigned long long n1; /* results more than 1 ULP off */
+    unsigned long long nh; /* not correctly rounded: more than 1/2 ULP off */
     uint64_t hash;         /* of the results, in order of the blocks this thread did */
 } job;
 
@@ -127,6 +131,7 @@ static void *run(void *p)
         for (int i = 0; i < BLOCK; i++) {
             double e = ulp_error(r[i], y[i]);
             j->n1 += e > 1.0;
+            j->nh += e > 0.5;
             if (fabs(r[i]) >= 0x1p-126 && !(e <= j->errn))
                 j->errn = e;
             if (!(e <= j->err)) {
@@ -164,8 +169,8 @@ int main(int argc, char **argv)
     if (hash_only)
         printf("%-10s %16s\n", "function", "hash of results");
     else
-        printf("%-10s %8s %-16s %8s %12s %16s\n", "function", "max ULP", "worst input", "normal", ">1 ULP",
-               "hash of results");
+        printf("%-10s %8s %-16s %8s %12s %12s %16s\n", "function", "max ULP", "worst input", "normal", ">1 ULP",
+               ">1/2 ULP", "hash of results");
     for (int f = 0; f < NFN; f++) {
         if (only && strcmp(only, fns[f].name) && !(!strcmp(only, "exp_ok") && !strcmp(fns[f].name, "exp")))
             continue;
@@ -178,13 +183,14 @@ int main(int argc, char **argv)
         }
         double err = 0, errn = 0;
         uint32_t worst = 0;
-        unsigned long long n1 = 0;
+        unsigned long long n1 = 0, nh = 0;
         uint64_t hash = 0;
         for (int i = 0; i < nthreads; i++) {
             pthread_join(t[i], NULL);
             if (j[i].err > err || (j[i].err == err && j[i].worst < worst))
                 err = j[i].err, worst = j[i].worst;
             n1 += j[i].n1;
+            nh += j[i].nh;
             errn = j[i].errn > errn ? j[i].errn : errn;
             hash = hash * 31 + j[i].hash;
         }
@@ -195,7 +201,7 @@ int main(int argc, char **argv)
             float wx;
             memcpy(&wx, &worst, sizeof wx);
             bad |= !(err <= BOUND_F32);
-            printf("%-10s %8.3f %-16a %8.3f %12llu %016llx\n", fns[f].name, err, (double)wx, errn, n1,
+            printf("%-10s %8.3f %-16a %8.3f %12llu %12llu %016llx\n", fns[f].name, err, (double)wx, errn, n1, nh,
                    (unsigned long long)hash);
         }
         fflush(stdout);
