@@ -136,6 +136,69 @@ Test(memplan, random_graphs, .timeout = 120) { random_graphs("TCC", 0x3e3, 300);
 /* the loop form (gcc's vectorised code) on a few of them */
 Test(memplan, random_graphs_cc, .timeout = 300) { random_graphs("CC", 0x51c, 6); }
 
+/* Many values live at once (over 64): first and best fit keep the live
+ * buffers in treaps (lifetime_fit_fast in src/runtime/memplan.c); a
+ * placement that overlapped two live buffers would change the results.
+ * Unfused graphs (opt_level 2: every value a buffer): a random chain of
+ * 300-450 values (more than greedy by size takes), each also read, in a random order, by a second chain
+ * that follows it (so all are live where the first ends) and some by the
+ * first chain again; against the unplanned plan, bit for bit. */
+Test(memplan, many_live_buffers, .timeout = 120)
+{
+    smelt_ctx *ctx = t_ctx();
+    T_OK(ctx, smelt_ctx_set_backend(ctx, "TCC"));
+    trng r;
+    trng_init(&r, 0x7a11);
+    for (int gi = 0; gi < 4; gi++) {
+        int64_t shp[1] = {16 + (int64_t)(trng_u64(&r) % 48)};
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *v[460], *acc;
+        smelt_tensor *in[2];
+        int n = 0, len = 300 + 50 * gi, perm[460];
+        for (int i = 0; i < 2; i++) {
+            v[n++] = smelt_input(g, NULL, SMELT_F32, 1, shp);
+            in[i] = t_rand(ctx, &r, SMELT_F32, 1, shp);
+        }
+        for (int k = 0; k < len; k++) {
+            smelt_node *a = v[n - 1], *b = v[trng_u64(&r) % 3 ? trng_u64(&r) % 2 : trng_u64(&r) % (uint64_t)n];
+            switch (trng_u64(&r) % 4) {
+            case 0: v[n++] = smelt_add(g, a, b); break;
+            case 1: v[n++] = smelt_mul(g, a, smelt_scalar(g, 0.75)); break;
+            case 2: v[n++] = smelt_binary(g, SMELT_OP_MAXIMUM, a, b); break;
+            default: v[n++] = smelt_unary(g, SMELT_OP_TANH, a); break;
+            }
+        }
+        for (int k = 0; k < len; k++) /* the second chain's order */
+            perm[k] = k;
+        for (int k = len - 1; k > 0; k--) {
+            int j = (int)(trng_u64(&r) % (uint64_t)(k + 1)), t = perm[k];
+            perm[k] = perm[j], perm[j] = t;
+        }
+        acc = v[n - 1];
+        for (int k = 0; k < len; k++)
+            acc = trng_u64(&r) % 2 ? smelt_add(g, acc, v[2 + perm[k]])
+                                   : smelt_binary(g, SMELT_OP_MAXIMUM, smelt_unary(g, SMELT_OP_TANH, acc), v[2 + perm[k]]);
+        smelt_node *outs[3] = {acc, v[n / 2], v[2 + trng_u64(&r) % (uint64_t)(n - 2)]};
+        T_OK(ctx, smelt_graph_status(g));
+        smelt_plan *p1 = t_plan(ctx, g, 3, outs, 1), *p = t_plan(ctx, g, 3, outs, 2);
+        char what[96];
+        snprintf(what, sizeof what, "graph %d (%d values in the first chain)", gi, len);
+        same_bits(what, p, p1, 2, in, 3);
+        smelt_plan_stats s = t_stats(p);
+        int64_t each = s.mem_buffers ? s.mem_naive_bytes / s.mem_buffers : 1; /* (all one size) */
+        cr_assert_gt(s.mem_lower_bytes / each, 64, "%s: at most %lld buffers live at once", what,
+                     (long long)(s.mem_lower_bytes / each));
+        cr_assert(s.mem_bytes >= s.mem_lower_bytes && s.mem_bytes <= s.mem_naive_bytes,
+                  "%s: arena %lld, lower bound %lld, one buffer each %lld", what, (long long)s.mem_bytes,
+                  (long long)s.mem_lower_bytes, (long long)s.mem_naive_bytes);
+        smelt_plan_free(p);
+        smelt_plan_free(p1);
+        t_free_all(in, 2);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}
+
 /* In place inside a fused kernel: t's last reader writes a (read later)
  * before c, which reads t again; a over t would feed c a's values (the
  * block form writes a's block before computing c's), so only c may be in
