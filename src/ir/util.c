@@ -146,7 +146,7 @@ uint64_t smelt__hash(const void *data, size_t n, uint64_t seed)
 FILE *smelt__fopen_regular(int dirfd, const char *path, bool nofollow)
 {
     int fd = openat(dirfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
-    struct stat st;
+    struct stat st = {0};
     if (fd < 0)
         return NULL;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {

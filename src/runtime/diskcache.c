@@ -72,7 +72,6 @@ static double cache_cap(smelt__sb *warn)
            1048576.0;
 }
 
-
 /* ---- SipHash-2-4 (Aumasson and Bernstein), 64-bit tag ----------------- */
 static uint64_t le64(const unsigned char *p)
 {
