@@ -177,7 +177,7 @@ static fn_t fns[] = {
     F(asin, UNIT, "(-0.99,0.99)", "u10"),  F(acos, UNIT, "(-0.99,0.99)", "u10"),
     F(atan, NORMAL, "N(0,1)", "u10"),      F(sinh, NORMAL, "N(0,1)", "u10"),
     F(cosh, NORMAL, "N(0,1)", "u10"),      F(tanh, NORMAL, "N(0,1)", "u10"),
-    F(asinh, NORMAL, "N(0,1)", "u10"),     F(acosh, ACOSH, "1+|N(0,1)|", "u10"),
+    F(asinh, NORMAL, "N(0,1)", "u10"),     F(acosh, ACOSH, "1 + abs N(0,1)", "u10"),
     F(atanh, UNIT, "(-0.99,0.99)", "u10"), F(erf, NORMAL, "N(0,1)", "u10"),
     F(erfc, NORMAL, "N(0,1)", "u15"),      F(sigmoid, NORMAL, "N(0,1)", "u10 exp"),
     F(silu, NORMAL, "N(0,1)", "u10 exp"),  F(gelu, NORMAL, "N(0,1)", "u10 erf"),
