@@ -12,8 +12,10 @@ try:
     import cffi  # noqa: F401
     import pytest
 except ImportError as e:
-    print("test-python: skipped (%s)" % e)
-    sys.exit(77)
+    if __name__ == "__main__":
+        print("test-python: skipped (%s)" % e)
+        sys.exit(77)
+    raise
 
 
 class Count:
@@ -32,11 +34,18 @@ class Count:
             self.failed += 1
 
 
-c = Count()
-rc = pytest.main(["-q", "-p", "no:cacheprovider", os.path.join(here, "python")] + sys.argv[1:], plugins=[c])
-if rc not in (0, 1) and c.failed == 0:
-    c.failed = 1  # collection or usage error: the suite did not run
-print("test-python: %d checks, %d failed" % (c.passed + c.failed, c.failed))
-if c.skipped:
-    print("test-python: %d tests skipped" % c.skipped)
-sys.exit(0 if c.failed == 0 and rc in (0, 5) else 1)
+def main():
+    c = Count()
+    rc = pytest.main(["-q", "-p", "no:cacheprovider", os.path.join(here, "python")] + sys.argv[1:], plugins=[c])
+    if rc not in (0, 1) and c.failed == 0:
+        c.failed = 1  # collection or usage error: the suite did not run
+    print("test-python: %d checks, %d failed" % (c.passed + c.failed, c.failed))
+    if c.skipped:
+        print("test-python: %d tests skipped" % c.skipped)
+    sys.exit(0 if c.failed == 0 and rc in (0, 5) else 1)
+
+
+# the guard matters: the dask test's worker processes (spawned) import
+# __main__ again, which must not run the suite in each of them
+if __name__ == "__main__":
+    main()
