@@ -217,6 +217,17 @@ def main():
     ap.add_argument("--rows", default="dispatch,first_call,large,train_mlp")
     a = ap.parse_args()
     rows = a.rows.split(",")
+    jax_py = os.path.join(HERE, "..", "..", "build", "jax-venv", "bin", "python")
+    if os.path.exists(jax_py) and any(r in rows for r in ("dispatch", "first_call", "train_mlp")):
+        # JAX's columns, in its own interpreter (build/jax-venv: scripts/bench --peers installs it)
+        r = subprocess.run([jax_py, os.path.join(HERE, "..", "peers", "jax_python_peers.py"), a.rows, str(a.runs)],
+                           capture_output=True, text=True)
+        for line in r.stdout.splitlines():
+            emit(json.loads(line), a.json)
+        if r.returncode:
+            print("bench_python: the JAX peer failed: %s" % r.stderr.strip()[-300:], file=sys.stderr)
+    else:
+        print("bench_python: no JAX peer (build/jax-venv: scripts/bench --peers installs it)", file=sys.stderr)
     if "dispatch" in rows:
         dispatch(a.json)
     if "first_call" in rows:
