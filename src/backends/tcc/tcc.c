@@ -3,6 +3,7 @@
 #include <libtcc.h>
 #include <math.h>
 #include <setjmp.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,14 @@ void *smelt__tcc_realloc(void *p, size_t n);
 void smelt__tcc_free(void *p);
 void smelt__tcc_exit(int status);
 int smelt__tcc_fprintf_chk(FILE *f, int flag, const char *fmt, ...);
+int smelt__tcc_fprintf(FILE *f, const char *fmt, ...);
+int smelt__tcc_vfprintf(FILE *f, const char *fmt, va_list ap);
+int smelt__tcc_printf(const char *fmt, ...);
+int smelt__tcc_fputs(const char *s, FILE *f);
+int smelt__tcc_puts(const char *s);
+int smelt__tcc_fputc(int c, FILE *f);
+int smelt__tcc_putchar(int c);
+size_t smelt__tcc_fwrite(const void *p, size_t size, size_t n, FILE *f);
 
 void *smelt__tcc_malloc(size_t n)
 {
@@ -131,6 +140,46 @@ int smelt__tcc_fprintf_chk(FILE *f, int flag, const char *fmt, ...)
 {
     SMELT_UNUSED(f), SMELT_UNUSED(flag), SMELT_UNUSED(fmt);
     return 0;
+}
+
+/* The same for the position-independent libtcc.a, built without
+ * _FORTIFY_SOURCE: its plain output functions print nothing either (smelt
+ * never asks libtcc to write a file; kernels are relocated in memory). */
+int smelt__tcc_fprintf(FILE *f, const char *fmt, ...)
+{
+    SMELT_UNUSED(f), SMELT_UNUSED(fmt);
+    return 0;
+}
+int smelt__tcc_vfprintf(FILE *f, const char *fmt, va_list ap)
+{
+    SMELT_UNUSED(f), SMELT_UNUSED(fmt), SMELT_UNUSED(ap);
+    return 0;
+}
+int smelt__tcc_printf(const char *fmt, ...)
+{
+    SMELT_UNUSED(fmt);
+    return 0;
+}
+int smelt__tcc_fputs(const char *s, FILE *f)
+{
+    SMELT_UNUSED(s), SMELT_UNUSED(f);
+    return 0;
+}
+int smelt__tcc_puts(const char *s)
+{
+    SMELT_UNUSED(s);
+    return 0;
+}
+int smelt__tcc_fputc(int c, FILE *f)
+{
+    SMELT_UNUSED(f);
+    return c;
+}
+int smelt__tcc_putchar(int c) { return c; }
+size_t smelt__tcc_fwrite(const void *p, size_t size, size_t n, FILE *f)
+{
+    SMELT_UNUSED(p), SMELT_UNUSED(size), SMELT_UNUSED(f);
+    return n;
 }
 
 static int tcc_available(smelt__backend *be, smelt__sb *why)
