@@ -346,6 +346,21 @@ def _red_axes(c, ins, A):
     return axes
 
 
+def _empty_reduction(x, ax, keep, kind):
+    """A reduction over an axis of size 0: the operation's identity (ONNX's
+    rule: -inf for max and the log-sums, +inf for min, 0 for the sums, 1 for
+    the product), computed here."""
+    dt = np.dtype(x.dtype)
+    axes = ax if ax is not None else tuple(range(x.ndim))
+    shape = [1 if i in axes else n for i, n in enumerate(x.shape)] if keep else \
+        [n for i, n in enumerate(x.shape) if i not in axes]
+    big = np.inf if dt.kind == "f" else (np.iinfo(dt).max if dt.kind in "iu" else 1)
+    small = -np.inf if dt.kind == "f" else (np.iinfo(dt).min if dt.kind in "iu" else 0)
+    v = {"max": small, "min": big, "prod": 1, "logsum": -np.inf, "logsumexp": -np.inf,
+         "mean": np.nan}.get(kind, 0)
+    return np.full(shape, v, dt)
+
+
 def _reduction(name, kind):
     def f(c, ins, A):
         x = ins[0]
@@ -358,6 +373,8 @@ def _reduction(name, kind):
         else:
             ax = tuple(sorted(norm_axis(a, x.ndim) for a in axes))
         dt = x.dtype
+        if any(x.shape[a] == 0 for a in (ax if ax is not None else range(x.ndim))):
+            return _empty_reduction(x, ax, keep, kind)
         if kind == "sum":
             r = np.sum(x, axis=ax, keepdims=keep)
         elif kind == "mean":
@@ -756,7 +773,10 @@ def _tile(c, ins, A):
 @op("Dropout", ["ratio", "seed", "is_test", "consumed_inputs"])
 def _dropout(c, ins, A):
     x = ins[0]
-    if len(ins) > 2 and ins[2] is not None and bool(known(ins[2], "Dropout's training_mode").reshape(-1)[0]):
+    ratio = float(known(ins[1], "Dropout's ratio").reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None \
+        else A.get("ratio", 0.5)
+    if len(ins) > 2 and ins[2] is not None and bool(known(ins[2], "Dropout's training_mode").reshape(-1)[0]) \
+            and ratio != 0:
         raise UnsupportedError(-10, "Dropout in training mode draws random numbers: smelt runs inference only")
     mask = np.ones(x.shape, np.bool_)
     return [x, mask]
@@ -915,6 +935,8 @@ class _NodeCtx:
 def _value_type_ok(vi):
     t = vi.type
     which = t.WhichOneof("value")
+    if which is None:
+        return None  # no type given: the values decide
     if which != "tensor_type":
         return "a value of type %s (tensors only)" % (which or "unknown")
     if not _supported_elem(t.tensor_type.elem_type):
@@ -966,7 +988,8 @@ class OnnxFunction:
             why = _value_type_ok(vi)
             if why:
                 raise UnsupportedOperator("graph input %r: %s" % (vi.name, why))
-            self.input_dtypes.append(_np_dtype(vi.type.tensor_type.elem_type))
+            self.input_dtypes.append(_np_dtype(vi.type.tensor_type.elem_type) if vi.type.HasField("tensor_type")
+                                     else None)
         self.output_names = [vi.name for vi in g.output]
         for vi in g.output:
             why = _value_type_ok(vi)
@@ -1031,7 +1054,17 @@ class OnnxFunction:
     # the function traced once per signature
     def _graph_fn(self, *args):
         env = self.evaluate([a.a if isinstance(a, _Static) else a for a in args])
-        return tuple(as_graph(env[n]) for n in self.output_names)
+        outs = []
+        for n in self.output_names:
+            v = env[n]
+            if int(np.prod(v.shape, dtype=np.int64)) == 0:
+                # no elements: made at the call, not by the plan
+                outs.append(("empty", np.dtype(v.dtype).str, tuple(v.shape)))
+            else:
+                outs.append(as_graph(v))
+        if all(type(o) is tuple for o in outs):  # a plan needs one output: a dummy, dropped at the call
+            outs.append(as_graph(np.zeros(1, np.float32)))
+        return tuple(outs)
 
     def evaluate(self, args):
         """Run the nodes on args (traced or NumPy arrays): every value by name."""
@@ -1077,11 +1110,12 @@ class OnnxFunction:
                                sum(a is not None for a in args)))
         args = [np.asarray(a) for a in args]
         for a, dt, n in zip(args, self.input_dtypes, self.input_names):
-            if a.dtype != dt:
+            if dt is not None and a.dtype != dt:
                 raise TypeError("input %r is %s, the model wants %s" % (n, a.dtype, dt))
         for i in self.static_inputs:
             args[i] = _Static(args[i])
-        return tuple(self._fn(*args))
+        res = self._fn(*args)
+        return tuple(np.empty(r[2], r[1]) if type(r) is tuple else r for r in res[:len(self.output_names)])
 
     def stats(self):
         return self._fn.stats()

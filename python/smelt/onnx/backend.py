@@ -55,10 +55,10 @@ class SmeltBackend(Backend):
         import numpy as np
         ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(x).dtype),
                                              np.asarray(x).shape) for n, x in zip(node.input, inputs) if n]
-        outs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in node.output if n]
+        outs = [helper.make_empty_tensor_value_info(n) for n in node.output if n]
         graph = helper.make_graph([node], "node", ins, outs)
         model = helper.make_model(graph)
-        return cls.run_model(model, [x for n, x in zip(node.input, inputs) if n], device, **kwargs)
+        return SmeltRep(OnnxFunction(model, **_opts(kwargs))).run([x for n, x in zip(node.input, inputs) if n])
 
     @classmethod
     def supports_device(cls, device):
