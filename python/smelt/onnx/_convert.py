@@ -529,6 +529,51 @@ def _lpnorm(c, ins, A):
     return x / n
 
 
+# ---- losses: the class axis read through a one-hot mask (target == iota) --------------------------
+def _nll(x, target, weight, A):
+    red = A.get("reduction", "mean")
+    c = x.shape[1]
+    shape = [1] * x.ndim
+    shape[1] = c
+    iota = np.arange(c, dtype=np.int64).reshape(shape)
+    t = np.expand_dims(astype(target, np.int64), 1)
+    hit = np.equal(t, iota)
+    zero = sc(x, 0)
+    picked = np.sum(np.where(hit, x, zero), axis=1)
+    if weight is not None:
+        w = np.sum(np.where(hit, astype(weight, x.dtype).reshape(shape), zero), axis=1)
+    else:
+        w = np.where(np.equal(t, t), sc(x, 1), zero).reshape(picked.shape)
+    if "ignore_index" in A:
+        w = np.where(np.equal(astype(target, np.int64), np.int64(A["ignore_index"])), zero, w)
+    loss = -picked * w
+    if red == "none":
+        return loss
+    total = np.sum(loss)
+    if red == "sum":
+        return total
+    return total / np.sum(w)
+
+
+def _check_reduction(node, A, opset):
+    r = A.get("reduction", "mean")
+    return None if r in ("none", "sum", "mean") else "reduction=%r" % r
+
+
+@op("NegativeLogLikelihoodLoss", ["reduction", "ignore_index"], check=_check_reduction)
+def _nllloss(c, ins, A):
+    return _nll(ins[0], ins[1], ins[2] if len(ins) > 2 else None, A)
+
+
+@op("SoftmaxCrossEntropyLoss", ["reduction", "ignore_index"], check=_check_reduction)
+def _sce(c, ins, A):
+    x = ins[0]
+    m = np.max(x, axis=1, keepdims=True)
+    d = x - m
+    logp = d - np.log(np.sum(np.exp(d), axis=1, keepdims=True))
+    return [_nll(logp, ins[1], ins[2] if len(ins) > 2 else None, A), logp]
+
+
 # ---- matrix products ------------------------------------------------------------------------------------
 @op("MatMul")
 def _matmul(c, ins, A):
