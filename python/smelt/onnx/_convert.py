@@ -529,6 +529,124 @@ def _lpnorm(c, ins, A):
     return x / n
 
 
+@op("GroupNormalization", ["epsilon", "num_groups", "stash_type"],
+    check=lambda n, A, o: None if A.get("stash_type", 1) == 1 else "stash_type=%r" % A.get("stash_type"))
+def _groupnorm(c, ins, A):
+    x, scale, bias = ins
+    g = int(A["num_groups"])
+    n, ch = x.shape[0], x.shape[1]
+    xf = astype(x, np.float32) if x.dtype != np.float64 else x
+    xg = xf.reshape(n, g, -1)
+    mean = np.mean(xg, axis=2, keepdims=True)
+    d = xg - mean
+    var = np.mean(d * d, axis=2, keepdims=True)
+    y = astype((d / np.sqrt(var + sc(var, A.get("epsilon", 1e-5)))).reshape(x.shape), x.dtype)
+    shape = [1] * x.ndim
+    shape[1] = ch
+    if scale.shape[0] != ch:  # opset 18: one scale and bias a group
+        scale = np.broadcast_to(np.expand_dims(scale, 1), (g, ch // g)).reshape(ch)
+        bias = np.broadcast_to(np.expand_dims(bias, 1), (g, ch // g)).reshape(ch)
+    return y * scale.reshape(shape) + bias.reshape(shape)
+
+
+@op("LRN", ["alpha", "beta", "bias", "size"])
+def _lrn(c, ins, A):
+    x = ins[0]
+    size = int(A["size"])
+    alpha, beta, bias = A.get("alpha", 1e-4), A.get("beta", 0.75), A.get("bias", 1.0)
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    sq = x * x
+    widths = [[0, 0]] * x.ndim
+    widths[1] = [lo, hi]
+    sq = np.pad(sq, widths, mode="constant", constant_values=sc(x, 0))
+    ch = x.shape[1]
+    tot = None
+    for k in range(size):
+        idx = [slice(None)] * x.ndim
+        idx[1] = slice(k, k + ch)
+        part = sq[tuple(idx)]
+        tot = part if tot is None else tot + part
+    return x / np.power(sc(x, bias) + sc(x, alpha / size) * tot, sc(x, beta))
+
+
+@op("GlobalAveragePool")
+def _gap(c, ins, A):
+    x = ins[0]
+    return np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@op("GlobalMaxPool")
+def _gmp(c, ins, A):
+    x = ins[0]
+    return np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@op("DepthToSpace", ["blocksize", "mode"],
+    check=lambda n, A, o: None if A.get("mode", "DCR") in ("DCR", "CRD") else "mode=%r" % A.get("mode"))
+def _d2s(c, ins, A):
+    x = ins[0]
+    b = int(A["blocksize"])
+    n, ch, h, w = x.shape
+    if A.get("mode", "DCR") == "DCR":
+        y = np.transpose(x.reshape(n, b, b, ch // (b * b), h, w), (0, 3, 4, 1, 5, 2))
+    else:
+        y = np.transpose(x.reshape(n, ch // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3))
+    return y.reshape(n, ch // (b * b), h * b, w * b)
+
+
+@op("SpaceToDepth", ["blocksize"])
+def _s2d(c, ins, A):
+    x = ins[0]
+    b = int(A["blocksize"])
+    n, ch, h, w = x.shape
+    y = np.transpose(x.reshape(n, ch, h // b, b, w // b, b), (0, 3, 5, 1, 2, 4))
+    return y.reshape(n, ch * b * b, h // b, w // b)
+
+
+@op("Upsample", ["mode", "scales"],
+    check=lambda n, A, o: None if A.get("mode", "nearest") == "nearest" else "mode=%r" % A.get("mode"))
+def _upsample(c, ins, A):
+    x = ins[0]
+    scales = A["scales"] if "scales" in A else known(ins[1], "Upsample's scales").reshape(-1).tolist()
+    for a, k in enumerate(scales):
+        if k != int(k) or k < 1:
+            raise UnsupportedError(-10, "Upsample by %r (integer scales only)" % k)
+        k = int(k)
+        if k == 1:
+            continue
+        shape = list(x.shape)
+        e = np.expand_dims(x, a + 1)
+        bshape = shape[:a + 1] + [k] + shape[a + 1:]
+        x = np.broadcast_to(e, bshape).reshape(shape[:a] + [shape[a] * k] + shape[a + 1:])
+    return x
+
+
+def _window(kind):
+    def f(c, ins, A):
+        n = int(known(ins[0], "the window's size").reshape(-1)[0])
+        dt = _np_dtype(A.get("output_datatype", 1))
+        d = n if A.get("periodic", 1) else n - 1
+        i = np.arange(n, dtype=np.float64)
+        t = 2 * np.pi * i / d if d else np.zeros(n)
+        if kind == "hann":
+            w = 0.5 - 0.5 * np.cos(t)
+        elif kind == "hamming":
+            w = 25.0 / 46 - 21.0 / 46 * np.cos(t)
+        else:
+            w = 0.42 - 0.5 * np.cos(t) + 0.08 * np.cos(2 * t)
+        return w.astype(dt)
+    return f
+
+
+def _check_window(node, A, opset):
+    return None if _supported_elem(A.get("output_datatype", 1)) else "output_datatype %s" % \
+        _dtype_name(A.get("output_datatype"))
+
+
+for _n, _k in [("HannWindow", "hann"), ("HammingWindow", "hamming"), ("BlackmanWindow", "blackman")]:
+    op(_n, ["output_datatype", "periodic"], check=_check_window)(_window(_k))
+
+
 # ---- losses: the class axis read through a one-hot mask (target == iota) --------------------------
 def _nll(x, target, weight, A):
     red = A.get("reduction", "mean")
@@ -774,8 +892,8 @@ def _slice(c, ins, A):
 
 
 @op("Pad", ["mode", "pads", "value"],
-    check=lambda n, A, o: None if (A.get("mode", b"constant") in (b"constant", "constant")) else
-    "mode=%r (constant only)" % A.get("mode"))
+    check=lambda n, A, o: None if A.get("mode", "constant") in ("constant", "edge", "reflect", "wrap") else
+    "mode=%r" % A.get("mode"))
 def _pad(c, ins, A):
     x = ins[0]
     if "pads" in A:
@@ -798,7 +916,34 @@ def _pad(c, ins, A):
     widths = [[max(b, 0), max(e, 0)] for b, e in widths]
     if not any(b or e for b, e in widths):
         return x
-    return np.pad(x, widths, mode="constant", constant_values=sc(x, value))
+    mode = A.get("mode", "constant")
+    if mode == "constant":
+        return np.pad(x, widths, mode="constant", constant_values=sc(x, value))
+    for a, (b, e) in enumerate(widths):
+        if not (b or e):
+            continue
+        n = x.shape[a]
+
+        def part(lo, hi, step=1):
+            idx = [slice(None)] * x.ndim
+            idx[a] = slice(lo, hi, step)
+            return x[tuple(idx)]
+        if mode == "edge":
+            def rep(p, k):
+                shape = list(p.shape)
+                shape[a] = k
+                return np.broadcast_to(p, shape)
+            left, right = rep(part(0, 1), b), rep(part(n - 1, n), e)
+        elif mode == "wrap":
+            if b > n or e > n:
+                raise UnsupportedError(-10, "Pad(mode='wrap') wider than the axis")
+            left, right = part(n - b, n), part(0, e)
+        else:  # reflect
+            if b >= n or e >= n:
+                raise UnsupportedError(-10, "Pad(mode='reflect') as wide as the axis")
+            left, right = np.flip(part(1, b + 1), a), np.flip(part(n - 1 - e, n - 1), a)
+        x = np.concatenate([p for p, k in ((left, b), (x, 1), (right, e)) if k], axis=a)
+    return x
 
 
 @op("Tile")
@@ -943,7 +1088,8 @@ def supported_ops():
 # shapes only) is a static input: its values are part of the signature.
 KNOWN_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
                 "Pad": (1, 2, 3), "Tile": (1,), "Expand": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,),
-                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2)}
+                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "HannWindow": (0,),
+                "HammingWindow": (0,), "BlackmanWindow": (0,)}
 for _n in OPS:
     if _n.startswith("Reduce"):
         KNOWN_INPUTS[_n] = (1,)
