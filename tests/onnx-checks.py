@@ -108,6 +108,36 @@ def t_fold():
     assert f.stats()["last"]["kernels"] == 1, f.stats()["last"]
 
 
+def t_gather_on_shape():
+    # torch.onnx's pattern: Shape -> Gather(0) -> Unsqueeze -> Concat -> Reshape (flatten all but the batch)
+    m = model(
+        [helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+         helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+         helper.make_node("Concat", ["n1", "m1"], ["shape"], axis=0),
+         helper.make_node("Reshape", ["x", "shape"], ["r"]),
+         helper.make_node("Tanh", ["r"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 12])],
+        [numpy_helper.from_array(np.array(0, np.int64), "i0"), numpy_helper.from_array(np.array([0], np.int64), "ax0"),
+         numpy_helper.from_array(np.array([-1], np.int64), "m1")])
+    f = smelt.onnx.load(m)
+    for n in (2, 5):
+        x = f32(n, 3, 4)
+        np.testing.assert_allclose(f(x)[0], np.tanh(x.astype(np.float64)).reshape(n, 12), rtol=1e-5, atol=1e-6)
+    # a Gather of the input's values: refused at load
+    m2 = model([helper.make_node("Gather", ["x", "i0"], ["y"], name="emb", axis=0)],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+               [numpy_helper.from_array(np.array(0, np.int64), "i0")])
+    try:
+        smelt.onnx.load(m2)
+    except smelt.onnx.UnsupportedOperator as e:
+        assert "emb" in str(e) and "Gather" in str(e), e
+    else:
+        raise AssertionError("no error at load")
+
+
 def t_elementwise_fused():
     # LayerNormalization + Gelu(erf) + Where: float64 reference, one signature
     m = model(
@@ -154,14 +184,13 @@ def t_unsupported_op():
 
 
 def t_unsupported_attr():
-    m = model([helper.make_node("Pad", ["x", "p"], ["y"], name="pad0", mode="reflect")],
-              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])],
-              [numpy_helper.from_array(np.array([1, 1], np.int64), "p")])
+    m = model([helper.make_node("Einsum", ["x"], ["y"], name="diag0", equation="ii->i")],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], opset=12)
     try:
         smelt.onnx.load(m)
     except smelt.onnx.UnsupportedOperator as e:
-        assert "pad0" in str(e) and "mode" in str(e) and "reflect" in str(e), e
+        assert "diag0" in str(e) and "Einsum" in str(e) and "diagonal" in str(e), e
     else:
         raise AssertionError("no error at load")
     m2 = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT8)],

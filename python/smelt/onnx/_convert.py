@@ -647,6 +647,15 @@ for _n, _k in [("HannWindow", "hann"), ("HammingWindow", "hamming"), ("BlackmanW
     op(_n, ["output_datatype", "periodic"], check=_check_window)(_window(_k))
 
 
+@op("Gather", ["axis"])
+def _gather(c, ins, A):
+    """Only on values known at load (shape arithmetic: Gather of Shape's
+    result); checked at load (OnnxFunction: _load_known)."""
+    data = known(ins[0], "Gather's data")
+    idx = known(ins[1], "Gather's indices")
+    return np.take(data, idx.astype(np.int64), axis=int(A.get("axis", 0)))
+
+
 # ---- losses: the class axis read through a one-hot mask (target == iota) --------------------------
 def _nll(x, target, weight, A):
     red = A.get("reduction", "mean")
@@ -1219,6 +1228,17 @@ class OnnxFunction:
                     raise UnsupportedOperator("%s: %s is not supported" % (label, why))
             self.nodes.append((label, fn, list(node.input), list(node.output), attrs))
         self._ctx = _NodeCtx(self.opsets)
+        # values known at load (initializers, constants, shapes and what is
+        # computed from them alone): where Gather may be used
+        known_at_load = set(self.consts)
+        for node in g.node:
+            ins = [x for x in node.input if x]
+            if node.op_type in _SHAPE_ONLY or all(x in known_at_load for x in ins):
+                known_at_load.update(o for o in node.output if o)
+            elif node.op_type == "Gather":
+                raise UnsupportedOperator("node%s (Gather): Gather of values computed from the model's inputs "
+                                          "is not supported yet (only on shapes and constants, folded at load)"
+                                          % (" %r" % node.name if node.name else ""))
         # static inputs: those whose values shape the graph
         producer = {}
         for k, node in enumerate(g.node):
