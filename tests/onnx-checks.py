@@ -166,6 +166,12 @@ def t_elementwise_fused():
     ok = np.isfinite(x).all(-1)
     np.testing.assert_allclose(y[ok], ref[ok], rtol=2e-4, atol=2e-5)
     assert np.isnan(y[0]).all()  # inf in a row: its mean and variance are NaN, as NumPy's
+    # one fused kernel (a row program: the layer norm's two reductions and the
+    # elementwise work after them), and the same bits as every node its own kernel
+    assert f.stats()["last"]["kernels"] == 1, f.explain()
+    f0 = smelt.onnx.load(m, opt_level=0)
+    assert f0(x)[0].tobytes() == y.tobytes()
+    assert f0.stats()["last"]["kernels"] > 5
 
 
 def t_unsupported_op():
