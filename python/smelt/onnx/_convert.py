@@ -955,6 +955,25 @@ def _pad(c, ins, A):
     return x
 
 
+@op("CenterCropPad", ["axes"])
+def _center_crop_pad(c, ins, A):
+    x = ins[0]
+    shape = [int(v) for v in known(ins[1], "CenterCropPad's shape").reshape(-1)]
+    axes = [norm_axis(a, x.ndim) for a in A.get("axes", range(x.ndim))]
+    for a, t in zip(axes, shape):
+        n = x.shape[a]
+        if t < n:  # crop the middle (the extra element from the start's side)
+            idx = [slice(None)] * x.ndim
+            lo = (n - t) // 2
+            idx[a] = slice(lo, lo + t)
+            x = x[tuple(idx)]
+        elif t > n:  # pad with zeros around
+            widths = [[0, 0] for _ in range(x.ndim)]
+            widths[a] = [(t - n) // 2, t - n - (t - n) // 2]
+            x = np.pad(x, widths, mode="constant", constant_values=sc(x, 0))
+    return x
+
+
 @op("Tile")
 def _tile(c, ins, A):
     x = ins[0]
@@ -1097,7 +1116,7 @@ def supported_ops():
 # shapes only) is a static input: its values are part of the signature.
 KNOWN_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
                 "Pad": (1, 2, 3), "Tile": (1,), "Expand": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,),
-                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "HannWindow": (0,),
+                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "CenterCropPad": (1,), "HannWindow": (0,),
                 "HammingWindow": (0,), "BlackmanWindow": (0,)}
 for _n in OPS:
     if _n.startswith("Reduce"):
