@@ -1,0 +1,1361 @@
+"""ONNX graph -> a Python function over smelt's traced arrays -> smelt.jit.
+
+Each ONNX node is one entry of OPS: a function of the node's input values
+(smelt Tracers while tracing, NumPy arrays when they are known: the
+initializers, constants and everything computed from them alone) written
+with NumPy's functions, which smelt's tracer turns into graph-builder
+calls and NumPy computes directly.  So a node whose inputs are all known
+is computed once with NumPy (constant folding: shape arithmetic never
+reaches the graph), and one whose inputs are traced becomes smelt nodes.
+Known arrays that meet traced ones become graph constants
+(capture_as_const=True).
+
+Everything smelt cannot express is found at load (UnsupportedOperator):
+operators outside OPS, attributes an entry does not read, attribute values
+it does not handle, and dtypes smelt does not have.
+"""
+import numpy as np
+
+import smelt
+from .._lib import UnsupportedError
+from .._tracer import Tracer, current, lift, apply
+from .._jit import Function
+
+# ---- dtypes ------------------------------------------------------------------------------------------
+# ONNX element types smelt has (TensorProto.DataType): FLOAT, UINT8, INT32,
+# INT64, BOOL, FLOAT16, DOUBLE.  bfloat16 and the float8 / int4 types are
+# stored by the onnx package as other NumPy dtypes: refused.
+_SMELT_ELEM = {1, 2, 6, 7, 9, 10, 11}
+
+
+class UnsupportedOperator(UnsupportedError):
+    """An ONNX node smelt cannot run (its operator, an attribute, an
+    attribute's value or a dtype), found at load: the message names the node
+    and its op_type."""
+
+    def __init__(self, message):
+        UnsupportedError.__init__(self, -10, message)
+
+
+def _np_dtype(elem_type):
+    import onnx
+    from onnx import helper
+    if elem_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return None
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        return None
+
+
+def _dtype_name(elem_type):
+    import onnx
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+    except Exception:
+        return str(elem_type)
+
+
+def _supported_elem(elem_type):
+    return elem_type in _SMELT_ELEM
+
+
+# ---- helpers usable on Tracers and NumPy arrays alike ------------------------------------------------
+def is_traced(x):
+    return isinstance(x, Tracer)
+
+
+def known(x, what):
+    """x as a NumPy array; x must be known (not traced)."""
+    if is_traced(x):
+        raise UnsupportedError(-10, "%s is computed from the model's inputs; smelt needs it known when the "
+                               "graph is built (a shape, an axis list, a count)" % what)
+    return np.asarray(x)
+
+
+def sc(x, v):
+    """v as a scalar of x's dtype (so that it never changes x's dtype)."""
+    return np.dtype(x.dtype).type(v)
+
+
+def smelt_op(name, *args):
+    """smelt's elementwise operator `name` (smelt.ops), on traced or known
+    arrays."""
+    if any(is_traced(a) for a in args):
+        return apply(name, *args)
+    r = getattr(smelt.ops, name)(*[np.ascontiguousarray(a) for a in args])
+    return np.asarray(r)
+
+
+def as_graph(x):
+    """A graph output: a traced value, or a known array made a constant of
+    the graph being traced."""
+    if is_traced(x):
+        return x
+    tr = current()
+    x = np.ascontiguousarray(x)
+    return apply("copy", lift(x, tr))
+
+
+def norm_axis(a, n):
+    a = int(a)
+    if not -max(n, 1) <= a < max(n, 1):
+        raise ValueError("axis %d out of range for rank %d" % (a, n))
+    return a % max(n, 1)
+
+
+def astype(x, dt):
+    dt = np.dtype(dt)
+    if x.dtype == dt:
+        return x
+    return x.astype(dt)
+
+
+# ---- operators --------------------------------------------------------------------------------------
+OPS = {}
+
+
+def op(name, attrs=(), check=None, since=1):
+    """Register an operator: the attributes it reads (any other is an error
+    at load) and an optional check(node, attrs, opset) returning what is
+    missing, or None."""
+    def reg(f):
+        OPS[name] = (f, frozenset(attrs), check)
+        return f
+    return reg
+
+
+def _unary(name, fn, attrs=()):
+    op(name, attrs)(lambda c, ins, A: fn(ins[0]))
+
+
+for _n, _f in [("Neg", np.negative), ("Abs", np.abs), ("Sqrt", np.sqrt), ("Exp", np.exp), ("Log", np.log),
+               ("Tanh", np.tanh), ("Sin", np.sin), ("Cos", np.cos), ("Tan", np.tan), ("Asin", np.arcsin),
+               ("Acos", np.arccos), ("Atan", np.arctan), ("Sinh", np.sinh), ("Cosh", np.cosh),
+               ("Asinh", np.arcsinh), ("Acosh", np.arccosh), ("Atanh", np.arctanh), ("Floor", np.floor),
+               ("Ceil", np.ceil), ("Round", np.rint), ("Sign", np.sign), ("Not", np.logical_not),
+               ("IsNaN", np.isnan), ("BitwiseNot", np.invert)]:
+    _unary(_n, _f)
+_unary("Reciprocal", lambda x: np.reciprocal(x))
+_unary("Erf", lambda x: smelt_op("erf", x))
+_unary("Sigmoid", lambda x: smelt_op("sigmoid", x))
+_unary("Softplus", lambda x: smelt_op("softplus", x))
+_unary("Relu", lambda x: np.maximum(x, sc(x, 0)))
+_unary("Softsign", lambda x: x / (sc(x, 1) + np.abs(x)))
+_unary("HardSwish", lambda x: x * np.clip(x / sc(x, 6) + sc(x, 0.5), sc(x, 0), sc(x, 1)))
+_unary("Mish", lambda x: x * np.tanh(smelt_op("softplus", x)))
+_unary("Identity", lambda x: x)
+
+
+@op("IsInf", ["detect_negative", "detect_positive"])
+def _isinf(c, ins, A):
+    x = ins[0]
+    r = np.isinf(x)
+    neg, pos = A.get("detect_negative", 1), A.get("detect_positive", 1)
+    if not neg:
+        r = np.logical_and(r, x > sc(x, 0))
+    if not pos:
+        r = np.logical_and(r, x < sc(x, 0))
+    return r
+
+
+@op("LeakyRelu", ["alpha"])
+def _leaky(c, ins, A):
+    x = ins[0]
+    return np.where(x < sc(x, 0), x * sc(x, A.get("alpha", 0.01)), x)
+
+
+@op("Elu", ["alpha"])
+def _elu(c, ins, A):
+    x = ins[0]
+    a = sc(x, A.get("alpha", 1.0))
+    return np.where(x < sc(x, 0), a * (np.exp(x) - sc(x, 1)), x)
+
+
+@op("Celu", ["alpha"])
+def _celu(c, ins, A):
+    x = ins[0]
+    a = sc(x, A.get("alpha", 1.0))
+    return np.maximum(x, sc(x, 0)) + np.minimum(sc(x, 0), a * (np.exp(x / a) - sc(x, 1)))
+
+
+@op("Selu", ["alpha", "gamma"])
+def _selu(c, ins, A):
+    x = ins[0]
+    a = sc(x, A.get("alpha", 1.67326319217681884765625))
+    g = sc(x, A.get("gamma", 1.05070102214813232421875))
+    return np.where(x <= sc(x, 0), g * (a * np.exp(x) - a), g * x)
+
+
+@op("ThresholdedRelu", ["alpha"])
+def _trelu(c, ins, A):
+    x = ins[0]
+    return np.where(x > sc(x, A.get("alpha", 1.0)), x, sc(x, 0))
+
+
+@op("HardSigmoid", ["alpha", "beta"])
+def _hsig(c, ins, A):
+    x = ins[0]
+    return np.clip(x * sc(x, A.get("alpha", 0.2)) + sc(x, A.get("beta", 0.5)), sc(x, 0), sc(x, 1))
+
+
+@op("Shrink", ["bias", "lambd"])
+def _shrink(c, ins, A):
+    x = ins[0]
+    b, l = sc(x, A.get("bias", 0.0)), sc(x, A.get("lambd", 0.5))
+    return np.where(x < -l, x + b, np.where(x > l, x - b, sc(x, 0)))
+
+
+@op("Gelu", ["approximate"], check=lambda n, A, o: None if A.get("approximate", "none") in ("none", "tanh")
+    else "approximate=%r" % A.get("approximate"))
+def _gelu(c, ins, A):
+    return smelt_op("gelu_tanh" if A.get("approximate", "none") == "tanh" else "gelu", ins[0])
+
+
+@op("PRelu")
+def _prelu(c, ins, A):
+    x, s = ins
+    return np.where(x < sc(x, 0), x * astype(s, x.dtype), x)
+
+
+def _binary(name, fn, attrs=("broadcast", "axis")):
+    op(name, attrs, check=_legacy_broadcast)(lambda c, ins, A: fn(ins[0], ins[1]))
+
+
+def _legacy_broadcast(node, A, opset):
+    if A.get("broadcast", 0) and "axis" in A:
+        return "broadcast with axis (opset < 7)"
+    return None
+
+
+_binary("Add", np.add)
+_binary("Sub", np.subtract)
+_binary("Mul", np.multiply)
+_binary("And", np.logical_and)
+_binary("Or", np.logical_or)
+_binary("Xor", np.logical_xor)
+_binary("Equal", np.equal)
+_binary("Less", np.less)
+_binary("Greater", np.greater)
+_binary("LessOrEqual", np.less_equal)
+_binary("GreaterOrEqual", np.greater_equal)
+_binary("BitwiseAnd", np.bitwise_and, ())
+_binary("BitwiseOr", np.bitwise_or, ())
+_binary("BitwiseXor", np.bitwise_xor, ())
+
+
+@op("Div", ["broadcast", "axis"], check=_legacy_broadcast)
+def _div(c, ins, A):
+    a, b = ins
+    if np.issubdtype(np.dtype(a.dtype), np.floating):
+        return np.divide(a, b)
+    # integer division truncates toward zero (C's), as ONNX's
+    q = np.divide(astype(a, np.float64), astype(b, np.float64))
+    return astype(np.trunc(q), a.dtype)
+
+
+@op("Pow", ["broadcast", "axis"], check=_legacy_broadcast)
+def _pow(c, ins, A):
+    a, b = ins
+    if np.issubdtype(np.dtype(a.dtype), np.floating):
+        return np.power(a, astype(b, a.dtype))
+    return astype(np.power(astype(a, np.float64), astype(b, np.float64)), a.dtype)
+
+
+@op("Mod", ["fmod"])
+def _mod(c, ins, A):
+    a, b = ins
+    if A.get("fmod", 0):
+        return np.fmod(a, b)
+    return np.mod(a, b)
+
+
+@op("BitShift", ["direction"], check=lambda n, A, o: None if A.get("direction") in ("LEFT", "RIGHT")
+    else "direction=%r" % A.get("direction"))
+def _bitshift(c, ins, A):
+    a, b = ins
+    return np.left_shift(a, b) if A["direction"] == "LEFT" else np.right_shift(a, b)
+
+
+@op("Where")
+def _where(c, ins, A):
+    return np.where(ins[0], ins[1], ins[2])
+
+
+def _variadic(name, fn, mean=False):
+    def f(c, ins, A):
+        r = ins[0]
+        for x in ins[1:]:
+            r = fn(r, x)
+        if mean:
+            r = r / sc(r, len(ins))
+        return r
+    op(name)(f)
+
+
+_variadic("Max", np.maximum)
+_variadic("Min", np.minimum)
+_variadic("Sum", np.add)
+_variadic("Mean", np.add, True)
+
+
+@op("Clip", ["min", "max"])
+def _clip(c, ins, A):
+    x = ins[0]
+    lo = A.get("min") if "min" in A else (ins[1] if len(ins) > 1 else None)
+    hi = A.get("max") if "max" in A else (ins[2] if len(ins) > 2 else None)
+    if lo is not None and not is_traced(lo):
+        lo = sc(x, np.asarray(lo).reshape(()))
+    if hi is not None and not is_traced(hi):
+        hi = sc(x, np.asarray(hi).reshape(()))
+    if is_traced(lo):
+        lo = lo.reshape(())
+    if is_traced(hi):
+        hi = hi.reshape(())
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    return x
+
+
+def _check_cast(node, A, opset):
+    if "to" in A and not _supported_elem(A["to"]):
+        return "a cast to %s (smelt's dtypes: %s)" % (_dtype_name(A["to"]), smelt._dtypes.SUPPORTED)
+    return None
+
+
+@op("Cast", ["to", "saturate"], check=_check_cast)
+def _cast(c, ins, A):
+    return astype(ins[0], _np_dtype(A["to"]))
+
+
+@op("CastLike", ["saturate"])
+def _castlike(c, ins, A):
+    return astype(ins[0], ins[1].dtype)
+
+
+# ---- reductions -----------------------------------------------------------------------------------
+def _red_axes(c, ins, A):
+    if "axes" in A:
+        axes = list(A["axes"])
+    elif len(ins) > 1 and ins[1] is not None:
+        axes = [int(v) for v in known(ins[1], "a reduction's axes").reshape(-1)]
+    else:
+        axes = []
+    return axes
+
+
+def _empty_reduction(x, ax, keep, kind):
+    """A reduction over an axis of size 0: the operation's identity (ONNX's
+    rule: -inf for max and the log-sums, +inf for min, 0 for the sums, 1 for
+    the product), computed here."""
+    dt = np.dtype(x.dtype)
+    axes = ax if ax is not None else tuple(range(x.ndim))
+    shape = [1 if i in axes else n for i, n in enumerate(x.shape)] if keep else \
+        [n for i, n in enumerate(x.shape) if i not in axes]
+    big = np.inf if dt.kind == "f" else (np.iinfo(dt).max if dt.kind in "iu" else 1)
+    small = -np.inf if dt.kind == "f" else (np.iinfo(dt).min if dt.kind in "iu" else 0)
+    v = {"max": small, "min": big, "prod": 1, "logsum": -np.inf, "logsumexp": -np.inf,
+         "mean": np.nan}.get(kind, 0)
+    return np.full(shape, v, dt)
+
+
+def _reduction(name, kind):
+    def f(c, ins, A):
+        x = ins[0]
+        axes = _red_axes(c, ins, A)
+        keep = bool(A.get("keepdims", 1))
+        if not axes:
+            if A.get("noop_with_empty_axes", 0):
+                return x * x if kind == "sumsquare" else x
+            ax = None
+        else:
+            ax = tuple(sorted(norm_axis(a, x.ndim) for a in axes))
+        dt = x.dtype
+        if any(x.shape[a] == 0 for a in (ax if ax is not None else range(x.ndim))):
+            return _empty_reduction(x, ax, keep, kind)
+        if kind == "sum":
+            r = np.sum(x, axis=ax, keepdims=keep)
+        elif kind == "mean":
+            r = np.mean(x, axis=ax, keepdims=keep)
+        elif kind == "max":
+            r = np.max(x, axis=ax, keepdims=keep)
+        elif kind == "min":
+            r = np.min(x, axis=ax, keepdims=keep)
+        elif kind == "prod":
+            r = np.prod(x, axis=ax, keepdims=keep)
+        elif kind == "l1":
+            r = np.sum(np.abs(x), axis=ax, keepdims=keep)
+        elif kind == "l2":
+            r = np.sqrt(np.sum(x * x, axis=ax, keepdims=keep))
+        elif kind == "sumsquare":
+            r = np.sum(x * x, axis=ax, keepdims=keep)
+        elif kind == "logsum":
+            r = np.log(np.sum(x, axis=ax, keepdims=keep))
+        elif kind == "logsumexp":
+            m = np.max(x, axis=ax, keepdims=True)
+            m = np.where(np.isinf(m), sc(m, 0), m)
+            r = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
+            if not keep:
+                r = np.squeeze(r, axis=ax if ax is not None else tuple(range(x.ndim)))
+        return astype(r, dt)
+    op(name, ["axes", "keepdims", "noop_with_empty_axes"])(f)
+
+
+for _n, _k in [("ReduceSum", "sum"), ("ReduceMean", "mean"), ("ReduceMax", "max"), ("ReduceMin", "min"),
+               ("ReduceProd", "prod"), ("ReduceL1", "l1"), ("ReduceL2", "l2"), ("ReduceSumSquare", "sumsquare"),
+               ("ReduceLogSum", "logsum"), ("ReduceLogSumExp", "logsumexp")]:
+    _reduction(_n, _k)
+
+
+def _arg(name, fn):
+    def f(c, ins, A):
+        x = ins[0]
+        axis = norm_axis(A.get("axis", 0), x.ndim)
+        keep = bool(A.get("keepdims", 1))
+        if A.get("select_last_index", 0):
+            n = x.shape[axis]
+            r = fn(np.flip(x, axis), axis=axis, keepdims=keep)
+            r = astype(r, np.int64)
+            return np.int64(n - 1) - r
+        return astype(fn(x, axis=axis, keepdims=keep), np.int64)
+    op(name, ["axis", "keepdims", "select_last_index"])(f)
+
+
+_arg("ArgMax", np.argmax)
+_arg("ArgMin", np.argmin)
+
+
+# ---- softmax family and normalisations ------------------------------------------------------------------
+def _softmax_like(name, kind):
+    def f(c, ins, A):
+        x = ins[0]
+        if c.opset_of(name) < 13:
+            axis = norm_axis(A.get("axis", 1), x.ndim)
+            shape = x.shape
+            n0 = int(np.prod(shape[:axis], dtype=np.int64))
+            x2 = x.reshape(n0, int(np.prod(shape[axis:], dtype=np.int64)))
+            return _softmax_core(x2, 1, kind).reshape(shape)
+        return _softmax_core(x, norm_axis(A.get("axis", -1), x.ndim), kind)
+    op(name, ["axis"])(f)
+
+
+def _softmax_core(x, axis, kind):
+    if kind == "hardmax":
+        idx = np.argmax(x, axis=axis, keepdims=True)
+        shape = [1] * x.ndim
+        shape[axis] = x.shape[axis]
+        iota = np.arange(x.shape[axis], dtype=np.int64).reshape(shape)
+        return astype(np.equal(astype(idx, np.int64), iota), x.dtype)
+    m = np.max(x, axis=axis, keepdims=True)
+    d = x - m
+    e = np.exp(d)
+    s = np.sum(e, axis=axis, keepdims=True)
+    if kind == "log":
+        return d - np.log(s)
+    return e / s
+
+
+_softmax_like("Softmax", "soft")
+_softmax_like("LogSoftmax", "log")
+_softmax_like("Hardmax", "hardmax")
+
+
+@op("LayerNormalization", ["axis", "epsilon", "stash_type"],
+    check=lambda n, A, o: None if A.get("stash_type", 1) == 1 else "stash_type=%r" % A.get("stash_type"))
+def _layernorm(c, ins, A):
+    x = ins[0]
+    scale = ins[1]
+    bias = ins[2] if len(ins) > 2 else None
+    axis = norm_axis(A.get("axis", -1), x.ndim)
+    eps = A.get("epsilon", 1e-5)
+    axes = tuple(range(axis, x.ndim))
+    xf = astype(x, np.float32) if x.dtype != np.float64 else x
+    mean = np.mean(xf, axis=axes, keepdims=True)
+    d = xf - mean
+    var = np.mean(d * d, axis=axes, keepdims=True)
+    inv = np.float32(1) / np.sqrt(var + sc(var, eps))
+    y = astype(d * inv, x.dtype) * scale
+    if bias is not None:
+        y = y + bias
+    return [y, mean, inv]
+
+
+@op("BatchNormalization", ["epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"],
+    check=lambda n, A, o: "training_mode=1" if A.get("training_mode", 0) else
+    ("opset < 9 (spatial / is_test)" if o < 9 else None))
+def _batchnorm(c, ins, A):
+    x, scale, b, mean, var = ins[:5]
+    eps = A.get("epsilon", 1e-5)
+    shape = [1] * x.ndim
+    if x.ndim > 1:
+        shape[1] = x.shape[1]
+    r = lambda v: v.reshape(shape)  # noqa: E731
+    return (x - r(mean)) / np.sqrt(r(var) + sc(x, eps)) * r(scale) + r(b)
+
+
+@op("InstanceNormalization", ["epsilon"])
+def _instnorm(c, ins, A):
+    x, scale, b = ins
+    eps = A.get("epsilon", 1e-5)
+    axes = tuple(range(2, x.ndim))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    d = x - mean
+    var = np.mean(d * d, axis=axes, keepdims=True)
+    shape = [1] * x.ndim
+    shape[1] = x.shape[1]
+    return d / np.sqrt(var + sc(x, eps)) * scale.reshape(shape) + b.reshape(shape)
+
+
+@op("MeanVarianceNormalization", ["axes"])
+def _mvn(c, ins, A):
+    x = ins[0]
+    axes = tuple(norm_axis(a, x.ndim) for a in A.get("axes", [0, 2, 3]))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    d = x - mean
+    var = np.mean(d * d, axis=axes, keepdims=True)
+    return d / (np.sqrt(var) + sc(x, 1e-9))
+
+
+@op("LpNormalization", ["axis", "p"], check=lambda n, A, o: None if A.get("p", 2) in (1, 2) else "p=%r" % A.get("p"))
+def _lpnorm(c, ins, A):
+    x = ins[0]
+    axis = norm_axis(A.get("axis", -1), x.ndim)
+    if A.get("p", 2) == 1:
+        n = np.sum(np.abs(x), axis=axis, keepdims=True)
+    else:
+        n = np.sqrt(np.sum(x * x, axis=axis, keepdims=True))
+    return x / n
+
+
+@op("GroupNormalization", ["epsilon", "num_groups", "stash_type"],
+    check=lambda n, A, o: None if A.get("stash_type", 1) == 1 else "stash_type=%r" % A.get("stash_type"))
+def _groupnorm(c, ins, A):
+    x, scale, bias = ins
+    g = int(A["num_groups"])
+    n, ch = x.shape[0], x.shape[1]
+    xf = astype(x, np.float32) if x.dtype != np.float64 else x
+    xg = xf.reshape(n, g, -1)
+    mean = np.mean(xg, axis=2, keepdims=True)
+    d = xg - mean
+    var = np.mean(d * d, axis=2, keepdims=True)
+    y = astype((d / np.sqrt(var + sc(var, A.get("epsilon", 1e-5)))).reshape(x.shape), x.dtype)
+    shape = [1] * x.ndim
+    shape[1] = ch
+    if scale.shape[0] != ch:  # opset 18: one scale and bias a group
+        scale = np.broadcast_to(np.expand_dims(scale, 1), (g, ch // g)).reshape(ch)
+        bias = np.broadcast_to(np.expand_dims(bias, 1), (g, ch // g)).reshape(ch)
+    return y * scale.reshape(shape) + bias.reshape(shape)
+
+
+@op("LRN", ["alpha", "beta", "bias", "size"])
+def _lrn(c, ins, A):
+    x = ins[0]
+    size = int(A["size"])
+    alpha, beta, bias = A.get("alpha", 1e-4), A.get("beta", 0.75), A.get("bias", 1.0)
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    sq = x * x
+    widths = [[0, 0]] * x.ndim
+    widths[1] = [lo, hi]
+    sq = np.pad(sq, widths, mode="constant", constant_values=sc(x, 0))
+    ch = x.shape[1]
+    tot = None
+    for k in range(size):
+        idx = [slice(None)] * x.ndim
+        idx[1] = slice(k, k + ch)
+        part = sq[tuple(idx)]
+        tot = part if tot is None else tot + part
+    return x / np.power(sc(x, bias) + sc(x, alpha / size) * tot, sc(x, beta))
+
+
+@op("GlobalAveragePool")
+def _gap(c, ins, A):
+    x = ins[0]
+    return np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@op("GlobalMaxPool")
+def _gmp(c, ins, A):
+    x = ins[0]
+    return np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@op("DepthToSpace", ["blocksize", "mode"],
+    check=lambda n, A, o: None if A.get("mode", "DCR") in ("DCR", "CRD") else "mode=%r" % A.get("mode"))
+def _d2s(c, ins, A):
+    x = ins[0]
+    b = int(A["blocksize"])
+    n, ch, h, w = x.shape
+    if A.get("mode", "DCR") == "DCR":
+        y = np.transpose(x.reshape(n, b, b, ch // (b * b), h, w), (0, 3, 4, 1, 5, 2))
+    else:
+        y = np.transpose(x.reshape(n, ch // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3))
+    return y.reshape(n, ch // (b * b), h * b, w * b)
+
+
+@op("SpaceToDepth", ["blocksize"])
+def _s2d(c, ins, A):
+    x = ins[0]
+    b = int(A["blocksize"])
+    n, ch, h, w = x.shape
+    y = np.transpose(x.reshape(n, ch, h // b, b, w // b, b), (0, 3, 5, 1, 2, 4))
+    return y.reshape(n, ch * b * b, h // b, w // b)
+
+
+@op("Upsample", ["mode", "scales"],
+    check=lambda n, A, o: None if A.get("mode", "nearest") == "nearest" else "mode=%r" % A.get("mode"))
+def _upsample(c, ins, A):
+    x = ins[0]
+    scales = A["scales"] if "scales" in A else known(ins[1], "Upsample's scales").reshape(-1).tolist()
+    for a, k in enumerate(scales):
+        if k != int(k) or k < 1:
+            raise UnsupportedError(-10, "Upsample by %r (integer scales only)" % k)
+        k = int(k)
+        if k == 1:
+            continue
+        shape = list(x.shape)
+        e = np.expand_dims(x, a + 1)
+        bshape = shape[:a + 1] + [k] + shape[a + 1:]
+        x = np.broadcast_to(e, bshape).reshape(shape[:a] + [shape[a] * k] + shape[a + 1:])
+    return x
+
+
+def _window(kind):
+    def f(c, ins, A):
+        n = int(known(ins[0], "the window's size").reshape(-1)[0])
+        dt = _np_dtype(A.get("output_datatype", 1))
+        d = n if A.get("periodic", 1) else n - 1
+        i = np.arange(n, dtype=np.float64)
+        t = 2 * np.pi * i / d if d else np.zeros(n)
+        if kind == "hann":
+            w = 0.5 - 0.5 * np.cos(t)
+        elif kind == "hamming":
+            w = 25.0 / 46 - 21.0 / 46 * np.cos(t)
+        else:
+            w = 0.42 - 0.5 * np.cos(t) + 0.08 * np.cos(2 * t)
+        return w.astype(dt)
+    return f
+
+
+def _check_window(node, A, opset):
+    return None if _supported_elem(A.get("output_datatype", 1)) else "output_datatype %s" % \
+        _dtype_name(A.get("output_datatype"))
+
+
+for _n, _k in [("HannWindow", "hann"), ("HammingWindow", "hamming"), ("BlackmanWindow", "blackman")]:
+    op(_n, ["output_datatype", "periodic"], check=_check_window)(_window(_k))
+
+
+@op("Gather", ["axis"])
+def _gather(c, ins, A):
+    """Only on values known at load (shape arithmetic: Gather of Shape's
+    result); checked at load (OnnxFunction: _load_known)."""
+    data = known(ins[0], "Gather's data")
+    idx = known(ins[1], "Gather's indices")
+    return np.take(data, idx.astype(np.int64), axis=int(A.get("axis", 0)))
+
+
+# ---- losses: the class axis read through a one-hot mask (target == iota) --------------------------
+def _nll(x, target, weight, A):
+    red = A.get("reduction", "mean")
+    c = x.shape[1]
+    shape = [1] * x.ndim
+    shape[1] = c
+    iota = np.arange(c, dtype=np.int64).reshape(shape)
+    t = np.expand_dims(astype(target, np.int64), 1)
+    hit = np.equal(t, iota)
+    zero = sc(x, 0)
+    picked = np.sum(np.where(hit, x, zero), axis=1)
+    if weight is not None:
+        w = np.sum(np.where(hit, astype(weight, x.dtype).reshape(shape), zero), axis=1)
+    else:
+        w = np.where(np.equal(t, t), sc(x, 1), zero).reshape(picked.shape)
+    if "ignore_index" in A:
+        w = np.where(np.equal(astype(target, np.int64), np.int64(A["ignore_index"])), zero, w)
+    loss = -picked * w
+    if red == "none":
+        return loss
+    total = np.sum(loss)
+    if red == "sum":
+        return total
+    return total / np.sum(w)
+
+
+def _check_reduction(node, A, opset):
+    r = A.get("reduction", "mean")
+    return None if r in ("none", "sum", "mean") else "reduction=%r" % r
+
+
+@op("NegativeLogLikelihoodLoss", ["reduction", "ignore_index"], check=_check_reduction)
+def _nllloss(c, ins, A):
+    return _nll(ins[0], ins[1], ins[2] if len(ins) > 2 else None, A)
+
+
+@op("SoftmaxCrossEntropyLoss", ["reduction", "ignore_index"], check=_check_reduction)
+def _sce(c, ins, A):
+    x = ins[0]
+    m = np.max(x, axis=1, keepdims=True)
+    d = x - m
+    logp = d - np.log(np.sum(np.exp(d), axis=1, keepdims=True))
+    return [_nll(logp, ins[1], ins[2] if len(ins) > 2 else None, A), logp]
+
+
+# ---- matrix products ------------------------------------------------------------------------------------
+@op("MatMul")
+def _matmul(c, ins, A):
+    return np.matmul(ins[0], ins[1])
+
+
+@op("Gemm", ["alpha", "beta", "transA", "transB", "broadcast"])
+def _gemm(c, ins, A):
+    a, b = ins[0], ins[1]
+    cc = ins[2] if len(ins) > 2 else None
+    if A.get("transA", 0):
+        a = np.transpose(a)
+    if A.get("transB", 0):
+        b = np.transpose(b)
+    y = np.matmul(a, b)
+    alpha, beta = A.get("alpha", 1.0), A.get("beta", 1.0)
+    if alpha != 1.0:
+        y = y * sc(y, alpha)
+    if cc is not None:
+        y = y + (cc * sc(cc, beta) if beta != 1.0 else cc)
+    return y
+
+
+def _einsum_check(node, A, opset):
+    eq = A.get("equation", "")
+    if isinstance(eq, bytes):
+        eq = eq.decode()
+    eq = eq.replace(" ", "")
+    if "..." in eq:
+        return "an equation with '...' (%r)" % eq
+    lhs = eq.split("->")[0]
+    for term in lhs.split(","):
+        if len(set(term)) != len(term):
+            return "a repeated index within one operand (a diagonal: %r)" % eq
+    return None
+
+
+@op("Einsum", ["equation"], check=_einsum_check)
+def _einsum(c, ins, A):
+    """Einsum as broadcast products and one sum: every operand transposed
+    and expanded to the equation's index order, multiplied, the indices not
+    in the output summed."""
+    eq = A["equation"]
+    eq = (eq.decode() if isinstance(eq, bytes) else eq).replace(" ", "")
+    if "->" in eq:
+        lhs, out = eq.split("->")
+    else:
+        lhs = eq
+        letters = "".join(lhs.split(","))
+        out = "".join(sorted(ch for ch in set(letters) if letters.count(ch) == 1))
+    terms = lhs.split(",")
+    order = list(out) + sorted(set("".join(terms)) - set(out))
+    sizes = {}
+    for t, x in zip(terms, ins):
+        for ch, n in zip(t, x.shape):
+            sizes[ch] = max(sizes.get(ch, 1), n)
+    prod = None
+    for t, x in zip(terms, ins):
+        present = [ch for ch in order if ch in t]
+        x = np.transpose(x, [t.index(ch) for ch in present]) if x.ndim > 1 else x
+        shape = [x.shape[present.index(ch)] if ch in t else 1 for ch in order]
+        x = x.reshape(shape)
+        prod = x if prod is None else prod * x
+    red = tuple(range(len(out), len(order)))
+    if red:
+        prod = astype(np.sum(prod, axis=red), ins[0].dtype)
+    return prod
+
+
+# ---- layout -------------------------------------------------------------------------------------------
+@op("Reshape", ["allowzero", "shape"])
+def _reshape(c, ins, A):
+    x = ins[0]
+    shape = A["shape"] if "shape" in A else known(ins[1], "Reshape's shape").reshape(-1).tolist()
+    shape = [int(s) for s in shape]
+    if not A.get("allowzero", 0):
+        shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    if -1 in shape:
+        rest = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        total = int(np.prod(x.shape, dtype=np.int64))
+        shape[shape.index(-1)] = total // rest if rest else 0
+    return x.reshape(shape)
+
+
+@op("Transpose", ["perm"])
+def _transpose(c, ins, A):
+    x = ins[0]
+    perm = A.get("perm")
+    return np.transpose(x, None if perm is None else [int(p) for p in perm])
+
+
+def _axes_arg(A, ins, what):
+    if "axes" in A:
+        return [int(a) for a in A["axes"]]
+    if len(ins) > 1 and ins[1] is not None:
+        return [int(a) for a in known(ins[1], what).reshape(-1)]
+    return None
+
+
+@op("Squeeze", ["axes"])
+def _squeeze(c, ins, A):
+    x = ins[0]
+    axes = _axes_arg(A, ins, "Squeeze's axes")
+    if axes is None:
+        axes = [i for i, s in enumerate(x.shape) if s == 1]
+    axes = sorted(norm_axis(a, x.ndim) for a in axes)
+    return x.reshape([s for i, s in enumerate(x.shape) if i not in axes])
+
+
+@op("Unsqueeze", ["axes"])
+def _unsqueeze(c, ins, A):
+    x = ins[0]
+    axes = _axes_arg(A, ins, "Unsqueeze's axes") or []
+    n = x.ndim + len(axes)
+    axes = sorted(norm_axis(a, n) for a in axes)
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return x.reshape(shape)
+
+
+@op("Flatten", ["axis"])
+def _flatten(c, ins, A):
+    x = ins[0]
+    axis = A.get("axis", 1)
+    if axis < 0:
+        axis += x.ndim
+    return x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), int(np.prod(x.shape[axis:], dtype=np.int64)))
+
+
+@op("Expand")
+def _expand(c, ins, A):
+    x = ins[0]
+    shape = [int(s) for s in known(ins[1], "Expand's shape").reshape(-1)]
+    out = np.broadcast_shapes(tuple(x.shape), tuple(shape))
+    if tuple(out) == tuple(x.shape):
+        return x
+    return np.broadcast_to(x, out)
+
+
+@op("Concat", ["axis"])
+def _concat(c, ins, A):
+    parts = [x for x in ins if x is not None]
+    axis = norm_axis(A["axis"], parts[0].ndim)
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts, axis=axis)
+
+
+@op("Split", ["axis", "split", "num_outputs"])
+def _split(c, ins, A):
+    x = ins[0]
+    axis = norm_axis(A.get("axis", 0), x.ndim)
+    n = x.shape[axis]
+    if "split" in A:
+        sizes = [int(s) for s in A["split"]]
+    elif len(ins) > 1 and ins[1] is not None:
+        sizes = [int(s) for s in known(ins[1], "Split's sizes").reshape(-1)]
+    else:
+        k = A.get("num_outputs", c.n_outputs)
+        step = -(-n // k)
+        sizes = [min(step, n - i * step) for i in range(k)]
+    outs, start = [], 0
+    for s in sizes:
+        idx = [slice(None)] * x.ndim
+        idx[axis] = slice(start, start + s)
+        outs.append(x[tuple(idx)])
+        start += s
+    return outs
+
+
+_IMAX = (1 << 63) - 1
+
+
+@op("Slice", ["starts", "ends", "axes"])
+def _slice(c, ins, A):
+    x = ins[0]
+    if "starts" in A:
+        starts, ends = list(A["starts"]), list(A["ends"])
+        axes = list(A.get("axes", range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        starts = known(ins[1], "Slice's starts").reshape(-1).tolist()
+        ends = known(ins[2], "Slice's ends").reshape(-1).tolist()
+        axes = known(ins[3], "Slice's axes").reshape(-1).tolist() if len(ins) > 3 and ins[3] is not None \
+            else list(range(len(starts)))
+        steps = known(ins[4], "Slice's steps").reshape(-1).tolist() if len(ins) > 4 and ins[4] is not None \
+            else [1] * len(starts)
+    idx = [slice(None)] * x.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = norm_axis(a, x.ndim)
+        n = x.shape[a]
+        b0, e0, st = slice(int(s), int(e), int(st)).indices(n)
+        if st < 0 and e0 < 0:
+            e0 = None
+        idx[a] = slice(b0, e0, st)
+    return x[tuple(idx)]
+
+
+@op("Pad", ["mode", "pads", "value"],
+    check=lambda n, A, o: None if A.get("mode", "constant") in ("constant", "edge", "reflect", "wrap") else
+    "mode=%r" % A.get("mode"))
+def _pad(c, ins, A):
+    x = ins[0]
+    if "pads" in A:
+        pads = [int(p) for p in A["pads"]]
+        value = A.get("value", 0.0)
+        axes = list(range(x.ndim))
+    else:
+        pads = [int(p) for p in known(ins[1], "Pad's pads").reshape(-1)]
+        value = known(ins[2], "Pad's value").reshape(-1)[0] if len(ins) > 2 and ins[2] is not None else 0
+        axes = [norm_axis(a, x.ndim) for a in known(ins[3], "Pad's axes").reshape(-1)] \
+            if len(ins) > 3 and ins[3] is not None else list(range(x.ndim))
+    k = len(axes)
+    widths = [[0, 0] for _ in range(x.ndim)]
+    for i, a in enumerate(axes):
+        widths[a] = [pads[i], pads[i + k]]
+    # negative pads crop
+    idx = [slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(widths)]
+    if any(b < 0 or e < 0 for b, e in widths):
+        x = x[tuple(idx)]
+    widths = [[max(b, 0), max(e, 0)] for b, e in widths]
+    if not any(b or e for b, e in widths):
+        return x
+    mode = A.get("mode", "constant")
+    if mode == "constant":
+        return np.pad(x, widths, mode="constant", constant_values=sc(x, value))
+    for a, (b, e) in enumerate(widths):
+        if not (b or e):
+            continue
+        n = x.shape[a]
+
+        def part(lo, hi, step=1):
+            idx = [slice(None)] * x.ndim
+            idx[a] = slice(lo, hi, step)
+            return x[tuple(idx)]
+        if mode == "edge":
+            def rep(p, k):
+                shape = list(p.shape)
+                shape[a] = k
+                return np.broadcast_to(p, shape)
+            left, right = rep(part(0, 1), b), rep(part(n - 1, n), e)
+        elif mode == "wrap":
+            if b > n or e > n:
+                raise UnsupportedError(-10, "Pad(mode='wrap') wider than the axis")
+            left, right = part(n - b, n), part(0, e)
+        else:  # reflect
+            if b >= n or e >= n:
+                raise UnsupportedError(-10, "Pad(mode='reflect') as wide as the axis")
+            left, right = np.flip(part(1, b + 1), a), np.flip(part(n - 1 - e, n - 1), a)
+        x = np.concatenate([p for p, k in ((left, b), (x, 1), (right, e)) if k], axis=a)
+    return x
+
+
+@op("CenterCropPad", ["axes"])
+def _center_crop_pad(c, ins, A):
+    x = ins[0]
+    shape = [int(v) for v in known(ins[1], "CenterCropPad's shape").reshape(-1)]
+    axes = [norm_axis(a, x.ndim) for a in A.get("axes", range(x.ndim))]
+    for a, t in zip(axes, shape):
+        n = x.shape[a]
+        if t < n:  # crop the middle (the extra element from the start's side)
+            idx = [slice(None)] * x.ndim
+            lo = (n - t) // 2
+            idx[a] = slice(lo, lo + t)
+            x = x[tuple(idx)]
+        elif t > n:  # pad with zeros around
+            widths = [[0, 0] for _ in range(x.ndim)]
+            widths[a] = [(t - n) // 2, t - n - (t - n) // 2]
+            x = np.pad(x, widths, mode="constant", constant_values=sc(x, 0))
+    return x
+
+
+@op("Tile")
+def _tile(c, ins, A):
+    x = ins[0]
+    reps = [int(r) for r in known(ins[1], "Tile's repeats").reshape(-1)]
+    for a, r in enumerate(reps):
+        if r == 0:
+            shape = list(x.shape)
+            shape[a] = 0
+            return np.zeros(shape, x.dtype) if not is_traced(x) else np.zeros_like(x, shape=shape)
+        if r != 1:
+            x = np.concatenate([x] * r, axis=a)
+    return x
+
+
+@op("Dropout", ["ratio", "seed", "is_test", "consumed_inputs"])
+def _dropout(c, ins, A):
+    x = ins[0]
+    ratio = float(known(ins[1], "Dropout's ratio").reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None \
+        else A.get("ratio", 0.5)
+    if len(ins) > 2 and ins[2] is not None and bool(known(ins[2], "Dropout's training_mode").reshape(-1)[0]) \
+            and ratio != 0:
+        raise UnsupportedError(-10, "Dropout in training mode draws random numbers: smelt runs inference only")
+    mask = np.ones(x.shape, np.bool_)
+    return [x, mask]
+
+
+def _const_value(A):
+    import onnx
+    from onnx import numpy_helper
+    if "value" in A:
+        return numpy_helper.to_array(A["value"])
+    if "value_float" in A:
+        return np.array(A["value_float"], np.float32)
+    if "value_floats" in A:
+        return np.array(A["value_floats"], np.float32)
+    if "value_int" in A:
+        return np.array(A["value_int"], np.int64)
+    if "value_ints" in A:
+        return np.array(A["value_ints"], np.int64)
+    raise UnsupportedError(-10, "Constant without a numeric value")  # pragma: no cover (checked at load)
+
+
+def _check_constant(node, A, opset):
+    for k in ("sparse_value", "value_string", "value_strings"):
+        if k in A:
+            return "the attribute %s" % k
+    if "value" in A and not _supported_elem(A["value"].data_type):
+        return "a constant of dtype %s" % _dtype_name(A["value"].data_type)
+    return None
+
+
+@op("Constant", ["value", "value_float", "value_floats", "value_int", "value_ints", "sparse_value", "value_string",
+                 "value_strings"], check=_check_constant)
+def _constant(c, ins, A):
+    return _const_value(A)
+
+
+def _check_cos(node, A, opset):
+    if "value" in A and not _supported_elem(A["value"].data_type):
+        return "a value of dtype %s" % _dtype_name(A["value"].data_type)
+    return None
+
+
+@op("ConstantOfShape", ["value"], check=_check_cos)
+def _cos(c, ins, A):
+    from onnx import numpy_helper
+    shape = [int(s) for s in known(ins[0], "ConstantOfShape's shape").reshape(-1)]
+    v = numpy_helper.to_array(A["value"]).reshape(-1) if "value" in A else np.zeros(1, np.float32)
+    return np.full(shape, v[0], v.dtype)
+
+
+@op("Shape", ["start", "end"])
+def _shape(c, ins, A):
+    s = np.array(ins[0].shape, np.int64)
+    n = len(s)
+    start = A.get("start", 0)
+    end = A.get("end", n)
+    return s[slice(start, end)]
+
+
+@op("Size")
+def _size(c, ins, A):
+    return np.array(int(np.prod(ins[0].shape, dtype=np.int64)), np.int64)
+
+
+@op("Range")
+def _range(c, ins, A):
+    start, limit, delta = (known(v, "Range's %s" % w) for v, w in zip(ins, ("start", "limit", "delta")))
+    n = max(int(np.ceil((limit - start) / delta)), 0)
+    return (start + np.arange(n).astype(start.dtype) * delta).astype(start.dtype)
+
+
+@op("EyeLike", ["dtype", "k"], check=lambda n, A, o: None if "dtype" not in A or _supported_elem(A["dtype"])
+    else "dtype %s" % _dtype_name(A["dtype"]))
+def _eyelike(c, ins, A):
+    x = ins[0]
+    dt = _np_dtype(A["dtype"]) if "dtype" in A else x.dtype
+    return np.eye(x.shape[0], x.shape[1], k=A.get("k", 0), dtype=dt)
+
+
+@op("Trilu", ["upper"])
+def _trilu(c, ins, A):
+    x = ins[0]
+    k = int(known(ins[1], "Trilu's k").reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else 0
+    n, m = x.shape[-2], x.shape[-1]
+    ones = np.ones((n, m), np.bool_)
+    mask = np.triu(ones, k) if A.get("upper", 1) else np.tril(ones, k)
+    if not is_traced(x):
+        return np.where(mask, x, np.zeros((), x.dtype))
+    return np.where(mask, x, sc(x, 0))
+
+
+@op("OneHot", ["axis"])
+def _onehot(c, ins, A):
+    idx, depth, values = ins
+    depth = int(known(depth, "OneHot's depth").reshape(-1)[0])
+    out_nd = idx.ndim + 1
+    axis = norm_axis(A.get("axis", -1), out_nd)
+    i = astype(idx, np.int64)
+    i = np.where(i < np.int64(0), i + np.int64(depth), i)
+    i = np.expand_dims(i, axis)
+    shape = [1] * out_nd
+    shape[axis] = depth
+    iota = np.arange(depth, dtype=np.int64).reshape(shape)
+    hit = np.equal(i, iota)
+    off = values[0:1].reshape(())
+    on = values[1:2].reshape(())
+    return np.where(hit, on, off)
+
+
+# ---- the model ----------------------------------------------------------------------------------------
+def supported_ops():
+    """The ONNX operators (default domain) smelt.onnx converts."""
+    return sorted(OPS)
+
+
+# the inputs of each operator whose values (not only shapes) smelt needs
+# when it builds the graph: axes, shapes, sizes, counts.  A graph input
+# reaching one of them (through any nodes but Shape and Size, which read
+# shapes only) is a static input: its values are part of the signature.
+KNOWN_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
+                "Pad": (1, 2, 3), "Tile": (1,), "Expand": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,),
+                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "CenterCropPad": (1,), "HannWindow": (0,),
+                "HammingWindow": (0,), "BlackmanWindow": (0,)}
+for _n in OPS:
+    if _n.startswith("Reduce"):
+        KNOWN_INPUTS[_n] = (1,)
+_SHAPE_ONLY = {"Shape", "Size", "EyeLike"}
+
+
+class _Static:
+    """A graph input whose values the graph's construction reads: hashed
+    by value, a static argument of the compiled function."""
+    __slots__ = ("a", "key")
+
+    def __init__(self, a):
+        self.a = np.array(a)
+        self.key = (self.a.dtype.str, self.a.shape, self.a.tobytes())
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and self.key == other.key
+
+
+class _NodeCtx:
+    __slots__ = ("opsets", "n_outputs")
+
+    def __init__(self, opsets):
+        self.opsets = opsets
+        self.n_outputs = 1
+
+    def opset_of(self, name):
+        return self.opsets.get("", 1)
+
+
+def _value_type_ok(vi):
+    t = vi.type
+    which = t.WhichOneof("value")
+    if which is None:
+        return None  # no type given: the values decide
+    if which != "tensor_type":
+        return "a value of type %s (tensors only)" % (which or "unknown")
+    if not _supported_elem(t.tensor_type.elem_type):
+        return "a tensor of dtype %s (smelt's dtypes: %s)" % (_dtype_name(t.tensor_type.elem_type),
+                                                               smelt._dtypes.SUPPORTED)
+    return None
+
+
+class OnnxFunction:
+    """An ONNX model as a callable: f(*inputs, **named_inputs) -> tuple of
+    NumPy arrays in the graph's output order.  One smelt plan per input
+    signature (dtypes and shapes): a new batch size traces again."""
+
+    def __init__(self, model, opt_level=3, backend=None):
+        import onnx
+        from onnx import helper, numpy_helper
+        if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+            model = onnx.load(model)
+        if not isinstance(model, onnx.ModelProto):
+            raise TypeError("smelt.onnx.load takes a path or an onnx.ModelProto, not %s" % type(model).__name__)
+        self.model = model
+        g = model.graph
+        self.opsets = {}
+        for o in model.opset_import:
+            self.opsets["" if o.domain in ("", "ai.onnx") else o.domain] = o.version
+        self.opset = self.opsets.get("", 1)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model).graph
+        except Exception:
+            inferred = g
+        # initializers: constants, identical ones shared
+        self.consts = {}
+        seen = {}
+        for init in g.initializer:
+            if init.data_type and not _supported_elem(init.data_type):
+                raise UnsupportedOperator("initializer %r: dtype %s (smelt's dtypes: %s)"
+                                          % (init.name, _dtype_name(init.data_type), smelt._dtypes.SUPPORTED))
+            a = numpy_helper.to_array(init)
+            key = (a.dtype.str, a.shape, a.tobytes())
+            self.consts[init.name] = seen.setdefault(key, a)
+        for init in g.sparse_initializer:
+            raise UnsupportedOperator("sparse initializer %r: sparse tensors are not supported"
+                                      % init.values.name)
+        self.input_names = [vi.name for vi in g.input if vi.name not in self.consts]
+        self.input_dtypes = []
+        for vi in g.input:
+            if vi.name in self.consts:
+                continue
+            why = _value_type_ok(vi)
+            if why:
+                raise UnsupportedOperator("graph input %r: %s" % (vi.name, why))
+            self.input_dtypes.append(_np_dtype(vi.type.tensor_type.elem_type) if vi.type.HasField("tensor_type")
+                                     else None)
+        self.output_names = [vi.name for vi in g.output]
+        for vi in g.output:
+            why = _value_type_ok(vi)
+            if why:
+                raise UnsupportedOperator("graph output %r: %s" % (vi.name, why))
+        for vi in inferred.value_info:
+            why = _value_type_ok(vi)
+            if why:
+                raise UnsupportedOperator("value %r: %s" % (vi.name, why))
+        if model.functions:
+            pass  # local functions are only reached through nodes of their domain (refused below)
+        self.nodes = []
+        for i, node in enumerate(g.node):
+            label = "node %d%s (%s)" % (i, " %r" % node.name if node.name else "", node.op_type)
+            if node.domain not in ("", "ai.onnx"):
+                raise UnsupportedOperator("%s: operator domain %r is not supported (the default ONNX domain is)"
+                                          % (label, node.domain))
+            entry = OPS.get(node.op_type)
+            if entry is None:
+                raise UnsupportedOperator("%s: operator %s is not supported by smelt.onnx (supported: "
+                                          "smelt.onnx.supported_ops(), docs/onnx.md)" % (label, node.op_type))
+            fn, allowed, check = entry
+            attrs = {}
+            for a in node.attribute:
+                if a.name not in allowed:
+                    raise UnsupportedOperator("%s: attribute %r is not supported" % (label, a.name))
+                if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                    raise UnsupportedOperator("%s: subgraph attribute %r is not supported" % (label, a.name))
+                v = a.t if a.type == onnx.AttributeProto.TENSOR else helper.get_attribute_value(a)
+                if isinstance(v, bytes):
+                    v = v.decode()
+                attrs[a.name] = v
+            if check is not None:
+                why = check(node, attrs, self.opset)
+                if why:
+                    raise UnsupportedOperator("%s: %s is not supported" % (label, why))
+            self.nodes.append((label, fn, list(node.input), list(node.output), attrs))
+        self._ctx = _NodeCtx(self.opsets)
+        # values known at load (initializers, constants, shapes and what is
+        # computed from them alone): where Gather may be used
+        known_at_load = set(self.consts)
+        for node in g.node:
+            ins = [x for x in node.input if x]
+            if node.op_type in _SHAPE_ONLY or all(x in known_at_load for x in ins):
+                known_at_load.update(o for o in node.output if o)
+            elif node.op_type == "Gather":
+                raise UnsupportedOperator("node%s (Gather): Gather of values computed from the model's inputs "
+                                          "is not supported yet (only on shapes and constants, folded at load)"
+                                          % (" %r" % node.name if node.name else ""))
+        # static inputs: those whose values shape the graph
+        producer = {}
+        for k, node in enumerate(g.node):
+            for o in node.output:
+                producer[o] = node
+        need, stack = set(), []
+        for node in g.node:
+            for i in KNOWN_INPUTS.get(node.op_type, ()):
+                if i < len(node.input) and node.input[i]:
+                    stack.append(node.input[i])
+        while stack:
+            n = stack.pop()
+            if n in need:
+                continue
+            need.add(n)
+            node = producer.get(n)
+            if node is not None and node.op_type not in _SHAPE_ONLY:
+                stack.extend(x for x in node.input if x)
+        self.static_inputs = tuple(i for i, n in enumerate(self.input_names) if n in need)
+        name = (g.name or "onnx_model").replace(" ", "_")
+        self._fn = Function(self._graph_fn, opt_level=opt_level, backend=backend, capture_as_const=True,
+                            static_argnums=self.static_inputs, name=name)
+
+    # the function traced once per signature
+    def _graph_fn(self, *args):
+        env = self.evaluate([a.a if isinstance(a, _Static) else a for a in args])
+        outs = []
+        for n in self.output_names:
+            v = env[n]
+            if int(np.prod(v.shape, dtype=np.int64)) == 0:
+                # no elements: made at the call, not by the plan
+                outs.append(("empty", np.dtype(v.dtype).str, tuple(v.shape)))
+            else:
+                outs.append(as_graph(v))
+        if all(type(o) is tuple for o in outs):  # a plan needs one output: a dummy, dropped at the call
+            outs.append(as_graph(np.zeros(1, np.float32)))
+        return tuple(outs)
+
+    def evaluate(self, args):
+        """Run the nodes on args (traced or NumPy arrays): every value by name."""
+        env = dict(self.consts)
+        env.update(zip(self.input_names, args))
+        ctx = self._ctx
+        for label, fn, ins, outs, attrs in self.nodes:
+            try:
+                vals = [env[n] if n else None for n in ins]
+            except KeyError as e:
+                raise ValueError("%s: input %s is not computed by any earlier node" % (label, e)) from None
+            while vals and vals[-1] is None:
+                vals.pop()
+            ctx.n_outputs = len(outs)
+            try:
+                r = fn(ctx, vals, attrs)
+            except Exception as e:
+                if hasattr(e, "add_note"):
+                    e.add_note("in ONNX %s" % label)
+                raise
+            if not isinstance(r, (list, tuple)):
+                r = [r]
+            for n, v in zip(outs, r):
+                if n:
+                    env[n] = v
+        return env
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = list(args) + [None] * (len(self.input_names) - len(args))
+            for k, v in kwargs.items():
+                try:
+                    i = self.input_names.index(k)
+                except ValueError:
+                    raise TypeError("the model has no input %r (inputs: %s)" % (k, ", ".join(self.input_names))) \
+                        from None
+                if args[i] is not None:
+                    raise TypeError("input %r given twice" % k)
+                args[i] = v
+        if len(args) != len(self.input_names) or any(a is None for a in args):
+            raise TypeError("the model takes %d input(s) (%s), %d given"
+                            % (len(self.input_names), ", ".join(self.input_names),
+                               sum(a is not None for a in args)))
+        args = [np.asarray(a) for a in args]
+        for a, dt, n in zip(args, self.input_dtypes, self.input_names):
+            if dt is not None and a.dtype != dt:
+                raise TypeError("input %r is %s, the model wants %s" % (n, a.dtype, dt))
+        for i in self.static_inputs:
+            args[i] = _Static(args[i])
+        res = self._fn(*args)
+        return tuple(np.empty(r[2], r[1]) if type(r) is tuple else r for r in res[:len(self.output_names)])
+
+    def stats(self):
+        return self._fn.stats()
+
+    def explain(self, *args, **kw):
+        return self._fn.explain(*args, **kw)
+
+
+def load(model, *, opt_level=3, backend=None):
+    """An ONNX model (a path or an onnx.ModelProto) as a callable over NumPy
+    arrays (smelt.onnx.OnnxFunction).  Unsupported operators, attributes
+    and dtypes raise UnsupportedOperator here, naming the node."""
+    return OnnxFunction(model, opt_level=opt_level, backend=backend)

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""smelt.onnx on models written here with onnx.helper: values against a
+float64 NumPy reference, signatures, names, folding, load-time errors and
+the backend interface.  Runs under build/onnx-venv's Python (the pinned
+onnx); tests/python/test_onnx.py calls it.  Prints "onnx-checks: N checks,
+F failed"."""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+os.environ.setdefault("SMELT_JIT_BACKEND", "TCC")
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import smelt.onnx  # noqa: E402
+import smelt.onnx.backend as backend  # noqa: E402
+
+rng = np.random.default_rng()
+checks = failed = 0
+
+
+def check(name, fn):
+    global checks, failed
+    checks += 1
+    try:
+        fn()
+        print("ok   %s" % name)
+    except Exception as e:  # noqa: BLE001
+        failed += 1
+        print("FAIL %s: %s: %s" % (name, type(e).__name__, e))
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "m", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(m)
+    return m
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# an MLP with a symbolic batch: MatMul, Add, Relu, Gemm, Softmax
+W1, B1, W2, B2 = f32(16, 32), f32(32), f32(32, 10), f32(10)
+mlp = model(
+    [helper.make_node("MatMul", ["x", "W1"], ["h0"]), helper.make_node("Add", ["h0", "B1"], ["h1"]),
+     helper.make_node("Relu", ["h1"], ["h2"]),
+     helper.make_node("Gemm", ["h2", "W2", "B2"], ["z"], alpha=0.5, beta=2.0),
+     helper.make_node("Softmax", ["z"], ["y"], axis=-1)],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
+    [numpy_helper.from_array(W1, "W1"), numpy_helper.from_array(B1, "B1"), numpy_helper.from_array(W2, "W2"),
+     numpy_helper.from_array(B2, "B2")])
+
+
+def mlp_ref(x):
+    x = x.astype(np.float64)
+    h = np.maximum(x @ W1 + B1, 0)
+    z = 0.5 * (h @ W2) + 2.0 * B2
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def t_mlp():
+    f = smelt.onnx.load(mlp)
+    for n in (4, 7, 4):
+        x = f32(n, 16)
+        (y,) = f(x)
+        assert y.dtype == np.float32 and y.shape == (n, 10)
+        np.testing.assert_allclose(y, mlp_ref(x), rtol=1e-4, atol=1e-6)
+    assert f.stats()["plans"] == 2, f.stats()
+    x = f32(3, 16)
+    np.testing.assert_array_equal(f(x=x)[0], f(x)[0])  # by name
+
+
+def t_path(tmp=os.environ.get("TMPDIR", "/tmp")):
+    p = os.path.join(tmp, "smelt-onnx-check-%d.onnx" % os.getpid())
+    onnx.save(mlp, p)
+    try:
+        x = f32(2, 16)
+        np.testing.assert_allclose(smelt.onnx.load(p)(x)[0], mlp_ref(x), rtol=1e-4, atol=1e-6)
+    finally:
+        os.unlink(p)
+
+
+def t_fold():
+    # x [N, 6] -> Reshape to concat(shape(x)[:1], [2, 3]): shape arithmetic folded at the trace
+    m = model(
+        [helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("Slice", ["s", "zero", "one"], ["n"]),
+         helper.make_node("Concat", ["n", "tail"], ["shape"], axis=0),
+         helper.make_node("Reshape", ["x", "shape"], ["r"]),
+         helper.make_node("ConstantOfShape", ["shape"], ["c"], value=numpy_helper.from_array(np.array([1.5], np.float32))),
+         helper.make_node("Mul", ["r", "c"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 3])],
+        [numpy_helper.from_array(np.array([0], np.int64), "zero"),
+         numpy_helper.from_array(np.array([1], np.int64), "one"),
+         numpy_helper.from_array(np.array([2, 3], np.int64), "tail")])
+    f = smelt.onnx.load(m)
+    x = f32(5, 6)
+    (y,) = f(x)
+    np.testing.assert_array_equal(y, (x.reshape(5, 2, 3) * np.float32(1.5)))
+    assert f.stats()["last"]["kernels"] == 1, f.stats()["last"]
+
+
+def t_gather_on_shape():
+    # torch.onnx's pattern: Shape -> Gather(0) -> Unsqueeze -> Concat -> Reshape (flatten all but the batch)
+    m = model(
+        [helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+         helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+         helper.make_node("Concat", ["n1", "m1"], ["shape"], axis=0),
+         helper.make_node("Reshape", ["x", "shape"], ["r"]),
+         helper.make_node("Tanh", ["r"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 12])],
+        [numpy_helper.from_array(np.array(0, np.int64), "i0"), numpy_helper.from_array(np.array([0], np.int64), "ax0"),
+         numpy_helper.from_array(np.array([-1], np.int64), "m1")])
+    f = smelt.onnx.load(m)
+    for n in (2, 5):
+        x = f32(n, 3, 4)
+        np.testing.assert_allclose(f(x)[0], np.tanh(x.astype(np.float64)).reshape(n, 12), rtol=1e-5, atol=1e-6)
+    # a Gather of the input's values: refused at load
+    m2 = model([helper.make_node("Gather", ["x", "i0"], ["y"], name="emb", axis=0)],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+               [numpy_helper.from_array(np.array(0, np.int64), "i0")])
+    try:
+        smelt.onnx.load(m2)
+    except smelt.onnx.UnsupportedOperator as e:
+        assert "emb" in str(e) and "Gather" in str(e), e
+    else:
+        raise AssertionError("no error at load")
+
+
+def t_elementwise_fused():
+    # LayerNormalization + Gelu(erf) + Where: float64 reference, one signature
+    m = model(
+        [helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+         helper.make_node("Erf", ["n"], ["e"]),
+         helper.make_node("Less", ["x", "zero"], ["neg"]),
+         helper.make_node("Where", ["neg", "e", "n"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 64])],
+        [numpy_helper.from_array(f32(64), "g"), numpy_helper.from_array(f32(64), "b"),
+         numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    f = smelt.onnx.load(m)
+    x = f32(8, 64)
+    x[0, :3] = [np.inf, -np.inf, 0]
+    x[1] = 1e3 * f32(64)
+    (y,) = f(x)
+    inits = {i.name: numpy_helper.to_array(i).astype(np.float64) for i in m.graph.initializer}
+    xd = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        mu = xd.mean(-1, keepdims=True)
+        var = ((xd - mu) ** 2).mean(-1, keepdims=True)
+    n = (xd - mu) / np.sqrt(var + 1e-5) * inits["g"] + inits["b"]
+    from math import erf
+    with np.errstate(invalid="ignore"):
+        ref = np.where(xd < 0, np.vectorize(erf)(n), n)
+    ok = np.isfinite(x).all(-1)
+    np.testing.assert_allclose(y[ok], ref[ok], rtol=2e-4, atol=2e-5)
+    assert np.isnan(y[0]).all()  # inf in a row: its mean and variance are NaN, as NumPy's
+    # one fused kernel (a row program: the layer norm's two reductions and the
+    # elementwise work after them), and the same bits as every node its own kernel
+    assert f.stats()["last"]["kernels"] == 1, f.explain()
+    f0 = smelt.onnx.load(m, opt_level=0)
+    assert f0(x)[0].tobytes() == y.tobytes()
+    assert f0.stats()["last"]["kernels"] > 5
+
+
+def t_unsupported_op():
+    m = model([helper.make_node("Relu", ["x"], ["r"], name="act"),
+               helper.make_node("CumSum", ["r", "ax"], ["y"], name="running")],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+              [numpy_helper.from_array(np.array(0, np.int64), "ax")])
+    try:
+        smelt.onnx.load(m)
+    except smelt.onnx.UnsupportedOperator as e:
+        assert "'running'" in str(e) and "CumSum" in str(e), e
+        assert isinstance(e, NotImplementedError)
+    else:
+        raise AssertionError("no error at load")
+
+
+def t_unsupported_attr():
+    m = model([helper.make_node("Einsum", ["x"], ["y"], name="diag0", equation="ii->i")],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], opset=12)
+    try:
+        smelt.onnx.load(m)
+    except smelt.onnx.UnsupportedOperator as e:
+        assert "diag0" in str(e) and "Einsum" in str(e) and "diagonal" in str(e), e
+    else:
+        raise AssertionError("no error at load")
+    m2 = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT8)],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+               [helper.make_tensor_value_info("y", TensorProto.INT8, [3])])
+    try:
+        smelt.onnx.load(m2)
+    except smelt.onnx.UnsupportedOperator as e:
+        assert "int8" in str(e), e
+    else:
+        raise AssertionError("no error at load for a cast to int8")
+
+
+def t_backend():
+    assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
+    rep = backend.prepare(mlp, "CPU")
+    x = f32(3, 16)
+    (y,) = rep.run([x])
+    np.testing.assert_allclose(y, mlp_ref(x), rtol=1e-4, atol=1e-6)
+    (y2,) = backend.run_node(helper.make_node("Sigmoid", ["a"], ["b"]), [x])
+    np.testing.assert_allclose(y2, 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-5)
+    assert backend.is_compatible(mlp)
+
+
+def t_wrong_inputs():
+    f = smelt.onnx.load(mlp)
+    for bad in [lambda: f(), lambda: f(f32(2, 16), f32(2, 16)), lambda: f(np.ones((2, 16), np.float64)),
+                lambda: f(y=f32(2, 16))]:
+        try:
+            bad()
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("no TypeError")
+
+
+for name, fn in list(globals().items()):
+    if name.startswith("t_") and callable(fn):
+        check(name[2:], fn)
+print("onnx-checks: %d checks, %d failed" % (checks, failed))
+sys.exit(1 if failed else 0)
