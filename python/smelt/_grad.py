@@ -41,6 +41,16 @@ def _grads(tr, loss, wrt):
     return [Tracer(tr, outs[i]) for i in range(n)]
 
 
+def _compiled(wrapper, what):
+    """Called on arrays (outside a trace), wrapper compiles itself with
+    smelt.jit once and runs that."""
+    f = wrapper.__dict__.get("_jitted")
+    if f is None:
+        from ._jit import Function
+        f = wrapper._jitted = Function(wrapper, name="%s(%s)" % (what, getattr(wrapper, "__name__", "fn")))
+    return f
+
+
 def value_and_grad(fn, argnums=0, has_aux=False):
     """A function that returns (fn(*args), the gradient of fn's value with
     respect to the arguments argnums (an int, or a tuple: a tuple of
@@ -56,11 +66,7 @@ def value_and_grad(fn, argnums=0, has_aux=False):
     def vg(*args, **kwargs):
         tr = current()
         if tr is None:
-            f = vg.__dict__.get("_jitted")
-            if f is None:
-                from ._jit import Function
-                f = vg._jitted = Function(vg, name="value_and_grad(%s)" % getattr(fn, "__name__", "fn"))
-            return f(*args, **kwargs)
+            return _compiled(vg, "value_and_grad")(*args, **kwargs)
         for i in nums:
             if not -len(args) <= i < len(args):
                 raise ValueError("grad: argnums %d is out of range for %d positional arguments" % (i, len(args)))
@@ -99,13 +105,8 @@ def grad(fn, argnums=0, has_aux=False):
 
     @functools.wraps(fn)
     def g(*args, **kwargs):
-        tr = current()
-        if tr is None:
-            f = g.__dict__.get("_jitted")
-            if f is None:
-                from ._jit import Function
-                f = g._jitted = Function(g, name="grad(%s)" % getattr(fn, "__name__", "fn"))
-            return f(*args, **kwargs)
+        if current() is None:
+            return _compiled(g, "grad")(*args, **kwargs)
         if has_aux:
             (_, aux), gr = vg(*args, **kwargs)
             return gr, aux

@@ -364,37 +364,7 @@ class Tracer:
         for i in range(self.shape[0]):
             yield self[i]
 
-    # ---- operators
-    __add__ = _binop("add")
-    __radd__ = _binop("add", True)
-    __sub__ = _binop("sub")
-    __rsub__ = _binop("sub", True)
-    __mul__ = _binop("mul")
-    __rmul__ = _binop("mul", True)
-    __truediv__ = _binop("div")
-    __rtruediv__ = _binop("div", True)
-    __floordiv__ = _binop("floor_div")
-    __rfloordiv__ = _binop("floor_div", True)
-    __mod__ = _binop("mod")
-    __rmod__ = _binop("mod", True)
-    __rpow__ = _binop("pow", True)
-    __and__ = _binop("bitwise_and")
-    __rand__ = _binop("bitwise_and", True)
-    __or__ = _binop("bitwise_or")
-    __ror__ = _binop("bitwise_or", True)
-    __xor__ = _binop("bitwise_xor")
-    __rxor__ = _binop("bitwise_xor", True)
-    __lshift__ = _binop("left_shift")
-    __rlshift__ = _binop("left_shift", True)
-    __rshift__ = _binop("right_shift")
-    __rrshift__ = _binop("right_shift", True)
-    __lt__ = _binop("lt")
-    __le__ = _binop("le")
-    __gt__ = _binop("gt")
-    __ge__ = _binop("ge")
-    __eq__ = _binop("eq")
-    __ne__ = _binop("ne")
-
+    # ---- operators: the table _OPERATORS below the class
     def __pow__(self, other):
         # NumPy's ** on arrays takes these exponents apart (its fast scalar
         # power): a square, a square root, a reciprocal; np.power does not
@@ -539,6 +509,19 @@ class Tracer:
             raise UnsupportedError(-10, "%s.%s cannot be traced by smelt%s; what can: docs/python.md "
                                    "(NumPy functions)" % (mod, name, _at()))
         return impl(*args, **kwargs)
+
+
+# Python's operators: (method name, operator, whether a reflected __r*__ too)
+_OPERATORS = [("add", "add", True), ("sub", "sub", True), ("mul", "mul", True), ("truediv", "div", True),
+              ("floordiv", "floor_div", True), ("mod", "mod", True), ("and", "bitwise_and", True),
+              ("or", "bitwise_or", True), ("xor", "bitwise_xor", True), ("lshift", "left_shift", True),
+              ("rshift", "right_shift", True), ("lt", "lt", False), ("le", "le", False), ("gt", "gt", False),
+              ("ge", "ge", False), ("eq", "eq", False), ("ne", "ne", False)]
+for _m, _op, _refl in _OPERATORS:
+    setattr(Tracer, "__%s__" % _m, _binop(_op))
+    if _refl:
+        setattr(Tracer, "__r%s__" % _m, _binop(_op, True))
+Tracer.__rpow__ = _binop("pow", True)
 
 
 # ---- ufuncs --------------------------------------------------------------------------------------
