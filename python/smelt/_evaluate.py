@@ -77,7 +77,7 @@ def evaluate(ex, local_dict=None, global_dict=None, out=None, order="K", casting
             if not a.flags.aligned or a.dtype.byteorder == ">":
                 a = ensure_usable(a, n)
             arrays.append(a)
-            key.append((n, a.dtype.str, a.shape, a.strides))
+            key.append((n, a.dtype, a.shape, a.strides))
             bound.append((n, None))
     key = tuple(key)
     e = _plans.get(key)

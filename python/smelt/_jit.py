@@ -50,7 +50,7 @@ def flatten(x, leaves):
     t = type(x)
     if t is np.ndarray:
         leaves.append(x)
-        return (x.dtype.str, x.shape, x.strides)
+        return (x.dtype, x.shape, x.strides)
     if t is tuple or t is list:
         return (t, tuple(flatten(v, leaves) for v in x))
     if t is dict:
@@ -64,7 +64,7 @@ def flatten(x, leaves):
     if _is_arraylike(x):
         a = as_array(x)
         leaves.append(a)
-        return (a.dtype.str, a.shape, a.strides)
+        return (a.dtype, a.shape, a.strides)
     try:
         hash(x)
     except TypeError:
@@ -96,7 +96,7 @@ class _Entry:
 
     __slots__ = ("tr", "plan", "plan0", "n_in", "n_out", "in_arr", "out_arr", "out_specs", "out_key",
                  "extra_static", "callbacks", "donated", "outs_cache", "calls", "nodes", "opts_keep", "in_t",
-                 "out_t", "eager_pending", "_keep_cb", "convert")
+                 "out_t", "eager_pending", "_keep_cb", "convert", "lock")
 
     def run(self, leaves, out):
         try:
@@ -107,15 +107,15 @@ class _Entry:
             ptrs.extend(self._extra_ptrs())
         else:
             ptrs.extend(self.extra_static)
-        outs = []
         donated = self.donated
         out_arr = self.out_arr
-        if out is None:
+        if out is None and not donated:  # new arrays: C-contiguous, from_buffer takes them
+            outs = [np.empty(shape, dtype) for shape, dtype in self.out_specs]
+            ptrs += [from_buffer(o) for o in outs]
+        elif out is None:
+            outs = []
             for j, (shape, dtype) in enumerate(self.out_specs):
-                if donated and j in donated:
-                    o = leaves[donated[j]]
-                else:
-                    o = np.empty(shape, dtype)
+                o = leaves[donated[j]] if j in donated else np.empty(shape, dtype)
                 outs.append(o)
                 ptrs.append(data_ptr(o))
         else:
@@ -126,7 +126,7 @@ class _Entry:
             plan = self.plan0
             self.eager_pending = False
         self.calls += 1
-        with self.tr.ctx.lock:
+        with self.lock:
             st = lib.smelt_plan_run_rebind(plan, self.n_in, self.in_arr, self.n_out, out_arr, ptrs)
             if st:
                 msg = self.tr.ctx.errmsg()
@@ -331,7 +331,7 @@ class Function:
             for a in args:
                 if type(a) is np.ndarray:
                     leaves.append(a)
-                    key.append((a.dtype.str, a.shape, a.strides))
+                    key.append((a.dtype, a.shape, a.strides))
                 else:
                     key.append(flatten(a, leaves))
             return tuple(key), leaves
@@ -367,7 +367,10 @@ class Function:
             leaves = [ensure_usable(a, "argument") for a in leaves]
         self._last = e
         outs = e.run(leaves, out)
-        return unflatten(e.out_key, iter(outs))
+        ok = e.out_key
+        if ok is _ONE:
+            return outs[0]
+        return unflatten(ok, iter(outs))
 
     # ---- tracing
     def _compile(self, key, args, kwargs, leaves):
@@ -392,6 +395,7 @@ class Function:
             e = _Entry()
             e.tr, e.out_key = tr, out_key
             e.convert = convert
+            e.lock = ctx.lock
             e.n_in = lib.smelt_graph_num_inputs(tr.g)
             e.n_out = len(nodes)
             e.nodes = nodes
@@ -541,6 +545,9 @@ def _rebuild(fn, options):
     return Function(fn, **options)
 
 
+_ONE = ("a",)  # the key of a function's result that is one array
+
+
 def _flatten_out(r, leaves):
     t = type(r)
     if t is tuple or t is list:
@@ -550,7 +557,7 @@ def _flatten_out(r, leaves):
         return (dict, tuple(ks), tuple(_flatten_out(r[k], leaves) for k in ks))
     if isinstance(r, Tracer) or isinstance(r, np.ndarray):
         leaves.append(r)
-        return ("a",)
+        return _ONE
     if r is None or isinstance(r, (int, float, bool, str, np.generic)):
         return ("s", t, r)
     raise TypeError("a traced function returned a %s; it may return arrays, scalars, and tuples, lists or "
