@@ -23,11 +23,10 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
-import smelt  # noqa: E402
+import smelt  # noqa: E402  (before NumPy: it chooses OpenBLAS's kernels, docs/python.md)
+import numpy as np  # noqa: E402
 from smelt._lib import lib  # noqa: E402
 from smelt._tracer import data_ptr  # noqa: E402
 

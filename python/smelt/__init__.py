@@ -9,6 +9,32 @@
 
 docs/python.md documents every function.
 """
+import os as _os
+import sys as _sys
+
+
+def _choose_blas_kernels():
+    """OpenBLAS picks its kernels when it is loaded, which NumPy does on
+    import; 0.3.21 takes a Zen 5 for a Prescott (SSE3: 4x slower matrix
+    products).  Before NumPy is imported, make the choice libsmelt makes
+    before it loads OpenBLAS itself (src/runtime/blas.c): AVX-512's kernels
+    on an x86-64-v4 CPU, AVX2's on v3, unless the user set
+    OPENBLAS_CORETYPE."""
+    if "numpy" in _sys.modules or _os.environ.get("OPENBLAS_CORETYPE"):
+        return
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return
+    flags = set(flags)
+    if {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx2", "fma", "bmi2"} <= flags:
+        _os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+    elif {"avx2", "fma", "bmi1", "bmi2", "movbe"} <= flags:
+        _os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+
+
+_choose_blas_kernels()
 from ._lib import (Error, InvalidArgumentError, ShapeError, DtypeError, BackendError, CompileError,
                    RuntimeFailure, UnsupportedError, TracerError, library_path)
 from ._jit import Function, jit, trace, exclude_from_trace
