@@ -4,7 +4,7 @@ import os
 import numpy as np
 
 from . import _dtypes as D
-from ._lib import T, context, ffi, lib, make_error, text
+from ._lib import T, c_table, context, ffi, lib, make_error, text
 from ._jit import as_array, plan_stats
 from ._tracer import data_ptr, ensure_usable, wrap_tensor
 
@@ -106,16 +106,9 @@ def backends():
     used here and, if not, why (smelt info's list)."""
     ctx = context()
     out = {}
-    i = 0
-    about = ffi.new(T["const char **"])
-    while True:
-        n = lib.smelt_backend_name(i, about)
-        if n == ffi.NULL:
-            break
-        name = text(n)
-        st = lib.smelt_backend_check(ctx.ptr, n)
-        out[name] = (st == 0, text(about[0]) if st == 0 else ctx.errmsg())
-        i += 1
+    for name, about in c_table(lib.smelt_backend_name):
+        st = lib.smelt_backend_check(ctx.ptr, name.encode())
+        out[name] = (st == 0, about if st == 0 else ctx.errmsg())
     return out
 
 

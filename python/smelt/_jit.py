@@ -14,11 +14,10 @@ import sys
 import numpy as np
 
 from . import _dtypes as D
-from ._lib import ffi as _ffi
-
-from_buffer = _ffi.from_buffer
 from ._lib import T, Error, TracerError, context, ffi, lib, make_error, text
 from ._tracer import Tracer, TraceState, data_ptr, ensure_usable, lift, wrap_tensor, current, user_location
+
+from_buffer = ffi.from_buffer  # bound once: the per-call path
 
 # ---- arguments: flattening and signatures ---------------------------------------
 _ARRAY = 0

@@ -163,6 +163,18 @@ def text(p):
     return ffi.string(p).decode("utf-8", "replace") if p != ffi.NULL else ""
 
 
+def c_table(fn):
+    """[(name, extra)] of a C table read by index, fn(i, const char **extra)
+    -> name, NULL past the end (smelt_op_alias, smelt_backend_name)."""
+    out, extra, i = [], ffi.new(T["const char **"]), 0
+    while True:
+        p = fn(i, extra)
+        if p == ffi.NULL:
+            return out
+        out.append((text(p), text(extra[0])))
+        i += 1
+
+
 # ---- errors ---------------------------------------------------------------
 class Error(Exception):
     """An error reported by libsmelt: .status (a SMELT_ERR_* code, negative)

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from . import _dtypes as D
-from ._lib import T, Error, TracerError, UnsupportedError, ffi, lib, make_error, text
+from ._lib import T, Error, TracerError, UnsupportedError, c_table, ffi, lib, make_error, text
 
 # ---- the operator table, read from the library ----------------------------
 OPS = {}
@@ -25,16 +25,8 @@ while True:
         break
     OPS[text(_p)] = _i
     _i += 1
-ALIASES = {}
-_i = 0
-_o = ffi.new(T["const char **"])
-while True:
-    _p = lib.smelt_op_alias(_i, _o)
-    if _p == ffi.NULL:
-        break
-    ALIASES[text(_p)] = text(_o[0])
-    _i += 1
-del _i, _o, _p
+ALIASES = dict(c_table(lib.smelt_op_alias))
+del _i, _p
 REDUCTIONS = ("sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "all")
 # the operators a NumPy ufunc may map to: elementwise ones (arity 1-3, not
 # views, sources, reductions or library calls; matmul is handled apart)
@@ -235,7 +227,7 @@ def apply(opname, *args):
     return tr.wrap(lib.smelt_op_apply(tr.g, op, len(nodes), _nodes(nodes)), opname)
 
 
-def _axes(ndim, axis):
+def _axes(axis):
     if axis is None:
         return []
     if isinstance(axis, (tuple, list)):
@@ -258,9 +250,9 @@ def reduce(opname, x, axis=None, keepdims=False, dtype=None):
     x = lift(x, tr)
     if dtype is not None:
         x = x.astype(dtype)
-    ax = _axes(x.ndim, axis)
+    ax = _axes(axis)
     if axis is not None and not ax and x.ndim:  # axis=() reduces nothing
-        return x if not keepdims else x
+        return x
     arr = ffi.new(T["int[]"], ax or [0])
     return tr.wrap(lib.smelt_reduce(tr.g, OPS[opname], x._n, len(ax), arr, 1 if keepdims else 0), opname)
 
@@ -651,7 +643,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
         a = a.astype(dtype)
     m = reduce("mean", a, axis, True)
     d = a - m
-    ax = _axes(a.ndim, axis) or list(range(a.ndim))
+    ax = _axes(axis) or list(range(a.ndim))
     n = int(np.prod([a.shape[i] for i in ax], dtype=np.int64))
     return reduce("sum", d * d, axis, keepdims) / max(n - ddof, 0)
 
@@ -739,8 +731,8 @@ def swapaxes(a, axis1, axis2):
 @implements(np.moveaxis)
 def moveaxis(a, source, destination):
     a = lift(a, _trace_of([a]))
-    src = [s % a.ndim for s in _axes(a.ndim, source)]
-    dst = [d % a.ndim for d in _axes(a.ndim, destination)]
+    src = [s % a.ndim for s in _axes(source)]
+    dst = [d % a.ndim for d in _axes(destination)]
     if len(src) != len(dst):
         raise ValueError("np.moveaxis: source and destination must have the same number of axes%s" % _at())
     order = [n for n in range(a.ndim) if n not in src]
@@ -752,7 +744,7 @@ def moveaxis(a, source, destination):
 @implements(np.expand_dims)
 def expand_dims(a, axis):
     a = lift(a, _trace_of([a]))
-    axes = _axes(a.ndim, axis)
+    axes = _axes(axis)
     nd = a.ndim + len(axes)
     for ax in sorted(x % nd for x in axes):
         a = a._tr.wrap(lib.smelt_expand_dims(a._tr.g, a._n, ax), "expand_dims")
@@ -763,7 +755,7 @@ def expand_dims(a, axis):
 def squeeze(a, axis=None):
     a = lift(a, _trace_of([a]))
     axes = [i for i, s in enumerate(a.shape) if s == 1] if axis is None else \
-        [x % max(a.ndim, 1) for x in _axes(a.ndim, axis)]
+        [x % max(a.ndim, 1) for x in _axes(axis)]
     for ax in sorted(axes, reverse=True):
         a = a._tr.wrap(lib.smelt_squeeze(a._tr.g, a._n, ax), "squeeze")
     return a
@@ -780,7 +772,7 @@ def broadcast_to(a, shape, subok=False):
 @implements(np.flip)
 def flip(a, axis=None):
     a = lift(a, _trace_of([a]))
-    for ax in (range(a.ndim) if axis is None else _axes(a.ndim, axis)):
+    for ax in (range(a.ndim) if axis is None else _axes(axis)):
         a = a._tr.wrap(lib.smelt_flip(a._tr.g, a._n, ax), "flip")
     return a
 
@@ -979,12 +971,6 @@ def getitem(a, key):
 
 
 _NONE = -(1 << 63)
-
-
-def check_graph(tr):
-    st = lib.smelt_graph_status(tr.g)
-    if st:
-        raise make_error(st, text(lib.smelt_graph_errmsg(tr.g)))
 
 
 __all__ = ["Tracer", "TraceState", "Error", "TracerError"]
