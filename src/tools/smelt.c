@@ -4,11 +4,13 @@
  *   smelt run GRAPH.smelt name=file.npy ... [-o out.npy ...]
  *   smelt explain EXPR|GRAPH [name=file.npy | name=f32[3,4]] ...
  *   smelt info [--ops]
+ *   smelt run|explain MODEL.onnx ...   (python -m smelt.onnx: docs/onnx.md)
  *
  * Exit status: 0 success, 1 bad input (files, expressions, dtypes, compile
  * or run errors), 2 bad usage.  Errors go to stderr as one line starting
  * with "smelt: " (an expression error adds the expression and a caret line).
  * Only the public API (smelt.h) is used. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -90,6 +92,8 @@ static const char help_main[] =
     "  run GRAPH name=file.npy ...     run a saved graph file\n"
     "  explain EXPR|GRAPH [inputs]     show the clusters, kernels and their source\n"
     "  info                            version, backends, threads, cache settings\n"
+    "  run|explain MODEL.onnx ...      an ONNX model (through Python's smelt.onnx;\n"
+    "                                  'smelt run model.onnx --help')\n"
     "\n"
     "options of every command: --help, --threads N\n"
     "'smelt COMMAND --help' describes a command; see also docs/cli.md.\n"
@@ -1279,6 +1283,94 @@ static int run_command(const command *c, int argc, char **argv)
     return c->run(&o, b, nb);
 }
 
+/* ---- ONNX models: the Python package's command line ----------------------- */
+
+#ifndef SMELT_SOURCE_PYTHON
+#define SMELT_SOURCE_PYTHON ""
+#endif
+#ifndef SMELT_ONNX_VENV_PYTHON
+#define SMELT_ONNX_VENV_PYTHON ""
+#endif
+
+/* The first positional argument of `smelt run|explain ARGS`, skipping the
+ * options and the values of those that take one; NULL if none. */
+static const char *first_positional(int argc, char **argv)
+{
+    static const char *const valued[] = {"-o", "--output", "--opt-level", "--backend", "--dump",
+                                         "--threads", "--save-graph", "--out"};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--"))
+            return i + 1 < argc ? argv[i + 1] : NULL;
+        if (a[0] != '-' || !a[1])
+            return a;
+        if (strchr(a, '='))
+            continue;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            if (!strcmp(a, valued[k])) {
+                i++;
+                break;
+            }
+    }
+    return NULL;
+}
+
+static bool is_onnx_file(const char *path)
+{
+    size_t n = path ? strlen(path) : 0;
+    return n > 5 && !strcasecmp(path + n - 5, ".onnx");
+}
+
+/* `smelt run|explain MODEL.onnx ...` is `python -m smelt.onnx run|explain
+ * ...`: ONNX's protobuf files are read by the onnx package (PyPI), and the
+ * graph is built by smelt.onnx's converter, which exists once, in Python.
+ * The Python: SMELT_PYTHON, else the build's onnx-venv (scripts/onnx-
+ * conformance --setup), else python3 on PATH; the package: the source
+ * tree's python/ when it is there (else an installed one); the library:
+ * the libsmelt this tool runs on (SMELT_LIBRARY, unless already set). */
+static int exec_onnx(int argc, char **argv)
+{
+    const char *py = getenv("SMELT_PYTHON");
+    if (!py || !*py)
+        py = access(SMELT_ONNX_VENV_PYTHON, X_OK) == 0 ? SMELT_ONNX_VENV_PYTHON : "python3";
+    char main_py[4096];
+    snprintf(main_py, sizeof main_py, "%s/smelt/onnx/__main__.py", SMELT_SOURCE_PYTHON);
+    if (*SMELT_SOURCE_PYTHON && access(main_py, R_OK) == 0) {
+        const char *old = getenv("PYTHONPATH");
+        size_t n = strlen(SMELT_SOURCE_PYTHON) + (old ? strlen(old) : 0) + 2;
+        char *pp = malloc(n);
+        if (!pp)
+            return input_error("out of memory");
+        snprintf(pp, n, "%s%s%s", SMELT_SOURCE_PYTHON, old && *old ? ":" : "", old && *old ? old : "");
+        setenv("PYTHONPATH", pp, 1);
+        free(pp);
+    }
+    Dl_info info;
+    union {
+        int (*fn)(smelt_ctx **);
+        void *p;
+    } sym = {.fn = smelt_ctx_new}; /* an address inside the library */
+    const char *lib = getenv("SMELT_LIBRARY");
+    if ((!lib || !*lib) && dladdr(sym.p, &info) && info.dli_fname &&
+        strstr(info.dli_fname, "libsmelt"))
+        setenv("SMELT_LIBRARY", info.dli_fname, 1);
+    char **av = calloc((size_t)argc + 3, sizeof *av);
+    if (!av)
+        return input_error("out of memory");
+    av[0] = (char *)py;
+    av[1] = (char *)"-m";
+    av[2] = (char *)"smelt.onnx";
+    for (int i = 1; i < argc; i++)
+        av[i + 2] = argv[i];
+    fflush(NULL);
+    execvp(py, av);
+    int e = errno;
+    free(av);
+    return input_error("cannot start %s for an ONNX model: %s (set SMELT_PYTHON to a Python with the onnx "
+                       "package, or run scripts/onnx-conformance --setup)",
+                       py, strerror(e));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1302,6 +1394,8 @@ int main(int argc, char **argv)
         printf("smelt %s\n", SMELT_VERSION);
         return 0;
     }
+    if ((!strcmp(c, "run") || !strcmp(c, "explain")) && is_onnx_file(first_positional(argc - 2, argv + 2)))
+        return exec_onnx(argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(c, commands[i].name)) {
             cmd_name = c;
