@@ -46,3 +46,21 @@ def test_against_onnxruntime():
 def test_exported_model_against_sklearn_and_float64():
     out = _run(ONNX_PY, "--no-ort")
     assert "smelt vs scikit-learn's predict" in out, out[-3000:]
+
+
+@pytest.mark.skipif(ORT_PY is None, reason="build/ort-venv with onnxruntime is absent "
+                    "(scripts/onnx-conformance --setup-ort makes it)")
+def test_bench_rows():
+    """scripts/bench --onnx --peers's script at a small size: a row per
+    workload with kernels, both times and outputs that agree."""
+    import json
+    p = subprocess.run([ORT_PY, os.path.join(ROOT, "bench", "onnx", "bench_onnx.py"), "--peers", "--json",
+                        "--n", "256K", "--runs", "1", "--workload", "mlp", "--workload", "attention"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, SMELT_JIT_BACKEND="TCC"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = [json.loads(ln) for ln in p.stdout.splitlines()]
+    assert [r["workload"] for r in rows] == ["onnx_mlp", "onnx_attention"], p.stdout
+    for r in rows:
+        assert r["kernels"] >= 1 and r["smelt_ms"] > 0 and r["ort_ms"] > 0, r
+        assert r["max_rel_diff"] < 1e-4, r
