@@ -19,6 +19,50 @@ from ._tracer import Tracer, TraceState, data_ptr, ensure_usable, lift, wrap_ten
 
 from_buffer = ffi.from_buffer  # bound once: the per-call path
 
+
+def _load_accel():
+    """The optional accelerator (python/smelt/_accel.c, built by meson where
+    Python's headers are): the cached call in C.  None without it, or with
+    SMELT_ACCEL=0; the Python path below does the same."""
+    if os.environ.get("SMELT_ACCEL", "1").lower() in ("0", "no", "off", "false"):
+        return None
+    from ._lib import library_path
+    m = None
+    try:
+        from . import _smelt_accel as m  # installed beside the package
+    except ImportError:
+        import importlib.machinery
+        import importlib.util
+        here = os.path.dirname(os.path.abspath(__file__))
+        dirs = [os.path.dirname(os.path.abspath(library_path)) if library_path else None,
+                os.path.join(os.path.dirname(os.path.dirname(here)), "build")]
+        for d in dirs:
+            for suf in importlib.machinery.EXTENSION_SUFFIXES if d else ():
+                path = os.path.join(d, "_smelt_accel" + suf)
+                if os.path.exists(path):
+                    try:
+                        spec = importlib.util.spec_from_file_location("_smelt_accel", path)
+                        m = importlib.util.module_from_spec(spec)
+                        spec.loader.exec_module(m)
+                    except ImportError:
+                        m = None
+                        continue
+                    break
+            if m is not None:
+                break
+    if m is None:
+        return None
+    m.setup(int(ffi.cast("uintptr_t", ffi.addressof(lib, "smelt_plan_run_rebind"))), np.ndarray, np.empty)
+    return m
+
+
+_accel = _load_accel()
+_accel_call = _accel.call if _accel is not None else None
+
+
+def _addr(c):
+    return int(ffi.cast("uintptr_t", c))
+
 # ---- arguments: flattening and signatures ---------------------------------------
 _ARRAY = 0
 
@@ -95,7 +139,7 @@ class _Entry:
 
     __slots__ = ("tr", "plan", "plan0", "n_in", "n_out", "in_arr", "out_arr", "out_specs", "out_key",
                  "extra_static", "callbacks", "donated", "outs_cache", "calls", "nodes", "opts_keep", "in_t",
-                 "out_t", "eager_pending", "_keep_cb", "convert", "lock")
+                 "out_t", "eager_pending", "_keep_cb", "convert", "lock", "acc")
 
     def run(self, leaves, out):
         try:
@@ -297,6 +341,8 @@ class Function:
         self._traces = 0
         self._last = None
         self._fast = not (self.static_argnums or self.static_argnames or self.donate_argnums)
+        # the accelerator's table: argument key -> entry (see _accel.c)
+        self._acc = {} if _accel is not None and self._fast else None
 
     # pickling: by name when the module's attribute is this object (a
     # decorated module-level function), else the function and the options;
@@ -355,6 +401,11 @@ class Function:
         return (tuple(key), tuple(kkey)), leaves
 
     def __call__(self, *args, **kwargs):
+        acc = self._acc
+        if acc is not None and not kwargs and current() is None:
+            r = _accel_call(acc, args, self)  # arrays of a signature seen before: the C path
+            if r is not None:
+                return r
         out = kwargs.pop("out", None) if not self._takes_out else None
         if current() is not None:  # inside another trace: trace through this function
             return self.fn(*args, **kwargs)
@@ -367,9 +418,27 @@ class Function:
         self._last = e
         outs = e.run(leaves, out)
         ok = e.out_key
+        if acc is not None and e.acc is None and not kwargs and out is None:
+            self._accel_add(e, args, leaves)
         if ok is _ONE:
             return outs[0]
         return unflatten(ok, iter(outs))
+
+    def _accel_add(self, e, args, leaves):
+        """Enter e in the accelerator's table when its calls need nothing
+        but the arrays: one output, no callbacks, donation, conversion or
+        pending eager run, every argument an ndarray used as it is."""
+        e.acc = False
+        if e.out_key is not _ONE or e.n_out != 1 or e.callbacks or e.donated or e.eager_pending or e.convert or \
+                len(leaves) != len(args) or any(type(a) is not np.ndarray or a is not b for a, b in zip(args, leaves)):
+            return
+        k = _accel.key(args)
+        if k is None or k in self._acc:
+            return
+        shape, dtype = e.out_specs[0]
+        e.acc = [_addr(e.plan), e.n_in, _addr(e.in_arr), e.n_out, _addr(e.out_arr),
+                 tuple(_addr(p) for p in e.extra_static), ((tuple(shape), np.dtype(dtype)),), e.lock, 0, e]
+        self._acc[k] = e.acc
 
     # ---- tracing
     def _compile(self, key, args, kwargs, leaves):
@@ -427,6 +496,7 @@ class Function:
             e.out_arr = ffi.new(T["smelt_tensor *[]"], out_t or [ffi.NULL])
             e.outs_cache = {}
             e.calls = 0
+            e.acc = None
         self._cache[key] = e
         return e
 
@@ -500,7 +570,7 @@ class Function:
         """Counters: traces, plans, calls, and the last plan's statistics
         (kernels, compiles, fused ops, memory ...)."""
         d = {"traces": self._traces, "plans": self._plans, "signatures": len(self._cache),
-             "calls": sum(e.calls for e in self._cache.values())}
+             "calls": sum(e.calls + (e.acc[8] if e.acc else 0) for e in self._cache.values())}
         compiles = 0
         for e in self._cache.values():
             s = plan_stats(e.plan)

@@ -126,10 +126,22 @@ static inline int64_t smelt__mem_align(const smelt_plan *p)
     return p->be->iface->target.dialect->device ? 256 : 64;
 }
 /* What a memory plan depends on: the shapes in p->rs and the kernel list
- * (never 0). */
+ * (never 0).  Computed on every run: a word at a time over the dimensions
+ * in use (hashing all of p->rs byte by byte, SMELT_MAX_DIMS dimensions and
+ * padding each, was most of a small plan's run). */
 static inline uint64_t smelt__mem_sig(const smelt_plan *p)
 {
-    return smelt__hash(p->rs, sizeof *p->rs * (size_t)p->prog.n, (uint64_t)p->nkern) | 1;
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)p->nkern;
+    for (int v = 0; v < p->prog.n; v++) {
+        const smelt__rshape *r = &p->rs[v];
+        h = (h ^ (uint64_t)r->ndim) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 31;
+        for (int d = 0; d < r->ndim; d++) {
+            h = (h ^ (uint64_t)r->shape[d]) * 0x94d049bb133111ebULL;
+            h ^= h >> 29;
+        }
+    }
+    return h | 1;
 }
 int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, bool place, int64_t *off,
                     smelt__memplan *out);
