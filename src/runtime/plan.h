@@ -136,7 +136,7 @@ static inline uint64_t smelt__mem_sig(const smelt_plan *p)
         const smelt__rshape *r = &p->rs[v];
         h = (h ^ (uint64_t)r->ndim) * 0xbf58476d1ce4e5b9ULL;
         h ^= h >> 31;
-        for (int d = 0; d < r->ndim; d++) {
+        for (int d = 0; d < r->ndim && d < SMELT_MAX_DIMS; d++) {
             h = (h ^ (uint64_t)r->shape[d]) * 0x94d049bb133111ebULL;
             h ^= h >> 29;
         }

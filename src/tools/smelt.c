@@ -1354,12 +1354,24 @@ static int exec_onnx(int argc, char **argv)
     if ((!lib || !*lib) && dladdr(sym.p, &info) && info.dli_fname &&
         strstr(info.dli_fname, "libsmelt"))
         setenv("SMELT_LIBRARY", info.dli_fname, 1);
+    /* python -m smelt.onnx, with one line instead of a traceback when the
+     * package or what it needs (numpy, cffi) does not import */
+    static const char boot[] =
+        "import sys\n"
+        "try:\n"
+        "    from smelt.onnx.__main__ import main\n"
+        "except ImportError as e:\n"
+        "    sys.stderr.write('smelt: error: %s cannot import %s, which smelt.onnx needs (SMELT_PYTHON names a "
+        "Python that has it; scripts/onnx-conformance --setup makes build/onnx-venv)\\n' % (sys.executable, "
+        "e.name or e))\n"
+        "    sys.exit(1)\n"
+        "sys.exit(main(sys.argv[1:]))\n";
     char **av = calloc((size_t)argc + 3, sizeof *av);
     if (!av)
         return input_error("out of memory");
     av[0] = (char *)py;
-    av[1] = (char *)"-m";
-    av[2] = (char *)"smelt.onnx";
+    av[1] = (char *)"-c";
+    av[2] = (char *)boot;
     for (int i = 1; i < argc; i++)
         av[i + 2] = argv[i];
     fflush(NULL);

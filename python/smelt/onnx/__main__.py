@@ -220,6 +220,12 @@ def main(argv=None):
         sys.stderr.write("smelt: error: %s (see 'smelt %s --help')\n" % (e.args[0], argv[0] if argv else "run"))
         return EXIT_USAGE
     try:
+        try:
+            import numpy  # noqa: F401
+            import cffi  # noqa: F401
+        except ImportError as e:
+            raise Bad("%s cannot import %s, which smelt.onnx needs (SMELT_PYTHON names a Python that has it; "
+                      "scripts/onnx-conformance --setup makes build/onnx-venv)" % (sys.executable, e.name)) from None
         return _main(o)
     except Usage as e:
         sys.stderr.write("smelt: error: %s (see 'smelt %s --help')\n" % (e.args[0], o["cmd"]))
