@@ -1018,15 +1018,31 @@ static struct {
     char version[64], threads[16], note[160];
 } peer_info[NPEERS];
 
+/* SMELT_BENCH_PEERS: the peers' keys to run, comma-separated (default: all) */
+static int peer_chosen(const char *key)
+{
+    const char *want = getenv("SMELT_BENCH_PEERS");
+    if (!want || !*want)
+        return 1;
+    size_t n = strlen(key);
+    for (const char *p = want; (p = strstr(p, key)); p += n)
+        if ((p == want || p[-1] == ',') && (p[n] == ',' || !p[n]))
+            return 1;
+    return 0;
+}
+
 static void peers_find(void)
 {
     for (int k = 0; k < NPEERS; k++) {
         const peer *p = &cpu_peers[k];
+        if (!peer_chosen(p->key))
+            continue;
         char py[4200] = "/usr/bin/python3";
         if (p->venv)
             venv_python(p->venv, py, sizeof py);
         peer_info[k].present = *py != 0;
-        if (!*py && (k == 0 || strcmp(p->venv, cpu_peers[k - 1].venv ? cpu_peers[k - 1].venv : "")))
+        if (!*py && (k == 0 || !peer_chosen(cpu_peers[k - 1].key) ||
+                     strcmp(p->venv, cpu_peers[k - 1].venv ? cpu_peers[k - 1].venv : "")))
             fprintf(stderr, "smelt-bench: peer %s absent: no BUILD/%s (scripts/bench --peers%s installs it)\n",
                     p->label, p->venv, !strcmp(p->venv, "torch-venv") ? "=torch" : "");
     }
@@ -1165,7 +1181,8 @@ static void usage(void)
            "                   torch.compile, each from the python of BUILD/<name>-venv (jax-venv,\n"
            "                   ort-venv, torch-venv: scripts/bench --peers installs the first two,\n"
            "                   --peers=torch the last); an absent one is named on stderr.  A table of\n"
-           "                   both modes follows the main one.  GPU: PyTorch, CuPy, JAX\n"
+           "                   both modes follows the main one.  SMELT_BENCH_PEERS=numpy,jax,... (keys\n"
+           "                   below) runs only those.  GPU: PyTorch, CuPy, JAX\n"
            "  --json           one JSON object per row\n"
            "  --json-file F    also write the rows as JSON lines to F (the table still prints)\n"
            "  --n N            elements (default 16M; 64M on the GPU)   --runs R (default 9)\n"
