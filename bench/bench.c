@@ -868,7 +868,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
      * right after the unfused plan, the fused one paid for what that left
      * in the cache (its last intermediates, dirty): 4096 x 4096 f32, 4
      * rounds each, rmsnorm 0.93x the time after itself, layernorm 0.95x,
-     * softmax 0.96x (bench/RESULTS.md, twenty-third session). */
+     * softmax 0.96x (2026-11-27, e4a6bb5). */
     for (int i = 0; i < runs; i++) {
         progress("%s: timing run %d of %d", r->label, i + 1, runs);
         CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
