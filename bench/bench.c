@@ -1777,15 +1777,18 @@ static void peers_table(const row *rows, int nrows, int nb)
         if (peer_info[k].present && *peer_info[k].version)
             printf(" %s %s", cpu_peers[k].label, peer_info[k].version);
     printf("\n");
-    int any = 0; /* compiling peers' first calls */
-    for (int k = 0; k < NPEERS; k++)
-        for (int i = nb - 1; i < nrows; i += nb)
-            if (isfinite(rows[i].peer_first_ms[k])) {
-                printf("%s %s %s %.0f", any++ ? "," : "first calls (compile included), ms:", cpu_peers[k].label,
-                       rows[i].w->name, rows[i].peer_first_ms[k]);
-            }
-    if (any)
-        printf("\n");
+    for (int k = 0; k < NPEERS; k++) { /* the compiling peers' first calls, compile included */
+        int any = 0;
+        for (int i = nb - 1; i < nrows; i += nb) {
+            if (!isfinite(rows[i].peer_first_ms[k]))
+                continue;
+            if (!any++)
+                printf("first calls of %s (compile included), ms:", cpu_peers[k].label);
+            printf(" %s %.0f", rows[i].w->name, rows[i].peer_first_ms[k]);
+        }
+        if (any)
+            printf("\n");
+    }
 }
 
 /* the BLAS line: which library and kernels smelt's matrix products ran */

@@ -19,6 +19,9 @@ import sys
 PEERS = [("numpy", "numpy"), ("numexpr", "numexpr"), ("numba", "numba"), ("jax", "JAX"),
          ("ort", "onnxruntime"), ("torch_eager", "PyTorch eager"), ("torch_compile", "torch.compile"),
          ("cupy", "CuPy")]
+COLOURS = {"smelt unfused": "#9ecae1", "smelt fused": "#08519c", "numpy": "#ff7f0e", "numexpr": "#2ca02c",
+           "numba": "#d62728", "JAX": "#9467bd", "onnxruntime": "#8c564b", "PyTorch eager": "#e377c2",
+           "torch.compile": "#7f7f7f", "CuPy": "#bcbd22"}  # the same colour in both panels
 # the two modes, each its own panel: ratios only within one
 MODES = [("outputs allocated per call (as users call them)", "fused_alloc_ms", "_ms"),
          ("outputs given (written in place)", "fused_ms", "_out_ms")]
@@ -56,13 +59,14 @@ def panel(ax, rows, workloads, ser, title):
     for i, (label, s) in enumerate(ser):
         xs = [k + (i - (len(ser) - 1) / 2) * width for k, w in enumerate(workloads) if w in s]
         ys = [slowest[w] / s[w] for w in workloads if w in s]
-        bars = ax.bar(xs, ys, width, label=label)
+        bars = ax.bar(xs, ys, width, label=label, color=COLOURS.get(label.split(" (")[0]))
         for b, w in zip(bars, [w for w in workloads if w in s]):
             ax.annotate("%.3g" % s[w], (b.get_x() + b.get_width() / 2, b.get_height()), ha="center",
                         va="bottom", fontsize=4, rotation=90, xytext=(0, 2), textcoords="offset points")
     ax.set_xticks(range(len(workloads)))
     ax.set_xticklabels(workloads, fontsize=7, rotation=45, ha="right")
-    ax.set_ylabel("speed-up over the slowest\n(higher is better; labels: ms)", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("speed-up over the slowest, log scale\n(higher is better; labels: ms)", fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=6, ncol=3)
     ax.grid(axis="y", alpha=0.3)
