@@ -1058,9 +1058,9 @@ static void run_peers(row *rows, int nrows, int runs, int threads)
     row *r = &rows[0];
     for (int k = 0; k < NPEERS; k++) {
         const peer *p = &cpu_peers[k];
-        int first = 1; /* the first line of this script */
+        int first = 1; /* the first present peer of this script runs it */
         for (int j = 0; j < k; j++)
-            first &= strcmp(cpu_peers[j].script, p->script) != 0;
+            first &= !peer_info[j].present || strcmp(cpu_peers[j].script, p->script) != 0;
         if (!first || !peer_info[k].present)
             continue;
         char py[4200] = "/usr/bin/python3";
@@ -1082,7 +1082,7 @@ static void run_peers(row *rows, int nrows, int runs, int threads)
             }
             got = 1;
             for (int q = k; q < NPEERS; q++) {
-                if (strcmp(cpu_peers[q].script, p->script))
+                if (strcmp(cpu_peers[q].script, p->script) || !peer_info[q].present)
                     continue;
                 char key[96];
                 const char *c = cpu_peers[q].key;
