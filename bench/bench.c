@@ -19,6 +19,7 @@
 #endif
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <smelt.h>
@@ -656,6 +657,29 @@ typedef struct memrow {
     double lower_mb[2]; /* the largest live set of intermediates, + outputs: no peak is lower */
 } memrow;
 
+/* ---- the CPU peers -------------------------------------------------------
+ * One script per line of this table (several peers may share one), run once
+ * per workload by the python of BUILD/<venv> (this binary's build folder),
+ * else Debian's /usr/bin/python3.  A script prints one JSON line with, per
+ * peer, KEY_ms (the ordinary call: it allocates its outputs), KEY_out_ms
+ * (the outputs preallocated and written in place, as far as the peer allows),
+ * KEY_first_call_ms (a compiling peer's first call), KEY_version, KEY_threads
+ * and KEY_note; a key it does not print is a workload the peer cannot
+ * express ("-" in the table). */
+typedef struct peer {
+    const char *key, *label, *script, *venv;
+} peer;
+static const peer cpu_peers[] = {
+    {"numpy", "numpy", "peers.py", NULL},
+    {"numexpr", "numexpr", "peers.py", NULL},
+    {"numba", "numba", "numba_peers.py", NULL},
+    {"jax", "JAX", "jax_peers.py", "jax-venv"},
+    {"ort", "onnxrt", "ort_peers.py", "ort-venv"},
+    {"torch_eager", "torch", "torch_peers.py", "torch-venv"},
+    {"torch_compile", "t.compile", "torch_peers.py", "torch-venv"},
+};
+#define NPEERS (int)(sizeof cpu_peers / sizeof cpu_peers[0])
+
 typedef struct row {
     const wl *w;
     int64_t n;
@@ -666,7 +690,8 @@ typedef struct row {
     double donated_ms, donated_alloc_per_call; /* w->donate: fused, outputs over donated inputs */
     int donated_inplace;
     const char *backend;
-    double numpy_ms, numexpr_ms, jax_ms;
+    double fused_alloc_ms; /* the fused plan allocating its outputs on every call (freed in the timing) */
+    double peer_ms[NPEERS][2], peer_first_ms[NPEERS]; /* --peers: [allocating, outputs given]; NAN: none */
     char label[96]; /* progress: "[i/n] workload backend" */
 } row;
 
@@ -836,14 +861,14 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     }
     double *tu = malloc(sizeof(double) * (size_t)runs), *tf = malloc(sizeof(double) * (size_t)runs),
            *tc = malloc(sizeof(double) * (size_t)runs), *tn = malloc(sizeof(double) * (size_t)runs),
-           *td = malloc(sizeof(double) * (size_t)runs);
+           *td = malloc(sizeof(double) * (size_t)runs), *ta = malloc(sizeof(double) * (size_t)runs);
     long au = 0, af = 0, ad = 0;
     /* Each timed run follows an untimed run of the same plan, as each of
      * the peers' timed calls follows one of its own (bench/peers/).  Timed
      * right after the unfused plan, the fused one paid for what that left
      * in the cache (its last intermediates, dirty): 4096 x 4096 f32, 4
      * rounds each, rmsnorm 0.93x the time after itself, layernorm 0.95x,
-     * softmax 0.96x (bench/RESULTS.md, twenty-third session). */
+     * softmax 0.96x (2026-11-27, e4a6bb5). */
     for (int i = 0; i < runs; i++) {
         progress("%s: timing run %d of %d", r->label, i + 1, runs);
         CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
@@ -866,6 +891,17 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
             CHECK(smelt_plan_run(pd, w->n_in, dtin, w->n_out, dout));
         td[i] = now_ms() - t3;
         ad += allocs() - a3;
+        /* the fused plan allocating its outputs, as smelt_trace_call and the
+         * Python front end call it: new tensors each call, freed in the timing
+         * (as the peers' results are dropped in theirs) */
+        for (int rep = 0; rep < 2; rep++) {
+            smelt_tensor *fresh[MAXIO] = {0};
+            double t4 = now_ms();
+            CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, fresh));
+            for (int k = 0; k < w->n_out; k++)
+                smelt_tensor_free(fresh[k]);
+            ta[i] = now_ms() - t4; /* the second: after an untimed one of its own */
+        }
         au += a1 - a0;
         af += a2 - a1f;
         tu[i] = t1 - t0;
@@ -875,6 +911,8 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     }
     r->unfused_ms = median(tu, runs);
     r->fused_ms = median(tf, runs);
+    r->fused_alloc_ms = median(ta, runs);
+    free(ta);
     r->m.alloc_per_call[0] = (double)au / runs;
     r->m.alloc_per_call[1] = (double)af / runs;
     r->donated_ms = pd ? median(td, runs) : NAN;
@@ -921,7 +959,7 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
 /* the number after "key": in a JSON line; NAN when absent or null */
 static double json_num(const char *line, const char *key)
 {
-    char pat[64];
+    char pat[128];
     snprintf(pat, sizeof pat, "\"%s\":", key);
     const char *p = strstr(line, pat);
     if (!p)
@@ -934,89 +972,186 @@ static double json_num(const char *line, const char *key)
     return end == p ? NAN : v;
 }
 
-/* The python of the JAX peer's virtual environment, BUILD/jax-venv/bin/python
- * in this binary's build folder (BUILD/bench/smelt-bench), where scripts/bench
- * --peers installs JAX; "" when there is none (no JAX column). */
-static const char *jax_python(void)
+/* The string after "key": in a JSON line (simple strings: no escapes), or "" */
+static void json_str(const char *line, const char *key, char *out, size_t n)
 {
-    static char path[4200];
-    static int looked;
-    if (looked++)
-        return path;
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\": \"", key);
+    const char *p = strstr(line, pat);
+    out[0] = 0;
+    if (!p)
+        return;
+    p += strlen(pat);
+    size_t k = 0;
+    while (p[k] && p[k] != '"' && p[k] != '\\' && k + 1 < n)
+        k++;
+    memcpy(out, p, k);
+    out[k] = 0;
+}
+
+/* The python of a peer's virtual environment, BUILD/<venv>/bin/python in
+ * this binary's build folder (BUILD/bench/smelt-bench), where scripts/bench
+ * --peers installs it; "" when there is none (the peer is absent). */
+static void venv_python(const char *venv, char *path, size_t n)
+{
+    path[0] = 0;
     char exe[4096];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k <= 0)
-        return path;
+        return;
     exe[k] = 0;
     for (int up = 0; up < 2; up++) { /* .../BUILD/bench/smelt-bench -> .../BUILD */
         char *slash = strrchr(exe, '/');
         if (!slash)
-            return path;
+            return;
         *slash = 0;
     }
-    snprintf(path, sizeof path, "%s/jax-venv/bin/python", exe);
+    snprintf(path, n, "%s/%s/bin/python", exe, venv);
     if (access(path, X_OK))
         path[0] = 0;
-    return path;
 }
 
-/* JAX jit on the CPU through bench/peers/jax_peers.py (all cores: XLA's default) */
-static double run_jax(const row *r, int runs)
+/* what the peers' scripts said once: version, threads, a note; present: 1 when
+ * its python is there, 0 when absent (said once on stderr) */
+static struct {
+    int present;
+    char version[64], threads[16], note[160];
+} peer_info[NPEERS];
+
+/* SMELT_BENCH_PEERS: the peers' keys to run, comma-separated (default: all) */
+static int peer_chosen(const char *key)
 {
-    if (!*jax_python())
-        return NAN;
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' '%s/bench/peers/jax_peers.py' --workload %s --n %lld --runs %d 2>&1",
-             jax_python(), SMELT_SOURCE_DIR, r->w->name, (long long)r->n, runs);
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return NAN;
-    double ms = NAN;
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
-        if (strstr(line, "\"jax_ms\":"))
-            ms = json_num(line, "jax_ms");
-        else if (strstr(line, "rror"))
-            fprintf(stderr, "jax peer: %s", line);
-    }
-    if (pclose(f) != 0 || isnan(ms))
-        fprintf(stderr, "jax peer: %s: bench/peers/jax_peers.py gave no result\n", r->w->name);
-    return ms;
+    const char *want = getenv("SMELT_BENCH_PEERS");
+    if (!want || !*want)
+        return 1;
+    size_t n = strlen(key);
+    for (const char *p = want; (p = strstr(p, key)); p += n)
+        if ((p == want || p[-1] == ',') && (p[n] == ',' || !p[n]))
+            return 1;
+    return 0;
 }
 
-/* numpy / numexpr through bench/peers/peers.py (Debian's python3), JAX
- * through bench/peers/jax_peers.py */
-static void run_peers(row *rows, int nrows, int runs, int threads, int per_workload)
+static void peers_find(void)
 {
-    for (int i = 0; i < nrows; i++) {
-        if (i % per_workload) { /* one peer run per workload */
-            rows[i].numpy_ms = rows[i - 1].numpy_ms;
-            rows[i].numexpr_ms = rows[i - 1].numexpr_ms;
-            rows[i].jax_ms = rows[i - 1].jax_ms;
+    for (int k = 0; k < NPEERS; k++) {
+        const peer *p = &cpu_peers[k];
+        if (!peer_chosen(p->key))
             continue;
-        }
-        rows[i].numpy_ms = rows[i].numexpr_ms = NAN;
-        rows[i].jax_ms = run_jax(&rows[i], runs);
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd,
-                 "/usr/bin/python3 '%s/bench/peers/peers.py' --workload %s --n %lld --runs %d "
-                 "--threads %d 2>&1",
-                 SMELT_SOURCE_DIR, rows[i].w->name, (long long)rows[i].n, runs, threads);
+        char py[4200] = "/usr/bin/python3";
+        if (p->venv)
+            venv_python(p->venv, py, sizeof py);
+        peer_info[k].present = *py != 0;
+        if (!*py && (k == 0 || !peer_chosen(cpu_peers[k - 1].key) ||
+                     strcmp(p->venv, cpu_peers[k - 1].venv ? cpu_peers[k - 1].venv : "")))
+            fprintf(stderr, "smelt-bench: peer %s absent: no BUILD/%s (scripts/bench --peers%s installs it)\n",
+                    p->label, p->venv, !strcmp(p->venv, "torch-venv") ? "=torch" : "");
+    }
+}
+
+/* Each peer script once for this workload (rows[0 .. nrows): its backends'
+ * rows, which share the peers' figures), with smelt's thread count */
+static void run_peers(row *rows, int nrows, int runs, int threads)
+{
+    for (int i = 0; i < nrows; i++)
+        for (int k = 0; k < NPEERS; k++)
+            rows[i].peer_ms[k][0] = rows[i].peer_ms[k][1] = rows[i].peer_first_ms[k] = NAN;
+    row *r = &rows[0];
+    for (int k = 0; k < NPEERS; k++) {
+        const peer *p = &cpu_peers[k];
+        int first = 1; /* the first present peer of this script runs it */
+        for (int j = 0; j < k; j++)
+            first &= !peer_info[j].present || strcmp(cpu_peers[j].script, p->script) != 0;
+        if (!first || !peer_info[k].present)
+            continue;
+        char py[4200] = "/usr/bin/python3";
+        if (p->venv)
+            venv_python(p->venv, py, sizeof py);
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd, "'%s' '%s/bench/peers/%s' --workload %s --n %lld --runs %d --threads %d 2>&1",
+                 py, SMELT_SOURCE_DIR, p->script, r->w->name, (long long)r->n, runs, threads);
         FILE *f = popen(cmd, "r");
         if (!f)
             continue;
-        char line[4096];
+        char line[16384];
+        int got = 0;
         while (fgets(line, sizeof line, f)) {
-            char *p;
-            if ((p = strstr(line, "\"numpy_ms\":")))
-                rows[i].numpy_ms = atof(p + 11);
-            if ((p = strstr(line, "\"numexpr_ms\":")))
-                rows[i].numexpr_ms = atof(p + 13);
-            if (strstr(line, "Error") || strstr(line, "error"))
-                fprintf(stderr, "peers: %s", line);
+            if (line[0] != '{' || !strstr(line, "\"workload\":")) {
+                if (strstr(line, "rror"))
+                    fprintf(stderr, "peer %s: %s", p->script, line);
+                continue;
+            }
+            got = 1;
+            for (int q = k; q < NPEERS; q++) {
+                if (strcmp(cpu_peers[q].script, p->script) || !peer_info[q].present)
+                    continue;
+                char key[96];
+                const char *c = cpu_peers[q].key;
+                snprintf(key, sizeof key, "%s_ms", c);
+                r->peer_ms[q][0] = json_num(line, key);
+                snprintf(key, sizeof key, "%s_out_ms", c);
+                r->peer_ms[q][1] = json_num(line, key);
+                snprintf(key, sizeof key, "%s_first_call_ms", c);
+                r->peer_first_ms[q] = json_num(line, key);
+                snprintf(key, sizeof key, "%s_version", c);
+                json_str(line, key, peer_info[q].version, sizeof peer_info[q].version);
+                snprintf(key, sizeof key, "%s_threads", c);
+                double t = json_num(line, key);
+                if (!isnan(t))
+                    snprintf(peer_info[q].threads, sizeof peer_info[q].threads, "%d", (int)t);
+                char note[160];
+                snprintf(key, sizeof key, "%s_note", c);
+                json_str(line, key, note, sizeof note);
+                if (*note && strcmp(note, peer_info[q].note)) {
+                    snprintf(peer_info[q].note, sizeof peer_info[q].note, "%s", note);
+                    fprintf(stderr, "peer %s: %s\n", cpu_peers[q].label, note);
+                }
+            }
         }
-        pclose(f);
+        if (pclose(f) != 0 || !got)
+            fprintf(stderr, "peer %s: %s: bench/peers/%s gave no result\n", p->label, r->w->name, p->script);
     }
+    for (int i = 1; i < nrows; i++) {
+        memcpy(rows[i].peer_ms, r->peer_ms, sizeof r->peer_ms);
+        memcpy(rows[i].peer_first_ms, r->peer_first_ms, sizeof r->peer_first_ms);
+    }
+}
+
+/* ---- the BLAS that ran ---------------------------------------------------
+ * smelt loads OpenBLAS with dlopen (RTLD_LOCAL) at its first matrix product,
+ * after choosing its kernels (OPENBLAS_CORETYPE: src/runtime/blas.c); once it
+ * is in the process, its openblas_get_config and openblas_get_corename say
+ * which build and which kernels run. */
+static char blas_config[256], blas_core[64];
+
+static int blas_find(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size, (void)data;
+    const char *name = info->dlpi_name;
+    if (!name || !strstr(name, "blas"))
+        return 0;
+    void *h = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    void *cfg = dlsym(h, "openblas_get_config"), *core = dlsym(h, "openblas_get_corename");
+    char *(*fc)(void) = NULL, *(*fk)(void) = NULL;
+    memcpy(&fc, &cfg, sizeof cfg);
+    memcpy(&fk, &core, sizeof core);
+    if (fc && !blas_config[0])
+        snprintf(blas_config, sizeof blas_config, "%s", fc());
+    if (fk && !blas_core[0])
+        snprintf(blas_core, sizeof blas_core, "%s", fk());
+    if (!fc && !blas_config[0])
+        snprintf(blas_config, sizeof blas_config, "%s (not OpenBLAS)", name);
+    dlclose(h);
+    return blas_config[0] != 0;
+}
+
+/* the BLAS in this process, once one is loaded: 1, blas_config and blas_core set */
+static int blas_loaded(void)
+{
+    if (!blas_config[0])
+        dl_iterate_phdr(blas_find, NULL);
+    return blas_config[0] != 0;
 }
 
 static void usage(void)
@@ -1040,10 +1175,14 @@ static void usage(void)
            "  --backend NAME   the backend to time; default: SMELT_JIT_BACKEND, else\n"
            "                   MGB_JIT_BACKEND, else all (TCC and CC).  AUTO: NVRTC with a GPU,\n"
            "                   else TCC and CC.  NVRTC runs the GPU benchmark (--device cuda)\n"
-           "  --peers          numpy, numexpr and JAX jit on the same workloads (GPU: PyTorch, CuPy,\n"
-           "                   JAX); on the CPU, JAX is the python of BUILD/jax-venv (this binary's\n"
-           "                   build folder), which scripts/bench --peers installs from PyPI; without\n"
-           "                   it, no JAX column\n"
+           "  --peers          the CPU peers on the same workloads, each in two modes (allocating its\n"
+           "                   outputs, as users call it; outputs preallocated): numpy, numexpr and numba\n"
+           "                   (Debian's), JAX jit, onnxruntime (mlp, attention) and PyTorch eager and\n"
+           "                   torch.compile, each from the python of BUILD/<name>-venv (jax-venv,\n"
+           "                   ort-venv, torch-venv: scripts/bench --peers installs the first two,\n"
+           "                   --peers=torch the last); an absent one is named on stderr.  A table of\n"
+           "                   both modes follows the main one.  SMELT_BENCH_PEERS=numpy,jax,... (keys\n"
+           "                   below) runs only those.  GPU: PyTorch, CuPy, JAX\n"
            "  --json           one JSON object per row\n"
            "  --json-file F    also write the rows as JSON lines to F (the table still prints)\n"
            "  --n N            elements (default 16M; 64M on the GPU)   --runs R (default 9)\n"
@@ -1055,10 +1194,14 @@ static void usage(void)
            "                   0, or 2 where one buffer each would take over half of the memory\n"
            "                   (layers100 at 16M: 700 x 64 MB)\n"
            "  --device cuda    the workloads on the GPU, backend NVRTC (docs/cuda.md)\n"
-           "\n"
-           "columns:\n"
+           "\n");
+    printf("columns:\n"
            "  unfused_ms  median run time at opt_level 0 (every operator its own kernel)\n"
-           "  fused_ms    median run time at opt_level 3 (fused kernels); speedup = unfused/fused\n"
+           "  fused_ms    median run time at opt_level 3 (fused kernels), outputs given (written in\n"
+           "              place, no allocation); speedup = unfused/fused\n"
+           "  alloc_ms    the fused plan allocating its outputs on each call (JSON: fused_alloc_ms), as\n"
+           "              smelt_trace_call and the Python front end run it; the new tensors are freed\n"
+           "              inside the timing, as the peers' results are dropped in theirs\n"
            "  fused_GBs   bytes the workload must move (inputs read, outputs written) / fused_ms\n"
            "  copy_GBs    the copy limit: the better of memcpy and a streaming-store copy of n\n"
            "              f32 (read + write), measured in the same loop; %%copy = fused_GBs / copy_GBs\n"
@@ -1079,16 +1222,19 @@ static void usage(void)
            "              (outputs given; host allocations on the GPU); peak_rss_mb: the process's;\n"
            "              adam: donated_ms, donated_alloc_per_call, donated_inplace: the fused plan\n"
            "              with param, m and v donated and given back as its outputs (in place)\n"
-           "  numpy_ms, numexpr_ms, jax_ms (--peers) the same workload in numpy, numexpr (a\n"
-           "              reduction inside a larger expression in numpy) and JAX (jax.jit on the\n"
-           "              CPU, all cores, until block_until_ready), median after warm-up;\n"
-           "              vs_numpy, vs_numexpr, vs_jax = their time / fused_ms\n");
+           "  JSON, --peers: KEY_ms (the peer's ordinary call, allocating) and KEY_out_ms (outputs\n"
+           "              preallocated) for KEY numpy, numexpr, numba, jax, ort, torch_eager, torch_compile;\n"
+           "              KEY_first_call_ms (numba, JAX, torch.compile: compile included); \"peers\": each\n"
+           "              one's version and threads.  Medians after warm-up, timed as smelt's runs are\n"
+           "  blas, blas_core (JSON, once smelt has loaded a BLAS): openblas_get_config() and\n"
+           "              openblas_get_corename(), the kernels OpenBLAS runs (OPENBLAS_CORETYPE: docs/env.md)\n");
 }
 
 /* One line under the table: what the columns are (--help has more). */
 static void legend(int gpu)
 {
-    printf("legend: medians of timed runs; speedup = unfused_ms / fused_ms; %s; "
+    printf("legend: medians of timed runs; speedup = unfused_ms / fused_ms (outputs given); "
+           "alloc_ms = fused, outputs allocated per call; %s; "
            "compile_ms = cold fused compile; %s1st_call = new process, plan + first run (ms); "
            "compiles = kernels compiled or loaded from disk; kern u/f = kernels per run unfused/fused; "
            "max_rel_err against smelt's float64 reference (smelt-bench --help)\n",
@@ -1116,6 +1262,7 @@ typedef struct gpu_row {
     const wl *w;
     int64_t n;
     double unfused_ms, fused_ms, copy_gbps, max_rel_err;
+    double fused_alloc_ms;  /* the fused plan allocating its device outputs on every call */
     double compile_ms;      /* cold: fresh context, SMELT_CACHE=0, median of 3 */
     double warm_compile_ms; /* a fresh context after another filled the persistent cache */
     int warm_compiles;      /* NVRTC compiles in it (0: every kernel came from a cache) */
@@ -1315,7 +1462,7 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
         CHECK(smelt_tensor_copy(cdst, csrc));
     }
     double *tu = malloc(sizeof(double) * (size_t)runs), *tf = malloc(sizeof(double) * (size_t)runs),
-           *tc = malloc(sizeof(double) * (size_t)runs);
+           *tc = malloc(sizeof(double) * (size_t)runs), *ta = malloc(sizeof(double) * (size_t)runs);
     long au = 0, af = 0;
     for (int i = 0; i < runs; i++) { /* each timed run after one of the same plan, as on the CPU */
         CHECK(smelt_plan_run(pu, w->n_in, din, w->n_out, dout));
@@ -1336,7 +1483,16 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
         tu[i] = b - a;
         tf[i] = c - b2;
         tc[i] = d - c;
+        for (int rep = 0; rep < 2; rep++) { /* new device outputs each call, freed in the timing */
+            smelt_tensor *fresh[MAXIO] = {0};
+            double e = now_ms();
+            CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, fresh));
+            gpu_free(fresh, w->n_out);
+            ta[i] = now_ms() - e;
+        }
     }
+    r->fused_alloc_ms = median(ta, runs);
+    free(ta);
     r->unfused_ms = median(tu, runs);
     r->fused_ms = median(tf, runs);
     r->copy_gbps = 2.0 * (double)n * 4 / (median(tc, runs) * 1e6);
@@ -1446,8 +1602,8 @@ static void jrow_start(const wl *w, int64_t n, const char *backend, double unfus
 static void gpu_header(const char *dev, int json, int peers)
 {
     if (!json)
-        printf("device: %s\n%-11s %9s %10s %10s %8s %9s %9s %10s %10s %9s %9s %8s %9s %12s%s\n", dev,
-               "workload", "n", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs",
+        printf("device: %s\n%-11s %9s %10s %10s %10s %8s %9s %9s %10s %10s %9s %9s %8s %9s %12s%s\n", dev,
+               "workload", "n", "unfused_ms", "fused_ms", "alloc_ms", "speedup", "fused_GBs", "copy_GBs",
                "compile_ms", "2nd_ctx_ms", "cached_ms", "1st_call", "compiles", "kern u/f",
                "max_rel_err", peers ? "   eager_ms compile_ms    cupy_ms     jax_ms" : "");
 }
@@ -1461,6 +1617,7 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
             continue;
         jrow_start(r->w, r->n, "NVRTC", r->unfused_ms, r->fused_ms, r->copy_gbps, &r->m);
         fprintf(json_fp, ", \"device\": \"%s\"", dev);
+        jnum("fused_alloc_ms", "%.3f", r->fused_alloc_ms);
         jnum("compile_ms", "%.3f", r->compile_ms);
         fprintf(json_fp, ", \"compiles\": %d", r->compiles);
         jnum("warm_compile_ms", "%.3f", r->warm_compile_ms);
@@ -1476,9 +1633,10 @@ static void gpu_print(const gpu_row *r, const char *dev, int json, int peers)
         fprintf(json_fp, "}\n");
     }
     if (!json) {
-        printf("%-11s %9lld %10.3f %10.3f %7.2fx %9.1f %9.1f %10.3f %10.3f %9.3f %9.1f %8d "
+        printf("%-11s %9lld %10.3f %10.3f %10.3f %7.2fx %9.1f %9.1f %10.3f %10.3f %9.3f %9.1f %8d "
                "%4d/%-4d %12.2e",
-               r->w->name, (long long)r->n, r->unfused_ms, r->fused_ms, r->unfused_ms / r->fused_ms,
+               r->w->name, (long long)r->n, r->unfused_ms, r->fused_ms, r->fused_alloc_ms,
+               r->unfused_ms / r->fused_ms,
                gbps, r->copy_gbps, r->compile_ms, r->warm_compile_ms, r->cached_plan_ms,
                r->first_call_ms, r->compiles, r->k_unf, r->k_fus, r->max_rel_err);
         for (int k = 0; peers && k < NPEER; k++)
@@ -1518,13 +1676,6 @@ static int gpu_main(const char *only, int64_t n, int runs, int json, int peers)
     return 0;
 }
 
-/* the peers' columns; JAX's only where its virtual environment is (jax_python) */
-static const char *cpu_peer_hdr(void)
-{
-    return *jax_python() ? "   numpy_ms numexpr_ms     jax_ms vs_numpy vs_numexpr   vs_jax"
-                         : "   numpy_ms numexpr_ms vs_numpy vs_numexpr";
-}
-
 static void cpu_print(const row *r, int json, int peers)
 {
     double gbps = r->w->bytes_per_elem * (double)r->n / (r->fused_ms * 1e6);
@@ -1533,6 +1684,7 @@ static void cpu_print(const row *r, int json, int peers)
         if (!(json_fp = pass ? json_file : json ? stdout : NULL))
             continue;
         jrow_start(r->w, r->n, r->backend, r->unfused_ms, r->fused_ms, r->copy_gbps, &r->m);
+        jnum("fused_alloc_ms", "%.3f", r->fused_alloc_ms);
         if (r->w->donate) {
             jnum("donated_ms", "%.3f", r->donated_ms);
             jnum("donated_alloc_per_call", "%.2f", r->donated_alloc_per_call);
@@ -1548,32 +1700,105 @@ static void cpu_print(const row *r, int json, int peers)
         jnum("max_rel_err", "%.3g", r->max_rel_err);
         fprintf(json_fp, ", \"tier\": \"%s\"", r->backend);
         jnum("warm_first_call_ms", "%.3f", r->first_call_ms);
-        if (peers) {
-            jnum("numpy_ms", "%.3f", r->numpy_ms);
-            jnum("numexpr_ms", "%.3f", r->numexpr_ms);
-            jnum("jax_ms", "%.3f", r->jax_ms); /* null without JAX */
+        if (blas_loaded()) /* once smelt has loaded a BLAS (the first matrix product) */
+            fprintf(json_fp, ", \"blas\": \"%s\", \"blas_core\": \"%s\", \"openblas_coretype\": \"%s\"",
+                    blas_config, blas_core, getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "");
+        if (peers) { /* null: absent, or a workload the peer cannot express */
+            for (int k = 0; k < NPEERS; k++) {
+                char key[96];
+                snprintf(key, sizeof key, "%s_ms", cpu_peers[k].key);
+                jnum(key, "%.3f", r->peer_ms[k][0]);
+                snprintf(key, sizeof key, "%s_out_ms", cpu_peers[k].key);
+                jnum(key, "%.3f", r->peer_ms[k][1]);
+                if (isfinite(r->peer_first_ms[k])) {
+                    snprintf(key, sizeof key, "%s_first_call_ms", cpu_peers[k].key);
+                    jnum(key, "%.3f", r->peer_first_ms[k]);
+                }
+            }
+            fputs(", \"peers\": {", json_fp);
+            for (int k = 0; k < NPEERS; k++)
+                fprintf(json_fp, "%s\"%s\": {\"present\": %s, \"version\": \"%s\", \"threads\": %s}", k ? ", " : "",
+                        cpu_peers[k].key, peer_info[k].present ? "true" : "false", peer_info[k].version,
+                        *peer_info[k].threads ? peer_info[k].threads : "null");
+            fputs("}", json_fp);
         }
         fprintf(json_fp, "}\n");
     }
-    if (!json) {
-        printf("%-11s %9lld %7s %10.2f %10.2f %7.2fx %9.1f %9.1f %5.0f%% %10.3f %9.3f %8d %4d/%-4d "
-               "%12.2e",
-               r->w->name, (long long)r->n, r->backend, r->unfused_ms, r->fused_ms,
+    if (!json)
+        printf("%-11s %9lld %7s %10.2f %10.2f %10.2f %7.2fx %9.1f %9.1f %5.0f%% %10.3f %9.3f %8d %4d/%-4d "
+               "%12.2e\n",
+               r->w->name, (long long)r->n, r->backend, r->unfused_ms, r->fused_ms, r->fused_alloc_ms,
                r->unfused_ms / r->fused_ms, gbps, r->copy_gbps, 100 * gbps / r->copy_gbps,
                r->compile_ms, r->first_call_ms, r->compiles, r->k_unf, r->k_fus, r->max_rel_err);
-        if (peers) { /* a peer that cannot express the workload (numpy's erf, numexpr's matmul): "-" */
-            int jax = *jax_python() != 0;
-            const double ms[3] = {r->numpy_ms, r->numexpr_ms, r->jax_ms};
-            for (int k = 0; k < 2 + jax; k++)
-                isnan(ms[k]) ? printf(" %10s", "-") : printf(" %10.2f", ms[k]);
-            for (int k = 0; k < 2 + jax; k++)
-                isnan(ms[k]) ? printf(" %*s ", k == 1 ? 9 : 7, "-") : printf(" %*.2fx", k == 1 ? 9 : 7, ms[k] / r->fused_ms);
-        }
-        printf("\n");
-    }
     fflush(stdout);
     if (json_file)
         fflush(json_file);
+}
+
+/* The peers' table, after the main one: per workload, one line per mode,
+ * smelt's fused plan (the last backend timed: CC when both) and each present
+ * peer in that mode, with the peer's time over smelt's (above 1: smelt is
+ * faster).  Ratios only within a mode. */
+static void peers_table(const row *rows, int nrows, int nb)
+{
+    printf("\npeers (ms; peer / smelt in the same mode, above 1x: smelt faster)\n"
+           "  alloc: each call allocates its outputs (smelt: fused plan, new tensors; peers: their ordinary call)\n"
+           "  out:   outputs preallocated, written in place (smelt: outputs given; numpy, numexpr, torch: out=;\n"
+           "         numba: an out argument; JAX: a donated buffer; onnxruntime: IO binding; torch.compile:\n"
+           "         out.copy_(f(...)))\n");
+    printf("%-11s %-5s %9s", "workload", "mode", "smelt");
+    for (int k = 0; k < NPEERS; k++)
+        if (peer_info[k].present)
+            printf(" %16s", cpu_peers[k].label);
+    printf("\n");
+    for (int i = nb - 1; i < nrows; i += nb) {
+        const row *r = &rows[i];
+        for (int mode = 0; mode < 2; mode++) {
+            double s = mode ? r->fused_ms : r->fused_alloc_ms;
+            printf("%-11s %-5s %9.2f", mode ? "" : r->w->name, mode ? "out" : "alloc", s);
+            for (int k = 0; k < NPEERS; k++) {
+                if (!peer_info[k].present)
+                    continue;
+                double ms = r->peer_ms[k][mode];
+                if (isnan(ms))
+                    printf(" %16s", "-");
+                else
+                    printf(" %9.2f %5.2fx", ms, ms / s);
+            }
+            printf("\n");
+        }
+    }
+    printf("smelt: the %s backend, %d threads; threads of the peers:", rows[nb - 1].backend, rows[nb - 1].threads);
+    for (int k = 0; k < NPEERS; k++)
+        if (peer_info[k].present)
+            printf(" %s %s", cpu_peers[k].label, *peer_info[k].threads ? peer_info[k].threads : "?");
+    printf("\nversions:");
+    for (int k = 0; k < NPEERS; k++)
+        if (peer_info[k].present && *peer_info[k].version)
+            printf(" %s %s", cpu_peers[k].label, peer_info[k].version);
+    printf("\n");
+    for (int k = 0; k < NPEERS; k++) { /* the compiling peers' first calls, compile included */
+        int any = 0;
+        for (int i = nb - 1; i < nrows; i += nb) {
+            if (!isfinite(rows[i].peer_first_ms[k]))
+                continue;
+            if (!any++)
+                printf("first calls of %s (compile included), ms:", cpu_peers[k].label);
+            printf(" %s %.0f", rows[i].w->name, rows[i].peer_first_ms[k]);
+        }
+        if (any)
+            printf("\n");
+    }
+}
+
+/* the BLAS line: which library and kernels smelt's matrix products ran */
+static void blas_line(void)
+{
+    if (!blas_loaded())
+        return;
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    printf("blas: %s; kernels: %s (OPENBLAS_CORETYPE=%s; docs/env.md)\n", blas_config,
+           *blas_core ? blas_core : "?", ct ? ct : "unset");
 }
 
 /* The backends to time: --backend, else SMELT_JIT_BACKEND, else
@@ -1759,13 +1984,16 @@ int main(int argc, char **argv)
     if (gpu)
         return gpu_main(only, n, runs, json, peers);
 
+    if (peers)
+        peers_find();
     if (!json) {
-        printf("%-11s %9s %7s %10s %10s %8s %9s %9s %6s %10s %9s %8s %9s %12s%s\n", "workload", "n",
-               "backend", "unfused_ms", "fused_ms", "speedup", "fused_GBs", "copy_GBs", "%copy",
-               "compile_ms", "1st_call", "compiles", "kern u/f", "max_rel_err",
-               peers ? cpu_peer_hdr() : "");
+        printf("%-11s %9s %7s %10s %10s %10s %8s %9s %9s %6s %10s %9s %8s %9s %12s\n", "workload", "n",
+               "backend", "unfused_ms", "fused_ms", "alloc_ms", "speedup", "fused_GBs", "copy_GBs", "%copy",
+               "compile_ms", "1st_call", "compiles", "kern u/f", "max_rel_err");
         fflush(stdout);
     }
+    static row all[2 * NWL];
+    int nall = 0;
     int total = (only ? 1 : NWL) * nb, done = 0;
     for (int i = 0; i < NWL; i++) {
         if (only && strcmp(only, workloads[i].name))
@@ -1778,14 +2006,19 @@ int main(int argc, char **argv)
             run_workload(&workloads[i], wn, runs, threads, bks[b], &rows[b]);
         }
         if (peers) {
-            progress("[%d/%d] %s: numpy and numexpr%s", done, total, workloads[i].name,
-                     *jax_python() ? ", JAX" : "");
-            run_peers(rows, nb, runs, rows[0].threads, nb);
+            progress("[%d/%d] %s: the peers", done, total, workloads[i].name);
+            run_peers(rows, nb, runs, rows[0].threads);
         }
-        for (int b = 0; b < nb; b++)
+        for (int b = 0; b < nb; b++) {
             cpu_print(&rows[b], json, peers);
+            all[nall++] = rows[b];
+        }
     }
-    if (!json)
+    if (!json) {
         legend(0);
+        blas_line();
+        if (peers)
+            peers_table(all, nall, nb);
+    }
     return 0;
 }

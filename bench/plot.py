@@ -1,7 +1,10 @@
 #!/usr/bin/python3
-"""Draw smelt-bench's rows as a chart: per workload, the unfused and fused
-time of each backend and the peers' times (numpy, numexpr; on the GPU
-PyTorch, torch.compile, CuPy, JAX), as speed-ups over the slowest of them.
+"""Draw smelt-bench's rows as a chart: one panel per mode (outputs allocated
+per call; outputs given), in each, per workload, smelt's fused time of each
+backend (and, outputs given, the unfused one) and the peers' times in that
+mode (numpy, numexpr, numba, JAX, onnxruntime, PyTorch eager, torch.compile;
+on the GPU PyTorch, torch.compile, CuPy, JAX), as speed-ups over the slowest
+bar of the workload in that panel: no ratio crosses modes.
 
     plot.py ROWS.json OUT.svg|OUT.png [--title TEXT]
 
@@ -13,12 +16,20 @@ import json
 import math
 import sys
 
-PEERS = [("numpy_ms", "numpy"), ("numexpr_ms", "numexpr"), ("torch_eager_ms", "PyTorch eager"),
-         ("torch_compile_ms", "torch.compile"), ("cupy_ms", "CuPy"), ("jax_ms", "JAX")]
+PEERS = [("numpy", "numpy"), ("numexpr", "numexpr"), ("numba", "numba"), ("jax", "JAX"),
+         ("ort", "onnxruntime"), ("torch_eager", "PyTorch eager"), ("torch_compile", "torch.compile"),
+         ("cupy", "CuPy")]
+COLOURS = {"smelt unfused": "#9ecae1", "smelt fused": "#08519c", "numpy": "#ff7f0e", "numexpr": "#2ca02c",
+           "numba": "#d62728", "JAX": "#9467bd", "onnxruntime": "#8c564b", "PyTorch eager": "#e377c2",
+           "torch.compile": "#7f7f7f", "CuPy": "#bcbd22"}  # the same colour in both panels
+# the two modes, each its own panel: ratios only within one
+MODES = [("outputs allocated per call (as users call them)", "fused_alloc_ms", "_ms"),
+         ("outputs given (written in place)", "fused_ms", "_out_ms")]
 
 
-def series(rows):
-    """[(label, {workload: ms})] in the order of the bars."""
+def series(rows, mode):
+    """[(label, {workload: ms})] in the order of the bars, for one mode"""
+    _, smelt_key, suffix = MODES[mode]
     out = {}
     order = []
 
@@ -32,12 +43,33 @@ def series(rows):
 
     for r in rows:
         bk = r.get("backend", "?")
-        put("unfused (%s)" % bk, r["workload"], r.get("unfused_ms"))
-        put("fused (%s)" % bk, r["workload"], r.get("fused_ms"))
+        if mode == 1:
+            put("smelt unfused (%s)" % bk, r["workload"], r.get("unfused_ms"))
+        put("smelt fused (%s)" % bk, r["workload"], r.get(smelt_key))
     for key, label in PEERS:
         for r in rows:
-            put(label, r["workload"], r.get(key))
+            put(label, r["workload"], r.get(key + suffix))
     return [(label, out[label]) for label in order]
+
+
+def panel(ax, rows, workloads, ser, title):
+    # speed-up of each bar over the slowest bar of its workload, in this mode
+    slowest = {w: max([s[w] for _, s in ser if w in s] or [1]) for w in workloads}
+    width = 0.8 / max(1, len(ser))
+    for i, (label, s) in enumerate(ser):
+        xs = [k + (i - (len(ser) - 1) / 2) * width for k, w in enumerate(workloads) if w in s]
+        ys = [slowest[w] / s[w] for w in workloads if w in s]
+        bars = ax.bar(xs, ys, width, label=label, color=COLOURS.get(label.split(" (")[0]))
+        for b, w in zip(bars, [w for w in workloads if w in s]):
+            ax.annotate("%.3g" % s[w], (b.get_x() + b.get_width() / 2, b.get_height()), ha="center",
+                        va="bottom", fontsize=4, rotation=90, xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(range(len(workloads)))
+    ax.set_xticklabels(workloads, fontsize=7, rotation=45, ha="right")
+    ax.set_yscale("log")
+    ax.set_ylabel("speed-up over the slowest, log scale\n(higher is better; labels: ms)", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=6, ncol=3)
+    ax.grid(axis="y", alpha=0.3)
 
 
 def main():
@@ -67,30 +99,19 @@ def main():
     for r in rows:
         if r["workload"] not in workloads:
             workloads.append(r["workload"])
-    ser = series(rows)
-    # speed-up of each bar over the slowest bar of its workload
-    slowest = {w: max(s[w] for _, s in ser if w in s) for w in workloads}
-    width = 0.8 / max(1, len(ser))
-    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(workloads) + 2), 4.5))
-    for i, (label, s) in enumerate(ser):
-        xs = [k + (i - (len(ser) - 1) / 2) * width for k, w in enumerate(workloads) if w in s]
-        ys = [slowest[w] / s[w] for w in workloads if w in s]
-        bars = ax.bar(xs, ys, width, label=label)
-        for b, w in zip(bars, [w for w in workloads if w in s]):
-            ax.annotate("%.3g" % s[w], (b.get_x() + b.get_width() / 2, b.get_height()), ha="center",
-                        va="bottom", fontsize=5, rotation=90, xytext=(0, 2), textcoords="offset points")
-    ax.set_xticks(range(len(workloads)))
-    ax.set_xticklabels(["%s\n(n=%d)" % (w, next(r["n"] for r in rows if r["workload"] == w)) for w in workloads],
-                       fontsize=8)
-    ax.set_ylabel("speed-up over the slowest (higher is better)\nbar labels: ms per run")
+    sers = [series(rows, m) for m in range(2)]
+    modes = [m for m in range(2) if sers[m]]
+    fig, axes = plt.subplots(len(modes), 1, figsize=(max(8, 0.75 * len(workloads) + 2), 4.2 * len(modes)),
+                             squeeze=False)
+    for ax, m in zip(axes[:, 0], modes):
+        panel(ax, rows, workloads, sers[m], MODES[m][0])
     threads = rows[0].get("threads")
     where = rows[0].get("device") or ("%d threads" % threads if threads else "CPU")
-    ax.set_title(a.title or "smelt: fused vs unfused vs peers, f32, %s (medians)" % where, fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
-    ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(a.title or "smelt against its peers, f32, n=%d, %s (medians); ratios only within a panel"
+                 % (rows[0]["n"], where), fontsize=10)
     fig.tight_layout()
     fig.savefig(a.out)
-    print("plot.py: wrote %s (%d workloads, %d series)" % (a.out, len(workloads), len(ser)))
+    print("plot.py: wrote %s (%d workloads, %d modes)" % (a.out, len(workloads), len(modes)))
 
 
 if __name__ == "__main__":

@@ -165,16 +165,25 @@ check(rc == 0 and "[1/1] add TCC: " in se and "timing" in se, "progress on a ter
 
 # --json-file: the rows as JSON beside the table; bench/plot.py draws them
 jf = os.path.join(TMP, "rows.json")
-rc, so, se = bench("--workload", "swish", *SMALL, "--peers", "--json-file", jf, env={"SMELT_JIT_BACKEND": "TCC"})
+NP = {"SMELT_JIT_BACKEND": "TCC", "SMELT_BENCH_PEERS": "numpy,numexpr"}  # Debian's: no install, quick
+rc, so, se = bench("--workload", "swish", *SMALL, "--peers", "--json-file", jf, env=NP)
 jr = [json.loads(l) for l in open(jf)] if os.path.exists(jf) else []
 check(rc == 0 and "swish" in so and len(jr) == 1 and jr[0]["workload"] == "swish" and jr[0].get("numpy_ms") is not None,
       "--json-file writes the rows: %r %r" % (jr, se))
+# both modes: smelt allocating its outputs and given them; the peers' ordinary
+# call and into preallocated outputs; the table of both modes after the main one
+check(len(jr) == 1 and jr[0].get("fused_alloc_ms", 0) > 0 and jr[0].get("numpy_out_ms", 0) > 0 and
+      jr[0].get("numexpr_out_ms", 0) > 0 and jr[0].get("peers", {}).get("numpy", {}).get("version"),
+      "both modes in the JSON: %r" % jr)
+pl = [l.split() for l in so.splitlines() if l.startswith(("swish ", "      "))]
+check(any(l[:2] == ["swish", "alloc"] for l in pl) and any(l[:1] == ["out"] for l in pl) and "alloc_ms" in so,
+      "the peers' table, both modes: %r" % so)
 # a workload a peer cannot express (NumPy and numexpr have no erf): "-" in
 # the table, null in the JSON, and the row still there
-rc, so, se = bench("--workload", "gelu", *SMALL, "--peers", env={"SMELT_JIT_BACKEND": "TCC"})
-row = [l for l in so.splitlines() if l.startswith("gelu ")]
-check(rc == 0 and len(row) == 1 and row[0].split()[14:16] == ["-", "-"] and "nan" not in row[0]
-      and "peers:" not in se, "gelu with --peers: no numpy or numexpr column: %r %r" % (so, se))
+rc, so, se = bench("--workload", "gelu", *SMALL, "--peers", env=NP)
+row = [l for l in so.splitlines() if l.startswith("gelu ") and l.split()[1] == "alloc"]
+check(rc == 0 and len(row) == 1 and row[0].split()[3:5] == ["-", "-"] and "nan" not in so
+      and "rror" not in se, "gelu with --peers: no numpy or numexpr figure: %r %r" % (so, se))
 # the peer script itself: exit 0, a JSON row without the two times (not a crash)
 pp = subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench",
                                                        "peers", "peers.py"), "--workload", "gelu", "--n", "4096",
@@ -182,7 +191,7 @@ pp = subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(os.path.ab
 pj = json.loads(pp.stdout) if pp.returncode == 0 and pp.stdout.startswith("{") else {}
 check(pj.get("workload") == "gelu" and "numpy_ms" not in pj and "numexpr_ms" not in pj,
       "peers.py --workload gelu: %d %r %r" % (pp.returncode, pp.stdout, pp.stderr))
-rc, so, se = bench("--workload", "gelu", *SMALL, "--peers", "--json", env={"SMELT_JIT_BACKEND": "TCC"})
+rc, so, se = bench("--workload", "gelu", *SMALL, "--peers", "--json", env=NP)
 jr2 = [json.loads(l) for l in so.splitlines() if l.startswith("{")]
 check(rc == 0 and len(jr2) == 1 and jr2[0]["numpy_ms"] is None and jr2[0]["numexpr_ms"] is None
       and jr2[0]["fused_ms"] > 0, "gelu with --peers --json: numpy_ms and numexpr_ms null: %r %r" % (so, se))

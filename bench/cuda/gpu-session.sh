@@ -1,5 +1,5 @@
 #!/bin/bash
-# One device call's worth of GPU checks (twenty-third session): the CUDA
+# One device call's worth of GPU checks (2026-11-27, 92f5a01): the CUDA
 # tests and the standard workloads with their PyTorch peers
 # (bench/cuda/device-run, the default form only), bias_relu over rows a
 # multiple of 4 long and not at three sizes (an nd kernel's vectors and

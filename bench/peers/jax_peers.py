@@ -6,8 +6,10 @@ build/jax-venv, where scripts/bench installs JAX from PyPI; JAX brings
 numpy 2 with it, so bench/peers/peers.py keeps Debian's numpy.  Prints one
 JSON object:
 
-  {"workload", "n", "runs", "jax_ms",   # median
-   "first_call_ms",                     # the first call, compilation included
+  {"workload", "n", "runs", "jax_ms",   # median, the ordinary call (new outputs)
+   "jax_out_ms",                        # median, a donated output buffer (below)
+   "jax_first_call_ms",                 # the first call, compilation included
+   "jax_version", "jax_threads",
    "max_rel_err",                       # against a float64 NumPy reference, small instance
    "versions": {...}, "cpu_count", "devices"}
 
@@ -17,6 +19,14 @@ timing, on the CPU device).  Inputs are put on the device once.  float32;
 constants are Python floats, weakly typed, so float32 stays float32 (as in
 gpu_peers.py).  XLA's CPU backend runs with its defaults: all cores.
 layers100's barrier is lax.optimization_barrier, as on the GPU.
+
+jax_out_ms: JAX writes into no array of the caller's; its way to reuse
+memory is donation: jit(lambda out, *x: f(*x), donate_argnums=0) called with
+the previous call's result as `out` (keep_unused=True: jit would drop the
+unused argument), so XLA aliases the new result to that
+buffer (jax_out_aliased says whether the buffer's address stayed the same).
+--threads is recorded only: XLA's CPU client has no setting for its thread
+pool, which takes every core (jax_threads).
 """
 import argparse
 import json
@@ -33,6 +43,7 @@ def main():
     ap.add_argument("--workload", required=True)
     ap.add_argument("--n", type=int, default=16 << 20)
     ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--threads", type=int, default=0)
     a = ap.parse_args()
     if a.n < 1024 or a.runs < 1:
         ap.error("need --n >= 1024 and --runs >= 1")
@@ -58,6 +69,19 @@ def main():
         state["out"] = fn(*x)
 
     ms, first = timeit(call, args, a.runs, lambda: block(state.get("out")))
+    # donated: the previous result's buffers become the next one's
+    f = any_formula(np_like(jnp, jax.lax.optimization_barrier), a.workload)
+    fd = jax.jit(lambda out, *x: f(*x), donate_argnums=0, keep_unused=True)  # kept: aliased
+    state["out"] = fd(state["out"], *args)
+    block(state["out"])
+    ptr = lambda o: [l.unsafe_buffer_pointer() for l in jax.tree_util.tree_leaves(o)]
+    before = ptr(state["out"])
+
+    def call_out(*x):
+        state["out"] = fd(state["out"], *x)
+
+    ms_out, _ = timeit(call_out, args, a.runs, lambda: block(state.get("out")))
+    aliased = ptr(state["out"]) == before
     state.clear()
     del args
 
@@ -70,8 +94,11 @@ def main():
         print("jax_peers: %s: the result is not float32" % a.workload, file=sys.stderr)
     import jaxlib
     print(json.dumps({
-        "workload": a.workload, "n": a.n, "runs": a.runs, "jax_ms": round(ms, 3),
-        "first_call_ms": round(first, 3), "max_rel_err": float("%.3g" % rel_err(np, out, refs)),
+        "workload": a.workload, "n": a.n, "runs": a.runs, "jax_ms": round(ms, 3), "jax_out_ms": round(ms_out, 3),
+        "jax_out_aliased": aliased, **({} if aliased else {"jax_note": "the donated buffer was not reused"}),
+        "jax_first_call_ms": round(first, 3),
+        "jax_version": jax.__version__, "jax_threads": os.cpu_count(),
+        "max_rel_err": float("%.3g" % rel_err(np, out, refs)),
         "versions": {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", None),
                      "numpy": np.__version__},
         "cpu_count": os.cpu_count(), "devices": [str(d) for d in jax.devices()]}))

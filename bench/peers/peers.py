@@ -1,15 +1,25 @@
 #!/usr/bin/env python3
 """numpy and numexpr on smelt's benchmark workloads (same n, same formulas).
 
-inputs() is shared with gpu_peers.py.
+inputs() is shared with the other peers' scripts.
 
-Prints one JSON object: {"workload", "n", "numpy_ms", "numexpr_ms", ...},
-medians of --runs runs after warm-up.  Uses Debian's python3-numpy and
-python3-numexpr; numexpr runs with --threads threads.
+Prints one JSON object: {"workload", "n", "numpy_ms", "numpy_out_ms",
+"numexpr_ms", "numexpr_out_ms", versions, threads}, medians of --runs runs
+after warm-up.  KEY_ms is the ordinary call (each allocates its result),
+KEY_out_ms the same work written into arrays allocated once before the
+timing (NumPy's out= over out_formulas.py; numexpr's evaluate(out=)).  Uses
+Debian's python3-numpy and python3-numexpr; numexpr runs with --threads
+threads, NumPy's ufuncs on one (its matrix products: OpenBLAS on --threads).
 """
 import argparse
 import os
 import json
+import sys
+
+if __name__ == "__main__" and "--threads" in sys.argv:  # OpenBLAS reads it when NumPy loads it
+    _t = sys.argv[sys.argv.index("--threads") + 1]
+    if _t.isdigit() and int(_t) > 0:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", _t)
 import math
 import statistics
 import time
@@ -283,7 +293,113 @@ def numexpr_fn(name):
         return lambda a, b: e("sum((a - b) ** 2)") / np.float32(a.size)
 
 
+def numexpr_out(name):
+    """(make, run) as out_formulas.py's: numexpr's evaluate(out=) into arrays allocated once"""
+    import numexpr as ne
+
+    e = ne.evaluate
+    f32 = np.float32
+    E = lambda shape: np.empty(shape, np.float32)
+    rows = lambda x: x.shape[:-1] + (1,)
+    simple = {"add": "a + b", "chain8": "((((a * b + c) * a - b) * c + a) * b - c)", "swish": "x / (1 + exp(-x))",
+              "where_exp": "where(a > 0, a * b, exp(c)) + 1", "bias_relu": "where(m + r > 0, m + r, 0)",
+              "transpose_add": "at + b"}
+    names = {"add": "ab", "chain8": "abc", "swish": "x", "where_exp": "abc", "bias_relu": "mr", "transpose_add": "ab"}
+    if name in simple:
+        def run(*x):
+            d = dict(zip(names[name], x[:-1]))
+            if name == "transpose_add":
+                d = dict(at=d["a"].T, b=d["b"])
+            e(simple[name], local_dict=d, out=x[-1][0])
+        return (lambda *x: [E(x[1].shape if name == "transpose_add" else x[0].shape)]), run
+    if name == "gelu_tanh":
+        k = dict(H=f32(0.5), ONE=f32(1), K=f32(0.7978845608028654), C=f32(0.044715))
+        return (lambda x: [E(x.shape)]), (lambda x, B: e("H * x * (ONE + tanh(K * (x + C * (x * x * x))))",
+                                                          local_dict=dict(k, x=x), out=B[0]))
+    if name == "adam":
+        def adam(p, g, m, v, B):
+            p2, m2, v2 = B
+            e("B1 * m + (1 - B1) * g", local_dict=dict(B1=f32(B1), m=m, g=g), out=m2)
+            e("B2 * v + (1 - B2) * (g * g)", local_dict=dict(B2=f32(B2), v=v, g=g), out=v2)
+            e("p - LR * ((m2 / C1) / (sqrt(v2 / C2) + EPS))",
+              local_dict=dict(p=p, m2=m2, v2=v2, LR=f32(LR), C1=f32(C1), C2=f32(C2), EPS=f32(EPS)), out=p2)
+        return (lambda p, g, m, v: [E(p.shape), E(p.shape), E(p.shape)]), adam
+    if name == "layers100":
+        def layers(x, w, b, B):  # two arrays in turn, the last layer into the output
+            cur = x
+            for i in range(100):
+                nxt = B[(i + 1) % 2]
+                e("where(x * w + b > 0, x * w + b, 0) * H + x * H", local_dict=dict(x=cur, w=w, b=b, H=f32(0.5)),
+                  out=nxt)
+                cur = nxt
+        return (lambda x, w, b: [E(x.shape), E(x.shape)]), layers
+    if name == "softmax":
+        def softmax(x, B):
+            y, m, s = B
+            x.max(axis=-1, keepdims=True, out=m)
+            e("exp(x - m)", out=y)
+            y.sum(axis=-1, keepdims=True, out=s)
+            e("y / s", out=y)
+        return (lambda x: [E(x.shape), E(rows(x)), E(rows(x))]), softmax
+    if name == "layernorm":
+        def layernorm(x, w, b, B):
+            y, t, mu, v = B
+            x.mean(axis=-1, keepdims=True, out=mu)
+            e("x - mu", out=y)
+            e("y * y", out=t)
+            t.mean(axis=-1, keepdims=True, out=v)
+            e("y / sqrt(v + EPS) * w + b", local_dict=dict(y=y, v=v, w=w, b=b, EPS=f32(1e-5)), out=y)
+        return (lambda x, w, b: [E(x.shape), E(x.shape), E(rows(x)), E(rows(x))]), layernorm
+    if name == "log_softmax":
+        def log_softmax(x, B):
+            y, t, m, s = B
+            x.max(axis=-1, keepdims=True, out=m)
+            e("exp(x - m)", out=t)
+            t.sum(axis=-1, keepdims=True, out=s)
+            np.log(s, out=s)
+            e("x - m - s", out=y)
+        return (lambda x: [E(x.shape), E(x.shape), E(rows(x)), E(rows(x))]), log_softmax
+    if name == "rmsnorm":
+        def rmsnorm(x, w, B):
+            y, t, r = B
+            e("x * x", out=t)
+            t.mean(axis=-1, keepdims=True, out=r)
+            r += f32(1e-6)
+            np.sqrt(r, out=r)
+            e("x / r * w", out=y)
+        return (lambda x, w: [E(x.shape), E(x.shape), E(rows(x))]), rmsnorm
+    if name == "xent":
+        def xent(x, tg, B):
+            y, t, m, s, p = B
+            x.max(axis=-1, keepdims=True, out=m)
+            e("exp(x - m)", out=t)
+            t.sum(axis=-1, keepdims=True, out=s)
+            np.log(s, out=s)
+            np.copyto(p, np.take_along_axis(x, tg, -1))
+            e("s + m - p", out=s)
+            np.mean(s, out=y)
+        return (lambda x, tg: [E(()), E(x.shape), E(rows(x)), E(rows(x)), E(rows(x))]), xent
+    if name == "concat_relu":
+        def concat_relu(a, b, c, d, B):
+            y = B[0]
+            np.concatenate((a, b, c, d), axis=1, out=y)
+            e("where(y > 0, y, 0)", out=y)
+        return (lambda a, b, c, d: [E((a.shape[0], 4 * a.shape[1]))]), concat_relu
+    if name == "sum_rows":
+        return (lambda x: [E(x.shape[:-1])]), (lambda x, B: e("sum(x, axis=1)", out=B[0]))
+    if name == "sum_cols":
+        return (lambda x: [E(x.shape[1:])]), (lambda x, B: e("sum(x, axis=0)", out=B[0]))
+    if name == "mse":
+        def mse(a, b, B):
+            e("sum((a - b) ** 2)", out=B[0])
+            B[0] /= np.float32(a.size)
+        return (lambda a, b: [E(())]), mse
+    return None
+
+
 def timeit(fn, args, runs):
+    """median ms of runs calls after two untimed ones; each call's result is
+    dropped inside its timing (the allocating peers free it there)"""
     for _ in range(2):
         fn(*args)
     ts = []
@@ -294,6 +410,33 @@ def timeit(fn, args, runs):
     return statistics.median(ts)
 
 
+def timeit_out(make_run, args, runs):
+    """the same, the outputs (and scratch) allocated once before the timing"""
+    if make_run is None:
+        return None
+    make, run = make_run
+    bufs = make(*args)
+    return timeit(lambda *x: run(*x, bufs), args, runs)
+
+
+def openblas():
+    """(config, core name) of the OpenBLAS in this process, or None"""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({l.split()[-1] for l in f if "blas" in l and "/" in l})
+    except OSError:
+        return None
+    for lib in libs:
+        try:
+            h = ctypes.CDLL(lib)
+            h.openblas_get_config.restype = h.openblas_get_corename.restype = ctypes.c_char_p
+            return h.openblas_get_config().decode(), h.openblas_get_corename().decode()
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", required=True)
@@ -302,19 +445,29 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     a = ap.parse_args()
     import numexpr as ne  # here: bench/peers/gpu_peers.py imports this file for inputs()
+    from out_formulas import numpy_out, out_formula
 
     if a.threads:
         ne.set_num_threads(a.threads)
     rng = np.random.default_rng(1)
     args = inputs(a.workload, a.n, rng)
-    out = {"workload": a.workload, "n": a.n, "numpy": np.__version__, "numexpr": ne.__version__,
-           "numexpr_threads": ne.get_num_threads()}
+    out = {"workload": a.workload, "n": a.n, "numpy_version": np.__version__, "numexpr_version": ne.__version__,
+           "numpy_threads": 1, "numexpr_threads": ne.get_num_threads()}
     pfn = numpy_fn(a.workload)  # (none where numpy cannot express it: erf)
     if pfn is not None:
         out["numpy_ms"] = round(timeit(pfn, args, a.runs), 3)
+        ms = timeit_out(out_formula(numpy_out(np), a.workload), args, a.runs)
+        if ms is not None:
+            out["numpy_out_ms"] = round(ms, 3)
     nfn = numexpr_fn(a.workload)  # (none where numexpr cannot express it: a matrix product, erf)
     if nfn is not None:
         out["numexpr_ms"] = round(timeit(nfn, args, a.runs), 3)
+        ms = timeit_out(numexpr_out(a.workload), args, a.runs)
+        if ms is not None:
+            out["numexpr_out_ms"] = round(ms, 3)
+    blas = openblas()
+    if blas and a.workload in ("mlp", "attention"):
+        out["numpy_note"] = "BLAS %s, kernels %s" % blas
     print(json.dumps(out))
 
 

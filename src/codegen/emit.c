@@ -2007,7 +2007,7 @@ static smelt__kdesc red_producers(const smelt__kdesc *d)
  * after the next row's fetch and the deferred stores that go with it.
  * Runs of 512 with deferred calls of 512, against 1024 and 2048: rmsnorm
  * 4096 x 4096 0.83x the time, layernorm 0.87x, softmax and log_softmax
- * the same (bench/RESULTS.md, twenty-first session): the loads, the
+ * the same (2026-11-27, fd498d4): the loads, the
  * fetches and the streaming stores interleave more finely.  Runs of 128
  * cost layernorm more in calls than they saved.  TinyCC's block form keeps
  * RED_PROD_BLOCK (its calls cost more). */
@@ -2963,8 +2963,8 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
      * arithmetic as it was, that gained nothing (softmax 4096 x 4096 1.05x
      * and 0.99x the time); since smelt_exp_f32_w and the input pass in one
      * call, softmax 0.90x (0.895-0.922 in 7 rounds of 8, 1.008 in one),
-     * log_softmax 0.97x and xent 1.00x (medians of 6; bench/RESULTS.md,
-     * twenty-third session).  rmsnorm and layernorm, whose passes only
+     * log_softmax 0.97x and xent 1.00x (medians of 6; 2026-11-27,
+     * 5232b27).  rmsnorm and layernorm, whose passes only
      * load and add: 19 % and 9 % faster. */
     if (blocks || !nfin) /* TinyCC's block form: the calls cost more (rmsnorm 7 % slower) */
         later = -1;
