@@ -97,6 +97,15 @@ static smelt_node *tie(grad_rule_ctx *R, smelt_node *g, smelt_node *gt, smelt_no
     return WHERE(gt, g, WHERE(eq, MUL(g, S(0.5)), S(0)));
 }
 
+/* an operator whose derivative is not written: a sticky error naming it */
+smelt_node *smelt__graph_fail(smelt_graph *g, int status, const char *msg);
+static smelt_node *no_rule(grad_rule_ctx *R, const char *op)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "grad: the derivative of %s is not implemented", op);
+    return smelt__graph_fail(R->G, SMELT_ERR_UNSUPPORTED, msg);
+}
+
 /* ---- views -------------------------------------------------------------- */
 static smelt_node *vjp_reshape(grad_rule_ctx *R)
 {
