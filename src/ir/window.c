@@ -332,3 +332,34 @@ smelt_node *smelt_cumprod(smelt_graph *g, smelt_node *a, int axis, int exclusive
 {
     return scan(g, SMELT_OP_CUMPROD, a, axis, exclusive, reverse);
 }
+
+smelt_node *smelt__window_node(smelt_graph *g, smelt_op op, smelt_node *const *in, int n, const int64_t *vp)
+{
+    const char *name = smelt__ops[op].name;
+    if (!g || g->status)
+        return NULL;
+    if (n != smelt__window_nvp(op))
+        return wfail(g, SMELT_ERR_INVALID_ARG, "%s takes %d parameters, got %d", name, smelt__window_nvp(op), n);
+    if (op != SMELT_OP_CONV_TAPS) {
+        if (vp[0] < 0 || vp[0] >= in[0]->ndim || (vp[1] != 0 && vp[1] != 1) || (vp[2] != 0 && vp[2] != 1))
+            return wfail(g, SMELT_ERR_INVALID_ARG, "%s: parameters [axis, exclusive, reverse]: an axis of the "
+                         "operand, 0 or 1, 0 or 1", name);
+        return scan(g, op, in[0], (int)vp[0], (int)vp[1], (int)vp[2]);
+    }
+    smelt_node *x = in[0], *w = in[1];
+    if (x->ndim != 4 || w->ndim != 4 || x->dtype != w->dtype || (x->dtype != SMELT_F32 && x->dtype != SMELT_F64))
+        return wfail(g, SMELT_ERR_INVALID_ARG, "conv_taps: operands [N, P, C, L] and [O, Cg, KH, KW] of one dtype, "
+                     "f32 or f64");
+    for (int k = 0; k < 8; k++)
+        if (vp[k] < 1 || vp[k] > ((int64_t)1 << 40))
+            return wfail(g, SMELT_ERR_INVALID_ARG, "conv_taps: parameter %d is %lld (1 or more)", k, (long long)vp[k]);
+    int64_t sh = vp[0], sw = vp[1], dh = vp[2], dw = vp[3], G = vp[4], OH = vp[5], OW = vp[6], Wq = vp[7];
+    int64_t KH = w->shape[2], KW = w->shape[3];
+    if (x->shape[1] != sh * sw || x->shape[2] != w->shape[1] * G || w->shape[0] % G || OW > Wq ||
+        (KH - 1) * dh / sh * Wq + (KW - 1) * dw / sw + (OH - 1) * Wq + OW > x->shape[3])
+        return wfail(g, SMELT_ERR_SHAPE, "conv_taps: the parameters do not fit the operands' shapes");
+    smelt_node *y = smelt__new_node(g, op, x->dtype, 4, (int64_t[]){x->shape[0], w->shape[0], OH, Wq}, 2, in);
+    if (y)
+        memcpy(y->vp, vp, sizeof(int64_t) * 8);
+    return y;
+}
