@@ -484,3 +484,62 @@ Test(window, cumsum_gradient_is_a_reverse_cumsum)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* A graph file with a conv, a pool and a scan reads back to the same
+ * graph text and the same results (bit for bit); bad parameters in a file
+ * are errors, never a read out of bounds */
+Test(window, graph_files_and_expressions)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 7);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *v[2] = {smelt_input(g, "x", SMELT_F32, SHP(2, 3, 9, 8)), smelt_input(g, "w", SMELT_F32, SHP(4, 3, 3, 3))};
+    smelt_node *y[2] = {smelt_expr(g, "relu(conv(x, w, strides=2, pads=(1, 0, 1, 2)))", (const char *[]){"x", "w"}, v, 2),
+                        smelt_expr(g, "cumsum(max_pool(x, kernel=(2, 3), strides=2, ceil_mode=True), axis=-1, "
+                                      "reverse=1) + avg_pool(x, kernel=2, strides=2, pads=1, ceil_mode=1)[:, :, :1, :1]",
+                                   (const char *[]){"x", "w"}, v, 2)};
+    T_OK(ctx, smelt_graph_status(g));
+    char *text = NULL, *text2 = NULL;
+    T_OK(ctx, smelt_graph_to_text(g, 2, y, &text));
+    cr_assert(t_contains(text, "conv_taps") && t_contains(text, "cumsum"), "%s", text);
+    smelt_graph *g2;
+    smelt_node **outs;
+    int nout;
+    T_OK(ctx, smelt_graph_from_text(ctx, text, &g2, &nout, &outs));
+    T_OK(ctx, smelt_graph_to_text(g2, nout, outs, &text2));
+    cr_assert_str_eq(text, text2);
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(2, 3, 9, 8)), t_rand(ctx, &r, SMELT_F32, SHP(4, 3, 3, 3))};
+    smelt_tensor *a[2] = {NULL, NULL}, *b[2] = {NULL, NULL};
+    smelt_plan *p1 = t_plan(ctx, g, 2, y, 3), *p2 = t_plan(ctx, g2, 2, outs, 3);
+    t_run(p1, 2, in, 2, a);
+    t_run(p2, 2, in, 2, b);
+    for (int i = 0; i < 2; i++)
+        cr_assert(t_bitwise_equal(a[i], b[i]), "output %d", i);
+    smelt_tensor *ref[2];
+    t_reference(ctx, g, 2, y, 2, in, ref);
+    for (int i = 0; i < 2; i++)
+        t_expect_match("graph file", a[i], ref[i], (t_tol){64, 1e-5, 1e-5, false});
+    t_free_all(a, 2), t_free_all(b, 2), t_free_all(ref, 2), t_free_all(in, 2);
+    smelt_plan_free(p1), smelt_plan_free(p2);
+    smelt_free(outs), smelt_graph_free(g2);
+    /* a conv_taps line whose parameters read past its input */
+    const char *bad = "smelt-graph 1\n%0 = input \"x\" f32 [1, 1, 2, 10]\n%1 = input \"w\" f32 [2, 2, 3, 3]\n"
+                      "%2 = conv_taps %0 %1 [1, 1, 1, 1, 1, 4, 4, 4] : f32 [1, 2, 4, 4]\noutput %2\n";
+    cr_assert_neq(smelt_graph_from_text(ctx, bad, &g2, &nout, &outs), SMELT_OK);
+    cr_assert(t_contains(smelt_errmsg(ctx), "conv_taps"), "%s", smelt_errmsg(ctx));
+    smelt_free(text), smelt_free(text2);
+    smelt_graph_free(g);
+    /* expression errors: a missing kernel, an unknown keyword */
+    g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(1, 2, 4, 4));
+    cr_assert_null(smelt_expr(g, "max_pool(x)", (const char *[]){"x"}, &x, 1));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "kernel="), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    x = smelt_input(g, "x", SMELT_F32, SHP(1, 2, 4, 4));
+    cr_assert_null(smelt_expr(g, "cumsum(x, axis=1, bogus=2)", (const char *[]){"x"}, &x, 1));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "bogus"), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
