@@ -283,6 +283,51 @@ static void b_attention(smelt_graph *g, smelt_node **in, smelt_node **out)
                            (const int64_t[]){q[0], q[2], q[1] * q[3]});
 }
 
+/* a ResNet layer: relu(batchnorm(conv3x3(x, w, pad 1))), x [8, 64, 56, 56], w [64, 64, 3, 3],
+ * the batch-norm's scale, shift, mean and variance inputs [64] (a product per tap, one epilogue) */
+static void b_conv_bn_relu(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    smelt_window win;
+    smelt_window_init(&win);
+    win.pads[0] = win.pads[1] = win.pads[2] = win.pads[3] = 1;
+    smelt_node *c = smelt_conv(g, in[0], in[1], NULL, &win), *r[4];
+    for (int i = 0; i < 4; i++)
+        r[i] = smelt_reshape(g, in[2 + i], 3, (const int64_t[]){-1, 1, 1});
+    smelt_node *inv = smelt_div(g, r[0], smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, r[3], S(g, 1e-5))));
+    out[0] = smelt_unary(g, SMELT_OP_RELU, smelt_add(g, smelt_mul(g, smelt_sub(g, c, r[2]), inv), r[1]));
+}
+
+/* max over time of gelu(conv1d(x, w, pad 2, 2 groups) + b), x [16, 512, 256] (NCW),
+ * w [256, 256, 5]: a product per tap, one epilogue and reduction */
+static void b_conv1d_gelu(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    smelt_window win;
+    smelt_window_init(&win);
+    win.pads[1] = win.pads[3] = 2;
+    win.groups = 2;
+    out[0] = smelt_global_max_pool(g, smelt_unary(g, SMELT_OP_GELU, smelt_conv(g, in[0], in[1], in[2], &win)));
+}
+
+static void sh_conv_bn_relu(int64_t n, int *nd, int64_t (*s)[4])
+{
+    (void)n;
+    const int64_t shp[6][4] = {{8, 64, 56, 56}, {64, 64, 3, 3}, {64}, {64}, {64}, {64}};
+    for (int i = 0; i < 6; i++) {
+        nd[i] = i < 2 ? 4 : 1;
+        memcpy(s[i], shp[i], sizeof shp[i]);
+    }
+}
+
+static void sh_conv1d_gelu(int64_t n, int *nd, int64_t (*s)[4])
+{
+    (void)n;
+    const int64_t shp[3][4] = {{16, 512, 256}, {256, 256, 5}, {256}};
+    for (int i = 0; i < 3; i++) {
+        nd[i] = i < 2 ? 3 : 1;
+        memcpy(s[i], shp[i], sizeof shp[i]);
+    }
+}
+
 static void sh_flat(int64_t n, int *nd, int64_t (*s)[4])
 {
     for (int i = 0; i < MAXIO; i++) {
@@ -420,6 +465,9 @@ static const wl workloads[] = {
      * figure (bytes per element: the main operand read and the result written) */
     {"mlp", 7, 1, b_mlp, sh_mlp, 0, 8, NULL},
     {"attention", 3, 1, b_attention, sh_attention, 0, 8, NULL},
+    /* convolutions: a BLAS product per tap accumulated, the epilogue fused (fixed shapes) */
+    {"conv_bn_relu", 6, 1, b_conv_bn_relu, sh_conv_bn_relu, 0, 8, NULL},
+    {"conv1d_gelu", 3, 1, b_conv1d_gelu, sh_conv1d_gelu, 0, 4, NULL},
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 

@@ -249,6 +249,55 @@ smelt_node *smelt_constant(smelt_graph *g, const smelt_tensor *t);
 smelt_node *smelt_reduce(smelt_graph *g, smelt_op op, smelt_node *a, int n_axes, const int *axes,
                          int keepdims);
 
+/* ---- windows: convolution and pooling; scans (docs/fusion.md) ---------
+ * Over NCW (rank 3) and NCHW (rank 4) arrays, as ONNX's Conv, MaxPool and
+ * AveragePool.  A window's parameters, per spatial axis (h, w; a rank-3
+ * array uses the w entries): */
+enum { SMELT_PAD_NOTSET, SMELT_PAD_SAME_UPPER, SMELT_PAD_SAME_LOWER, SMELT_PAD_VALID };
+typedef struct smelt_window {
+    int64_t kernel[2];    /* pooling: the window's shape (a conv's is its weights') */
+    int64_t strides[2];   /* >= 1 (default 1) */
+    int64_t pads[4];      /* elements added before h, before w, after h, after w (>= 0; default 0) */
+    int64_t dilations[2]; /* >= 1 (default 1): taps dilations[d] apart */
+    int auto_pad;         /* SMELT_PAD_*: SAME_* pad so that out = ceil(in / stride) (the odd
+                             element after: UPPER, before: LOWER), VALID none; NOTSET: pads */
+    int ceil_mode;        /* pooling: the output size rounds up (a last window that starts in
+                             the right padding is dropped, as ONNX and PyTorch) */
+    int count_include_pad; /* avg_pool: the padding counts in the divisor */
+    int64_t groups;       /* conv: channels in groups (C and O multiples of it; C: depthwise) */
+} smelt_window;
+void smelt_window_init(smelt_window *w); /* the defaults above */
+/* The convolution of x [N, C, (H,) W] with weights w [O, C / groups, (KH,)
+ * KW] (ONNX's Conv, a cross-correlation), plus bias b [O] (NULL: none):
+ * [N, O, (OH,) OW].  Float dtypes, promoted (f16, bf16: computed in f32).
+ * Computed as one matrix product per tap of the kernel, each of the
+ * weights' [O, C] matrix with a shifted view of the (padded) input, summed
+ * in BLAS (beta = 1); no im2col copy.  Elementwise work after it (bias,
+ * batch-norm, activation, residual) fuses into one kernel after it.  Bad
+ * attributes (strides or dilations < 1, a kernel larger than the padded
+ * input, channels that do not match, groups that do not divide them) are
+ * sticky errors.  The plan runs at the graph's spatial sizes. */
+smelt_node *smelt_conv(smelt_graph *g, smelt_node *x, smelt_node *w, smelt_node *b, const smelt_window *win);
+/* The max and the mean of each window (kernel, strides, pads, dilations,
+ * ceil_mode; avg_pool: count_include_pad) of x [N, C, (H,) W]: elementwise
+ * max / adds over the window's shifted strided views of x (padding with
+ * -inf, or the dtype's lowest, and 0), one fused kernel with what
+ * surrounds it.  max_pool: any number dtype; avg_pool: float dtypes. */
+smelt_node *smelt_max_pool(smelt_graph *g, smelt_node *x, const smelt_window *win);
+smelt_node *smelt_avg_pool(smelt_graph *g, smelt_node *x, const smelt_window *win);
+/* ONNX's GlobalMaxPool / GlobalAveragePool: max / mean over the spatial
+ * axes, kept (size 1): a reduction. */
+smelt_node *smelt_global_max_pool(smelt_graph *g, smelt_node *x);
+smelt_node *smelt_global_avg_pool(smelt_graph *g, smelt_node *x);
+/* NumPy's cumsum and cumprod along axis (negative: from the end; the
+ * dtype as sum's and prod's: integers and bool i64, floats their own),
+ * with ONNX CumSum's exclusive (element i combines the elements before
+ * it, the first is 0 / 1) and reverse (from the end).  Elements are
+ * combined one after the other in the dtype, from the first: one order,
+ * the bits the same on every backend and thread count. */
+smelt_node *smelt_cumsum(smelt_graph *g, smelt_node *a, int axis, int exclusive, int reverse);
+smelt_node *smelt_cumprod(smelt_graph *g, smelt_node *a, int axis, int exclusive, int reverse);
+
 /* Shorthands. */
 #define smelt_add(g, a, b) smelt_binary((g), SMELT_OP_ADD, (a), (b))
 #define smelt_sub(g, a, b) smelt_binary((g), SMELT_OP_SUB, (a), (b))

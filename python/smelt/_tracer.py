@@ -31,7 +31,7 @@ REDUCTIONS = ("sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "a
 # the operators a NumPy ufunc may map to: elementwise ones (arity 1-3, not
 # views, sources, reductions or library calls; matmul is handled apart)
 _NOT_ELEMWISE = {"input", "const", "arange", "constant", "cast", "broadcast_to", "reshape", "transpose",
-                 "slice", "concat", "pad", "matmul", "barrier"} | set(REDUCTIONS)
+                 "slice", "concat", "pad", "matmul", "barrier", "conv_taps", "cumsum", "cumprod"} | set(REDUCTIONS)
 ELEMWISE = {n: i for n, i in OPS.items() if n not in _NOT_ELEMWISE}
 
 
@@ -903,6 +903,39 @@ def atleast_2d(*arys):
     return r[0] if len(r) == 1 else r
 
 
+def window(fn, arrays, **kw):
+    """A window or a scan of the expression language (src/frontends/expr.c:
+    conv, max_pool, avg_pool, global_max_pool, global_avg_pool, cumsum,
+    cumprod) on traced arrays, its keywords integers or tuples of them."""
+    tr = _trace_of(arrays)
+    xs = [lift(a, tr) for a in arrays]
+    names = ["a%d" % i for i in range(len(xs))]
+    args = [k + "=" + (str(int(v)) if np.ndim(v) == 0 else "(" + ", ".join(str(int(e)) for e in v) + ",)")
+            for k, v in kw.items() if v is not None]
+    expr = "%s(%s)" % (fn, ", ".join(names + args))
+    keep = [ffi.new(T["char[]"], n.encode()) for n in names]
+    return tr.wrap(lib.smelt_expr(tr.g, expr.encode(), ffi.new(T["char *[]"], keep), _nodes(xs), len(xs)), fn)
+
+
+def _scan(fn, a, axis, dtype, out):
+    _no_out({"out": out}, "np." + fn)
+    a = lift(a, _trace_of([a]))
+    if dtype is not None:
+        a = a.astype(dtype)
+    r = window(fn, [a], axis=None if axis is None else _index(axis, "an axis"))
+    return r if dtype is None else r.astype(dtype)
+
+
+@implements(np.cumsum)
+def cumsum(a, axis=None, dtype=None, out=None):
+    return _scan("cumsum", a, axis, dtype, out)
+
+
+@implements(np.cumprod)
+def cumprod(a, axis=None, dtype=None, out=None):
+    return _scan("cumprod", a, axis, dtype, out)
+
+
 def _not_yet(fn, why):
     def f(*a, **k):
         raise UnsupportedError(-10, "np.%s cannot be traced by smelt yet (%s)%s; docs/python.md lists what "
@@ -910,8 +943,8 @@ def _not_yet(fn, why):
     FUNCTIONS[fn] = f
 
 
-for _f in (np.take, np.take_along_axis, np.tril, np.triu, np.cumsum, np.cumprod):
-    _not_yet(_f, "indexed reads and scans are planned operators")
+for _f in (np.take, np.take_along_axis, np.tril, np.triu):
+    _not_yet(_f, "indexed reads are planned operators")
 for _f in (np.sort, np.argsort, np.nonzero, np.unique, np.argwhere, np.flatnonzero):
     _not_yet(_f, "sorting, and shapes that depend on the data, are not smelt operators")
 for _f in (np.einsum, np.tensordot, np.outer, np.inner, np.kron):

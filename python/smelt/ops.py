@@ -7,7 +7,7 @@ relu, rsqrt, hardswish, clamp, fma, ...):
 
 The names are read from the library's operator table (smelt_op_name).
 """
-from ._tracer import ELEMWISE, Tracer, apply, _trace_of
+from ._tracer import ELEMWISE, Tracer, apply, window, _trace_of
 
 _compiled = {}
 
@@ -28,5 +28,49 @@ def _make(name):
 
 for _name in ELEMWISE:
     globals()[_name] = _make(_name)
-__all__ = sorted(ELEMWISE)
+
+
+# windows (smelt_conv, smelt_max_pool, smelt_avg_pool: include/smelt.h), over
+# NCW / NCHW arrays: strides, dilations an integer or one per spatial axis;
+# pads an integer, one per axis, or (before..., after...) as ONNX's
+def _window(fn, arrays, kw):
+    if _trace_of(arrays) is not None:
+        return window(fn, arrays, **kw)
+    key = (fn, len(arrays), tuple(sorted((k, str(v)) for k, v in kw.items())))
+    f = _compiled.get(key)
+    if f is None:
+        from ._jit import jit
+        f = _compiled[key] = jit(lambda *a: window(fn, list(a), **kw))
+    return f(*arrays)
+
+
+def conv(x, w, b=None, strides=1, pads=0, dilations=1, groups=1):
+    """ONNX's Conv (a cross-correlation) of x [N, C, (H,) W] with weights w
+    [O, C / groups, (KH,) KW] plus bias b [O]: one BLAS product per tap over
+    shifted views of the input, the elementwise work after it fused."""
+    arrays = [x, w] + ([b] if b is not None else [])
+    return _window("conv", arrays, dict(strides=strides, pads=pads, dilations=dilations, groups=groups))
+
+
+def max_pool(x, kernel, strides=1, pads=0, dilations=1, ceil_mode=False):
+    """ONNX's MaxPool over the spatial axes of x [N, C, (H,) W]."""
+    return _window("max_pool", [x], dict(kernel=kernel, strides=strides, pads=pads, dilations=dilations,
+                                         ceil_mode=int(bool(ceil_mode))))
+
+
+def avg_pool(x, kernel, strides=1, pads=0, ceil_mode=False, count_include_pad=False):
+    """ONNX's AveragePool over the spatial axes of x [N, C, (H,) W]."""
+    return _window("avg_pool", [x], dict(kernel=kernel, strides=strides, pads=pads, ceil_mode=int(bool(ceil_mode)),
+                                         count_include_pad=int(bool(count_include_pad))))
+
+
+def global_max_pool(x):
+    return _window("global_max_pool", [x], {})
+
+
+def global_avg_pool(x):
+    return _window("global_avg_pool", [x], {})
+
+
+__all__ = sorted(ELEMWISE) + ["conv", "max_pool", "avg_pool", "global_max_pool", "global_avg_pool"]
 del _name

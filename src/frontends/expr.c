@@ -1010,6 +1010,139 @@ static val postfix(P *p, val a)
     return a;
 }
 
+/* Windows and scans (src/ir/window.c): conv(x, w[, b], strides=, pads=,
+ * dilations=, groups=), max_pool(x, kernel=, strides=, pads=, dilations=,
+ * ceil_mode=), avg_pool(x, kernel=, strides=, pads=, ceil_mode=,
+ * count_include_pad=), global_max_pool(x), global_avg_pool(x),
+ * cumsum(a[, axis], exclusive=, reverse=), cumprod(...).  A window's
+ * entries are per spatial axis: an integer (every axis), a tuple of one
+ * per axis, and pads also a tuple (before..., after...) of two per axis
+ * (ONNX's order).  cumsum of an array of rank > 1 without an axis: of the
+ * array flattened, as NumPy's. */
+static const char *const window_fns[] = {"conv", "max_pool", "avg_pool", "global_max_pool", "global_avg_pool",
+                                         "cumsum", "cumprod"};
+enum { WF_CONV, WF_MAXPOOL, WF_AVGPOOL, WF_GMAX, WF_GAVG, WF_CUMSUM, WF_CUMPROD, WF_N };
+
+static val call_window(P *p, int kind, const char *fname, size_t npos)
+{
+    next(p); /* '(' */
+    val a[3] = {NONE, NONE, NONE};
+    int na = 0, maxpos = kind == WF_CONV ? 3 : 1;
+    smelt_window win;
+    smelt_window_init(&win);
+    int64_t kv[4][SMELT_MAX_DIMS]; /* kernel, strides, pads, dilations as given */
+    int kn[4] = {-1, -1, -1, -1};
+    int64_t axis = INT64_MIN, flags[3] = {0, 0, 0}; /* groups / ceil_mode / count_include_pad; exclusive, reverse */
+    static const char *const names[] = {"kernel", "strides", "pads", "dilations"};
+    static const char *const fnames[] = {"groups", "ceil_mode", "count_include_pad", "exclusive", "reverse", "axis"};
+    char tmsg[40];
+    snprintf(tmsg, sizeof tmsg, "more than %d entries", SMELT_MAX_DIMS);
+    while (!p->status && !is_op(p, ")")) {
+        if (at_keyword(p)) {
+            size_t kpos = p->t.pos, klen = p->t.len;
+            const char *kw = p->s + kpos;
+            next(p);
+            next(p); /* '=' */
+            int which = -1, fw = -1;
+            for (int k = 0; k < 4; k++)
+                which = name_is(kw, klen, names[k]) ? k : which;
+            for (int k = 0; k < 6; k++)
+                fw = name_is(kw, klen, fnames[k]) ? k : fw;
+            bool scan = kind == WF_CUMSUM || kind == WF_CUMPROD;
+            if (which >= 0 && !scan && kind != WF_GMAX && kind != WF_GAVG) {
+                if (!int_tuple(p, " (expected an integer or a tuple of integers)", INT64_MAX / 4, names[which], tmsg,
+                               &kn[which], kv[which]))
+                    return NONE;
+            } else if (fw >= 0 && (scan ? fw >= 3 : fw < 3 && (fw == 0) == (kind == WF_CONV))) {
+                int64_t v = 0;
+                bool have;
+                if (is_kw(p, "True") || is_kw(p, "False")) {
+                    v = is_kw(p, "True");
+                    next(p);
+                } else if (!opt_int(p, &v, &have) || !have) {
+                    return p->status ? NONE : unexpected(p, " (expected an integer, True or False)");
+                }
+                if (fw == 5)
+                    axis = v;
+                else
+                    flags[scan ? fw - 3 : fw] = v;
+            } else {
+                return fail(p, kpos, SMELT_ERR_PARSE, "%s() at column %zu: unexpected keyword argument '%.*s'",
+                            fname, kpos + 1, (int)SMELT_MIN(klen, 40), kw);
+            }
+        } else if ((kind == WF_CUMSUM || kind == WF_CUMPROD) && na == 1) {
+            bool have;
+            if (!opt_int(p, &axis, &have) || !have)
+                return p->status ? NONE : unexpected(p, " (expected an axis)");
+        } else {
+            size_t apos = p->t.pos;
+            val v = expr(p);
+            if (!v.n)
+                return v;
+            if (na == maxpos)
+                return fail(p, apos, SMELT_ERR_PARSE, "%s() at column %zu: too many arrays", fname, apos + 1);
+            a[na++] = v;
+        }
+        if (is_op(p, ","))
+            next(p);
+        else if (!is_op(p, ")"))
+            return unexpected(p, p->t.kind == T_END ? " (expected ')')" : " (expected ',' or ')')");
+    }
+    if (p->status)
+        return NONE;
+    next(p); /* ')' */
+    if (na < (kind == WF_CONV ? 2 : 1))
+        return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu takes %s", fname, npos + 1,
+                    kind == WF_CONV ? "x and the weights (and a bias)" : "an array");
+    if ((kind == WF_MAXPOOL || kind == WF_AVGPOOL) && kn[0] < 0)
+        return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu needs kernel=", fname, npos + 1);
+    if (!p->build)
+        return CHECKED;
+    smelt_graph *g = p->g;
+    smelt_node *x = a[0].n, *r = NULL;
+    int ns = smelt_node_ndim(x) - 2, i0 = ns == 1 ? 1 : 0;
+    for (int k = 0; k < 4; k++) { /* the entries into the window's (h, w) slots */
+        int64_t *dst = k == 0 ? win.kernel : k == 1 ? win.strides : k == 2 ? win.pads : win.dilations;
+        if (kn[k] < 0)
+            continue;
+        int per = k == 2 ? 2 : 1;
+        if (kn[k] != 1 && kn[k] != ns && kn[k] != per * ns)
+            return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu: %s has %d entries (1%s for %d spatial axes)",
+                        fname, npos + 1, names[k], kn[k], k == 2 ? ", one per axis or two" : " or one per axis",
+                        ns > 0 ? ns : 0);
+        for (int i = 0; i < ns && ns <= 2; i++) {
+            if (k == 2) {
+                dst[i0 + i] = kv[k][kn[k] == 1 ? 0 : i];
+                dst[2 + i0 + i] = kv[k][kn[k] == 1 ? 0 : kn[k] == ns ? i : ns + i];
+            } else {
+                dst[i0 + i] = kv[k][kn[k] == 1 ? 0 : i];
+            }
+        }
+    }
+    switch (kind) {
+    case WF_CONV:
+        win.groups = flags[0] ? flags[0] : 1;
+        r = smelt_conv(g, x, a[1].n, na > 2 ? a[2].n : NULL, &win);
+        break;
+    case WF_MAXPOOL:
+    case WF_AVGPOOL:
+        win.ceil_mode = (int)flags[1], win.count_include_pad = (int)flags[2];
+        r = kind == WF_MAXPOOL ? smelt_max_pool(g, x, &win) : smelt_avg_pool(g, x, &win);
+        break;
+    case WF_GMAX: r = smelt_global_max_pool(g, x); break;
+    case WF_GAVG: r = smelt_global_avg_pool(g, x); break;
+    default:
+        if (axis == INT64_MIN && smelt_node_ndim(x) > 1)
+            x = smelt_reshape(g, x, 1, (int64_t[]){-1});
+        axis = axis == INT64_MIN ? 0 : axis;
+        if (axis < -1000 || axis > 1000)
+            axis = 1000;
+        r = (kind == WF_CUMSUM ? smelt_cumsum : smelt_cumprod)(g, x, (int)axis, (int)flags[0], (int)flags[1]);
+        break;
+    }
+    return made(p, r, npos, NULL);
+}
+
 static val call(P *p, size_t npos, size_t nlen)
 {
     const char *name = p->s + npos;
@@ -1029,6 +1162,9 @@ static val call(P *p, size_t npos, size_t nlen)
     for (int k = 0; k < LF_N; k++)
         if (!strcmp(fname, layout_fns[k]))
             return call_layout(p, k, fname, npos);
+    for (int k = 0; k < WF_N; k++)
+        if (!strcmp(fname, window_fns[k]))
+            return call_window(p, k, fname, npos);
     const char *canon = fname;
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (!strcmp(fname, aliases[i].alias))

@@ -182,8 +182,9 @@ static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, sme
                 smelt__sb_puts(b, n->keepdims ? "] keepdims" : "]");
             }
             int nvp = n->op == SMELT_OP_SLICE ? 4 : n->op == SMELT_OP_BROADCAST ? 0 : n->op == SMELT_OP_CONCAT ? 1
-                      : n->op == SMELT_OP_PAD ? 3 : n->ndim;
-            for (int d = 0; smelt__is_view(n->op) && n->op != SMELT_OP_BROADCAST && d <= nvp; d++) {
+                      : n->op == SMELT_OP_PAD ? 3 : smelt__window_nvp(n->op) > 0 ? smelt__window_nvp(n->op) : n->ndim;
+            bool params = (smelt__is_view(n->op) && n->op != SMELT_OP_BROADCAST) || smelt__window_nvp(n->op) > 0;
+            for (int d = 0; params && d <= nvp; d++) {
                 /* a view's parameters: [4, -1, d0] (d0: the operand's dimension 0), [axis, start, stop, step] */
                 int64_t v = n->vp[d];
                 smelt__sb_puts(b, d == nvp ? "]" : d ? ", " : " [");
@@ -709,7 +710,8 @@ static int node_line(rd *r)
                     return st;
                 continue;
             }
-            if (r->s < r->end && *r->s == '[' && cls == SMELT_CLASS_VIEW && op != SMELT_OP_BROADCAST && nvp < 0) {
+            if (r->s < r->end && *r->s == '[' && (cls == SMELT_CLASS_VIEW || smelt__window_nvp((smelt_op)op) > 0) &&
+                op != SMELT_OP_BROADCAST && nvp < 0) {
                 if ((st = view_params(r, (smelt_op)op, &nvp, vp)))
                     return st;
                 continue;
@@ -744,6 +746,10 @@ static int node_line(rd *r)
             n = smelt_broadcast_to(g, args[0], ndim, sh);
         else if (op == SMELT_OP_MATMUL)
             n = smelt_matmul(g, args[0], args[1]);
+        else if (smelt__window_nvp((smelt_op)op) > 0 && nvp < 0)
+            return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
+        else if (smelt__window_nvp((smelt_op)op) > 0)
+            n = smelt__window_node(g, (smelt_op)op, args, nvp, vp);
         else if (cls == SMELT_CLASS_VIEW && nvp < 0)
             return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
         else if (op == SMELT_OP_CONCAT && nvp != 1)

@@ -97,6 +97,56 @@ static smelt_node *tie(grad_rule_ctx *R, smelt_node *g, smelt_node *gt, smelt_no
     return WHERE(gt, g, WHERE(eq, MUL(g, S(0.5)), S(0)));
 }
 
+/* an operator whose derivative is not written: a sticky error naming it */
+smelt_node *smelt__graph_fail(smelt_graph *g, int status, const char *msg);
+static smelt_node *no_rule(grad_rule_ctx *R, const char *op)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "grad: the derivative of %s is not implemented", op);
+    return smelt__graph_fail(R->G, SMELT_ERR_UNSUPPORTED, msg);
+}
+
+/* conv_taps (ops.def) at stride 1, one group: the input's share is the
+ * correlation of g (its [OH, Wq] grid, columns past OW zero) padded by the
+ * kernel's span with the weights flipped and transposed, cut to the
+ * input's grid; the weights' share of tap (kh, kw) is the sum over images
+ * of g's [O, M] rows times the tap's shifted view of the input, [M, C] */
+static smelt_node *vjp_conv(grad_rule_ctx *R, int which)
+{
+    smelt_graph *G = R->G;
+    smelt_node *y = R->y, *x = y->in[0], *w = y->in[1], *g = R->g;
+    int64_t sh = y->vp[0], sw = y->vp[1], dh = y->vp[2], dw = y->vp[3], groups = y->vp[4], OH = y->vp[5],
+            OW = y->vp[6], Wq = y->vp[7];
+    int64_t N = x->shape[0], C = x->shape[2], L = x->shape[3], O = w->shape[0], KH = w->shape[2], KW = w->shape[3];
+    int64_t Hq = OH + (KH - 1) * dh, M = (OH - 1) * Wq + OW;
+    if (sh != 1 || sw != 1 || groups != 1 || L != Hq * Wq || Wq != OW + (KW - 1) * dw)
+        return no_rule(R, "conv with strides above 1 or groups");
+    if (which == 0) {
+        smelt_node *w2 = smelt_flip(G, smelt_flip(G, smelt_transpose(G, w, (const int[]){1, 0, 2, 3}), 2), 3);
+        smelt_window win;
+        smelt_window_init(&win);
+        win.pads[0] = win.pads[2] = (KH - 1) * dh, win.pads[1] = win.pads[3] = (KW - 1) * dw;
+        win.dilations[0] = dh, win.dilations[1] = dw;
+        smelt_node *d = smelt_slice(G, smelt_conv(G, g, w2, NULL, &win), 3, 0, Wq, 1);
+        return smelt_reshape(G, d, 4, (const int64_t[]){N, 1, C, Hq * Wq});
+    }
+    int64_t T = KH * KW;
+    smelt_node **taps = calloc((size_t)T, sizeof *taps);
+    if (!taps)
+        return smelt__graph_fail(G, SMELT_ERR_NOMEM, "grad: out of memory");
+    smelt_node *gf = smelt_slice(G, smelt_reshape(G, g, 3, (const int64_t[]){N, O, OH * Wq}), 2, 0, M, 1);
+    const int first[] = {0};
+    for (int64_t t = 0; t < T; t++) {
+        int64_t off = t / KW * dh * Wq + t % KW * dw;
+        smelt_node *xs = smelt_squeeze(G, smelt_slice(G, x, 3, off, off + M, 1), 1);
+        smelt_node *p = smelt_matmul(G, gf, smelt_transpose(G, xs, (const int[]){0, 2, 1}));
+        taps[t] = smelt_expand_dims(G, smelt_reduce(G, SMELT_OP_SUM, p, 1, first, 0), 2);
+    }
+    smelt_node *r = T == 1 ? taps[0] : smelt_concat(G, (int)T, taps, 2);
+    free(taps);
+    return smelt_reshape(G, r, 4, (const int64_t[]){O, C, KH, KW});
+}
+
 /* ---- views -------------------------------------------------------------- */
 static smelt_node *vjp_reshape(grad_rule_ctx *R)
 {

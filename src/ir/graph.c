@@ -87,6 +87,16 @@ static smelt_node *new_node(smelt_graph *g, smelt_op op, smelt_dtype dt, int ndi
     return n;
 }
 
+/* For the builders of other files (src/ir/window.c): a node and a sticky
+ * error, as this file's. */
+smelt_node *smelt__new_node(smelt_graph *g, smelt_op op, smelt_dtype dt, int ndim, const int64_t *shape, int nin,
+                            smelt_node *const *in)
+{
+    return new_node(g, op, dt, ndim, shape, nin, in);
+}
+
+smelt_node *smelt__graph_fail(smelt_graph *g, int status, const char *msg) { return fail(g, status, "%s", msg); }
+
 /* The shared shape check (smelt__shape_check), as a sticky graph error. */
 static bool check_shape(smelt_graph *g, const char *what, int ndim, const int64_t *shape)
 {

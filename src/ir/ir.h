@@ -306,6 +306,14 @@ bool smelt__view_strides(smelt_op op, const int64_t *vp, int r, const int64_t *o
 /* A view node of op (reshape, transpose, slice) over a with its n
  * parameters vp, checked (a sticky error on g when they are bad). */
 smelt_node *smelt__view_node(smelt_graph *g, smelt_op op, smelt_node *a, int n, const int64_t *vp);
+/* A window's or a scan's node (conv_taps, cumsum, cumprod: ops.def) over
+ * its operands in[] with its n parameters vp, checked (graph files;
+ * src/ir/window.c).  The number of parameters each takes: */
+smelt_node *smelt__window_node(smelt_graph *g, smelt_op op, smelt_node *const *in, int n, const int64_t *vp);
+static inline int smelt__window_nvp(smelt_op op)
+{
+    return op == SMELT_OP_CONV_TAPS ? 8 : op == SMELT_OP_CUMSUM || op == SMELT_OP_CUMPROD ? 3 : -1;
+}
 /* A Python slice start:stop:step over n elements: the first index and the
  * count (PySlice_AdjustIndices); step != 0. */
 void smelt__slice_range(int64_t n, int64_t start, int64_t stop, int64_t step, int64_t *first, int64_t *count);

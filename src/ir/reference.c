@@ -306,6 +306,57 @@ int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
             st = ref_reduce(ctx, n, &vals[n->in[0]->id], r);
             continue;
         }
+        if (n->op == SMELT_OP_CONV_TAPS) { /* ops.def: each output element's taps and channels in order */
+            const rval *X = &vals[n->in[0]->id], *W = &vals[n->in[1]->id];
+            int64_t sh = n->vp[0], sw = n->vp[1], dh = n->vp[2], dw = n->vp[3], G = n->vp[4], Wq = n->vp[7];
+            int64_t O = n->shape[1], OH = n->shape[2], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
+            int64_t L = X->shape[3], Og = O / G;
+            for (int64_t i = 0; i < cnt; i++) {
+                int64_t col = i % Wq, oh = i / Wq % OH, o = i / (Wq * OH) % O, b = i / (Wq * OH * O), gi = o / Og;
+                double acc = 0;
+                for (int64_t kh = 0; kh < KH; kh++)
+                    for (int64_t kw = 0; kw < KW; kw++) {
+                        int64_t ph = kh * dh % sh, pw = kw * dw % sw;
+                        int64_t at = (oh + kh * dh / sh) * Wq + col + kw * dw / sw;
+                        for (int64_t c = 0; c < Cg && at < L; c++)
+                            acc += W->data[o * W->strides[0] + c * W->strides[1] + kh * W->strides[2] +
+                                           kw * W->strides[3]] *
+                                   X->data[b * X->strides[0] + (ph * sw + pw) * X->strides[1] +
+                                           (gi * Cg + c) * X->strides[2] + at * X->strides[3]];
+                    }
+                r->data[i] = acc;
+            }
+            continue;
+        }
+        if (n->op == SMELT_OP_CUMSUM || n->op == SMELT_OP_CUMPROD) { /* in double (i64: wrapping) */
+            const rval *A = &vals[n->in[0]->id];
+            int ax = (int)n->vp[0];
+            bool prod = n->op == SMELT_OP_CUMPROD, excl = n->vp[1], rev = n->vp[2], isint = !smelt__is_float(n->dtype);
+            int64_t len = n->shape[ax];
+            for (int64_t i = 0; i < cnt; i++) {
+                int64_t t = i, base = 0, pos = 0;
+                for (int d = n->ndim - 1; d >= 0; d--) {
+                    int64_t idx = t % n->shape[d];
+                    t /= n->shape[d];
+                    if (d == ax)
+                        pos = idx;
+                    else
+                        base += idx * A->strides[d];
+                }
+                double acc = prod ? 1 : 0;
+                uint64_t iacc = prod ? 1 : 0;
+                for (int64_t k = 0; k < len; k++) {
+                    int64_t e = rev ? len - 1 - k : k;
+                    if (excl ? (rev ? e <= pos : e >= pos) : (rev ? e < pos : e > pos))
+                        continue;
+                    double v = A->data[base + e * A->strides[ax]];
+                    acc = prod ? acc * v : acc + v;
+                    iacc = prod ? iacc * (uint64_t)(int64_t)v : iacc + (uint64_t)(int64_t)v;
+                }
+                r->data[i] = isint ? (double)(int64_t)iacc : smelt__dtype_round_result(n->dtype, acc);
+            }
+            continue;
+        }
         if (n->op == SMELT_OP_MATMUL) { /* in double, each dot product in order */
             const rval *A = &vals[n->in[0]->id], *B = &vals[n->in[1]->id];
             int nb = n->ndim - 2;

@@ -91,6 +91,12 @@ void smelt__blas_single_threaded(void)
 int smelt__blas_gemm(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      const void *a, int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc)
 {
+    return smelt__blas_gemm_beta(ctx, dt, ta, tb, m, n, k, a, lda, b, ldb, 0, c, ldc);
+}
+
+int smelt__blas_gemm_beta(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                          const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
     int st = smelt__blas_check(ctx);
     if (st)
         return st;
@@ -100,9 +106,9 @@ int smelt__blas_gemm(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m
                           "elements per row (BLAS's 32-bit sizes)");
     if (dt == SMELT_F64)
         blas.dgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0, a, (int)lda,
-                   b, (int)ldb, 0.0, c, (int)ldc);
+                   b, (int)ldb, beta, c, (int)ldc);
     else
         blas.sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, a,
-                   (int)lda, b, (int)ldb, 0.0f, c, (int)ldc);
+                   (int)lda, b, (int)ldb, (float)beta, c, (int)ldc);
     return SMELT_OK;
 }

@@ -1518,11 +1518,33 @@ static int run_pieces(smelt_plan *p, runstate *rs, int ki, smelt__view *w, bool 
     return st;
 }
 
+/* A window's or a scan's library kernel: its loops (src/runtime/window.c)
+ * over its operands as they lie. */
+static int run_window(smelt_plan *p, runstate *rs, int ki)
+{
+    int v = p->kern[ki].cl.members[0];
+    const smelt__inst *x = &p->prog.v[v];
+    smelt__view w[3];
+    int64_t sc[3][SMELT_MAX_DIMS];
+    for (int o = 0; o <= x->nin; o++) {
+        int u = o < x->nin ? x->in[o] : v;
+        int st = p->prog.v[u].op == SMELT_OP_CONST ? const_view(p, u, &p->rs[u], &w[o], sc[o])
+                                                    : value_view(p, rs, u, &w[o], sc[o]);
+        if (st)
+            return st;
+    }
+    if (p->be->iface->launch)
+        return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "%s on %s: not supported on a device yet",
+                          x->op == SMELT_OP_CONV_TAPS ? "conv" : smelt__ops[x->op].name, p->be->iface->name);
+    return x->op == SMELT_OP_CONV_TAPS ? smelt__run_conv_taps(p, x, w, &w[2])
+                                       : smelt__run_scan(p, x, w, &w[x->nin]);
+}
+
 static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
     if (k->library)
-        return run_matmul(p, rs, ki);
+        return p->prog.v[k->cl.members[0]].op == SMELT_OP_MATMUL ? run_matmul(p, rs, ki) : run_window(p, rs, ki);
     if (k->desc.reduce)
         return run_reduce(p, rs, ki, split);
     const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
@@ -1657,6 +1679,16 @@ static int infer_shapes(smelt_plan *p, smelt_tensor *const *inputs)
         if (x->op == SMELT_OP_CONST || x->op == SMELT_OP_ARANGE || x->op == SMELT_OP_TENSOR) {
             r->ndim = x->ndim;
             memcpy(r->shape, x->shape, sizeof r->shape);
+            continue;
+        }
+        if (x->op == SMELT_OP_CONV_TAPS) { /* [N, O, OH, Wq] (vp[5], vp[7]: the graph's) */
+            const smelt__rshape *a = &p->rs[x->in[0]], *b = &p->rs[x->in[1]];
+            r->ndim = 4;
+            r->shape[0] = a->shape[0], r->shape[1] = b->shape[0], r->shape[2] = x->vp[5], r->shape[3] = x->vp[7];
+            continue;
+        }
+        if (x->op == SMELT_OP_CUMSUM || x->op == SMELT_OP_CUMPROD) {
+            *r = p->rs[x->in[0]];
             continue;
         }
         if (x->op == SMELT_OP_MATMUL) {

@@ -336,8 +336,19 @@ static void describe(smelt_plan *p)
         smelt__pkernel *k = &p->kern[i];
         const smelt__variant *v = k->nvar ? &k->var[0] : NULL;
         if (k->library) { /* "kernel 2 matmul [BLAS: OpenBLAS 0.3.21 ...]" */
-            smelt__sb_printf(b, "kernel %d matmul [BLAS: %s] inputs [", i,
-                             p->be->iface->gemm ? "cuBLAS" : smelt__blas_name() ? smelt__blas_name() : "none");
+            const smelt__inst *lx = &p->prog.v[k->cl.members[0]];
+            if (lx->op == SMELT_OP_CONV_TAPS) /* "kernel 1 conv [9 taps: 3x3 window, one product each, ...]" */
+                smelt__sb_printf(b, "kernel %d conv [%lld taps: a %lldx%lld window of shifted views, one product "
+                                 "each accumulated in BLAS: %s] inputs [", i,
+                                 (long long)(p->prog.v[lx->in[1]].shape[2] * p->prog.v[lx->in[1]].shape[3]),
+                                 (long long)p->prog.v[lx->in[1]].shape[2], (long long)p->prog.v[lx->in[1]].shape[3],
+                                 smelt__blas_name() ? smelt__blas_name() : "none");
+            else if (lx->op != SMELT_OP_MATMUL) /* a scan */
+                smelt__sb_printf(b, "kernel %d %s [a scan along axis %lld, in order] inputs [", i,
+                                 smelt__ops[lx->op].name, (long long)lx->vp[0]);
+            else
+                smelt__sb_printf(b, "kernel %d matmul [BLAS: %s] inputs [", i,
+                                 p->be->iface->gemm ? "cuBLAS" : smelt__blas_name() ? smelt__blas_name() : "none");
             describe_inputs(b, p, k);
             smelt__sb_printf(b, "] outputs [");
             for (int j = 0; j < k->cl.nout; j++)

@@ -57,6 +57,14 @@ int smelt__blas_check(smelt_ctx *ctx);
 void smelt__blas_single_threaded(void);
 int smelt__blas_gemm(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      const void *a, int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc);
+/* C = A B + beta C (beta 0: C is not read) */
+int smelt__blas_gemm_beta(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                          const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+/* Windows and scans (src/runtime/window.c): instruction x of p over its
+ * operands' views in[] and its result's out, on the host. */
+struct smelt__view;
+int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const struct smelt__view *in, const struct smelt__view *out);
+int smelt__run_scan(smelt_plan *p, const smelt__inst *x, const struct smelt__view *in, const struct smelt__view *out);
 
 /* What a memory plan gives (src/runtime/memplan.c), in bytes. */
 typedef struct smelt__memplan {

@@ -240,8 +240,8 @@ def test_tracer_errors_name_the_line():
 
 
 def test_unsupported_functions_are_errors():
-    with pytest.raises(smelt.UnsupportedError, match=r"np\.cumsum.*test_jit\.py"):
-        smelt.jit(lambda x: np.cumsum(x))(rand(3))
+    with pytest.raises(smelt.UnsupportedError, match=r"np\.sort.*test_jit\.py"):
+        smelt.jit(lambda x: np.sort(x))(rand(3))
     with pytest.raises(smelt.UnsupportedError, match="fmax"):
         smelt.jit(lambda x: np.fmax(x, 0))(rand(3))
     with pytest.raises(smelt.UnsupportedError, match="indexing with an array"):

@@ -581,6 +581,92 @@ def _gmp(c, ins, A):
     return np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)
 
 
+# ---- windows and scans (smelt.ops.conv / max_pool / avg_pool, np.cumsum) ----------------------------
+def _check_conv_pool(node, A, opset):
+    if A.get("auto_pad", "NOTSET") not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        return "auto_pad=%r" % A.get("auto_pad")
+    if "kernel_shape" in A and len(A["kernel_shape"]) not in (1, 2):
+        return "%d spatial axes (1 or 2)" % len(A["kernel_shape"])
+    if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
+        return "the Indices output"
+    if A.get("storage_order", 0):
+        return "storage_order=1"
+    return None
+
+
+def _window_attrs(x, A, kernel):
+    """strides, pads (before..., after...), dilations of a window over x's
+    spatial axes, auto_pad resolved at x's (known) shape."""
+    ns = x.ndim - 2
+    if ns not in (1, 2):
+        raise UnsupportedError(-10, "a window over %d spatial axes (1 or 2)" % ns)
+    s = [int(v) for v in A.get("strides", [1] * ns)]
+    d = [int(v) for v in A.get("dilations", [1] * ns)]
+    p = [int(v) for v in A.get("pads", [0] * (2 * ns))]
+    mode = A.get("auto_pad", "NOTSET")
+    if isinstance(mode, bytes):
+        mode = mode.decode()
+    if mode == "VALID":
+        p = [0] * (2 * ns)
+    elif mode in ("SAME_UPPER", "SAME_LOWER"):
+        for i in range(ns):
+            n = int(x.shape[2 + i])
+            o = -(-n // s[i])
+            total = max(0, (o - 1) * s[i] + (int(kernel[i]) - 1) * d[i] + 1 - n)
+            lo = total // 2 if mode == "SAME_UPPER" else total - total // 2
+            p[i], p[ns + i] = lo, total - lo
+    return s, p, d
+
+
+def _known_or_traced(x):
+    return x if is_traced(x) else np.ascontiguousarray(x)
+
+
+@op("Conv", ["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"], check=_check_conv_pool)
+def _conv(c, ins, A):
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    s, p, d = _window_attrs(x, A, list(w.shape[2:]))
+    args = [_known_or_traced(v) for v in ([x, w] + ([b] if b is not None else []))]
+    return smelt.ops.conv(*args, strides=s, pads=p, dilations=d, groups=int(A.get("group", 1)))
+
+
+@op("MaxPool", ["auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"],
+    check=_check_conv_pool)
+def _maxpool(c, ins, A):
+    x = ins[0]
+    k = [int(v) for v in A["kernel_shape"]]
+    s, p, d = _window_attrs(x, A, k)
+    return smelt.ops.max_pool(_known_or_traced(x), k, strides=s, pads=p, dilations=d,
+                              ceil_mode=bool(A.get("ceil_mode", 0)))
+
+
+@op("AveragePool", ["auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"],
+    check=lambda n, A, o: _check_conv_pool(n, A, o) or
+    ("dilations" if any(int(v) != 1 for v in A.get("dilations", [])) else None))
+def _avgpool(c, ins, A):
+    x = ins[0]
+    k = [int(v) for v in A["kernel_shape"]]
+    s, p, d = _window_attrs(x, A, k)
+    return smelt.ops.avg_pool(_known_or_traced(x), k, strides=s, pads=p, ceil_mode=bool(A.get("ceil_mode", 0)),
+                              count_include_pad=bool(A.get("count_include_pad", 0)))
+
+
+@op("CumSum", ["exclusive", "reverse"])
+def _cumsum(c, ins, A):
+    x = ins[0]
+    axis = norm_axis(known(ins[1], "CumSum's axis").reshape(-1)[0], x.ndim)
+    excl, rev = int(A.get("exclusive", 0)), int(A.get("reverse", 0))
+    if is_traced(x):
+        from .._tracer import window
+        return astype(window("cumsum", [x], axis=axis, exclusive=excl, reverse=rev), x.dtype)
+    y = np.flip(x, axis) if rev else x
+    y = np.cumsum(y, axis=axis, dtype=x.dtype)
+    if excl:
+        y = np.concatenate([np.zeros_like(np.take(y, [0], axis)), np.take(y, range(x.shape[axis] - 1), axis)], axis)
+    return np.flip(y, axis) if rev else y
+
+
 @op("DepthToSpace", ["blocksize", "mode"],
     check=lambda n, A, o: None if A.get("mode", "DCR") in ("DCR", "CRD") else "mode=%r" % A.get("mode"))
 def _d2s(c, ins, A):
@@ -1121,6 +1207,7 @@ KNOWN_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1
 for _n in OPS:
     if _n.startswith("Reduce"):
         KNOWN_INPUTS[_n] = (1,)
+KNOWN_INPUTS["CumSum"] = (1,)  # its axis
 _SHAPE_ONLY = {"Shape", "Size", "EyeLike"}
 
 

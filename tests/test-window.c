@@ -1,0 +1,599 @@
+/* Windows and scans: convolution (1-D and 2-D, strides, pads, auto_pad,
+ * dilations, groups, depthwise, bias), max and average pooling (ceil_mode,
+ * count_include_pad, dilations), global pooling, cumsum and cumprod,
+ * against a direct computation in double written here (ONNX's and NumPy's
+ * definitions) and the float64 reference interpreter; kernel counts (one
+ * product kernel, one fused epilogue, no copy for a window); the same bits
+ * on TCC and CC and at any thread count; bad attributes as errors. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+typedef struct ccase {
+    int rank;             /* 3 or 4 */
+    int64_t N, C, H, W, O, KH, KW;
+    int64_t sh, sw, dh, dw, groups;
+    int64_t pads[4];
+    int auto_pad;
+} ccase;
+
+static const ccase conv_cases[] = {
+    {4, 2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, 0},
+    {4, 1, 4, 8, 8, 6, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, 0},
+    {4, 2, 4, 9, 10, 4, 3, 2, 2, 3, 1, 1, 2, {0, 1, 2, 0}, 0},
+    {4, 1, 6, 10, 9, 6, 3, 3, 1, 1, 2, 2, 6, {2, 2, 2, 2}, 0},   /* depthwise, dilated */
+    {4, 2, 3, 6, 7, 5, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0},    /* 1x1 */
+    {4, 1, 2, 7, 8, 3, 3, 3, 2, 2, 1, 1, 1, {0, 0, 0, 0}, 1},    /* SAME_UPPER */
+    {4, 1, 2, 7, 8, 3, 4, 4, 2, 3, 1, 1, 1, {0, 0, 0, 0}, 2},    /* SAME_LOWER */
+    {4, 2, 2, 5, 6, 2, 2, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 3},    /* VALID */
+    {4, 1, 8, 12, 11, 8, 3, 3, 3, 2, 2, 1, 4, {3, 0, 1, 2}, 0},
+    {3, 2, 4, 1, 20, 6, 1, 5, 1, 1, 1, 1, 1, {0, 2, 0, 2}, 0},   /* 1-D */
+    {3, 1, 4, 1, 17, 4, 1, 3, 1, 2, 1, 3, 2, {0, 1, 0, 3}, 0},   /* 1-D strided, dilated, grouped */
+};
+
+/* ONNX Conv in double: out [N, O, OH, OW] */
+static void naive_conv(const ccase *c, const smelt_tensor *x, const smelt_tensor *w, const smelt_tensor *b,
+                       const int64_t *lo, int64_t OH, int64_t OW, double *out)
+{
+    int64_t Cg = c->C / c->groups, Og = c->O / c->groups;
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t o = 0; o < c->O; o++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = b ? smelt_tensor_get(b, o) : 0;
+                    for (int64_t ci = 0; ci < Cg; ci++)
+                        for (int64_t kh = 0; kh < c->KH; kh++)
+                            for (int64_t kw = 0; kw < c->KW; kw++) {
+                                int64_t ih = oh * c->sh + kh * c->dh - lo[0], iw = ow * c->sw + kw * c->dw - lo[1];
+                                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W)
+                                    continue;
+                                int64_t chn = o / Og * Cg + ci;
+                                acc += smelt_tensor_get(x, ((n * c->C + chn) * c->H + ih) * c->W + iw) *
+                                       smelt_tensor_get(w, ((o * Cg + ci) * c->KH + kh) * c->KW + kw);
+                            }
+                    out[((n * c->O + o) * OH + oh) * OW + ow] = acc;
+                }
+}
+
+static void same_pads(int mode, int64_t n, int64_t k, int64_t s, int64_t d, int64_t *lo, int64_t *hi)
+{
+    int64_t o = (n + s - 1) / s, total = (o - 1) * s + (k - 1) * d + 1 - n;
+    total = total < 0 ? 0 : total;
+    *lo = mode == SMELT_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+    *hi = total - *lo;
+}
+
+static void check_close(const char *what, const smelt_tensor *got, const double *want, int64_t n, double tol)
+{
+    cr_assert_eq(smelt_tensor_numel(got), n, "%s: %lld elements, expected %lld", what,
+                 (long long)smelt_tensor_numel(got), (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        double g = smelt_tensor_get(got, i);
+        cr_assert(fabs(g - want[i]) <= tol * (1 + fabs(want[i])) || (isnan(g) && isnan(want[i])),
+                  "%s: element %lld is %.9g, expected %.9g", what, (long long)i, g, want[i]);
+    }
+}
+
+/* conv + bias + relu against the direct computation and the reference;
+ * kernels: the products, the epilogue (+ a copy of the padded / phased
+ * input when there is padding or a stride) */
+Test(window, conv_against_direct_computation)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 1);
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16};
+    for (int t = 0; t < NELEMS(dts); t++)
+        for (int k = 0; k < NELEMS(conv_cases); k++) {
+            const ccase *c = &conv_cases[k];
+            smelt_dtype dt = dts[t];
+            smelt_graph *g = t_graph(ctx);
+            int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C / c->groups, c->KH, c->KW};
+            if (c->rank == 3)
+                xs[2] = c->W, ws[2] = c->KW;
+            smelt_node *x = smelt_input(g, "x", dt, c->rank, xs), *w = smelt_input(g, "w", dt, c->rank, ws);
+            smelt_node *b = smelt_input(g, "b", dt, 1, (int64_t[]){c->O});
+            smelt_window win;
+            smelt_window_init(&win);
+            win.strides[0] = c->sh, win.strides[1] = c->sw, win.dilations[0] = c->dh, win.dilations[1] = c->dw;
+            win.groups = c->groups, win.auto_pad = c->auto_pad;
+            memcpy(win.pads, c->pads, sizeof win.pads);
+            smelt_node *y = smelt_unary(g, SMELT_OP_RELU, smelt_conv(g, x, w, b, &win));
+            T_OK(ctx, smelt_graph_status(g));
+            smelt_tensor *in[3] = {t_rand(ctx, &r, dt, c->rank, xs), t_rand(ctx, &r, dt, c->rank, ws),
+                                   t_rand(ctx, &r, dt, 1, (int64_t[]){c->O})};
+            int64_t lo[2], hi[2];
+            for (int i = 0; i < 2; i++) {
+                int64_t n = i ? c->W : c->H, kk = i ? c->KW : c->KH, s = i ? c->sw : c->sh, d = i ? c->dw : c->dh;
+                if (c->auto_pad == SMELT_PAD_SAME_UPPER || c->auto_pad == SMELT_PAD_SAME_LOWER)
+                    same_pads(c->auto_pad, n, kk, s, d, &lo[i], &hi[i]);
+                else if (c->auto_pad == SMELT_PAD_VALID)
+                    lo[i] = hi[i] = 0;
+                else
+                    lo[i] = c->pads[i], hi[i] = c->pads[2 + i];
+            }
+            int64_t OH = (c->H + lo[0] + hi[0] - (c->KH - 1) * c->dh - 1) / c->sh + 1;
+            int64_t OW = (c->W + lo[1] + hi[1] - (c->KW - 1) * c->dw - 1) / c->sw + 1;
+            int64_t n = c->N * c->O * OH * OW;
+            double *want = malloc(sizeof(double) * (size_t)n);
+            naive_conv(c, in[0], in[1], in[2], lo, OH, OW, want);
+            for (int64_t i = 0; i < n; i++)
+                want[i] = want[i] < 0 ? 0 : want[i];
+            char what[96];
+            snprintf(what, sizeof what, "%s, conv case %d", smelt_dtype_name(dt), k);
+            cr_assert_eq(smelt_node_shape(y)[c->rank - 1], OW, "%s: OW", what);
+            smelt_tensor *ref, *got3 = NULL, *got0 = NULL;
+            t_reference(ctx, g, 1, &y, 3, in, &ref);
+            check_close(what, ref, want, n, dt == SMELT_F64 ? 1e-12 : dt == SMELT_F16 ? 2e-3 : 1e-5);
+            smelt_plan *p3 = t_plan(ctx, g, 1, &y, 3), *p0 = t_plan(ctx, g, 1, &y, 0);
+            t_run(p3, 3, in, 1, &got3);
+            t_run(p0, 3, in, 1, &got0);
+            double tol = dt == SMELT_F64 ? 1e-12 : dt == SMELT_F16 ? 2e-2 : 2e-5;
+            check_close(what, got3, want, n, tol);
+            check_close(what, got0, want, n, tol);
+            if (dt == SMELT_F32) { /* one product kernel, one epilogue: bias + relu fused; a copy lays the
+                                      padded, phased input out when there is one */
+                smelt_plan_stats s = t_stats(p3);
+                int laid = (lo[0] || lo[1] || hi[0] || hi[1]) + (c->sh > 1 || c->sw > 1);
+                cr_assert_leq(s.kernels, 2 + laid, "%s: %d kernels\n%s", what, s.kernels, smelt_plan_describe(p3));
+            }
+            free(want);
+            smelt_tensor_free(ref), smelt_tensor_free(got3), smelt_tensor_free(got0), t_free_all(in, 3);
+            smelt_plan_free(p3), smelt_plan_free(p0);
+            smelt_graph_free(g);
+        }
+    smelt_ctx_free(ctx);
+}
+
+/* The same bits on 1, 2 and 3 threads, on TCC and CC */
+Test(window, conv_bits_at_any_thread_count_and_backend, .timeout = 120)
+{
+    trng r;
+    trng_init(&r, 2);
+    smelt_tensor *first = NULL;
+    smelt_tensor *in[2] = {NULL, NULL};
+    const char *backends[] = {"TCC", "CC"};
+    for (int bi = 0; bi < 2; bi++)
+        for (int th = 1; th <= 3; th++) {
+            smelt_ctx *ctx = t_ctx();
+            if (smelt_backend_check(ctx, backends[bi]) != SMELT_OK) {
+                smelt_ctx_free(ctx);
+                continue;
+            }
+            T_OK(ctx, smelt_ctx_set_backend(ctx, backends[bi]));
+            T_OK(ctx, smelt_ctx_set_threads(ctx, th));
+            smelt_graph *g = t_graph(ctx);
+            smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(2, 16, 40, 40));
+            smelt_node *w = smelt_input(g, "w", SMELT_F32, SHP(24, 16, 3, 3));
+            smelt_window win;
+            smelt_window_init(&win);
+            win.pads[0] = win.pads[1] = win.pads[2] = win.pads[3] = 1;
+            smelt_node *y = smelt_expr(g, "tanh(c) * 2 + 1", (const char *[]){"c"},
+                                       (smelt_node *[]){smelt_conv(g, x, w, NULL, &win)}, 1);
+            T_OK(ctx, smelt_graph_status(g));
+            if (!in[0]) {
+                in[0] = t_rand(ctx, &r, SMELT_F32, SHP(2, 16, 40, 40));
+                in[1] = t_rand(ctx, &r, SMELT_F32, SHP(24, 16, 3, 3));
+            }
+            smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+            smelt_tensor *got = NULL;
+            t_run(p, 2, in, 1, &got);
+            if (!first)
+                first = got;
+            else {
+                cr_assert(t_bitwise_equal(first, got), "%s, %d threads: other bits", backends[bi], th);
+                smelt_tensor_free(got);
+            }
+            smelt_plan_free(p);
+            smelt_graph_free(g);
+            smelt_ctx_free(ctx);
+        }
+    smelt_tensor_free(first);
+    t_free_all(in, 2);
+}
+
+Test(window, conv_bad_attributes_are_errors)
+{
+    smelt_ctx *ctx = t_ctx();
+    struct {
+        int64_t xs[4], ws[4];
+        int64_t stride, pad, groups;
+        const char *msg;
+    } bad[] = {
+        {{1, 4, 8, 8}, {4, 4, 3, 3}, -1, 0, 1, "stride -1"},
+        {{1, 4, 8, 8}, {4, 4, 3, 3}, 0, 0, 1, "stride 0"},
+        {{1, 4, 2, 2}, {4, 4, 3, 3}, 1, 0, 1, "larger than the padded input"},
+        {{1, 4, 8, 8}, {4, 3, 3, 3}, 1, 0, 1, "channels"},
+        {{1, 4, 8, 8}, {4, 2, 3, 3}, 1, 0, 3, "groups 3"},
+        {{1, 4, 8, 8}, {4, 4, 3, 3}, 1, -2, 1, "pads"},
+    };
+    for (int k = 0; k < NELEMS(bad); k++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *x = smelt_input(g, "x", SMELT_F32, 4, bad[k].xs), *w = smelt_input(g, "w", SMELT_F32, 4, bad[k].ws);
+        smelt_window win;
+        smelt_window_init(&win);
+        win.strides[0] = win.strides[1] = bad[k].stride;
+        win.pads[0] = bad[k].pad;
+        win.groups = bad[k].groups;
+        cr_assert_null(smelt_conv(g, x, w, NULL, &win), "case %d", k);
+        cr_assert(t_contains(smelt_graph_errmsg(g), bad[k].msg), "case %d: \"%s\"", k, smelt_graph_errmsg(g));
+        smelt_graph_free(g);
+    }
+    smelt_graph *g = t_graph(ctx); /* integers, ranks, NULL window */
+    smelt_node *xi = smelt_input(g, "x", SMELT_I32, SHP(1, 2, 4, 4)), *w = smelt_input(g, "w", SMELT_F32, SHP(2, 2, 1, 1));
+    cr_assert_null(smelt_conv(g, xi, w, NULL, NULL));
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    xi = smelt_input(g, "x", SMELT_I32, SHP(1, 2, 4, 4));
+    smelt_window win;
+    smelt_window_init(&win);
+    cr_assert_null(smelt_conv(g, xi, smelt_input(g, "w", SMELT_F32, SHP(2, 2, 1, 1)), NULL, &win));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "dtype i32"), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- pooling ---------------------------------------------------------------- */
+typedef struct pcase {
+    int rank;
+    int64_t N, C, H, W, KH, KW, sh, sw, dh, dw;
+    int64_t pads[4];
+    int ceil_mode, count_include_pad, auto_pad;
+} pcase;
+
+static const pcase pool_cases[] = {
+    {4, 2, 3, 8, 8, 2, 2, 2, 2, 1, 1, {0, 0, 0, 0}, 0, 0, 0},
+    {4, 1, 2, 7, 9, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, 0, 0},
+    {4, 1, 2, 7, 9, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 0, 1, 0},
+    {4, 1, 2, 7, 8, 3, 2, 2, 3, 1, 1, {1, 0, 0, 1}, 1, 0, 0},
+    {4, 1, 2, 7, 8, 3, 2, 2, 3, 1, 1, {1, 0, 0, 1}, 1, 1, 0},
+    {4, 1, 3, 9, 9, 2, 3, 1, 2, 2, 2, {0, 1, 1, 0}, 0, 0, 0},   /* dilated (max only) */
+    {4, 1, 2, 7, 8, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, 0, 0, 1},   /* SAME_UPPER */
+    {3, 2, 3, 1, 15, 1, 3, 1, 2, 1, 1, {0, 1, 0, 1}, 1, 0, 0},  /* 1-D */
+};
+
+static void naive_pool(const pcase *c, const smelt_tensor *x, bool max, const int64_t *lo, const int64_t *hi,
+                       int64_t OH, int64_t OW, double *out)
+{
+    for (int64_t nc = 0; nc < c->N * c->C; nc++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                double acc = max ? -INFINITY : 0;
+                int64_t cnt = 0;
+                for (int64_t kh = 0; kh < c->KH; kh++)
+                    for (int64_t kw = 0; kw < c->KW; kw++) {
+                        int64_t ih = oh * c->sh + kh * c->dh - lo[0], iw = ow * c->sw + kw * c->dw - lo[1];
+                        bool in_pad = ih >= -lo[0] && ih < c->H + hi[0] && iw >= -lo[1] && iw < c->W + hi[1];
+                        if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) {
+                            cnt += c->count_include_pad && in_pad;
+                            continue;
+                        }
+                        double v = smelt_tensor_get(x, (nc * c->H + ih) * c->W + iw);
+                        acc = max ? (v > acc ? v : acc) : acc + v;
+                        cnt++;
+                    }
+                out[(nc * OH + oh) * OW + ow] = max ? acc : acc / (double)cnt;
+            }
+}
+
+Test(window, pooling_against_direct_computation)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 3);
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_I32};
+    for (int t = 0; t < NELEMS(dts); t++)
+        for (int k = 0; k < NELEMS(pool_cases); k++)
+            for (int max = 0; max < 2; max++) {
+                const pcase *c = &pool_cases[k];
+                smelt_dtype dt = dts[t];
+                if ((!max && dt == SMELT_I32) || (!max && (c->dh > 1 || c->dw > 1)))
+                    continue;
+                int64_t xs[4] = {c->N, c->C, c->H, c->W};
+                if (c->rank == 3)
+                    xs[2] = c->W;
+                smelt_graph *g = t_graph(ctx);
+                smelt_node *x = smelt_input(g, "x", dt, c->rank, xs);
+                smelt_window win;
+                smelt_window_init(&win);
+                win.kernel[0] = c->KH, win.kernel[1] = c->KW, win.strides[0] = c->sh, win.strides[1] = c->sw;
+                win.dilations[0] = c->dh, win.dilations[1] = c->dw;
+                memcpy(win.pads, c->pads, sizeof win.pads);
+                win.ceil_mode = c->ceil_mode, win.count_include_pad = c->count_include_pad, win.auto_pad = c->auto_pad;
+                smelt_node *y = max ? smelt_max_pool(g, x, &win) : smelt_avg_pool(g, x, &win);
+                y = smelt_mul(g, y, smelt_scalar(g, 2)); /* fused with what follows */
+                T_OK(ctx, smelt_graph_status(g));
+                int64_t lo[2], hi[2], out[2];
+                for (int i = 0; i < 2; i++) {
+                    int64_t n = i ? c->W : c->H, kk = i ? c->KW : c->KH, s = i ? c->sw : c->sh, d = i ? c->dw : c->dh;
+                    if (c->auto_pad == SMELT_PAD_SAME_UPPER)
+                        same_pads(c->auto_pad, n, kk, s, d, &lo[i], &hi[i]);
+                    else
+                        lo[i] = c->pads[i], hi[i] = c->pads[2 + i];
+                    int64_t room = n + lo[i] + hi[i] - (kk - 1) * d - 1;
+                    out[i] = (c->ceil_mode ? (room + s - 1) / s : room / s) + 1;
+                    if (c->ceil_mode && (out[i] - 1) * s >= n + lo[i])
+                        out[i]--;
+                }
+                smelt_tensor *in = t_rand(ctx, &r, dt, c->rank, xs);
+                int64_t n = c->N * c->C * out[0] * out[1];
+                double *want = malloc(sizeof(double) * (size_t)n);
+                naive_pool(c, in, max, lo, hi, out[0], out[1], want);
+                for (int64_t i = 0; i < n; i++)
+                    want[i] *= 2;
+                char what[96];
+                snprintf(what, sizeof what, "%s, %s case %d", smelt_dtype_name(dt), max ? "max" : "avg", k);
+                smelt_tensor *ref, *got = NULL;
+                t_reference(ctx, g, 1, &y, 1, &in, &ref);
+                check_close(what, ref, want, n, 1e-12);
+                smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+                t_run(p, 1, &in, 1, &got);
+                check_close(what, got, want, n, dt == SMELT_F32 ? 1e-6 : 1e-12);
+                smelt_plan_stats s = t_stats(p);
+                cr_assert_eq(s.kernels, 1, "%s: %d kernels\n%s", what, s.kernels, smelt_plan_describe(p));
+                cr_assert_eq(s.copies, 0, "%s: a copy\n%s", what, smelt_plan_describe(p));
+                free(want);
+                smelt_tensor_free(ref), smelt_tensor_free(got), smelt_tensor_free(in);
+                smelt_plan_free(p);
+                smelt_graph_free(g);
+            }
+    smelt_ctx_free(ctx);
+}
+
+Test(window, pooling_bad_attributes_and_global_pools)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(1, 2, 4, 4));
+    smelt_window win;
+    smelt_window_init(&win);
+    win.kernel[0] = 5, win.kernel[1] = 5;
+    cr_assert_null(smelt_max_pool(g, x, &win));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "larger than the padded input"), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    x = smelt_input(g, "x", SMELT_F32, SHP(1, 2, 4, 4));
+    win.kernel[0] = 2, win.kernel[1] = 0;
+    cr_assert_null(smelt_avg_pool(g, x, &win));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "kernel size 0"), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+
+    trng r;
+    trng_init(&r, 4);
+    g = t_graph(ctx);
+    x = smelt_input(g, "x", SMELT_F32, SHP(2, 3, 5, 6));
+    smelt_node *y[2] = {smelt_global_max_pool(g, x), smelt_global_avg_pool(g, x)};
+    T_OK(ctx, smelt_graph_status(g));
+    cr_assert_eq(smelt_node_ndim(y[0]), 4);
+    cr_assert_eq(smelt_node_shape(y[1])[3], 1);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(2, 3, 5, 6));
+    t_check_plan("global pools", ctx, g, 2, y, 3, 1, &in, T_CHAIN);
+    smelt_tensor_free(in);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* ---- scans ------------------------------------------------------------------ */
+Test(window, cumsum_cumprod_against_numpy_order)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 5);
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_I32, SMELT_I64, SMELT_U8, SMELT_BOOL};
+    const int64_t shapes[][3] = {{37, 0, 0}, {5, 9, 0}, {3, 4, 6}};
+    for (int t = 0; t < NELEMS(dts); t++)
+        for (int s = 0; s < 3; s++)
+            for (int opi = 0; opi < 2; opi++)
+                for (int mode = 0; mode < 4; mode++) {
+                    int nd = s + 1, axis = (int)trng_range(&r, -nd, nd - 1);
+                    smelt_dtype dt = dts[t];
+                    smelt_graph *g = t_graph(ctx);
+                    smelt_node *x = smelt_input(g, "x", dt, nd, shapes[s]);
+                    int excl = mode & 1, rev = mode >> 1 & 1;
+                    smelt_node *y = opi ? smelt_cumprod(g, x, axis, excl, rev) : smelt_cumsum(g, x, axis, excl, rev);
+                    T_OK(ctx, smelt_graph_status(g));
+                    smelt_dtype want_dt = t_is_float(dt) ? dt : SMELT_I64;
+                    cr_assert_eq(smelt_node_dtype(y), want_dt);
+                    smelt_tensor *in = t_rand(ctx, &r, dt, nd, shapes[s]);
+                    if (opi && t_is_float(dt)) /* products of values near 1 */
+                        t_fill_uniform(in, &r, 0.5, 1.5);
+                    int64_t n = smelt_tensor_numel(in), len = shapes[s][axis < 0 ? axis + nd : axis];
+                    int ax = axis < 0 ? axis + nd : axis;
+                    int64_t stride = 1;
+                    for (int d = ax + 1; d < nd; d++)
+                        stride *= shapes[s][d];
+                    double *want = malloc(sizeof(double) * (size_t)n);
+                    /* NumPy's order, in the dtype (f32: float steps; f16 rounded each step) */
+                    for (int64_t i = 0; i < n; i++) {
+                        int64_t pos = i / stride % len, base = i - pos * stride;
+                        double acc = opi ? 1 : 0;
+                        int64_t iacc = opi ? 1 : 0;
+                        for (int64_t k = 0; k < len; k++) {
+                            int64_t e = rev ? len - 1 - k : k;
+                            if (excl ? (rev ? e <= pos : e >= pos) : (rev ? e < pos : e > pos))
+                                continue;
+                            double v = smelt_tensor_get(in, base + e * stride);
+                            if (dt == SMELT_F64)
+                                acc = opi ? acc * v : acc + v;
+                            else if (t_is_float(dt))
+                                acc = (double)(opi ? (float)acc * (float)v : (float)acc + (float)v),
+                                acc = dt == SMELT_F16 ? t_round_half(dt, acc) : acc;
+                            else
+                                iacc = (int64_t)(opi ? (uint64_t)iacc * (uint64_t)(int64_t)v
+                                                     : (uint64_t)iacc + (uint64_t)(int64_t)v);
+                        }
+                        want[i] = t_is_float(dt) ? acc : (double)iacc;
+                    }
+                    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+                    smelt_tensor *got = NULL;
+                    t_run(p, 1, &in, 1, &got);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s, shape %d, axis %d, mode %d", opi ? "cumprod" : "cumsum",
+                             smelt_dtype_name(dt), s, axis, mode);
+                    for (int64_t i = 0; i < n; i++) {
+                        double gv = smelt_tensor_get(got, i);
+                        cr_assert(gv == want[i] || (opi && !t_is_float(dt)), "%s: element %lld is %.9g, "
+                                  "expected %.9g", what, (long long)i, gv, want[i]);
+                    }
+                    smelt_tensor *ref;
+                    t_reference(ctx, g, 1, &y, 1, &in, &ref);
+                    t_expect_match(what, got, ref, (t_tol){64, 1e-5, 1e-5, false});
+                    free(want);
+                    smelt_tensor_free(ref), smelt_tensor_free(got), smelt_tensor_free(in);
+                    smelt_plan_free(p);
+                    smelt_graph_free(g);
+                }
+    smelt_ctx_free(ctx);
+}
+
+Test(window, cumsum_gradient_is_a_reverse_cumsum)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 6);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F64, SHP(4, 7)), *wt = smelt_input(g, "w", SMELT_F64, SHP(4, 7));
+    smelt_node *loss = smelt_reduce(g, SMELT_OP_SUM, smelt_mul(g, smelt_cumsum(g, x, 1, 0, 0), wt), 0, NULL, 0);
+    smelt_node *dx;
+    T_OK(ctx, smelt_grad(g, loss, 1, &x, &dx));
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F64, SHP(4, 7)), t_rand(ctx, &r, SMELT_F64, SHP(4, 7))};
+    smelt_plan *p = t_plan(ctx, g, 1, &dx, 3);
+    smelt_tensor *got = NULL;
+    t_run(p, 2, in, 1, &got);
+    for (int64_t i = 0; i < 4; i++)
+        for (int64_t j = 0; j < 7; j++) {
+            double want = 0;
+            for (int64_t k = j; k < 7; k++)
+                want += smelt_tensor_get(in[1], i * 7 + k);
+            cr_assert(fabs(smelt_tensor_get(got, i * 7 + j) - want) < 1e-12);
+        }
+    smelt_tensor_free(got), t_free_all(in, 2), smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* d/dx and d/dw of sum(conv(x, w) * r) (f64: linear in each element, so a
+ * difference of one step is exact up to rounding) for 2-D and 1-D convs
+ * with padding and dilation; a strided conv's is an error naming it */
+Test(window, conv_gradients_against_differences, .timeout = 120)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 8);
+    struct {
+        int rank;
+        int64_t xs[4], ws[4], pads[4], dil[2];
+    } cases[] = {{4, {2, 3, 6, 7}, {4, 3, 3, 2}, {1, 0, 1, 1}, {1, 2}},
+                 {3, {2, 4, 9}, {3, 4, 3}, {0, 2, 0, 1}, {1, 2}}};
+    for (int k = 0; k < 2; k++) {
+        smelt_graph *g = t_graph(ctx);
+        int rk = cases[k].rank;
+        smelt_node *x = smelt_input(g, "x", SMELT_F64, rk, cases[k].xs), *w = smelt_input(g, "w", SMELT_F64, rk, cases[k].ws);
+        smelt_window win;
+        smelt_window_init(&win);
+        memcpy(win.pads, cases[k].pads, sizeof win.pads);
+        win.dilations[0] = cases[k].dil[0], win.dilations[1] = cases[k].dil[1];
+        smelt_node *c = smelt_conv(g, x, w, NULL, &win);
+        T_OK(ctx, smelt_graph_status(g));
+        smelt_node *rr = smelt_input(g, "r", SMELT_F64, smelt_node_ndim(c), smelt_node_shape(c));
+        smelt_node *loss = smelt_reduce(g, SMELT_OP_SUM, smelt_mul(g, c, rr), 0, NULL, 0);
+        smelt_node *d[2];
+        T_OK(ctx, smelt_grad(g, loss, 2, (smelt_node *[]){x, w}, d));
+        smelt_tensor *in[3] = {t_rand(ctx, &r, SMELT_F64, rk, cases[k].xs), t_rand(ctx, &r, SMELT_F64, rk, cases[k].ws),
+                               t_rand(ctx, &r, SMELT_F64, smelt_node_ndim(c), smelt_node_shape(c))};
+        smelt_plan *pl = t_plan(ctx, g, 1, &loss, 3), *pg = t_plan(ctx, g, 2, d, 3);
+        smelt_tensor *got[2] = {NULL, NULL}, *l0 = NULL;
+        t_run(pg, 3, in, 2, got);
+        t_run(pl, 3, in, 1, &l0);
+        double base = smelt_tensor_get(l0, 0);
+        for (int which = 0; which < 2; which++)
+            for (int64_t i = 0; i < smelt_tensor_numel(in[which]); i++) {
+                double *e = (double *)smelt_tensor_data(in[which]) + i, keep = *e;
+                smelt_tensor *l1 = NULL;
+                *e = keep + 1;
+                t_run(pl, 3, in, 1, &l1);
+                *e = keep;
+                double want = smelt_tensor_get(l1, 0) - base, gv = smelt_tensor_get(got[which], i);
+                smelt_tensor_free(l1);
+                cr_assert(fabs(gv - want) < 1e-9 * (1 + fabs(base)), "case %d, d%s[%lld] = %.12g, expected %.12g", k,
+                          which ? "w" : "x", (long long)i, gv, want);
+            }
+        t_free_all(got, 2), smelt_tensor_free(l0), t_free_all(in, 3);
+        smelt_plan_free(pl), smelt_plan_free(pg);
+        smelt_graph_free(g);
+    }
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(1, 2, 7, 7)), *dx;
+    smelt_window win;
+    smelt_window_init(&win);
+    win.strides[0] = win.strides[1] = 2;
+    smelt_node *c = smelt_conv(g, x, smelt_input(g, "w", SMELT_F32, SHP(2, 2, 3, 3)), NULL, &win);
+    smelt_node *loss = smelt_reduce(g, SMELT_OP_SUM, c, 0, NULL, 0);
+    cr_assert_neq(smelt_grad(g, loss, 1, &x, &dx), SMELT_OK);
+    cr_assert(t_contains(smelt_errmsg(ctx), "conv with strides"), "%s", smelt_errmsg(ctx));
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
+/* A graph file with a conv, a pool and a scan reads back to the same
+ * graph text and the same results (bit for bit); bad parameters in a file
+ * are errors, never a read out of bounds */
+Test(window, graph_files_and_expressions)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 7);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *v[2] = {smelt_input(g, "x", SMELT_F32, SHP(2, 3, 9, 8)), smelt_input(g, "w", SMELT_F32, SHP(4, 3, 3, 3))};
+    smelt_node *y[2] = {smelt_expr(g, "relu(conv(x, w, strides=2, pads=(1, 0, 1, 2)))", (const char *[]){"x", "w"}, v, 2),
+                        smelt_expr(g, "cumsum(max_pool(x, kernel=(2, 3), strides=2, ceil_mode=True), axis=-1, "
+                                      "reverse=1) + avg_pool(x, kernel=2, strides=2, pads=1, ceil_mode=1)[:, :, :1, :1]",
+                                   (const char *[]){"x", "w"}, v, 2)};
+    T_OK(ctx, smelt_graph_status(g));
+    char *text = NULL, *text2 = NULL;
+    T_OK(ctx, smelt_graph_to_text(g, 2, y, &text));
+    cr_assert(t_contains(text, "conv_taps") && t_contains(text, "cumsum"), "%s", text);
+    smelt_graph *g2;
+    smelt_node **outs;
+    int nout;
+    T_OK(ctx, smelt_graph_from_text(ctx, text, &g2, &nout, &outs));
+    T_OK(ctx, smelt_graph_to_text(g2, nout, outs, &text2));
+    cr_assert_str_eq(text, text2);
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(2, 3, 9, 8)), t_rand(ctx, &r, SMELT_F32, SHP(4, 3, 3, 3))};
+    smelt_tensor *a[2] = {NULL, NULL}, *b[2] = {NULL, NULL};
+    smelt_plan *p1 = t_plan(ctx, g, 2, y, 3), *p2 = t_plan(ctx, g2, 2, outs, 3);
+    t_run(p1, 2, in, 2, a);
+    t_run(p2, 2, in, 2, b);
+    for (int i = 0; i < 2; i++)
+        cr_assert(t_bitwise_equal(a[i], b[i]), "output %d", i);
+    smelt_tensor *ref[2];
+    t_reference(ctx, g, 2, y, 2, in, ref);
+    for (int i = 0; i < 2; i++)
+        t_expect_match("graph file", a[i], ref[i], (t_tol){64, 1e-5, 1e-5, false});
+    t_free_all(a, 2), t_free_all(b, 2), t_free_all(ref, 2), t_free_all(in, 2);
+    smelt_plan_free(p1), smelt_plan_free(p2);
+    smelt_free(outs), smelt_graph_free(g2);
+    /* a conv_taps line whose parameters read past its input */
+    const char *bad = "smelt-graph 1\n%0 = input \"x\" f32 [1, 1, 2, 10]\n%1 = input \"w\" f32 [2, 2, 3, 3]\n"
+                      "%2 = conv_taps %0 %1 [1, 1, 1, 1, 1, 4, 4, 4] : f32 [1, 2, 4, 4]\noutput %2\n";
+    cr_assert_neq(smelt_graph_from_text(ctx, bad, &g2, &nout, &outs), SMELT_OK);
+    cr_assert(t_contains(smelt_errmsg(ctx), "conv_taps"), "%s", smelt_errmsg(ctx));
+    smelt_free(text), smelt_free(text2);
+    smelt_graph_free(g);
+    /* expression errors: a missing kernel, an unknown keyword */
+    g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(1, 2, 4, 4));
+    cr_assert_null(smelt_expr(g, "max_pool(x)", (const char *[]){"x"}, &x, 1));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "kernel="), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    g = t_graph(ctx);
+    x = smelt_input(g, "x", SMELT_F32, SHP(1, 2, 4, 4));
+    cr_assert_null(smelt_expr(g, "cumsum(x, axis=1, bogus=2)", (const char *[]){"x"}, &x, 1));
+    cr_assert(t_contains(smelt_graph_errmsg(g), "bogus"), "%s", smelt_graph_errmsg(g));
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
