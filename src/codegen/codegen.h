@@ -60,7 +60,12 @@ int smelt__emit_step(const smelt__target *t, const smelt__kdesc *d);
 int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err);
 /* Templates embedded at build time, overridable from SMELT_TEMPLATE_DIR. */
 const char *smelt__template_builtin(const char *name);
-char *smelt__template_load(const char *name, smelt__sb *err); /* caller frees */
+/* The template name: from the folder smelt__templates_from set on this
+ * thread, else built in.  The caller frees it. */
+char *smelt__template_load(const char *name, smelt__sb *err);
+/* Templates on the calling thread come first from folder dir (NULL or "":
+ * the built-in ones only) until the next call; returns the folder before. */
+const char *smelt__templates_from(const char *dir);
 
 struct smelt__dialect {
     const char *dir;                       /* template folder: "c" */

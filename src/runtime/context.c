@@ -12,6 +12,7 @@ int smelt_ctx_new(smelt_ctx **out)
     if (!c)
         return SMELT_ERR_NOMEM;
     pthread_mutex_init(&c->lock, NULL);
+    c->settings = smelt__settings_read();
     return SMELT_OK;
 }
 

@@ -1892,8 +1892,7 @@ int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_o
     if (!st)
         st = check_overlaps(p, dev, n_in, inputs, n_out, outputs, alloc, &tmp);
     runstate rs = {.inputs = inputs, .outputs = tmp ? tmp : outputs};
-    const char *sm = getenv("SMELT_STREAM_STORES"); /* auto (default), 0: never, 1: always */
-    rs.stream = sm && !strcmp(sm, "0") ? 0 : sm && !strcmp(sm, "1") ? 1 : -1;
+    rs.stream = p->settings->stream_stores;
     smelt_tensor **din = NULL, **dout = NULL;
     bool staged = dev && !st && !(st = smelt__device_stage(p->be, n_in, inputs, n_out, outputs, &din, &dout));
     if (staged)

@@ -407,7 +407,7 @@ static void describe(smelt_plan *p)
     free(kof);
     if (p->log.len)
         smelt__sb_puts(b, smelt__sb_str(&p->log));
-    smelt__settings_warnings(b);
+    smelt__settings_warnings(p->settings, b);
     smelt__dcache_store_warning(b);
 }
 
@@ -483,6 +483,7 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
             return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
                               "smelt_plan_opts: donate[%d] is %d, not an input of the graph (it has %d: 0..%d)", i,
                               o.donate[i], g->nin, g->nin - 1);
+    const smelt__settings *settings = smelt__ctx_settings(ctx); /* the environment, read now */
     int kind;
     int st = SMELT_OK;
     smelt__backend *be = forced;
@@ -497,6 +498,7 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         return smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
     p->ctx = ctx;
     p->be = be;
+    p->settings = settings;
     p->opt_level = o.opt_level;
     tier_init(p);
     const smelt__backend_info *bi = &smelt__backend_table[kind];
@@ -509,23 +511,10 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
     }
     p->stats.backend = be->iface->name;
     if (be->iface->target.dialect->device) { /* a row program's registers (exec.c, smelt__red_spread) */
-        const char *hv = getenv("SMELT_CUDA_ROWS_HELD");
-        p->rows_held_max = hv && !strcmp(hv, "0") ? 0
-                           : (int)smelt__env_bound("SMELT_CUDA_ROWS_HELD", SMELT_ROWS_HELD_BYTES, true, "bytes",
-                                                   "the default holds:", NULL); /* (warned by describe) */
-        const char *sv = getenv("SMELT_CUDA_ROWS_SHARED"); /* auto (default), 0: never, 1: always */
-        p->rows_shared = sv && !strcmp(sv, "0") ? 0 : sv && !strcmp(sv, "1") ? 1 : -1;
-        const char *wv = getenv("SMELT_CUDA_ROWS_WARPS"); /* auto (default), 1, 2, 4, ..., 32 */
-        p->rows_warps = 0;
-        if (wv && *wv && strcasecmp(wv, "auto")) {
-            char *end;
-            long w = strtol(wv, &end, 10);
-            if (!*end && w >= 1 && w <= (1 << SMELT_BLOCK_WARPS_MAX_LOG2) && !(w & (w - 1)))
-                p->rows_warps = (int)w; /* (another value: warned by describe) */
-        }
-        p->rows_steps = (int)SMELT_MIN(smelt__env_bound("SMELT_CUDA_ROWS_STEPS", 1, true, "row",
-                                                        "the default holds:", NULL),
-                                       1 << 30);
+        p->rows_held_max = p->settings->rows_held;
+        p->rows_shared = p->settings->rows_shared;
+        p->rows_warps = p->settings->rows_warps;
+        p->rows_steps = p->settings->rows_steps;
     }
     smelt__sb err;
     smelt__sb_init(&err);
@@ -538,6 +527,7 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         smelt__err(ctx, st, "%s", smelt__sb_str(&err));
         goto fail;
     }
+    p->prog.blk_isa = settings->blocks_isa; /* folding runs the kernels' primitives */
     if (o.opt_level >= 1) {
         p->stats.folded = smelt__pass_fold(&p->prog);
         p->stats.cse = smelt__pass_cse(&p->prog);

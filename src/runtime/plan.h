@@ -70,6 +70,7 @@ typedef struct smelt__memplan {
 
 struct smelt_plan {
     smelt_ctx *ctx;
+    const smelt__settings *settings; /* the environment when the plan was made */
     smelt__backend *be;
     int opt_level;
     smelt__prog prog;
