@@ -391,6 +391,8 @@ typedef struct smelt_plan_stats {
                         an output that is a view, an input or a constant */
     int views_moved; /* views moved from a value computed elementwise to its operands
                         (view(f(a, b)) = f(view(a), view(b)): the kernel reads through them) */
+    int64_t run_allocs; /* memory allocations (malloc, calloc, realloc, aligned) the library made on
+                           the calling thread during the last run: 0 where a run allocates nothing */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
 /* Tiered plans (AUTO on a CPU) queue their kernels for the optimising tier

@@ -12,8 +12,23 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "smelt.h"
+
+/* ---- allocations ------------------------------------------------------
+ * Every malloc, calloc and realloc in the library goes through these (the
+ * macros; smelt__aligned_alloc too), which count them on the calling thread:
+ * a plan's run reports what it made (smelt_plan_stats.run_allocs), and no
+ * program has to replace the C library's to see it. */
+void *smelt__malloc(size_t n);
+void *smelt__calloc(size_t n, size_t m);
+void *smelt__realloc(void *p, size_t n);
+int64_t smelt__allocs(void); /* allocations the calling thread has made so far */
+#define malloc(n) smelt__malloc(n)
+#define calloc(n, m) smelt__calloc(n, m)
+#define realloc(p, n) smelt__realloc(p, n)
 
 #define SMELT_UNUSED(x) ((void)(x))
 #define SMELT_MIN(a, b) ((a) < (b) ? (a) : (b))

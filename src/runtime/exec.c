@@ -1833,8 +1833,8 @@ static int check_overlaps(smelt_plan *p, bool dev, int n_in, smelt_tensor *const
     return st;
 }
 
-int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
-                   smelt_tensor **outputs)
+int smelt__plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
+                    smelt_tensor **outputs)
 {
     if (!p)
         return SMELT_ERR_INVALID_ARG;

@@ -68,6 +68,9 @@ typedef struct smelt__memplan {
     double ms;     /* how long planning took */
 } smelt__memplan;
 
+/* smelt_plan_run's work (exec.c); smelt_plan_run (bind.c) counts what it allocates. */
+int smelt__plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out, smelt_tensor **outputs);
+
 struct smelt_plan {
     smelt_ctx *ctx;
     const smelt__settings *settings; /* the environment when the plan was made */
