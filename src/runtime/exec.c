@@ -517,21 +517,14 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.shape[rank] = 0;
     if (kk->backend->iface->launch) { /* a warp per result (the block form of a row program: a block per row) */
-        smelt__devlaunch dl = {nout * 32, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL, 0, 0};
-        if (k->desc.multi)
-            dl.steps = p->rows_steps;
-        if (k->desc.multi && spread >= SMELT_SPREAD_BLOCK) { /* a block per row */
-            dl.block = 32 * smelt__held_warps(spread);
-            dl.n = nout * dl.block;
-        }
-        int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
-        if (spread && !k->desc.multi) { /* a warp per (result, chunk); per (32 results, chunk, lane) */
-            int64_t ngroup = (nout + 31) / 32, warps = spread == SMELT_SPREAD_COLS ? ngroup * nchunk * 32 : nout * nchunk;
-            size_t part = (size_t)warps * (spread == SMELT_SPREAD_COLS ? 32 : 1) * 16;
-            int stt2 = dev_red_scratch(p, k, kk->backend, part, spread == SMELT_SPREAD_COLS ? ngroup : nout);
+        smelt__devlaunch dl = {0, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL, 0, 0};
+        size_t part;
+        int64_t ncnt;
+        smelt__red_grid(p, ki, spread, nout, nred, &dl, &part, &ncnt); /* (launch.c) */
+        if (spread && !k->desc.multi) { /* chunk results and counters in device memory */
+            int stt2 = dev_red_scratch(p, k, kk->backend, part, ncnt);
             if (stt2)
                 return stt2;
-            dl.n = warps * 32;
             dl.red_part = k->dscratch + k->dscratch_part;
             dl.red_cnt = k->dscratch;
         }

@@ -87,12 +87,14 @@ int smelt__kernel_strides_box(const smelt_plan *p, int ki, const smelt__view *w,
  * (result, chunk); else a warp per result. */
 uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask)
 {
-    if (!p->be->iface->target.dialect->device)
+    const smelt__devtarget *dev = p->be->iface->device;
+    if (!p->be->iface->target.dialect->device || !dev)
         return 0;
+    const int64_t W = dev->warp;
     if (p->kern[ki].desc.multi) { /* a row program: held when its rows fit (src/codegen/emit.c, shape_device_rows) */
         const smelt__pkernel *k = &p->kern[ki];
         int b = 0, c = 0;
-        while (b <= SMELT_HELD_MAX_LOG2 && (32LL << b) < nred)
+        while (b <= SMELT_HELD_MAX_LOG2 && (W << b) < nred)
             b++;
         if (nred < 1 || k->rows_held < 0 || k->rows_shared < 0 || b > SMELT_HELD_MAX_LOG2 ||
             __builtin_popcount(rmask) != 1)
@@ -105,14 +107,14 @@ uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nr
          * elements a lane, where 32, the next power of 2, took rmsnorm's
          * kernel to 90 registers against 46 at 4096) */
         int w = __builtin_ctz((unsigned)(p->rows_warps ? p->rows_warps : SMELT_BLOCK_WARPS_AUTO));
-        while (w > 0 && nred <= (int64_t)(32 << w) * ((1 << SMELT_BLOCK_K_MIN_LOG2) - 1))
+        while (w > 0 && nred <= (W << w) * ((1 << SMELT_BLOCK_K_MIN_LOG2) - 1))
             w--;
         /* by default a program of more reductions takes only blocks its rows
          * fill, the most warps that do (rows of 960: 2 warps of 15) */
-        while (!p->rows_warps && k->rows_stages != 1 && w > 0 && nred % (32 << w))
+        while (!p->rows_warps && k->rows_stages != 1 && w > 0 && nred % (W << w))
             w--;
-        int64_t K = w ? (nred + (32 << w) - 1) / (32 << w) : 0;
-        bool exact = K * (32 << w) == nred; /* the row fills its blocks */
+        int64_t K = w ? (nred + (W << w) - 1) / (W << w) : 0;
+        bool exact = K * (W << w) == nred; /* the row fills its blocks */
         /* and a reduction's operands, computed before the warps fold them in turn: 8 bytes at most */
         if (w && K <= (1 << most) && K <= (1 << SMELT_BLOCK_K_MAX_LOG2) && (k->rows_held + 8) * K <= p->rows_held_max)
             return smelt__held_block(w, (int)K, exact);
@@ -121,13 +123,13 @@ uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nr
                ((int64_t)k->rows_held << c) <= p->rows_held_max)
             c++;
         int64_t kr = c ? (int64_t)1 << (c - 1) : 0, shared = ((int64_t)1 << b) - kr;
-        int64_t bytes = shared * 32 * k->rows_shared; /* a warp's shared memory */
-        if (shared && (p->rows_shared == 0 || bytes > SMELT_ROWS_SHARED_MAX ||
+        int64_t bytes = shared * W * k->rows_shared; /* a warp's shared memory */
+        if (shared && (p->rows_shared == 0 || bytes > SMELT_MIN(SMELT_ROWS_SHARED_MAX, dev->shared_bytes) ||
                        (p->rows_shared < 0 && (!k->rows_math || bytes > SMELT_ROWS_SHARED_AUTO))))
             return 0;
         return (uint16_t)(SMELT_SPREAD_HELD + b + 16 * c);
     }
-    if (rank >= 1 && !(rmask >> (rank - 1) & 1u) && nred >= 1024 && nout >= 32)
+    if (rank >= 1 && !(rmask >> (rank - 1) & 1u) && nred >= 1024 && nout >= W)
         return SMELT_SPREAD_COLS;
     return nred > SMELT_RED_CHUNK && nout < DEV_SPLIT_RESULTS ? SMELT_SPREAD_CHUNKS : 0;
 }
@@ -170,3 +172,31 @@ uint16_t smelt__device_tile(const smelt__pkernel *k, int rank, const int64_t *S,
     return 0;
 }
 
+
+/* The grid of a device reduction or row program of nout results of nred
+ * elements each in form spread (smelt__red_spread): a warp per result (a
+ * block per row in the block form), or a warp per (result, chunk), or a
+ * lane per (result, chunk) in groups of a warp's width of results; *part,
+ * the bytes of chunk results and *ncnt the counters a spread one needs in
+ * device memory (0: none). */
+void smelt__red_grid(const smelt_plan *p, int ki, uint16_t spread, int64_t nout, int64_t nred, smelt__devlaunch *dl,
+                     size_t *part, int64_t *ncnt)
+{
+    const smelt__pkernel *k = &p->kern[ki];
+    const int64_t W = p->be->iface->device ? p->be->iface->device->warp : 32;
+    dl->n = nout * W;
+    *part = 0, *ncnt = 0;
+    if (k->desc.multi)
+        dl->steps = p->rows_steps;
+    if (k->desc.multi && spread >= SMELT_SPREAD_BLOCK) { /* a block per row */
+        dl->block = (int)W * smelt__held_warps(spread);
+        dl->n = nout * dl->block;
+    }
+    int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
+    if (spread && !k->desc.multi) { /* a warp per (result, chunk); per (W results, chunk, lane) */
+        int64_t ngroup = (nout + W - 1) / W, warps = spread == SMELT_SPREAD_COLS ? ngroup * nchunk * W : nout * nchunk;
+        *part = (size_t)warps * (spread == SMELT_SPREAD_COLS ? (size_t)W : 1) * 16;
+        *ncnt = spread == SMELT_SPREAD_COLS ? ngroup : nout;
+        dl->n = warps * W;
+    }
+}

@@ -190,6 +190,10 @@ uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nr
  * strides st (smelt__kdesc.spread, SMELT_SPREAD_TILE; 0: none) (launch.c). */
 uint16_t smelt__device_tile(const smelt__pkernel *k, int rank, const int64_t *S, int64_t (*st)[SMELT_MAX_DIMS],
                             const uint8_t *mode);
+/* A device reduction's grid in dl (n, block, steps) and the scratch its
+ * form needs (launch.c, smelt__red_grid). */
+void smelt__red_grid(const smelt_plan *p, int ki, uint16_t spread, int64_t nout, int64_t nred, smelt__devlaunch *dl,
+                     size_t *part, int64_t *ncnt);
 /* Whether an input with strides sto (elements of es bytes) is read
  * transposed along dimension q before the innermost pd (launch.c). */
 bool smelt__read_transposed(const int64_t *sto, int q, int pd, size_t es);

@@ -929,9 +929,12 @@ static int cuda_report(smelt__backend *be, smelt__sb *b, smelt__sb *fail)
     return rejected;
 }
 
+static const smelt__devtarget cuda_device = {.warp = 32, .shared_bytes = 48 * 1024, .max_grid = INT32_MAX};
+
 static const smelt__backend_i cuda_iface = {
     .name = "NVRTC",
     .target = {.dialect = &smelt__dialect_cuda},
+    .device = &cuda_device,
     .available = cuda_available,
     .compile = cuda_compile,
     .release = cuda_release,
