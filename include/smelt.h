@@ -117,7 +117,8 @@ int smelt_backend_check(smelt_ctx *ctx, const char *name);
 const char *smelt_backend_name(int i, const char **about);
 /* The value of environment variable name as smelt reads it now (one of
  * docs/env.md's; smelt reads the environment in one place): NULL when it is
- * unset or not one of them.  The string lives as long as the process. */
+ * unset or not one of them.  The string stays valid until the last
+ * context is freed. */
 const char *smelt_env(const char *name);
 /* Worker threads for kernels (0 = all cores, the default). */
 int smelt_ctx_set_threads(smelt_ctx *ctx, int threads);

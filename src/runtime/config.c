@@ -230,9 +230,9 @@ static bool valid_at(int id, const char *v)
 }
 
 /* ---- the reader: the one place smelt reads its environment ---------------
- * A snapshot is immutable and lives as long as the process (a plan, a
- * context, a background compile may hold it on any thread); a read that
- * finds the environment as an earlier one did returns that one. */
+ * A snapshot is immutable and lives until the last context is freed (a
+ * plan, a context, a background compile may hold it on any thread); a read
+ * that finds the environment as an earlier one did returns that one. */
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
 static smelt__settings *snaps;
 
@@ -325,6 +325,21 @@ const smelt__settings *smelt__settings_read(void)
         s = &defaults;
     }
     return s;
+}
+
+static int live_contexts;
+
+void smelt__settings_hold(int d)
+{
+    pthread_mutex_lock(&snap_lock);
+    live_contexts += d;
+    if (live_contexts == 0) /* no context: no plan, no compile holds one */
+        while (snaps) {
+            smelt__settings *s = snaps;
+            snaps = s->next;
+            free(s);
+        }
+    pthread_mutex_unlock(&snap_lock);
 }
 
 const smelt__settings *smelt__ctx_settings(smelt_ctx *ctx)

@@ -78,9 +78,12 @@ struct smelt__settings {
     int rows_held, rows_shared, rows_warps, rows_steps; /* SMELT_CUDA_ROWS_*: plan.h says what each is */
     struct smelt__settings *next;        /* (config.c's list of snapshots) */
 };
-/* Read the environment now.  The snapshot is immutable and lives as long as
- * the process; a read that finds what an earlier one found returns it. */
+/* Read the environment now.  The snapshot is immutable and lives until the
+ * last context is freed; a read that finds what an earlier one found
+ * returns it. */
 const smelt__settings *smelt__settings_read(void);
+/* A context made (d = 1) or freed (-1): when none is left, the snapshots go. */
+void smelt__settings_hold(int d);
 /* The context's settings, read again now (a plan being made reads them:
  * what the environment says then holds for that plan and what the context
  * compiles until the next). */
