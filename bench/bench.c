@@ -40,27 +40,12 @@
 #define MAXIO 8
 
 /* ---- allocations --------------------------------------------------------
- * The malloc family of the whole process, counted (glibc lets the main
- * program replace it): alloc_per_call is the count a timed run adds. */
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-static long n_allocs;
-static void counted(void) { __atomic_fetch_add(&n_allocs, 1, __ATOMIC_RELAXED); }
-static long allocs(void) { return __atomic_load_n(&n_allocs, __ATOMIC_RELAXED); }
-void *malloc(size_t n) { return counted(), __libc_malloc(n); }
-void *calloc(size_t n, size_t m) { return counted(), __libc_calloc(n, m); }
-void *realloc(void *p, size_t n) { return counted(), __libc_realloc(p, n); }
-void *aligned_alloc(size_t a, size_t n) { return counted(), __libc_memalign(a, n); }
-int posix_memalign(void **out, size_t a, size_t n)
+ * alloc_per_call: the allocations the library made during a timed run, as
+ * the plan's statistics count them (smelt_plan_stats.run_allocs). */
+static long allocs(const smelt_plan *p)
 {
-    counted();
-    void *p = __libc_memalign(a, n);
-    if (!p)
-        return ENOMEM;
-    *out = p;
-    return 0;
+    smelt_plan_stats s;
+    return smelt_plan_get_stats(p, &s) ? 0 : (long)s.run_allocs;
 }
 
 typedef struct wl {
@@ -920,25 +905,22 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
     for (int i = 0; i < runs; i++) {
         progress("%s: timing run %d of %d", r->label, i + 1, runs);
         CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
-        long a0 = allocs();
         double t0 = now_ms();
         CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
         double t1 = now_ms();
-        long a1 = allocs();
+        au += allocs(pu);
         CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
-        long a1f = allocs();
         double t1f = now_ms();
         CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
         double t2 = now_ms();
-        long a2 = allocs();
+        af += allocs(pf);
         if (pd)
             CHECK(smelt_plan_run(pd, w->n_in, dtin, w->n_out, dout));
-        long a3 = allocs();
         double t3 = now_ms();
         if (pd)
             CHECK(smelt_plan_run(pd, w->n_in, dtin, w->n_out, dout));
         td[i] = now_ms() - t3;
-        ad += allocs() - a3;
+        ad += pd ? allocs(pd) : 0;
         /* the fused plan allocating its outputs, as smelt_trace_call and the
          * Python front end call it: new tensors each call, freed in the timing
          * (as the peers' results are dropped in theirs) */
@@ -950,8 +932,6 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
                 smelt_tensor_free(fresh[k]);
             ta[i] = now_ms() - t4; /* the second: after an untimed one of its own */
         }
-        au += a1 - a0;
-        af += a2 - a1f;
         tu[i] = t1 - t0;
         tf[i] = t2 - t1f;
         tc[i] = timed_copy(dst, src, bytes, r->threads, 0);
@@ -1266,7 +1246,7 @@ static void usage(void)
            "              unfused_peak_mb, peak_mb: that + the outputs, what a call holds besides\n"
            "              its inputs; unfused_peak_lower_mb, peak_lower_mb: the largest live set\n"
            "              of intermediates + outputs (no plan holds less);\n"
-           "              unfused_alloc_per_call, alloc_per_call: malloc-family calls per timed run\n"
+           "              unfused_alloc_per_call, alloc_per_call: the library's allocations per timed run\n"
            "              (outputs given; host allocations on the GPU); peak_rss_mb: the process's;\n"
            "              adam: donated_ms, donated_alloc_per_call, donated_inplace: the fused plan\n"
            "              with param, m and v donated and given back as its outputs (in place)\n"
@@ -1514,18 +1494,15 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     long au = 0, af = 0;
     for (int i = 0; i < runs; i++) { /* each timed run after one of the same plan, as on the CPU */
         CHECK(smelt_plan_run(pu, w->n_in, din, w->n_out, dout));
-        long a0 = allocs();
         double a = now_ms();
         CHECK(smelt_plan_run(pu, w->n_in, din, w->n_out, dout));
         double b = now_ms();
-        long a1 = allocs();
+        au += allocs(pu);
         CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, dout));
-        long a2 = allocs();
         double b2 = now_ms();
         CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, dout));
         double c = now_ms();
-        au += a1 - a0;
-        af += a2 - a1;
+        af += allocs(pf);
         CHECK(smelt_tensor_copy(cdst, csrc));
         double d = now_ms();
         tu[i] = b - a;

@@ -115,6 +115,11 @@ int smelt_backend_check(smelt_ctx *ctx, const char *name);
 /* The registered backends, i = 0, 1, ...: the name ("TCC", ...) and, in
  * *about (may be NULL), one line saying what it is; NULL past the last. */
 const char *smelt_backend_name(int i, const char **about);
+/* The value of environment variable name as smelt reads it now (one of
+ * docs/env.md's; smelt reads the environment in one place): NULL when it is
+ * unset or not one of them.  The string stays valid until the last
+ * context is freed. */
+const char *smelt_env(const char *name);
 /* Worker threads for kernels (0 = all cores, the default). */
 int smelt_ctx_set_threads(smelt_ctx *ctx, int threads);
 int smelt_ctx_threads(const smelt_ctx *ctx);
@@ -436,6 +441,8 @@ typedef struct smelt_plan_stats {
                         an output that is a view, an input or a constant */
     int views_moved; /* views moved from a value computed elementwise to its operands
                         (view(f(a, b)) = f(view(a), view(b)): the kernel reads through them) */
+    int64_t run_allocs; /* memory allocations (malloc, calloc, realloc, aligned) the library made on
+                           the calling thread during the last run: 0 where a run allocates nothing */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
 /* Tiered plans (AUTO on a CPU) queue their kernels for the optimising tier

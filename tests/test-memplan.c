@@ -57,6 +57,35 @@ Test(memplan, chain_takes_one_buffer)
     smelt_ctx_free(ctx);
 }
 
+/* The library counts the allocations a run makes (smelt_plan_stats.run_allocs,
+ * which bench/bench.c reports): a run that makes its output tensor makes
+ * some, a run into a given output of a plan whose intermediates live in its
+ * arena makes fewer. */
+Test(memplan, run_counts_its_allocations)
+{
+    smelt_ctx *ctx = t_ctx();
+    smelt_ctx_set_threads(ctx, 1);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(1000));
+    smelt_node *y = smelt_unary(g, SMELT_OP_TANH, smelt_add(g, smelt_reduce(g, SMELT_OP_SUM, x, 1, (int[]){0}, 1), x));
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    cr_assert_eq(t_stats(p).run_allocs, 0, "no run yet");
+    trng r;
+    trng_init(&r, 4);
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(1000)), *out = NULL;
+    t_run(p, 1, &in, 1, &out);
+    int64_t made = t_stats(p).run_allocs;
+    cr_assert_geq(made, 1, "a run that makes its output tensor allocates: %lld", (long long)made);
+    t_run(p, 1, &in, 1, &out);
+    int64_t given = t_stats(p).run_allocs;
+    cr_assert_lt(given, made, "into a given output: %lld allocations, making it: %lld", (long long)given,
+                 (long long)made);
+    smelt_tensor_free(in), smelt_tensor_free(out);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
 /* Random graphs: operands drawn from anywhere before (values read late),
  * broadcasting shapes, several outputs.  Planned (opt_level 2, and 3 with
  * fusion) against unplanned (opt_level 1) bit for bit on backend be; the

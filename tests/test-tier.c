@@ -162,23 +162,23 @@ Test(tier, streaming_stores_give_the_same_results)
             smelt_node *b = smelt_input(g, NULL, dts[k], SHP(n));
             smelt_node *y[2] = {chain(g, a, b, a), smelt_mul(g, a, b)};
             smelt_tensor *in[2] = {t_rand(ctx, &r, dts[k], SHP(n)), t_rand(ctx, &r, dts[k], SHP(n))};
-            smelt_plan *pt = plan_with(ctx, g, 2, y, "TCC"), *pc = plan_with(ctx, g, 2, y, "CC");
+            smelt_plan *pt = plan_with(ctx, g, 2, y, "TCC");
+            setenv("SMELT_STREAM_STORES", "1", 1); /* (read when a plan is made) */
+            smelt_plan *pc = plan_with(ctx, g, 2, y, "CC");
+            unsetenv("SMELT_STREAM_STORES");
             smelt_tensor *ot[2] = {0}, *os[2] = {0}, *big, *off[2];
             t_run(pt, 2, in, 2, ot);
             big = t_tensor(ctx, dts[k], SHP(n + 3));
             T_OK(ctx, smelt_tensor_slice(big, 0, 3, n + 3, 1, &off[0]));
             off[1] = t_tensor(ctx, dts[k], SHP(n));
-            setenv("SMELT_STREAM_STORES", "1", 1);
             t_run(pc, 2, in, 2, os);
             t_run(pc, 2, in, 2, off);
-            setenv("SMELT_STREAM_STORES", "0", 1);
             for (int o = 0; o < 2; o++) {
                 cr_assert(t_bitwise_equal(ot[o], os[o]), "%s, %s, output %d: streamed CC differs from TCC at %lld",
                           marches[m], smelt_dtype_name(dts[k]), o, (long long)t_first_difference(ot[o], os[o]));
                 cr_assert(t_bitwise_equal(ot[o], off[o]), "%s, %s, output %d at offset 3 differs at %lld",
                           marches[m], smelt_dtype_name(dts[k]), o, (long long)t_first_difference(ot[o], off[o]));
             }
-            unsetenv("SMELT_STREAM_STORES");
             t_free_all(ot, 2), t_free_all(os, 2), t_free_all(off, 2), t_free_all(in, 2);
             smelt_tensor_free(big);
             smelt_plan_free(pt), smelt_plan_free(pc);
@@ -208,13 +208,14 @@ Test(tier, streaming_stores_in_nd_kernels)
     smelt_tensor *at = t_rand(ctx, &r, SMELT_F32, SHP(333, 301)), *tr = NULL;
     const int perm[2] = {1, 0};
     T_OK(ctx, smelt_tensor_transpose(at, perm, &tr));
-    smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC");
+    smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC");
+    setenv("SMELT_STREAM_STORES", "1", 1); /* (read when a plan is made) */
+    smelt_plan *pc = plan_with(ctx, g, 1, &y, "CC");
+    unsetenv("SMELT_STREAM_STORES");
     for (int layout = 0; layout < 2; layout++) {
         smelt_tensor *args[3] = {layout ? tr : in[0], in[1], in[2]}, *ot = NULL, *os = NULL;
         t_run(pt, 3, args, 1, &ot);
-        setenv("SMELT_STREAM_STORES", "1", 1);
         t_run(pc, 3, args, 1, &os);
-        unsetenv("SMELT_STREAM_STORES");
         cr_assert(t_bitwise_equal(ot, os), "layout %d: streamed CC differs from TCC at %lld", layout,
                   (long long)t_first_difference(ot, os));
         smelt_tensor_free(ot), smelt_tensor_free(os);
@@ -245,21 +246,23 @@ Test(tier, streaming_stores_in_row_programs)
     smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MAX, x, 1, last, 1)));
     smelt_node *y = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, last, 1));
     smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(203, 1000));
-    smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC");
+    smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC");
+    setenv("SMELT_STREAM_STORES", "1", 1); /* (read when a plan is made) */
+    smelt_plan *pc = plan_with(ctx, g, 1, &y, "CC");
+    setenv("SMELT_STREAM_STORES", "0", 1);
+    smelt_plan *po = plan_with(ctx, g, 1, &y, "CC");
+    unsetenv("SMELT_STREAM_STORES");
     smelt_tensor *ot = NULL, *os = NULL, *oo = NULL;
     t_run(pt, 1, &in, 1, &ot);
-    setenv("SMELT_STREAM_STORES", "1", 1);
     t_run(pc, 1, &in, 1, &os);
-    setenv("SMELT_STREAM_STORES", "0", 1);
-    t_run(pc, 1, &in, 1, &oo);
-    unsetenv("SMELT_STREAM_STORES");
+    t_run(po, 1, &in, 1, &oo);
     cr_assert_eq(smelt_plan_num_kernels(pc), 1);
     cr_assert(t_contains(smelt_plan_kernel_source(pc, 0), "smelt_nt("), "%s", smelt_plan_kernel_source(pc, 0));
     cr_assert(t_bitwise_equal(ot, os), "streamed CC differs from TCC at %lld", (long long)t_first_difference(ot, os));
     cr_assert(t_bitwise_equal(oo, os), "streamed CC differs from stored CC at %lld",
               (long long)t_first_difference(oo, os));
     smelt_tensor_free(ot), smelt_tensor_free(os), smelt_tensor_free(oo), smelt_tensor_free(in);
-    smelt_plan_free(pt), smelt_plan_free(pc);
+    smelt_plan_free(pt), smelt_plan_free(pc), smelt_plan_free(po);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
@@ -283,20 +286,22 @@ Test(tier, streaming_stores_in_tiles)
         smelt_node *a = smelt_input(g, NULL, SMELT_F32, SHP(cols, rows)), *b = smelt_input(g, NULL, SMELT_F32, SHP(rows, cols));
         smelt_node *y = smelt_add(g, smelt_transpose(g, a, NULL), b);
         smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(cols, rows)), t_rand(ctx, &r, SMELT_F32, SHP(rows, cols))};
-        smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC");
+        smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC");
+        setenv("SMELT_STREAM_STORES", "1", 1); /* (read when a plan is made) */
+        smelt_plan *pc = plan_with(ctx, g, 1, &y, "CC");
+        setenv("SMELT_STREAM_STORES", "0", 1);
+        smelt_plan *po = plan_with(ctx, g, 1, &y, "CC");
+        unsetenv("SMELT_STREAM_STORES");
         smelt_tensor *ot = NULL, *os = NULL, *oo = NULL;
         t_run(pt, 2, in, 1, &ot);
-        setenv("SMELT_STREAM_STORES", "1", 1);
         t_run(pc, 2, in, 1, &os);
-        setenv("SMELT_STREAM_STORES", "0", 1);
-        t_run(pc, 2, in, 1, &oo);
-        unsetenv("SMELT_STREAM_STORES");
+        t_run(po, 2, in, 1, &oo);
         cr_assert(t_bitwise_equal(ot, os), "%lld x %lld: streamed CC differs from TCC at %lld", (long long)rows,
                   (long long)cols, (long long)t_first_difference(ot, os));
         cr_assert(t_bitwise_equal(oo, os), "%lld x %lld: streamed CC differs from stored CC at %lld", (long long)rows,
                   (long long)cols, (long long)t_first_difference(oo, os));
         smelt_tensor_free(ot), smelt_tensor_free(os), smelt_tensor_free(oo), t_free_all(in, 2);
-        smelt_plan_free(pt), smelt_plan_free(pc);
+        smelt_plan_free(pt), smelt_plan_free(pc), smelt_plan_free(po);
         smelt_graph_free(g);
         smelt_ctx_free(ctx);
     }

@@ -4,9 +4,11 @@
 #define SMELT_CODEGEN_H
 #include "fusion.h"
 
-/* Device kernels (CUDA dialect) take one parameter block:
+/* Device kernels (CUDA dialect) take one parameter block, defined once in
+ * templates/cuda/args.cu.in (which every CUDA template includes):
  *   struct { char *ptrs[nops]; idx n; idx shape[rank]; idx strides[nops * rank]; }
- * idx is 4 bytes for 32-bit index variants, else 8.  It is passed by value
+ * idx is 4 bytes for 32-bit index variants, else 8; its size is this, and
+ * src/backends/cuda/cuda.c packs it (pack_params).  It is passed by value
  * when it fits in SMELT_KPARAM_MAX bytes (the classic kernel-parameter limit),
  * otherwise through a buffer in device memory. */
 #define SMELT_KPARAM_MAX 4096
@@ -14,6 +16,12 @@ static inline size_t smelt__kparam_bytes(int nops, int rank, bool idx32)
 {
     size_t isz = idx32 ? 4 : 8, n = (size_t)nops, r = (size_t)rank;
     return (8 * n + isz * (1 + r + n * r) + 7) & ~(size_t)7;
+}
+/* Whether the block goes by value, with extra bytes of other parameters
+ * (a spread reduction's scratch pointers: 16). */
+static inline bool smelt__kparam_by_value(int nops, int rank, bool idx32, size_t extra)
+{
+    return smelt__kparam_bytes(nops, rank, idx32) + extra <= SMELT_KPARAM_MAX;
 }
 
 /* The generated kernel's C signature (C dialect):
@@ -60,7 +68,12 @@ int smelt__emit_step(const smelt__target *t, const smelt__kdesc *d);
 int smelt__emit_blk_library(smelt__sb *out, smelt__sb *err);
 /* Templates embedded at build time, overridable from SMELT_TEMPLATE_DIR. */
 const char *smelt__template_builtin(const char *name);
-char *smelt__template_load(const char *name, smelt__sb *err); /* caller frees */
+/* The template name: from the folder smelt__templates_from set on this
+ * thread, else built in.  The caller frees it. */
+char *smelt__template_load(const char *name, smelt__sb *err);
+/* Templates on the calling thread come first from folder dir (NULL or "":
+ * the built-in ones only) until the next call; returns the folder before. */
+const char *smelt__templates_from(const char *dir);
 
 struct smelt__dialect {
     const char *dir;                       /* template folder: "c" */

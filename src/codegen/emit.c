@@ -620,7 +620,32 @@ static const char *slot_num(char *buf, int n)
     return buf;
 }
 
-/* Replace {{KEY}} slots.  Unknown slots are an error naming the template. */
+static int render(smelt__sb *out, const char *tpl, const char *tname, const slot *slots, int n,
+                  smelt__sb *err);
+
+/* {{>name}}: template name rendered with the same slots, less its first
+ * comment and its last newline (templates/cuda/args.cu.in, the parameter
+ * block every CUDA template declares). */
+static int render_include(smelt__sb *out, const char *name, size_t len, const slot *slots, int n, smelt__sb *err)
+{
+    char tname[64];
+    snprintf(tname, sizeof tname, "%.*s", (int)SMELT_MIN(len, sizeof tname - 1), name);
+    char *tpl = smelt__template_load(tname, err);
+    if (!tpl)
+        return SMELT_ERR_COMPILE;
+    const char *body = tpl, *c = strncmp(tpl, "/*", 2) ? NULL : strstr(tpl, "*/\n");
+    if (c)
+        body = c + 3;
+    size_t bl = strlen(body);
+    if (bl && body[bl - 1] == '\n')
+        ((char *)body)[bl - 1] = 0;
+    int st = render(out, body, tname, slots, n, err);
+    free(tpl);
+    return st;
+}
+
+/* Replace {{KEY}} slots ({{>name}}: render_include).  Unknown slots are an
+ * error naming the template. */
 static int render(smelt__sb *out, const char *tpl, const char *tname, const slot *slots, int n,
                   smelt__sb *err)
 {
@@ -632,6 +657,12 @@ static int render(smelt__sb *out, const char *tpl, const char *tname, const slot
             return SMELT_ERR_COMPILE;
         }
         size_t len = (size_t)(e - s - 2);
+        if (s[2] == '>') {
+            int st = render_include(out, s + 3, len - 1, slots, n, err);
+            if (st)
+                return st;
+            continue;
+        }
         int i = 0;
         while (i < n && (strlen(slots[i].key) != len || strncmp(s + 2, slots[i].key, len)))
             i++;
@@ -1507,7 +1538,7 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
             {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)}, {"BODY", smelt__sb_str(&body)},
             {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
             {"NSTRIDES", SLOT_NUM(nops * R)}, {"VEC", SLOT_NUM(vec)},
-            {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)},
+            {"BY_VALUE", SLOT_NUM(smelt__kparam_by_value(nops, R, d->idx32, 0))},
             {"VEC_ALIGNED", smelt__sb_str(&valigned)}, {"BODY_VEC", smelt__sb_str(&vbody)},
             {"ROW_INIT", smelt__sb_str(&init)}, {"ROW_NEXT", smelt__sb_str(&next)},
             {"ROW_INIT_VEC", smelt__sb_str(&vinit)}, {"ROW_VEC", smelt__sb_str(&vrow)},
@@ -1572,7 +1603,7 @@ static int shape_device_tile(const smelt__dialect *dl, const smelt__kdesc *d, co
             {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
             {"NSTRIDES", SLOT_NUM(nops * R)}, {"T", SLOT_NUM(SMELT_TILE)}, {"T4", SLOT_NUM(SMELT_TILE / 4)},
             {"THREADS", SLOT_NUM(SMELT_TILE * SMELT_TILE / 4)}, {"Q", SLOT_NUM(Q)}, {"P", SLOT_NUM(P)},
-            {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)}};
+            {"BY_VALUE", SLOT_NUM(smelt__kparam_by_value(nops, R, d->idx32, 0))}};
         st = load_render(text, dl, "kernel_tile", sl, NSLOTS(sl), err);
     }
     smelt__sb_free(&setup), smelt__sb_free(&tiles), smelt__sb_free(&outer), smelt__sb_free(&loads);
@@ -2416,7 +2447,7 @@ static int shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
         {"NSTRIDES", SLOT_NUM(nops * R)},
         /* (a spread variant's second parameter counts towards the limit) */
-        {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) + (d->spread ? 16 : 0) <= SMELT_KPARAM_MAX)},
+        {"BY_VALUE", SLOT_NUM(smelt__kparam_by_value(nops, R, d->idx32, d->spread ? 16 : 0))},
         {"IDENT", smelt__sb_str(&ident)}, {"ARG", SLOT_NUM(k.arg)},
         {"SCRATCH", d->spread ? red_scratch_text : ""},
         {"SCRATCH_PARAM", d->spread ? ", const smelt_red_scratch s" : ""},
@@ -3680,10 +3711,10 @@ static int shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))}, {"NST", SLOT_NUM(ri.nst)},
         {"WHAT", smelt__sb_str(&what)}, {"RANK", SLOT_NUM(R)}, {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)},
         {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
-        {"NOPER", SLOT_NUM(noper)}, {"NSTRIDES", SLOT_NUM(noper * R)}, {"DEFS", smelt__sb_str(&defs)},
+        {"NOPERANDS", SLOT_NUM(noper)}, {"NSTRIDES", SLOT_NUM(noper * R)}, {"DEFS", smelt__sb_str(&defs)},
         {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"FORM", form},
         {"BOUNDS", bounds}, {"ROWLOOP", rowloop}, {"PER", per},
-        {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(noper, R, d->idx32) <= SMELT_KPARAM_MAX)},
+        {"BY_VALUE", SLOT_NUM(smelt__kparam_by_value(noper, R, d->idx32, 0))},
         {"XO", smelt__sb_str(&xo)}, {"BODY", smelt__sb_str(&body)}};
     if (!st)
         st = load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);

@@ -17,7 +17,7 @@ int main(int argc, char **argv)
         fputs("usage: gen-blocks OUT.c TEMPLATE_DIR\n", stderr);
         return 2;
     }
-    setenv("SMELT_TEMPLATE_DIR", argv[2], 1); /* these templates, whatever the environment says */
+    smelt__templates_from(argv[2]); /* these templates, whatever the environment says */
     smelt__sb src, err;
     smelt__sb_init(&src), smelt__sb_init(&err);
     int st = smelt__emit_blk_library(&src, &err);

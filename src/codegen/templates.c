@@ -18,9 +18,20 @@ const char *smelt__template_builtin(const char *name)
     return NULL;
 }
 
+/* The folder the calling thread's templates come from first (the runtime
+ * sets it from SMELT_TEMPLATE_DIR around each emission). */
+static _Thread_local const char *template_dir;
+
+const char *smelt__templates_from(const char *dir)
+{
+    const char *was = template_dir;
+    template_dir = dir;
+    return was;
+}
+
 char *smelt__template_load(const char *name, smelt__sb *err)
 {
-    const char *dir = getenv("SMELT_TEMPLATE_DIR");
+    const char *dir = template_dir;
     if (dir && *dir) {
         smelt__sb path;
         smelt__sb_init(&path);

@@ -12,8 +12,23 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "smelt.h"
+
+/* ---- allocations ------------------------------------------------------
+ * Every malloc, calloc and realloc in the library goes through these (the
+ * macros; smelt__aligned_alloc too), which count them on the calling thread:
+ * a plan's run reports what it made (smelt_plan_stats.run_allocs), and no
+ * program has to replace the C library's to see it. */
+void *smelt__malloc(size_t n);
+void *smelt__calloc(size_t n, size_t m);
+void *smelt__realloc(void *p, size_t n);
+int64_t smelt__allocs(void); /* allocations the calling thread has made so far */
+#define malloc(n) smelt__malloc(n)
+#define calloc(n, m) smelt__calloc(n, m)
+#define realloc(p, n) smelt__realloc(p, n)
 
 #define SMELT_UNUSED(x) ((void)(x))
 #define SMELT_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -352,6 +367,7 @@ typedef struct smelt__prog {
     int64_t (*in_shape)[SMELT_MAX_DIMS];
     smelt__blob **blobs; /* constant tensors' values (one reference each) */
     int nblobs;
+    int blk_isa; /* the level of the block primitives constant folding runs (smelt__blk_find) */
 } smelt__prog;
 
 int smelt__prog_from_graph(smelt_graph *g, int n_out, smelt_node *const *outs, smelt__prog *p,
@@ -410,7 +426,9 @@ static inline int smelt__x86_level(void)
 #endif
 }
 typedef void (*smelt__blk_prim)(int64_t n, char *o, const char *a, const char *b, const char *c);
-smelt__blk_prim smelt__blk_find(const char *name);
+/* The primitive of that name at x86-64 level isa (1, 3, 4: SMELT_BLOCKS_ISA,
+ * where the CPU runs it; 0: the default), or NULL. */
+smelt__blk_prim smelt__blk_find(const char *name, int isa);
 /* The name of op's block primitive on compute dtype dt: smelt_blk_<op>_<dt>,
  * a cast's smelt_blk_cast_<dt>_<to> (src/ir/dtype.c; the emitter writes the
  * primitives: smelt__emit_blk_library). */

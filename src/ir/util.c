@@ -13,6 +13,17 @@
 
 #include "ir.h"
 
+/* ---- allocations, counted (ir.h) ---------------------------------------- */
+#undef malloc
+#undef calloc
+#undef realloc
+static _Thread_local int64_t n_allocs;
+
+void *smelt__malloc(size_t n) { return n_allocs++, malloc(n); }
+void *smelt__calloc(size_t n, size_t m) { return n_allocs++, calloc(n, m); }
+void *smelt__realloc(void *p, size_t n) { return n_allocs++, realloc(p, n); }
+int64_t smelt__allocs(void) { return n_allocs; }
+
 const char *smelt_strerror(int status)
 {
     switch (status) {
@@ -284,6 +295,7 @@ double smelt__now_ms(void)
 void *smelt__aligned_alloc(size_t bytes)
 {
     void *p = NULL;
+    n_allocs++;
     if (bytes >= SMELT_HUGE_MIN) { /* 2 MiB pages where the kernel gives them on request */
         size_t n = (bytes + SMELT_HUGE_PAGE - 1) / SMELT_HUGE_PAGE * SMELT_HUGE_PAGE;
         if (posix_memalign(&p, SMELT_HUGE_PAGE, n) != 0)

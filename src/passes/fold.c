@@ -25,7 +25,7 @@ static bool fold_by_kernel(const smelt__prog *p, const smelt__inst *in, smelt_dt
 {
     char name[SMELT_BLK_NAME_MAX], arg[3][8] = {{0}}, out[8] = {0};
     smelt__blk_name(name, in->op, in_dt, in->dtype);
-    smelt__blk_prim f = smelt__blk_find(name);
+    smelt__blk_prim f = smelt__blk_find(name, p->blk_isa);
     if (!f)
         return false;
     for (int j = 0; j < in->nin; j++)

@@ -33,6 +33,15 @@ int smelt_tensor_rebind(smelt_tensor *t, void *data)
     return st;
 }
 
+int smelt_plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out, smelt_tensor **outputs)
+{
+    int64_t a0 = smelt__allocs(); /* counted on this thread (ir.h) */
+    int st = smelt__plan_run(p, n_in, inputs, n_out, outputs);
+    if (p)
+        p->stats.run_allocs = smelt__allocs() - a0;
+    return st;
+}
+
 int smelt_plan_run_rebind(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out,
                           smelt_tensor *const *outputs, void *const *data)
 {

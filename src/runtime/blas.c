@@ -36,9 +36,10 @@ static void blas_load(void)
      * (docs/env.md): AVX-512's kernels (twice AVX2's speed on a Zen 5), else
      * AVX2's */
     int level = smelt__x86_level();
-    if (!getenv("OPENBLAS_CORETYPE") && level >= 3)
+    const smelt__settings *cfg = smelt__settings_read(); /* (loaded once a process) */
+    if (!cfg->raw[SMELT__S_OPENBLAS_CORETYPE] && level >= 3)
         setenv("OPENBLAS_CORETYPE", level >= 4 ? "SkylakeX" : "Haswell", 0);
-    const char *env = getenv("SMELT_BLAS_LIB");
+    const char *env = cfg->raw[SMELT__S_SMELT_BLAS_LIB];
     const char *cands[] = {env && *env ? env : NULL, "libopenblas.so.0", "libopenblas.so", "libblas.so.3",
                            "libcblas.so.3"};
     for (size_t i = 0; i < sizeof cands / sizeof cands[0] && !blas.sgemm; i++) {

@@ -28,12 +28,12 @@ struct smelt__kcache {
     size_t n, bytes, max_n, max_bytes;
 };
 
-static void config(smelt__kcache *c, smelt__sb *warn)
+static void config(smelt__kcache *c, const smelt__settings *cfg, smelt__sb *warn)
 {
     const char *keeps = "the in-memory kernel cache keeps";
-    double n = smelt__env_bound("SMELT_MEM_CACHE_MAX_KERNELS", DEFAULT_MAX_KERNELS, true, "kernels", keeps,
-                                warn);
-    double mb = smelt__env_bound("SMELT_MEM_CACHE_MAX_MB", DEFAULT_MAX_MB, false, "MiB", keeps, warn);
+    double n = smelt__bound(cfg, SMELT__S_SMELT_MEM_CACHE_MAX_KERNELS, DEFAULT_MAX_KERNELS, true, "kernels", keeps,
+                            warn);
+    double mb = smelt__bound(cfg, SMELT__S_SMELT_MEM_CACHE_MAX_MB, DEFAULT_MAX_MB, false, "MiB", keeps, warn);
     if (c)
         c->max_n = (size_t)n, c->max_bytes = (size_t)(mb * 1048576.0);
 }
@@ -182,7 +182,7 @@ int smelt__kcache_count(smelt_ctx *ctx, size_t *bytes)
 
 /* A kernel description as bytes, field by field, with what else decides
  * its source (the template override folder). */
-static void serialise(smelt__sb *b, const smelt__kdesc *d)
+static void serialise(smelt__sb *b, const smelt__kdesc *d, const char *tdir)
 {
     int head[] = {d->n_in, d->n_out, d->n_ops, d->rank, d->idx32, d->reduce, d->red, d->rmask, d->multi, d->spread};
     smelt__sb_putn(b, (const char *)head, sizeof head);
@@ -198,13 +198,11 @@ static void serialise(smelt__sb *b, const smelt__kdesc *d)
             smelt__sb_putn(b, (const char *)&k->ival, sizeof k->ival);
         }
     }
-    const char *tdir = getenv("SMELT_TEMPLATE_DIR");
     smelt__sb_puts(b, tdir ? tdir : "");
 }
 
-static void dump_source(const char *name, const char *ext, const char *src)
+static void dump_source(const char *dir, const char *name, const char *ext, const char *src)
 {
-    const char *dir = getenv("SMELT_DUMP_DIR");
     if (!dir || !*dir)
         return;
     smelt__mkdir_p(dir, 0755); /* as --dump does; describe warns when it cannot */
@@ -234,21 +232,26 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     void *fn = NULL, *handle = NULL;
     smelt__kernel *k = NULL, *gone = NULL;
     /* the same description again (a repeated layer): no emission at all */
-    serialise(&desc, d);
+    const smelt__settings *cfg = smelt__settings_of(ctx);
+    const char *tdir = cfg->raw[SMELT__S_SMELT_TEMPLATE_DIR];
+    serialise(&desc, d, tdir);
     uint64_t seed = (uint64_t)(uintptr_t)be, hd = smelt__hash(desc.s, desc.len, seed), hs = 0;
     int st = desc.oom ? SMELT_ERR_NOMEM : SMELT_OK;
     if (st)
         goto nomem;
     if ((*out = find(ctx, be, 0, hd, &desc)))
         goto done;
-    if ((st = smelt__emit(&be->iface->target, d, &src, name, err)))
+    const char *tdir_was = smelt__templates_from(tdir);
+    st = smelt__emit(&be->iface->target, d, &src, name, err);
+    smelt__templates_from(tdir_was);
+    if (st)
         goto done;
     /* another description with the same source (e.g. other operand modes
      * that the source does not distinguish; the source names the kernel) */
     hs = smelt__hash(src.s, src.len, seed);
     if ((*out = find(ctx, be, 1, hs, &src)))
         goto done;
-    dump_source(name, be->iface->target.dialect->ext, src.s);
+    dump_source(cfg->raw[SMELT__S_SMELT_DUMP_DIR], name, be->iface->target.dialect->ext, src.s);
     double t0 = smelt__now_ms();
     unsigned long disk0 = smelt__dcache_thread_hits();
     st = be->iface->compile(be, src.s, name, &fn, &handle, &log);
@@ -283,7 +286,7 @@ int smelt__kcache_get(smelt_ctx *ctx, smelt__backend *be, const smelt__kdesc *d,
     }
     pthread_mutex_lock(&ctx->lock);
     if (!ctx->kcache && (ctx->kcache = calloc(1, sizeof *ctx->kcache)))
-        config(ctx->kcache, NULL);
+        config(ctx->kcache, cfg, NULL);
     st = k && ctx->kcache ? insert(ctx->kcache, k, &gone) : SMELT_ERR_NOMEM;
     pthread_mutex_unlock(&ctx->lock);
     drop_all(gone);

@@ -11,10 +11,10 @@
 
 #include "runtime.h"
 
-double smelt__env_bound(const char *name, double def, bool whole, const char *unit, const char *keeps,
-                        smelt__sb *warn)
+double smelt__bound(const smelt__settings *cfg, int id, double def, bool whole, const char *unit,
+                    const char *keeps, smelt__sb *warn)
 {
-    const char *v = getenv(name);
+    const char *v = cfg->raw[id];
     if (!v || !*v)
         return def;
     char *end;
@@ -24,8 +24,8 @@ double smelt__env_bound(const char *name, double def, bool whole, const char *un
     if (end != v && !*end && isfinite(x) && x > 0 && x < 1e12 && (!whole || x == floor(x)))
         return x;
     if (warn)
-        smelt__sb_printf(warn, "warning: %s='%s' is not a %s above 0: ignored, %s %.0f %s\n", name, v,
-                         whole ? "whole number" : "size in MiB", keeps, def, unit);
+        smelt__sb_printf(warn, "warning: %s='%s' is not a %s above 0: ignored, %s %.0f %s\n",
+                         smelt__settings_names[id], v, whole ? "whole number" : "size in MiB", keeps, def, unit);
     return def;
 }
 
@@ -58,14 +58,13 @@ static int parse(smelt_ctx *ctx, const char *name, const char *source, int *kind
 static const char *name_in_force(smelt_ctx *ctx, const char *explicit_name, const char **source)
 {
     const char *name;
+    const smelt__settings *cfg = ctx ? smelt__ctx_settings(ctx) : smelt__settings_read();
     if ((name = explicit_name)) {
         *source = "backend option";
     } else if (ctx && (name = ctx->backend_override)) {
         *source = "smelt_ctx_set_backend";
-    } else if ((name = getenv("SMELT_JIT_BACKEND")) && *name) {
-        *source = "SMELT_JIT_BACKEND";
-    } else if ((name = getenv("MGB_JIT_BACKEND")) && *name) {
-        *source = "MGB_JIT_BACKEND";
+    } else if ((name = cfg->backend)) {
+        *source = cfg->backend_source;
     } else {
         name = "AUTO";
         *source = "default";
@@ -136,55 +135,34 @@ int smelt_ctx_set_backend(smelt_ctx *ctx, const char *name)
 enum { S_ANY, S_WORDS, S_NUM, S_WHOLE, S_WHOLE0, S_SECONDS, S_DIR, S_DUMP_DIR, S_MARCH, S_ISA, S_BLAS, S_WARPS };
 
 typedef struct setting {
-    const char *name;
     int kind;
     const char *words;  /* S_WORDS: the accepted words, '|' between them (case-insensitive) */
     const char *expect; /* what a valid value is (the warning says the value is not this) */
     const char *keeps;  /* what holds instead */
 } setting;
 
-/* The table: docs/env.md lists exactly these (tests/test-errors.c checks). */
+/* The table, from settings.def: docs/env.md lists exactly its SMELT_SETTING
+ * lines (tests/test-errors.c checks). */
+enum { S_SYS = -1 };
 static const setting table[] = {
-    {"SMELT_JIT_BACKEND", S_ANY, NULL, NULL, NULL}, /* an unknown backend is an error (above) */
-    {"MGB_JIT_BACKEND", S_ANY, NULL, NULL, NULL},
-    {"SMELT_DUMP_DIR", S_DUMP_DIR, NULL, "a folder that can be created and written", "no kernel sources are written"},
-    {"SMELT_TEMPLATE_DIR", S_DIR, NULL, "a folder", "the built-in templates are used"},
-    {"CC", S_ANY, NULL, NULL, NULL}, /* checked when CC is used (smelt_backend_check says why) */
-    {"SMELT_CC_MARCH", S_MARCH, NULL, "an -march level (letters, digits, '-', '_')", "native holds"},
-    {"SMELT_BLOCKS_ISA", S_ISA, NULL, "x86-64, x86-64-v3 or x86-64-v4 (one this CPU runs)", "the default holds"},
-    {"SMELT_CC_TIMEOUT", S_SECONDS, NULL, "a number of seconds in (0, 1e6]", "the default holds: 120 s"},
-    {"SMELT_CUBLAS_LIB", S_ANY, NULL, NULL, NULL}, /* an explicit library: an error when it does not load */
-    {"SMELT_BLAS_LIB", S_BLAS, NULL, "a library that loads and has cblas_sgemm and cblas_dgemm",
-     "the default BLAS is used"},
-    {"OPENBLAS_CORETYPE", S_ANY, NULL, NULL, NULL},
-    {"SMELT_CACHE_DIR", S_ANY, NULL, NULL, NULL}, /* checked before each use (smelt__dcache_check) */
-    {"SMELT_CACHE", S_WORDS, "0|false|no|off|1|true|yes|on", "0/false/no/off or 1/true/yes/on",
-     "the persistent cache stays on"},
-    {"SMELT_CACHE_MAX_MB", S_NUM, NULL, "a size in MiB above 0", "the cap stays 512 MiB"},
-    {"SMELT_MEM_CACHE_MAX_KERNELS", S_WHOLE, NULL, "a whole number above 0",
-     "the in-memory kernel cache keeps 4096 kernels"},
-    {"SMELT_MEM_CACHE_MAX_MB", S_NUM, NULL, "a size in MiB above 0", "the in-memory kernel cache keeps 256 MiB"},
-    {"SMELT_STREAM_STORES", S_WORDS, "auto|0|1", "auto, 0 or 1", "auto holds"},
-    {"SMELT_CUDA_ROWS_HELD", S_WHOLE0, NULL, "a whole number of bytes", "the default holds: 512 bytes"},
-    {"SMELT_CUDA_ROWS_SHARED", S_WORDS, "auto|0|1", "auto, 0 or 1", "auto holds"},
-    {"SMELT_CUDA_ROWS_WARPS", S_WARPS, NULL, "auto, 1, 2, 4, 8, 16 or 32", "auto holds"},
-    {"SMELT_CUDA_ROWS_STEPS", S_WHOLE, NULL, "a whole number above 0", "the default holds: 1 row"},
-    {"SMELT_CUDA_DRIVER_LIB", S_ANY, NULL, NULL, NULL}, /* an explicit library: no GPU when it does not load */
-    {"SMELT_NVRTC_LIB", S_ANY, NULL, NULL, NULL},
-    {"SMELT_TEST_SEED", S_ANY, NULL, NULL, NULL},
+#define SMELT_SETTING(name, kind, words, expect, keeps) {kind, words, expect, keeps},
+#define SMELT_SYSTEM(name) {S_SYS, NULL, NULL, NULL},
+#include "settings.def"
+#undef SMELT_SETTING
+#undef SMELT_SYSTEM
 };
-
-static const setting *find(const char *name)
-{
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (!strcmp(table[i].name, name))
-            return &table[i];
-    return NULL;
-}
+const char *const smelt__settings_names[] = {
+#define SMELT_SETTING(name, kind, words, expect, keeps) #name,
+#define SMELT_SYSTEM(name) #name,
+#include "settings.def"
+#undef SMELT_SETTING
+#undef SMELT_SYSTEM
+};
+_Static_assert(sizeof table / sizeof table[0] == SMELT__S_COUNT, "one entry a variable");
 
 const char *smelt__setting_name(int i)
 {
-    return i >= 0 && (size_t)i < sizeof table / sizeof table[0] ? table[i].name : NULL;
+    return i >= 0 && i < SMELT__S_COUNT && table[i].kind != S_SYS ? smelt__settings_names[i] : NULL;
 }
 
 static bool number(const char *v, double lo, double hi, bool whole, double *out)
@@ -246,26 +224,154 @@ static bool valid(const setting *s, const char *v)
     }
 }
 
-const char *smelt__setting(const char *name)
+static bool valid_at(int id, const char *v)
 {
-    const setting *s = find(name);
-    const char *v = getenv(name);
-    return v && *v && (!s || valid(s, v)) ? v : NULL;
+    return v && *v && (table[id].kind == S_SYS || valid(&table[id], v));
 }
 
-double smelt__setting_num(const char *name, double def)
-{
-    const char *v = smelt__setting(name);
-    double x;
-    return v && number(v, -1e300, 1e300, false, &x) ? x : def;
-}
+/* ---- the reader: the one place smelt reads its environment ---------------
+ * A snapshot is immutable and lives until the last context is freed (a
+ * plan, a context, a background compile may hold it on any thread); a read
+ * that finds the environment as an earlier one did returns that one. */
+static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
+static smelt__settings *snaps;
 
-void smelt__settings_warnings(smelt__sb *warn)
+static bool same(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+static void parse_settings(smelt__settings *s)
 {
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        const setting *s = &table[i];
-        const char *v = getenv(s->name);
-        if (s->kind != S_ANY && v && *v && !valid(s, v))
-            smelt__sb_printf(warn, "warning: %s='%.200s' is not %s: ignored, %s\n", s->name, v, s->expect, s->keeps);
+    const char *const *r = s->raw;
+    if (r[SMELT__S_SMELT_JIT_BACKEND] && *r[SMELT__S_SMELT_JIT_BACKEND])
+        s->backend = r[SMELT__S_SMELT_JIT_BACKEND], s->backend_source = "SMELT_JIT_BACKEND";
+    else if (r[SMELT__S_MGB_JIT_BACKEND] && *r[SMELT__S_MGB_JIT_BACKEND])
+        s->backend = r[SMELT__S_MGB_JIT_BACKEND], s->backend_source = "MGB_JIT_BACKEND";
+    const char *m = r[SMELT__S_SMELT_CC_MARCH];
+    s->cc_march = m && *m && valid(&table[SMELT__S_SMELT_CC_MARCH], m) ? m : "native";
+    const char *isa = r[SMELT__S_SMELT_BLOCKS_ISA];
+    s->blocks_isa = !isa                      ? 0
+                    : !strcmp(isa, "x86-64")    ? 1
+                    : !strcmp(isa, "x86-64-v3") ? 3
+                    : !strcmp(isa, "x86-64-v4") ? 4
+                                                : 0;
+    const char *t = r[SMELT__S_SMELT_CC_TIMEOUT];
+    double secs;
+    s->cc_timeout = valid_at(SMELT__S_SMELT_CC_TIMEOUT, t) && number(t, -1e300, 1e300, false, &secs) ? secs : 120;
+    const char *c = r[SMELT__S_SMELT_CACHE];
+    s->cache_on = true;
+    static const char *const off[] = {"0", "false", "no", "off"};
+    for (int i = 0; c && i < 4; i++)
+        s->cache_on = s->cache_on && strcasecmp(c, off[i]);
+    const char *sm = r[SMELT__S_SMELT_STREAM_STORES]; /* auto (default), 0: never, 1: always */
+    s->stream_stores = sm && !strcmp(sm, "0") ? 0 : sm && !strcmp(sm, "1") ? 1 : -1;
+    const char *hv = r[SMELT__S_SMELT_CUDA_ROWS_HELD];
+    s->rows_held = hv && !strcmp(hv, "0") ? 0
+                   : (int)smelt__bound(s, SMELT__S_SMELT_CUDA_ROWS_HELD, SMELT_ROWS_HELD_BYTES, true, "bytes",
+                                       "the default holds:", NULL); /* (warned by describe) */
+    const char *sv = r[SMELT__S_SMELT_CUDA_ROWS_SHARED]; /* auto (default), 0: never, 1: always */
+    s->rows_shared = sv && !strcmp(sv, "0") ? 0 : sv && !strcmp(sv, "1") ? 1 : -1;
+    const char *wv = r[SMELT__S_SMELT_CUDA_ROWS_WARPS]; /* auto (default), 1, 2, 4, ..., 32 */
+    s->rows_warps = 0;
+    if (wv && *wv && strcasecmp(wv, "auto")) {
+        char *end;
+        long w = strtol(wv, &end, 10);
+        if (!*end && w >= 1 && w <= (1 << SMELT_BLOCK_WARPS_MAX_LOG2) && !(w & (w - 1)))
+            s->rows_warps = (int)w; /* (another value: warned by describe) */
     }
+    s->rows_steps = (int)SMELT_MIN(smelt__bound(s, SMELT__S_SMELT_CUDA_ROWS_STEPS, 1, true, "row",
+                                                "the default holds:", NULL),
+                                   1 << 30);
+}
+
+static smelt__settings defaults;
+static void defaults_init(void) { parse_settings(&defaults); }
+
+const smelt__settings *smelt__settings_read(void)
+{
+    const char *now[SMELT__S_COUNT];
+    for (int i = 0; i < SMELT__S_COUNT; i++)
+        now[i] = getenv(smelt__settings_names[i]);
+    pthread_mutex_lock(&snap_lock);
+    smelt__settings *s = snaps;
+    for (; s; s = s->next) {
+        int i = 0;
+        while (i < SMELT__S_COUNT && same(s->raw[i], now[i]))
+            i++;
+        if (i == SMELT__S_COUNT)
+            break;
+    }
+    if (!s) {
+        size_t bytes = sizeof *s;
+        for (int i = 0; i < SMELT__S_COUNT; i++)
+            bytes += now[i] ? strlen(now[i]) + 1 : 0;
+        s = calloc(1, bytes);
+        if (s) {
+            char *at = (char *)(s + 1);
+            for (int i = 0; i < SMELT__S_COUNT; i++)
+                if (now[i]) {
+                    size_t l = strlen(now[i]) + 1;
+                    memcpy(at, now[i], l);
+                    s->raw[i] = at;
+                    at += l;
+                }
+            parse_settings(s);
+            s->next = snaps;
+            snaps = s;
+        }
+    }
+    pthread_mutex_unlock(&snap_lock);
+    if (!s) { /* out of memory: the defaults */
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, defaults_init);
+        s = &defaults;
+    }
+    return s;
+}
+
+static int live_contexts;
+
+void smelt__settings_hold(int d)
+{
+    pthread_mutex_lock(&snap_lock);
+    live_contexts += d;
+    if (live_contexts == 0) /* no context: no plan, no compile holds one */
+        while (snaps) {
+            smelt__settings *s = snaps;
+            snaps = s->next;
+            free(s);
+        }
+    pthread_mutex_unlock(&snap_lock);
+}
+
+const smelt__settings *smelt__ctx_settings(smelt_ctx *ctx)
+{
+    const smelt__settings *s = smelt__settings_read();
+    __atomic_store_n(&ctx->settings, s, __ATOMIC_RELEASE);
+    return s;
+}
+
+const smelt__settings *smelt__settings_of(smelt_ctx *ctx)
+{
+    const smelt__settings *s = ctx ? __atomic_load_n(&ctx->settings, __ATOMIC_ACQUIRE) : NULL;
+    return s ? s : smelt__settings_read();
+}
+
+bool smelt__setting_valid(const smelt__settings *cfg, int id) { return valid_at(id, cfg->raw[id]); }
+
+void smelt__settings_warnings(const smelt__settings *cfg, smelt__sb *warn)
+{
+    for (int i = 0; i < SMELT__S_COUNT; i++) {
+        const setting *s = &table[i];
+        const char *v = cfg->raw[i];
+        if (s->kind != S_ANY && s->kind != S_SYS && v && *v && !valid(s, v))
+            smelt__sb_printf(warn, "warning: %s='%.200s' is not %s: ignored, %s\n", smelt__settings_names[i], v,
+                             s->expect, s->keeps);
+    }
+}
+
+const char *smelt_env(const char *name)
+{
+    for (int i = 0; name && smelt__setting_name(i); i++)
+        if (!strcmp(smelt__settings_names[i], name))
+            return smelt__settings_read()->raw[i];
+    return NULL;
 }

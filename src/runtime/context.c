@@ -12,6 +12,8 @@ int smelt_ctx_new(smelt_ctx **out)
     if (!c)
         return SMELT_ERR_NOMEM;
     pthread_mutex_init(&c->lock, NULL);
+    smelt__settings_hold(1);
+    c->settings = smelt__settings_read();
     return SMELT_OK;
 }
 
@@ -29,6 +31,7 @@ void smelt_ctx_free(smelt_ctx *ctx)
     free(ctx->backend_override);
     smelt__sb_free(&ctx->base.err);
     free(ctx);
+    smelt__settings_hold(-1);
 }
 
 int smelt_ctx_set_threads(smelt_ctx *ctx, int threads)

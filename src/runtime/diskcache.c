@@ -7,6 +7,8 @@
  *   size cap SMELT_CACHE_MAX_MB (default 512); least recently used first out
  * A value that is none of these is ignored (the default holds) and named in
  * smelt__settings_warnings's lines (plan descriptions and smelt info show them).
+ * The cache is the process's, not a context's: each use takes the settings
+ * of that moment (smelt__settings_read).
  *
  * The cache holds code that smelt loads and runs, so it is trusted code and
  * only its owner may write it (docs/security.md):
@@ -55,7 +57,7 @@ _Static_assert(sizeof(header) == 24, "an entry's header is 24 bytes");
 static bool cache_on(smelt__sb *warn)
 {
     static const char *const words[] = {"0", "false", "no", "off", "1", "true", "yes", "on"};
-    const char *v = getenv("SMELT_CACHE");
+    const char *v = smelt__settings_read()->raw[SMELT__S_SMELT_CACHE];
     for (int i = 0; v && *v && i < 8; i++)
         if (!strcasecmp(v, words[i]))
             return i >= 4;
@@ -68,7 +70,8 @@ static bool cache_on(smelt__sb *warn)
 /* The size cap in bytes (SMELT_CACHE_MAX_MB). */
 static double cache_cap(smelt__sb *warn)
 {
-    return smelt__env_bound("SMELT_CACHE_MAX_MB", DEFAULT_MAX_MB, false, "MiB", "the cap stays", warn) *
+    return smelt__bound(smelt__settings_read(), SMELT__S_SMELT_CACHE_MAX_MB, DEFAULT_MAX_MB, false, "MiB",
+                        "the cap stays", warn) *
            1048576.0;
 }
 
@@ -120,7 +123,9 @@ static int dir_path(char *buf, size_t n)
 {
     if (!cache_on(NULL))
         return 1;
-    const char *d = getenv("SMELT_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    const smelt__settings *cfg = smelt__settings_read();
+    const char *d = cfg->raw[SMELT__S_SMELT_CACHE_DIR], *x = cfg->raw[SMELT__S_XDG_CACHE_HOME],
+               *h = cfg->raw[SMELT__S_HOME];
     int w;
     if (d && *d)
         w = snprintf(buf, n, "%s", d);
@@ -341,7 +346,7 @@ static int by_mtime(const void *a, const void *b)
 static void evict(int dfd)
 {
     double cap = cache_cap(NULL);
-    int64_t stale_ns = (int64_t)(smelt__setting_num("SMELT_CC_TIMEOUT", 120) * 1e9);
+    int64_t stale_ns = (int64_t)(smelt__settings_read()->cc_timeout * 1e9);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     int64_t now_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
@@ -452,7 +457,8 @@ int smelt_cache_dir(smelt_ctx *ctx, char *buf, size_t n)
     smelt__sb_init(&why);
     int r = check(buf, n, &why), st = SMELT_OK;
     if (r > 0)
-        st = smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "turned off by SMELT_CACHE=%s", getenv("SMELT_CACHE"));
+        st = smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "turned off by SMELT_CACHE=%s",
+                        smelt__settings_read()->raw[SMELT__S_SMELT_CACHE]);
     else if (r < 0)
         st = smelt__err(ctx, SMELT_ERR_IO, "persistent kernel cache not used: %s", smelt__sb_str(&why));
     if (r)

@@ -1,4 +1,6 @@
-/* Plans: shared by plan.c (building) and exec.c (running). */
+/* Plans: shared by plan.c (building) and exec.c (running), which call
+ * each other never: both ask variant.c for a kernel's variant and launch.c
+ * for its layout and launch form. */
 #ifndef SMELT_PLAN_H
 #define SMELT_PLAN_H
 #include "runtime.h"
@@ -76,8 +78,12 @@ typedef struct smelt__memplan {
     double ms;     /* how long planning took */
 } smelt__memplan;
 
+/* smelt_plan_run's work (exec.c); smelt_plan_run (bind.c) counts what it allocates. */
+int smelt__plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_out, smelt_tensor **outputs);
+
 struct smelt_plan {
     smelt_ctx *ctx;
+    const smelt__settings *settings; /* the environment when the plan was made */
     smelt__backend *be;
     int opt_level;
     smelt__prog prog;
@@ -176,7 +182,7 @@ typedef struct smelt__view {
  * reduction over its operand's (results and epilogue inputs with strides 0
  * along the reduced axes); broadcast operands have strides 0.  A run passes
  * its views; the plan, contiguous ones for the layout it compiles first
- * (src/runtime/exec.c).  *mask: the iteration's reduced dimensions (a row
+ * (src/runtime/launch.c).  *mask: the iteration's reduced dimensions (a row
  * program iterates over its kept axes, then its reduced ones). */
 int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int64_t *S,
                           int64_t (*st)[SMELT_MAX_DIMS], unsigned *mask);
@@ -185,6 +191,11 @@ int smelt__kernel_strides(const smelt_plan *p, int ki, const smelt__view *w, int
 int smelt__kernel_strides_box(const smelt_plan *p, int ki, const smelt__view *w, const int64_t *box, int64_t *S,
                               int64_t (*st)[SMELT_MAX_DIMS], unsigned *mask);
 
+/* ---- kernels and their variants (src/runtime/variant.c) ---- */
+/* Insert the clusters of pt as kernels at position at, replacing nrep there. */
+int smelt__plan_put_kernels(smelt_plan *p, int at, int nrep, smelt__partition *pt);
+/* Release what kernel k holds (its variants, its scratch memory). */
+void smelt__pkernel_free(smelt__pkernel *k);
 /* Compile the variant of kernel ki for a layout (rmask: a reduction's
  * reduced dimensions, 0 for other kernels; spread: smelt__red_spread's
  * answer, false for other kernels); on failure of a fused kernel, replace
@@ -193,10 +204,17 @@ int smelt__plan_variant(smelt_plan *p, int ki, int rank, const uint8_t *mode, bo
                         uint16_t spread, smelt__kernel **out, bool *split);
 /* How reduction kernel ki of nout results of nred elements each, merged to
  * rank dimensions of which rmask's are reduced, spreads over a device's
- * warps (smelt__kdesc.spread; 0 on the CPU) (exec.c). */
+ * warps (smelt__kdesc.spread; 0 on the CPU) (launch.c). */
 uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask);
 /* A device elementwise kernel's tiles over merged shape S with operand
- * strides st (smelt__kdesc.spread, SMELT_SPREAD_TILE; 0: none) (exec.c). */
+ * strides st (smelt__kdesc.spread, SMELT_SPREAD_TILE; 0: none) (launch.c). */
 uint16_t smelt__device_tile(const smelt__pkernel *k, int rank, const int64_t *S, int64_t (*st)[SMELT_MAX_DIMS],
                             const uint8_t *mode);
+/* A device reduction's grid in dl (n, block, steps) and the scratch its
+ * form needs (launch.c, smelt__red_grid). */
+void smelt__red_grid(const smelt_plan *p, int ki, uint16_t spread, int64_t nout, int64_t nred, smelt__devlaunch *dl,
+                     size_t *part, int64_t *ncnt);
+/* Whether an input with strides sto (elements of es bytes) is read
+ * transposed along dimension q before the innermost pd (launch.c). */
+bool smelt__read_transposed(const int64_t *sto, int q, int pd, size_t es);
 #endif

@@ -11,6 +11,7 @@
 typedef struct smelt__pool smelt__pool;
 typedef struct smelt__backend smelt__backend;
 typedef struct smelt__kcache smelt__kcache;
+typedef struct smelt__settings smelt__settings;
 #include "backend.h"
 
 struct smelt_ctx {
@@ -22,6 +23,7 @@ struct smelt_ctx {
     smelt__kcache *kcache;
     pthread_mutex_t lock;
     struct smelt__bg *bg; /* background compiler (src/runtime/tier.c), started on demand */
+    const smelt__settings *settings; /* the environment when the last plan was made (smelt__ctx_settings) */
 };
 void smelt__bg_free(struct smelt__bg *bg);
 
@@ -49,21 +51,56 @@ void smelt__dcache_remove(const char *key);
 int smelt__resolve_backend(smelt_ctx *ctx, const char *explicit_name, int *kind);
 /* Whether the name in force is AUTO (tiered compilation on a CPU). */
 bool smelt__backend_is_auto(smelt_ctx *ctx, const char *explicit_name);
-/* The number above 0 and below 1e12 (whole if asked) in environment variable
- * name, else def and, for a value that is not one, a line in warn (may be
- * NULL): "warning: name='...' is not ...: ignored, <keeps> <def> <unit>". */
-double smelt__env_bound(const char *name, double def, bool whole, const char *unit, const char *keeps,
-                        smelt__sb *warn);
 
-/* Every environment variable smelt reads is in one table (config.c, the
- * one docs/env.md lists): a "warning: NAME='v' is not ...: ignored, ..."
- * line in warn for each that is set to a value it does not accept. */
-void smelt__settings_warnings(smelt__sb *warn);
-/* NAME's value when it is set, not empty and valid; else NULL. */
-const char *smelt__setting(const char *name);
-/* The same as a number; def when unset or invalid. */
-double smelt__setting_num(const char *name, double def);
-/* The table's i-th name (NULL past its end). */
+/* ---- settings: every environment variable, read in one place ---------- */
+/* The variables of settings.def by index: SMELT__S_SMELT_CACHE, ... */
+enum {
+#define SMELT_SETTING(name, kind, words, expect, keeps) SMELT__S_##name,
+#define SMELT_SYSTEM(name) SMELT__S_##name,
+#include "settings.def"
+#undef SMELT_SETTING
+#undef SMELT_SYSTEM
+    SMELT__S_COUNT
+};
+extern const char *const smelt__settings_names[];
+/* What the environment said when it was read (config.c, the only file that
+ * calls getenv).  Lower layers get the values they need from the runtime,
+ * never from the environment. */
+struct smelt__settings {
+    const char *raw[SMELT__S_COUNT]; /* each variable's value as read (NULL: unset) */
+    /* parsed; a value the variable does not accept gives the default */
+    const char *backend, *backend_source; /* SMELT_JIT_BACKEND, else MGB_JIT_BACKEND, not empty; or NULL */
+    const char *cc_march;                 /* SMELT_CC_MARCH, "native" by default */
+    int blocks_isa;                       /* SMELT_BLOCKS_ISA: 1, 3, 4 (x86-64 level) or 0 (the default) */
+    double cc_timeout;                    /* SMELT_CC_TIMEOUT, seconds */
+    bool cache_on;                        /* SMELT_CACHE */
+    int stream_stores;                    /* SMELT_STREAM_STORES: -1 auto, 0 never, 1 always */
+    int rows_held, rows_shared, rows_warps, rows_steps; /* SMELT_CUDA_ROWS_*: plan.h says what each is */
+    struct smelt__settings *next;        /* (config.c's list of snapshots) */
+};
+/* Read the environment now.  The snapshot is immutable and lives until the
+ * last context is freed; a read that finds what an earlier one found
+ * returns it. */
+const smelt__settings *smelt__settings_read(void);
+/* A context made (d = 1) or freed (-1): when none is left, the snapshots go. */
+void smelt__settings_hold(int d);
+/* The context's settings, read again now (a plan being made reads them:
+ * what the environment says then holds for that plan and what the context
+ * compiles until the next). */
+const smelt__settings *smelt__ctx_settings(smelt_ctx *ctx);
+/* The settings the context last read (those of now when ctx is NULL). */
+const smelt__settings *smelt__settings_of(smelt_ctx *ctx);
+/* The number above 0 and below 1e12 (whole if asked) in variable id, else
+ * def and, for a value that is not one, a line in warn (may be NULL):
+ * "warning: name='...' is not ...: ignored, <keeps> <def> <unit>". */
+double smelt__bound(const smelt__settings *cfg, int id, double def, bool whole, const char *unit,
+                    const char *keeps, smelt__sb *warn);
+/* Whether variable id is set to a value it accepts. */
+bool smelt__setting_valid(const smelt__settings *cfg, int id);
+/* A "warning: NAME='v' is not ...: ignored, ..." line in warn for each
+ * variable set to a value it does not accept. */
+void smelt__settings_warnings(const smelt__settings *cfg, smelt__sb *warn);
+/* The i-th name docs/env.md lists (NULL past the end). */
 const char *smelt__setting_name(int i);
 /* Whether SMELT_BLAS_LIB is set and is the BLAS library loaded (blas.c). */
 bool smelt__blas_from_env(void);

@@ -1050,8 +1050,8 @@ static int cmd_explain(const opts *o, binding *b, int nb)
     /* NVRTC asked for (--backend, else SMELT_JIT_BACKEND / MGB_JIT_BACKEND)
      * and no GPU here: emit the CUDA kernels and let NVRTC check them */
     const char *bk = o->backend;
-    if (!bk && (!(bk = getenv("SMELT_JIT_BACKEND")) || !*bk))
-        bk = getenv("MGB_JIT_BACKEND");
+    if (!bk && (!(bk = smelt_env("SMELT_JIT_BACKEND")) || !*bk))
+        bk = smelt_env("MGB_JIT_BACKEND");
     if (bk && !strcasecmp(bk, "NVRTC") && smelt_backend_check(ctx, "NVRTC")) {
         smelt_plan_opts po;
         smelt_plan_opts_init(&po);
@@ -1127,7 +1127,7 @@ done:
 
 static void env_line(const char *name, const char *what)
 {
-    const char *v = getenv(name);
+    const char *v = smelt_env(name);
     printf("  %-27s %-24s %s\n", name, v ? v : "(unset)", what);
 }
 
@@ -1197,9 +1197,9 @@ static int cmd_info(const opts *o, binding *b, int nb)
     if (!smelt_graph_new(ctx, &g)) {
         smelt_node *x = smelt_input(g, "x", SMELT_F32, 1, &one);
         smelt_node *y = smelt_unary(g, SMELT_OP_NEG, x);
-        const char *env = getenv("SMELT_JIT_BACKEND");
+        const char *env = smelt_env("SMELT_JIT_BACKEND");
         if (!env || !*env)
-            env = getenv("MGB_JIT_BACKEND");
+            env = smelt_env("MGB_JIT_BACKEND");
         if (y && !smelt_plan_new(ctx, g, 1, &y, NULL, &p)) {
             smelt_plan_stats s;
             smelt_plan_get_stats(p, &s);

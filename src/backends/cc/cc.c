@@ -29,19 +29,13 @@
 #define CC_FLAGS "-O3 -fno-math-errno -fno-trapping-math -ffp-contract=off -fPIC -shared"
 #define CC_LIBS "-lm"
 #define CC_MAX_WORDS 64          /* words of $CC */
-#define CC_TIMEOUT_S 120.0       /* default of SMELT_CC_TIMEOUT */
 #define CC_LOG_MAX (256u << 10) /* compiler output kept in the log */
 
 /* -march=native, or SMELT_CC_MARCH (x86-64-v2, ...): results are the same
  * bits at every level (smelt's own math, no contraction); tests compile the
  * same kernels at several */
-static const char *cc_march(void)
-{
-    const char *m = getenv("SMELT_CC_MARCH");
-    return m && *m && strspn(m, "abcdefghijklmnopqrstuvwxyz0123456789-_") == strlen(m) ? m : "native";
-}
-
 typedef struct cc_state {
+    smelt_ctx *ctx; /* whose settings hold (CC, PATH, TMPDIR, SMELT_CC_MARCH, SMELT_CC_TIMEOUT) */
     char compiler[1024]; /* resolved path */
     char ident[2400];    /* path, size, mtime, flags of $CC: changes whenever the compiler does */
     char words[1024];    /* $CC split on spaces: NUL-separated words */
@@ -52,11 +46,14 @@ typedef struct cc_state {
 
 const char *smelt__cc_flags(void) { return CC_FLAGS; }
 
+static const char *cc_march(const cc_state *s) { return smelt__settings_of(s->ctx)->cc_march; }
+
 /* Usable when $CC names an executable compiler (resolved into the state). */
 static int cc_available(smelt__backend *be, smelt__sb *why)
 {
     cc_state *s = be->context;
-    const char *env = getenv("CC");
+    const smelt__settings *cfg = smelt__settings_of(be->ctx);
+    const char *env = cfg->raw[SMELT__S_CC];
     if (!env || strspn(env, " \t") == strlen(env))
         env = "cc";
     /* $CC is a compiler and its flags, split on spaces and tabs: never a shell */
@@ -84,7 +81,7 @@ static int cc_available(smelt__backend *be, smelt__sb *why)
         }
         snprintf(s->compiler, sizeof s->compiler, "%s", cc);
     } else {
-        const char *path = getenv("PATH");
+        const char *path = cfg->raw[SMELT__S_PATH];
         if (!path)
             path = "/usr/bin:/bin";
         bool found = false;
@@ -142,7 +139,7 @@ static void cache_key(const cc_state *s, const char *source, char *key)
     smelt__sb b;
     smelt__sb_init(&b);
     smelt__sb_printf(&b, "smelt %s\ncompiler %s\nflags %s -march=%s %s\ntarget %s\n", SMELT_VERSION,
-                     s->ident, CC_FLAGS, cc_march(), CC_LIBS, cpu_target());
+                     s->ident, CC_FLAGS, cc_march(s), CC_LIBS, cpu_target());
     smelt__sb_puts(&b, source);
     const char *t = smelt__sb_str(&b);
     snprintf(key, 40, "%016llx%016llx", (unsigned long long)smelt__hash(t, strlen(t), 1),
@@ -163,7 +160,7 @@ static int ensure_tmpdir(cc_state *s, smelt__sb *log)
 {
     if (s->tmpdir[0])
         return 0;
-    const char *t = getenv("TMPDIR");
+    const char *t = smelt__settings_of(s->ctx)->raw[SMELT__S_TMPDIR];
     snprintf(s->tmpdir, sizeof s->tmpdir, "%s/smelt-cc-XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(s->tmpdir)) {
         smelt__sb_printf(log, "cannot make a temporary folder: %s\n", strerror(errno));
@@ -202,13 +199,13 @@ static void *open_image(cc_state *s, const char *data, size_t n, smelt__sb *log)
     return h;
 }
 
-/* SMELT_CC_TIMEOUT: seconds a compile may take (default CC_TIMEOUT_S; a
+/* SMELT_CC_TIMEOUT: seconds a compile may take (default 120, config.c; a
  * value that is not a number of seconds is ignored with a warning in plan
  * descriptions, src/runtime/config.c). */
-static int compile_timeout(double *secs, smelt__sb *log)
+static int compile_timeout(const cc_state *s, double *secs, smelt__sb *log)
 {
     (void)log;
-    *secs = smelt__setting_num("SMELT_CC_TIMEOUT", CC_TIMEOUT_S);
+    *secs = smelt__settings_of(s->ctx)->cc_timeout;
     return 0;
 }
 
@@ -219,11 +216,11 @@ static int compile_timeout(double *secs, smelt__sb *log)
 static int run_compiler(cc_state *s, const char *so, const char *src, smelt__sb *log)
 {
     double secs;
-    if (compile_timeout(&secs, log))
+    if (compile_timeout(s, &secs, log))
         return -1;
     char flags[] = CC_FLAGS, libs[] = CC_LIBS, dash_o[] = "-o", march[80];
     char *argv[CC_MAX_WORDS + 32];
-    snprintf(march, sizeof march, "-march=%s", cc_march());
+    snprintf(march, sizeof march, "-march=%s", cc_march(s));
     int n = 0;
     for (const char *p = s->words; n < s->nwords; p += strlen(p) + 1)
         argv[n++] = (char *)p;
@@ -397,5 +394,8 @@ static const smelt__backend_i cc_iface = {
 int smelt__backend_cc_new(smelt_ctx *ctx, const char *target, smelt__backend **out)
 {
     SMELT_UNUSED(target);
-    return smelt__backend_new(ctx, &cc_iface, sizeof(cc_state), out);
+    int st = smelt__backend_new(ctx, &cc_iface, sizeof(cc_state), out);
+    if (!st)
+        ((cc_state *)(*out)->context)->ctx = ctx;
+    return st;
 }

@@ -191,9 +191,10 @@ static void load_nvrtc(void)
         snprintf(mine, sizeof mine, "libnvrtc.so.%d", g.driver_version / 1000);
     const char *names[] = {mine, "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
     /* "": through the loader's search path; then in the toolkit's folders */
-    const char *dirs[] = {"", getenv("CUDA_PATH"), getenv("CUDA_HOME"), "/usr/local/cuda"};
+    const smelt__settings *cfg = smelt__settings_read(); /* (loaded once a process) */
+    const char *dirs[] = {"", cfg->raw[SMELT__S_CUDA_PATH], cfg->raw[SMELT__S_CUDA_HOME], "/usr/local/cuda"};
     char first[256] = "";
-    const char *lib = getenv("SMELT_NVRTC_LIB"); /* an explicit library, and nothing else */
+    const char *lib = cfg->raw[SMELT__S_SMELT_NVRTC_LIB]; /* an explicit library, and nothing else */
     if (lib && *lib && !(g.nvrtc_lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL))) {
         snprintf(g.nvrtc_why, sizeof g.nvrtc_why, "NVRTC (SMELT_NVRTC_LIB=%s) cannot be loaded: %s",
                  lib, dlerror());
@@ -263,7 +264,7 @@ static void load_driver(void)
 {
     char *why = g.gpu_why;
     size_t n = sizeof g.gpu_why;
-    const char *path = getenv("SMELT_CUDA_DRIVER_LIB");
+    const char *path = smelt__settings_read()->raw[SMELT__S_SMELT_CUDA_DRIVER_LIB]; /* (once a process) */
     if (!path || !*path)
         path = "libcuda.so.1";
     g.cuda_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -793,7 +794,7 @@ static void cuda_destroy(smelt__backend *be)
 
 static void load_cublas(void)
 {
-    const char *env = getenv("SMELT_CUBLAS_LIB");
+    const char *env = smelt__settings_read()->raw[SMELT__S_SMELT_CUBLAS_LIB]; /* (once a process) */
     static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
     const char *path = env && *env ? env : names[0];
     for (int i = 0; !g.cublas_lib && i < (env && *env ? 1 : 4); i++)
@@ -928,9 +929,12 @@ static int cuda_report(smelt__backend *be, smelt__sb *b, smelt__sb *fail)
     return rejected;
 }
 
+static const smelt__devtarget cuda_device = {.warp = 32, .shared_bytes = 48 * 1024, .max_grid = INT32_MAX};
+
 static const smelt__backend_i cuda_iface = {
     .name = "NVRTC",
     .target = {.dialect = &smelt__dialect_cuda},
+    .device = &cuda_device,
     .available = cuda_available,
     .compile = cuda_compile,
     .release = cuda_release,

@@ -220,7 +220,7 @@ static void bind_math(TCCState *s, const char *source)
 #undef SMELT_MATHFN
 }
 
-static void bind_blocks(TCCState *s, const char *source)
+static void bind_blocks(TCCState *s, const char *source, int isa)
 {
     /* the kernel declares each primitive it calls: "void smelt_blk_...(" */
     for (const char *p = source; (p = strstr(p, "void smelt_blk_")); p += 5) {
@@ -229,14 +229,14 @@ static void bind_blocks(TCCState *s, const char *source)
         if (!e || e - name >= (ptrdiff_t)sizeof nm)
             break;
         snprintf(nm, sizeof nm, "%.*s", (int)(e - name), name);
-        smelt__blk_prim f = smelt__blk_find(nm);
+        smelt__blk_prim f = smelt__blk_find(nm, isa);
         if (f)
             add_fn(s, nm, (void (*)(void))f);
     }
 }
 
 /* Compile under tcc_lock (held by the caller), libtcc's exit caught. */
-static int compile_locked(const char *source, const char *fn_name, void **fn, void **handle,
+static int compile_locked(const char *source, const char *fn_name, void **fn, void **handle, int isa,
                           smelt__sb *log)
 {
     jmp_buf jb;
@@ -262,7 +262,7 @@ static int compile_locked(const char *source, const char *fn_name, void **fn, vo
     tcc_set_error_func(s, log, on_error);
     tcc_set_options(s, "-nostdlib -Werror");
     bind_math(s, source);
-    bind_blocks(s, source);
+    bind_blocks(s, source, isa);
     if (tcc_compile_string(s, source) < 0 || RELOCATE(s) < 0)
         goto out;
     *fn = tcc_get_symbol(s, fn_name);
@@ -288,10 +288,10 @@ out:
 static int tcc_compile(smelt__backend *be, const char *source, const char *fn_name, void **fn,
                        void **handle, smelt__sb *log)
 {
-    SMELT_UNUSED(be);
     *fn = *handle = NULL;
+    int isa = smelt__settings_of(be->ctx)->blocks_isa; /* SMELT_BLOCKS_ISA */
     pthread_mutex_lock(&tcc_lock);
-    int st = compile_locked(source, fn_name, fn, handle, log);
+    int st = compile_locked(source, fn_name, fn, handle, isa, log);
     pthread_mutex_unlock(&tcc_lock);
     return st;
 }
