@@ -444,6 +444,8 @@ static int device_vec_width(const smelt__kdesc *d)
 
 static bool is_flat(const smelt__kdesc *d)
 {
+    if (smelt__kdesc_gathers(d))
+        return false;
     for (int k = 0; k < d->n_in + d->n_out; k++)
         if (d->mode[k] != SMELT_MODE_CONTIG)
             return false;
@@ -703,6 +705,38 @@ static void with_math(smelt__sb *text, const char *mathlib)
     *text = full;
 }
 
+/* Indexed reads (smelt__kdesc.gidx): the index where input k's offset o<k>
+ * points is read from its input at o<q>, checked against the axis's size
+ * (smelt_gi: a bad one is recorded in the gather block and read as 0, so
+ * nothing outside the array is read), and times the axis's stride added
+ * to o<k>.  C kernels once a row, device kernels once an element. */
+static const char gather_fn[] =
+    "static int64_t smelt_gi(int64_t v, int64_t *gx, int s)\n"
+    "{\n"
+    "    const int64_t n = gx[2 + 2 * s], w = v < 0 ? v + n : v;\n"
+    "    if (w >= 0 && w < n)\n"
+    "        return w;\n"
+    "    gx[1] = v;\n"
+    "    gx[0] = 1 + s;\n"
+    "    return 0;\n"
+    "}\n";
+
+static void gather_offsets(smelt__sb *b, const smelt__kdesc *d, const char *ptrs, const char *ind)
+{
+    if (!smelt__kdesc_gathers(d))
+        return;
+    smelt__sb_printf(b, "%sint64_t *const smelt_gx = (int64_t *)%s[%d];\n", ind, ptrs, d->n_in + d->n_out + 2);
+    for (int k = 0, s = 0; k < d->n_in; k++) {
+        if (!d->gidx[k])
+            continue;
+        int q = d->gidx[k] - 1;
+        smelt__sb_printf(b, "%so%d += smelt_gi((int64_t)((const %s *)%s[%d])[o%d], smelt_gx, %d) * smelt_gx[%d];\n",
+                         ind, k, smelt__dtypes[d->in_dt[q]].size == 4 ? "int32_t" : smelt__dtypes[d->in_dt[q]].size == 8 ? "int64_t" : smelt__dtypes[d->in_dt[q]].size == 2 ? "int16_t" : "uint8_t",
+                         ptrs, q, q, s, SMELT_GX_SLOTS + 2 * s + 1);
+        s++;
+    }
+}
+
 /* The element offsets of a row's first element (C kernels, both forms):
  * o<k> for every operand, from the row and column the kernel computed. */
 static void row_offsets(smelt__sb *row, const smelt__kdesc *d)
@@ -717,6 +751,7 @@ static void row_offsets(smelt__sb *row, const smelt__kdesc *d)
             smelt__sb_printf(row, "            o%d += idx * strides[%d + d];\n", k, k * R);
         smelt__sb_puts(row, "        }\n");
     }
+    gather_offsets(row, d, "ptrs", "        ");
 }
 
 /* ---- block form (TinyCC): the kernel walks its elements SMELT_BLOCK at a
@@ -939,6 +974,8 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
         b.last[d->out_val[o]] = d->n_ops;
 
     /* per-row pointers and innermost strides */
+    if (smelt__kdesc_gathers(d))
+        smelt__sb_puts(&b.decls, gather_fn);
     row_offsets(&b.row, d);
     for (int k = 0; k < nops; k++) {
         smelt_dtype dt = operand_dtype(d, k);
@@ -1468,6 +1505,8 @@ static int shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
     int st = emit_body(dl, d, flat, 1, &body, NULL, NULL, &arrays, &fast, &branch_in);
     if (!st) {
         group_args(&call, d, ARGS_DIRECT);
+        if (smelt__kdesc_gathers(d))
+            smelt__sb_puts(&group, gather_fn);
         c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), smelt__sb_str(&fast), arrays, branch_in, &group,
                 &tail);
         c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), &stream);

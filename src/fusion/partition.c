@@ -61,6 +61,7 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_PIECES] = "a kernel that reads a concat or a pad (run once per piece) holds no reduction over "
                            "an axis the pieces cut",
     [SMELT__FUSE_SHAPE] = "different iteration shapes",
+    [SMELT__FUSE_GATHER] = "an indexed read (take) and a reduction (not fused yet)",
     [SMELT__FUSE_OPS] = "the kernel would exceed " STR(SMELT_MAX_CLUSTER_OPS) " operators",
     [SMELT__FUSE_CYCLE] = "would create a cycle",
     [SMELT__FUSE_OPERANDS] = "the kernel would exceed " STR(SMELT_MAX_KERNEL_OPERANDS) " operands",
@@ -95,7 +96,7 @@ static bool is_op(const smelt__prog *p, int i)
 static bool fusible(const smelt__prog *p, int i)
 {
     int c = smelt__ops[p->v[i].op].cls;
-    return c == SMELT_CLASS_ELEMWISE || c == SMELT_CLASS_CAST;
+    return c == SMELT_CLASS_ELEMWISE || c == SMELT_CLASS_CAST || c == SMELT_CLASS_GATHER;
 }
 
 static bool in_set(pstate *s, int x, int ka, int kb)
@@ -409,6 +410,15 @@ static void join(pstate *s, int kx, int ki)
 /* Every fusion rule, for the edge from producer x (in cluster kx) to
  * consumer i (in ki), both operators: SMELT__FUSE to merge the two clusters
  * (or that they are one already), else the reason not to. */
+/* Whether cluster k (a root) holds an indexed read */
+static bool has_gather(pstate *s, int k)
+{
+    for (int m = s->head[k]; m >= 0; m = s->next[m])
+        if (smelt__ops[s->p->v[m].op].cls == SMELT_CLASS_GATHER)
+            return true;
+    return false;
+}
+
 static int should_fuse(pstate *s, int x, int i, int kx, int ki)
 {
     const smelt__inst *a = &s->p->v[x], *b = &s->p->v[i];
@@ -421,6 +431,8 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
         return SMELT__FUSE_LIBRARY;
     if (!pieces_fit(s, kx, ki))
         return SMELT__FUSE_PIECES;
+    if ((s->hasred[kx] || s->hasred[ki]) && (has_gather(s, kx) || has_gather(s, ki)))
+        return SMELT__FUSE_GATHER;
     int rows = s->hasred[kx] || s->hasred[ki] ? union_rows_form(s, kx, ki) : 0;
     if (rows < 0)
         return SMELT__FUSE_ROWS;
@@ -990,6 +1002,11 @@ int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__k
                 *v = d->n_in + d->n_ops++;
             }
             op.in[j] = *v;
+        }
+        if (smelt__ops[in->op].cls == SMELT_CLASS_GATHER) { /* a load of input in[0], its index's read at a row's start */
+            d->gidx[op.in[0]] = (int8_t)(op.in[1] + 1);
+            op.op = SMELT_OP_COPY;
+            op.nin = 1;
         }
         if (smelt__is_reduce(in->op) && !d->reduce) {
             d->reduce = true;

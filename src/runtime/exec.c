@@ -17,7 +17,7 @@
  * streaming-store flag). */
 typedef struct launch {
     smelt__kfn fn;
-    char *ptrs[SMELT_MAX_KERNEL_OPERANDS + 2];
+    char *ptrs[SMELT_MAX_KERNEL_OPERANDS + 3]; /* (+ 2: an indexed read's gather block) */
     int64_t shape[SMELT_MAX_DIMS + 1];
     int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
     int64_t n, chunk;
@@ -742,6 +742,28 @@ uint16_t smelt__device_tile(const smelt__pkernel *k, int rank, const int64_t *S,
     return 0;
 }
 
+/* A host kernel with indexed reads reads each index once a row
+ * (row_offsets, src/codegen/emit.c): where an index changes along the
+ * innermost dimension, a dimension of size 1 goes after it (rows of one
+ * element).  The new rank, -1 when there is no room. */
+int smelt__gather_rows(const smelt__pkernel *k, int rank, int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS],
+                       uint8_t *mode)
+{
+    bool varies = false;
+    for (int q = 0; q < k->cl.nin; q++)
+        varies = varies || (k->desc.gidx[q] && st[k->desc.gidx[q] - 1][rank - 1] != 0);
+    if (!varies)
+        return rank;
+    if (rank >= SMELT_MAX_DIMS)
+        return -1;
+    S[rank] = 1;
+    for (int o = 0; o < n; o++) {
+        st[o][rank] = 1;
+        mode[o] = SMELT_MODE_CONTIG;
+    }
+    return rank + 1;
+}
+
 /* One launch of elementwise kernel ki over shape S (rank r) with operand
  * strides st and first elements ptrs (merged here).  tiled: a part of a
  * tiled launch (no streaming stores: the next tile's lines are near). */
@@ -757,13 +779,18 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     int rank = smelt__merge_layout(r, S, n, st, mode);
     bool dev = p->be->iface->target.dialect->device, idx32 = dev && fits_idx32(N, rank, S, n, st);
-    uint16_t tile = dev ? smelt__device_tile(k, rank, S, st, mode) : 0;
+    bool gathers = smelt__kdesc_gathers(&k->desc);
+    if (gathers && !dev && (rank = smelt__gather_rows(k, rank, S, n, st, mode)) < 0)
+        return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "take: an indexed read at rank %d (at most %d - 1 where "
+                          "the index changes along the innermost dimension)", r, SMELT_MAX_DIMS);
+    uint16_t tile = dev && !gathers ? smelt__device_tile(k, rank, S, st, mode) : 0;
     smelt__kernel *kk;
     int stt = smelt__plan_variant(p, ki, rank, mode, idx32, 0, tile, &kk, split);
     if (stt || *split)
         return stt;
     l.fn = kk->fn;
     memcpy(l.ptrs, ptrs, sizeof(char *) * (size_t)n);
+    l.ptrs[n + 2] = dev ? k->dgx : (char *)k->gx;
     memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
     l.fence = rank < SMELT_MAX_DIMS && !tiled && stream_outputs(p, rs, ki, N, rank, mode);
     if (rank < SMELT_MAX_DIMS)
@@ -1518,6 +1545,87 @@ static int run_pieces(smelt_plan *p, runstate *rs, int ki, smelt__view *w, bool 
     return st;
 }
 
+/* ---- indexed reads: each gather slot's axis size and stride, in the
+ * kernel's gather block before it runs; the first bad index it met,
+ * after (SMELT_GX_*, src/fusion/fusion.h) ---- */
+
+/* The array an indexed read's input k views (smelt__prog_finalize's slice,
+ * under a reshape for take), and the axis */
+static int gather_array(const smelt__prog *pr, int v, int *axis)
+{
+    if (pr->v[v].op == SMELT_OP_RESHAPE)
+        v = pr->v[v].in[0];
+    *axis = (int)pr->v[v].vp[0];
+    return pr->v[v].in[0];
+}
+
+static int gather_setup(smelt_plan *p, runstate *rs, int ki)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    if (!smelt__kdesc_gathers(&k->desc))
+        return SMELT_OK;
+    int slots = 0;
+    for (int q = 0; q < k->cl.nin; q++)
+        slots += k->desc.gidx[q] != 0;
+    size_t bytes = sizeof(int64_t) * (size_t)(SMELT_GX_SLOTS + 2 * slots);
+    if (!k->gx && !(k->gx = calloc(1, bytes)))
+        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+    for (int q = 0, s = 0; q < k->cl.nin; q++) {
+        if (!k->desc.gidx[q])
+            continue;
+        int axis, a = gather_array(&p->prog, k->cl.inputs[q], &axis);
+        int64_t scratch[SMELT_MAX_DIMS];
+        smelt__view w;
+        int st = value_view(p, rs, a, &w, scratch);
+        if (st)
+            return st;
+        k->gx[SMELT_GX_SLOTS + 2 * s] = w.shape[axis];
+        k->gx[SMELT_GX_SLOTS + 2 * s++ + 1] = w.strides[axis];
+    }
+    k->gx[SMELT_GX_BAD] = k->gx[SMELT_GX_VALUE] = 0;
+    if (!p->be->iface->launch)
+        return SMELT_OK;
+    if (!k->dgx) {
+        if (!(k->dgx = smelt__be_alloc(p->be, bytes)))
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes of device memory", bytes);
+        k->dgx_be = p->be;
+    }
+    return p->be->iface->copy(p->be, k->dgx, k->gx, bytes, SMELT_COPY_H2D);
+}
+
+static int gather_check(smelt_plan *p, int ki)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    if (!k->gx)
+        return SMELT_OK;
+    if (p->be->iface->launch) {
+        int st = p->be->iface->sync ? p->be->iface->sync(p->be) : SMELT_OK;
+        if (!st)
+            st = p->be->iface->copy(p->be, k->gx, k->dgx, 2 * sizeof(int64_t), SMELT_COPY_D2H);
+        if (st)
+            return st;
+    }
+    if (!k->gx[SMELT_GX_BAD])
+        return SMELT_OK;
+    int slot = (int)k->gx[SMELT_GX_BAD] - 1;
+    for (int q = 0, s = 0; q < k->cl.nin; q++) {
+        if (!k->desc.gidx[q] || s++ != slot)
+            continue;
+        const char *name = "take";
+        for (int m = 0; m < k->cl.nmem; m++)
+            if (smelt__ops[p->prog.v[k->cl.members[m]].op].cls == SMELT_CLASS_GATHER &&
+                p->prog.v[k->cl.members[m]].in[0] == k->cl.inputs[q])
+                name = smelt__ops[p->prog.v[k->cl.members[m]].op].name;
+        int axis;
+        gather_array(&p->prog, k->cl.inputs[q], &axis);
+        return smelt__err(p->ctx, SMELT_ERR_INDEX, "%s: index %lld is out of range for axis %d of size %lld "
+                          "(valid: -%lld to %lld)", name, (long long)k->gx[SMELT_GX_VALUE], axis,
+                          (long long)k->gx[SMELT_GX_SLOTS + 2 * slot], (long long)k->gx[SMELT_GX_SLOTS + 2 * slot],
+                          (long long)k->gx[SMELT_GX_SLOTS + 2 * slot] - 1);
+    }
+    return smelt__err(p->ctx, SMELT_ERR_INDEX, "an index is out of range");
+}
+
 static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
@@ -1551,7 +1659,11 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
         if (stt)
             return stt;
     }
-    return pieces ? run_pieces(p, rs, ki, w, split) : run_box(p, rs, ki, w, NULL, split);
+    int stt = gather_setup(p, rs, ki);
+    if (stt)
+        return stt;
+    stt = pieces ? run_pieces(p, rs, ki, w, split) : run_box(p, rs, ki, w, NULL, split);
+    return stt || *split ? stt : gather_check(p, ki);
 }
 
 /* Kernel ki (elementwise) over its operands w, whose shapes are box (NULL:
@@ -1573,7 +1685,7 @@ static int run_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const in
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     unsigned none;
     int rank = smelt__merge_layout(smelt__kernel_strides_box(p, ki, w, box, S, st, &none), S, n, st, mode);
-    int q = p->be->iface->launch || N < SMALL_ELEMS ? -1 : tile_dim(rank, S, n, st, mode);
+    int q = p->be->iface->launch || N < SMALL_ELEMS || k->gx ? -1 : tile_dim(rank, S, n, st, mode);
     if (q < 0)
         return launch_ew(p, rs, ki, rank, S, st, ptrs, false, split);
     /* the whole tiles of TILE_Q x TILE_P over dimensions q and the

@@ -35,6 +35,9 @@ static void kernel_free(smelt__pkernel *k)
     free(k->scratch);
     if (k->dscratch)
         smelt__be_free(k->dscratch_be, k->dscratch);
+    free(k->gx);
+    if (k->dgx)
+        smelt__be_free(k->dgx_be, k->dgx);
     for (int i = 0; i < k->nvar; i++)
         smelt__kernel_unref(k->var[i].k), smelt__kernel_unref(k->var[i].base);
     free(k->var);
@@ -162,7 +165,10 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
         *rank = smelt__merge_reduce_layout(r, S, axes, n, st, mode, rmask);
     else
         *rank = smelt__merge_layout(r, S, n, st, mode);
-    if (!k->desc.reduce && p->be->iface->target.dialect->device)
+    bool gathers = smelt__kdesc_gathers(&k->desc), dev = p->be->iface->target.dialect->device;
+    if (gathers && !dev)
+        *rank = SMELT_MAX(smelt__gather_rows(k, *rank, S, n, st, mode), *rank);
+    if (!k->desc.reduce && dev && !gathers)
         *tile = smelt__device_tile(k, *rank, S, st, mode);
 }
 
