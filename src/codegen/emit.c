@@ -429,6 +429,12 @@ static void device_offsets(smelt__sb *init, smelt__sb *b, smelt__sb *next, const
             smelt__sb_printf(b, " + x%d * a.strides[%d]", dd, k * R + dd);
         smelt__sb_puts(b, ";\n");
     }
+    for (int k = 0, s = 0; k < d->n_in && V == 1; k++) /* indexed reads: an index an element */
+        if (d->gidx[k]) {
+            smelt__sb_printf(b, "        o%d += (smelt_idx)(smelt_gi((int64_t)q%d[o%d], smelt_gx, %d) * smelt_gx[%d]);\n", k,
+                             d->gidx[k] - 1, d->gidx[k] - 1, s, SMELT_GX_SLOTS + 2 * s + 1);
+            s++;
+        }
 }
 
 /* Device flat kernels: elements per vector (16 bytes of the widest operand)
@@ -457,7 +463,7 @@ static bool is_flat(const smelt__kdesc *d)
  * each operand contiguous or broadcast along it, the outputs contiguous. */
 static bool device_nd_vec(const smelt__kdesc *d)
 {
-    if (is_flat(d) || d->reduce || smelt__is_tile(d->spread))
+    if (is_flat(d) || d->reduce || smelt__is_tile(d->spread) || smelt__kdesc_gathers(d))
         return false;
     for (int k = 0; k < d->n_in + d->n_out; k++)
         if (d->mode[k] != SMELT_MODE_CONTIG && (k >= d->n_in || d->mode[k] != SMELT_MODE_BCAST))
@@ -710,16 +716,18 @@ static void with_math(smelt__sb *text, const char *mathlib)
  * (smelt_gi: a bad one is recorded in the gather block and read as 0, so
  * nothing outside the array is read), and times the axis's stride added
  * to o<k>.  C kernels once a row, device kernels once an element. */
-static const char gather_fn[] =
-    "static int64_t smelt_gi(int64_t v, int64_t *gx, int s)\n"
-    "{\n"
-    "    const int64_t n = gx[2 + 2 * s], w = v < 0 ? v + n : v;\n"
-    "    if (w >= 0 && w < n)\n"
-    "        return w;\n"
-    "    gx[1] = v;\n"
-    "    gx[0] = 1 + s;\n"
-    "    return 0;\n"
-    "}\n";
+#define GATHER_FN(qual) \
+    qual " int64_t smelt_gi(int64_t v, int64_t *gx, int s)\n" \
+    "{\n" \
+    "    const int64_t n = gx[2 + 2 * s], w = v < 0 ? v + n : v;\n" \
+    "    if (w >= 0 && w < n)\n" \
+    "        return w;\n" \
+    "    gx[1] = v;\n" \
+    "    gx[0] = 1 + s;\n" \
+    "    return 0;\n" \
+    "}\n"
+static const char gather_fn[] = GATHER_FN("static");
+static const char gather_fn_dev[] = GATHER_FN("SMELT_D");
 
 static void gather_offsets(smelt__sb *b, const smelt__kdesc *d, const char *ptrs, const char *ind)
 {
@@ -1535,6 +1543,15 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
     smelt__sb_init(&vbody), smelt__sb_init(&valigned), smelt__sb_init(&init), smelt__sb_init(&next);
     smelt__sb_init(&vinit), smelt__sb_init(&vrow), smelt__sb_init(&vnext);
     int n_real = emit_setup(dl, d, flat, &setup, NULL);
+    /* indexed reads: the gather block, one more operand (its strides 0) */
+    int gx = smelt__kdesc_gathers(d);
+    smelt__sb pre;
+    smelt__sb_init(&pre);
+    smelt__sb_puts(&pre, prelude);
+    if (gx) {
+        smelt__sb_puts(&pre, gather_fn_dev);
+        smelt__sb_printf(&setup, "    int64_t *const smelt_gx = (int64_t *)a.ptrs[%d];\n", nops);
+    }
     if (!flat)
         emit_rows(dl, d, &row, &init, &next);
     if (!flat && vec > 1)
@@ -1542,11 +1559,11 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
     int st = emit_body(dl, d, flat, vec, &body, &vbody, &valigned, &arrays, NULL, NULL);
     if (!st) {
         const slot sl[] = {
-            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"RANK", SLOT_NUM(R)},
+            {"PRELUDE", smelt__sb_str(&pre)}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"RANK", SLOT_NUM(R)},
             {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)}, {"BODY", smelt__sb_str(&body)},
-            {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
-            {"NSTRIDES", SLOT_NUM(nops * R)}, {"VEC", SLOT_NUM(vec)},
-            {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops, R, d->idx32) <= SMELT_KPARAM_MAX)},
+            {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops + gx)},
+            {"NSTRIDES", SLOT_NUM((nops + gx) * R)}, {"VEC", SLOT_NUM(vec)},
+            {"BY_VALUE", SLOT_NUM(smelt__kparam_bytes(nops + gx, R, d->idx32) <= SMELT_KPARAM_MAX)},
             {"VEC_ALIGNED", smelt__sb_str(&valigned)}, {"BODY_VEC", smelt__sb_str(&vbody)},
             {"ROW_INIT", smelt__sb_str(&init)}, {"ROW_NEXT", smelt__sb_str(&next)},
             {"ROW_INIT_VEC", smelt__sb_str(&vinit)}, {"ROW_VEC", smelt__sb_str(&vrow)},
@@ -1555,6 +1572,7 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
     }
     smelt__sb_free(&setup), smelt__sb_free(&row), smelt__sb_free(&body);
     smelt__sb_free(&vbody), smelt__sb_free(&valigned), smelt__sb_free(&init), smelt__sb_free(&next);
+    smelt__sb_free(&pre);
     smelt__sb_free(&vinit), smelt__sb_free(&vrow), smelt__sb_free(&vnext);
     return st;
 }

@@ -19,7 +19,7 @@ typedef struct launch {
     smelt__kfn fn;
     char *ptrs[SMELT_MAX_KERNEL_OPERANDS + 3]; /* (+ 2: an indexed read's gather block) */
     int64_t shape[SMELT_MAX_DIMS + 1];
-    int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
+    int64_t strides[(SMELT_MAX_KERNEL_OPERANDS + 1) * SMELT_MAX_DIMS]; /* (+ 1: a device's gather block) */
     int64_t n, chunk;
     bool fence; /* the kernel makes streaming stores: fence them after each call */
 } launch;
@@ -778,8 +778,8 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
     static __thread launch l;
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     int rank = smelt__merge_layout(r, S, n, st, mode);
-    bool dev = p->be->iface->target.dialect->device, idx32 = dev && fits_idx32(N, rank, S, n, st);
     bool gathers = smelt__kdesc_gathers(&k->desc);
+    bool dev = p->be->iface->target.dialect->device, idx32 = dev && !gathers && fits_idx32(N, rank, S, n, st);
     if (gathers && !dev && (rank = smelt__gather_rows(k, rank, S, n, st, mode)) < 0)
         return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "take: an indexed read at rank %d (at most %d - 1 where "
                           "the index changes along the innermost dimension)", r, SMELT_MAX_DIMS);
@@ -799,7 +799,11 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.n = N;
     if (kk->backend->iface->launch) { /* a device kernel: queued on the backend's stream */
-        smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL,
+        if (gathers) { /* the gather block: one more operand, after the outputs */
+            l.ptrs[n] = k->dgx;
+            memset(l.strides + n * rank, 0, sizeof(int64_t) * (size_t)rank);
+        }
+        smelt__devlaunch dl = {N, n + gathers, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL,
                                tile ? SMELT_TILE * SMELT_TILE / 4 : 0, 0};
         return kk->backend->iface->launch(kk->backend, kk, &dl);
     }
@@ -891,7 +895,7 @@ typedef struct tilerun {
     size_t stride, block;
     bool fence; /* streaming stores: fenced after each chunk of tiles */
     int64_t shape[SMELT_MAX_DIMS + 1];
-    int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
+    int64_t strides[(SMELT_MAX_KERNEL_OPERANDS + 1) * SMELT_MAX_DIMS];
 } tilerun;
 
 static void run_tiles(void *arg, int64_t c)

@@ -611,7 +611,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
         if (rmask) /* a reduction: its iteration space is its operand's */
             it = &p->prog.v[p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]].in[0]];
-        bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
+        bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX &&
+                     !smelt__kdesc_gathers(&p->kern[i].desc);
         int64_t nout = 0, nred = 0; /* a reduction's results and their elements */
         if (rmask) {
             const smelt__inst *y = &p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]];
