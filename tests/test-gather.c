@@ -175,7 +175,20 @@ Test(gather, embedding_then_layernorm)
                            t_rand(ctx, &r, SMELT_F32, SHP(T, D))};
     for (int64_t i = 0; i < B * T; i++)
         t_set_i64(in[1], i, trng_range(&r, -V, V - 1));
-    t_check_plan("embed_ln", ctx, g, 1, &y, 3, 3, in, t_chain_tol(SMELT_F32));
+    smelt_plan_stats st = t_check_plan("embed_ln", ctx, g, 1, &y, 3, 3, in, t_chain_tol(SMELT_F32));
+    cr_assert_eq(st.kernels, 1, "layernorm(W[ids] + P) is one row program: %d kernels", st.kernels);
+    /* CC: the same kernel, the same bits as TinyCC's */
+    smelt_tensor *o[2] = {NULL, NULL};
+    smelt_plan *p1 = plan_on(ctx, g, 1, &y, "TCC"), *p2 = plan_on(ctx, g, 1, &y, "CC");
+    t_run(p1, 3, in, 1, &o[0]);
+    t_run(p2, 3, in, 1, &o[1]);
+    cr_assert_eq(t_stats(p2).kernels, 1);
+    cr_assert(t_bitwise_equal(o[0], o[1]), "TCC and CC differ at %lld", (long long)t_first_difference(o[0], o[1]));
+    t_set_i64(in[1], 5, V);
+    T_ERR(ctx, smelt_plan_run(p2, 3, in, 1, &o[1]), SMELT_ERR_INDEX, "take: index 50 is out of range");
+    T_ERR(ctx, smelt_plan_run(p1, 3, in, 1, &o[0]), SMELT_ERR_INDEX, "take: index 50 is out of range");
+    t_free_all(o, 2);
+    smelt_plan_free(p1), smelt_plan_free(p2);
     t_free_all(in, 3);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);

@@ -717,6 +717,7 @@ static void with_math(smelt__sb *text, const char *mathlib)
  * nothing outside the array is read), and times the axis's stride added
  * to o<k>.  C kernels once a row, device kernels once an element. */
 #define GATHER_FN(qual) \
+    "#ifndef SMELT_GI\n#define SMELT_GI\n" \
     qual " int64_t smelt_gi(int64_t v, int64_t *gx, int s)\n" \
     "{\n" \
     "    const int64_t n = gx[2 + 2 * s], w = v < 0 ? v + n : v;\n" \
@@ -725,7 +726,7 @@ static void with_math(smelt__sb *text, const char *mathlib)
     "    gx[1] = v;\n" \
     "    gx[0] = 1 + s;\n" \
     "    return 0;\n" \
-    "}\n"
+    "}\n#endif\n"
 static const char gather_fn[] = GATHER_FN("static");
 static const char gather_fn_dev[] = GATHER_FN("SMELT_D");
 
@@ -2653,6 +2654,14 @@ static int rows_piece(const smelt__kdesc *d, const bool *mine, const int *outs, 
             map[v] = pc->n_in;
             src[pc->n_in] = v;
             pc->in_dt[pc->n_in++] = value_dtype(d, v);
+            int q = v < d->n_in ? d->gidx[v] - 1 : -1; /* an indexed read's index: an input too */
+            if (q >= 0 && map[q] < 0 && pc->n_in < SMELT_MAX_KERNEL_OPERANDS) {
+                map[q] = pc->n_in;
+                src[pc->n_in] = q;
+                pc->in_dt[pc->n_in++] = value_dtype(d, q);
+            }
+            if (q >= 0)
+                pc->gidx[map[v]] = (int8_t)(map[q] + 1);
         }
     for (int k = 0; k < d->n_ops && !st; k++) {
         if (!mine[k])
@@ -2738,7 +2747,9 @@ static void rows_call_setup(smelt__sb *setup, smelt__sb *row, const smelt__kdesc
                             const char *sv)
 {
     int n = pc->n_in + pc->n_out;
-    smelt__sb_printf(setup, "    char *%s_p[%d];\n    int64_t %s_s[%d];\n", name, n, name, n * R);
+    smelt__sb_printf(setup, "    char *%s_p[%d];\n    int64_t %s_s[%d];\n", name, n + 3, name, n * R);
+    if (smelt__kdesc_gathers(pc)) /* the gather block (smelt__kdesc.gidx) */
+        smelt__sb_printf(setup, "    %s_p[%d] = ptrs[%d];\n", name, n + 2, d->n_in + d->n_out + 2);
     for (int q = 0; q < n; q++) {
         int b = bind[q];
         if (b >= ROWS_KEPT)
@@ -3780,6 +3791,11 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
                 smelt__sb *err)
 {
     const smelt__dialect *dl = t->dialect;
+    if (smelt__kdesc_gathers(d) && d->reduce && (!d->multi || dl->device)) {
+        smelt__sb_puts(err, "an indexed read in a reduction's kernel other than a row program on a CPU\n"
+                            "indexed reads fuse only into elementwise kernels and CPU row programs");
+        return SMELT_ERR_UNSUPPORTED;
+    }
     if (t->blocks && !d->reduce) /* the block form needs no prelude */
         return emit_blocks(dl, d, src, name, false, err);
     smelt__sb prelude, text;

@@ -61,7 +61,8 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_PIECES] = "a kernel that reads a concat or a pad (run once per piece) holds no reduction over "
                            "an axis the pieces cut",
     [SMELT__FUSE_SHAPE] = "different iteration shapes",
-    [SMELT__FUSE_GATHER] = "an indexed read (take) and a reduction (not fused yet)",
+    [SMELT__FUSE_GATHER] = "an indexed read (take) fuses with reductions only in a row program on a CPU whose indices are the "
+                          "same along the reduced axes",
     [SMELT__FUSE_OPS] = "the kernel would exceed " STR(SMELT_MAX_CLUSTER_OPS) " operators",
     [SMELT__FUSE_CYCLE] = "would create a cycle",
     [SMELT__FUSE_OPERANDS] = "the kernel would exceed " STR(SMELT_MAX_KERNEL_OPERANDS) " operands",
@@ -419,6 +420,35 @@ static bool has_gather(pstate *s, int k)
     return false;
 }
 
+/* Whether the union of clusters ka and kc, holding a reduction and an
+ * indexed read, may become a row program (on a CPU: rows_min) in which
+ * every index is the same along the reduced axes: the kernel's passes read
+ * an index once a row (src/codegen/emit.c, rows_piece).  A kernel of one
+ * reduction that stays so (not a row program) does not compile
+ * (smelt__emit) and is split into its operators. */
+static bool gathers_fit(pstate *s, int ka, int kc, int rows)
+{
+    if (rows < 0 || s->rows_min != SMELT_ROWS_MIN) /* (0: one reduction so far; one left so is split, below) */
+        return false;
+    FOR_MEMBERS(s, ka, kc, m) {
+        if (smelt__ops[s->p->v[m].op].cls != SMELT_CLASS_GATHER)
+            continue;
+        const smelt__inst *I = &s->p->v[s->p->v[m].in[1]];
+        for (int k = 0; k < 2; k++) {
+            int r = s->redidx[k ? kc : ka];
+            if (r < 0)
+                continue;
+            const smelt__inst *A = &s->p->v[s->p->v[r].in[0]];
+            for (int d = 0; d < A->ndim; d++) {
+                int xd = d - (A->ndim - I->ndim);
+                if ((s->p->v[r].axes >> d & 1u) && xd >= 0 && I->shape[xd] != 1)
+                    return false;
+            }
+        }
+    }
+    return true;
+}
+
 static int should_fuse(pstate *s, int x, int i, int kx, int ki)
 {
     const smelt__inst *a = &s->p->v[x], *b = &s->p->v[i];
@@ -431,9 +461,9 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
         return SMELT__FUSE_LIBRARY;
     if (!pieces_fit(s, kx, ki))
         return SMELT__FUSE_PIECES;
-    if ((s->hasred[kx] || s->hasred[ki]) && (has_gather(s, kx) || has_gather(s, ki)))
-        return SMELT__FUSE_GATHER;
     int rows = s->hasred[kx] || s->hasred[ki] ? union_rows_form(s, kx, ki) : 0;
+    if ((s->hasred[kx] || s->hasred[ki]) && (has_gather(s, kx) || has_gather(s, ki)) && !gathers_fit(s, kx, ki, rows))
+        return SMELT__FUSE_GATHER;
     if (rows < 0)
         return SMELT__FUSE_ROWS;
     if (rows > 0) { /* a row program: the shapes checked, the common rules below */

@@ -637,6 +637,7 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     for (int o = 0; o < n; o++)
         l.ptrs[o] = w[o].data;
     l.ptrs[n] = l.ptrs[n + 1] = NULL;
+    l.ptrs[n + 2] = (char *)k->gx; /* (a CPU row program's indexed reads) */
     memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
     for (int o = 0; o < n; o++)
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
@@ -1635,8 +1636,11 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
     smelt__pkernel *k = &p->kern[ki];
     if (k->library)
         return run_matmul(p, rs, ki);
-    if (k->desc.reduce)
-        return run_reduce(p, rs, ki, split);
+    if (k->desc.reduce) {
+        int stt = gather_setup(p, rs, ki);
+        stt = stt ? stt : run_reduce(p, rs, ki, split);
+        return stt || *split ? stt : gather_check(p, ki);
+    }
     const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
     for (int j = 1; j < k->cl.nmem; j++) {
         const smelt__rshape *o = &p->rs[k->cl.members[j]];
