@@ -296,7 +296,10 @@ static void describe_inputs(smelt__sb *b, const smelt_plan *p, const smelt__pker
         bool view = nb != 1 || bases[0] != v;
         if (j)
             smelt__sb_puts(b, " ");
-        if (view)
+        bool gx = k->desc.gidx[j]; /* an indexed read folded into the kernel: its array */
+        if (gx)
+            smelt__sb_printf(b, "%%%d=indexed(", v);
+        else if (view)
             smelt__sb_printf(b, "%%%d=%s(", v, smelt__ops[p->prog.v[v].op].name);
         for (int i = 0; i < nb; i++) {
             const smelt__inst *x = &p->prog.v[bases[i]];
@@ -305,7 +308,11 @@ static void describe_inputs(smelt__sb *b, const smelt_plan *p, const smelt__pker
             else
                 smelt__sb_printf(b, i ? " %%%d" : "%%%d", bases[i]);
         }
-        if (view)
+        if (gx) {
+            int sl = p->prog.v[v].op == SMELT_OP_RESHAPE ? p->prog.v[v].in[0] : v;
+            smelt__sb_printf(b, " along axis %lld at input %d's indices)", (long long)p->prog.v[sl].vp[0],
+                             k->desc.gidx[j] - 1);
+        } else if (view)
             smelt__sb_puts(b, ")");
     }
 }
