@@ -32,6 +32,7 @@ REDUCTIONS = ("sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "a
 # views, sources, reductions or library calls; matmul is handled apart)
 _NOT_ELEMWISE = {"input", "const", "arange", "constant", "cast", "broadcast_to", "reshape", "transpose",
                  "slice", "concat", "pad", "matmul", "barrier"} | set(REDUCTIONS)
+_NOT_ELEMWISE |= {"take", "take_along_axis"}  # indexed reads: np.take, np.take_along_axis, W[ids]
 ELEMWISE = {n: i for n, i in OPS.items() if n not in _NOT_ELEMWISE}
 
 
