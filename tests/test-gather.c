@@ -366,3 +366,28 @@ Test(gather, grad_is_a_scatter_add)
     }
     smelt_ctx_free(ctx);
 }
+
+/* an array read in pieces (a concat, a pad): the index goes anywhere along
+ * the axis, so the array is read from a copy; the same answer as NumPy's */
+Test(gather, of_a_concat_and_a_pad)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 8);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(3, 5)), *b = smelt_input(g, "b", SMELT_F32, SHP(2, 5));
+    smelt_node *x = smelt_input(g, "x", SMELT_I64, SHP(7));
+    const int64_t w[] = {1, 0, 2, 1};
+    smelt_node *outs[] = {smelt_take(g, smelt_concat(g, 2, (smelt_node *[]){a, b}, 0), x, 0),
+                          smelt_take_along_axis(g, smelt_pad(g, a, w, 1.5), smelt_reshape(g, x, 2, (int64_t[]){1, 7}), 1)};
+    T_OK(ctx, smelt_graph_status(g));
+    smelt_tensor *in[3] = {t_rand(ctx, &r, SMELT_F32, SHP(3, 5)), t_rand(ctx, &r, SMELT_F32, SHP(2, 5)),
+                           t_tensor(ctx, SMELT_I64, SHP(7))};
+    for (int64_t i = 0; i < 7; i++)
+        t_set_i64(in[2], i, trng_range(&r, -5, 4));
+    t_check_plan("of_a_concat_and_a_pad", ctx, g, 2, outs, 3, 3, in, T_EXACT);
+    t_check_plan("of_a_concat_and_a_pad, unfused", ctx, g, 2, outs, 0, 3, in, T_EXACT);
+    t_free_all(in, 3);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}

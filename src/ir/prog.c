@@ -182,9 +182,17 @@ bool smelt__reshape_ones(int xn, const int64_t *xs, int an, const int64_t *as)
  * executor's gather slots, src/runtime/exec.c).  Views both, always: a
  * kernel reads each from memory, never a value it computes itself.
  * ival keeps the array's instruction (the axis's size and stride at run
- * time). */
+ * time).  An array read in pieces (a concat, a pad) is copied first. */
 static bool lower_gather(smelt__prog *q, smelt__inst *x)
 {
+    int64_t off, cst[SMELT_MAX_DIMS];
+    if (smelt__has_pieces(q, x->in[0]) || !smelt__view_chain(q, x->in[0], &off, cst)) {
+        /* a concat's or a pad's pieces, a reshape strides cannot express: the array is read from a copy
+         * (an index goes anywhere along the axis) */
+        smelt__inst c = copy_of(q, x->in[0]);
+        if ((x->in[0] = prog_push(q, &c)) < 0)
+            return false;
+    }
     smelt__inst a0 = q->v[x->in[0]];
     const smelt__inst *a = &a0, *ix = &q->v[x->in[1]]; /* (a: a copy; q->v moves as it grows) */
     int axis = (int)x->vp[0], k = x->op == SMELT_OP_TAKE ? ix->ndim : 1;
