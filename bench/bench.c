@@ -172,6 +172,18 @@ static void b_layernorm(smelt_graph *g, smelt_node **in, smelt_node **out)
     out[0] = layernorm_rows(g, in[0], in[1], in[2]);
 }
 
+/* an embedding: layernorm(W[ids] + P), W [30522, 384] (BERT's vocabulary),
+ * ids [B, 128] i64, P [128, 384]: W's rows read by index inside the row
+ * program (one kernel, no gathered copy) */
+static void b_embed_ln(smelt_graph *g, smelt_node **in, smelt_node **out)
+{
+    const int last[] = {-1};
+    smelt_node *x = smelt_add(g, smelt_take(g, in[0], in[1], 0), in[2]);
+    smelt_node *d = smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MEAN, x, 1, last, 1));
+    smelt_node *var = smelt_reduce(g, SMELT_OP_MEAN, smelt_mul(g, d, d), 1, last, 1);
+    out[0] = smelt_mul(g, d, smelt_unary(g, SMELT_OP_RSQRT, smelt_add(g, var, S(g, 1e-5))));
+}
+
 /* log-softmax over the rows: x - max - log(sum(exp(x - max))) */
 static void b_log_softmax(smelt_graph *g, smelt_node **in, smelt_node **out)
 {
@@ -407,6 +419,15 @@ static void sh_mlp(int64_t n, int *nd, int64_t (*s)[4])
     }
 }
 
+/* embed_ln: W [30522, 384], ids [n / 49152, 128] (64 at n = 3145728), P [128, 384] */
+static void sh_embed(int64_t n, int *nd, int64_t (*s)[4])
+{
+    nd[0] = nd[1] = nd[2] = 2;
+    s[0][0] = 30522, s[0][1] = 384;
+    s[1][0] = n / (128 * 384) > 0 ? n / (128 * 384) : 1, s[1][1] = 128;
+    s[2][0] = 128, s[2][1] = 384;
+}
+
 /* attention: q, k, v [n / 2M, 16, 512, 64] (8 at 16M) */
 static void sh_attention(int64_t n, int *nd, int64_t (*s)[4])
 {
@@ -453,6 +474,9 @@ static const wl workloads[] = {
     /* convolutions: a BLAS product per tap accumulated, the epilogue fused (fixed shapes) */
     {"conv_bn_relu", 6, 1, b_conv_bn_relu, sh_conv_bn_relu, 0, 8, NULL},
     {"conv1d_gelu", 3, 1, b_conv1d_gelu, sh_conv1d_gelu, 0, 4, NULL},
+    /* n: the result's elements (64 x 128 x 384 at 3145728); what must move: each a gathered
+     * row's element read and the result's written, 8 bytes (ids and P, 0.26 MB, aside) */
+    {"embed_ln", 3, 1, b_embed_ln, sh_embed, 3145728, 8, NULL},
 };
 #define NWL (int)(sizeof workloads / sizeof workloads[0])
 
@@ -623,7 +647,7 @@ static void make(smelt_ctx *ctx, const wl *w, int64_t n, setup *s)
     w->shapes(n, nd, sh);
     CHECK(smelt_graph_new(ctx, &s->g));
     for (int i = 0; i < w->n_in; i++) {
-        bool targets = w->build == b_xent && i == 1; /* i64 indices 0 .. cols - 1 */
+        bool targets = (w->build == b_xent || w->build == b_embed_ln) && i == 1; /* i64 indices 0 .. cols - 1 */
         smelt_dtype dt = targets ? SMELT_I64 : SMELT_F32;
         s->in[i] = smelt_input(s->g, NULL, dt, nd[i], sh[i]);
         CHECK(smelt_tensor_new(ctx, dt, nd[i], sh[i], &s->tin[i]));
@@ -631,7 +655,7 @@ static void make(smelt_ctx *ctx, const wl *w, int64_t n, setup *s)
         int64_t *di = smelt_tensor_data(s->tin[i]), cnt = smelt_tensor_numel(s->tin[i]);
         for (int64_t k = 0; k < cnt; k++) { /* positive for v (adam), mixed otherwise */
             if (targets)
-                di[k] = (int64_t)(urand() * (double)sh[0][1]) % sh[0][1];
+                di[k] = (int64_t)(urand() * (double)sh[0][w->build == b_embed_ln ? 0 : 1]) % sh[0][w->build == b_embed_ln ? 0 : 1];
             else
                 d[k] = (float)(w->build == b_adam && i == 3 ? urand() + 0.01 : 2.0 * urand() - 1.0);
         }

@@ -39,7 +39,8 @@ extern "C" {
     X(ERR_RUNTIME, -7, "kernel execution failed")                             \
     X(ERR_IO, -8, "input/output error")                                       \
     X(ERR_PARSE, -9, "parse error")                                           \
-    X(ERR_UNSUPPORTED, -10, "not supported")
+    X(ERR_UNSUPPORTED, -10, "not supported")                                  \
+    X(ERR_INDEX, -11, "index out of range")
 
 enum {
 #define SMELT_X_(name, val, text) SMELT_##name = val,
@@ -227,6 +228,29 @@ smelt_node *smelt_pad(smelt_graph *g, smelt_node *a, const int64_t *widths, doub
  * once per plan.  `arange(C) == t` with t of shape [N, 1] (integer
  * targets as a column) is the one-hot mask a cross-entropy picks with. */
 smelt_node *smelt_arange(smelt_graph *g, int64_t n, smelt_dtype dt);
+/* Indexed reads.  NumPy's take(a, indices, axis) (ONNX Gather): the
+ * result's shape is a's with axis replaced by indices' shape, element
+ * [..i.., j.., ..k..] = a[..i.., indices[j..], ..k..].
+ * take_along_axis(a, indices, axis) (NumPy's; ONNX GatherElements): indices
+ * of a's rank, broadcast against a outside axis; element [i] = a[i with
+ * its axis coordinate replaced by indices[i]].  Indices are an integer
+ * dtype; -n <= i < n for an axis of size n (a negative one counts from the
+ * end); any other is found while the kernel runs, which then reads no
+ * element outside a: smelt_plan_run returns SMELT_ERR_INDEX and
+ * smelt_errmsg names the operator and the index.  No copy is made: the
+ * kernel that reads the result loads a's elements where the indices point
+ * (docs/fusion.md, Indexed reads). */
+smelt_node *smelt_take(smelt_graph *g, smelt_node *a, smelt_node *indices, int axis);
+smelt_node *smelt_take_along_axis(smelt_graph *g, smelt_node *a, smelt_node *indices, int axis);
+/* one_hot(indices, depth, dt): indices[..., None] == arange(depth) in dtype
+ * dt (a negative index counts from the end, as ONNX OneHot; one outside
+ * [-depth, depth) gives a row of zeros); tril/triu(a, k): a's matrices
+ * (its last two axes) with the elements above (tril) or below (triu)
+ * diagonal k set to 0, NumPy's tril and triu.  Compositions of other
+ * operators: they fuse into the kernels that read them. */
+smelt_node *smelt_one_hot(smelt_graph *g, smelt_node *indices, int64_t depth, smelt_dtype dt);
+smelt_node *smelt_tril(smelt_graph *g, smelt_node *a, int64_t k);
+smelt_node *smelt_triu(smelt_graph *g, smelt_node *a, int64_t k);
 /* The matrix product, NumPy's matmul (a @ b): the last two axes are the
  * matrices, the others batch dimensions broadcast against each other; a
  * 1-D a is a row (its axis then dropped), a 1-D b a column.  Float dtypes

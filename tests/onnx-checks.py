@@ -125,17 +125,35 @@ def t_gather_on_shape():
     for n in (2, 5):
         x = f32(n, 3, 4)
         np.testing.assert_allclose(f(x)[0], np.tanh(x.astype(np.float64)).reshape(n, 12), rtol=1e-5, atol=1e-6)
-    # a Gather of the input's values: refused at load
-    m2 = model([helper.make_node("Gather", ["x", "i0"], ["y"], name="emb", axis=0)],
-               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
-               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
-               [numpy_helper.from_array(np.array(0, np.int64), "i0")])
+    # a Gather of the input's values (an embedding: Gather(W, ids) + P, then LayerNormalization): read inside
+    # the one kernel; GatherElements too; an index out of range is an IndexError when it runs
+    W = f32(10, 8)
+    m2 = model([helper.make_node("Gather", ["W", "ids"], ["e"], name="emb", axis=0),
+                helper.make_node("Add", ["e", "P"], ["x"]),
+                helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1, epsilon=1e-5),
+                helper.make_node("GatherElements", ["W", "sel"], ["z"], axis=1)],
+               [helper.make_tensor_value_info("ids", TensorProto.INT64, [3, 4]),
+                helper.make_tensor_value_info("sel", TensorProto.INT64, [10, 2])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 8]),
+                helper.make_tensor_value_info("z", TensorProto.FLOAT, [10, 2])],
+               [numpy_helper.from_array(W, "W"), numpy_helper.from_array(np.ones(8, np.float32), "g"),
+                numpy_helper.from_array(np.zeros(8, np.float32), "b"),
+                numpy_helper.from_array(np.arange(32, dtype=np.float32).reshape(4, 8) / 32, "P")])
+    f2 = smelt.onnx.load(m2)
+    ids = np.array([[0, 9, -1, 3], [2, 2, 5, -10], [7, 1, 0, 4]], np.int64)
+    sel = np.random.default_rng(1).integers(-8, 8, size=(10, 2))
+    y, z = f2(ids, sel)
+    x = W.astype(np.float64)[ids] + np.arange(32).reshape(4, 8) / 32
+    c = x - x.mean(-1, keepdims=True)
+    np.testing.assert_allclose(y, c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(z, np.take_along_axis(W, sel, 1))
+    ids[1, 2] = 10
     try:
-        smelt.onnx.load(m2)
-    except smelt.onnx.UnsupportedOperator as e:
-        assert "emb" in str(e) and "Gather" in str(e), e
+        f2(ids, sel)
+    except IndexError as e:
+        assert "take: index 10 is out of range" in str(e), e
     else:
-        raise AssertionError("no error at load")
+        raise AssertionError("no error for an index out of range")
 
 
 def t_elementwise_fused():

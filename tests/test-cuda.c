@@ -2245,3 +2245,44 @@ DEVICE_TEST(mlp_and_attention, 240)
     t_free_all(t, 3);
     smelt_graph_free(g);
 }
+
+/* ---- indexed reads on a device (take, take_along_axis) ------------------
+ * An index an element, added to the array's offset; the same bits as
+ * TinyCC; an index out of range is SMELT_ERR_INDEX, read from the gather
+ * block the kernel wrote in device memory, and the plan runs again. */
+DEVICE_TEST(gather, 240)
+{
+    trng r;
+    trng_init(&r, 44);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *W = smelt_input(g, "W", SMELT_F32, SHP(300, 97)), *ids = smelt_input(g, "ids", SMELT_I32, SHP(5, 61));
+    smelt_node *sel = smelt_input(g, "sel", SMELT_I64, SHP(300, 33));
+    smelt_node *outs[] = {smelt_unary(g, SMELT_OP_TANH, smelt_take(g, W, ids, 0)),
+                          smelt_mul(g, smelt_take_along_axis(g, W, sel, 1), smelt_scalar(g, 0.5)),
+                          smelt_take(g, W, ids, 1)};
+    T_OK(ctx, smelt_graph_status(g));
+    smelt_tensor *in[3] = {t_rand(ctx, &r, SMELT_F32, SHP(300, 97)), t_tensor(ctx, SMELT_I32, SHP(5, 61)),
+                           t_tensor(ctx, SMELT_I64, SHP(300, 33))};
+    for (int64_t i = 0; i < 5 * 61; i++)
+        t_set_i64(in[1], i, trng_range(&r, -97, 96));
+    for (int64_t i = 0; i < 300 * 33; i++)
+        t_set_i64(in[2], i, trng_range(&r, -97, 96));
+    smelt_tensor *cpu[3] = {NULL, NULL, NULL}, *dev[3] = {NULL, NULL, NULL};
+    tcc_run(ctx, g, 3, outs, 3, 3, in, cpu);
+    smelt_plan *p = t_plan(ctx, g, 3, outs, 3);
+    cr_assert_str_eq(t_stats(p).backend, "NVRTC");
+    cr_assert_eq(t_stats(p).kernels, 3, "no copy kernel for a gather: %d kernels", t_stats(p).kernels);
+    t_run(p, 3, in, 3, dev);
+    for (int k = 0; k < 3; k++)
+        cr_assert(t_bitwise_equal(cpu[k], dev[k]), "output %d: the device and TinyCC differ at %lld", k,
+                  (long long)t_first_difference(cpu[k], dev[k]));
+    t_set_i64(in[2], 1234, 97);
+    T_ERR(ctx, smelt_plan_run(p, 3, in, 3, dev), SMELT_ERR_INDEX, "take_along_axis: index 97 is out of range");
+    t_set_i64(in[2], 1234, -98);
+    T_ERR(ctx, smelt_plan_run(p, 3, in, 3, dev), SMELT_ERR_INDEX, "index -98");
+    t_set_i64(in[2], 1234, -97);
+    t_run(p, 3, in, 3, dev);
+    t_free_all(cpu, 3), t_free_all(dev, 3), t_free_all(in, 3);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+}

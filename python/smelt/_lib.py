@@ -68,6 +68,11 @@ smelt_node *smelt_squeeze(smelt_graph *g, smelt_node *a, int axis);
 smelt_node *smelt_concat(smelt_graph *g, int n, smelt_node *const *parts, int axis);
 smelt_node *smelt_pad(smelt_graph *g, smelt_node *a, const int64_t *widths, double value);
 smelt_node *smelt_arange(smelt_graph *g, int64_t n, int dt);
+smelt_node *smelt_take(smelt_graph *g, smelt_node *a, smelt_node *indices, int axis);
+smelt_node *smelt_take_along_axis(smelt_graph *g, smelt_node *a, smelt_node *indices, int axis);
+smelt_node *smelt_one_hot(smelt_graph *g, smelt_node *indices, int64_t depth, int dt);
+smelt_node *smelt_tril(smelt_graph *g, smelt_node *a, int64_t k);
+smelt_node *smelt_triu(smelt_graph *g, smelt_node *a, int64_t k);
 smelt_node *smelt_matmul(smelt_graph *g, smelt_node *a, smelt_node *b);
 smelt_node *smelt_constant(smelt_graph *g, const smelt_tensor *t);
 smelt_node *smelt_reduce(smelt_graph *g, int op, smelt_node *a, int n_axes, const int *axes, int keepdims);
@@ -223,7 +228,8 @@ class TracerError(Error, TypeError):
 
 
 _by_status = {-1: InvalidArgumentError, -2: MemoryError, -3: ShapeError, -4: DtypeError, -5: BackendError,
-              -6: CompileError, -7: RuntimeFailure, -8: OSError, -9: SyntaxError, -10: UnsupportedError}
+              -6: CompileError, -7: RuntimeFailure, -8: OSError, -9: SyntaxError, -10: UnsupportedError,
+              -11: IndexError}
 _classes = {}
 
 

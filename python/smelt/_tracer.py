@@ -32,6 +32,7 @@ REDUCTIONS = ("sum", "prod", "mean", "max", "min", "argmax", "argmin", "any", "a
 # views, sources, reductions or library calls; matmul is handled apart)
 _NOT_ELEMWISE = {"input", "const", "arange", "constant", "cast", "broadcast_to", "reshape", "transpose",
                  "slice", "concat", "pad", "matmul", "barrier", "conv_taps", "cumsum", "cumprod"} | set(REDUCTIONS)
+_NOT_ELEMWISE |= {"take", "take_along_axis"}  # indexed reads: np.take, np.take_along_axis, W[ids]
 ELEMWISE = {n: i for n, i in OPS.items() if n not in _NOT_ELEMWISE}
 
 
@@ -792,6 +793,49 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     return tr.wrap(lib.smelt_concat(tr.g, len(parts), _nodes(parts), _index(axis, "an axis")), "concatenate")
 
 
+# ---- indexed reads: read inside the kernel that uses them (docs/fusion.md, Indexed reads)
+@implements(np.take)
+def take(a, indices, axis=None, out=None, mode="raise"):
+    _no_out({"out": out}, "np.take")
+    if mode != "raise":
+        raise UnsupportedError(-10, "np.take(mode=%r) cannot be traced%s (only mode='raise': an index out of "
+                               "range is an error when the plan runs)" % (mode, _at()))
+    tr = _trace_of([a, indices])
+    a, x = lift(a, tr), lift(indices, tr)
+    if axis is None:
+        a, axis = a.reshape(-1), 0
+    return tr.wrap(lib.smelt_take(tr.g, a._n, x._n, _index(axis, "an axis")), "take")
+
+
+@implements(np.take_along_axis)
+def take_along_axis(arr, indices, axis):
+    tr = _trace_of([arr, indices])
+    a, x = lift(arr, tr), lift(indices, tr)
+    if axis is None:
+        a, x, axis = a.reshape(-1), x.reshape(-1), 0
+    return tr.wrap(lib.smelt_take_along_axis(tr.g, a._n, x._n, _index(axis, "an axis")), "take_along_axis")
+
+
+@implements(np.tril)
+def tril(m, k=0):
+    m = lift(m, _trace_of([m]))
+    return m._tr.wrap(lib.smelt_tril(m._tr.g, m._n, _index(k, "a diagonal")), "tril")
+
+
+@implements(np.triu)
+def triu(m, k=0):
+    m = lift(m, _trace_of([m]))
+    return m._tr.wrap(lib.smelt_triu(m._tr.g, m._n, _index(k, "a diagonal")), "triu")
+
+
+def one_hot(indices, depth, dtype=np.float32):
+    """indices[..., None] == arange(depth) as dtype (a negative index counts
+    from the end, as ONNX OneHot); a composition that fuses"""
+    tr = _trace_of([indices])
+    x = lift(indices, tr)
+    return tr.wrap(lib.smelt_one_hot(tr.g, x._n, _index(depth, "a depth"), D.to_smelt(np.dtype(dtype))), "one_hot")
+
+
 @implements(np.stack)
 def stack(arrays, axis=0, out=None, **kw):
     arrays = list(arrays)
@@ -943,8 +987,6 @@ def _not_yet(fn, why):
     FUNCTIONS[fn] = f
 
 
-for _f in (np.take, np.take_along_axis, np.tril, np.triu):
-    _not_yet(_f, "indexed reads are planned operators")
 for _f in (np.sort, np.argsort, np.nonzero, np.unique, np.argwhere, np.flatnonzero):
     _not_yet(_f, "sorting, and shapes that depend on the data, are not smelt operators")
 for _f in (np.einsum, np.tensordot, np.outer, np.inner, np.kron):
@@ -954,9 +996,25 @@ for _f in (np.tile, np.repeat, np.roll):
 
 
 # ---- indexing --------------------------------------------------------------------------------------
+def _int_index_array(k):
+    """k as an integer index array (a Tracer, an ndarray or a list of
+    integers), else None"""
+    if isinstance(k, Tracer):
+        return k if np.dtype(k.dtype).kind in "iu" else None
+    if isinstance(k, (np.ndarray, list)):
+        arr = np.asarray(k)
+        return arr if arr.dtype.kind in "iu" and arr.size else None
+    return None
+
+
 def getitem(a, key):
     if not isinstance(key, tuple):
         key = (key,)
+    # one integer array among full slices (W[ids], W[:, ids]): take along its axis, read inside the kernel
+    arrs = [i for i, k in enumerate(key) if _int_index_array(k) is not None]
+    if len(arrs) == 1 and Ellipsis not in key and all(
+            i == arrs[0] or (isinstance(k, slice) and k == slice(None)) for i, k in enumerate(key)):
+        return take(a, key[arrs[0]], axis=arrs[0])
     for k in key:
         if isinstance(k, (Tracer, np.ndarray, list)) or (isinstance(k, (bool, np.bool_))):
             raise UnsupportedError(-10, "indexing with an array (%s) cannot be traced yet%s; slices, integers, "

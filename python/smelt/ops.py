@@ -72,5 +72,23 @@ def global_avg_pool(x):
     return _window("global_avg_pool", [x], {})
 
 
-__all__ = sorted(ELEMWISE) + ["conv", "max_pool", "avg_pool", "global_max_pool", "global_avg_pool"]
+def one_hot(indices, depth, dtype=None):
+    """indices[..., None] == arange(depth), as dtype (float32 by default; a
+    negative index counts from the end, as ONNX OneHot): in a traced
+    function a node that fuses into the kernel that reads it; outside one,
+    compiled and run at once."""
+    import numpy as np
+    from . import _tracer
+    dt = np.float32 if dtype is None else dtype
+    if _trace_of([indices]) is not None:
+        return _tracer.one_hot(indices, depth, dt)
+    key = ("one_hot", int(depth), np.dtype(dt).str)
+    f = _compiled.get(key)
+    if f is None:
+        from ._jit import jit
+        f = _compiled[key] = jit(lambda x: _tracer.one_hot(x, depth, dt))
+    return f(indices)
+
+
+__all__ = sorted(ELEMWISE) + ["conv", "max_pool", "avg_pool", "global_max_pool", "global_avg_pool", "one_hot"]
 del _name

@@ -429,6 +429,12 @@ static void device_offsets(smelt__sb *init, smelt__sb *b, smelt__sb *next, const
             smelt__sb_printf(b, " + x%d * a.strides[%d]", dd, k * R + dd);
         smelt__sb_puts(b, ";\n");
     }
+    for (int k = 0, s = 0; k < d->n_in && V == 1; k++) /* indexed reads: an index an element */
+        if (d->gidx[k]) {
+            smelt__sb_printf(b, "        o%d += (smelt_idx)(smelt_gi((int64_t)q%d[o%d], smelt_gx, %d) * smelt_gx[%d]);\n", k,
+                             d->gidx[k] - 1, d->gidx[k] - 1, s, SMELT_GX_SLOTS + 2 * s + 1);
+            s++;
+        }
 }
 
 /* Device flat kernels: elements per vector (16 bytes of the widest operand)
@@ -444,6 +450,8 @@ static int device_vec_width(const smelt__kdesc *d)
 
 static bool is_flat(const smelt__kdesc *d)
 {
+    if (smelt__kdesc_gathers(d))
+        return false;
     for (int k = 0; k < d->n_in + d->n_out; k++)
         if (d->mode[k] != SMELT_MODE_CONTIG)
             return false;
@@ -455,7 +463,7 @@ static bool is_flat(const smelt__kdesc *d)
  * each operand contiguous or broadcast along it, the outputs contiguous. */
 static bool device_nd_vec(const smelt__kdesc *d)
 {
-    if (is_flat(d) || d->reduce || smelt__is_tile(d->spread))
+    if (is_flat(d) || d->reduce || smelt__is_tile(d->spread) || smelt__kdesc_gathers(d))
         return false;
     for (int k = 0; k < d->n_in + d->n_out; k++)
         if (d->mode[k] != SMELT_MODE_CONTIG && (k >= d->n_in || d->mode[k] != SMELT_MODE_BCAST))
@@ -734,6 +742,41 @@ static void with_math(smelt__sb *text, const char *mathlib)
     *text = full;
 }
 
+/* Indexed reads (smelt__kdesc.gidx): the index where input k's offset o<k>
+ * points is read from its input at o<q>, checked against the axis's size
+ * (smelt_gi: a bad one is recorded in the gather block and read as 0, so
+ * nothing outside the array is read), and times the axis's stride added
+ * to o<k>.  C kernels once a row, device kernels once an element. */
+#define GATHER_FN(qual) \
+    "#ifndef SMELT_GI\n#define SMELT_GI\n" \
+    qual " int64_t smelt_gi(int64_t v, int64_t *gx, int s)\n" \
+    "{\n" \
+    "    const int64_t n = gx[2 + 2 * s], w = v < 0 ? v + n : v;\n" \
+    "    if (w >= 0 && w < n)\n" \
+    "        return w;\n" \
+    "    gx[1] = v;\n" \
+    "    gx[0] = 1 + s;\n" \
+    "    return 0;\n" \
+    "}\n#endif\n"
+static const char gather_fn[] = GATHER_FN("static");
+static const char gather_fn_dev[] = GATHER_FN("SMELT_D");
+
+static void gather_offsets(smelt__sb *b, const smelt__kdesc *d, const char *ptrs, const char *ind)
+{
+    if (!smelt__kdesc_gathers(d))
+        return;
+    smelt__sb_printf(b, "%sint64_t *const smelt_gx = (int64_t *)%s[%d];\n", ind, ptrs, d->n_in + d->n_out + 2);
+    for (int k = 0, s = 0; k < d->n_in; k++) {
+        if (!d->gidx[k])
+            continue;
+        int q = d->gidx[k] - 1;
+        smelt__sb_printf(b, "%so%d += smelt_gi((int64_t)((const %s *)%s[%d])[o%d], smelt_gx, %d) * smelt_gx[%d];\n",
+                         ind, k, smelt__dtypes[d->in_dt[q]].size == 4 ? "int32_t" : smelt__dtypes[d->in_dt[q]].size == 8 ? "int64_t" : smelt__dtypes[d->in_dt[q]].size == 2 ? "int16_t" : "uint8_t",
+                         ptrs, q, q, s, SMELT_GX_SLOTS + 2 * s + 1);
+        s++;
+    }
+}
+
 /* The element offsets of a row's first element (C kernels, both forms):
  * o<k> for every operand, from the row and column the kernel computed. */
 static void row_offsets(smelt__sb *row, const smelt__kdesc *d)
@@ -748,6 +791,7 @@ static void row_offsets(smelt__sb *row, const smelt__kdesc *d)
             smelt__sb_printf(row, "            o%d += idx * strides[%d + d];\n", k, k * R);
         smelt__sb_puts(row, "        }\n");
     }
+    gather_offsets(row, d, "ptrs", "        ");
 }
 
 /* ---- block form (TinyCC): the kernel walks its elements SMELT_BLOCK at a
@@ -970,6 +1014,8 @@ static int emit_blocks(const smelt__dialect *dl, const smelt__kdesc *d, smelt__s
         b.last[d->out_val[o]] = d->n_ops;
 
     /* per-row pointers and innermost strides */
+    if (smelt__kdesc_gathers(d))
+        smelt__sb_puts(&b.decls, gather_fn);
     row_offsets(&b.row, d);
     for (int k = 0; k < nops; k++) {
         smelt_dtype dt = operand_dtype(d, k);
@@ -1499,6 +1545,8 @@ static int shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
     int st = emit_body(dl, d, flat, 1, &body, NULL, NULL, &arrays, &fast, &branch_in);
     if (!st) {
         group_args(&call, d, ARGS_DIRECT);
+        if (smelt__kdesc_gathers(d))
+            smelt__sb_puts(&group, gather_fn);
         c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), smelt__sb_str(&fast), arrays, branch_in, &group,
                 &tail);
         c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), &stream);
@@ -1527,6 +1575,15 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
     smelt__sb_init(&vbody), smelt__sb_init(&valigned), smelt__sb_init(&init), smelt__sb_init(&next);
     smelt__sb_init(&vinit), smelt__sb_init(&vrow), smelt__sb_init(&vnext);
     int n_real = emit_setup(dl, d, flat, &setup, NULL);
+    /* indexed reads: the gather block, one more operand (its strides 0) */
+    int gx = smelt__kdesc_gathers(d);
+    smelt__sb pre;
+    smelt__sb_init(&pre);
+    smelt__sb_puts(&pre, prelude);
+    if (gx) {
+        smelt__sb_puts(&pre, gather_fn_dev);
+        smelt__sb_printf(&setup, "    int64_t *const smelt_gx = (int64_t *)a.ptrs[%d];\n", nops);
+    }
     if (!flat)
         emit_rows(dl, d, &row, &init, &next);
     if (!flat && vec > 1)
@@ -1534,11 +1591,11 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
     int st = emit_body(dl, d, flat, vec, &body, &vbody, &valigned, &arrays, NULL, NULL);
     if (!st) {
         const slot sl[] = {
-            {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"RANK", SLOT_NUM(R)},
+            {"PRELUDE", smelt__sb_str(&pre)}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"RANK", SLOT_NUM(R)},
             {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)}, {"BODY", smelt__sb_str(&body)},
-            {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops)},
-            {"NSTRIDES", SLOT_NUM(nops * R)}, {"VEC", SLOT_NUM(vec)},
-            {"BY_VALUE", SLOT_NUM(smelt__kparam_by_value(nops, R, d->idx32, 0))},
+            {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"NOPERANDS", SLOT_NUM(nops + gx)},
+            {"NSTRIDES", SLOT_NUM((nops + gx) * R)}, {"VEC", SLOT_NUM(vec)},
+            {"BY_VALUE", SLOT_NUM(smelt__kparam_by_value(nops + gx, R, d->idx32, 0))},
             {"VEC_ALIGNED", smelt__sb_str(&valigned)}, {"BODY_VEC", smelt__sb_str(&vbody)},
             {"ROW_INIT", smelt__sb_str(&init)}, {"ROW_NEXT", smelt__sb_str(&next)},
             {"ROW_INIT_VEC", smelt__sb_str(&vinit)}, {"ROW_VEC", smelt__sb_str(&vrow)},
@@ -1547,6 +1604,7 @@ static int shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
     }
     smelt__sb_free(&setup), smelt__sb_free(&row), smelt__sb_free(&body);
     smelt__sb_free(&vbody), smelt__sb_free(&valigned), smelt__sb_free(&init), smelt__sb_free(&next);
+    smelt__sb_free(&pre);
     smelt__sb_free(&vinit), smelt__sb_free(&vrow), smelt__sb_free(&vnext);
     return st;
 }
@@ -2627,6 +2685,14 @@ static int rows_piece(const smelt__kdesc *d, const bool *mine, const int *outs, 
             map[v] = pc->n_in;
             src[pc->n_in] = v;
             pc->in_dt[pc->n_in++] = value_dtype(d, v);
+            int q = v < d->n_in ? d->gidx[v] - 1 : -1; /* an indexed read's index: an input too */
+            if (q >= 0 && map[q] < 0 && pc->n_in < SMELT_MAX_KERNEL_OPERANDS) {
+                map[q] = pc->n_in;
+                src[pc->n_in] = q;
+                pc->in_dt[pc->n_in++] = value_dtype(d, q);
+            }
+            if (q >= 0)
+                pc->gidx[map[v]] = (int8_t)(map[q] + 1);
         }
     for (int k = 0; k < d->n_ops && !st; k++) {
         if (!mine[k])
@@ -2712,7 +2778,9 @@ static void rows_call_setup(smelt__sb *setup, smelt__sb *row, const smelt__kdesc
                             const char *sv)
 {
     int n = pc->n_in + pc->n_out;
-    smelt__sb_printf(setup, "    char *%s_p[%d];\n    int64_t %s_s[%d];\n", name, n, name, n * R);
+    smelt__sb_printf(setup, "    char *%s_p[%d];\n    int64_t %s_s[%d];\n", name, n + 3, name, n * R);
+    if (smelt__kdesc_gathers(pc)) /* the gather block (smelt__kdesc.gidx) */
+        smelt__sb_printf(setup, "    %s_p[%d] = ptrs[%d];\n", name, n + 2, d->n_in + d->n_out + 2);
     for (int q = 0; q < n; q++) {
         int b = bind[q];
         if (b >= ROWS_KEPT)
@@ -3754,6 +3822,11 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
                 smelt__sb *err)
 {
     const smelt__dialect *dl = t->dialect;
+    if (smelt__kdesc_gathers(d) && d->reduce && (!d->multi || dl->device)) {
+        smelt__sb_puts(err, "an indexed read in a reduction's kernel other than a row program on a CPU\n"
+                            "indexed reads fuse only into elementwise kernels and CPU row programs");
+        return SMELT_ERR_UNSUPPORTED;
+    }
     if (t->blocks && !d->reduce) /* the block form needs no prelude */
         return emit_blocks(dl, d, src, name, false, err);
     smelt__sb prelude, text;

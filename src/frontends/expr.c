@@ -781,6 +781,61 @@ static val call_layout(P *p, int kind, const char *fname, size_t npos)
     return made(p, r, npos, NULL);
 }
 
+/* Indexed reads and their kin, NumPy's: take(a, indices[, axis]) (no
+ * axis: a flattened), take_along_axis(a, indices, axis), tril(a[, k]),
+ * triu(a[, k]); one_hot(indices, depth) (float32).  An integer argument
+ * may be given by its keyword (axis=, k=, depth=). */
+static const char *const index_fns[] = {"take", "take_along_axis", "one_hot", "tril", "triu"};
+enum { IX_TAKE, IX_ALONG, IX_ONE_HOT, IX_TRIL, IX_TRIU, IX_N };
+
+static val call_index(P *p, int kind, const char *fname, size_t npos)
+{
+    static const char *const usage[] = {"take(a, indices, axis)", "take_along_axis(a, indices, axis)",
+                                        "one_hot(indices, depth)", "tril(a, k)", "triu(a, k)"};
+    next(p); /* '(' */
+    val a = expr(p), x = NONE;
+    if (!a.n)
+        return a;
+    bool two = kind == IX_TAKE || kind == IX_ALONG;
+    if (two) {
+        if (!is_op(p, ","))
+            return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu takes an array and its indices: %s", fname,
+                        npos + 1, usage[kind]);
+        next(p);
+        if (!(x = expr(p)).n)
+            return x;
+    }
+    int n = 0;
+    int64_t v[SMELT_MAX_DIMS];
+    if (is_op(p, ",")) {
+        next(p);
+        if (at_keyword(p)) {
+            next(p);
+            next(p);
+        }
+        if (!int_tuple(p, " (expected an integer)", INT64_MAX, "argument", "more than one entry", &n, v))
+            return NONE;
+    }
+    if (!is_op(p, ")"))
+        return unexpected(p, p->t.kind == T_END ? " (expected ')')" : " (expected ',' or ')')");
+    next(p);
+    if (n > 1 || (n == 0 && (kind == IX_ALONG || kind == IX_ONE_HOT)))
+        return fail(p, npos, SMELT_ERR_PARSE, "%s() at column %zu: %s", fname, npos + 1, usage[kind]);
+    if (!p->build)
+        return CHECKED;
+    smelt_graph *g = p->g;
+    int ax = n && v[0] >= -1000 && v[0] <= 1000 ? (int)v[0] : 1000;
+    smelt_node *r = NULL;
+    switch (kind) {
+    case IX_TAKE: r = n ? smelt_take(g, a.n, x.n, ax) : smelt_take(g, smelt_reshape(g, a.n, 1, (int64_t[]){-1}), x.n, 0); break;
+    case IX_ALONG: r = smelt_take_along_axis(g, a.n, x.n, ax); break;
+    case IX_ONE_HOT: r = smelt_one_hot(g, a.n, v[0], SMELT_F32); break;
+    case IX_TRIL: r = smelt_tril(g, a.n, n ? v[0] : 0); break;
+    default: r = smelt_triu(g, a.n, n ? v[0] : 0); break;
+    }
+    return made(p, r, npos, NULL);
+}
+
 /* concat((a, b, ...)[, axis]) and concatenate: the parts as a tuple or a
  * list; axis (default 0) an integer, also by keyword. */
 static val call_concat(P *p, const char *fname, size_t npos)
@@ -1159,6 +1214,9 @@ static val call(P *p, size_t npos, size_t nlen)
         return call_concat(p, fname, npos);
     if (!strcmp(fname, "pad"))
         return call_pad(p, fname, npos);
+    for (int k = 0; k < IX_N; k++)
+        if (!strcmp(fname, index_fns[k]))
+            return call_index(p, k, fname, npos);
     for (int k = 0; k < LF_N; k++)
         if (!strcmp(fname, layout_fns[k]))
             return call_layout(p, k, fname, npos);

@@ -181,6 +181,8 @@ static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, sme
                         smelt__sb_printf(b, k++ ? ", %d" : "%d", d);
                 smelt__sb_puts(b, n->keepdims ? "] keepdims" : "]");
             }
+            if (smelt__ops[n->op].cls == SMELT_CLASS_GATHER) /* an indexed read's axis */
+                smelt__sb_printf(b, " axis %lld", (long long)n->vp[0]);
             int nvp = n->op == SMELT_OP_SLICE ? 4 : n->op == SMELT_OP_BROADCAST ? 0 : n->op == SMELT_OP_CONCAT ? 1
                       : n->op == SMELT_OP_PAD ? 3 : smelt__window_nvp(n->op) > 0 ? smelt__window_nvp(n->op) : n->ndim;
             bool params = (smelt__is_view(n->op) && n->op != SMELT_OP_BROADCAST) || smelt__window_nvp(n->op) > 0;
@@ -716,6 +718,18 @@ static int node_line(rd *r)
                     return st;
                 continue;
             }
+            if (cls == SMELT_CLASS_GATHER && nvp < 0 && r->end - r->s > 5 && !strncmp(r->s, "axis ", 5)) {
+                char w[32], *e;
+                r->s += 5;
+                ws(r);
+                if ((st = word(r, w, sizeof w)))
+                    return st;
+                vp[0] = strtoll(w, &e, 10);
+                if (*e || !*w)
+                    return rerr(r, SMELT_ERR_PARSE, "%s: axis '%s' is not an integer", opname, w);
+                nvp = 1;
+                continue;
+            }
             if (r->s < r->end && *r->s != '%') { /* a reduction's attributes */
                 if ((st = reduce_attr(r, opname, cls, &nax, axes, &keepdims)))
                     return st;
@@ -750,6 +764,10 @@ static int node_line(rd *r)
             return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
         else if (smelt__window_nvp((smelt_op)op) > 0)
             n = smelt__window_node(g, (smelt_op)op, args, nvp, vp);
+        else if (cls == SMELT_CLASS_GATHER && nvp != 1)
+            return rerr(r, SMELT_ERR_PARSE, "%s needs its axis: %s %%A %%I axis N : ...", opname, opname);
+        else if (cls == SMELT_CLASS_GATHER)
+            n = (op == SMELT_OP_TAKE ? smelt_take : smelt_take_along_axis)(g, args[0], args[1], (int)vp[0]);
         else if (cls == SMELT_CLASS_VIEW && nvp < 0)
             return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
         else if (op == SMELT_OP_CONCAT && nvp != 1)

@@ -170,7 +170,27 @@ typedef struct smelt__kdesc {
      * row at a time, its reductions in turn, then a last pass that writes
      * the full-size outputs (src/codegen/emit.c, "row programs"). */
     bool multi;
+    /* indexed reads (take, take_along_axis; docs/fusion.md): gidx[k] > 0
+     * when input k is an array read where an index says, the index being
+     * input gidx[k] - 1, read once a row (the executor makes it constant
+     * along a row: one element a row where it is not); the kernel adds
+     * index x the axis's stride to input k's offset, its gather slot's
+     * (inputs with gidx, in order) size and stride at run time in the
+     * kernel's gather block (ptrs[n_in + n_out + 2]: SMELT_GX_*) */
+    int8_t gidx[SMELT_MAX_KERNEL_OPERANDS];
 } smelt__kdesc;
+/* The gather block: [SMELT_GX_BAD] 0, or 1 + the slot of the first bad
+ * index a kernel met, [SMELT_GX_VALUE] that index; then each slot's axis
+ * size and stride (elements) at SMELT_GX_SLOTS + 2 slot (+ 1). */
+enum { SMELT_GX_BAD = 0, SMELT_GX_VALUE = 1, SMELT_GX_SLOTS = 2 };
+/* Whether kernel d reads with indices */
+static inline bool smelt__kdesc_gathers(const smelt__kdesc *d)
+{
+    for (int k = 0; k < d->n_in; k++)
+        if (d->gidx[k])
+            return true;
+    return false;
+}
 
 /* ---- partition (src/fusion/partition.c) ----------------------------------- */
 typedef struct smelt__cluster {
@@ -193,7 +213,8 @@ typedef struct smelt__partition {
 /* The decision on a producer -> consumer edge: fused, or why not. */
 enum { SMELT__FUSE, SMELT__FUSE_OFF, SMELT__FUSE_OPAQUE, SMELT__FUSE_SHAPE, SMELT__FUSE_OPS,
        SMELT__FUSE_CYCLE, SMELT__FUSE_OPERANDS, SMELT__FUSE_SPLIT, SMELT__FUSE_AFTER_REDUCE,
-       SMELT__FUSE_DEAD, SMELT__FUSE_EPI_INPUT, SMELT__FUSE_ROWS, SMELT__FUSE_LIBRARY, SMELT__FUSE_PIECES, SMELT__FUSE_NREASONS };
+       SMELT__FUSE_DEAD, SMELT__FUSE_EPI_INPUT, SMELT__FUSE_ROWS, SMELT__FUSE_LIBRARY, SMELT__FUSE_PIECES,
+       SMELT__FUSE_GATHER, SMELT__FUSE_NREASONS };
 extern const char *const smelt__fuse_why[SMELT__FUSE_NREASONS];
 /* fuse=false: one cluster per operator (the unfused path).  rows_min: a
  * row program of rows longer than SMELT_ROWS_MAX_LEN needs this many rows

@@ -61,6 +61,8 @@ const char *const smelt__fuse_why[SMELT__FUSE_NREASONS] = {
     [SMELT__FUSE_PIECES] = "a kernel that reads a concat or a pad (run once per piece) holds no reduction over "
                            "an axis the pieces cut",
     [SMELT__FUSE_SHAPE] = "different iteration shapes",
+    [SMELT__FUSE_GATHER] = "an indexed read (take) fuses with reductions only in a row program on a CPU whose indices are the "
+                          "same along the reduced axes",
     [SMELT__FUSE_OPS] = "the kernel would exceed " STR(SMELT_MAX_CLUSTER_OPS) " operators",
     [SMELT__FUSE_CYCLE] = "would create a cycle",
     [SMELT__FUSE_OPERANDS] = "the kernel would exceed " STR(SMELT_MAX_KERNEL_OPERANDS) " operands",
@@ -95,7 +97,7 @@ static bool is_op(const smelt__prog *p, int i)
 static bool fusible(const smelt__prog *p, int i)
 {
     int c = smelt__ops[p->v[i].op].cls;
-    return c == SMELT_CLASS_ELEMWISE || c == SMELT_CLASS_CAST;
+    return c == SMELT_CLASS_ELEMWISE || c == SMELT_CLASS_CAST || c == SMELT_CLASS_GATHER;
 }
 
 static bool in_set(pstate *s, int x, int ka, int kb)
@@ -409,6 +411,44 @@ static void join(pstate *s, int kx, int ki)
 /* Every fusion rule, for the edge from producer x (in cluster kx) to
  * consumer i (in ki), both operators: SMELT__FUSE to merge the two clusters
  * (or that they are one already), else the reason not to. */
+/* Whether cluster k (a root) holds an indexed read */
+static bool has_gather(pstate *s, int k)
+{
+    for (int m = s->head[k]; m >= 0; m = s->next[m])
+        if (smelt__ops[s->p->v[m].op].cls == SMELT_CLASS_GATHER)
+            return true;
+    return false;
+}
+
+/* Whether the union of clusters ka and kc, holding a reduction and an
+ * indexed read, may become a row program (on a CPU: rows_min) in which
+ * every index is the same along the reduced axes: the kernel's passes read
+ * an index once a row (src/codegen/emit.c, rows_piece).  A kernel of one
+ * reduction that stays so (not a row program) does not compile
+ * (smelt__emit) and is split into its operators. */
+static bool gathers_fit(pstate *s, int ka, int kc, int rows)
+{
+    if (rows < 0 || s->rows_min != SMELT_ROWS_MIN) /* (0: one reduction so far; one left so is split, below) */
+        return false;
+    FOR_MEMBERS(s, ka, kc, m) {
+        if (smelt__ops[s->p->v[m].op].cls != SMELT_CLASS_GATHER)
+            continue;
+        const smelt__inst *I = &s->p->v[s->p->v[m].in[1]];
+        for (int k = 0; k < 2; k++) {
+            int r = s->redidx[k ? kc : ka];
+            if (r < 0)
+                continue;
+            const smelt__inst *A = &s->p->v[s->p->v[r].in[0]];
+            for (int d = 0; d < A->ndim; d++) {
+                int xd = d - (A->ndim - I->ndim);
+                if ((s->p->v[r].axes >> d & 1u) && xd >= 0 && I->shape[xd] != 1)
+                    return false;
+            }
+        }
+    }
+    return true;
+}
+
 static int should_fuse(pstate *s, int x, int i, int kx, int ki)
 {
     const smelt__inst *a = &s->p->v[x], *b = &s->p->v[i];
@@ -422,6 +462,8 @@ static int should_fuse(pstate *s, int x, int i, int kx, int ki)
     if (!pieces_fit(s, kx, ki))
         return SMELT__FUSE_PIECES;
     int rows = s->hasred[kx] || s->hasred[ki] ? union_rows_form(s, kx, ki) : 0;
+    if ((s->hasred[kx] || s->hasred[ki]) && (has_gather(s, kx) || has_gather(s, ki)) && !gathers_fit(s, kx, ki, rows))
+        return SMELT__FUSE_GATHER;
     if (rows < 0)
         return SMELT__FUSE_ROWS;
     if (rows > 0) { /* a row program: the shapes checked, the common rules below */
@@ -990,6 +1032,11 @@ int smelt__cluster_kdesc(const smelt__prog *p, const smelt__cluster *c, smelt__k
                 *v = d->n_in + d->n_ops++;
             }
             op.in[j] = *v;
+        }
+        if (smelt__ops[in->op].cls == SMELT_CLASS_GATHER) { /* a load of input in[0], its index's read at a row's start */
+            d->gidx[op.in[0]] = (int8_t)(op.in[1] + 1);
+            op.op = SMELT_OP_COPY;
+            op.nin = 1;
         }
         if (smelt__is_reduce(in->op) && !d->reduce) {
             d->reduce = true;

@@ -171,6 +171,60 @@ static smelt_node *vjp_permute(grad_rule_ctx *R)
 /* The slice's elements back where they came from, zeros between them: a
  * pad (a step of -1 flips first; a longer step spreads the elements out
  * with a pad along a new axis, then merges the two axes) */
+/* take and take_along_axis: a deterministic scatter-add, a sum by index
+ * in a fixed order (never atomics): the cotangent's element goes to the
+ * array's element its index names, summed over the indices' axes
+ * (take_along_axis: the axis) where the (wrapped) index equals the array's
+ * coordinate: sum(where(idx == arange(n), g, 0)) with one more axis of n,
+ * which the reduction's kernel computes without the mask in memory. */
+static smelt_node *vjp_take(grad_rule_ctx *R)
+{
+    smelt_graph *G = R->G;
+    smelt_node *y = R->y, *a = y->in[0], *ix = y->in[1];
+    int ax = (int)y->vp[0], k = y->op == SMELT_OP_TAKE ? ix->ndim : 1, an = a->ndim;
+    int64_t n = a->shape[ax];
+    if (y->ndim + 1 > SMELT_MAX_DIMS)
+        return smelt_reshape(G, NULL, 0, NULL); /* (an error: rank too large for the mask's axis) */
+    smelt_dtype it = ix->dtype == SMELT_U8 ? SMELT_I32 : ix->dtype;
+    smelt_node *i = ix->dtype == it ? ix : smelt_cast(G, ix, it);
+    i = WHERE(LT(i, S(0)), ADD(i, smelt_const(G, (double)n, it)), i);
+    /* the result's axes: [pre (ax), the indices' (k), post]; the mask's and
+     * the share's: [pre, indices', n, post] */
+    int64_t gs[SMELT_MAX_DIMS], is[SMELT_MAX_DIMS], rs[SMELT_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < y->ndim; d++) {
+        gs[nd++] = y->shape[d];
+        if (d == ax + k - 1)
+            gs[nd++] = 1;
+    }
+    smelt_node *g2 = smelt_reshape(G, R->g, nd, gs);
+    int ni = 0;
+    if (y->op == SMELT_OP_TAKE) { /* the indices' axes, then n, then post's */
+        for (int d = 0; d < ix->ndim; d++)
+            is[ni++] = ix->shape[d];
+        is[ni++] = 1;
+        for (int d = ax + 1; d < an; d++)
+            is[ni++] = 1;
+    } else {
+        for (int d = 0; d < an; d++) {
+            is[ni++] = ix->shape[d];
+            if (d == ax)
+                is[ni++] = 1;
+        }
+    }
+    smelt_node *i2 = smelt_reshape(G, i, ni, is);
+    int nr = 0;
+    rs[nr++] = n;
+    for (int d = ax + 1; d < an; d++)
+        rs[nr++] = 1;
+    smelt_node *ar = smelt_reshape(G, smelt_arange(G, n, it), nr, rs);
+    smelt_node *share = WHERE(EQ(i2, ar), g2, smelt_const(G, 0, R->g->dtype));
+    int axes[SMELT_MAX_DIMS];
+    for (int d = 0; d < k; d++)
+        axes[d] = ax + d;
+    return smelt_reduce(G, SMELT_OP_SUM, share, k, axes, false);
+}
+
 static smelt_node *vjp_slice(grad_rule_ctx *R)
 {
     smelt_graph *G = R->G;

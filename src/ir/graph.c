@@ -781,3 +781,116 @@ smelt_dtype smelt_node_dtype(const smelt_node *n) { return n ? n->dtype : SMELT_
 int smelt_node_ndim(const smelt_node *n) { return n ? n->ndim : 0; }
 const int64_t *smelt_node_shape(const smelt_node *n) { return n ? n->shape : NULL; }
 smelt_op smelt_node_op(const smelt_node *n) { return n ? n->op : SMELT_OP_INPUT; }
+
+/* ---- indexed reads (ops.def: TAKE, TAKE_ALONG) --------------------------- */
+static smelt_node *gather_node(smelt_graph *g, smelt_op op, smelt_node *a, smelt_node *idx, int axis)
+{
+    const char *name = smelt__ops[op].name;
+    smelt_node *ai[2] = {a, idx};
+    if (!g || g->status || !check_operands(g, name, 2, ai))
+        return NULL;
+    if (a->ndim == 0)
+        return fail(g, SMELT_ERR_SHAPE, "%s: the array is a scalar (it needs an axis to index)", name);
+    if (smelt__is_float(idx->dtype) || idx->dtype == SMELT_BOOL)
+        return fail(g, SMELT_ERR_DTYPE, "%s: indices must be integers, not %s (cast them, e.g. int64(i))", name,
+                    smelt__dtypes[idx->dtype].name);
+    if ((axis = norm_axis(g, name, axis, a->ndim)) < 0)
+        return NULL;
+    if (a->shape[axis] == 0)
+        return fail(g, SMELT_ERR_SHAPE, "%s: axis %d has size 0: no index is in range", name, axis);
+    if (idx->op == SMELT_OP_CONST && idx->weak) /* a Python int: i64 */
+        idx = convert(g, idx, SMELT_I64);
+    if (!idx)
+        return NULL;
+    int nd = 0;
+    int64_t shape[SMELT_MAX_DIMS];
+    if (op == SMELT_OP_TAKE) {
+        if (a->ndim - 1 + idx->ndim > SMELT_MAX_DIMS)
+            return fail(g, SMELT_ERR_SHAPE, "take: the result would have rank %d (at most %d)",
+                        a->ndim - 1 + idx->ndim, SMELT_MAX_DIMS);
+        for (int d = 0; d < axis; d++)
+            shape[nd++] = a->shape[d];
+        for (int d = 0; d < idx->ndim; d++)
+            shape[nd++] = idx->shape[d];
+        for (int d = axis + 1; d < a->ndim; d++)
+            shape[nd++] = a->shape[d];
+    } else {
+        if (idx->ndim != a->ndim)
+            return fail(g, SMELT_ERR_SHAPE, "take_along_axis: the indices have rank %d, the array %d (they must "
+                        "have the same rank)", idx->ndim, a->ndim);
+        int64_t as[SMELT_MAX_DIMS];
+        memcpy(as, a->shape, sizeof(int64_t) * (size_t)a->ndim);
+        as[axis] = 1;
+        if (smelt__broadcast_shapes(a->ndim, as, idx->ndim, idx->shape, &nd, shape)) {
+            char t[2][SMELT_SHAPE_STR_MAX];
+            smelt__shape_fmt(t[0], a->ndim, a->shape), smelt__shape_fmt(t[1], idx->ndim, idx->shape);
+            return fail(g, SMELT_ERR_SHAPE, "take_along_axis: indices of shape %s do not broadcast against an "
+                        "array of shape %s outside axis %d", t[1], t[0], axis);
+        }
+        shape[axis] = idx->shape[axis];
+    }
+    if (!check_shape(g, name, nd, shape))
+        return NULL;
+    smelt_node *r = new_node(g, op, a->dtype, nd, shape, 2, (smelt_node *[]){a, idx});
+    if (r)
+        r->vp[0] = axis;
+    return r;
+}
+
+smelt_node *smelt_take(smelt_graph *g, smelt_node *a, smelt_node *indices, int axis)
+{
+    return gather_node(g, SMELT_OP_TAKE, a, indices, axis);
+}
+
+smelt_node *smelt_take_along_axis(smelt_graph *g, smelt_node *a, smelt_node *indices, int axis)
+{
+    return gather_node(g, SMELT_OP_TAKE_ALONG, a, indices, axis);
+}
+
+/* ---- compositions of other operators: one_hot, tril, triu ----------------- */
+smelt_node *smelt_one_hot(smelt_graph *g, smelt_node *indices, int64_t depth, smelt_dtype dt)
+{
+    if (!g || g->status || !check_operands(g, "one_hot", 1, &indices))
+        return NULL;
+    if (smelt__is_float(indices->dtype) || indices->dtype == SMELT_BOOL)
+        return fail(g, SMELT_ERR_DTYPE, "one_hot: indices must be integers, not %s", smelt__dtypes[indices->dtype].name);
+    if (depth < 0)
+        return fail(g, SMELT_ERR_INVALID_ARG, "one_hot: depth %lld is negative", (long long)depth);
+    smelt_dtype it = indices->dtype == SMELT_U8 ? SMELT_I32 : indices->dtype;
+    smelt_node *i = convert(g, indices, it);
+    if (!i)
+        return NULL;
+    /* negative indices count from the end (ONNX OneHot): i == k - depth;
+     * every operator at the result's shape (arange broadcast to it, a
+     * view), so that they fuse into one kernel */
+    smelt_node *x = smelt_expand_dims(g, i, -1);
+    if (!x)
+        return NULL;
+    int64_t shape[SMELT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[x->ndim - 1] = depth;
+    smelt_node *ar = smelt_broadcast_to(g, smelt_arange(g, depth, it), x->ndim, shape);
+    smelt_node *hot = smelt_binary(g, SMELT_OP_LOGICAL_OR, smelt_binary(g, SMELT_OP_EQ, x, ar),
+                                   smelt_binary(g, SMELT_OP_EQ, x, smelt_sub(g, ar, smelt_const(g, (double)depth, it))));
+    return smelt_cast(g, hot, dt);
+}
+
+static smelt_node *tri(smelt_graph *g, const char *what, smelt_node *a, int64_t k, bool lower)
+{
+    if (!g || g->status || !check_operands(g, what, 1, &a))
+        return NULL;
+    if (a->ndim < 2)
+        return fail(g, SMELT_ERR_SHAPE, "%s: the array has rank %d (it needs 2 or more: the last two axes are the "
+                    "matrices)", what, a->ndim);
+    int64_t r = a->shape[a->ndim - 2], c = a->shape[a->ndim - 1];
+    /* (broadcast to a's shape first, views: every operator at a's shape fuses into one kernel) */
+    smelt_node *row = smelt_broadcast_to(g, smelt_expand_dims(g, smelt_arange(g, r, SMELT_I64), 1), a->ndim, a->shape);
+    smelt_node *col = smelt_broadcast_to(g, smelt_arange(g, c, SMELT_I64), a->ndim, a->shape);
+    smelt_node *diff = smelt_sub(g, col, row), *kk = smelt_const(g, (double)k, SMELT_I64);
+    smelt_node *keep = smelt_binary(g, lower ? SMELT_OP_LE : SMELT_OP_GE, diff, kk);
+    smelt_node *zero = smelt_const(g, 0, a->dtype);
+    return smelt_where(g, keep, a, zero);
+}
+
+smelt_node *smelt_tril(smelt_graph *g, smelt_node *a, int64_t k) { return tri(g, "tril", a, k, true); }
+smelt_node *smelt_triu(smelt_graph *g, smelt_node *a, int64_t k) { return tri(g, "triu", a, k, false); }

@@ -172,6 +172,64 @@ bool smelt__reshape_ones(int xn, const int64_t *xs, int an, const int64_t *as)
     }
 }
 
+/* An indexed read x (take, take_along_axis: in[0] the array, in[1] the
+ * indices, vp[0] the axis) becomes one a kernel reads elementwise: in[0]
+ * a view of the array's first element along the axis (slice 0:1, then,
+ * for take, that axis replaced by as many axes of size 1 as the indices
+ * have), in[1] the indices viewed at the result's rank (their axes where
+ * the result has them); both then broadcast to x's shape, and a kernel
+ * adds index x stride along the axis to the first one's address (the
+ * executor's gather slots, src/runtime/exec.c).  Views both, always: a
+ * kernel reads each from memory, never a value it computes itself.
+ * ival keeps the array's instruction (the axis's size and stride at run
+ * time).  An array read in pieces (a concat, a pad) is copied first. */
+static bool lower_gather(smelt__prog *q, smelt__inst *x)
+{
+    int64_t off, cst[SMELT_MAX_DIMS];
+    if (smelt__has_pieces(q, x->in[0]) || !smelt__view_chain(q, x->in[0], &off, cst)) {
+        /* a concat's or a pad's pieces, a reshape strides cannot express: the array is read from a copy
+         * (an index goes anywhere along the axis) */
+        smelt__inst c = copy_of(q, x->in[0]);
+        if ((x->in[0] = prog_push(q, &c)) < 0)
+            return false;
+    }
+    smelt__inst a0 = q->v[x->in[0]];
+    const smelt__inst *a = &a0, *ix = &q->v[x->in[1]]; /* (a: a copy; q->v moves as it grows) */
+    int axis = (int)x->vp[0], k = x->op == SMELT_OP_TAKE ? ix->ndim : 1;
+    smelt__inst s = {.op = SMELT_OP_SLICE, .dtype = a->dtype, .ndim = a->ndim, .nin = 1, .in = {x->in[0]},
+                     .input_index = -1, .vp = {axis, 0, 1, 1}};
+    memcpy(s.shape, a->shape, sizeof s.shape);
+    s.shape[axis] = 1;
+    x->ival = x->in[0];
+    int v = prog_push(q, &s);
+    if (v < 0)
+        return false;
+    if (k != 1) { /* take: the axis becomes the indices' axes, each of size 1 */
+        smelt__inst r = s;
+        r.op = SMELT_OP_RESHAPE, r.in[0] = v, r.ndim = 0;
+        for (int d = 0; d < a->ndim; d++)
+            for (int t = 0; t < (d == axis ? k : 1); t++)
+                r.shape[r.ndim++] = d == axis ? 1 : a->shape[d];
+        for (int d = 0; d < r.ndim; d++)
+            r.vp[d] = r.shape[d];
+        if ((v = prog_push(q, &r)) < 0)
+            return false;
+    }
+    x->in[0] = v;
+    smelt__inst r = {.op = SMELT_OP_RESHAPE, .dtype = ix->dtype, .nin = 1, .in = {x->in[1]}, .input_index = -1};
+    ix = &q->v[x->in[1]];
+    for (int d = 0; d < ix->ndim; d++)
+        r.shape[r.ndim++] = ix->shape[d];
+    for (int d = axis + 1; x->op == SMELT_OP_TAKE && d < a->ndim; d++)
+        r.shape[r.ndim++] = 1;
+    for (int d = 0; d < r.ndim; d++)
+        r.vp[d] = r.shape[d];
+    if ((v = prog_push(q, &r)) < 0)
+        return false;
+    x->in[1] = v;
+    return true;
+}
+
 int smelt__prog_finalize(smelt__prog *p)
 {
     int *remap = malloc(sizeof(int) * (size_t)(p->n + 1));
@@ -203,6 +261,8 @@ int smelt__prog_finalize(smelt__prog *p)
             smelt__inst c = copy_of(&q, x.in[0]);
             ok = (x.in[0] = prog_push(&q, &c)) >= 0;
         }
+        if (smelt__ops[x.op].cls == SMELT_CLASS_GATHER && ok)
+            ok = lower_gather(&q, &x);
         int cls = smelt__ops[x.op].cls;
         for (int j = 0; ok && j < x.nin && (cls == SMELT_CLASS_REDUCE || cls == SMELT_CLASS_LIBRARY); j++)
             if (smelt__has_pieces(&q, x.in[j]) && /* (BLAS reads no pieces; a reduction's kernel runs

@@ -402,6 +402,38 @@ int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
             }
             continue;
         }
+        if (smelt__ops[n->op].cls == SMELT_CLASS_GATHER) { /* take, take_along_axis: by index */
+            const rval *A = &vals[n->in[0]->id], *X = &vals[n->in[1]->id];
+            int ax = (int)n->vp[0], an = n->in[0]->ndim, k = n->op == SMELT_OP_TAKE ? n->in[1]->ndim : 1;
+            int64_t len = n->in[0]->shape[ax];
+            for (int64_t i = 0; i < cnt && !st; i++) {
+                int64_t c[SMELT_MAX_DIMS], t = i, ox = 0, oa = 0;
+                for (int d = n->ndim - 1; d >= 0; d--) {
+                    c[d] = t % n->shape[d];
+                    t /= n->shape[d];
+                }
+                if (n->op == SMELT_OP_TAKE) {
+                    for (int d = 0; d < k; d++)
+                        ox += c[ax + d] * X->strides[d];
+                } else {
+                    for (int d = 0; d < an; d++)
+                        ox += X->shape[d] == 1 ? 0 : c[d] * X->strides[d];
+                }
+                double v = X->data[ox];
+                int64_t j = (int64_t)v < 0 ? (int64_t)v + len : (int64_t)v;
+                if (j < 0 || j >= len) {
+                    st = smelt__err(ctx, SMELT_ERR_INDEX, "%s: index %lld is out of range for axis %d of size %lld",
+                                    smelt__ops[n->op].name, (long long)v, ax, (long long)len);
+                    break;
+                }
+                for (int d = 0; d < an; d++) {
+                    int64_t cd = d < ax ? c[d] : d == ax ? j : c[d + (n->op == SMELT_OP_TAKE ? k - 1 : 0)];
+                    oa += A->shape[d] == 1 && d != ax ? 0 : cd * A->strides[d];
+                }
+                r->data[i] = A->data[oa];
+            }
+            continue;
+        }
         if (smelt__is_view(n->op)) { /* its operand's elements, read through the view's strides */
             const smelt_node *a = n->in[0];
             const rval *s = &vals[a->id];

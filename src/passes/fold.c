@@ -217,8 +217,9 @@ int smelt__pass_fold(smelt__prog *p)
     smelt__prog_uses(p);
     for (int i = 0; i < p->n; i++) {
         smelt__inst *in = &p->v[i];
-        if (smelt__ops[in->op].cls == SMELT_CLASS_SOURCE || smelt__ops[in->op].cls == SMELT_CLASS_LIBRARY)
-            continue; /* (a library operator's operands are arrays) */
+        if (smelt__ops[in->op].cls == SMELT_CLASS_SOURCE || smelt__ops[in->op].cls == SMELT_CLASS_LIBRARY ||
+            smelt__ops[in->op].cls == SMELT_CLASS_GATHER)
+            continue; /* (a library operator's operands are arrays, an indexed read's too) */
         if (smelt__is_reduce(in->op)) {
             folded += p->v[in->in[0]].op == SMELT_OP_CONST && fold_reduce(in, &p->v[in->in[0]]);
             continue;

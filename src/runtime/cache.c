@@ -189,6 +189,7 @@ static void serialise(smelt__sb *b, const smelt__kdesc *d, const char *tdir)
     smelt__sb_putn(b, (const char *)d->in_dt, sizeof d->in_dt[0] * (size_t)d->n_in);
     smelt__sb_putn(b, (const char *)d->out_val, sizeof d->out_val[0] * (size_t)d->n_out);
     smelt__sb_putn(b, (const char *)d->mode, (size_t)(d->n_in + d->n_out));
+    smelt__sb_putn(b, (const char *)d->gidx, (size_t)d->n_in);
     for (int i = 0; i < d->n_ops; i++) {
         const smelt__kop *k = &d->ops[i];
         int f[] = {(int)k->op, (int)k->dtype, k->small, k->nin, k->in[0], k->in[1], k->in[2]};

@@ -17,9 +17,9 @@
  * streaming-store flag). */
 typedef struct launch {
     smelt__kfn fn;
-    char *ptrs[SMELT_MAX_KERNEL_OPERANDS + 2];
+    char *ptrs[SMELT_MAX_KERNEL_OPERANDS + 3]; /* (+ 2: an indexed read's gather block) */
     int64_t shape[SMELT_MAX_DIMS + 1];
-    int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
+    int64_t strides[(SMELT_MAX_KERNEL_OPERANDS + 1) * SMELT_MAX_DIMS]; /* (+ 1: a device's gather block) */
     int64_t n, chunk;
     bool fence; /* the kernel makes streaming stores: fence them after each call */
 } launch;
@@ -512,6 +512,7 @@ static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     for (int o = 0; o < n; o++)
         l.ptrs[o] = w[o].data;
     l.ptrs[n] = l.ptrs[n + 1] = NULL;
+    l.ptrs[n + 2] = (char *)k->gx; /* (a CPU row program's indexed reads) */
     memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
     for (int o = 0; o < n; o++)
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
@@ -586,14 +587,19 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
     static __thread launch l;
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     int rank = smelt__merge_layout(r, S, n, st, mode);
-    bool dev = p->be->iface->target.dialect->device, idx32 = dev && fits_idx32(N, rank, S, n, st);
-    uint16_t tile = dev ? smelt__device_tile(k, rank, S, st, mode) : 0;
+    bool gathers = smelt__kdesc_gathers(&k->desc);
+    bool dev = p->be->iface->target.dialect->device, idx32 = dev && !gathers && fits_idx32(N, rank, S, n, st);
+    if (gathers && !dev && (rank = smelt__gather_rows(k, rank, S, n, st, mode)) < 0)
+        return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "take: an indexed read at rank %d (at most %d - 1 where "
+                          "the index changes along the innermost dimension)", r, SMELT_MAX_DIMS);
+    uint16_t tile = dev && !gathers ? smelt__device_tile(k, rank, S, st, mode) : 0;
     smelt__kernel *kk;
     int stt = smelt__plan_variant(p, ki, rank, mode, idx32, 0, tile, &kk, split);
     if (stt || *split)
         return stt;
     l.fn = kk->fn;
     memcpy(l.ptrs, ptrs, sizeof(char *) * (size_t)n);
+    l.ptrs[n + 2] = dev ? k->dgx : (char *)k->gx;
     memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
     l.fence = rank < SMELT_MAX_DIMS && !tiled && stream_outputs(p, rs, ki, N, rank, mode);
     if (rank < SMELT_MAX_DIMS)
@@ -602,7 +608,11 @@ static int launch_ew(smelt_plan *p, runstate *rs, int ki, int r, int64_t *S, int
         memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
     l.n = N;
     if (kk->backend->iface->launch) { /* a device kernel: queued on the backend's stream */
-        smelt__devlaunch dl = {N, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL,
+        if (gathers) { /* the gather block: one more operand, after the outputs */
+            l.ptrs[n] = k->dgx;
+            memset(l.strides + n * rank, 0, sizeof(int64_t) * (size_t)rank);
+        }
+        smelt__devlaunch dl = {N, n + gathers, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL,
                                tile ? SMELT_TILE * SMELT_TILE / 4 : 0, 0};
         return kk->backend->iface->launch(kk->backend, kk, &dl);
     }
@@ -694,7 +704,7 @@ typedef struct tilerun {
     size_t stride, block;
     bool fence; /* streaming stores: fenced after each chunk of tiles */
     int64_t shape[SMELT_MAX_DIMS + 1];
-    int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
+    int64_t strides[(SMELT_MAX_KERNEL_OPERANDS + 1) * SMELT_MAX_DIMS];
 } tilerun;
 
 static void run_tiles(void *arg, int64_t c)
@@ -1370,13 +1380,97 @@ static int run_window(smelt_plan *p, runstate *rs, int ki)
                                        : smelt__run_scan(p, x, w, &w[x->nin]);
 }
 
+/* ---- indexed reads: each gather slot's axis size and stride, in the
+ * kernel's gather block before it runs; the first bad index it met,
+ * after (SMELT_GX_*, src/fusion/fusion.h) ---- */
+
+/* The array an indexed read's input k views (smelt__prog_finalize's slice,
+ * under a reshape for take), and the axis */
+static int gather_array(const smelt__prog *pr, int v, int *axis)
+{
+    if (pr->v[v].op == SMELT_OP_RESHAPE)
+        v = pr->v[v].in[0];
+    *axis = (int)pr->v[v].vp[0];
+    return pr->v[v].in[0];
+}
+
+static int gather_setup(smelt_plan *p, runstate *rs, int ki)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    if (!smelt__kdesc_gathers(&k->desc))
+        return SMELT_OK;
+    int slots = 0;
+    for (int q = 0; q < k->cl.nin; q++)
+        slots += k->desc.gidx[q] != 0;
+    size_t bytes = sizeof(int64_t) * (size_t)(SMELT_GX_SLOTS + 2 * slots);
+    if (!k->gx && !(k->gx = calloc(1, bytes)))
+        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+    for (int q = 0, s = 0; q < k->cl.nin; q++) {
+        if (!k->desc.gidx[q])
+            continue;
+        int axis, a = gather_array(&p->prog, k->cl.inputs[q], &axis);
+        int64_t scratch[SMELT_MAX_DIMS];
+        smelt__view w;
+        int st = value_view(p, rs, a, &w, scratch);
+        if (st)
+            return st;
+        k->gx[SMELT_GX_SLOTS + 2 * s] = w.shape[axis];
+        k->gx[SMELT_GX_SLOTS + 2 * s++ + 1] = w.strides[axis];
+    }
+    k->gx[SMELT_GX_BAD] = k->gx[SMELT_GX_VALUE] = 0;
+    if (!p->be->iface->launch)
+        return SMELT_OK;
+    if (!k->dgx) {
+        if (!(k->dgx = smelt__be_alloc(p->be, bytes)))
+            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "cannot allocate %zu bytes of device memory", bytes);
+        k->dgx_be = p->be;
+    }
+    return p->be->iface->copy(p->be, k->dgx, k->gx, bytes, SMELT_COPY_H2D);
+}
+
+static int gather_check(smelt_plan *p, int ki)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    if (!k->gx)
+        return SMELT_OK;
+    if (p->be->iface->launch) {
+        int st = p->be->iface->sync ? p->be->iface->sync(p->be) : SMELT_OK;
+        if (!st)
+            st = p->be->iface->copy(p->be, k->gx, k->dgx, 2 * sizeof(int64_t), SMELT_COPY_D2H);
+        if (st)
+            return st;
+    }
+    if (!k->gx[SMELT_GX_BAD])
+        return SMELT_OK;
+    int slot = (int)k->gx[SMELT_GX_BAD] - 1;
+    for (int q = 0, s = 0; q < k->cl.nin; q++) {
+        if (!k->desc.gidx[q] || s++ != slot)
+            continue;
+        const char *name = "take";
+        for (int m = 0; m < k->cl.nmem; m++)
+            if (smelt__ops[p->prog.v[k->cl.members[m]].op].cls == SMELT_CLASS_GATHER &&
+                p->prog.v[k->cl.members[m]].in[0] == k->cl.inputs[q])
+                name = smelt__ops[p->prog.v[k->cl.members[m]].op].name;
+        int axis;
+        gather_array(&p->prog, k->cl.inputs[q], &axis);
+        return smelt__err(p->ctx, SMELT_ERR_INDEX, "%s: index %lld is out of range for axis %d of size %lld "
+                          "(valid: -%lld to %lld)", name, (long long)k->gx[SMELT_GX_VALUE], axis,
+                          (long long)k->gx[SMELT_GX_SLOTS + 2 * slot], (long long)k->gx[SMELT_GX_SLOTS + 2 * slot],
+                          (long long)k->gx[SMELT_GX_SLOTS + 2 * slot] - 1);
+    }
+    return smelt__err(p->ctx, SMELT_ERR_INDEX, "an index is out of range");
+}
+
 static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
     if (k->library)
         return p->prog.v[k->cl.members[0]].op == SMELT_OP_MATMUL ? run_matmul(p, rs, ki) : run_window(p, rs, ki);
-    if (k->desc.reduce)
-        return run_reduce(p, rs, ki, split);
+    if (k->desc.reduce) {
+        int stt = gather_setup(p, rs, ki);
+        stt = stt ? stt : run_reduce(p, rs, ki, split);
+        return stt || *split ? stt : gather_check(p, ki);
+    }
     const smelt__rshape *S0 = &p->rs[k->cl.members[0]];
     for (int j = 1; j < k->cl.nmem; j++) {
         const smelt__rshape *o = &p->rs[k->cl.members[j]];
@@ -1403,7 +1497,11 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
         if (stt)
             return stt;
     }
-    return pieces ? run_pieces(p, rs, ki, w, split) : run_box(p, rs, ki, w, NULL, split);
+    int stt = gather_setup(p, rs, ki);
+    if (stt)
+        return stt;
+    stt = pieces ? run_pieces(p, rs, ki, w, split) : run_box(p, rs, ki, w, NULL, split);
+    return stt || *split ? stt : gather_check(p, ki);
 }
 
 /* Kernel ki (elementwise) over its operands w, whose shapes are box (NULL:
@@ -1425,7 +1523,7 @@ static int run_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const in
     uint8_t mode[SMELT_MAX_KERNEL_OPERANDS];
     unsigned none;
     int rank = smelt__merge_layout(smelt__kernel_strides_box(p, ki, w, box, S, st, &none), S, n, st, mode);
-    int q = p->be->iface->launch || N < SMALL_ELEMS ? -1 : tile_dim(rank, S, n, st, mode);
+    int q = p->be->iface->launch || N < SMALL_ELEMS || k->gx ? -1 : tile_dim(rank, S, n, st, mode);
     if (q < 0)
         return launch_ew(p, rs, ki, rank, S, st, ptrs, false, split);
     /* the whole tiles of TILE_Q x TILE_P over dimensions q and the

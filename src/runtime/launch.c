@@ -200,3 +200,25 @@ void smelt__red_grid(const smelt_plan *p, int ki, uint16_t spread, int64_t nout,
         dl->n = warps * W;
     }
 }
+
+/* A host kernel with indexed reads reads each index once a row
+ * (row_offsets, src/codegen/emit.c): where an index changes along the
+ * innermost dimension, a dimension of size 1 goes after it (rows of one
+ * element).  The new rank, -1 when there is no room. */
+int smelt__gather_rows(const smelt__pkernel *k, int rank, int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS],
+                       uint8_t *mode)
+{
+    bool varies = false;
+    for (int q = 0; q < k->cl.nin; q++)
+        varies = varies || (k->desc.gidx[q] && st[k->desc.gidx[q] - 1][rank - 1] != 0);
+    if (!varies)
+        return rank;
+    if (rank >= SMELT_MAX_DIMS)
+        return -1;
+    S[rank] = 1;
+    for (int o = 0; o < n; o++) {
+        st[o][rank] = 1;
+        mode[o] = SMELT_MODE_CONTIG;
+    }
+    return rank + 1;
+}

@@ -79,7 +79,10 @@ static void default_layout(const smelt_plan *p, int ki, int *rank, uint8_t *mode
         *rank = smelt__merge_reduce_layout(r, S, axes, n, st, mode, rmask);
     else
         *rank = smelt__merge_layout(r, S, n, st, mode);
-    if (!k->desc.reduce && p->be->iface->target.dialect->device)
+    bool gathers = smelt__kdesc_gathers(&k->desc), dev = p->be->iface->target.dialect->device;
+    if (gathers && !dev)
+        *rank = SMELT_MAX(smelt__gather_rows(k, *rank, S, n, st, mode), *rank);
+    if (!k->desc.reduce && dev && !gathers)
         *tile = smelt__device_tile(k, *rank, S, st, mode);
 }
 
@@ -116,7 +119,10 @@ static void describe_inputs(smelt__sb *b, const smelt_plan *p, const smelt__pker
         bool view = nb != 1 || bases[0] != v;
         if (j)
             smelt__sb_puts(b, " ");
-        if (view)
+        bool gx = k->desc.gidx[j]; /* an indexed read folded into the kernel: its array */
+        if (gx)
+            smelt__sb_printf(b, "%%%d=indexed(", v);
+        else if (view)
             smelt__sb_printf(b, "%%%d=%s(", v, smelt__ops[p->prog.v[v].op].name);
         for (int i = 0; i < nb; i++) {
             const smelt__inst *x = &p->prog.v[bases[i]];
@@ -125,7 +131,11 @@ static void describe_inputs(smelt__sb *b, const smelt_plan *p, const smelt__pker
             else
                 smelt__sb_printf(b, i ? " %%%d" : "%%%d", bases[i]);
         }
-        if (view)
+        if (gx) {
+            int sl = p->prog.v[v].op == SMELT_OP_RESHAPE ? p->prog.v[v].in[0] : v;
+            smelt__sb_printf(b, " along axis %lld at input %d's indices)", (long long)p->prog.v[sl].vp[0],
+                             k->desc.gidx[j] - 1);
+        } else if (view)
             smelt__sb_puts(b, ")");
     }
 }
@@ -432,7 +442,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
         if (rmask) /* a reduction: its iteration space is its operand's */
             it = &p->prog.v[p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]].in[0]];
-        bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX;
+        bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX &&
+                     !smelt__kdesc_gathers(&p->kern[i].desc);
         int64_t nout = 0, nred = 0; /* a reduction's results and their elements */
         if (rmask) {
             const smelt__inst *y = &p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]];

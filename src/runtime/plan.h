@@ -41,9 +41,19 @@ typedef struct smelt__pkernel {
     bool rows_math;     /* ... whether a full-size operator of it is transcendental */
     int rows_shared;    /* ... and its bytes per element in shared memory */
     int rows_stages;    /* ... and its reductions */
+    int64_t *gx;        /* its indexed reads' gather block (SMELT_GX_*; exec.c), host memory */
+    void *dgx;          /* ... a device's copy, from dgx_be */
+    smelt__backend *dgx_be;
     uint64_t rn_operands; /* a row program's operands at its results' shape without keepdims
                            * (bit o: operand o, inputs then outputs; smelt__kernel_strides) */
 } smelt__pkernel;
+
+/* A host kernel with indexed reads (smelt__kdesc.gidx) at merged rank
+ * rank: one element a row where an index changes along the innermost
+ * dimension (a dimension of size 1 after it); the new rank, -1 when there
+ * is no room for it (src/runtime/exec.c). */
+int smelt__gather_rows(const smelt__pkernel *k, int rank, int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS],
+                       uint8_t *mode);
 
 typedef struct smelt__rshape {
     int ndim;

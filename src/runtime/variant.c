@@ -16,6 +16,9 @@ void smelt__pkernel_free(smelt__pkernel *k)
     free(k->scratch);
     if (k->dscratch)
         smelt__be_free(k->dscratch_be, k->dscratch);
+    free(k->gx);
+    if (k->dgx)
+        smelt__be_free(k->dgx_be, k->dgx);
     for (int i = 0; i < k->nvar; i++)
         smelt__kernel_unref(k->var[i].k), smelt__kernel_unref(k->var[i].base);
     free(k->var);

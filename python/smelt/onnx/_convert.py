@@ -733,13 +733,35 @@ for _n, _k in [("HannWindow", "hann"), ("HammingWindow", "hamming"), ("BlackmanW
     op(_n, ["output_datatype", "periodic"], check=_check_window)(_window(_k))
 
 
+# ---- indexed reads: Gather, GatherElements (smelt's take, take_along_axis: read inside the kernel that
+# uses them; an index out of range is an error when the plan runs) --------------------------------------
 @op("Gather", ["axis"])
 def _gather(c, ins, A):
-    """Only on values known at load (shape arithmetic: Gather of Shape's
-    result); checked at load (OnnxFunction: _load_known)."""
-    data = known(ins[0], "Gather's data")
-    idx = known(ins[1], "Gather's indices")
-    return np.take(data, idx.astype(np.int64), axis=int(A.get("axis", 0)))
+    """On values known at load (shape arithmetic: Gather of Shape's result),
+    NumPy's take; on traced ones, smelt's take."""
+    data, idx = ins[0], ins[1]
+    axis = norm_axis(A.get("axis", 0), data.ndim)
+    if not is_traced(data) and not is_traced(idx):
+        return np.take(np.asarray(data), np.asarray(idx).astype(np.int64), axis=axis)
+    from .. import _tracer  # (NumPy's take dispatches on its data only: known data, traced indices)
+    return _tracer.take(data, idx, axis=axis)
+
+
+@op("GatherElements", ["axis"])
+def _gather_elements(c, ins, A):
+    """take_along_axis; indices no larger than the data along the other
+    axes (ONNX's rule) read the data's first elements there"""
+    data, idx = ins[0], ins[1]
+    axis = norm_axis(A.get("axis", 0), data.ndim)
+    for d in range(data.ndim):
+        if d != axis and idx.shape[d] != data.shape[d]:
+            key = [slice(None)] * data.ndim
+            key[d] = slice(0, idx.shape[d])
+            data = data[tuple(key)]
+    if not is_traced(data) and not is_traced(idx):
+        return np.take_along_axis(np.asarray(data), np.asarray(idx).astype(np.int64), axis=axis)
+    from .. import _tracer
+    return _tracer.take_along_axis(data, idx, axis=axis)
 
 
 # ---- losses: the class axis read through a one-hot mask (target == iota) --------------------------
@@ -1334,17 +1356,6 @@ class OnnxFunction:
                     raise UnsupportedOperator("%s: %s is not supported" % (label, why))
             self.nodes.append((label, fn, list(node.input), list(node.output), attrs))
         self._ctx = _NodeCtx(self.opsets)
-        # values known at load (initializers, constants, shapes and what is
-        # computed from them alone): where Gather may be used
-        known_at_load = set(self.consts)
-        for node in g.node:
-            ins = [x for x in node.input if x]
-            if node.op_type in _SHAPE_ONLY or all(x in known_at_load for x in ins):
-                known_at_load.update(o for o in node.output if o)
-            elif node.op_type == "Gather":
-                raise UnsupportedOperator("node%s (Gather): Gather of values computed from the model's inputs "
-                                          "is not supported yet (only on shapes and constants, folded at load)"
-                                          % (" %r" % node.name if node.name else ""))
         # static inputs: those whose values shape the graph
         producer = {}
         for k, node in enumerate(g.node):

@@ -717,8 +717,8 @@ static int cuda_launch(smelt__backend *be, const smelt__kernel *kk, const smelt_
         return smelt__err(be->ctx, SMELT_ERR_BACKEND,
                           "NVRTC backend for %s is compile-only: it cannot launch %s", c->arch,
                           kk->name);
-    unsigned char buf[8 * SMELT_MAX_KERNEL_OPERANDS +
-                      8 * (1 + SMELT_MAX_DIMS + SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS)];
+    unsigned char buf[8 * (SMELT_MAX_KERNEL_OPERANDS + 1) + /* (+ 1: an indexed read's gather block) */
+                      8 * (1 + SMELT_MAX_DIMS + (SMELT_MAX_KERNEL_OPERANDS + 1) * SMELT_MAX_DIMS)];
     size_t size = pack_params(buf, l);
     if (size != smelt__kparam_bytes(l->nops, l->rank, l->idx32))
         return smelt__err(be->ctx, SMELT_ERR_RUNTIME, "CUDA: parameter block of %s is %zu bytes",
