@@ -625,3 +625,22 @@ void t_write_file(const char *path, const char *text)
     fputs(text, f);
     fclose(f);
 }
+
+smelt_graph *t_gather_case(smelt_ctx *ctx, trng *r, smelt_node *outs[3], smelt_tensor *in[3])
+{
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *W = smelt_input(g, "W", SMELT_F32, SHP(300, 97)), *ids = smelt_input(g, "ids", SMELT_I32, SHP(5, 61));
+    smelt_node *sel = smelt_input(g, "sel", SMELT_I64, SHP(300, 33));
+    outs[0] = smelt_unary(g, SMELT_OP_TANH, smelt_take(g, W, ids, 0));
+    outs[1] = smelt_mul(g, smelt_take_along_axis(g, W, sel, 1), smelt_scalar(g, 0.5));
+    outs[2] = smelt_take(g, W, ids, 1);
+    T_OK(ctx, smelt_graph_status(g));
+    in[0] = t_rand(ctx, r, SMELT_F32, SHP(300, 97));
+    in[1] = t_tensor(ctx, SMELT_I32, SHP(5, 61));
+    in[2] = t_tensor(ctx, SMELT_I64, SHP(300, 33));
+    for (int64_t i = 0; i < 5 * 61; i++)
+        t_set_i64(in[1], i, trng_range(r, -97, 96));
+    for (int64_t i = 0; i < 300 * 33; i++)
+        t_set_i64(in[2], i, trng_range(r, -97, 96));
+    return g;
+}

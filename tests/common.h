@@ -168,6 +168,11 @@ bool t_bitwise_equal(const smelt_tensor *a, const smelt_tensor *b);
 #define T_ALL_OPS_POWS 6
 #define T_ALL_OPS_MAX (SMELT_OP_COUNT + T_ALL_OPS_POWS)
 int t_all_ops_graph(smelt_graph *g, smelt_dtype dt, int64_t n, smelt_node **outs);
+/* The indexed reads every backend's tests share: W [300, 97] f32, ids
+ * [5, 61] i32, sel [300, 33] i64 (indices in [-97, 96], negative ones
+ * too) into in[0..2]; outs: tanh(take(W, ids, 0)), take_along_axis(W,
+ * sel, 1) * 0.5, take(W, ids, 1).  Returns the graph (status checked). */
+smelt_graph *t_gather_case(smelt_ctx *ctx, trng *r, smelt_node *outs[3], smelt_tensor *in[3]);
 void t_mixed_inputs(trng *r, smelt_tensor **in, int n_in);
 /* The same bits (NaN: any NaN, its payload aside), else the first index that
  * differs through *where */

@@ -259,19 +259,9 @@ Test(gather, tcc_equals_cc)
     smelt_ctx *ctx = t_ctx();
     trng r;
     trng_init(&r, 5);
-    smelt_graph *g = t_graph(ctx);
-    smelt_node *W = smelt_input(g, "W", SMELT_F32, SHP(300, 97)), *ids = smelt_input(g, "ids", SMELT_I32, SHP(5, 61));
-    smelt_node *sel = smelt_input(g, "sel", SMELT_I64, SHP(300, 33));
-    smelt_node *outs[] = {smelt_unary(g, SMELT_OP_TANH, smelt_take(g, W, ids, 0)),
-                          smelt_mul(g, smelt_take_along_axis(g, W, sel, 1), smelt_scalar(g, 0.5)),
-                          smelt_take(g, W, ids, 1)};
-    T_OK(ctx, smelt_graph_status(g));
-    smelt_tensor *in[3] = {t_rand(ctx, &r, SMELT_F32, SHP(300, 97)), t_tensor(ctx, SMELT_I32, SHP(5, 61)),
-                           t_tensor(ctx, SMELT_I64, SHP(300, 33))};
-    for (int64_t i = 0; i < 5 * 61; i++)
-        t_set_i64(in[1], i, trng_range(&r, -97, 96));
-    for (int64_t i = 0; i < 300 * 33; i++)
-        t_set_i64(in[2], i, trng_range(&r, -97, 96));
+    smelt_node *outs[3];
+    smelt_tensor *in[3];
+    smelt_graph *g = t_gather_case(ctx, &r, outs, in);
     smelt_tensor *o1[3] = {NULL, NULL, NULL}, *o2[3] = {NULL, NULL, NULL};
     smelt_plan *p1 = plan_on(ctx, g, 3, outs, "TCC"), *p2 = plan_on(ctx, g, 3, outs, "CC");
     t_run(p1, 3, in, 3, o1);

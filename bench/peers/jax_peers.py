@@ -28,7 +28,6 @@ buffer (jax_out_aliased says whether the buffer's address stayed the same).
 --threads is recorded only: XLA's CPU client has no setting for its thread
 pool, which takes every core (jax_threads).
 """
-import argparse
 import json
 import os
 import sys
@@ -39,12 +38,8 @@ CHECK_N = 65536  # instance for max_rel_err (as smelt-bench's)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--n", type=int, default=16 << 20)
-    ap.add_argument("--runs", type=int, default=9)
-    ap.add_argument("--threads", type=int, default=0)
-    a = ap.parse_args()
+    from peers import parse_args
+    ap, a = parse_args(__doc__.splitlines()[0])
     if a.n < 1024 or a.runs < 1:
         ap.error("need --n >= 1024 and --runs >= 1")
 

@@ -11,7 +11,6 @@ call: numba compiles the kernel then), numba_version, numba_threads (--threads:
 numba.set_num_threads).  Workloads without a loop nest here (the matrix
 products) print no times.
 """
-import argparse
 import json
 import math
 import sys
@@ -230,12 +229,8 @@ def plan(k, name, args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--n", type=int, default=16 << 20)
-    ap.add_argument("--runs", type=int, default=9)
-    ap.add_argument("--threads", type=int, default=0)
-    a = ap.parse_args()
+    from peers import parse_args
+    ap, a = parse_args(__doc__.splitlines()[0])
     out = {"workload": a.workload, "n": a.n}
     try:
         import numba

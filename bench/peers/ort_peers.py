@@ -12,7 +12,6 @@ bound once, the output bound to an array allocated once), ort_first_call_ms
 (session creation + the first run), ort_version, ort_threads.  Other
 workloads print no times.
 """
-import argparse
 import json
 import sys
 import time
@@ -60,12 +59,8 @@ def model(name, shapes):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--n", type=int, default=16 << 20)
-    ap.add_argument("--runs", type=int, default=9)
-    ap.add_argument("--threads", type=int, default=0)
-    a = ap.parse_args()
+    from peers import parse_args
+    ap, a = parse_args(__doc__.splitlines()[0])
     out = {"workload": a.workload, "n": a.n}
     if a.workload not in ("mlp", "attention"):
         print(json.dumps(out))

@@ -437,13 +437,19 @@ def openblas():
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def parse_args(description=None):
+    """Every peer script's options, as smelt-bench passes them:
+    --workload W --n N --runs R --threads T (0: the peer's default)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--workload", required=True)
     ap.add_argument("--n", type=int, default=16 << 20)
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--threads", type=int, default=0)
-    a = ap.parse_args()
+    return ap, ap.parse_args()
+
+
+def main():
+    ap, a = parse_args()
     import numexpr as ne  # here: bench/peers/gpu_peers.py imports this file for inputs()
     from out_formulas import numpy_out, out_formula
 

@@ -17,7 +17,6 @@ formulas), float32, torch.set_num_threads(--threads).  Prints one JSON object:
 layers100: eager clones between layers (the barrier); torch.compile compiles
 one layer, called 100 times with a clone between calls (as on the GPU).
 """
-import argparse
 import json
 import os
 import sys
@@ -25,12 +24,8 @@ import time
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--n", type=int, default=16 << 20)
-    ap.add_argument("--runs", type=int, default=9)
-    ap.add_argument("--threads", type=int, default=0)
-    a = ap.parse_args()
+    from peers import parse_args
+    ap, a = parse_args(__doc__.splitlines()[0])
     import numpy as np
     import torch
     from gpu_peers import any_formula, layer, torch_like
