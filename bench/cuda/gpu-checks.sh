@@ -6,7 +6,7 @@
 # its element-by-element fallback), and softmax and layernorm over rows of
 # 5120; then the extra rows' table.  Run from the repository root on the
 # device machine after bench/cuda/device-prepare, with gpu/ carried:
-#   bash bench/cuda/gpu-session.sh        (about 140 s on an H200)
+#   bash bench/cuda/gpu-checks.sh        (about 140 s on an H200)
 set -u
 export OUT=${OUT:-/tmp/smelt-device}
 FORMS=default bash bench/cuda/device-run 2>&1 | tail -30
