@@ -80,6 +80,15 @@ static smelt_plan *plan_with(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_no
     return p;
 }
 
+/* A CC plan made with SMELT_STREAM_STORES=value (read when a plan is made) */
+static smelt_plan *plan_cc_streaming(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node **y, const char *value)
+{
+    setenv("SMELT_STREAM_STORES", value, 1);
+    smelt_plan *p = plan_with(ctx, g, n_out, y, "CC");
+    unsetenv("SMELT_STREAM_STORES");
+    return p;
+}
+
 /* ((a*b + c)*a - b) ... in dtype dt: the same C on both tiers */
 static smelt_node *chain(smelt_graph *g, smelt_node *a, smelt_node *b, smelt_node *c)
 {
@@ -163,9 +172,7 @@ Test(tier, streaming_stores_give_the_same_results)
             smelt_node *y[2] = {chain(g, a, b, a), smelt_mul(g, a, b)};
             smelt_tensor *in[2] = {t_rand(ctx, &r, dts[k], SHP(n)), t_rand(ctx, &r, dts[k], SHP(n))};
             smelt_plan *pt = plan_with(ctx, g, 2, y, "TCC");
-            setenv("SMELT_STREAM_STORES", "1", 1); /* (read when a plan is made) */
-            smelt_plan *pc = plan_with(ctx, g, 2, y, "CC");
-            unsetenv("SMELT_STREAM_STORES");
+            smelt_plan *pc = plan_cc_streaming(ctx, g, 2, y, "1");
             smelt_tensor *ot[2] = {0}, *os[2] = {0}, *big, *off[2];
             t_run(pt, 2, in, 2, ot);
             big = t_tensor(ctx, dts[k], SHP(n + 3));
@@ -209,9 +216,7 @@ Test(tier, streaming_stores_in_nd_kernels)
     const int perm[2] = {1, 0};
     T_OK(ctx, smelt_tensor_transpose(at, perm, &tr));
     smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC");
-    setenv("SMELT_STREAM_STORES", "1", 1); /* (read when a plan is made) */
-    smelt_plan *pc = plan_with(ctx, g, 1, &y, "CC");
-    unsetenv("SMELT_STREAM_STORES");
+    smelt_plan *pc = plan_cc_streaming(ctx, g, 1, &y, "1");
     for (int layout = 0; layout < 2; layout++) {
         smelt_tensor *args[3] = {layout ? tr : in[0], in[1], in[2]}, *ot = NULL, *os = NULL;
         t_run(pt, 3, args, 1, &ot);
@@ -247,11 +252,7 @@ Test(tier, streaming_stores_in_row_programs)
     smelt_node *y = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, last, 1));
     smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(203, 1000));
     smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC");
-    setenv("SMELT_STREAM_STORES", "1", 1); /* (read when a plan is made) */
-    smelt_plan *pc = plan_with(ctx, g, 1, &y, "CC");
-    setenv("SMELT_STREAM_STORES", "0", 1);
-    smelt_plan *po = plan_with(ctx, g, 1, &y, "CC");
-    unsetenv("SMELT_STREAM_STORES");
+    smelt_plan *pc = plan_cc_streaming(ctx, g, 1, &y, "1"), *po = plan_cc_streaming(ctx, g, 1, &y, "0");
     smelt_tensor *ot = NULL, *os = NULL, *oo = NULL;
     t_run(pt, 1, &in, 1, &ot);
     t_run(pc, 1, &in, 1, &os);
@@ -287,11 +288,7 @@ Test(tier, streaming_stores_in_tiles)
         smelt_node *y = smelt_add(g, smelt_transpose(g, a, NULL), b);
         smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(cols, rows)), t_rand(ctx, &r, SMELT_F32, SHP(rows, cols))};
         smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC");
-        setenv("SMELT_STREAM_STORES", "1", 1); /* (read when a plan is made) */
-        smelt_plan *pc = plan_with(ctx, g, 1, &y, "CC");
-        setenv("SMELT_STREAM_STORES", "0", 1);
-        smelt_plan *po = plan_with(ctx, g, 1, &y, "CC");
-        unsetenv("SMELT_STREAM_STORES");
+        smelt_plan *pc = plan_cc_streaming(ctx, g, 1, &y, "1"), *po = plan_cc_streaming(ctx, g, 1, &y, "0");
         smelt_tensor *ot = NULL, *os = NULL, *oo = NULL;
         t_run(pt, 2, in, 1, &ot);
         t_run(pc, 2, in, 1, &os);

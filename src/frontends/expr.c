@@ -728,6 +728,20 @@ static const char *const layout_fns[] = {"transpose", "reshape", "expand_dims", 
                                          "permute_dims"};
 enum { LF_TRANSPOSE, LF_RESHAPE, LF_EXPAND, LF_SQUEEZE, LF_FLIP, LF_BROADCAST, LF_PERMUTE, LF_N };
 
+/* Past a comma and the argument's optional `name=`: whether a further
+ * argument follows */
+static bool next_argument(P *p)
+{
+    if (!is_op(p, ","))
+        return false;
+    next(p);
+    if (at_keyword(p)) {
+        next(p);
+        next(p);
+    }
+    return true;
+}
+
 static val call_layout(P *p, int kind, const char *fname, size_t npos)
 {
     next(p); /* '(' */
@@ -736,12 +750,7 @@ static val call_layout(P *p, int kind, const char *fname, size_t npos)
         return a;
     int n = -1;
     int64_t v[SMELT_MAX_DIMS];
-    if (is_op(p, ",")) {
-        next(p);
-        if (at_keyword(p)) {
-            next(p);
-            next(p);
-        }
+    if (next_argument(p)) {
         char tmsg[32];
         snprintf(tmsg, sizeof tmsg, "more than %d entries", SMELT_MAX_DIMS);
         if (!int_tuple(p, " (expected an integer or a tuple of integers)", INT64_MAX,
@@ -807,12 +816,7 @@ static val call_index(P *p, int kind, const char *fname, size_t npos)
     }
     int n = 0;
     int64_t v[SMELT_MAX_DIMS];
-    if (is_op(p, ",")) {
-        next(p);
-        if (at_keyword(p)) {
-            next(p);
-            next(p);
-        }
+    if (next_argument(p)) {
         if (!int_tuple(p, " (expected an integer)", INT64_MAX, "argument", "more than one entry", &n, v))
             return NONE;
     }
