@@ -761,6 +761,13 @@ static void with_math(smelt__sb *text, const char *mathlib)
 static const char gather_fn[] = GATHER_FN("static");
 static const char gather_fn_dev[] = GATHER_FN("SMELT_D");
 
+/* The C type an index of input q is read as */
+static const char *gather_index_type(const smelt__kdesc *d, int q)
+{
+    size_t z = smelt__dtypes[d->in_dt[q]].size;
+    return z == 8 ? "int64_t" : z == 4 ? "int32_t" : z == 2 ? "int16_t" : "uint8_t";
+}
+
 static void gather_offsets(smelt__sb *b, const smelt__kdesc *d, const char *ptrs, const char *ind)
 {
     if (!smelt__kdesc_gathers(d))
@@ -771,8 +778,32 @@ static void gather_offsets(smelt__sb *b, const smelt__kdesc *d, const char *ptrs
             continue;
         int q = d->gidx[k] - 1;
         smelt__sb_printf(b, "%so%d += smelt_gi((int64_t)((const %s *)%s[%d])[o%d], smelt_gx, %d) * smelt_gx[%d];\n",
-                         ind, k, smelt__dtypes[d->in_dt[q]].size == 4 ? "int32_t" : smelt__dtypes[d->in_dt[q]].size == 8 ? "int64_t" : smelt__dtypes[d->in_dt[q]].size == 2 ? "int16_t" : "uint8_t",
-                         ptrs, q, q, s, SMELT_GX_SLOTS + 2 * s + 1);
+                         ind, k, gather_index_type(d, q), ptrs, q, q, s, SMELT_GX_SLOTS + 2 * s + 1);
+        s++;
+    }
+}
+
+/* A row program's inputs read by index: the row the next row's index names
+ * is fetched into the cache (smelt_pf) while this row computes, as the
+ * other inputs' next rows are; an index out of range fetches nothing (the
+ * pass that reads it reports it).  gk: the template's flags. */
+static void rows_gather_prefetch(smelt__sb *gpf, smelt__sb *gk, const smelt__kdesc *d)
+{
+    for (int k = 0, s = 0; k < d->n_in; k++) {
+        smelt__sb_printf(gk, "%s%d", k ? ", " : "", d->gidx[k] ? 1 : 0);
+        if (!d->gidx[k])
+            continue;
+        int q = d->gidx[k] - 1;
+        smelt__sb_printf(gpf,
+                         "        if (o + 1 < end && gpf[%d]) {\n"
+                         "            const int64_t *const gxb = (const int64_t *)(const void *)ptrs[%d];\n"
+                         "            const int64_t v = (int64_t)((const %s *)(const void *)ptrs[%d])[yn[%d]];\n"
+                         "            const int64_t n = gxb[%d], w = v < 0 ? v + n : v;\n"
+                         "            if (w >= 0 && w < n)\n"
+                         "                pfs[npf] = insz[%d], pfp[npf++] = ptrs[%d] + (yn[%d] + w * gxb[%d]) * insz[%d];\n"
+                         "        }\n",
+                         k, d->n_in + d->n_out + 2, gather_index_type(d, q), q, q, SMELT_GX_SLOTS + 2 * s, k, k, k,
+                         SMELT_GX_SLOTS + 2 * s + 1, k);
         s++;
     }
 }
@@ -3222,9 +3253,13 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         smelt__sb_puts(&pre, red_blocks_prelude);
     for (int q = 0; q < nin; q++)
         smelt__sb_printf(&insz, "%s%d", q ? ", " : "", (int)smelt__dtypes[d->in_dt[q]].size);
+    smelt__sb gpf, gk;
+    smelt__sb_init(&gpf), smelt__sb_init(&gk);
+    rows_gather_prefetch(&gpf, &gk, d);
     const slot sl[] = {
         {"PRELUDE", smelt__sb_str(&pre)}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(red_nops(d))},
         {"NIN", SLOT_NUM(nin)}, {"INSZ", smelt__sb_str(&insz)}, {"PFMAX", SLOT_NUM(SMELT_ROWS_PREFETCH)},
+        {"GK", smelt__sb_str(&gk)}, {"GPF", smelt__sb_str(&gpf)},
         {"NST", SLOT_NUM(ri.nst)}, {"WHAT", smelt__sb_str(&what)}, {"RANK", SLOT_NUM(R)}, {"NK", SLOT_NUM(nk)},
         {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"RLAST", SLOT_NUM(rlast)},
         {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"W", SLOT_NUM(RED_W)}, {"PB", SLOT_NUM(RED_PROD_BLOCK)},
@@ -3235,6 +3270,7 @@ static int shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         st = load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);
     smelt__sb_free(&pre), smelt__sb_free(&defs), smelt__sb_free(&setup), smelt__sb_free(&body);
     smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&what), smelt__sb_free(&insz), smelt__sb_free(&tail);
+    smelt__sb_free(&gpf), smelt__sb_free(&gk);
     free(mine);
     rows_free(&ri);
     return st;
