@@ -97,54 +97,98 @@ static smelt_node *tie(grad_rule_ctx *R, smelt_node *g, smelt_node *gt, smelt_no
     return WHERE(gt, g, WHERE(eq, MUL(g, S(0.5)), S(0)));
 }
 
-/* an operator whose derivative is not written: a sticky error naming it */
 smelt_node *smelt__graph_fail(smelt_graph *g, int status, const char *msg);
-static smelt_node *no_rule(grad_rule_ctx *R, const char *op)
-{
-    char msg[160];
-    snprintf(msg, sizeof msg, "grad: the derivative of %s is not implemented", op);
-    return smelt__graph_fail(R->G, SMELT_ERR_UNSUPPORTED, msg);
-}
 
-/* conv_taps (ops.def) at stride 1, one group: the input's share is the
- * correlation of g (its [OH, Wq] grid, columns past OW zero) padded by the
- * kernel's span with the weights flipped and transposed, cut to the
- * input's grid; the weights' share of tap (kh, kw) is the sum over images
- * of g's [O, M] rows times the tap's shifted view of the input, [M, C] */
+/* conv_taps (src/ir/window.c): x is the padded input as [N, phases, C,
+ * flat phase grid L], w [O, C / G, KH, KW], y [N, O, OH, Wq] (columns from
+ * OW on are never read: smelt_conv slices them off, so their cotangent is
+ * 0).  Tap (kh, kw) reads phase (kh dh % sh, kw dw % sw) from offset
+ * (kh dh / sh) Wq + kw dw / sw, as src/runtime/window.c does.
+ *   d/dx: the transposed convolution, as a convolution of stride 1 (the
+ *     cotangent spread out by the strides, zeros between; the weights of
+ *     each group transposed and flipped; full padding), cut to the padded
+ *     image and split into its phases as smelt_conv does;
+ *   d/dw: per tap, the group's cotangent rows times the tap's shifted view
+ *     of the input (a batched product), summed over the images. */
 static smelt_node *vjp_conv(grad_rule_ctx *R, int which)
 {
     smelt_graph *G = R->G;
     smelt_node *y = R->y, *x = y->in[0], *w = y->in[1], *g = R->g;
-    int64_t sh = y->vp[0], sw = y->vp[1], dh = y->vp[2], dw = y->vp[3], groups = y->vp[4], OH = y->vp[5],
+    int64_t sh = y->vp[0], sw = y->vp[1], dh = y->vp[2], dw = y->vp[3], Gr = y->vp[4], OH = y->vp[5],
             OW = y->vp[6], Wq = y->vp[7];
-    int64_t N = x->shape[0], C = x->shape[2], L = x->shape[3], O = w->shape[0], KH = w->shape[2], KW = w->shape[3];
-    int64_t Hq = OH + (KH - 1) * dh, M = (OH - 1) * Wq + OW;
-    if (sh != 1 || sw != 1 || groups != 1 || L != Hq * Wq || Wq != OW + (KW - 1) * dw)
-        return no_rule(R, "conv with strides above 1 or groups");
+    int64_t N = x->shape[0], C = x->shape[2], L = x->shape[3], O = w->shape[0], Cg = w->shape[1], KH = w->shape[2],
+            KW = w->shape[3], Og = O / Gr, Q0 = L / Wq, M = (OH - 1) * Wq + OW;
     if (which == 0) {
-        smelt_node *w2 = smelt_flip(G, smelt_flip(G, smelt_transpose(G, w, (const int[]){1, 0, 2, 3}), 2), 3);
+        smelt_node *gy = OW < Wq ? smelt_slice(G, g, 3, 0, OW, 1) : g;
+        if (sh > 1 || sw > 1) {
+            gy = smelt_reshape(G, gy, 6, (const int64_t[]){N, O, OH, 1, OW, 1});
+            gy = smelt_pad(G, gy, (const int64_t[]){0, 0, 0, 0, 0, 0, 0, sh - 1, 0, 0, 0, sw - 1}, 0);
+            gy = smelt_reshape(G, gy, 4, (const int64_t[]){N, O, OH * sh, OW * sw});
+        }
+        smelt_node *wt = smelt_reshape(G, w, 5, (const int64_t[]){Gr, Og, Cg, KH, KW});
+        wt = smelt_transpose(G, wt, (const int[]){0, 2, 1, 3, 4});
+        wt = smelt_reshape(G, wt, 4, (const int64_t[]){C, Og, KH, KW});
+        wt = smelt_flip(G, smelt_flip(G, wt, 2), 3);
         smelt_window win;
         smelt_window_init(&win);
         win.pads[0] = win.pads[2] = (KH - 1) * dh, win.pads[1] = win.pads[3] = (KW - 1) * dw;
-        win.dilations[0] = dh, win.dilations[1] = dw;
-        smelt_node *d = smelt_slice(G, smelt_conv(G, g, w2, NULL, &win), 3, 0, Wq, 1);
-        return smelt_reshape(G, d, 4, (const int64_t[]){N, 1, C, Hq * Wq});
+        win.dilations[0] = dh, win.dilations[1] = dw, win.groups = Gr;
+        smelt_node *d = smelt_conv(G, gy, wt, NULL, &win); /* [N, C, OH sh + (KH - 1) dh, OW sw + ...] */
+        d = smelt_slice(G, smelt_slice(G, d, 2, 0, sh * Q0, 1), 3, 0, sw * Wq, 1);
+        if (sh > 1 || sw > 1) {
+            d = smelt_reshape(G, d, 6, (const int64_t[]){N, C, Q0, sh, Wq, sw});
+            d = smelt_transpose(G, d, (const int[]){0, 3, 5, 1, 2, 4});
+        }
+        return smelt_reshape(G, d, 4, (const int64_t[]){N, sh * sw, C, L});
     }
     int64_t T = KH * KW;
     smelt_node **taps = calloc((size_t)T, sizeof *taps);
     if (!taps)
         return smelt__graph_fail(G, SMELT_ERR_NOMEM, "grad: out of memory");
     smelt_node *gf = smelt_slice(G, smelt_reshape(G, g, 3, (const int64_t[]){N, O, OH * Wq}), 2, 0, M, 1);
+    gf = smelt_reshape(G, gf, 4, (const int64_t[]){N, Gr, Og, M});
     const int first[] = {0};
     for (int64_t t = 0; t < T; t++) {
-        int64_t off = t / KW * dh * Wq + t % KW * dw;
-        smelt_node *xs = smelt_squeeze(G, smelt_slice(G, x, 3, off, off + M, 1), 1);
-        smelt_node *p = smelt_matmul(G, gf, smelt_transpose(G, xs, (const int[]){0, 2, 1}));
-        taps[t] = smelt_expand_dims(G, smelt_reduce(G, SMELT_OP_SUM, p, 1, first, 0), 2);
+        int64_t kh = t / KW, kw = t % KW, ph = kh * dh % sh * sw + kw * dw % sw;
+        int64_t off = kh * dh / sh * Wq + kw * dw / sw;
+        smelt_node *xs = smelt_reshape(G, smelt_slice(G, x, 1, ph, ph + 1, 1), 4, (const int64_t[]){N, Gr, Cg, L});
+        xs = smelt_slice(G, xs, 3, off, off + M, 1);
+        smelt_node *p = smelt_matmul(G, gf, smelt_transpose(G, xs, (const int[]){0, 1, 3, 2})); /* [N, G, Og, Cg] */
+        taps[t] = smelt_reshape(G, smelt_reduce(G, SMELT_OP_SUM, p, 1, first, 0), 3, (const int64_t[]){O, Cg, 1});
     }
     smelt_node *r = T == 1 ? taps[0] : smelt_concat(G, (int)T, taps, 2);
     free(taps);
-    return smelt_reshape(G, r, 4, (const int64_t[]){O, C, KH, KW});
+    return smelt_reshape(G, r, 4, (const int64_t[]){O, Cg, KH, KW});
+}
+
+/* cumprod without dividing by the operand (exact where it is 0): the
+ * axis moved last, B[..., i, k] = 1 at k = i and a_k elsewhere, so that
+ * the same scan of B's rows gives C[..., i, j] = the product y_j without
+ * a_i; then d a_i = sum over the j whose product takes a_i (j >= i; > i
+ * exclusive; mirrored reverse) of g_j C[i, j].  n x n per line. */
+static smelt_node *vjp_cumprod(grad_rule_ctx *R)
+{
+    smelt_graph *G = R->G;
+    smelt_node *y = R->y, *a = y->in[0];
+    int ax = (int)y->vp[0], ex = (int)y->vp[1], rev = (int)y->vp[2], nd = a->ndim, perm[SMELT_MAX_DIMS],
+        inv[SMELT_MAX_DIMS];
+    for (int d = 0, k = 0; d < nd; d++)
+        if (d != ax)
+            perm[k++] = d;
+    perm[nd - 1] = ax;
+    for (int d = 0; d < nd; d++)
+        inv[perm[d]] = d;
+    int64_t n = a->shape[ax];
+    smelt_node *at = smelt_transpose(G, a, perm), *gt = smelt_transpose(G, R->g, perm);
+    smelt_node *j = smelt_arange(G, n, SMELT_I64), *i = smelt_reshape(G, j, 2, (const int64_t[]){n, 1});
+    smelt_node *B = WHERE(EQ(i, j), S(1), smelt_expand_dims(G, at, nd - 1));
+    smelt_node *Cm = smelt_cumprod(G, B, -1, ex, rev);
+    smelt_node *takes = rev ? BIN(LE, j, i) : BIN(GE, j, i);
+    if (ex)
+        takes = smelt_binary(G, SMELT_OP_LOGICAL_AND, takes, BIN(NE, j, i));
+    smelt_node *share = WHERE(takes, MUL(smelt_expand_dims(G, gt, nd - 1), Cm), S(0));
+    const int last[] = {nd};
+    return smelt_transpose(G, smelt_reduce(G, SMELT_OP_SUM, share, 1, last, 0), inv);
 }
 
 /* ---- views -------------------------------------------------------------- */
