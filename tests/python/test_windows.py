@@ -82,3 +82,31 @@ def test_cumsum_cumprod_numpy_bits(dt, fn):
             want = want.astype(np.int64)
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
+
+
+def test_grads_of_strided_grouped_conv_and_cumprod():
+    """smelt.grad through a strided, grouped conv and a cumprod with zeros,
+    against the transpose of the float64 reference's linear map (each is
+    linear in x, in w and in each element of a)."""
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((2, 4, 7, 6)), rng.standard_normal((6, 2, 3, 2))
+    r = rng.standard_normal(_conv_ref(x, w, None, (2, 1), (1, 0, 1, 1), (1, 2), 2).shape)
+    loss = lambda x, w: np.sum(ops.conv(x, w, strides=(2, 1), pads=(1, 0, 1, 1), dilations=(1, 2), groups=2) * r)
+    dx, dw = smelt.grad(loss, argnums=(0, 1))(x, w)
+    ref = lambda x, w: np.sum(_conv_ref(x, w, None, (2, 1), (1, 0, 1, 1), (1, 2), 2) * r)
+    for arr, got, k in ((x, dx, 0), (w, dw, 1)):
+        want = np.zeros_like(arr)
+        for i in np.ndindex(arr.shape):
+            e = np.zeros_like(arr)
+            e[i] = 1
+            want[i] = ref(x + e, w) - ref(x, w) if k == 0 else ref(x, w + e) - ref(x, w)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    a = rng.standard_normal((3, 5))
+    a[0, 1] = a[1, 0] = a[1, 3] = 0.0
+    ra = rng.standard_normal((3, 5))
+    got = smelt.grad(lambda a: np.sum(np.cumprod(a, axis=1) * ra))(a)
+    want = np.zeros_like(a)
+    for i in np.ndindex(a.shape):  # d/da_i of sum_j r_j prod_{k<=j} a_k = sum_{j>=i} r_j prod_{k<=j, k!=i} a_k
+        for j in range(i[1], 5):
+            want[i] += ra[i[0], j] * np.prod([a[i[0], k] for k in range(j + 1) if k != i[1]])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
