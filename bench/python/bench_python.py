@@ -6,7 +6,10 @@ dispatch     a cached smelt.jit call of a*b+c on three 1,000-element f32
              given), its overhead over the same plan run by one direct C
              call, against smelt.evaluate, numexpr.evaluate and NumPy
 first_call   trace + plan + compile + run of a new function (chain8,
-             softmax) in a fresh process, TinyCC
+             softmax) in a fresh process, TinyCC; beside it JAX jit's,
+             numba's (@njit(parallel=True), Debian's) and torch.compile's
+             (build/torch-venv) first calls of the same functions
+             (bench/peers/first_call_peers.py)
 large        chain8, gelu_tanh, softmax, layernorm at --n elements through
              smelt.jit with out= given, against the same plan run from C
              (smelt_plan_run_rebind called directly), medians of --runs
@@ -127,6 +130,23 @@ def first_call(as_json):
               "second_ms": statistics.median(t[1] for t in ts), "kernels": ts[0][2]}, as_json)
 
 
+def peers_first_call(as_json):
+    """numba's and torch.compile's first calls, each where it is installed"""
+    script = os.path.join(HERE, "..", "peers", "first_call_peers.py")
+    torch_py = os.path.join(HERE, "..", "..", "build", "torch-venv", "bin", "python")
+    for peer, py in (("numba", "/usr/bin/python3"), ("torch", torch_py)):
+        have = os.path.exists(py) and subprocess.run([py, "-c", "import " + peer], capture_output=True).returncode == 0
+        if not have:
+            print("bench_python: no %s peer for first_call (%s)" % (peer, "Debian's python3-numba" if peer == "numba"
+                  else "build/torch-venv: scripts/bench --peers=torch installs it"), file=sys.stderr)
+            continue
+        r = subprocess.run([py, script, peer], capture_output=True, text=True)
+        for line in r.stdout.splitlines():
+            emit(json.loads(line), as_json)
+        if r.stderr.strip():
+            print(r.stderr.strip()[-300:], file=sys.stderr)
+
+
 def large(n, runs, as_json):
     rng = np.random.default_rng(3)
     r = 4096 if n >= 4096 * 64 else 64
@@ -231,6 +251,7 @@ def main():
         dispatch(a.json)
     if "first_call" in rows:
         first_call(a.json)
+        peers_first_call(a.json)
     if "large" in rows:
         large(a.n, a.runs, a.json)
     if "train_mlp" in rows:
