@@ -7,16 +7,18 @@
  * nor smelt's: the package hands it the address of smelt_plan_run_rebind
  * from the library cffi loaded, so both use one libsmelt.
  *
- *   call(table, args, function) -> the result, or None where the Python path must
- *   take the call (an argument that is not an ndarray, a signature not in
- *   the table, the context's lock held by another thread, a run error: the
- *   Python path runs it again and raises).
+ *   call(table, args, function[, out]) -> the result, or None where the Python
+ *   path must take the call (an argument that is not an ndarray, a signature
+ *   not in the table, an out= that is not a C-contiguous, aligned, writeable
+ *   ndarray of the output's shape and dtype, the context's lock held by
+ *   another thread, a run error: the Python path runs it again and raises).
  *
  * table: {key bytes: entry list} where the key is each argument's buffer
  * format, item size, shape and strides, and an entry is
  *   [plan address, n_in, inputs array address, n_out, outputs array
  *    address, (extra input addresses...), ((shape, dtype) of each output),
- *    lock, calls, the _Entry]; a call sets function._last to the _Entry.
+ *    lock, calls, the _Entry, (the output's buffer format, item size)]; a
+ *    call sets function._last to the _Entry.
  * Only entries of one output, no callbacks, no donation are in the table. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -118,12 +120,34 @@ static PyObject *key_of(PyObject *self, PyObject *args)
     return PyBytes_FromStringAndSize(key, (Py_ssize_t)klen);
 }
 
+/* Whether the buffer v (C-contiguous) has the output's shape (a tuple), its
+ * format and item size (fmt: (str, int)) and is aligned: 1, 0, or -1 with
+ * a Python error set */
+static int out_fits(const Py_buffer *v, PyObject *shape, PyObject *fmt)
+{
+    if (!PyTuple_Check(shape) || !PyTuple_Check(fmt) || PyTuple_GET_SIZE(fmt) != 2 ||
+        PyTuple_GET_SIZE(shape) != v->ndim)
+        return 0;
+    for (int d = 0; d < v->ndim; d++) {
+        long long e = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
+        if (e == -1 && PyErr_Occurred())
+            return -1;
+        if (e != (long long)v->shape[d])
+            return 0;
+    }
+    const char *f = PyUnicode_AsUTF8(PyTuple_GET_ITEM(fmt, 0));
+    long long z = PyLong_AsLongLong(PyTuple_GET_ITEM(fmt, 1));
+    if (!f || (z == -1 && PyErr_Occurred()))
+        return -1;
+    return v->format && !strcmp(v->format, f) && v->itemsize == z && z > 0 && (uintptr_t)v->buf % (uintptr_t)z == 0;
+}
+
 static PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     (void)self;
-    if (argc != 3 || !PyDict_Check(argv[0]) || !PyTuple_Check(argv[1]) || !run_rebind)
+    if ((argc != 3 && argc != 4) || !PyDict_Check(argv[0]) || !PyTuple_Check(argv[1]) || !run_rebind)
         Py_RETURN_NONE;
-    PyObject *table = argv[0], *args = argv[1];
+    PyObject *table = argv[0], *args = argv[1], *given = argc == 4 && argv[3] != Py_None ? argv[3] : NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     Py_buffer views[MAX_ARGS];
     char key[KEY_BYTES];
@@ -147,8 +171,8 @@ static PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             goto fallback_release;
         }
     }
-    /* [plan, n_in, in_arr, n_out, out_arr, extra, specs, lock, calls, entry] */
-    if (!PyList_Check(entry) || PyList_GET_SIZE(entry) != 10)
+    /* [plan, n_in, in_arr, n_out, out_arr, extra, specs, lock, calls, entry, format] */
+    if (!PyList_Check(entry) || PyList_GET_SIZE(entry) != 11)
         goto fallback_release;
     PyObject *extra = PyList_GET_ITEM(entry, 5), *specs = PyList_GET_ITEM(entry, 6);
     PyObject *lock = PyList_GET_ITEM(entry, 7);
@@ -160,17 +184,36 @@ static PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         ptrs[i] = views[i].buf;
     for (Py_ssize_t i = 0; i < n_extra; i++)
         ptrs[n + i] = addr(PyTuple_GET_ITEM(extra, i));
-    PyObject *out = PyObject_Call(np_empty, PyTuple_GET_ITEM(specs, 0), NULL);
-    if (!out)
-        goto error;
+    PyObject *out;
     Py_buffer ov;
-    if (PyObject_GetBuffer(out, &ov, PyBUF_WRITABLE | PyBUF_STRIDES) < 0) {
-        PyErr_Clear();
-        Py_DECREF(out);
-        goto fallback_release;
+    if (given) { /* out=: written in place when it is what the plan's output tensor describes */
+        if (Py_TYPE(given) != (PyTypeObject *)ndarray_type)
+            goto fallback_release;
+        if (PyObject_GetBuffer(given, &ov, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+            PyErr_Clear();
+            goto fallback_release;
+        }
+        int fits = out_fits(&ov, PyTuple_GET_ITEM(PyTuple_GET_ITEM(specs, 0), 0), PyList_GET_ITEM(entry, 10));
+        ptrs[n + n_extra] = ov.buf;
+        PyBuffer_Release(&ov);
+        if (fits < 0)
+            goto error;
+        if (!fits)
+            goto fallback_release;
+        out = given;
+        Py_INCREF(out);
+    } else {
+        out = PyObject_Call(np_empty, PyTuple_GET_ITEM(specs, 0), NULL);
+        if (!out)
+            goto error;
+        if (PyObject_GetBuffer(out, &ov, PyBUF_WRITABLE | PyBUF_STRIDES) < 0) {
+            PyErr_Clear();
+            Py_DECREF(out);
+            goto fallback_release;
+        }
+        ptrs[n + n_extra] = ov.buf;
+        PyBuffer_Release(&ov);
     }
-    ptrs[n + n_extra] = ov.buf;
-    PyBuffer_Release(&ov);
     /* the context's lock (threading.Lock), without blocking: held elsewhere,
      * the Python path waits for it */
     PyObject *ok = PyObject_CallMethod(lock, "acquire", "O", Py_False);
@@ -227,7 +270,7 @@ error:
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS, "setup(address of smelt_plan_run_rebind, numpy.ndarray, numpy.empty)"},
-    {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL, "call(table, args, function) -> result or None"},
+    {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL, "call(table, args, function[, out]) -> result or None"},
     {"key", key_of, METH_VARARGS, "key(args) -> the table key of these arguments, or None"},
     {NULL, NULL, 0, NULL},
 };

@@ -402,8 +402,13 @@ class Function:
 
     def __call__(self, *args, **kwargs):
         acc = self._acc
-        if acc is not None and not kwargs and current() is None:
-            r = _accel_call(acc, args, self)  # arrays of a signature seen before: the C path
+        if acc is not None and current() is None:  # arrays of a signature seen before: the C path
+            if not kwargs:
+                r = _accel_call(acc, args, self)
+            elif len(kwargs) == 1 and "out" in kwargs and not self._takes_out:
+                r = _accel_call(acc, args, self, kwargs["out"])
+            else:
+                r = None
             if r is not None:
                 return r
         out = kwargs.pop("out", None) if not self._takes_out else None
@@ -418,7 +423,7 @@ class Function:
         self._last = e
         outs = e.run(leaves, out)
         ok = e.out_key
-        if acc is not None and e.acc is None and not kwargs and out is None:
+        if acc is not None and e.acc is None and not kwargs:
             self._accel_add(e, args, leaves)
         if ok is _ONE:
             return outs[0]
@@ -436,8 +441,13 @@ class Function:
         if k is None or k in self._acc:
             return
         shape, dtype = e.out_specs[0]
+        try:  # what an out= of this dtype's buffer says (the accelerator compares it)
+            m = memoryview(np.empty((0,), dtype))
+            fmt = (m.format, m.itemsize)
+        except (TypeError, ValueError, BufferError):
+            return
         e.acc = [_addr(e.plan), e.n_in, _addr(e.in_arr), e.n_out, _addr(e.out_arr),
-                 tuple(_addr(p) for p in e.extra_static), ((tuple(shape), np.dtype(dtype)),), e.lock, 0, e]
+                 tuple(_addr(p) for p in e.extra_static), ((tuple(shape), np.dtype(dtype)),), e.lock, 0, e, fmt]
         self._acc[k] = e.acc
 
     # ---- tracing

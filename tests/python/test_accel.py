@@ -70,8 +70,6 @@ def test_falls_back():
         pass
     assert np.array_equal(np.asarray(f(a.view(Sub), b, c)), a * b + c)
     assert np.array_equal(f(a, b, c=c), a * b + c)
-    o = np.empty_like(a)
-    assert f(a, b, c, out=o) is o and np.array_equal(o, a * b + c)
     # unaligned memory of the same signature: the C run refuses, the Python path copies
     raw = np.empty(64 * 4 + 1, np.uint8)[1:].view(f32)
     raw[:] = a
@@ -83,6 +81,40 @@ def test_falls_back():
         r = g(a, b)
         assert np.array_equal(r["s"], a + b) and np.array_equal(r["d"], a - b)
     assert not g._acc
+
+
+def test_out_taken_and_refused():
+    """out= of the output's shape and dtype, C-contiguous and aligned: written
+    in place by the C path; anything else: the Python path, which writes a
+    strided out= as it lies and raises for a wrong one."""
+    f = smelt.jit(fma)
+    a, b, c = (rng.standard_normal((8, 16)).astype(f32) for _ in range(3))
+    a[0, :3] = [np.inf, np.nan, -0.0]
+    want = a * b + c
+    o = np.full_like(a, 7)
+    assert f(a, b, c, out=o) is o and np.array_equal(o, want, equal_nan=True)
+    assert len(f._acc) == 1
+    calls = f._last.acc[8]
+    o2 = np.full_like(a, 7)
+    assert f(a, b, c, out=o2) is o2 and np.array_equal(o2, want, equal_nan=True)
+    assert f._last.acc[8] == calls + 1  # the C path took it
+    big = np.full((8, 32), 7, f32)
+    v = big[:, ::2]  # strided: the Python path writes it where it lies
+    assert f(a, b, c, out=v) is v and np.array_equal(v, want, equal_nan=True) and np.all(big[:, 1::2] == 7)
+    assert f._last.acc[8] == calls + 1
+    raw = np.empty(8 * 16 * 4 + 1, np.uint8)[1:].view(f32).reshape(8, 16)  # unaligned
+    with pytest.raises(ValueError):
+        f(a, b, c, out=raw)
+    for bad in (np.empty((8, 15), f32), np.empty((8, 16), np.float64), np.empty((16, 8), f32)):
+        with pytest.raises(ValueError):
+            f(a, b, c, out=bad)
+    ro = np.empty_like(a)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError):
+        f(a, b, c, out=ro)
+    with pytest.raises(TypeError):
+        f(a, b, c, out=3.0)
+    assert f._last.acc[8] == calls + 1
 
 
 def test_captured_array_read_each_call():
