@@ -194,6 +194,49 @@ Test(gather, embedding_then_layernorm)
     smelt_ctx_free(ctx);
 }
 
+/* One reduction over gathered rows (sum(W[ids], -1), max(W[ids] * 2, -1)):
+ * a row program, one kernel, no fallback (a reduction's own kernel reads
+ * no index); a sum across the gathered rows (the index changing along the
+ * reduced axis) stays two kernels, named in explain; every one against the
+ * reference, TCC == CC, a bad index an error */
+Test(gather, one_reduction_over_gathered_rows)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 12);
+    const int64_t V = 37, D = 45, B = 4, T = 9;
+    for (int k = 0; k < 3; k++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *W = smelt_input(g, "W", SMELT_F32, SHP(V, D)), *ids = smelt_input(g, "ids", SMELT_I64, SHP(B, T));
+        smelt_node *x = smelt_take(g, W, ids, 0);
+        int ax = k == 2 ? 1 : 2;
+        smelt_node *y = k == 0 ? smelt_reduce(g, SMELT_OP_SUM, x, 1, &ax, false)
+                        : k == 1 ? smelt_reduce(g, SMELT_OP_MAX, smelt_mul(g, x, smelt_scalar(g, 2)), 1, &ax, true)
+                                 : smelt_reduce(g, SMELT_OP_SUM, x, 1, &ax, false);
+        T_OK(ctx, smelt_graph_status(g));
+        smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(V, D)), t_tensor(ctx, SMELT_I64, SHP(B, T))};
+        for (int64_t i = 0; i < B * T; i++)
+            t_set_i64(in[1], i, trng_range(&r, -V, V - 1));
+        smelt_plan_stats st = t_check_plan("sum of gathered rows", ctx, g, 1, &y, 3, 2, in, t_chain_tol(SMELT_F32));
+        cr_assert_eq(st.kernels, k == 2 ? 2 : 1, "case %d: %d kernels", k, st.kernels);
+        cr_assert_eq(st.fallbacks, 0, "case %d: a fused kernel failed to compile", k);
+        smelt_tensor *o[2] = {NULL, NULL};
+        smelt_plan *p1 = plan_on(ctx, g, 1, &y, "TCC"), *p2 = plan_on(ctx, g, 1, &y, "CC");
+        t_run(p1, 2, in, 1, &o[0]);
+        t_run(p2, 2, in, 1, &o[1]);
+        cr_assert_eq(t_stats(p2).fallbacks, 0);
+        cr_assert(t_bitwise_equal(o[0], o[1]), "case %d: TCC and CC differ", k);
+        t_set_i64(in[1], 3, -V - 1);
+        T_ERR(ctx, smelt_plan_run(p1, 2, in, 1, &o[0]), SMELT_ERR_INDEX, "take: index -38 is out of range");
+        T_ERR(ctx, smelt_plan_run(p2, 2, in, 1, &o[1]), SMELT_ERR_INDEX, "take: index -38 is out of range");
+        t_free_all(o, 2);
+        smelt_plan_free(p1), smelt_plan_free(p2);
+        t_free_all(in, 2);
+        smelt_graph_free(g);
+    }
+    smelt_ctx_free(ctx);
+}
+
 /* a bad index: SMELT_ERR_INDEX naming the operator and the index, after the
  * kernel ran without reading outside the array; the plan runs again with
  * good indices */

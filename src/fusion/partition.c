@@ -289,9 +289,10 @@ static int rows_form(const smelt__prog *p, const int *mem, int n, int rows_min)
     if (r0 < 0)
         return 0;
     const smelt__inst *R = &p->v[r0], *A = &p->v[R->in[0]];
-    bool multi = nred > 1;
+    bool multi = nred > 1; /* (an indexed read: only a row program reads it with a reduction) */
     for (int j = 0; j < n; j++)
-        multi = multi || (mem[j] > r0 && !same_shape(&p->v[mem[j]], R));
+        multi = multi || (mem[j] > r0 && !same_shape(&p->v[mem[j]], R)) ||
+                smelt__ops[p->v[mem[j]].op].cls == SMELT_CLASS_GATHER;
     if (!multi)
         return 0;
     /* the results' shapes: with keepdims (Rk) and without (Rn) */
@@ -423,12 +424,12 @@ static bool has_gather(pstate *s, int k)
 /* Whether the union of clusters ka and kc, holding a reduction and an
  * indexed read, may become a row program (on a CPU: rows_min) in which
  * every index is the same along the reduced axes: the kernel's passes read
- * an index once a row (src/codegen/emit.c, rows_piece).  A kernel of one
- * reduction that stays so (not a row program) does not compile
- * (smelt__emit) and is split into its operators. */
+ * an index once a row (src/codegen/emit.c, rows_piece).  rows_form makes
+ * any such union of one reduction a row program too (a reduction's own
+ * kernel reads no index, smelt__emit). */
 static bool gathers_fit(pstate *s, int ka, int kc, int rows)
 {
-    if (rows < 0 || s->rows_min != SMELT_ROWS_MIN) /* (0: one reduction so far; one left so is split, below) */
+    if (rows <= 0 || s->rows_min != SMELT_ROWS_MIN)
         return false;
     FOR_MEMBERS(s, ka, kc, m) {
         if (smelt__ops[s->p->v[m].op].cls != SMELT_CLASS_GATHER)
