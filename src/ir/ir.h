@@ -293,7 +293,7 @@ int smelt__matmul_shape(int na, const int64_t *a, int nb, const int64_t *b, int 
  *                 after, vp[3] the bits of their value (one element)
  * Concat and pad are piecewise (smelt__is_piece): no strides read them
  * whole; a kernel that reads one runs once per region of its iteration
- * space that one piece covers (src/runtime/exec.c), and every other
+ * space that one piece covers (src/runtime/pieces.c), and every other
  * reader (a reduction, a matrix product, a reshape strides cannot map
  * piece by piece) reads a copy (smelt__prog_finalize).
  * Shapes follow at run time from the operand's (sizes may change between

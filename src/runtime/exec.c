@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plan.h"
+#include "exec.h"
 
 /* Tensors smaller than this stay on the calling thread. */
 #define SMALL_ELEMS 32768
@@ -44,14 +44,6 @@ static void run_chunk(void *arg, int64_t c)
     int64_t s = c * l->chunk, e = SMELT_MIN(l->n, s + l->chunk);
     call_kernel(l, s, e);
 }
-
-
-typedef struct runstate {
-    smelt_tensor *const *inputs;
-    smelt_tensor **outputs;
-    int64_t cstrides[SMELT_MAX_DIMS]; /* scratch */
-    int stream; /* SMELT_STREAM_STORES: -1 auto, 0 never, 1 every flat kernel */
-} runstate;
 
 /* arange's values, laid out once in memory the plan keeps (the device's
  * for a device plan) */
@@ -109,9 +101,6 @@ static int tensor_view(smelt_plan *p, int v, smelt__view *out, int64_t *scratch)
     return SMELT_OK;
 }
 
-static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros);
-static int value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch);
-
 /* A view's elements where its operand's lie (strides in scratch); a reshape
  * that the operand's run-time strides cannot express (a strided input) is
  * gathered into memory the plan keeps, on the host. */
@@ -121,8 +110,8 @@ static int view_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64
     const smelt__rshape *r = &p->rs[v];
     int64_t bs[SMELT_MAX_DIMS], off = 0;
     smelt__view b;
-    int st = p->prog.v[x->in[0]].op == SMELT_OP_CONST ? const_view(p, x->in[0], &p->rs[x->in[0]], &b, bs)
-                                                      : value_view(p, rs, x->in[0], &b, bs);
+    int st = p->prog.v[x->in[0]].op == SMELT_OP_CONST ? smelt__const_view(p, x->in[0], &p->rs[x->in[0]], &b, bs)
+                                                      : smelt__value_view(p, rs, x->in[0], &b, bs);
     if (st)
         return st;
     size_t es = smelt__dtypes[x->dtype].size;
@@ -184,7 +173,7 @@ static int output_alias(smelt_plan *p, int v, smelt__view *out, int64_t *scratch
     return SMELT_OK;
 }
 
-static int value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch)
+int smelt__value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch)
 {
     const smelt__inst *x = &p->prog.v[v];
     if (x->op == SMELT_OP_ARANGE)
@@ -337,13 +326,10 @@ static void red_run(smelt_plan *p, launch *l, int64_t n, int64_t per_item, int t
     smelt__pool_run(p->ctx->pool, run_chunk, l, (n + l->chunk - 1) / l->chunk);
 }
 
-/* A constant operand (of any shape: all its elements are one value) as a
- * view of one element, strides 0, in memory the plan keeps (the device's
- * for a device plan). */
 /* The 8-byte cell of value v that holds one element (bits: a constant's
  * or a pad's value), laid out once in memory the plan keeps (the device's
  * for a device plan). */
-static int value_cell(smelt_plan *p, int v, const void *bits, char **cell)
+int smelt__value_cell(smelt_plan *p, int v, const void *bits, char **cell)
 {
     if (!p->buf[v]) {
         if (!(p->buf[v] = smelt__be_alloc(p->be, 8)))
@@ -361,22 +347,21 @@ static int value_cell(smelt_plan *p, int v, const void *bits, char **cell)
     return SMELT_OK;
 }
 
-static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros)
+/* A constant operand (of any shape: all its elements are one value) as a
+ * view of one element, strides 0, in memory the plan keeps (the device's
+ * for a device plan). */
+int smelt__const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros)
 {
     const smelt__inst *c = &p->prog.v[v];
     char val[8] = {0}, *cell = NULL;
     smelt__elem_store(c->dtype, val, smelt__is_float(c->dtype) ? c->fval : (double)c->ival);
     if (!smelt__is_float(c->dtype))
         memcpy(val, &c->ival, smelt__dtypes[c->dtype].size); /* every bit of an i64 (little-endian) */
-    int st = value_cell(p, v, val, &cell);
+    int st = smelt__value_cell(p, v, val, &cell);
     memset(zeros, 0, sizeof(int64_t) * SMELT_MAX_DIMS);
     *out = (smelt__view){cell, r->ndim, r->shape, zeros};
     return st;
 }
-
-static int pieces_view(smelt_plan *p, int v, smelt__view *out, int64_t *zeros);
-static int run_pieces(smelt_plan *p, runstate *rs, int ki, smelt__view *w, bool *split);
-static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split);
 
 static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
@@ -440,15 +425,15 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
         int v = o < nin ? k->cl.inputs[o] : k->cl.outputs[o - nin], stt;
         if (o < nin && smelt__has_pieces(&p->prog, v)) {
             pieces = true;
-            stt = pieces_view(p, v, &w[o], scratch[o]);
+            stt = smelt__pieces_view(p, v, &w[o], scratch[o]);
         } else if (o < nin && p->prog.v[v].op == SMELT_OP_CONST) /* (a pass left it too large to fold) */
-            stt = const_view(p, v, &p->rs[v], &w[o], scratch[o]);
+            stt = smelt__const_view(p, v, &p->rs[v], &w[o], scratch[o]);
         else
-            stt = value_view(p, rs, v, &w[o], scratch[o]);
+            stt = smelt__value_view(p, rs, v, &w[o], scratch[o]);
         if (stt)
             return stt;
     }
-    return pieces ? run_pieces(p, rs, ki, w, split) : reduce_box(p, rs, ki, w, NULL, split);
+    return pieces ? smelt__run_pieces(p, rs, ki, w, split) : smelt__reduce_box(p, rs, ki, w, NULL, split);
 }
 
 /* Device memory for a spread reduction: ncnt counters, zeroed (the kernel
@@ -487,7 +472,7 @@ static int dev_red_scratch(smelt_plan *p, smelt__pkernel *k, smelt__backend *be,
 
 /* Reduction kernel ki over its operands w, whose shapes are box (the
  * reduction's operand's; NULL: the whole) where they are not broadcast. */
-static int reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split)
+int smelt__reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
     int n = k->cl.nin + k->cl.nout;
@@ -801,563 +786,7 @@ static int launch_tiles(smelt_plan *p, int ki, int r, const int64_t *S, int64_t 
     return SMELT_OK;
 }
 
-/* Whether BLAS reads a matrix of a matmul operand (r rows, c columns at
- * strides sr, sc) as it lies: *t transposed, *ld its leading dimension;
- * not f16/bf16 (BLAS reads f32), broadcast, negative or odd strides. */
-static bool mm_direct(smelt_dtype dt, int64_t r, int64_t c, int64_t sr, int64_t sc, bool *t, int64_t *ld)
-{
-    *t = false;
-    *ld = SMELT_MAX(c, 1);
-    if (smelt__is_half(dt))
-        return false;
-    if (sc == 1 && (r == 1 || (sr >= c && sr > 0))) {
-        *ld = r == 1 ? SMELT_MAX(c, 1) : sr;
-        return true;
-    }
-    if (sr == 1 && (c == 1 || (sc >= r && sc > 0))) {
-        *t = true;
-        *ld = c == 1 ? SMELT_MAX(r, 1) : sc;
-        return true;
-    }
-    return false;
-}
-
-/* That matrix packed row-major into pack (f32 for f16/bf16). */
-static void mm_pack(char *pack, const char *data, smelt_dtype dt, int64_t r, int64_t c, int64_t sr, int64_t sc)
-{
-    size_t es = smelt__dtypes[dt].size, ps = smelt__is_half(dt) ? 4 : es;
-    for (int64_t i = 0; i < r; i++)
-        for (int64_t j = 0; j < c; j++) {
-            const char *q = data + (i * sr + j * sc) * (int64_t)es;
-            char *o = pack + (size_t)(i * c + j) * ps;
-            if (smelt__is_half(dt)) {
-                float f = (float)smelt__elem_load(dt, q);
-                memcpy(o, &f, 4);
-            } else {
-                memcpy(o, q, es);
-            }
-        }
-}
-
-/* A matmul's work: the matrices of the batch, each cut into square tiles
- * (the last ones shorter) of the largest side from MM_SIDE_MAX down to
- * MM_SIDE_MIN that makes MM_TASKS tiles in all, one BLAS call each,
- * single-threaded BLAS on smelt's threads.  The tiles are a function of
- * the shape only, so the bits do not depend on the thread count
- * (OpenBLAS's own threading picks other kernels by thread count, with
- * other sums; with the Haswell kernels even the rows of a call change the
- * bits).  Each call packs its rows of A and its columns of B again:
- * square tiles pack the least for their number, and large ones let
- * OpenBLAS's blocking work (the mlp's products on 2 cores, SkylakeX
- * kernels: tiles of 256 rows x all columns 91.8 ms, 1024 x all 83.7,
- * these 85.1; bench/RESULTS.md). */
-#define MM_SIDE_MAX 1024
-#define MM_SIDE_MIN 256
-#define MM_TASKS 8
-typedef struct mmjob {
-    smelt_ctx *ctx;
-    smelt__view w[3];
-    int nb;                      /* batch dimensions of C */
-    const int64_t *cshape;
-    int64_t M, N, K, blocks;     /* tiles per matrix */
-    int64_t tm, tn, ncb;         /* a tile's rows and columns; column tiles per matrix */
-    smelt_dtype dt;
-    int st;                      /* the first error (SMELT_OK) */
-    pthread_mutex_t mu;
-} mmjob;
-
-static void mm_fail(mmjob *j, int st)
-{
-    pthread_mutex_lock(&j->mu);
-    j->st = j->st ? j->st : st;
-    pthread_mutex_unlock(&j->mu);
-}
-
-static void mm_task(void *arg, int64_t task)
-{
-    mmjob *j = arg;
-    int64_t bi = task / j->blocks, tile = task % j->blocks, r0 = tile / j->ncb * j->tm, n0 = tile % j->ncb * j->tn;
-    int64_t M = SMELT_MIN(j->tm, j->M - r0), N = SMELT_MIN(j->tn, j->N - n0), K = j->K, off[3] = {0, 0, 0}, t = bi;
-    for (int d = j->nb - 1; d >= 0; d--) { /* batch index d of C; A's and B's right-aligned (size 1: broadcast) */
-        int64_t idx = t % j->cshape[d];
-        t /= j->cshape[d];
-        for (int o = 0; o < 3; o++) {
-            int od = d - (j->nb - (j->w[o].ndim - 2));
-            if (od >= 0 && j->w[o].shape[od] != 1)
-                off[o] += idx * j->w[o].strides[od];
-        }
-    }
-    const smelt__view *A = &j->w[0], *B = &j->w[1], *C = &j->w[2];
-    int64_t sam = A->strides[A->ndim - 2], sak = A->strides[A->ndim - 1];
-    int64_t scm = C->strides[C->ndim - 2], scn = C->strides[C->ndim - 1];
-    smelt_dtype dt = j->dt, ct = smelt__is_half(dt) ? SMELT_F32 : dt;
-    size_t es = smelt__dtypes[dt].size, cs = smelt__dtypes[ct].size;
-    bool cdirect = !smelt__is_half(dt) && scn == 1 && (scm >= N || M == 1), ta, tb;
-    int64_t lda, ldb, sbk = B->strides[B->ndim - 2], sbn = B->strides[B->ndim - 1];
-    const char *a = A->data + (off[0] + r0 * sam) * (int64_t)es, *b = B->data + (off[1] + n0 * sbn) * (int64_t)es;
-    bool da = mm_direct(dt, M, K, sam, sak, &ta, &lda), db = mm_direct(dt, K, N, sbk, sbn, &tb, &ldb);
-    /* memory for what BLAS cannot take as it lies (the operands packed, the result) */
-    size_t na = da ? 0 : (size_t)(M * K), nbk = db ? 0 : (size_t)(K * N), nc = cdirect ? 0 : (size_t)(M * N);
-    char *pack = na + nbk + nc ? malloc((na + nbk + nc) * cs) : NULL;
-    char *pa = pack, *pb = pack ? pa + na * cs : NULL, *pc = pack ? pb + nbk * cs : NULL;
-    if (na + nbk + nc && !pack) {
-        mm_fail(j, smelt__err(j->ctx, SMELT_ERR_NOMEM, "matmul: out of memory"));
-        return;
-    }
-    if (!da)
-        mm_pack(pa, a, dt, M, K, sam, sak), a = pa;
-    if (!db)
-        mm_pack(pb, b, dt, K, N, sbk, sbn), b = pb;
-    char *c0 = C->data + (off[2] + r0 * scm + n0 * scn) * (int64_t)es, *c = cdirect ? c0 : pc;
-    int64_t ldc = cdirect ? (M == 1 ? N : scm) : N;
-    int st = SMELT_OK;
-    if (K == 0) { /* an empty sum: zeros (BLAS would not touch C) */
-        for (int64_t i = 0; i < M; i++)
-            memset(c + (size_t)(i * ldc) * cs, 0, (size_t)N * cs);
-    } else {
-        st = smelt__blas_gemm(j->ctx, ct, ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
-    }
-    for (int64_t i = 0; !st && !cdirect && i < M; i++) /* into C as it lies, rounded to f16/bf16 */
-        for (int64_t q = 0; q < N; q++) {
-            char *o = c0 + (i * scm + q * scn) * (int64_t)es;
-            const char *v = pc + (size_t)(i * N + q) * cs;
-            if (smelt__is_half(dt)) {
-                float f;
-                memcpy(&f, v, 4);
-                smelt__elem_store(dt, o, (double)f);
-            } else {
-                memcpy(o, v, es);
-            }
-        }
-    free(pack);
-    if (st)
-        mm_fail(j, st);
-}
-
-/* A device product's matrices a call (a grid's y and z stop at 65535; by
- * address, 1.5 MiB of addresses) */
-#define MM_PTRS_MAX 65535
-/* Batch dimensions that no one stride walks: at most this many calls of
- * the innermost one's strided batch, else one call by address */
-#define MM_STRIDED_CALLS_MAX 4
-/* The offsets (elements) of A, B and C at the batch index idx of the nd
- * merged batch dimensions whose strides are bst; then idx steps to the
- * next index, the last dimension fastest */
-static void mm_batch_step(int nd, int64_t *idx, const int64_t *bs, int64_t (*bst)[SMELT_MAX_DIMS], int64_t off[3])
-{
-    for (int o = 0; o < 3; o++) {
-        off[o] = 0;
-        for (int d = 0; d < nd; d++)
-            off[o] += idx[d] * bst[o][d];
-    }
-    for (int d = nd - 1; d >= 0 && ++idx[d] == bs[d]; d--)
-        idx[d] = 0;
-}
-
-/* A matmul on a device plan: the backend's batched product (cuBLAS) over
- * the batch dimensions left after merging those every operand walks with
- * one stride: a strided batch of the innermost a call where there are at
- * most MM_STRIDED_CALLS_MAX of them, else calls that list every matrix's
- * address.  Operands as they lie (a transpose flag, a leading dimension);
- * a layout BLAS cannot read (a stepped or reversed inner axis) is an
- * error that says to pass a contiguous tensor. */
-static int run_matmul_device(smelt_plan *p, mmjob *j)
-{
-    const smelt__view *A = &j->w[0], *B = &j->w[1], *C = &j->w[2];
-    int nb = j->nb, nm = 0;
-    int64_t bs[SMELT_MAX_DIMS], bst[3][SMELT_MAX_DIMS]; /* merged batch dims, outermost first */
-    for (int d = 0; d < nb; d++) {
-        int64_t s[3];
-        for (int o = 0; o < 3; o++) {
-            int od = d - (nb - (j->w[o].ndim - 2));
-            s[o] = od >= 0 && j->w[o].shape[od] != 1 ? j->w[o].strides[od] : 0;
-        }
-        bool merge = nm > 0;
-        for (int o = 0; o < 3 && merge; o++)
-            merge = bst[o][nm - 1] == s[o] * j->cshape[d];
-        if (j->cshape[d] == 1)
-            continue;
-        if (merge) {
-            bs[nm - 1] *= j->cshape[d];
-            for (int o = 0; o < 3; o++)
-                bst[o][nm - 1] = s[o];
-        } else {
-            bs[nm] = j->cshape[d];
-            for (int o = 0; o < 3; o++)
-                bst[o][nm] = s[o];
-            nm++;
-        }
-    }
-    smelt__gemm g = {.dt = j->dt, .M = j->M, .N = j->N, .K = j->K, .batch = nm ? bs[nm - 1] : 1};
-    bool ok = mm_direct(SMELT_F32, j->M, j->K, A->strides[A->ndim - 2], A->strides[A->ndim - 1], &g.ta, &g.lda) &&
-              mm_direct(SMELT_F32, j->K, j->N, B->strides[B->ndim - 2], B->strides[B->ndim - 1], &g.tb, &g.ldb);
-    if (j->K == 0) /* an empty sum: zeros (any layout: nothing is read) */
-        ok = true, g.ta = g.tb = false, g.lda = 1, g.ldb = SMELT_MAX(j->N, 1);
-    int64_t scm = C->strides[C->ndim - 2], scn = C->strides[C->ndim - 1];
-    g.ldc = j->M == 1 ? SMELT_MAX(j->N, 1) : scm;
-    if (!ok || (scn != 1 && j->N > 1) || (scm < j->N && j->M > 1))
-        return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "matmul on %s: an operand's strides are no layout cuBLAS "
-                          "reads (a stepped or reversed inner axis); pass a contiguous tensor", p->be->iface->name);
-    g.sa = nm ? bst[0][nm - 1] : 0, g.sb = nm ? bst[1][nm - 1] : 0, g.sc = nm ? bst[2][nm - 1] : 0;
-    int64_t total = smelt__numel(nm, bs), idx[SMELT_MAX_DIMS] = {0}, outer = nm ? total / bs[nm - 1] : 1, off[3];
-    size_t es = smelt__dtypes[j->dt].size;
-    if (nm <= 1 || outer <= MM_STRIDED_CALLS_MAX) { /* a strided batch a call, MM_PTRS_MAX matrices at most */
-        int st = SMELT_OK;
-        int64_t inner = g.batch;
-        for (int64_t t = 0; t < outer && !st; t++) {
-            mm_batch_step(nm - 1, idx, bs, bst, off); /* (nm 0: no dimension) */
-            for (int64_t b0 = 0; b0 < inner && !st; b0 += MM_PTRS_MAX) {
-                g.batch = SMELT_MIN(inner - b0, MM_PTRS_MAX);
-                g.A = A->data + (off[0] + b0 * g.sa) * (int64_t)es, g.B = B->data + (off[1] + b0 * g.sb) * (int64_t)es;
-                g.C = C->data + (off[2] + b0 * g.sc) * (int64_t)es;
-                st = p->be->iface->gemm(p->be, &g);
-            }
-        }
-        return st;
-    }
-    /* batch dimensions that no one stride walks, more than a few batches of
-     * the innermost (attention's heads written into the merged output: 32
-     * calls of 16 matrices of 512 x 64 would each leave most of the GPU
-     * idle): every matrix's address, MM_PTRS_MAX matrices a call */
-    int64_t chunk = SMELT_MIN(total, MM_PTRS_MAX);
-    const void **ptrs = malloc(sizeof *ptrs * 3 * (size_t)chunk);
-    if (!ptrs)
-        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "matmul: out of memory for %lld matrices' addresses",
-                          (long long)chunk);
-    int st = SMELT_OK;
-    for (int64_t t0 = 0; t0 < total && !st; t0 += chunk) {
-        int64_t n = SMELT_MIN(chunk, total - t0);
-        for (int64_t t = 0; t < n; t++) {
-            const char *base[3] = {A->data, B->data, C->data};
-            mm_batch_step(nm, idx, bs, bst, off);
-            for (int o = 0; o < 3; o++)
-                ptrs[o * n + t] = base[o] + off[o] * (int64_t)es;
-        }
-        g.batch = n, g.ptrs = ptrs;
-        st = p->be->iface->gemm(p->be, &g);
-    }
-    free(ptrs);
-    return st;
-}
-
-/* A matmul (a library kernel): BLAS on each block of rows of each matrix
- * of the batch, operands read as they lie where BLAS can (a transpose flag,
- * a leading dimension), else packed; a result BLAS cannot write in place
- * (f16/bf16, strided) goes through f32/contiguous memory. */
-static int run_matmul(smelt_plan *p, runstate *rs, int ki)
-{
-    smelt__pkernel *k = &p->kern[ki];
-    int v = k->cl.members[0];
-    const smelt__inst *x = &p->prog.v[v];
-    static __thread mmjob j;
-    int64_t sc[3][SMELT_MAX_DIMS];
-    for (int o = 0; o < 3; o++) {
-        int u = o < 2 ? x->in[o] : v, st;
-        st = p->prog.v[u].op == SMELT_OP_CONST ? const_view(p, u, &p->rs[u], &j.w[o], sc[o])
-                                                : value_view(p, rs, u, &j.w[o], sc[o]);
-        if (st)
-            return st;
-    }
-    const smelt__rshape *C = &p->rs[v];
-    j.ctx = p->ctx;
-    j.nb = C->ndim - 2;
-    j.cshape = C->shape;
-    j.M = C->shape[j.nb], j.N = C->shape[j.nb + 1], j.K = j.w[0].shape[j.w[0].ndim - 1];
-    j.dt = x->dtype;
-    j.st = SMELT_OK;
-    int64_t mats = smelt__numel(j.nb, C->shape);
-    if (j.M == 0 || j.N == 0 || mats == 0)
-        return SMELT_OK;
-    /* square tiles, the largest side that makes MM_TASKS tiles (at least MM_SIDE_MIN) */
-    int64_t side = MM_SIDE_MAX;
-    while (side > MM_SIDE_MIN && mats * ((j.M + side - 1) / side) * ((j.N + side - 1) / side) < MM_TASKS)
-        side /= 2;
-    j.tm = SMELT_MIN(j.M, side), j.tn = SMELT_MIN(j.N, side);
-    j.ncb = (j.N + j.tn - 1) / j.tn;
-    int64_t tasks = mats * (j.blocks = (j.M + j.tm - 1) / j.tm * j.ncb);
-    if (p->be->iface->launch)
-        return run_matmul_device(p, &j);
-    int st = smelt__blas_check(p->ctx);
-    if (st)
-        return st;
-    smelt__blas_single_threaded();
-    pthread_mutex_init(&j.mu, NULL);
-    int threads = smelt_ctx_threads(p->ctx);
-    if (threads <= 1 || tasks == 1 || j.M * j.N * SMELT_MAX(j.K, 1) < (1 << 18)) {
-        for (int64_t t = 0; t < tasks && !j.st; t++)
-            mm_task(&j, t);
-    } else {
-        if (!p->ctx->pool)
-            p->ctx->pool = smelt__pool_new(threads);
-        smelt__pool_run(p->ctx->pool, mm_task, &j, tasks);
-    }
-    pthread_mutex_destroy(&j.mu);
-    return j.st;
-}
-
 /* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
-/* ---- pieces: concats and pads ------------------------------------------
- * A value that is, or views, a concat or a pad lies in no one stretch of
- * memory: it is pieces, boxes of its index space whose elements lie at
- * strides from one address (a part's; a pad's value, strides 0).  A
- * kernel that reads one runs once per region of its iteration space that
- * one piece of every operand covers (run_kernel): the guard that picks a
- * piece is taken once per region, not per element. */
-typedef struct piece {
-    int64_t lo[SMELT_MAX_DIMS], n[SMELT_MAX_DIMS], st[SMELT_MAX_DIMS];
-    char *data; /* the element at lo */
-} piece;
-#define MAX_PIECES 256  /* per operand */
-#define MAX_REGIONS 4096 /* per kernel run */
-
-static int64_t floordiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
-
-static int value_cell(smelt_plan *p, int v, const void *bits, char **cell);
-
-/* Value v's pieces over its run-time shape, appended to out[*np..]; empty
- * ones left out. */
-static int pieces_of(smelt_plan *p, runstate *rs, int v, piece *out, int *np)
-{
-    const smelt__inst *x = &p->prog.v[v];
-    const smelt__rshape *r = &p->rs[v];
-    int k0 = *np, st;
-    if (!smelt__has_pieces(&p->prog, v)) {
-        int64_t scratch[SMELT_MAX_DIMS];
-        smelt__view w;
-        if ((st = x->op == SMELT_OP_CONST ? const_view(p, v, r, &w, scratch) : value_view(p, rs, v, &w, scratch)))
-            return st;
-        if (*np == MAX_PIECES)
-            return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "a concat or pad of more than %d pieces", MAX_PIECES);
-        piece *q = &out[(*np)++];
-        for (int d = 0; d < r->ndim; d++)
-            q->lo[d] = 0, q->n[d] = r->shape[d], q->st[d] = w.strides[d];
-        q->data = w.data;
-        if (smelt__numel(r->ndim, r->shape) == 0)
-            --*np;
-        return SMELT_OK;
-    }
-    const smelt__rshape *a = &p->rs[x->in[0]];
-    if ((st = pieces_of(p, rs, x->in[0], out, np)))
-        return st;
-    int ax = (int)x->vp[0], k1 = *np;
-    int64_t es = (int64_t)smelt__dtypes[x->dtype].size;
-    switch (x->op) {
-    case SMELT_OP_CONCAT:
-        if ((st = pieces_of(p, rs, x->in[1], out, np)))
-            return st;
-        for (int i = k1; i < *np; i++)
-            out[i].lo[ax] += a->shape[ax];
-        return SMELT_OK;
-    case SMELT_OP_PAD: {
-        char *cell = NULL;
-        for (int i = k0; i < k1; i++)
-            out[i].lo[ax] += x->vp[1];
-        if ((st = value_cell(p, v, &x->vp[3], &cell)))
-            return st;
-        for (int side = 0; side < 2; side++) {
-            int64_t len = x->vp[1 + side];
-            if (!len || smelt__numel(r->ndim, r->shape) == 0)
-                continue;
-            if (*np == MAX_PIECES)
-                return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "a concat or pad of more than %d pieces",
-                                  MAX_PIECES);
-            piece *q = &out[(*np)++];
-            for (int d = 0; d < r->ndim; d++)
-                q->lo[d] = 0, q->n[d] = r->shape[d], q->st[d] = 0;
-            q->lo[ax] = side ? x->vp[1] + a->shape[ax] : 0;
-            q->n[ax] = len;
-            q->data = cell;
-        }
-        return SMELT_OK;
-    }
-    case SMELT_OP_PERMUTE:
-        for (int i = k0; i < *np; i++) {
-            piece t = out[i];
-            for (int d = 0; d < r->ndim; d++)
-                out[i].lo[d] = t.lo[x->vp[d]], out[i].n[d] = t.n[x->vp[d]], out[i].st[d] = t.st[x->vp[d]];
-        }
-        return SMELT_OK;
-    case SMELT_OP_SLICE: { /* output j reads the operand's first + j * step */
-        int64_t first, count, step = x->vp[3];
-        smelt__slice_range(a->shape[ax], x->vp[1], x->vp[2], step, &first, &count);
-        int m = k0;
-        for (int i = k0; i < *np; i++) {
-            piece q = out[i];
-            int64_t L = q.lo[ax], H = q.lo[ax] + q.n[ax], jlo, jhi;
-            if (step > 0)
-                jlo = -floordiv(first - L, step), jhi = -floordiv(first - H, step);
-            else
-                jlo = floordiv(first - H, -step) + 1, jhi = floordiv(first - L, -step) + 1;
-            jlo = SMELT_MAX(jlo, 0), jhi = SMELT_MIN(jhi, count);
-            if (jhi <= jlo)
-                continue;
-            q.data += (first + jlo * step - L) * q.st[ax] * es;
-            q.st[ax] *= step;
-            q.lo[ax] = jlo, q.n[ax] = jhi - jlo;
-            out[m++] = q;
-        }
-        *np = m;
-        return SMELT_OK;
-    }
-    case SMELT_OP_BROADCAST:
-    case SMELT_OP_RESHAPE: /* (a reshape that only adds or drops axes of size 1: smelt__prog_finalize) */
-        if (x->op == SMELT_OP_RESHAPE && !smelt__reshape_ones(r->ndim, r->shape, a->ndim, a->shape))
-            return smelt__err(p->ctx, SMELT_ERR_SHAPE, "reshape of a concat or pad: at the run-time shapes it "
-                              "no longer only adds or drops axes of size 1 (as it did in the graph)");
-        for (int i = k0; i < *np; i++) {
-            piece t = out[i];
-            for (int d = 0, xd = 0; d < r->ndim; d++) {
-                int from = -1; /* the operand's axis that axis d is (-1: a new one, or broadcast) */
-                if (x->op == SMELT_OP_BROADCAST) {
-                    from = d - (r->ndim - a->ndim);
-                    from = from >= 0 && a->shape[from] == r->shape[d] ? from : -1;
-                } else if (r->shape[d] != 1) { /* the reshape's next axis of size other than 1 */
-                    while (a->shape[xd] == 1)
-                        xd++;
-                    from = xd++;
-                }
-                out[i].lo[d] = from < 0 ? 0 : t.lo[from];
-                out[i].n[d] = from < 0 ? r->shape[d] : t.n[from];
-                out[i].st[d] = from < 0 ? 0 : t.st[from];
-            }
-        }
-        return SMELT_OK;
-    default:
-        return smelt__err(p->ctx, SMELT_ERR_RUNTIME, "%s over a concat or pad: not read in pieces",
-                          smelt__ops[x->op].name);
-    }
-}
-
-static int run_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split);
-
-/* Value v (it has pieces) as a stand-in view: its run-time shape, no
- * memory (run_pieces gives each region its piece's). */
-static int pieces_view(smelt_plan *p, int v, smelt__view *out, int64_t *zeros)
-{
-    memset(zeros, 0, sizeof(int64_t) * SMELT_MAX_DIMS);
-    *out = (smelt__view){NULL, p->rs[v].ndim, p->rs[v].shape, zeros};
-    return SMELT_OK;
-}
-
-/* Kernel ki over the regions its operands' pieces make (w: every operand's
- * view, pieces_view for those that read pieces).  Its iteration shape is
- * its members' (a reduction's: its operand's, cut along kept axes only:
- * the partition's rule, so each region is whole rows, its results a box
- * of the results); the other operands start at the region's first element
- * (their strides in the kernel's iteration order: a row program's has the
- * kept axes first). */
-static int run_pieces(smelt_plan *p, runstate *rs, int ki, smelt__view *w, bool *split)
-{
-    const smelt__pkernel *k = &p->kern[ki];
-    const smelt__inst *x = k->desc.reduce ? &p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]] : NULL;
-    const smelt__rshape *S0 = x ? &p->rs[x->in[0]] : &p->rs[k->cl.members[0]];
-    unsigned raxes = x ? x->axes : 0;
-    int r = S0->ndim, n = k->cl.nin + k->cl.nout, np[SMELT_MAX_KERNEL_OPERANDS];
-    piece *pc[SMELT_MAX_KERNEL_OPERANDS] = {0};
-    int64_t cut[SMELT_MAX_DIMS][2 * MAX_PIECES + 2], KS[SMELT_MAX_DIMS], kst[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-    int ncut[SMELT_MAX_DIMS], it[SMELT_MAX_DIMS], st = SMELT_OK;
-    unsigned im;
-    smelt__kernel_strides_box(p, ki, w, NULL, KS, kst, &im);
-    for (int d = 0, nk = 0, nr = 0, nkept = r - __builtin_popcount(raxes); d < r; d++)
-        it[d] = !k->desc.multi ? d : raxes >> d & 1u ? nkept + nr++ : nk++;
-    for (int d = 0; d < r; d++)
-        cut[d][0] = 0, cut[d][1] = S0->shape[d], ncut[d] = 2;
-    for (int o = 0; o < k->cl.nin && !st; o++) {
-        int v = k->cl.inputs[o], wr = p->rs[v].ndim;
-        np[o] = 0;
-        if (!smelt__has_pieces(&p->prog, v))
-            continue;
-        if (!(pc[o] = malloc(sizeof(piece) * MAX_PIECES))) {
-            st = smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
-            break;
-        }
-        if ((st = pieces_of(p, rs, v, pc[o], &np[o])))
-            break;
-        for (int i = 0; i < np[o]; i++)
-            for (int d = r - wr; d < r; d++) { /* (right-aligned; an axis it is broadcast along has no cut) */
-                int xd = d - (r - wr);
-                if (p->rs[v].shape[xd] != S0->shape[d])
-                    continue;
-                for (int e = 0; e < 2; e++) {
-                    int64_t c = pc[o][i].lo[xd] + (e ? pc[o][i].n[xd] : 0);
-                    int j = 0;
-                    while (j < ncut[d] && cut[d][j] != c)
-                        j++;
-                    if (j == ncut[d])
-                        cut[d][ncut[d]++] = c;
-                }
-            }
-    }
-    int64_t regions = 1;
-    for (int d = 0; d < r && !st; d++) {
-        for (int i = 1; i < ncut[d]; i++) /* (few: insertion sort) */
-            for (int j = i; j > 0 && cut[d][j - 1] > cut[d][j]; j--) {
-                int64_t t = cut[d][j];
-                cut[d][j] = cut[d][j - 1], cut[d][j - 1] = t;
-            }
-        regions *= ncut[d] - 1;
-        if (regions > MAX_REGIONS)
-            st = smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "the concats and pads a kernel reads cut it into more "
-                            "than %d regions", MAX_REGIONS);
-        else if ((raxes >> d & 1u) && ncut[d] > 2)
-            st = smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED,
-                            "at the run-time shapes, a concat or pad cuts axis %d, which a reduction reduces "
-                            "(at the graph's shapes it did not: a size-0 part grew); build the graph with "
-                            "these shapes", d);
-    }
-    int idx[SMELT_MAX_DIMS] = {0};
-    for (int64_t g = 0; g < regions && !st && !*split; g++) {
-        int64_t lo[SMELT_MAX_DIMS], box[SMELT_MAX_DIMS];
-        smelt__view rw[SMELT_MAX_KERNEL_OPERANDS];
-        for (int d = 0; d < r; d++)
-            lo[d] = cut[d][idx[d]], box[d] = cut[d][idx[d] + 1] - lo[d];
-        for (int o = 0; o < n && !st; o++) {
-            int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin], wr = p->rs[v].ndim;
-            int64_t es = (int64_t)smelt__dtypes[p->prog.v[v].dtype].size;
-            rw[o] = w[o];
-            if (!pc[o]) { /* at the region's first element */
-                for (int d = 0; d < r; d++)
-                    rw[o].data += lo[d] * kst[o][it[d]] * es;
-                continue;
-            }
-            const piece *q = NULL;
-            for (int i = 0; i < np[o] && !q; i++) {
-                bool in = true;
-                for (int d = r - wr; d < r && in; d++) {
-                    int xd = d - (r - wr);
-                    in = p->rs[v].shape[xd] != S0->shape[d] ||
-                         (pc[o][i].lo[xd] <= lo[d] && lo[d] < pc[o][i].lo[xd] + pc[o][i].n[xd]);
-                }
-                q = in ? &pc[o][i] : NULL;
-            }
-            if (!q && np[o] == 0) { /* every piece empty: rows of no elements, nothing read (a
-                                     * cell of memory stands in) */
-                static const int64_t zero = 0;
-                st = value_cell(p, v, &zero, &rw[o].data);
-                continue;
-            }
-            if (!q) {
-                st = smelt__err(p->ctx, SMELT_ERR_RUNTIME, "a region no piece covers (a bug)");
-                break;
-            }
-            rw[o].data = q->data;
-            rw[o].strides = q->st;
-            for (int d = r - wr; d < r; d++) {
-                int xd = d - (r - wr);
-                if (p->rs[v].shape[xd] == S0->shape[d])
-                    rw[o].data += (lo[d] - q->lo[xd]) * q->st[xd] * es;
-            }
-        }
-        if (!st)
-            st = x ? reduce_box(p, rs, ki, rw, box, split) : run_box(p, rs, ki, rw, box, split);
-        for (int d = r - 1; d >= 0 && ++idx[d] == ncut[d] - 1; d--)
-            idx[d] = 0;
-    }
-    for (int o = 0; o < k->cl.nin; o++)
-        free(pc[o]);
-    return st;
-}
-
 /* A window's or a scan's library kernel: its loops (src/runtime/window.c)
  * over its operands as they lie. */
 static int run_window(smelt_plan *p, runstate *rs, int ki)
@@ -1368,8 +797,8 @@ static int run_window(smelt_plan *p, runstate *rs, int ki)
     int64_t sc[3][SMELT_MAX_DIMS];
     for (int o = 0; o <= x->nin; o++) {
         int u = o < x->nin ? x->in[o] : v;
-        int st = p->prog.v[u].op == SMELT_OP_CONST ? const_view(p, u, &p->rs[u], &w[o], sc[o])
-                                                    : value_view(p, rs, u, &w[o], sc[o]);
+        int st = p->prog.v[u].op == SMELT_OP_CONST ? smelt__const_view(p, u, &p->rs[u], &w[o], sc[o])
+                                                    : smelt__value_view(p, rs, u, &w[o], sc[o]);
         if (st)
             return st;
     }
@@ -1411,7 +840,7 @@ static int gather_setup(smelt_plan *p, runstate *rs, int ki)
         int axis, a = gather_array(&p->prog, k->cl.inputs[q], &axis);
         int64_t scratch[SMELT_MAX_DIMS];
         smelt__view w;
-        int st = value_view(p, rs, a, &w, scratch);
+        int st = smelt__value_view(p, rs, a, &w, scratch);
         if (st)
             return st;
         k->gx[SMELT_GX_SLOTS + 2 * s] = w.shape[axis];
@@ -1465,7 +894,7 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
     if (k->library)
-        return p->prog.v[k->cl.members[0]].op == SMELT_OP_MATMUL ? run_matmul(p, rs, ki) : run_window(p, rs, ki);
+        return p->prog.v[k->cl.members[0]].op == SMELT_OP_MATMUL ? smelt__run_matmul(p, rs, ki) : run_window(p, rs, ki);
     if (k->desc.reduce) {
         int stt = gather_setup(p, rs, ki);
         stt = stt ? stt : run_reduce(p, rs, ki, split);
@@ -1490,23 +919,23 @@ static int run_kernel(smelt_plan *p, runstate *rs, int ki, bool *split)
         int v = o < k->cl.nin ? k->cl.inputs[o] : k->cl.outputs[o - k->cl.nin];
         if (o < k->cl.nin && smelt__has_pieces(&p->prog, v)) {
             pieces = true;
-            pieces_view(p, v, &w[o], scratch[o]);
+            smelt__pieces_view(p, v, &w[o], scratch[o]);
             continue;
         }
-        int stt = value_view(p, rs, v, &w[o], scratch[o]);
+        int stt = smelt__value_view(p, rs, v, &w[o], scratch[o]);
         if (stt)
             return stt;
     }
     int stt = gather_setup(p, rs, ki);
     if (stt)
         return stt;
-    stt = pieces ? run_pieces(p, rs, ki, w, split) : run_box(p, rs, ki, w, NULL, split);
+    stt = pieces ? smelt__run_pieces(p, rs, ki, w, split) : smelt__run_box(p, rs, ki, w, NULL, split);
     return stt || *split ? stt : gather_check(p, ki);
 }
 
 /* Kernel ki (elementwise) over its operands w, whose shapes are box (NULL:
  * its members' shape) where they are not broadcast. */
-static int run_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split)
+int smelt__run_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
     int n = k->cl.nin + k->cl.nout;
