@@ -46,7 +46,7 @@ static const rows_case rows_cases[] = {
      SMELT_F64, 2, {16, 100}, false, 1, false},
     {"rmsnorm", "x / sqrt(mean(x * x, axis=-1, keepdims=True) + 1e-6) * w", SMELT_F32, 2, {33, 1000}, true, 1, false},
     /* rows of several runs: the last pass of a row deferred into the next
-     * row's pass, some calls a time (src/codegen/emit.c, SMELT_ROWS_DEFER),
+     * row's pass, some calls a time (src/codegen/emit-rows.c, SMELT_ROWS_DEFER),
      * runs that start inside a row of the reduced axes */
     {"rmsnorm, long rows", "x / sqrt(mean(x * x, axis=-1, keepdims=True) + 1e-6) * w", SMELT_F32, 2, {6, 5000},
      false, 1, false},

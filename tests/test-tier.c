@@ -344,7 +344,7 @@ Test(tier, transcendentals_same_bits_on_both_tiers)
 
 /* The CC tier's groups of 128 compute f32 exp through smelt_exp_f32_w and
  * again through smelt_exp_f32 where an argument lies outside its range
- * (about [-87.7, 88.4]; src/codegen/emit.c, c_group): groups with one such
+ * (about [-87.7, 88.4]; src/codegen/emit-loop.c, c_group): groups with one such
  * argument each (a different one at a different place, just outside the
  * range among them), groups without, a tail; into a separate output and in
  * place (a donated input, where a group computes the exact form only); and
@@ -470,7 +470,7 @@ static void group_loops_vectorise(smelt_ctx *ctx, smelt_graph *g, smelt_node *y,
  * arithmetic; an exp (its fast loop and its exact one); an exp in a
  * branch of where (the README's example: the fast form's running maximum
  * written in a branch kept gcc from vectorising it, 3.6x slower than the
- * unfused plan; src/codegen/emit.c, branch_values). */
+ * unfused plan; src/codegen/emit.c, smelt__branch_values). */
 Test(tier, hot_loop_vectorises)
 {
     fresh_cache();

@@ -168,7 +168,7 @@ typedef struct smelt__kdesc {
      * operators are in dependency order, every operand over the first
      * reduction's operand shape (broadcast: strides 0); the kernel runs one
      * row at a time, its reductions in turn, then a last pass that writes
-     * the full-size outputs (src/codegen/emit.c, "row programs"). */
+     * the full-size outputs (src/codegen/emit-rows.c, "row programs"). */
     bool multi;
     /* indexed reads (take, take_along_axis; docs/fusion.md): gidx[k] > 0
      * when input k is an array read where an index says, the index being

@@ -424,7 +424,7 @@ static bool has_gather(pstate *s, int k)
 /* Whether the union of clusters ka and kc, holding a reduction and an
  * indexed read, may become a row program (on a CPU: rows_min) in which
  * every index is the same along the reduced axes: the kernel's passes read
- * an index once a row (src/codegen/emit.c, rows_piece).  rows_form makes
+ * an index once a row (src/codegen/emit-rows.c, smelt__rows_piece).  rows_form makes
  * any such union of one reduction a row program too (a reduction's own
  * kernel reads no index, smelt__emit). */
 static bool gathers_fit(pstate *s, int ka, int kc, int rows)

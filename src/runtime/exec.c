@@ -300,7 +300,7 @@ static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int6
 }
 
 /* ---- reductions --------------------------------------------------------
- * A reduction kernel (src/codegen/emit.c, kernel_reduce.*.in) runs over its
+ * A reduction kernel (src/codegen/emit-reduce.c, kernel_reduce.*.in) runs over its
  * results; when there are few results and long rows, over the rows'
  * chunks first (phase 1, each chunk's result to a scratch array), then over
  * the results (phase 2, combining the chunks in order): the same order of
@@ -520,7 +520,7 @@ int smelt__reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
     if (k->desc.multi) { /* a row program: rows; each call's row cache in the kernel's scratch */
         int64_t per = red_chunk(nout, SMELT_MAX(nred, 1), threads), calls = (nout + per - 1) / per;
-        /* a call's slot: a multiple of 64 bytes (its values aligned: src/codegen/emit.c, rows_analyse) */
+        /* a call's slot: a multiple of 64 bytes (its values aligned: src/codegen/emit-rows.c, smelt__rows_analyse) */
         size_t bytes = (((size_t)k->rows_cache * (size_t)nred + 63) & ~(size_t)63) * (size_t)calls;
         if (bytes && k->scratch_bytes < bytes) {
             free(k->scratch);

@@ -91,7 +91,7 @@ uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nr
     if (!p->be->iface->target.dialect->device || !dev)
         return 0;
     const int64_t W = dev->warp;
-    if (p->kern[ki].desc.multi) { /* a row program: held when its rows fit (src/codegen/emit.c, shape_device_rows) */
+    if (p->kern[ki].desc.multi) { /* a row program: held when its rows fit (src/codegen/emit-rows-device.c, smelt__shape_device_rows) */
         const smelt__pkernel *k = &p->kern[ki];
         int b = 0, c = 0;
         while (b <= SMELT_HELD_MAX_LOG2 && (W << b) < nred)
@@ -202,7 +202,7 @@ void smelt__red_grid(const smelt_plan *p, int ki, uint16_t spread, int64_t nout,
 }
 
 /* A host kernel with indexed reads reads each index once a row
- * (row_offsets, src/codegen/emit.c): where an index changes along the
+ * (smelt__row_offsets, src/codegen/emit.c): where an index changes along the
  * innermost dimension, a dimension of size 1 goes after it (rows of one
  * element).  The new rank, -1 when there is no room. */
 int smelt__gather_rows(const smelt__pkernel *k, int rank, int64_t *S, int n, int64_t (*st)[SMELT_MAX_DIMS],

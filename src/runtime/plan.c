@@ -224,7 +224,7 @@ static void describe(smelt_plan *p)
             it = &p->prog.v[p->prog.v[k->cl.members[smelt__red_member(&p->prog, &k->cl)]].in[0]];
         smelt__shape_str(b, it->ndim, it->shape);
         char held[96] = "";
-        if (k->desc.multi && v && v->spread >= SMELT_SPREAD_HELD) { /* src/codegen/emit.c, shape_device_rows */
+        if (k->desc.multi && v && v->spread >= SMELT_SPREAD_HELD) { /* src/codegen/emit-rows-device.c, smelt__shape_device_rows */
             int K, kr;
             smelt__held_split(v->spread, &K, &kr);
             if (smelt__held_warps(v->spread) > 1)
@@ -237,7 +237,7 @@ static void describe(smelt_plan *p)
         if (k->desc.multi)
             smelt__sb_printf(b, " in rows (a row program of %d reduction%s%s)", k->rows_stages,
                              k->rows_stages == 1 ? "" : "s", held);
-        if (!k->desc.reduce && v && smelt__is_tile(v->spread)) { /* src/codegen/emit.c, shape_device_tile */
+        if (!k->desc.reduce && v && smelt__is_tile(v->spread)) { /* src/codegen/emit-loop.c, smelt__shape_device_tile */
             smelt__sb_printf(b, " in tiles of %d x %d (input", SMELT_TILE, SMELT_TILE);
             for (int i = 0, n = 0; i < k->cl.nin; i++)
                 if (smelt__tile_packed(v->spread, i))

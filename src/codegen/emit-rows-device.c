@@ -1,0 +1,562 @@
+/* Row programs on a device: the CUDA form (a warp or more a row, the row
+ * held in registers and shared memory; src/codegen/emit.h). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+/* The held form's index of the lane's element j of kernel operand q (mode
+ * m) from its pointer bq<q> (rows_dev_bases). */
+static void held_index(char *o, size_t n, int m, int q)
+{
+    if (m == SMELT_MODE_STRIDED)
+        snprintf(o, n, "32 * j * sq%d", q);
+    else
+        snprintf(o, n, "%s", m == SMELT_MODE_BCAST ? "0" : "32 * j");
+}
+
+/* The held form's elements of a lane: j < kr in registers (kc<v>[j],
+ * loops unrolled: indexed by constants), the rest in shared memory
+ * (kcs<v>[32 (j - kr)], the warp's slice of its slot); part: which. */
+typedef struct rows_held {
+    int K, kr; /* elements a lane holds, of them in registers */
+    bool *in;  /* per kernel input: held */
+    int part;  /* 0: registers, 1: shared memory (the loop being emitted) */
+    int W;     /* warps a row spans (the block form: > 1; its elements from wb on, rows_dev_bases) */
+    bool exact; /* the block form: the row fills the block (no element tested against its end) */
+} rows_held;
+
+/* Whether part p of the held form h has elements (the streaming form, h
+ * NULL: its one loop, p 0) */
+static bool held_part(const rows_held *h, int p)
+{
+    return !h ? p == 0 : p ? h->kr < h->K : h->kr > 0;
+}
+
+static void held_ref(char *o, size_t n, const rows_held *h, int v)
+{
+    if (h->part)
+        snprintf(o, n, "kcs%d[32 * (j - %d)]", v, h->kr);
+    else
+        snprintf(o, n, "kc%d[j]", v);
+}
+
+/* The inputs of piece pc that are the row's scalars (bit q: bind[q] <= -2). */
+static uint64_t rows_uniform(const smelt__kdesc *pc, const int *bind)
+{
+    uint64_t m = 0;
+    for (int q = 0; q < pc->n_in && q < 64; q++)
+        if (bind[q] <= -2)
+            m |= (uint64_t)1 << q;
+    return m;
+}
+
+/* Whether piece pc has a division smelt__fast_div takes; if so, the flag
+ * smelt_dok declared, true where each such division's divisor lies in the
+ * range smelt_divr_f32 needs (once a row). */
+static bool rows_fast_divs(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *pc, const int *bind)
+{
+    ectx e = {.d = pc, .divq = "", .uni = rows_uniform(pc, bind)};
+    bool any = false;
+    for (int k = 0; k < pc->n_ops; k++) {
+        if (!smelt__fast_div(&e, k))
+            continue;
+        int v = pc->ops[k].in[1];
+        smelt__sb_puts(b, any ? " &&\n            smelt_divr_ok(" : "        int smelt_dok = smelt_divr_ok(");
+        if (v < pc->n_in)
+            smelt__sb_printf(b, "sv%d", -2 - bind[v]);
+        else
+            smelt__literal(b, dl, &pc->ops[v - pc->n_in]);
+        smelt__sb_puts(b, ")");
+        any = true;
+    }
+    if (any)
+        smelt__sb_puts(b, ";\n");
+    return any;
+}
+
+/* One element of a piece on a device, in its own scope: operand q named
+ * q<q> at offset o<q> (rows_call_setup's bindings: a kernel operand at
+ * off[] (full) or xo[] (small), the row's scalar sv<slot>, or tmp, the
+ * local array rt; in the held form (h) a kept value v, or a kernel input v
+ * that h->in marks, is the lane's element j of it (held_ref), read into a
+ * local first: a value written here may take the place of one read here);
+ * its constants, loads, operators and stores. */
+static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *pc, const int *bind, int kin,
+                          bool small, const char *ind, const rows_held *h, const char *divq)
+{
+    int nv = pc->n_in + pc->n_ops, n = pc->n_in + pc->n_out;
+    int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
+    bool *inl = calloc((size_t)(nv + 1), sizeof(bool));
+    if (!uses || !inl) {
+        free(uses), free(inl);
+        return SMELT_ERR_NOMEM;
+    }
+    smelt__plan_inlining(pc, uses, inl, uses + nv, uses + 2 * nv);
+    smelt__sb_printf(b, "%s{\n", ind);
+    uint64_t ldg = 0; /* the kernel's inputs read from memory here */
+    for (int q = 0; q < n; q++) {
+        const char *T = dl->stype[smelt__operand_dtype(pc, q)], *c = q < pc->n_in ? "const " : "";
+        int kv = bind[q] >= ROWS_KEPT ? bind[q] - ROWS_KEPT : bind[q] >= 0 && h && h->in[bind[q]] ? bind[q] : -1;
+        if (kv < 0 && q < pc->n_in && q < 64 && bind[q] >= 0 && bind[q] < kin)
+            ldg |= (uint64_t)1 << q;
+        char r[48];
+        if (kv >= 0)
+            held_ref(r, sizeof r, h, kv);
+        if (kv >= 0 && q < pc->n_in)
+            smelt__sb_printf(b, "%s    const %s h%d = %s, *q%d = &h%d;\n%s    const smelt_idx o%d = 0;\n", ind, T, q, r, q,
+                             q, ind, q);
+        else if (kv >= 0)
+            smelt__sb_printf(b, "%s    %s *q%d = &%s;\n%s    const smelt_idx o%d = 0;\n", ind, T, q, r, ind, q);
+        else if (bind[q] <= -2)
+            smelt__sb_printf(b, "%s    %s%s *q%d = &sv%d;\n%s    const smelt_idx o%d = 0;\n", ind, c, T, q, -2 - bind[q],
+                             ind, q);
+        else if (bind[q] == -1)
+            smelt__sb_printf(b, "%s    %s *q%d = rt;\n%s    const smelt_idx o%d = 0;\n", ind, T, q, ind, q);
+        else if (h && !small) { /* the held form: the lane's pointer into the row (rows_dev_bases) */
+            char o[48];
+            held_index(o, sizeof o, pc->mode[q], bind[q]);
+            smelt__sb_printf(b, "%s    %s%s *__restrict__ q%d = (%s%s *)bq%d;\n%s    const smelt_idx o%d = %s;\n", ind,
+                             c, T, q, c, T, bind[q], ind, q, o);
+        } else
+            smelt__sb_printf(b, "%s    %s%s *__restrict__ q%d = (%s%s *)a.ptrs[%d];\n%s    const smelt_idx o%d = %s[%d];\n",
+                             ind, c, T, q, c, T, bind[q], ind, q, small ? "xo" : "off", bind[q]);
+    }
+    for (int i = 0; i < pc->n_ops; i++)
+        if (pc->ops[i].op == SMELT_OP_CONST) {
+            smelt__sb_printf(b, "%s    const %s v%d = ", ind, dl->type[pc->ops[i].dtype], pc->n_in + i);
+            smelt__literal(b, dl, &pc->ops[i]);
+            smelt__sb_puts(b, ";\n");
+        }
+    /* read through the read-only cache: a kernel's inputs are not written while it runs (an output in place
+     * of one writes each element after its thread's reads of it), so the compiler may send these loads
+     * ahead of the stores before them (layernorm's last pass: the 16 elements' w and b a lane together,
+     * where each pair of loads waited behind the previous element's store; the same registers) */
+    ectx e = {dl, pc, uses, inl, -1, FORM_OFFSET, false, false, ldg, divq, rows_uniform(pc, bind), NULL, NULL};
+    smelt__emit_lane(b, &e);
+    smelt__sb_printf(b, "%s}\n", ind);
+    free(uses), free(inl);
+    return SMELT_OK;
+}
+
+/* The loop over a row's elements that lane holds in a pass: the streaming
+ * form's r = c0 + lane, + 32, ... < c1 (a chunk); the held form's
+ * elements r = lane + 32 j of the part h->part, those below nred (the
+ * first K / 2 are in every row: the compiler drops their test); unrolled
+ * for registers (their arrays indexed by constants), else by 16 for loads
+ * (load: rows_dev_preload: a lane's loads go out 16 at a time; all at once,
+ * they would take as many registers) and by 8 (loads of inputs a pass
+ * reads alone). */
+static void rows_dev_loop(smelt__sb *b, const rows_held *h, const char *c0, const char *c1, const char *ind, bool load)
+{
+    if (!h) {
+        smelt__sb_printf(b, "%sfor (smelt_idx r = %s + lane; r < %s; r += 32) {\n%s    {\n", ind, c0, c1, ind);
+        return;
+    }
+    smelt__sb_printf(b, "%s#pragma unroll%s\n", ind, !h->part ? "" : load ? " 16" : " 8");
+    if (h->W > 1) /* the block form: every warp's elements may pass the row's end, unless exact */
+        smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++) {\n"
+                            "%s    const smelt_idx r = wb + (smelt_idx)(lane + 32 * j);\n%s    if (%s) {\n",
+                         ind, h->K, ind, ind, h->exact ? "true" : "j < jn");
+    else
+        smelt__sb_printf(b, "%sfor (int j = %d; j < %d; j++) {\n"
+                            "%s    const smelt_idx r = (smelt_idx)(lane + 32 * j);\n%s    if (j < %d || r < nred) {\n",
+                         ind, h->part ? h->kr : 0, h->part ? h->K : h->kr, ind, ind, h->K / 2);
+}
+
+/* The held form (one reduced dimension): each kernel operand's pointer to
+ * the lane's first element of the row, bq<q>, and its stride along the row
+ * sq<q> (elements; strided operands): element j of the lane is at
+ * bq<q>[32 j] (contiguous), bq<q>[0] (broadcast) or bq<q>[32 j sq<q>], an
+ * offset the compiler folds into the load. */
+static void rows_dev_bases(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const char *ind, int W)
+{
+    for (int q = 0; q < d->n_in + d->n_out; q++) {
+        const char *T = dl->stype[smelt__operand_dtype(d, q)], *c = q < d->n_in ? "const " : "";
+        if (d->mode[q] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(b, "%sconst smelt_idx sq%d = a.strides[%d];\n", ind, q, q * d->rank + d->rank - 1);
+        smelt__sb_printf(b, "%s%s%s *__restrict__ const bq%d = (%s%s *)a.ptrs[%d] + xo[%d]", ind, c, T, q, c, T, q, q);
+        if (d->mode[q] == SMELT_MODE_CONTIG)
+            smelt__sb_puts(b, W > 1 ? " + wb + lane" : " + lane");
+        else if (d->mode[q] == SMELT_MODE_STRIDED)
+            smelt__sb_printf(b, W > 1 ? " + (wb + (smelt_idx)lane) * sq%d" : " + (smelt_idx)lane * sq%d", q);
+        smelt__sb_printf(b, ";\n%s(void)bq%d;\n", ind, q);
+    }
+}
+
+/* The held form: the kernel inputs h->in marks and first read in pass p,
+ * from memory into their arrays, in loops of their own before the pass's,
+ * so that a lane's loads go out together. */
+static void rows_dev_preload(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, rows_held *h,
+                             const int *first, int p, const char *ind)
+{
+    bool any = false;
+    for (int v = 0; v < d->n_in; v++)
+        any = any || (h->in[v] && first[v] == p);
+    for (h->part = 0; any && h->part < 2; h->part++) {
+        if (!held_part(h, h->part))
+            continue;
+        rows_dev_loop(b, h, "", "", ind, true);
+        for (int v = 0; v < d->n_in; v++)
+            if (h->in[v] && first[v] == p) {
+                char o[48], r[48];
+                held_index(o, sizeof o, d->mode[v], v);
+                held_ref(r, sizeof r, h, v);
+                smelt__sb_printf(b, "%s        %s = ((const %s *)bq%d)[%s];\n", ind, r, dl->stype[d->in_dt[v]], v, o);
+            }
+        smelt__sb_printf(b, "%s    }\n%s}\n", ind, ind);
+    }
+    h->part = 0;
+}
+
+/* Whether a reduction's fold gives the same bits in any grouping (it is
+ * associative, and its identity is one): max and min (NaN first, payload
+ * and all; zeros by their sum: +0 wins a max, -0 a min), argmax and argmin
+ * (the first of the best: the left operand wins ties), any, all, and
+ * integer accumulators (sums and products wrap) - not floating-point
+ * sums and products. */
+static bool red_any_grouping(const red_kind *rk)
+{
+    return rk->op == SMELT_OP_MAX || rk->op == SMELT_OP_MIN || rk->op == SMELT_OP_ARGMAX || rk->op == SMELT_OP_ARGMIN ||
+           rk->op == SMELT_OP_ANY || rk->op == SMELT_OP_ALL || !smelt__is_float(rk->acc);
+}
+
+/* The block form: a lane's fold of its K elements of the warp (exact: all in
+ * the row).  mm: a max or min of floats (fmaxf, fminf, fmax or fmin; else
+ * NULL) folds them by that function, one instruction, and a NaN test, and
+ * keeps the result unless an element was a NaN or the result is a zero, which
+ * the exact fold takes again: NaN first and zeros by their sign.  Otherwise
+ * the result is the largest (smallest) value, whichever order. */
+static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, const char *op, int K, bool exact,
+                               const char *mm)
+{
+    char in2[64];
+    const char *in = ind;
+    if (mm) {
+        smelt__sb_printf(b, "%s{\n%s    smelt_acc%s fm = v;\n%s    int fx = 0;\n", ind, ind, sfx, ind);
+        smelt__sb_printf(b, "%s    #pragma unroll\n%s    for (int j = 0; j < %d; j++)\n", ind, ind, K);
+        smelt__sb_printf(b, "%s        %sif (j < jn)\n", ind, exact ? "// " : "");
+        smelt__sb_printf(b, "%s        {\n%s            const smelt_acc%s u = smelt_conv%s(%s);\n"
+                            "%s            fx |= u != u;\n%s            fm = %s(fm, u);\n%s        }\n",
+                         ind, ind, sfx, sfx, op, ind, ind, mm, ind);
+        smelt__sb_printf(b, "%s    if (!fx && fm != 0)\n%s        v = fm;\n%s    else {\n", ind, ind, ind);
+        snprintf(in2, sizeof in2, "%s        ", ind);
+        in = in2;
+    }
+    smelt__sb_printf(b, "%s#pragma unroll\n", in);
+    smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++)\n", in, K);
+    smelt__sb_printf(b, "%s    %sif (j < jn)\n", in, exact ? "// " : "");
+    smelt__sb_printf(b, "%s        smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", in, sfx,
+                     sfx, op);
+    if (mm)
+        smelt__sb_printf(b, "%s    }\n%s}\n", ind, ind);
+}
+
+/* The block form's fold of a reduction (smelt__shape_device_rows): warp s takes
+ * its lanes' accumulators v (and the indices vi of argmax and argmin: arg)
+ * where warp s - 1 left them in shared memory, folds its K elements of
+ * operand op (warp 0 from the identity), and leaves them for warp s + 1,
+ * a barrier after each warp; then every warp takes the last ones.  So
+ * lane l folds l, l + 32, ... in turn, the one warp's order.  A fold that
+ * gives the same bits in any grouping (free: red_any_grouping) runs in
+ * every warp at once, from the identity I, and each lane then folds the
+ * warps' results in order: one barrier instead of W.  exact: every
+ * element of the block is in the row (no test; else j < jn, the lane's
+ * elements in the row). */
+static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const char *op, int W, int K, bool arg,
+                           bool free, bool exact, const char *I, const char *mm)
+{
+    const char *ix = arg ? "" : "// ";
+    if (free) {
+        smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[%d][32];\n", ind, sfx, W);
+        smelt__sb_printf(b, "%s%s__shared__ long long chi[%d][32];\n", ind, ix, W);
+        rows_dev_warp_fold(b, ind, sfx, op, K, exact, mm);
+        smelt__sb_printf(b, "%sch[wp][lane] = v;\n", ind);
+        smelt__sb_printf(b, "%s%schi[wp][lane] = vi;\n", ind, ix);
+        smelt__sb_printf(b, "%s__syncthreads();\n", ind);
+        smelt__sb_printf(b, "%sv = %s;\n", ind, I);
+        smelt__sb_printf(b, "%svi = 9223372036854775807LL;\n", ind);
+        smelt__sb_printf(b, "%s#pragma unroll\n", ind);
+        smelt__sb_printf(b, "%sfor (int s = 0; s < %d; s++)\n", ind, W);
+        smelt__sb_printf(b, "%s    smelt_fold%s(&v, &vi, ch[s][lane], %s);\n", ind, sfx, arg ? "chi[s][lane]" : "0");
+        return;
+    }
+    smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[32];\n", ind, sfx);
+    smelt__sb_printf(b, "%s%s__shared__ long long chi[32];\n", ind, ix);
+    smelt__sb_printf(b, "%sfor (int s = 0; s < %d; s++) {\n", ind, W);
+    smelt__sb_printf(b, "%s    if (wp == s) {\n", ind);
+    smelt__sb_printf(b, "%s        if (s) {\n", ind);
+    smelt__sb_printf(b, "%s            v = ch[lane];\n", ind);
+    smelt__sb_printf(b, "%s            %svi = chi[lane];\n", ind, ix);
+    smelt__sb_printf(b, "%s        }\n", ind);
+    char in2[64];
+    snprintf(in2, sizeof in2, "%s        ", ind);
+    rows_dev_warp_fold(b, in2, sfx, op, K, exact, NULL);
+    smelt__sb_printf(b, "%s        ch[lane] = v;\n", ind);
+    smelt__sb_printf(b, "%s        %schi[lane] = vi;\n", ind, ix);
+    smelt__sb_printf(b, "%s    }\n", ind);
+    smelt__sb_printf(b, "%s    __syncthreads();\n", ind);
+    smelt__sb_printf(b, "%s}\n", ind);
+    smelt__sb_printf(b, "%sv = ch[lane];\n", ind);
+    smelt__sb_printf(b, "%s%svi = chi[lane];\n", ind, ix);
+}
+
+/* A device (CUDA): a warp per row, its lanes along the row; every lane
+ * holds the row's scalars.  The streaming form (spread 0) reads each pass's
+ * operands from memory and computes again what an earlier pass computed;
+ * the held form (spread SMELT_SPREAD_HELD + b + 16 c: rows of at most
+ * 32 * 2^b elements, one chunk) keeps a lane's elements of every input two
+ * passes read and of every value a later pass reads (rows_info.cache): the
+ * first kr = 2^(c - 1) (none for c = 0) in registers (kc<v>), the rest in
+ * shared memory (kcs<v>, smelt__rows_held_slots; a block is one warp), so a row
+ * is read from memory once. */
+int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude, smelt__sb *text,
+                             smelt__sb *err)
+{
+    int st = smelt__rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
+    int K = 0, kr = 0, W = 1;
+    if (d->spread >= SMELT_SPREAD_HELD) {
+        smelt__held_split(d->spread, &K, &kr);
+        W = smelt__held_warps(d->spread);
+    }
+    rows_info ri = {0};
+    if (st || (st = smelt__rows_analyse(d, K > 0, &ri)))
+        return st;
+    int nv = nin + d->n_ops, shared = 0;
+    bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1)), held[SMELT_MAX_KERNEL_OPERANDS] = {false};
+    int *first = K ? malloc(sizeof(int) * (size_t)(4 * nv + 1)) : NULL;
+    int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
+    rows_held hv = {K, kr, held, 0, W, smelt__held_exact(d->spread)}, *h = K ? &hv : NULL;
+    smelt__sb defs, body, kd, rd, what, xo;
+    smelt__sb_init(&defs), smelt__sb_init(&body), smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
+    smelt__sb_init(&xo);
+    if (!mine || (K && !first))
+        st = SMELT_ERR_NOMEM;
+    smelt__red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
+    smelt__red_dev_offsets(&xo, true, 8, noper - 1, R, nr);
+    if (!st && K && nr != 1) {
+        smelt__sb_puts(err, "a row program's held form reduces one dimension (after merging)");
+        st = SMELT_ERR_INVALID_ARG;
+    }
+    if (!st && K && !(st = smelt__rows_held_spans(d, &ri, first, first + nv, err))) {
+        for (int v = 0; v < nin; v++)
+            held[v] = smelt__rows_is_held(d, &ri, first, first + nv, v);
+        int *slot = first + 2 * nv, *off = first + 3 * nv, per = smelt__rows_held_slots(d, &ri, first, first + nv, slot, off);
+        shared = kr < K ? 32 * (K - kr) * per : 0;
+        if (per < 0) {
+            smelt__sb_puts(err, "a row program holds too many values");
+            st = SMELT_ERR_INVALID_ARG;
+        }
+        if (shared > 0)
+            smelt__sb_printf(&body, "        __shared__ __align__(16) unsigned char smelt_sm[%d];\n", shared);
+        if (W > 1) /* and the lane's elements in the row, jn (exact: all K) */
+            smelt__sb_printf(&body, "        const smelt_idx wb = (smelt_idx)%d * wp; /* the warp's first element */\n"
+                                    "        %sconst long long jr = (long long)nred - (long long)wb - lane; /* (smelt_idx may be "
+                                    "unsigned) */\n"
+                                    "        %sconst int jn = jr <= 0 ? 0 : jr >= %d ? %d : (int)((jr + 31) / 32);\n",
+                             32 * K, hv.exact ? "// " : "", hv.exact ? "// " : "", 32 * K, K);
+        rows_dev_bases(&body, dl, d, "        ", W);
+        for (int v = 0; v < nv && !st; v++) { /* the held values' arrays */
+            if (!smelt__rows_is_held(d, &ri, first, first + nv, v))
+                continue;
+            const char *T = dl->stype[smelt__value_dtype(d, v)];
+            if (kr)
+                smelt__sb_printf(&body, "        %s kc%d[%d];\n", T, v, kr);
+            if (kr < K)
+                smelt__sb_printf(&body, "        %s *const kcs%d = (%s *)(void *)(smelt_sm + %d) + lane;\n", T, v, T,
+                                 32 * (K - kr) * off[slot[v]]);
+        }
+    }
+    for (int v = 0; v < nin + d->n_ops && !st; v++)
+        if (ri.slot[v] >= 0)
+            smelt__sb_printf(&body, "        %s sv%d;\n", dl->stype[smelt__value_dtype(d, v)], ri.slot[v]);
+    const char *in = K ? "            " : "                ", *el = K ? "                    " : "                        ";
+    const char *lead = W > 1 ? "threadIdx.x == 0" : "lane == 0"; /* the thread that stores a row's scalars */
+    for (int t = 0; t <= ri.nst && !st; t++) {
+        int nout = 0;
+        smelt__kdesc pc;
+        if (!(st = smelt__rows_piece_of(d, &ri, ROWS_SMALL, t, mine, outs, &nout, &pc, bind, err)) && nout) {
+            /* small piece t, on every lane */
+            st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, true, "        ", NULL, NULL);
+            free(pc.ops);
+            for (int o = 0; o < nout; o++)
+                for (int q = 0; q < d->n_out; q++)
+                    if (d->out_val[q] == outs[o])
+                        smelt__sb_printf(&body, "        if (%s)\n            ((%s *)a.ptrs[%d])[xo[%d]] = sv%d;\n", lead,
+                                         dl->stype[smelt__value_dtype(d, outs[o])], nin + q, nin + q, ri.slot[outs[o]]);
+        }
+        if (t == ri.nst || st)
+            break;
+        int k = ri.st[t], x = d->ops[k].in[0];
+        red_kind rk = smelt__red_kind_of(d->ops[k].op, smelt__value_dtype(d, x));
+        char sfx[16];
+        snprintf(sfx, sizeof sfx, "_%d", t);
+        smelt__sb one, ident;
+        smelt__sb_init(&one), smelt__sb_init(&ident);
+        smelt__red_defs(&one, dl, &rk, false);
+        smelt__rename_words(&defs, smelt__sb_str(&one), smelt__red_def_names, NSLOTS(smelt__red_def_names), sfx);
+        smelt__red_ident(&ident, dl, &rk);
+        smelt__sb_printf(&what, "%s%s of %s", t ? ", " : "", smelt__ops[rk.op].name, smelt__dtypes[rk.in].name);
+        const char *I = smelt__sb_str(&ident);
+        smelt__sb_printf(&body, "        { /* reduction %d: %s of %s into %s (%s accumulators) */\n"
+                                "            smelt_acc%s tot = %s;\n            long long toti = 9223372036854775807LL;\n",
+                         t, smelt__ops[rk.op].name, smelt__dtypes[rk.in].name, smelt__dtypes[rk.out].name,
+                         smelt__dtypes[rk.acc].name, sfx, I);
+        if (!K)
+            smelt__sb_printf(&body, "            for (smelt_idx c0 = 0; c0 < nred; c0 += %d) {\n"
+                                    "                const smelt_idx c1 = nred - c0 < %d ? nred : c0 + %d;\n",
+                             SMELT_RED_CHUNK, SMELT_RED_CHUNK, SMELT_RED_CHUNK);
+        smelt__sb_printf(&body, "%ssmelt_acc%s v = %s;\n%slong long vi = 9223372036854775807LL;\n", in, sfx, I, in);
+        if (K)
+            rows_dev_preload(&body, dl, d, h, first, t, in);
+        bool kept = K && x >= nin && ri.piece[x - nin] != t, opheld = K && smelt__rows_is_held(d, &ri, first, first + nv, x);
+        if (W > 1 && !opheld) /* the block form: the lane's operands, computed together, folded in turn */
+            smelt__sb_printf(&body, "%ssmelt_in%s kt[%d];\n", in, sfx, K);
+        char chop[48] = "kt[j]"; /* the operand the chain folds */
+        if (opheld)
+            held_ref(chop, sizeof chop, h, x);
+        for (int part = 0; part < 2 && !st; part++) { /* the lane's elements: registers, shared memory */
+            if (!held_part(h, part))
+                continue;
+            hv.part = part;
+            char opnd[48] = "rt[0]";
+            if (opheld)
+                held_ref(opnd, sizeof opnd, h, x);
+            rows_dev_loop(&body, h, "c0", "c1", in, false);
+            smelt__sb_printf(&body, "%ssmelt_in%s rt[1];\n", el, sfx);
+            if (!K)
+                smelt__red_dev_offsets(&body, false, (int)strlen(el), noper, R, nr);
+            if (x < nin && !(K && held[x])) { /* an input this pass alone reads */
+                char o[48];
+                if (K) {
+                    held_index(o, sizeof o, d->mode[x], x);
+                    smelt__sb_printf(&body, "%srt[0] = ((const smelt_in%s *)bq%d)[%s];\n", el, sfx, x, o);
+                } else {
+                    smelt__sb_printf(&body, "%srt[0] = ((const smelt_in%s *)a.ptrs[%d])[off[%d]];\n", el, sfx, x, x);
+                }
+            } else if (x >= nin && !kept) {
+                smelt__kdesc pc;
+                int nout;
+                if (!(st = smelt__rows_piece_of(d, &ri, ROWS_STAGE, t, mine, outs, &nout, &pc, bind, err))) {
+                    smelt__rows_modes(d, &pc, bind, false);
+                    st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, el, h, NULL);
+                    free(pc.ops);
+                }
+            }
+            if (W > 1)
+                smelt__sb_printf(&body, "%s(void)rt;\n%s%s%s = %s;\n%s    }\n%s}\n", el, el, opheld ? "// " : "", chop,
+                                 opnd, in, in);
+            else
+                smelt__sb_printf(&body, "%s(void)rt;\n%ssmelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)r);\n"
+                                        "%s    }\n%s}\n",
+                                 el, el, sfx, sfx, opnd, in, in);
+        }
+        hv.part = 0;
+        if (W > 1) { /* warp s folds its elements after warp s - 1: the lanes' order of one warp */
+            /* a fold in any grouping keeps the warps' results in shared memory, each reduction
+             * its own: at most 4 KB (W <= 8 for an f64 argmax), else the chain's 32 slots (a kernel
+             * of many such folds over 32 warps would pass the 48 KB a block may declare) */
+            int slot = (int)smelt__dtypes[rk.acc].size + (rk.arg ? 8 : 0);
+            /* a max or min of floats: by fmaxf or fminf, the exact fold where a NaN or a zero needs it */
+            const char *mm = rk.arg || (rk.op != SMELT_OP_MAX && rk.op != SMELT_OP_MIN) ? NULL
+                             : rk.acc == SMELT_F32 ? (rk.op == SMELT_OP_MAX ? "fmaxf" : "fminf")
+                             : rk.acc == SMELT_F64 ? (rk.op == SMELT_OP_MAX ? "fmax" : "fmin")
+                                                   : NULL;
+            rows_dev_chain(&body, in, sfx, chop, W, K, rk.arg, red_any_grouping(&rk) && W * 32 * slot <= 4096, h->exact,
+                           I, mm);
+        }
+        smelt__sb_printf(&body, "%sfor (int dd = 16; dd >= 1; dd >>= 1) {\n"
+                                "%s    smelt_acc%s u = smelt_shfl(v, dd);\n"
+                                "%s    long long ui = %s;\n"
+                                "%s    smelt_fold%s(&v, &vi, u, ui);\n%s}\n"
+                                "%ssmelt_fold%s(&tot, &toti, v, vi);\n",
+                         in, in, sfx, in, rk.arg ? "smelt_shfl(vi, dd)" : "vi", in, sfx, in, in, sfx);
+        if (!K)
+            smelt__sb_puts(&body, "            }\n");
+        smelt__sb_printf(&body, "            tot = smelt_bcast(tot);\n            toti = smelt_bcast(toti);\n"
+                                "            sv%d = smelt_result%s(tot, toti, nred);\n",
+                         ri.slot[nin + k], sfx);
+        for (int q = 0; q < d->n_out; q++)
+            if (d->out_val[q] == nin + k)
+                smelt__sb_printf(&body, "            if (%s)\n                ((smelt_out%s *)a.ptrs[%d])[xo[%d]] = sv%d;\n",
+                                 lead, sfx, nin + q, nin + q, ri.slot[nin + k]);
+        smelt__sb_puts(&body, "        }\n");
+        smelt__sb_free(&one), smelt__sb_free(&ident);
+    }
+    if (!st) { /* the final pass: the full-size outputs */
+        int nout;
+        smelt__kdesc pc;
+        if (!(st = smelt__rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nout, &pc, bind, err)) && nout) {
+            smelt__rows_modes(d, &pc, bind, false);
+            /* f32 divisions by the row's scalar through its reciprocal (smelt_divr_f32:
+             * the same bits, fewer instructions), where every element of the lane lies
+             * in the range it holds for; else the pass again, dividing (its outputs are
+             * not in place of what it reads: smelt__inplace_ok); a row whose divisor
+             * lies outside divides at once */
+            bool fd = rows_fast_divs(&body, dl, &pc, bind);
+            for (int again = 0; again <= (int)fd && !st; again++) {
+                const char *ind = fd ? "            " : "        ";
+                if (fd) /* a divisor outside the range: the division at once */
+                    smelt__sb_puts(&body, again ? "        if (!smelt_dok) {\n" : "        if (smelt_dok) {\n");
+                for (int part = 0; part < 2 && !st; part++) {
+                    if (!held_part(h, part))
+                        continue;
+                    hv.part = part;
+                    rows_dev_loop(&body, h, "0", "nred", ind, false);
+                    if (!K)
+                        smelt__red_dev_offsets(&body, false, 16, noper, R, nr);
+                    st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, fd ? "                    " : "                ",
+                                        h, fd && !again ? "smelt_dok" : NULL);
+                    smelt__sb_printf(&body, "%s    }\n%s}\n", ind, ind);
+                }
+                if (fd)
+                    smelt__sb_puts(&body, "        }\n");
+            }
+            free(pc.ops);
+        }
+    }
+    if (W > 1) /* the chains' shared memory is the next row's */
+        smelt__sb_puts(&body, "        __syncthreads();\n");
+    char form[200] = "Every pass reads its operands from memory.";
+    if (K && W > 1)
+        snprintf(form, sizeof form, "A row spans %d warps, a block; a lane holds its %d elements of the values two "
+                                    "passes read in registers (kc<v>): a row is read from memory once.", W, K);
+    else if (K)
+        snprintf(form, sizeof form, "A lane holds its %d elements of the values two passes read, %d in registers "
+                                    "(kc<v>), %d in shared memory (kcs<v>): a row is read from memory once.",
+                 K, kr, K - kr);
+    char bounds[40] = "", rowloop[400], per[40] = "One warp per row";
+    if (W > 1 || shared)
+        snprintf(bounds, sizeof bounds, "__launch_bounds__(%d) ", 32 * W);
+    if (W > 1) {
+        snprintf(per, sizeof per, "A block of %d warps per row", W);
+        snprintf(rowloop, sizeof rowloop,
+                 "    const int lane = (int)(threadIdx.x & 31u), wp = (int)(threadIdx.x >> 5); /* the row's warp */\n"
+                 "    for (long long ow = blockIdx.x; ow < (long long)nout; ow += gridDim.x) {\n");
+    } else {
+        snprintf(rowloop, sizeof rowloop,
+                 "    const int lane = (int)(threadIdx.x & 31u);\n"
+                 "    const long long nwarps = ((long long)blockDim.x * gridDim.x) >> 5;\n"
+                 "    for (long long ow = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; ow < (long long)nout; "
+                 "ow += nwarps) {\n");
+    }
+    const slot sl[] = {
+        {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(smelt__red_nops(d))}, {"NST", SLOT_NUM(ri.nst)},
+        {"WHAT", smelt__sb_str(&what)}, {"RANK", SLOT_NUM(R)}, {"NK", SLOT_NUM(nk)}, {"NR", SLOT_NUM(nr)},
+        {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
+        {"NOPERANDS", SLOT_NUM(noper)}, {"NSTRIDES", SLOT_NUM(noper * R)}, {"DEFS", smelt__sb_str(&defs)},
+        {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"FORM", form},
+        {"BOUNDS", bounds}, {"ROWLOOP", rowloop}, {"PER", per},
+        {"BY_VALUE", SLOT_NUM(smelt__kparam_by_value(noper, R, d->idx32, 0))},
+        {"XO", smelt__sb_str(&xo)}, {"BODY", smelt__sb_str(&body)}};
+    if (!st)
+        st = smelt__load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);
+    smelt__sb_free(&defs), smelt__sb_free(&body), smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&what);
+    smelt__sb_free(&xo);
+    free(mine), free(first);
+    smelt__rows_free(&ri);
+    return st;
+}
