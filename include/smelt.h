@@ -467,6 +467,8 @@ typedef struct smelt_plan_stats {
                         (view(f(a, b)) = f(view(a), view(b)): the kernel reads through them) */
     int64_t run_allocs; /* memory allocations (malloc, calloc, realloc, aligned) the library made on
                            the calling thread during the last run: 0 where a run allocates nothing */
+    int conv_folded; /* convolutions with constant weights whose per-channel scale and shift after them
+                        (batch-norm in inference, the bias) were folded into the weights and one add */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
 /* Tiered plans (AUTO on a CPU) queue their kernels for the optimising tier

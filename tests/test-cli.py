@@ -314,6 +314,38 @@ check(rc == 0 and "kernel" in so, "explain a graph file: %s" % se)
 rc, so, se = smelt("explain", g, "a=f32[2,2]", "b=f32[2,2]", "c=f32[2]", "--full-source")
 check(rc == 0 and "typedef" in so, "explain GRAPH with inputs, --full-source: %s" % se)
 
+# a batch-norm after a conv with constant weights (a graph file: constant lines): folded into the
+# weights at opt_level >= 1, and explain says so; the results of opt_level 3 and 0 against float64
+cbn = path("conv_bn.smelt")
+with open(cbn, "w") as fh:
+    fh.write("""smelt-graph 1
+%0 = input "x" f32 [2, 2, 4, 4]
+%1 = constant f32 [3, 2, 1, 1] [0.5, -1, 2, 0.25, -0.75, 1.5]
+%2 = reshape %0 [2, 1, 2, 16] : f32 [2, 1, 2, 16]
+%3 = conv_taps %2 %1 [1, 1, 1, 1, 1, 4, 4, 4] : f32 [2, 3, 4, 4]
+%4 = constant f32 [3, 1, 1] [0.125, -0.5, 1]
+%5 = sub %3 %4 : f32 [2, 3, 4, 4]
+%6 = constant f32 [3, 1, 1] [2, 0.5, -1.5]
+%7 = mul %5 %6 : f32 [2, 3, 4, 4]
+%8 = relu %7 : f32 [2, 3, 4, 4]
+output %8
+""")
+rc, so, se = smelt("explain", cbn, "x=f32[2,2,4,4]", "--no-source")
+check(rc == 0 and "conv scale/shift folded 1" in so and "conv scale/shift        1 convolution" in so and
+      "[add relu]" in so, "explain: the batch-norm folded into the conv: %r %s" % (so[-900:], se))
+rc, so, se = smelt("explain", cbn, "x=f32[2,2,4,4]", "--no-source", "--opt-level", "0")
+check(rc == 0 and "conv scale/shift" not in so, "explain -O0: nothing folded: %r" % so[-600:])
+xc = nonzero_normal((2, 2, 4, 4), np.float32)
+xarg = "x=" + save("xc.npy", xc).split("=", 1)[1]
+wc = np.array([0.5, -1, 2, 0.25, -0.75, 1.5]).reshape(3, 2)
+want = np.maximum((np.einsum("oc,nchw->nohw", wc, xc.astype(np.float64)) - np.array([0.125, -0.5, 1])[:, None, None])
+                  * np.array([2, 0.5, -1.5])[:, None, None], 0)
+for lvl in ("3", "0"):
+    rc, so, se = smelt("run", cbn, xarg, "-o", path("cbn.npy"), "--opt-level", lvl)
+    check(rc == 0, "run the conv + batch-norm graph at opt_level %s: %s" % (lvl, se))
+    if rc == 0:
+        close(np.load(path("cbn.npy")), want.astype(np.float32), "conv + batch-norm, opt_level " + lvl, f32=True)
+
 # ---- --time, --dump, AUTO ----------------------------------------------------------------
 rc, so, se = smelt("eval", "where(a > 0, a*b, exp(c)) + 1", ARGS["a"], ARGS["b"], ARGS["c"], "-o", path("t.npy"), "--time")
 check(rc == 0 and "compile" in so and "unfused" in so and "run" in so, "--time: %r %s" % (so, se))

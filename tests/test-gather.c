@@ -296,6 +296,104 @@ Test(gather, bad_index_reference)
     smelt_ctx_free(ctx);
 }
 
+/* The edges of the index range on TCC and CC, i32 and i64: -n and n - 1
+ * read the first and the last element; -n - 1, n, INT_MIN and INT_MAX of
+ * the index dtype, as tensor constants (the plan is made, the run says
+ * which index), are SMELT_ERR_INDEX; an empty index array reads nothing
+ * and succeeds; a gather from an axis of size 0, where no index is in
+ * range, is refused when the graph is built (SMELT_ERR_SHAPE). */
+static void index_edges_on(const char *be, smelt_dtype it)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 45);
+    const int64_t n = 5, lo = it == SMELT_I32 ? INT32_MIN : INT64_MIN, hi = it == SMELT_I32 ? INT32_MAX : INT64_MAX;
+    smelt_tensor *a = t_rand(ctx, &r, SMELT_F64, SHP(n, 3));
+    /* in range: the edges, along both operators */
+    {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *A = smelt_input(g, "a", SMELT_F64, SHP(n, 3)), *x = smelt_input(g, "x", it, SHP(4));
+        smelt_node *s = smelt_input(g, "s", it, SHP(2, 3));
+        smelt_node *y[2] = {smelt_take(g, A, x, 0), smelt_take_along_axis(g, A, s, 0)};
+        T_OK(ctx, smelt_graph_status(g));
+        smelt_tensor *in[3] = {a, t_tensor(ctx, it, SHP(4)), t_tensor(ctx, it, SHP(2, 3))}, *out[2] = {NULL, NULL};
+        const int64_t xv[4] = {-n, n - 1, 0, -1}, sv[6] = {-n, n - 1, -1, 0, -n, n - 1};
+        for (int i = 0; i < 4; i++)
+            t_set_i64(in[1], i, xv[i]);
+        for (int i = 0; i < 6; i++)
+            t_set_i64(in[2], i, sv[i]);
+        smelt_plan *p = plan_on(ctx, g, 2, y, be);
+        t_run(p, 3, in, 2, out);
+        for (int i = 0; i < 4; i++)
+            for (int c = 0; c < 3; c++)
+                cr_assert_eq(smelt_tensor_get(out[0], i * 3 + c), smelt_tensor_get(a, ((xv[i] + n) % n) * 3 + c),
+                             "%s %s: take of index %lld", be, smelt_dtype_name(it), (long long)xv[i]);
+        for (int i = 0; i < 6; i++)
+            cr_assert_eq(smelt_tensor_get(out[1], i), smelt_tensor_get(a, ((sv[i] + n) % n) * 3 + i % 3),
+                         "%s %s: take_along_axis of index %lld", be, smelt_dtype_name(it), (long long)sv[i]);
+        smelt_plan_free(p);
+        smelt_tensor_free(in[1]), smelt_tensor_free(in[2]), t_free_all(out, 2);
+        smelt_graph_free(g);
+    }
+    /* out of range, as constants the plan holds: an error of the run */
+    const int64_t bad[] = {-n - 1, n, lo, hi};
+    for (int b = 0; b < NELEMS(bad); b++)
+        for (int along = 0; along < 2; along++) {
+            smelt_graph *g = t_graph(ctx);
+            smelt_tensor *xi = along ? t_tensor(ctx, it, SHP(2, 3)) : t_tensor(ctx, it, SHP(3));
+            for (int64_t i = 0; i < smelt_tensor_numel(xi); i++)
+                t_set_i64(xi, i, i == 1 ? bad[b] : 0);
+            smelt_node *A = smelt_input(g, "a", SMELT_F64, SHP(n, 3)), *x = smelt_constant(g, xi);
+            smelt_node *y = along ? smelt_take_along_axis(g, A, x, 0) : smelt_take(g, A, x, 0);
+            y = smelt_unary(g, SMELT_OP_NEG, y);
+            T_OK(ctx, smelt_graph_status(g));
+            smelt_plan *p = plan_on(ctx, g, 1, &y, be);
+            smelt_tensor *out = NULL;
+            char want[64];
+            snprintf(want, sizeof want, "index %lld is out of range", (long long)bad[b]);
+            T_ERR(ctx, smelt_plan_run(p, 1, &a, 1, &out), SMELT_ERR_INDEX, want);
+            smelt_tensor_free(out);
+            smelt_plan_free(p);
+            smelt_tensor_free(xi);
+            smelt_graph_free(g);
+        }
+    /* empty index arrays */
+    {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *A = smelt_input(g, "a", SMELT_F64, SHP(n, 3)), *e0 = smelt_input(g, "e0", it, SHP(0));
+        smelt_node *e1 = smelt_input(g, "e1", it, SHP(2, 0)), *e2 = smelt_input(g, "e2", it, SHP(n, 0));
+        smelt_node *y[3] = {smelt_take(g, A, e0, 0), smelt_take(g, A, e1, 1), smelt_take_along_axis(g, A, e2, 1)};
+        T_OK(ctx, smelt_graph_status(g));
+        const int64_t shapes[3][3] = {{0, 3}, {n, 2, 0}, {n, 0}};
+        for (int k = 0; k < 3; k++)
+            cr_assert(smelt_node_ndim(y[k]) == (k == 1 ? 3 : 2) &&
+                      !memcmp(smelt_node_shape(y[k]), shapes[k], sizeof(int64_t) * (size_t)smelt_node_ndim(y[k])),
+                      "%s: empty read %d: shape", be, k);
+        smelt_tensor *in[4] = {a, t_tensor(ctx, it, SHP(0)), t_tensor(ctx, it, SHP(2, 0)), t_tensor(ctx, it, SHP(n, 0))};
+        smelt_plan *p = plan_on(ctx, g, 3, y, be);
+        smelt_tensor *out[3] = {NULL, NULL, NULL};
+        t_run(p, 4, in, 3, out);
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(smelt_tensor_numel(out[k]), 0, "%s: empty read %d", be, k);
+        t_free_all(out, 3);
+        smelt_plan_free(p);
+        t_free_all(in + 1, 3);
+        smelt_graph_free(g);
+    }
+    { /* an axis of size 0: refused when built */
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *Z = smelt_input(g, "z", SMELT_F64, SHP(0, 3)), *j = smelt_input(g, "j", it, SHP(2));
+        cr_assert_null(smelt_take(g, Z, j, 0));
+        T_ERR(ctx, smelt_graph_status(g), SMELT_ERR_SHAPE, "axis 0 has size 0");
+        smelt_graph_free(g);
+    }
+    smelt_tensor_free(a);
+    smelt_ctx_free(ctx);
+}
+
+Test(gather, index_edges_tcc) { for (int u = 0; u < 2; u++) index_edges_on("TCC", idts[u]); }
+Test(gather, index_edges_cc) { for (int u = 0; u < 2; u++) index_edges_on("CC", idts[u]); }
+
 /* the same bits from TCC and CC: an embedding and a gather along the rows */
 Test(gather, tcc_equals_cc)
 {

@@ -637,3 +637,146 @@ Test(window, cumprod_gradients_against_differences)
         }
     smelt_ctx_free(ctx);
 }
+
+/* Batch-norm after a convolution with constant weights (src/passes/convfold.c):
+ * relu(bn(conv(x, W) + bias)) with W, the bias and the batch-norm's
+ * parameters constants.  bn is written as the ONNX importer writes it,
+ * (y - mean) / sqrt(var + eps) * gamma + beta, or as the bench does,
+ * (y - mean) * (gamma / sqrt(var + eps)) + beta.  const_w / const_bn:
+ * whether W (and the bias) / the batch-norm's parameters are constants or
+ * inputs; also_y: the conv's value is an output too (a second reader). */
+typedef struct bncase {
+    int rank; /* 4: 3x3, pads 1; 3: 1-D, stride 2, 2 groups (a slice of the product's columns, a squeeze) */
+    bool onnx_form, const_w, const_bn, also_y, zero_var;
+} bncase;
+
+static smelt_graph *bn_graph(smelt_ctx *ctx, trng *r, const bncase *c, smelt_dtype dt, smelt_node **outs,
+                             int *nout, smelt_tensor **in, int *nin, smelt_tensor **consts)
+{
+    smelt_graph *g = t_graph(ctx);
+    int64_t O = 6, C = 4;
+    int64_t xs[4] = {2, C, 9, 11}, ws[4] = {O, C, 3, 3};
+    smelt_window win;
+    smelt_window_init(&win);
+    if (c->rank == 4) {
+        win.pads[0] = win.pads[1] = win.pads[2] = win.pads[3] = 1;
+    } else {
+        xs[2] = 23, ws[1] = C / 2, ws[2] = 5;
+        win.strides[1] = 2, win.groups = 2, win.pads[1] = 1, win.pads[3] = 2;
+    }
+    *nin = 0;
+    in[(*nin)++] = t_rand(ctx, r, dt, c->rank, xs);
+    smelt_node *x = smelt_input(g, "x", dt, c->rank, xs), *p[6];
+    const int64_t one[1] = {O};
+    /* W, bias, mean, var, gamma, beta: var positive, mean near the conv's values */
+    for (int k = 0; k < 6; k++) {
+        bool is_w = k < 2;
+        smelt_tensor *t = k == 0 ? t_rand(ctx, r, dt, c->rank, ws) : t_rand(ctx, r, dt, 1, one);
+        if (k == 3)
+            for (int64_t i = 0; i < O; i++)
+                t_set(t, i, c->zero_var ? 0 : 0.5 + fabs(smelt_tensor_get(t, i)));
+        consts[k] = t;
+        if (is_w ? c->const_w : c->const_bn) {
+            p[k] = smelt_constant(g, t);
+        } else {
+            char name[8];
+            snprintf(name, sizeof name, "p%d", k);
+            p[k] = smelt_input(g, name, dt, k == 0 ? c->rank : 1, k == 0 ? ws : one);
+            in[(*nin)++] = t;
+            consts[k] = NULL;
+        }
+    }
+    smelt_node *y = smelt_conv(g, x, p[0], p[1], &win), *rs[4];
+    for (int k = 0; k < 4; k++)
+        rs[k] = smelt_reshape(g, p[2 + k], c->rank - 1, (const int64_t[]){-1, 1, 1});
+    smelt_node *sd = smelt_unary(g, SMELT_OP_SQRT, smelt_add(g, rs[1], smelt_scalar(g, c->zero_var ? 0 : 1e-5)));
+    smelt_node *bn = c->onnx_form ? smelt_add(g, smelt_mul(g, smelt_div(g, smelt_sub(g, y, rs[0]), sd), rs[2]), rs[3])
+                                  : smelt_add(g, smelt_mul(g, smelt_sub(g, y, rs[0]), smelt_div(g, rs[2], sd)), rs[3]);
+    *nout = 0;
+    outs[(*nout)++] = smelt_unary(g, SMELT_OP_RELU, bn);
+    if (c->also_y)
+        outs[(*nout)++] = y;
+    T_OK(ctx, smelt_graph_status(g));
+    return g;
+}
+
+Test(window, batch_norm_folds_into_constant_conv_weights)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 44);
+    const bncase cases[] = {
+        {4, true, true, true, false, false},   {4, false, true, true, false, false},
+        {3, true, true, true, false, false},   {3, false, true, true, false, false},
+        {4, true, false, true, false, false},  /* W an input: not folded */
+        {4, true, true, false, false, false},  /* the batch-norm's parameters inputs: not folded */
+        {4, true, true, true, true, false},    /* the conv's value read twice: not folded */
+        {4, true, true, true, false, true},    /* var + eps = 0: an infinite scale, not folded */
+    };
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64};
+    for (int t = 0; t < NELEMS(dts); t++)
+        for (int k = 0; k < NELEMS(cases); k++) {
+            const bncase *c = &cases[k];
+            smelt_dtype dt = dts[t];
+            smelt_node *outs[2];
+            smelt_tensor *in[8], *consts[6];
+            int nout, nin;
+            smelt_graph *g = bn_graph(ctx, &r, c, dt, outs, &nout, in, &nin, consts);
+            bool folds = c->const_w && c->const_bn && !c->also_y && !c->zero_var;
+            char what[96];
+            snprintf(what, sizeof what, "%s, batch-norm case %d", smelt_dtype_name(dt), k);
+            smelt_tensor *ref[2], *got[2][2] = {{NULL, NULL}, {NULL, NULL}};
+            t_reference(ctx, g, nout, outs, nin, in, ref); /* float64, the graph as written */
+            smelt_plan *p[2] = {t_plan(ctx, g, nout, outs, 0), t_plan(ctx, g, nout, outs, 3)};
+            /* folding rounds W * scale once more and drops the chain's roundings: a tolerance in the
+               conv's magnitude (its values are ~5 here) */
+            t_tol tol = dt == SMELT_F32 ? (t_tol){64, 2e-5 * 8, 1e-5, false} : (t_tol){64, 1e-13 * 8, 1e-13, false};
+            for (int l = 0; l < 2; l++) {
+                t_run(p[l], nin, in, nout, got[l]);
+                for (int o = 0; o < nout; o++)
+                    t_expect_match(what, got[l][o], ref[o], c->zero_var ? T_EXACT : tol);
+            }
+            smelt_plan_stats s0 = t_stats(p[0]), s3 = t_stats(p[1]);
+            cr_assert_eq(s0.conv_folded, 0, "%s: opt_level 0 folds nothing", what);
+            cr_assert_eq(s3.conv_folded, folds, "%s: %d folds\n%s", what, s3.conv_folded, smelt_plan_describe(p[1]));
+            for (int64_t i = 0; i < smelt_tensor_numel(got[0][0]); i++) { /* opt_level 0 and 3 agree */
+                double a = smelt_tensor_get(got[0][0], i), b = smelt_tensor_get(got[1][0], i);
+                cr_assert(t_close(b, a, dt, &tol, 0) || (isinf(a) && a == b) || (isnan(a) && isnan(b)),
+                          "%s: element %lld: %.9g at opt_level 3, %.9g at 0", what, (long long)i, b, a);
+            }
+            if (folds && k < 4) { /* the batch-norm's subtract, divide (or multiply) and multiply are gone
+                                     from the epilogue: its operators against the same graph with W an input */
+                bncase u = *c;
+                u.const_w = false;
+                smelt_node *uo[2];
+                smelt_tensor *uin[8], *uc[6];
+                int unout, unin;
+                smelt_graph *ug = bn_graph(ctx, &r, &u, dt, uo, &unout, uin, &unin, uc);
+                smelt_plan *up = t_plan(ctx, ug, unout, uo, 3);
+                smelt_plan_stats su = t_stats(up);
+                cr_assert_eq(su.conv_folded, 0, "%s: unfolded", what);
+                cr_assert_eq(s3.kernels, su.kernels, "%s: %d kernels folded, %d not", what, s3.kernels, su.kernels);
+                cr_assert_leq(s3.ops + 3, su.ops, "%s: %d operators folded, %d not\n%s\n%s", what, s3.ops, su.ops,
+                              smelt_plan_describe(p[1]), smelt_plan_describe(up));
+                cr_assert(strstr(smelt_plan_describe(p[1]), "conv scale/shift folded 1"), "%s: described\n%s", what,
+                          smelt_plan_describe(p[1]));
+                smelt_plan_free(up);
+                smelt_graph_free(ug);
+                t_free_all(uin, unin);
+                for (int j = 0; j < 6; j++)
+                    smelt_tensor_free(uc[j]);
+            }
+            for (int l = 0; l < 2; l++) {
+                smelt_plan_free(p[l]);
+                for (int o = 0; o < nout; o++)
+                    smelt_tensor_free(got[l][o]);
+            }
+            for (int o = 0; o < nout; o++)
+                smelt_tensor_free(ref[o]);
+            t_free_all(in, nin);
+            for (int j = 0; j < 6; j++)
+                smelt_tensor_free(consts[j]);
+            smelt_graph_free(g);
+        }
+    smelt_ctx_free(ctx);
+}

@@ -11,6 +11,9 @@ encoder    a transformer encoder layer [batch 8, seq 128, d 384, 6 heads]:
            embedding Gather + masked attention + GELU(erf) MLP + layernorms;
            when smelt.onnx refuses Gather of computed indices, the row is the
            layer without the embedding (its input the embedded x) and says so
+conv_block bench.c's conv_bn_relu as an ONNX model: Conv(64 -> 64, 3x3, pads 1,
+           bias) + BatchNormalization + Relu on x [8, 64, 56, 56], the weights and
+           the batch-norm's parameters initializers (folded into the conv's weights)
 
 Per row: the median per-inference time over --runs timed calls (after a
 warm-up call that traces and compiles, and smelt's background tier is
@@ -51,7 +54,7 @@ def timed(fn, runs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", action="append", help="mlp, attention, encoder (default: all)")
+    ap.add_argument("--workload", action="append", help="mlp, attention, encoder, conv_block (default: all)")
     ap.add_argument("--backend", default=None, help="smelt's backend: TCC, CC, AUTO (default: SMELT_JIT_BACKEND, "
                     "else AUTO)")
     ap.add_argument("--peers", action="store_true", help="add onnxruntime (CPU)")
@@ -77,6 +80,7 @@ def main():
         "mlp": lambda: models.make_mlp(rng, rows=max(n // (8 * 1024), 1)),
         "attention": lambda: models.make_attention(rng, batch=max(n >> 21, 1)),
         "encoder": lambda: models.make_encoder(rng, batch=8, seq=128, d=384, heads=6, gather=True),
+        "conv_block": lambda: models.make_conv_block(rng, batch=8, c=64, hw=56),
     }
     names = a.workload or list(work)
     if not a.json:

@@ -1,7 +1,8 @@
 """ONNX models written with onnx.helper for the ONNX bench rows
 (bench/onnx/bench_onnx.py) and the onnxruntime comparisons
 (tests/onnx-ort.py): the bench's mlp and attention workloads (bench/bench.c
-b_mlp, b_attention) and a transformer encoder layer.
+b_mlp, b_attention), a transformer encoder layer and a conv block (bench.c's
+conv_bn_relu with its weights and batch-norm parameters initializers).
 
 Each make_* returns (ModelProto, {input name: array}) with fresh random
 inputs from rng; weights are initializers.
@@ -138,6 +139,23 @@ def make_encoder(rng, batch=8, seq=128, d=384, heads=6, vocab=1000, gather=True)
     m = _model(nodes, "encoder" if gather else "encoder_nogather", inputs, [_vi("y", TP.FLOAT, ["batch", seq, d])],
                inits)
     return m, feeds
+
+
+def make_conv_block(rng, batch=8, c=64, hw=56, o=64):
+    """Conv(c -> o, 3x3, pads 1, bias) + BatchNormalization + Relu on x
+    [batch, c, hw, hw] (bench.c's conv_bn_relu at 8, 64, 56): the weights,
+    the bias and the batch-norm's scale, shift, mean and variance are
+    initializers, so smelt folds the batch-norm into the conv's weights
+    (src/passes/convfold.c)."""
+    inits = {"w": _w(rng, o, c, 3, 3, scale=1.0 / np.sqrt(9 * c)), "b": _w(rng, o, scale=0.1),
+             "gamma": (1 + 0.1 * rng.standard_normal(o)).astype(np.float32), "beta": _w(rng, o, scale=0.1),
+             "mean": _w(rng, o, scale=0.1), "var": (0.5 + rng.random(o)).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c0"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c0", "gamma", "beta", "mean", "var"], ["c1"], epsilon=1e-5),
+             helper.make_node("Relu", ["c1"], ["y"])]
+    m = _model(nodes, "conv_block", [_vi("x", TP.FLOAT, ["batch", c, hw, hw])],
+               [_vi("y", TP.FLOAT, ["batch", o, hw, hw])], inits)
+    return m, {"x": rng.standard_normal((batch, c, hw, hw)).astype(np.float32)}
 
 
 def to_double(model):

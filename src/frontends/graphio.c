@@ -188,10 +188,10 @@ static int write_text(smelt_graph *g, int n_out, smelt_node *const *outputs, sme
             bool params = (smelt__is_view(n->op) && n->op != SMELT_OP_BROADCAST) || smelt__window_nvp(n->op) > 0;
             for (int d = 0; params && d <= nvp; d++) {
                 /* a view's parameters: [4, -1, d0] (d0: the operand's dimension 0), [axis, start, stop, step] */
-                int64_t v = n->vp[d];
                 smelt__sb_puts(b, d == nvp ? "]" : d ? ", " : " [");
                 if (d == nvp)
-                    break;
+                    break; /* (before reading vp[d]: a conv_taps's 8 parameters fill vp) */
+                int64_t v = n->vp[d];
                 if (v == SMELT_NONE && n->op == SMELT_OP_SLICE)
                     smelt__sb_puts(b, "none");
                 else if (v <= -2 && n->op == SMELT_OP_RESHAPE)

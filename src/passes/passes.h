@@ -14,5 +14,9 @@ int smelt__pass_simplify(smelt__prog *p, int *branches);
 /* Layout folding: views of values computed elementwise moved to their
  * operands (src/passes/views.c); the number moved. */
 int smelt__pass_views(smelt__prog *p);
+/* A per-channel scale and shift (batch-norm, bias) after a convolution with
+ * constant weights folded into the weights and one add (src/passes/convfold.c);
+ * the number of convolutions so changed. */
+int smelt__pass_conv_affine(smelt__prog *p);
 
 #endif

@@ -148,8 +148,11 @@ static void describe(smelt_plan *p)
     smelt__sb_printf(b, "plan: opt_level %d, backend %s, %d instruction%s, %d kernel%s\n",
                      p->opt_level, s->backend, p->prog.n, smelt__plural(p->prog.n), p->nkern,
                      smelt__plural(p->nkern));
-    smelt__sb_printf(b, "passes: folded %d, cse %d, simplified %d, dead branches %d, views moved %d, dce %d\n",
+    smelt__sb_printf(b, "passes: folded %d, cse %d, simplified %d, dead branches %d, views moved %d, dce %d",
                      s->folded, s->cse, s->simplified, s->dead_branches, s->views_moved, s->dce);
+    if (s->conv_folded) /* (the line as before where no convolution folds) */
+        smelt__sb_printf(b, ", conv scale/shift folded %d", s->conv_folded);
+    smelt__sb_printf(b, "\n");
     smelt__sb_printf(b, "kernels: %d compiled, %d from memory, %d from disk; compile %.3f ms, "
                         "fallbacks %d\n",
                      s->compiles, s->cache_hits, s->disk_hits, s->compile_ms, s->fallbacks);
@@ -383,6 +386,7 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
             p->stats.folded += smelt__pass_fold(&p->prog);
             p->stats.cse += smelt__pass_cse(&p->prog);
         }
+        p->stats.conv_folded = smelt__pass_conv_affine(&p->prog); /* (over the tensors folding made) */
         if ((p->stats.views_moved = smelt__pass_views(&p->prog)))
             p->stats.cse += smelt__pass_cse(&p->prog); /* (views of one operand made twice) */
         p->stats.dce = smelt__pass_dce(&p->prog);

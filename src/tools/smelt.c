@@ -1088,6 +1088,9 @@ static int cmd_explain(const opts *o, binding *b, int nb)
                "dead code               %d unused node%s removed\n",
                s.folded, plural(s.folded, ""), s.cse, plural(s.cse, ""), s.simplified, plural(s.simplified, ""),
                s.dead_branches, plural(s.dead_branches, ""), s.dce, plural(s.dce, ""));
+    if (o->opt_level >= 1 && s.conv_folded)
+        printf("conv scale/shift        %d convolution%s with its per-channel scale and shift (batch-norm) "
+               "folded into its weights\n", s.conv_folded, plural(s.conv_folded, ""));
     else
         printf("passes                  none at opt-level 0\n");
     printf("fusion                  %d operator%s in %d kernel%s%s\n", s.ops, plural(s.ops, ""),

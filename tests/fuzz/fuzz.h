@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "smelt.h"
 
@@ -20,6 +21,16 @@ static inline void fuzz_check_error(smelt_ctx *ctx, int st, const char *what)
 {
     if (st < 0 && !*smelt_errmsg(ctx)) {
         fprintf(stderr, "%s: status %d (%s) without a message\n", what, st, smelt_strerror(st));
+        abort();
+    }
+}
+
+/* A bad index is SMELT_ERR_INDEX whose message says which (src/runtime/exec.c). */
+static inline void fuzz_check_index(smelt_ctx *ctx, int st, const char *what)
+{
+    fuzz_check_error(ctx, st, what);
+    if (st == SMELT_ERR_INDEX && !strstr(smelt_errmsg(ctx), "out of range")) {
+        fprintf(stderr, "%s: SMELT_ERR_INDEX with the message '%s'\n", what, smelt_errmsg(ctx));
         abort();
     }
 }
