@@ -32,7 +32,7 @@ static const ccase conv_cases[] = {
 };
 
 /* x's and w's shapes (rank c->rank) */
-static void conv_shapes(const ccase *c, int64_t *xs, int64_t *ws)
+static inline void conv_shapes(const ccase *c, int64_t *xs, int64_t *ws)
 {
     const int64_t x[4] = {c->N, c->C, c->H, c->W}, w[4] = {c->O, c->C / c->groups, c->KH, c->KW};
     memcpy(xs, x, sizeof x), memcpy(ws, w, sizeof w);
@@ -40,7 +40,7 @@ static void conv_shapes(const ccase *c, int64_t *xs, int64_t *ws)
         xs[2] = c->W, ws[2] = c->KW;
 }
 
-static void conv_window(const ccase *c, smelt_window *win)
+static inline void conv_window(const ccase *c, smelt_window *win)
 {
     smelt_window_init(win);
     win->strides[0] = c->sh, win->strides[1] = c->sw, win->dilations[0] = c->dh, win->dilations[1] = c->dw;
@@ -48,7 +48,7 @@ static void conv_window(const ccase *c, smelt_window *win)
     memcpy(win->pads, c->pads, sizeof win->pads);
 }
 
-static void same_pads(int mode, int64_t n, int64_t k, int64_t s, int64_t d, int64_t *lo, int64_t *hi)
+static inline void same_pads(int mode, int64_t n, int64_t k, int64_t s, int64_t d, int64_t *lo, int64_t *hi)
 {
     int64_t o = (n + s - 1) / s, total = (o - 1) * s + (k - 1) * d + 1 - n;
     total = total < 0 ? 0 : total;
@@ -57,7 +57,7 @@ static void same_pads(int mode, int64_t n, int64_t k, int64_t s, int64_t d, int6
 }
 
 /* ONNX's pads lo[2], hi[2] and the output's size OH x OW */
-static void conv_geometry(const ccase *c, int64_t *lo, int64_t *hi, int64_t *OH, int64_t *OW)
+static inline void conv_geometry(const ccase *c, int64_t *lo, int64_t *hi, int64_t *OH, int64_t *OW)
 {
     for (int i = 0; i < 2; i++) {
         int64_t n = i ? c->W : c->H, kk = i ? c->KW : c->KH, s = i ? c->sw : c->sh, d = i ? c->dw : c->dh;
@@ -73,7 +73,7 @@ static void conv_geometry(const ccase *c, int64_t *lo, int64_t *hi, int64_t *OH,
 }
 
 /* ONNX Conv in double: out [N, O, OH, OW] */
-static void naive_conv(const ccase *c, const smelt_tensor *x, const smelt_tensor *w, const smelt_tensor *b,
+static inline void naive_conv(const ccase *c, const smelt_tensor *x, const smelt_tensor *w, const smelt_tensor *b,
                        const int64_t *lo, int64_t OH, int64_t OW, double *out)
 {
     int64_t Cg = c->C / c->groups, Og = c->O / c->groups;
