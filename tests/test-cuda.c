@@ -2462,8 +2462,9 @@ DEVICE_TEST(conv_through_cublas, 300)
 
 /* Operands the products cannot take as they lie: an input broadcast along
  * its channels (stride 0: laid out by the strided copy first) and
- * transposed weights; a batch of images and groups; against the reference
- * and TinyCC's bits (small integers). */
+ * transposed weights, a batch of images and groups, against the reference
+ * and TinyCC's bits (small integers); a result written into a transposed
+ * device tensor. */
 DEVICE_TEST(conv_of_strided_operands, 120)
 {
     trng r;
@@ -2493,6 +2494,33 @@ DEVICE_TEST(conv_of_strided_operands, 120)
     cr_assert(t_bitwise_equal(cpu, dev), "small values: the device and TinyCC differ at %lld",
               (long long)t_first_difference(cpu, dev));
     smelt_tensor_free(cpu), smelt_tensor_free(dev), smelt_tensor_free(ref), t_free_all(in, 2);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    /* a 1x1 conv, the products the output itself, written into a transposed
+     * device tensor: through device memory the kernel keeps, then copied */
+    g = t_graph(ctx);
+    smelt_node *v[2] = {smelt_input(g, "x", SMELT_F32, SHP(2, 3, 4, 5)), smelt_input(g, "w", SMELT_F32, SHP(6, 3, 1, 1))};
+    smelt_window_init(&win);
+    y = smelt_conv(g, v[0], v[1], NULL, &win);
+    T_OK(ctx, smelt_graph_status(g));
+    smelt_tensor *in2[2] = {t_tensor(ctx, SMELT_F32, SHP(2, 3, 4, 5)), t_tensor(ctx, SMELT_F32, SHP(6, 3, 1, 1))};
+    for (int i = 0; i < 2; i++)
+        fill_small_integers(in2[i], &r);
+    smelt_tensor *base = NULL, *view = NULL, *host = t_tensor(ctx, SMELT_F32, SHP(2, 6, 5, 4));
+    T_OK(ctx, smelt_tensor_new_device(ctx, SMELT_F32, SHP(2, 6, 5, 4), &base));
+    T_OK(ctx, smelt_tensor_transpose(base, (const int[]){0, 1, 3, 2}, &view));
+    p = t_plan(ctx, g, 1, &y, 3);
+    t_run(p, 2, in2, 1, &view);
+    T_OK(ctx, smelt_tensor_copy_to_host(host, base));
+    cpu = NULL;
+    tcc_run(ctx, g, 1, &y, 3, 2, in2, &cpu);
+    for (int64_t i = 0; i < 2 * 6 * 4 * 5; i++) { /* cpu [n, o, h, w] is host [n, o, w, h] */
+        int64_t q = i % 20, at = i - q + q % 5 * 4 + q / 5;
+        cr_assert(smelt_tensor_get(host, at) == smelt_tensor_get(cpu, i), "a transposed output: %g, TinyCC %g at "
+                  "[%lld]", smelt_tensor_get(host, at), smelt_tensor_get(cpu, i), (long long)i);
+    }
+    smelt_tensor_free(cpu), smelt_tensor_free(host), smelt_tensor_free(view), smelt_tensor_free(base);
+    t_free_all(in2, 2);
     smelt_plan_free(p);
     smelt_graph_free(g);
 }
