@@ -572,8 +572,9 @@ Test(cuda_emit, windows_and_scans, .timeout = 240)
     smelt__sb_free(&src), smelt__sb_free(&log);
     smelt_ctx *ctx = t_ctx_raw();
     smelt_graph *g = t_graph(ctx);
-    smelt_node *v[4] = {smelt_input(g, "x", SMELT_F32, SHP(2, 8, 12, 12)), smelt_input(g, "w", SMELT_F32, SHP(16, 8, 3, 3)),
-                        smelt_input(g, "b", SMELT_F32, SHP(16)), smelt_input(g, "s", SMELT_F16, SHP(4, 30))};
+    smelt_node *v[4] = {smelt_input(g, "x", SMELT_F32, SHP(2, 8, 12, 12)),
+                        smelt_input(g, "w", SMELT_F32, SHP(16, 8, 3, 3)), smelt_input(g, "b", SMELT_F32, SHP(16)),
+                        smelt_input(g, "s", SMELT_F16, SHP(4, 30))};
     const char *names[] = {"x", "w", "b", "s"};
     smelt_node *outs[2] = {smelt_expr(g, "relu(conv(x, w, b, strides=2, pads=1) * 0.5)", names, v, 4),
                            smelt_expr(g, "cumsum(s, 1, exclusive=1) * 2", names, v, 4)};
@@ -2364,8 +2365,8 @@ static void fake_conv_bits(const ccase *c, smelt_dtype dt, const smelt_tensor *x
                         double sd = 0;
                         float sf = 0;
                         for (int64_t ci = 0; ci < Cg; ci++) {
-                            double xv = in ? smelt_tensor_get(x, ((n * c->C + o / Og * Cg + ci) * c->H + ih) * c->W + iw)
-                                           : 0;
+                            int64_t xi = ((n * c->C + o / Og * Cg + ci) * c->H + ih) * c->W + iw;
+                            double xv = in ? smelt_tensor_get(x, xi) : 0;
                             double wv = smelt_tensor_get(w, ((o * Cg + ci) * c->KH + kh) * c->KW + kw);
                             sd += xv * wv;
                             sf += (float)xv * (float)wv;
@@ -2451,7 +2452,8 @@ DEVICE_TEST(conv_through_cublas, 300)
                 cpu_run(ctx, bi ? "CC" : "TCC", g, 2, outs, 3, 3, in, cpu);
                 for (int o = 0; o < 2; o++)
                     cr_assert(t_bitwise_equal(cpu[o], dev[o]), "%s, small integers, output %d: the device and %s "
-                              "differ at %lld", what, o, bi ? "CC" : "TCC", (long long)t_first_difference(cpu[o], dev[o]));
+                              "differ at %lld", what, o, bi ? "CC" : "TCC",
+                              (long long)t_first_difference(cpu[o], dev[o]));
                 t_free_all(cpu, 2);
             }
             t_free_all(dev, 2), t_free_all(unf, 2), t_free_all(ref, 2), t_free_all(in, 3);
@@ -2470,7 +2472,8 @@ DEVICE_TEST(conv_of_strided_operands, 120)
     trng r;
     trng_init(&r, 48);
     smelt_graph *g = t_graph(ctx);
-    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(3, 1, 7, 9)), *wt = smelt_input(g, "wt", SMELT_F32, SHP(3, 3, 2, 6));
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(3, 1, 7, 9));
+    smelt_node *wt = smelt_input(g, "wt", SMELT_F32, SHP(3, 3, 2, 6));
     smelt_window win;
     smelt_window_init(&win);
     win.groups = 2;
@@ -2499,7 +2502,8 @@ DEVICE_TEST(conv_of_strided_operands, 120)
     /* a 1x1 conv, the products the output itself, written into a transposed
      * device tensor: through device memory the kernel keeps, then copied */
     g = t_graph(ctx);
-    smelt_node *v[2] = {smelt_input(g, "x", SMELT_F32, SHP(2, 3, 4, 5)), smelt_input(g, "w", SMELT_F32, SHP(6, 3, 1, 1))};
+    smelt_node *v[2] = {smelt_input(g, "x", SMELT_F32, SHP(2, 3, 4, 5)),
+                        smelt_input(g, "w", SMELT_F32, SHP(6, 3, 1, 1))};
     smelt_window_init(&win);
     y = smelt_conv(g, v[0], v[1], NULL, &win);
     T_OK(ctx, smelt_graph_status(g));

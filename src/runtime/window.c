@@ -131,7 +131,8 @@ int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view 
         return st;
     smelt__blas_single_threaded();
     int64_t wn = c->KH * c->KW * c->O * c->Cg;
-    size_t xn = c->xdirect ? 0 : (size_t)smelt__numel(4, X->shape), yn = c->ydirect ? 0 : (size_t)smelt__numel(4, out->shape);
+    size_t xn = c->xdirect ? 0 : (size_t)smelt__numel(4, X->shape);
+    size_t yn = c->ydirect ? 0 : (size_t)smelt__numel(4, out->shape);
     char *mem = malloc(((size_t)wn + xn + yn) * j.es + 1);
     if (!mem)
         return smelt__err(p->ctx, SMELT_ERR_NOMEM, "conv: out of memory");
@@ -270,17 +271,15 @@ int smelt__run_conv_taps_device(smelt_plan *p, smelt__pkernel *k, const smelt__i
     for (int64_t t = 0; t < T && !st; t++) {
         int64_t ph = 0, off = c->Cg ? tap_offset(c, t, &ph) : 0;
         g.beta = t ? 1 : 0;
-        for (int64_t q = 0; q < outer && !st; q++) {
-            int64_t n = by_group ? q : 0, gr = by_group ? 0 : q;
-            for (int64_t b0 = 0; b0 < inner && !st; b0 += GEMM_BATCH_MAX) {
-                int64_t gi = by_group ? b0 : gr, ni = by_group ? n : b0;
+        for (int64_t q = 0; q < outer && !st; q++)
+            for (int64_t b0 = 0; b0 < inner && !st; b0 += GEMM_BATCH_MAX) { /* (image, group) of the first */
+                int64_t ni = by_group ? q : b0, gi = by_group ? b0 : q;
                 g.batch = SMELT_MIN(inner - b0, GEMM_BATCH_MAX);
                 g.A = wpack + (t * c->O + gi * c->Og) * c->Cg * es;
                 g.B = xb0 + (ni * xs[0] + ph * xs[1] + gi * c->Cg * xs[2] + off) * es;
                 g.C = yb0 + (ni * ys[0] + gi * c->Og * ys[1]) * es;
                 st = be->iface->gemm(be, &g);
             }
-        }
     }
     if (!st && !c->ydirect) { /* the valid columns into the output as it lies */
         const int64_t valid[4] = {c->N, c->O, c->OH, c->OW};
