@@ -2532,7 +2532,8 @@ DEVICE_TEST(conv_of_strided_operands, 120)
 /* cumsum and cumprod in every dtype the CPU takes (integers as i64), along
  * each axis, exclusive and reversed: TinyCC's bits (NaN, infinities and
  * -0 among f32's), the float64 reference's values; a strided (transposed)
- * operand; what reads a scan fused after it as on the CPU. */
+ * operand and what reads a scan fused after it as on the CPU: TinyCC's
+ * and CC's bits. */
 DEVICE_TEST(scans_same_bits_as_cpu, 300)
 {
     const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_BF16, SMELT_I32, SMELT_I64, SMELT_U8, SMELT_BOOL};
@@ -2593,7 +2594,15 @@ DEVICE_TEST(scans_same_bits_as_cpu, 300)
     for (int o = 0; o < 2; o++)
         cr_assert(t_bitwise_equal(cpu[o], dev[o]), "output %d: the device and TinyCC differ at %lld", o,
                   (long long)t_first_difference(cpu[o], dev[o]));
-    t_free_all(cpu, 2), t_free_all(dev, 2);
+    t_free_all(cpu, 2);
+    if (smelt_backend_check(ctx, "CC") == SMELT_OK) {
+        cpu_run(ctx, "CC", g, 2, outs, 3, 1, &in, cpu);
+        for (int o = 0; o < 2; o++)
+            cr_assert(t_bitwise_equal(cpu[o], dev[o]), "output %d: the device and CC differ at %lld", o,
+                      (long long)t_first_difference(cpu[o], dev[o]));
+        t_free_all(cpu, 2);
+    }
+    t_free_all(dev, 2);
     smelt_tensor_free(in);
     smelt_plan_free(p);
     smelt_graph_free(g);
