@@ -555,8 +555,11 @@ EXPORT int nvrtcGetPTXSize(prog *p, size_t *n) { return nvrtcGetCUBINSize(p, n);
 EXPORT int nvrtcGetPTX(prog *p, char *out) { return nvrtcGetCUBIN(p, out); }
 
 /* ---- cuBLAS (SMELT_CUBLAS_LIB) -----------------------------------------
- * Column-major, as cuBLAS: C = op(A) op(B), alpha 1 and beta 0 (what smelt
- * asks), each sum in k order in the compute type (f32; f64 for D). */
+ * Column-major, as cuBLAS: C = alpha op(A) op(B) + beta C, each sum in k
+ * order in the compute type (f32; f64 for D), then times alpha, plus beta
+ * times C; with beta 0, C is not read (it may hold anything, NaN
+ * included), as cuBLAS promises.  smelt asks alpha 1 and beta 0 (a matmul)
+ * or 1 (a convolution's taps after the first, accumulated in place). */
 static int handle_token;
 EXPORT int cublasCreate_v2(void **h) { *h = &handle_token; return 0; }
 EXPORT int cublasDestroy_v2(void *h) { return h == &handle_token ? 0 : 1; }
@@ -614,18 +617,18 @@ EXPORT unsigned smelt_fake_gemm_calls[2];
 #define FAKE_GEMM_ONE(T, A, B, C)                                                                                 \
     for (int j = 0; j < n; j++)                                                                                   \
         for (int i = 0; i < m; i++) {                                                                             \
-            T acc = 0;                                                                                            \
+            T acc = 0, *c = &(C)[(long long)j * ldc + i];                                                         \
             for (int q = 0; q < k; q++)                                                                           \
                 acc += AT(A, ta, i, q, lda) * AT(B, tb, q, j, ldb);                                               \
-            (C)[(long long)j * ldc + i] = acc;                                                                    \
+            *c = *beta == 0 ? *alpha * acc : *alpha * acc + *beta * *c;                                           \
         }
 #define FAKE_GEMM(name, T)                                                                                        \
     EXPORT int name(void *h, int ta, int tb, int m, int n, int k, const T *alpha, const T *A, int lda, long long sa, \
                     const T *B, int ldb, long long sb, const T *beta, T *C, int ldc, long long sc, int batch)       \
     {                                                                                                             \
         int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);                                                    \
-        if (st || *alpha != 1 || *beta != 0)                                                                      \
-            return st ? st : 7;                                                                                   \
+        if (st)                                                                                                   \
+            return st;                                                                                            \
         smelt_fake_gemm_calls[0]++;                                                                               \
         for (int b = 0; b < batch; b++) {                                                                         \
             FAKE_GEMM_ONE(T, A + b * sa, B + b * sb, C + b * sc)                                                  \
@@ -660,7 +663,7 @@ static bool batch_in_device(const void *const *Ap, const void *const *Bp, void *
                     const T *const *Bp, int ldb, const T *beta, T *const *Cp, int ldc, int batch)                 \
     {                                                                                                             \
         int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);                                                    \
-        if (st || *alpha != 1 || *beta != 0 ||                                                                    \
+        if (st ||                                                                                                 \
             !batch_in_device((const void *const *)Ap, (const void *const *)Bp, (void *const *)Cp, batch, ta, tb,  \
                              m, n, k, lda, ldb, ldc, sizeof(T)))                                                  \
             return st ? st : 7;                                                                                   \
@@ -674,24 +677,25 @@ FAKE_GEMM_PTRS(cublasSgemmBatched, float)
 FAKE_GEMM_PTRS(cublasDgemmBatched, double)
 
 /* f16 (CUDA_R_16F, 2) and bf16 (CUDA_R_16BF, 14) with CUBLAS_COMPUTE_32F (68) */
-static int half_args(void *h, int ta, int tb, int m, int n, int k, const void *alpha, int at, int lda, int bt,
-                     int ldb, const void *beta, int ct, int ldc, int compute, int algo)
+static int half_args(void *h, int ta, int tb, int m, int n, int k, int at, int lda, int bt, int ldb, int ct, int ldc,
+                     int compute, int algo)
 {
     int st = gemm_args(h, ta, tb, m, n, k, lda, ldb, ldc);
-    if (st || at != bt || at != ct || (at != 2 && at != 14) || compute != 68 || algo != -1 ||
-        *(const float *)alpha != 1 || *(const float *)beta != 0)
+    if (st || at != bt || at != ct || (at != 2 && at != 14) || compute != 68 || algo != -1)
         return st ? st : 7;
     return 0;
 }
-static void half_gemm(int ta, int tb, int m, int n, int k, const unsigned short *a, int lda, const unsigned short *b,
-                      int ldb, unsigned short *c, int ldc, int bf)
+/* alpha and beta are f32 (the compute type's) */
+static void half_gemm(int ta, int tb, int m, int n, int k, const float *alpha, const unsigned short *a, int lda,
+                      const unsigned short *b, int ldb, const float *beta, unsigned short *c, int ldc, int bf)
 {
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float acc = 0;
+            unsigned short *o = &c[(long long)j * ldc + i];
             for (int q = 0; q < k; q++)
                 acc += half_load(a + IX(ta, i, q, lda), bf) * half_load(b + IX(tb, q, j, ldb), bf);
-            half_store(&c[(long long)j * ldc + i], acc, bf);
+            half_store(o, *beta == 0 ? *alpha * acc : *alpha * acc + *beta * half_load(o, bf), bf);
         }
 }
 EXPORT int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
@@ -699,24 +703,24 @@ EXPORT int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int
                                       long long sb, const void *beta, void *C, int ct, int ldc, long long sc,
                                       int batch, int compute, int algo)
 {
-    int st = half_args(h, ta, tb, m, n, k, alpha, at, lda, bt, ldb, beta, ct, ldc, compute, algo);
+    int st = half_args(h, ta, tb, m, n, k, at, lda, bt, ldb, ct, ldc, compute, algo);
     if (st)
         return st;
     smelt_fake_gemm_calls[0]++;
     for (int b = 0; b < batch; b++)
-        half_gemm(ta, tb, m, n, k, (const unsigned short *)A + b * sa, lda, (const unsigned short *)B + b * sb, ldb,
-                  (unsigned short *)C + b * sc, ldc, at == 14);
+        half_gemm(ta, tb, m, n, k, alpha, (const unsigned short *)A + b * sa, lda, (const unsigned short *)B + b * sb,
+                  ldb, beta, (unsigned short *)C + b * sc, ldc, at == 14);
     return 0;
 }
 EXPORT int cublasGemmBatchedEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha,
                                const void *const *Ap, int at, int lda, const void *const *Bp, int bt, int ldb,
                                const void *beta, void *const *Cp, int ct, int ldc, int batch, int compute, int algo)
 {
-    int st = half_args(h, ta, tb, m, n, k, alpha, at, lda, bt, ldb, beta, ct, ldc, compute, algo);
+    int st = half_args(h, ta, tb, m, n, k, at, lda, bt, ldb, ct, ldc, compute, algo);
     if (st || !batch_in_device(Ap, Bp, Cp, batch, ta, tb, m, n, k, lda, ldb, ldc, 2))
         return st ? st : 7;
     smelt_fake_gemm_calls[1]++;
     for (int b = 0; b < batch; b++)
-        half_gemm(ta, tb, m, n, k, Ap[b], lda, Bp[b], ldb, Cp[b], ldc, at == 14);
+        half_gemm(ta, tb, m, n, k, alpha, Ap[b], lda, Bp[b], ldb, beta, Cp[b], ldc, at == 14);
     return 0;
 }

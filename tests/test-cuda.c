@@ -534,6 +534,57 @@ Test(cuda_emit, bad_arguments)
     smelt_ctx_free(ctx);
 }
 
+/* The backend's own kernels (a scan of each dtype, a strided copy of each
+ * element size) compiled by NVRTC for every arch; the PTX of the f16 scan
+ * uses the hardware's conversions; plans with a convolution (its input
+ * laid out, its epilogue fused) and a scan emitted and compiled. */
+Test(cuda_emit, windows_and_scans, .timeout = 240)
+{
+    need_nvrtc();
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_BF16, SMELT_I64};
+    for (int k = 0; k < NELEMS(dts) + 3; k++) {
+        smelt__sb src, log;
+        smelt__sb_init(&src), smelt__sb_init(&log);
+        char name[40];
+        int st = k < NELEMS(dts) ? smelt__cuda_scan_source(dts[k], &src, name, &log)
+                                 : smelt__cuda_copy_source(2 << (k - NELEMS(dts)), &src, name, &log);
+        cr_assert_eq(st, SMELT_OK, "kernel %d: %s", k, smelt__sb_str(&log));
+        for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+            char *img = NULL;
+            size_t n = 0;
+            st = smelt__nvrtc_compile(smelt__sb_str(&src), name, archs[a], &img, &n, &log);
+            cr_assert_eq(st, SMELT_OK, "%s for %s: %s\n%s", name, archs[a], smelt__sb_str(&log), smelt__sb_str(&src));
+            free(img);
+        }
+        if (k == 2) { /* f16 */
+            char *ptx = NULL;
+            size_t n = 0;
+            cr_assert_eq(smelt__nvrtc_compile(smelt__sb_str(&src), name, "compute_80", &ptx, &n, &log), SMELT_OK);
+            cr_assert(t_contains(ptx, "cvt.rn.f16.f32") && t_contains(ptx, "cvt.f32.f16"), "%s", ptx);
+            free(ptx);
+        }
+        smelt__sb_free(&src), smelt__sb_free(&log);
+    }
+    smelt__sb src, log;
+    smelt__sb_init(&src), smelt__sb_init(&log);
+    cr_assert_eq(smelt__cuda_scan_source(SMELT_I32, &src, (char[40]){0}, &log), SMELT_ERR_UNSUPPORTED);
+    cr_assert(t_contains(smelt__sb_str(&log), "a scan of i32"), "%s", smelt__sb_str(&log));
+    smelt__sb_free(&src), smelt__sb_free(&log);
+    smelt_ctx *ctx = t_ctx_raw();
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *v[4] = {smelt_input(g, "x", SMELT_F32, SHP(2, 8, 12, 12)),
+                        smelt_input(g, "w", SMELT_F32, SHP(16, 8, 3, 3)), smelt_input(g, "b", SMELT_F32, SHP(16)),
+                        smelt_input(g, "s", SMELT_F16, SHP(4, 30))};
+    const char *names[] = {"x", "w", "b", "s"};
+    smelt_node *outs[2] = {smelt_expr(g, "relu(conv(x, w, b, strides=2, pads=1) * 0.5)", names, v, 4),
+                           smelt_expr(g, "cumsum(s, 1, exclusive=1) * 2", names, v, 4)};
+    T_OK(ctx, smelt_graph_status(g));
+    const char *must[] = {"conv [9 taps", "accumulated in BLAS: cuBLAS]", "cumsum [a scan along axis 1"};
+    emit_ok("a convolution and a scan", ctx, g, 2, outs, must, 3);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}
+
 /* ---- cuda_loader: no GPU is an answer, not a crash ------------------------ */
 
 Test(cuda_loader, check_gives_reason)
@@ -656,19 +707,27 @@ static smelt_ctx *device_ctx(bool fake)
     }                                                                                     \
     static void name##_body(smelt_ctx *ctx)
 
-/* Graph g's outputs on TinyCC at opt_level opt (the CPU's bits to compare
- * with), into out. */
-static void tcc_run(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outs, int opt, int n_in,
-                    smelt_tensor *const *in, smelt_tensor **out)
+/* Graph g's outputs on a CPU backend (TCC, CC) at opt_level opt (the CPU's
+ * bits to compare with), into out; the CPU plan's kernels. */
+static int cpu_run(smelt_ctx *ctx, const char *backend, smelt_graph *g, int n_out, smelt_node *const *outs, int opt,
+                   int n_in, smelt_tensor *const *in, smelt_tensor **out)
 {
     smelt_plan_opts o;
     smelt_plan_opts_init(&o);
-    o.backend = "TCC";
+    o.backend = backend;
     o.opt_level = opt;
     smelt_plan *pc = NULL;
     T_OK(ctx, smelt_plan_new(ctx, g, n_out, outs, &o, &pc));
     t_run(pc, n_in, in, n_out, out);
+    int kernels = t_stats(pc).kernels;
     smelt_plan_free(pc);
+    return kernels;
+}
+
+static void tcc_run(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outs, int opt, int n_in,
+                    smelt_tensor *const *in, smelt_tensor **out)
+{
+    cpu_run(ctx, "TCC", g, n_out, outs, opt, n_in, in, out);
 }
 
 static smelt_tensor *to_device(smelt_ctx *ctx, const smelt_tensor *h)
@@ -2273,6 +2332,278 @@ DEVICE_TEST(gather, 240)
     t_set_i64(in[2], 1234, -97);
     t_run(p, 3, in, 3, dev);
     t_free_all(cpu, 3), t_free_all(dev, 3), t_free_all(in, 3);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+}
+
+/* ---- windows and scans on a device ----------------------------------------
+ * A convolution: one cuBLAS product per tap, accumulated in place (beta 1
+ * after the first tap) over the CPU path's strided views of the padded,
+ * phased input; a scan: a thread a line, combined in the CPU's order. */
+#include "window-cases.h"
+
+/* What tests/fakecuda.c's cuBLAS gives for conv case c without a bias: at
+ * each output, the taps in order, each tap's product (its group's channels
+ * in order, summed from 0 in the compute type: f32, f64 for f64) added to
+ * the taps' before: the CPU path's order of the taps with the fake's
+ * products.  (The test and the fake are built for the base x86-64, without
+ * FMA: nothing is contracted.) */
+static void fake_conv_bits(const ccase *c, smelt_dtype dt, const smelt_tensor *x, const smelt_tensor *w,
+                           const int64_t *lo, int64_t OH, int64_t OW, double *out)
+{
+    int64_t Cg = c->C / c->groups, Og = c->O / c->groups;
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t o = 0; o < c->O; o++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double accd = 0;
+                    float accf = 0;
+                    for (int64_t t = 0; t < c->KH * c->KW; t++) {
+                        int64_t kh = t / c->KW, kw = t % c->KW;
+                        int64_t ih = oh * c->sh + kh * c->dh - lo[0], iw = ow * c->sw + kw * c->dw - lo[1];
+                        bool in = ih >= 0 && ih < c->H && iw >= 0 && iw < c->W;
+                        double sd = 0;
+                        float sf = 0;
+                        for (int64_t ci = 0; ci < Cg; ci++) {
+                            int64_t xi = ((n * c->C + o / Og * Cg + ci) * c->H + ih) * c->W + iw;
+                            double xv = in ? smelt_tensor_get(x, xi) : 0;
+                            double wv = smelt_tensor_get(w, ((o * Cg + ci) * c->KH + kh) * c->KW + kw);
+                            sd += xv * wv;
+                            sf += (float)xv * (float)wv;
+                        }
+                        accd = t ? accd + sd : sd;
+                        accf = t ? accf + sf : sf;
+                    }
+                    out[((n * c->O + o) * OH + oh) * OW + ow] = dt == SMELT_F64 ? accd
+                                                                : t_is_half(dt) ? t_round_half(dt, accf) : accf;
+                }
+}
+
+/* Small integers: every product and sum exact, in any order */
+static void fill_small_integers(smelt_tensor *t, trng *r)
+{
+    for (int64_t i = 0; i < smelt_tensor_numel(t); i++)
+        t_set(t, i, (double)trng_range(r, -3, 3));
+}
+
+/* Each conv case in every float dtype, conv alone and conv + bias + relu
+ * (its epilogue): against the float64 reference within matmul's bound;
+ * the CPU plan's kernels (the epilogue fused, as on the CPU); the fused
+ * plan the unfused one's bits; on the fake, the bits of the CPU path's
+ * order of taps with the fake's products; with exact data (small
+ * integers), TinyCC's bits (and CC's for f32). */
+DEVICE_TEST(conv_through_cublas, 300)
+{
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_BF16};
+    unsigned calls[2];
+    bool fake = fake_gemm_calls(calls);
+    bool cc = smelt_backend_check(ctx, "CC") == SMELT_OK;
+    trng r;
+    trng_init(&r, 47);
+    for (int t = 0; t < NELEMS(dts); t++)
+        for (int k = 0; k < NELEMS(conv_cases); k++) {
+            const ccase *c = &conv_cases[k];
+            smelt_dtype dt = dts[t];
+            int64_t xs[4], ws[4], lo[2], hi[2], OH, OW;
+            conv_shapes(c, xs, ws);
+            conv_geometry(c, lo, hi, &OH, &OW);
+            smelt_graph *g = t_graph(ctx);
+            smelt_node *x = smelt_input(g, "x", dt, c->rank, xs), *w = smelt_input(g, "w", dt, c->rank, ws);
+            smelt_node *b = smelt_input(g, "b", dt, 1, (int64_t[]){c->O});
+            smelt_window win;
+            conv_window(c, &win);
+            smelt_node *outs[2] = {smelt_conv(g, x, w, NULL, &win),
+                                   smelt_unary(g, SMELT_OP_RELU, smelt_conv(g, x, w, b, &win))};
+            T_OK(ctx, smelt_graph_status(g));
+            smelt_tensor *in[3] = {t_rand(ctx, &r, dt, c->rank, xs), t_rand(ctx, &r, dt, c->rank, ws),
+                                   t_rand(ctx, &r, dt, 1, (int64_t[]){c->O})};
+            char what[96];
+            snprintf(what, sizeof what, "%s, conv case %d", smelt_dtype_name(dt), k);
+            smelt_tensor *ref[2], *dev[2] = {NULL, NULL}, *unf[2] = {NULL, NULL}, *cpu[2] = {NULL, NULL};
+            t_reference(ctx, g, 2, outs, 3, in, ref);
+            smelt_plan *p = t_plan(ctx, g, 2, outs, 3), *pu = t_plan(ctx, g, 2, outs, 0);
+            cr_assert(t_contains(smelt_plan_describe(p), "accumulated in BLAS: cuBLAS]"), "%s: %s", what,
+                      smelt_plan_describe(p));
+            t_run(p, 3, in, 2, dev);
+            t_run(pu, 3, in, 2, unf);
+            int64_t K = c->C / c->groups * c->KH * c->KW, at;
+            for (int o = 0; o < 2; o++) {
+                t_expect_match(what, dev[o], ref[o], mm_tol(dt, K + 1));
+                cr_assert(t_same_results(dev[o], unf[o], &at), "%s, output %d: fused %a, unfused %a at [%lld]", what,
+                          o, smelt_tensor_get(dev[o], at), smelt_tensor_get(unf[o], at), (long long)at);
+            }
+            int cpu_kernels = cpu_run(ctx, "TCC", g, 2, outs, 3, 3, in, cpu);
+            cr_assert_eq(t_stats(p).kernels, cpu_kernels, "%s: %d kernels on the device, %d on TCC\n%s", what,
+                         t_stats(p).kernels, cpu_kernels, smelt_plan_describe(p));
+            if (fake) { /* the CPU path's order of taps, the fake's products */
+                int64_t n = smelt_tensor_numel(dev[0]);
+                double *want = malloc(sizeof(double) * (size_t)n);
+                fake_conv_bits(c, dt, in[0], in[1], lo, OH, OW, want);
+                for (int64_t i = 0; i < n; i++)
+                    cr_assert(smelt_tensor_get(dev[0], i) == want[i], "%s: element %lld is %a, the taps in order "
+                              "give %a", what, (long long)i, smelt_tensor_get(dev[0], i), want[i]);
+                free(want);
+            }
+            t_free_all(dev, 2), t_free_all(cpu, 2);
+            for (int i = 0; i < 3; i++) /* exact data: the CPU's bits */
+                fill_small_integers(in[i], &r);
+            t_run(p, 3, in, 2, dev);
+            for (int bi = 0; bi < (cc && dt == SMELT_F32 ? 2 : 1); bi++) {
+                cpu_run(ctx, bi ? "CC" : "TCC", g, 2, outs, 3, 3, in, cpu);
+                for (int o = 0; o < 2; o++)
+                    cr_assert(t_bitwise_equal(cpu[o], dev[o]), "%s, small integers, output %d: the device and %s "
+                              "differ at %lld", what, o, bi ? "CC" : "TCC",
+                              (long long)t_first_difference(cpu[o], dev[o]));
+                t_free_all(cpu, 2);
+            }
+            t_free_all(dev, 2), t_free_all(unf, 2), t_free_all(ref, 2), t_free_all(in, 3);
+            smelt_plan_free(p), smelt_plan_free(pu);
+            smelt_graph_free(g);
+        }
+}
+
+/* Operands the products cannot take as they lie: an input broadcast along
+ * its channels (stride 0: laid out by the strided copy first) and
+ * transposed weights, a batch of images and groups, against the reference
+ * and TinyCC's bits (small integers); a result written into a transposed
+ * device tensor. */
+DEVICE_TEST(conv_of_strided_operands, 120)
+{
+    trng r;
+    trng_init(&r, 48);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_F32, SHP(3, 1, 7, 9));
+    smelt_node *wt = smelt_input(g, "wt", SMELT_F32, SHP(3, 3, 2, 6));
+    smelt_window win;
+    smelt_window_init(&win);
+    win.groups = 2;
+    smelt_node *x = smelt_broadcast_to(g, a, 4, (const int64_t[]){3, 4, 7, 9});
+    smelt_node *w = smelt_transpose(g, wt, (const int[]){3, 2, 0, 1}); /* [6, 2, 3, 3] */
+    smelt_node *y = smelt_unary(g, SMELT_OP_TANH, smelt_conv(g, x, w, NULL, &win));
+    T_OK(ctx, smelt_graph_status(g));
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_F32, SHP(3, 1, 7, 9)), t_rand(ctx, &r, SMELT_F32, SHP(3, 3, 2, 6))};
+    smelt_tensor *ref, *dev = NULL, *cpu = NULL;
+    t_reference(ctx, g, 1, &y, 2, in, &ref);
+    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+    t_run(p, 2, in, 1, &dev);
+    t_expect_match("broadcast input, transposed weights", dev, ref, mm_tol(SMELT_F32, 19));
+    smelt_tensor_free(dev);
+    dev = NULL;
+    for (int i = 0; i < 2; i++)
+        for (int64_t e = 0; e < smelt_tensor_numel(in[i]); e++)
+            t_set(in[i], e, (double)trng_range(&r, -3, 3) / 16);
+    t_run(p, 2, in, 1, &dev);
+    tcc_run(ctx, g, 1, &y, 3, 2, in, &cpu);
+    cr_assert(t_bitwise_equal(cpu, dev), "small values: the device and TinyCC differ at %lld",
+              (long long)t_first_difference(cpu, dev));
+    smelt_tensor_free(cpu), smelt_tensor_free(dev), smelt_tensor_free(ref), t_free_all(in, 2);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+    /* a 1x1 conv, the products the output itself, written into a transposed
+     * device tensor: through device memory the kernel keeps, then copied */
+    g = t_graph(ctx);
+    smelt_node *v[2] = {smelt_input(g, "x", SMELT_F32, SHP(2, 3, 4, 5)),
+                        smelt_input(g, "w", SMELT_F32, SHP(6, 3, 1, 1))};
+    smelt_window_init(&win);
+    y = smelt_conv(g, v[0], v[1], NULL, &win);
+    T_OK(ctx, smelt_graph_status(g));
+    smelt_tensor *in2[2] = {t_tensor(ctx, SMELT_F32, SHP(2, 3, 4, 5)), t_tensor(ctx, SMELT_F32, SHP(6, 3, 1, 1))};
+    for (int i = 0; i < 2; i++)
+        fill_small_integers(in2[i], &r);
+    smelt_tensor *base = NULL, *view = NULL, *host = t_tensor(ctx, SMELT_F32, SHP(2, 6, 5, 4));
+    T_OK(ctx, smelt_tensor_new_device(ctx, SMELT_F32, SHP(2, 6, 5, 4), &base));
+    T_OK(ctx, smelt_tensor_transpose(base, (const int[]){0, 1, 3, 2}, &view));
+    p = t_plan(ctx, g, 1, &y, 3);
+    t_run(p, 2, in2, 1, &view);
+    T_OK(ctx, smelt_tensor_copy_to_host(host, base));
+    cpu = NULL;
+    tcc_run(ctx, g, 1, &y, 3, 2, in2, &cpu);
+    for (int64_t i = 0; i < 2 * 6 * 4 * 5; i++) { /* cpu [n, o, h, w] is host [n, o, w, h] */
+        int64_t q = i % 20, at = i - q + q % 5 * 4 + q / 5;
+        cr_assert(smelt_tensor_get(host, at) == smelt_tensor_get(cpu, i), "a transposed output: %g, TinyCC %g at "
+                  "[%lld]", smelt_tensor_get(host, at), smelt_tensor_get(cpu, i), (long long)i);
+    }
+    smelt_tensor_free(cpu), smelt_tensor_free(host), smelt_tensor_free(view), smelt_tensor_free(base);
+    t_free_all(in2, 2);
+    smelt_plan_free(p);
+    smelt_graph_free(g);
+}
+
+/* cumsum and cumprod in every dtype the CPU takes (integers as i64), along
+ * each axis, exclusive and reversed: TinyCC's bits (NaN, infinities and
+ * -0 among f32's), the float64 reference's values; a strided (transposed)
+ * operand and what reads a scan fused after it as on the CPU: TinyCC's
+ * and CC's bits. */
+DEVICE_TEST(scans_same_bits_as_cpu, 300)
+{
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_BF16, SMELT_I32, SMELT_I64, SMELT_U8, SMELT_BOOL};
+    const int64_t shapes[][3] = {{37, 0, 0}, {5, 9, 0}, {3, 4, 6}};
+    trng r;
+    trng_init(&r, 49);
+    for (int t = 0; t < NELEMS(dts); t++)
+        for (int s = 0; s < 3; s++)
+            for (int ax = 0; ax <= s; ax++)
+                for (int opi = 0; opi < 2; opi++)
+                    for (int mode = 0; mode < 4; mode++) {
+                        smelt_dtype dt = dts[t];
+                        int nd = s + 1, excl = mode & 1, rev = mode >> 1 & 1;
+                        smelt_graph *g = t_graph(ctx);
+                        smelt_node *x = smelt_input(g, "x", dt, nd, shapes[s]);
+                        smelt_node *y = opi ? smelt_cumprod(g, x, ax - (mode == 3 ? nd : 0), excl, rev)
+                                            : smelt_cumsum(g, x, ax, excl, rev);
+                        T_OK(ctx, smelt_graph_status(g));
+                        smelt_tensor *in = t_rand(ctx, &r, dt, nd, shapes[s]);
+                        if (opi && t_is_float(dt)) /* products of values near 1 */
+                            t_fill_uniform(in, &r, 0.5, 1.5);
+                        if (dt == SMELT_F32 && s == 2 && mode == 0) { /* special values */
+                            t_set(in, 5, NAN), t_set(in, 30, INFINITY), t_set(in, 41, -INFINITY);
+                            t_set(in, 0, -0.0), t_set(in, 50, -0.0);
+                        }
+                        char what[96];
+                        snprintf(what, sizeof what, "%s %s, shape %d, axis %d, mode %d", opi ? "cumprod" : "cumsum",
+                                 smelt_dtype_name(dt), s, ax, mode);
+                        smelt_tensor *cpu = NULL, *dev = NULL;
+                        tcc_run(ctx, g, 1, &y, 3, 1, &in, &cpu);
+                        smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+                        t_run(p, 1, &in, 1, &dev);
+                        int64_t at;
+                        cr_assert(t_same_results(cpu, dev, &at), "%s: the device gives %a, TinyCC %a at [%lld]", what,
+                                  smelt_tensor_get(dev, at), smelt_tensor_get(cpu, at), (long long)at);
+                        if ((dt == SMELT_F32 || dt == SMELT_F64 || !t_is_float(dt)) && !(opi && !t_is_float(dt))) {
+                            smelt_tensor *ref;
+                            t_reference(ctx, g, 1, &y, 1, &in, &ref);
+                            t_expect_match(what, dev, ref, (t_tol){64, 1e-5, 1e-5, false});
+                            smelt_tensor_free(ref);
+                        }
+                        smelt_tensor_free(cpu), smelt_tensor_free(dev), smelt_tensor_free(in);
+                        smelt_plan_free(p);
+                        smelt_graph_free(g);
+                    }
+    /* a transposed operand read where it lies, and a fused reader */
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, SHP(6, 50));
+    smelt_node *outs[2] = {smelt_cumsum(g, smelt_transpose(g, x, (const int[]){1, 0}), 1, 1, 1),
+                           smelt_expr(g, "cumprod(x, 0) * 2 + exp(x)", (const char *[]){"x"}, &x, 1)};
+    T_OK(ctx, smelt_graph_status(g));
+    smelt_tensor *in = t_rand(ctx, &r, SMELT_F32, SHP(6, 50)), *cpu[2] = {NULL, NULL}, *dev[2] = {NULL, NULL};
+    int cpu_kernels = cpu_run(ctx, "TCC", g, 2, outs, 3, 1, &in, cpu);
+    smelt_plan *p = t_plan(ctx, g, 2, outs, 3);
+    cr_assert_eq(t_stats(p).kernels, cpu_kernels, "%d kernels on the device, %d on TCC\n%s", t_stats(p).kernels,
+                 cpu_kernels, smelt_plan_describe(p));
+    t_run(p, 1, &in, 2, dev);
+    for (int o = 0; o < 2; o++)
+        cr_assert(t_bitwise_equal(cpu[o], dev[o]), "output %d: the device and TinyCC differ at %lld", o,
+                  (long long)t_first_difference(cpu[o], dev[o]));
+    t_free_all(cpu, 2);
+    if (smelt_backend_check(ctx, "CC") == SMELT_OK) {
+        cpu_run(ctx, "CC", g, 2, outs, 3, 1, &in, cpu);
+        for (int o = 0; o < 2; o++)
+            cr_assert(t_bitwise_equal(cpu[o], dev[o]), "output %d: the device and CC differ at %lld", o,
+                      (long long)t_first_difference(cpu[o], dev[o]));
+        t_free_all(cpu, 2);
+    }
+    t_free_all(dev, 2);
+    smelt_tensor_free(in);
     smelt_plan_free(p);
     smelt_graph_free(g);
 }

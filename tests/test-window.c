@@ -12,60 +12,7 @@
 #include <string.h>
 
 #include "common.h"
-
-typedef struct ccase {
-    int rank;             /* 3 or 4 */
-    int64_t N, C, H, W, O, KH, KW;
-    int64_t sh, sw, dh, dw, groups;
-    int64_t pads[4];
-    int auto_pad;
-} ccase;
-
-static const ccase conv_cases[] = {
-    {4, 2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, 0},
-    {4, 1, 4, 8, 8, 6, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, 0},
-    {4, 2, 4, 9, 10, 4, 3, 2, 2, 3, 1, 1, 2, {0, 1, 2, 0}, 0},
-    {4, 1, 6, 10, 9, 6, 3, 3, 1, 1, 2, 2, 6, {2, 2, 2, 2}, 0},   /* depthwise, dilated */
-    {4, 2, 3, 6, 7, 5, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 0},    /* 1x1 */
-    {4, 1, 2, 7, 8, 3, 3, 3, 2, 2, 1, 1, 1, {0, 0, 0, 0}, 1},    /* SAME_UPPER */
-    {4, 1, 2, 7, 8, 3, 4, 4, 2, 3, 1, 1, 1, {0, 0, 0, 0}, 2},    /* SAME_LOWER */
-    {4, 2, 2, 5, 6, 2, 2, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 3},    /* VALID */
-    {4, 1, 8, 12, 11, 8, 3, 3, 3, 2, 2, 1, 4, {3, 0, 1, 2}, 0},
-    {3, 2, 4, 1, 20, 6, 1, 5, 1, 1, 1, 1, 1, {0, 2, 0, 2}, 0},   /* 1-D */
-    {3, 1, 4, 1, 17, 4, 1, 3, 1, 2, 1, 3, 2, {0, 1, 0, 3}, 0},   /* 1-D strided, dilated, grouped */
-};
-
-/* ONNX Conv in double: out [N, O, OH, OW] */
-static void naive_conv(const ccase *c, const smelt_tensor *x, const smelt_tensor *w, const smelt_tensor *b,
-                       const int64_t *lo, int64_t OH, int64_t OW, double *out)
-{
-    int64_t Cg = c->C / c->groups, Og = c->O / c->groups;
-    for (int64_t n = 0; n < c->N; n++)
-        for (int64_t o = 0; o < c->O; o++)
-            for (int64_t oh = 0; oh < OH; oh++)
-                for (int64_t ow = 0; ow < OW; ow++) {
-                    double acc = b ? smelt_tensor_get(b, o) : 0;
-                    for (int64_t ci = 0; ci < Cg; ci++)
-                        for (int64_t kh = 0; kh < c->KH; kh++)
-                            for (int64_t kw = 0; kw < c->KW; kw++) {
-                                int64_t ih = oh * c->sh + kh * c->dh - lo[0], iw = ow * c->sw + kw * c->dw - lo[1];
-                                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W)
-                                    continue;
-                                int64_t chn = o / Og * Cg + ci;
-                                acc += smelt_tensor_get(x, ((n * c->C + chn) * c->H + ih) * c->W + iw) *
-                                       smelt_tensor_get(w, ((o * Cg + ci) * c->KH + kh) * c->KW + kw);
-                            }
-                    out[((n * c->O + o) * OH + oh) * OW + ow] = acc;
-                }
-}
-
-static void same_pads(int mode, int64_t n, int64_t k, int64_t s, int64_t d, int64_t *lo, int64_t *hi)
-{
-    int64_t o = (n + s - 1) / s, total = (o - 1) * s + (k - 1) * d + 1 - n;
-    total = total < 0 ? 0 : total;
-    *lo = mode == SMELT_PAD_SAME_UPPER ? total / 2 : total - total / 2;
-    *hi = total - *lo;
-}
+#include "window-cases.h"
 
 static void check_close(const char *what, const smelt_tensor *got, const double *want, int64_t n, double tol)
 {
@@ -92,32 +39,18 @@ Test(window, conv_against_direct_computation)
             const ccase *c = &conv_cases[k];
             smelt_dtype dt = dts[t];
             smelt_graph *g = t_graph(ctx);
-            int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C / c->groups, c->KH, c->KW};
-            if (c->rank == 3)
-                xs[2] = c->W, ws[2] = c->KW;
+            int64_t xs[4], ws[4];
+            conv_shapes(c, xs, ws);
             smelt_node *x = smelt_input(g, "x", dt, c->rank, xs), *w = smelt_input(g, "w", dt, c->rank, ws);
             smelt_node *b = smelt_input(g, "b", dt, 1, (int64_t[]){c->O});
             smelt_window win;
-            smelt_window_init(&win);
-            win.strides[0] = c->sh, win.strides[1] = c->sw, win.dilations[0] = c->dh, win.dilations[1] = c->dw;
-            win.groups = c->groups, win.auto_pad = c->auto_pad;
-            memcpy(win.pads, c->pads, sizeof win.pads);
+            conv_window(c, &win);
             smelt_node *y = smelt_unary(g, SMELT_OP_RELU, smelt_conv(g, x, w, b, &win));
             T_OK(ctx, smelt_graph_status(g));
             smelt_tensor *in[3] = {t_rand(ctx, &r, dt, c->rank, xs), t_rand(ctx, &r, dt, c->rank, ws),
                                    t_rand(ctx, &r, dt, 1, (int64_t[]){c->O})};
-            int64_t lo[2], hi[2];
-            for (int i = 0; i < 2; i++) {
-                int64_t n = i ? c->W : c->H, kk = i ? c->KW : c->KH, s = i ? c->sw : c->sh, d = i ? c->dw : c->dh;
-                if (c->auto_pad == SMELT_PAD_SAME_UPPER || c->auto_pad == SMELT_PAD_SAME_LOWER)
-                    same_pads(c->auto_pad, n, kk, s, d, &lo[i], &hi[i]);
-                else if (c->auto_pad == SMELT_PAD_VALID)
-                    lo[i] = hi[i] = 0;
-                else
-                    lo[i] = c->pads[i], hi[i] = c->pads[2 + i];
-            }
-            int64_t OH = (c->H + lo[0] + hi[0] - (c->KH - 1) * c->dh - 1) / c->sh + 1;
-            int64_t OW = (c->W + lo[1] + hi[1] - (c->KW - 1) * c->dw - 1) / c->sw + 1;
+            int64_t lo[2], hi[2], OH, OW;
+            conv_geometry(c, lo, hi, &OH, &OW);
             int64_t n = c->N * c->O * OH * OW;
             double *want = malloc(sizeof(double) * (size_t)n);
             naive_conv(c, in[0], in[1], in[2], lo, OH, OW, want);

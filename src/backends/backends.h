@@ -26,5 +26,10 @@ int smelt__cuda_present(smelt__sb *why);
  * be loaded, SMELT_ERR_COMPILE with the log otherwise. */
 int smelt__nvrtc_compile(const char *source, const char *name, const char *arch, char **image,
                          size_t *size, smelt__sb *log);
+/* The CUDA backend's own kernels' source (templates/cuda/kernel_scan.cu.in
+ * for dtype dt, kernel_copy.cu.in for es-byte elements) and function name
+ * (at least 32 bytes): what it compiles on first use. */
+int smelt__cuda_scan_source(smelt_dtype dt, smelt__sb *src, char *name, smelt__sb *err);
+int smelt__cuda_copy_source(int es, smelt__sb *src, char *name, smelt__sb *err);
 
 #endif

@@ -59,6 +59,13 @@ int smelt__rows_cache_bytes(const smelt__kdesc *d);
 int smelt__rows_held_bytes(const smelt__kdesc *d, bool *math, int *shared);
 int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, char *name,
                 smelt__sb *err);
+/* A device backend's library kernel (src/backends/cuda/cuda.c: a scan, a
+ * strided copy): the dialect's template <base> rendered with the prelude in
+ * {{PRELUDE}}, {{NAME}} "<prefix>_<hash of the source>" (written to *name,
+ * at least 32 bytes) and the n (key, value) pairs of kv as slots (at most
+ * 8).  Returns 0 or a status with err set. */
+int smelt__emit_library(const smelt__dialect *dl, const char *base, const char *prefix, const char *const *kv, int n,
+                        smelt__sb *src, char *name, smelt__sb *err);
 /* Elements one thread of a device kernel for d takes per step of its
  * grid-stride loop: the vector width of flat kernels, else 1 (a launch needs
  * ceil(n / this) threads at most). */

@@ -790,3 +790,32 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
     free(mathlib);
     return st;
 }
+
+/* A library kernel of a device backend (a scan, a strided copy:
+ * src/backends/cuda/cuda.c): the dialect's template base with the prelude
+ * in {{PRELUDE}} (smelt's math as it names it), {{NAME}} the hash of the
+ * source after prefix, and the n pairs of kv (key, value) as slots. */
+int smelt__emit_library(const smelt__dialect *dl, const char *base, const char *prefix, const char *const *kv, int n,
+                        smelt__sb *src, char *name, smelt__sb *err)
+{
+    enum { MAX_KV = 8 };
+    if (n > MAX_KV)
+        return SMELT_ERR_INVALID_ARG;
+    smelt__sb prelude, text;
+    smelt__sb_init(&prelude), smelt__sb_init(&text);
+    char *mathlib = NULL;
+    int st = smelt__render_prelude(&prelude, dl, &mathlib, err);
+    if (!st) {
+        slot sl[MAX_KV + 2] = {{"PRELUDE", smelt__sb_str(&prelude)}, {"NAME", NAME_TOKEN}};
+        for (int i = 0; i < n; i++)
+            sl[2 + i] = (slot){kv[2 * i], kv[2 * i + 1]};
+        st = smelt__load_render(&text, dl, base, sl, n + 2, err);
+    }
+    if (!st) {
+        smelt__with_math(&text, mathlib);
+        st = smelt__finish_name(&text, src, name, prefix);
+    }
+    smelt__sb_free(&prelude), smelt__sb_free(&text);
+    free(mathlib);
+    return st;
+}

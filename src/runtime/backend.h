@@ -26,8 +26,9 @@ typedef struct smelt__devlaunch {
 
 enum { SMELT_COPY_H2D, SMELT_COPY_D2H, SMELT_COPY_D2D };
 
-/* One batched matrix product on a device, row-major: C = A @ B for each of
- * batch matrices.  A is M x K: element (i, k) at i * lda + k, or at
+/* One batched matrix product on a device, row-major: C = A @ B (+ C when
+ * beta is 1: a convolution's taps accumulated in place) for each of batch
+ * matrices.  A is M x K: element (i, k) at i * lda + k, or at
  * k * lda + i when ta (stored transposed); B (K x N) likewise with ldb, tb;
  * C (M x N) at i * ldc + j.  The next matrix of each lies sa, sb, sc
  * elements on (0: the same one, broadcast); or, where ptrs is set, the
@@ -43,7 +44,35 @@ typedef struct smelt__gemm {
     bool ta, tb;
     int64_t lda, ldb, ldc, sa, sb, sc;
     const void *const *ptrs;
+    double beta; /* 0: C is only written; 1: the product is added to C */
 } smelt__gemm;
+
+/* A scan on a device (cumsum, cumprod: src/runtime/exec.c's run_window): a
+ * thread a line, each line combined in order from its first element (the
+ * last with rev), in dt (f16 and bf16 through f32, rounded each step; i64
+ * wrapping), as src/runtime/window.c does on the host.  The lines are the
+ * other dimensions' elements: rank of them (0 to 7), shape and the
+ * operand's and result's strides (elements) in ist, ost; each line n
+ * elements at strides si and so from there. */
+typedef struct smelt__devscan {
+    smelt_dtype dt;
+    bool prod, excl, rev; /* cumprod; exclusive; from the end */
+    int rank;
+    int64_t n, si, so;
+    int64_t shape[SMELT_MAX_DIMS], ist[SMELT_MAX_DIMS], ost[SMELT_MAX_DIMS];
+    const void *in;
+    void *out;
+} smelt__devscan;
+
+/* A strided copy on a device: dst[i] = src[i] for every index i of shape
+ * (rank 1 to SMELT_MAX_DIMS; strides in elements of es bytes: 2, 4 or 8) */
+typedef struct smelt__devcopy {
+    int rank;
+    int es;
+    int64_t shape[SMELT_MAX_DIMS], ss[SMELT_MAX_DIMS], ds[SMELT_MAX_DIMS];
+    const void *src;
+    void *dst;
+} smelt__devcopy;
 struct smelt__kernel;
 
 /* What a device backend's processor allows: the launch layer
@@ -89,6 +118,11 @@ typedef struct smelt__backend_i {
     /* Device backends: a matrix product (NULL: none; the plan refuses a
      * matmul).  Queued on the backend's stream. */
     int (*gemm)(smelt__backend *be, const smelt__gemm *g);
+    /* Device backends: a scan and a strided copy by kernels of the
+     * backend's own (NULL: none; a plan with a scan or a convolution then
+     * fails when it runs).  Queued on the backend's stream. */
+    int (*scan)(smelt__backend *be, const smelt__devscan *s);
+    int (*copy_strided)(smelt__backend *be, const smelt__devcopy *c);
 } smelt__backend_i;
 
 struct smelt__backend {

@@ -788,7 +788,8 @@ static int launch_tiles(smelt_plan *p, int ki, int r, const int64_t *S, int64_t 
 
 /* Run kernel ki.  *split: it was replaced by unfused kernels; run ki again. */
 /* A window's or a scan's library kernel: its loops (src/runtime/window.c)
- * over its operands as they lie. */
+ * over its operands as they lie; on a device, the backend's products, copies
+ * and scan kernel. */
 static int run_window(smelt_plan *p, runstate *rs, int ki)
 {
     int v = p->kern[ki].cl.members[0];
@@ -803,8 +804,8 @@ static int run_window(smelt_plan *p, runstate *rs, int ki)
             return st;
     }
     if (p->be->iface->launch)
-        return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "%s on %s: not supported on a device yet",
-                          x->op == SMELT_OP_CONV_TAPS ? "conv" : smelt__ops[x->op].name, p->be->iface->name);
+        return x->op == SMELT_OP_CONV_TAPS ? smelt__run_conv_taps_device(p, &p->kern[ki], x, w, &w[2])
+                                           : smelt__run_scan_device(p, x, w, &w[x->nin]);
     return x->op == SMELT_OP_CONV_TAPS ? smelt__run_conv_taps(p, x, w, &w[2])
                                        : smelt__run_scan(p, x, w, &w[x->nin]);
 }

@@ -181,7 +181,7 @@ static void describe(smelt_plan *p)
                                  "each accumulated in BLAS: %s] inputs [", i,
                                  (long long)(p->prog.v[lx->in[1]].shape[2] * p->prog.v[lx->in[1]].shape[3]),
                                  (long long)p->prog.v[lx->in[1]].shape[2], (long long)p->prog.v[lx->in[1]].shape[3],
-                                 smelt__blas_name() ? smelt__blas_name() : "none");
+                                 p->be->iface->gemm ? "cuBLAS" : smelt__blas_name() ? smelt__blas_name() : "none");
             else if (lx->op != SMELT_OP_MATMUL) /* a scan */
                 smelt__sb_printf(b, "kernel %d %s [a scan along axis %lld, in order] inputs [", i,
                                  smelt__ops[lx->op].name, (long long)lx->vp[0]);

@@ -77,6 +77,13 @@ int smelt__blas_gemm_beta(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int6
 struct smelt__view;
 int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const struct smelt__view *in, const struct smelt__view *out);
 int smelt__run_scan(smelt_plan *p, const smelt__inst *x, const struct smelt__view *in, const struct smelt__view *out);
+/* ... on a device plan: through the backend's product (gemm), strided copy
+ * and scan (backend.h); k's dscratch holds a convolution's weights laid
+ * out by tap. */
+int smelt__run_conv_taps_device(smelt_plan *p, smelt__pkernel *k, const smelt__inst *x, const struct smelt__view *in,
+                                const struct smelt__view *out);
+int smelt__run_scan_device(smelt_plan *p, const smelt__inst *x, const struct smelt__view *in,
+                           const struct smelt__view *out);
 
 /* What a memory plan gives (src/runtime/memplan.c), in bytes. */
 typedef struct smelt__memplan {

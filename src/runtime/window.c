@@ -23,11 +23,45 @@
 #define CONV_TASKS 16   /* tiles of columns wanted over all images and groups */
 #define CONV_TILE_MIN 512 /* columns a tile at least */
 
+/* A conv_taps node's geometry at the run's shapes (ops.def), and whether
+ * BLAS reads the input and writes the result as they lie (else through
+ * contiguous memory): the host's and a device's alike. */
+typedef struct convgeom {
+    int64_t N, G, Og, Cg, KH, KW, sh, sw, dh, dw, Wq, M, OH, OW, L, O;
+    bool xdirect, ydirect;
+} convgeom;
+
+static int conv_geom(smelt_plan *p, const smelt__inst *x, const smelt__view *in, const smelt__view *out, convgeom *c)
+{
+    const smelt__view *X = &in[0], *W = &in[1];
+    c->N = X->shape[0], c->G = x->vp[4], c->Cg = W->shape[1], c->Og = W->shape[0] / c->G;
+    c->KH = W->shape[2], c->KW = W->shape[3], c->sh = x->vp[0], c->sw = x->vp[1], c->dh = x->vp[2], c->dw = x->vp[3];
+    c->OH = x->vp[5], c->OW = x->vp[6], c->L = X->shape[3], c->O = W->shape[0];
+    c->Wq = x->vp[7];
+    c->M = (c->OH - 1) * c->Wq + c->OW;
+    if (X->shape[1] != c->sh * c->sw || X->shape[2] != c->Cg * c->G ||
+        (c->KH - 1) * c->dh / c->sh * c->Wq + (c->KW - 1) * c->dw / c->sw + c->M > c->L)
+        return smelt__err(p->ctx, SMELT_ERR_SHAPE, "conv: the run-time shapes do not fit the graph's (a plan with "
+                          "a convolution runs at the graph's spatial sizes and channels)");
+    c->xdirect = X->strides[3] == 1 && X->strides[2] >= c->L && (c->Cg <= 1 || X->strides[2] > 0);
+    c->ydirect = out->strides[3] == 1 && (c->OH == 1 || out->strides[2] == c->Wq) && out->strides[1] >= c->M;
+    return SMELT_OK;
+}
+
+/* tap t's offset in a phase's flat grid, and its phase */
+static int64_t tap_offset(const convgeom *c, int64_t t, int64_t *phase)
+{
+    int64_t kh = t / c->KW, kw = t % c->KW;
+    *phase = kh * c->dh % c->sh * c->sw + kw * c->dw % c->sw;
+    return kh * c->dh / c->sh * c->Wq + kw * c->dw / c->sw;
+}
+
 typedef struct convjob {
     smelt_ctx *ctx;
     smelt_dtype dt;
     size_t es;
-    int64_t N, G, Og, Cg, KH, KW, sh, sw, dh, dw, Wq, M, tn, ntile;
+    convgeom c;
+    int64_t tn, ntile;
     const char *x;     /* [N, P, C, L] at strides xs */
     int64_t xs[4];
     const char *wpack; /* [KH * KW, O, Cg] contiguous */
@@ -40,31 +74,29 @@ typedef struct convjob {
 static void conv_task(void *arg, int64_t task)
 {
     convjob *j = arg;
-    int64_t tile = task % j->ntile, ng = task / j->ntile, g = ng % j->G, n = ng / j->G;
-    int64_t m0 = tile * j->tn, mt = SMELT_MIN(j->tn, j->M - m0);
-    int64_t es = (int64_t)j->es, O = j->Og * j->G;
-    char *c = j->y + (n * j->ys[0] + g * j->Og * j->ys[1] + m0) * es;
-    if (j->Cg == 0) {
-        for (int64_t o = 0; o < j->Og; o++)
-            memset(c + o * j->ys[1] * es, 0, (size_t)(mt * es));
+    const convgeom *c = &j->c;
+    int64_t tile = task % j->ntile, ng = task / j->ntile, g = ng % c->G, n = ng / c->G;
+    int64_t m0 = tile * j->tn, mt = SMELT_MIN(j->tn, c->M - m0);
+    int64_t es = (int64_t)j->es;
+    char *cp = j->y + (n * j->ys[0] + g * c->Og * j->ys[1] + m0) * es;
+    if (c->Cg == 0) {
+        for (int64_t o = 0; o < c->Og; o++)
+            memset(cp + o * j->ys[1] * es, 0, (size_t)(mt * es));
         return;
     }
-    int t = 0;
-    for (int64_t kh = 0; kh < j->KH; kh++)
-        for (int64_t kw = 0; kw < j->KW; kw++, t++) {
-            int64_t ph = kh * j->dh % j->sh, pw = kw * j->dw % j->sw;
-            int64_t off = kh * j->dh / j->sh * j->Wq + kw * j->dw / j->sw;
-            const char *a = j->wpack + ((int64_t)t * O + g * j->Og) * j->Cg * es;
-            const char *b = j->x + (n * j->xs[0] + (ph * j->sw + pw) * j->xs[1] + g * j->Cg * j->xs[2] + off + m0) * es;
-            int st = smelt__blas_gemm_beta(j->ctx, j->dt, false, false, j->Og, mt, j->Cg, a, j->Cg, b, j->xs[2],
-                                           t ? 1.0 : 0.0, c, j->ys[1]);
-            if (st) {
-                pthread_mutex_lock(&j->mu);
-                j->st = j->st ? j->st : st;
-                pthread_mutex_unlock(&j->mu);
-                return;
-            }
+    for (int64_t t = 0; t < c->KH * c->KW; t++) {
+        int64_t ph, off = tap_offset(c, t, &ph);
+        const char *a = j->wpack + (t * c->O + g * c->Og) * c->Cg * es;
+        const char *b = j->x + (n * j->xs[0] + ph * j->xs[1] + g * c->Cg * j->xs[2] + off + m0) * es;
+        int st = smelt__blas_gemm_beta(j->ctx, j->dt, false, false, c->Og, mt, c->Cg, a, c->Cg, b, j->xs[2],
+                                       t ? 1.0 : 0.0, cp, j->ys[1]);
+        if (st) {
+            pthread_mutex_lock(&j->mu);
+            j->st = j->st ? j->st : st;
+            pthread_mutex_unlock(&j->mu);
+            return;
         }
+    }
 }
 
 /* a strided 4-D array copied into contiguous memory */
@@ -77,44 +109,40 @@ static void pack4(char *dst, const char *src, const int64_t *shape, const int64_
                     memcpy(dst, src + (a * st[0] + b * st[1] + c * st[2] + d * st[3]) * (int64_t)es, es);
 }
 
+/* The weights [O, Cg, KH, KW] (strides ws) as [tap][O][Cg]: the tap's
+ * matrix of a group a legal BLAS operand (shape and strides of the copy) */
+static void weights_by_tap(const convgeom *c, const int64_t *ws, int64_t *shape, int64_t *ss)
+{
+    const int64_t sh[4] = {c->KH, c->KW, c->O, c->Cg}, st[4] = {ws[2], ws[3], ws[0], ws[1]};
+    memcpy(shape, sh, sizeof sh), memcpy(ss, st, sizeof st);
+}
+
 int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view *in, const smelt__view *out)
 {
     const smelt__view *X = &in[0], *W = &in[1];
     convjob j = {.ctx = p->ctx, .dt = x->dtype, .es = smelt__dtypes[x->dtype].size};
-    j.N = X->shape[0], j.G = x->vp[4], j.Cg = W->shape[1], j.Og = W->shape[0] / j.G;
-    j.KH = W->shape[2], j.KW = W->shape[3], j.sh = x->vp[0], j.sw = x->vp[1], j.dh = x->vp[2], j.dw = x->vp[3];
-    int64_t OH = x->vp[5], OW = x->vp[6], L = X->shape[3], O = W->shape[0];
-    j.Wq = x->vp[7];
-    j.M = (OH - 1) * j.Wq + OW;
-    if (X->shape[1] != j.sh * j.sw || X->shape[2] != j.Cg * j.G ||
-        (j.KH - 1) * j.dh / j.sh * j.Wq + (j.KW - 1) * j.dw / j.sw + j.M > L)
-        return smelt__err(p->ctx, SMELT_ERR_SHAPE, "conv: the run-time shapes do not fit the graph's (a plan with "
-                          "a convolution runs at the graph's spatial sizes and channels)");
-    if (j.N == 0 || O == 0 || OH == 0 || OW == 0)
-        return SMELT_OK;
-    int st = smelt__blas_check(p->ctx);
+    int st = conv_geom(p, x, in, out, &j.c);
     if (st)
         return st;
+    const convgeom *c = &j.c;
+    if (c->N == 0 || c->O == 0 || c->OH == 0 || c->OW == 0)
+        return SMELT_OK;
+    if ((st = smelt__blas_check(p->ctx)))
+        return st;
     smelt__blas_single_threaded();
-    int64_t T = j.KH * j.KW, wn = T * O * j.Cg;
-    bool xdirect = X->strides[3] == 1 && X->strides[2] >= L && (j.Cg <= 1 || X->strides[2] > 0);
-    bool ydirect = out->strides[3] == 1 && (OH == 1 || out->strides[2] == j.Wq) && out->strides[1] >= j.M;
-    size_t xn = xdirect ? 0 : (size_t)smelt__numel(4, X->shape), yn = ydirect ? 0 : (size_t)smelt__numel(4, out->shape);
+    int64_t wn = c->KH * c->KW * c->O * c->Cg;
+    size_t xn = c->xdirect ? 0 : (size_t)smelt__numel(4, X->shape);
+    size_t yn = c->ydirect ? 0 : (size_t)smelt__numel(4, out->shape);
     char *mem = malloc(((size_t)wn + xn + yn) * j.es + 1);
     if (!mem)
         return smelt__err(p->ctx, SMELT_ERR_NOMEM, "conv: out of memory");
-    /* the weights as [tap][O][Cg] */
-    char *wp = mem;
-    for (int64_t t = 0, i = 0; t < T; t++)
-        for (int64_t o = 0; o < O; o++)
-            for (int64_t c = 0; c < j.Cg; c++, i++)
-                memcpy(wp + i * (int64_t)j.es,
-                       W->data + (o * W->strides[0] + c * W->strides[1] + t / j.KW * W->strides[2] +
-                                  t % j.KW * W->strides[3]) * (int64_t)j.es, j.es);
-    j.wpack = wp;
+    int64_t wshape[4], wst[4];
+    weights_by_tap(c, W->strides, wshape, wst);
+    pack4(mem, W->data, wshape, wst, j.es);
+    j.wpack = mem;
     j.x = X->data;
     memcpy(j.xs, X->strides, sizeof j.xs);
-    if (!xdirect) {
+    if (!c->xdirect) {
         char *xp = mem + wn * (int64_t)j.es;
         pack4(xp, X->data, X->shape, X->strides, j.es);
         j.x = xp;
@@ -122,14 +150,14 @@ int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view 
     }
     j.y = out->data;
     memcpy(j.ys, out->strides, sizeof j.ys);
-    if (!ydirect) {
+    if (!c->ydirect) {
         j.y = mem + (wn + (int64_t)xn) * (int64_t)j.es;
         smelt__contig_strides(4, out->shape, j.ys);
     }
-    int64_t groups = j.N * j.G, want = (CONV_TASKS + groups - 1) / groups;
-    j.tn = SMELT_MAX((j.M + want - 1) / want, CONV_TILE_MIN);
-    j.tn = SMELT_MIN(j.tn, j.M);
-    j.ntile = (j.M + j.tn - 1) / j.tn;
+    int64_t groups = c->N * c->G, want = (CONV_TASKS + groups - 1) / groups;
+    j.tn = SMELT_MAX((c->M + want - 1) / want, CONV_TILE_MIN);
+    j.tn = SMELT_MIN(j.tn, c->M);
+    j.ntile = (c->M + j.tn - 1) / j.tn;
     int64_t tasks = groups * j.ntile;
     pthread_mutex_init(&j.mu, NULL);
     int threads = smelt_ctx_threads(p->ctx);
@@ -142,17 +170,122 @@ int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view 
         smelt__pool_run(p->ctx->pool, conv_task, &j, tasks);
     }
     pthread_mutex_destroy(&j.mu);
-    if (!j.st && !ydirect) { /* the valid columns into the output as it lies */
-        for (int64_t n = 0; n < j.N; n++)
-            for (int64_t o = 0; o < O; o++)
-                for (int64_t h = 0; h < OH; h++)
-                    for (int64_t w = 0; w < OW; w++)
+    if (!j.st && !c->ydirect) { /* the valid columns into the output as it lies */
+        for (int64_t n = 0; n < c->N; n++)
+            for (int64_t o = 0; o < c->O; o++)
+                for (int64_t h = 0; h < c->OH; h++)
+                    for (int64_t w = 0; w < c->OW; w++)
                         memcpy(out->data + (n * out->strides[0] + o * out->strides[1] + h * out->strides[2] +
                                             w * out->strides[3]) * (int64_t)j.es,
                                j.y + (n * j.ys[0] + o * j.ys[1] + h * j.ys[2] + w) * (int64_t)j.es, j.es);
     }
     free(mem);
     return j.st;
+}
+
+/* ---- on a device ----------------------------------------------------------
+ * The same products: for each tap in order, the tap's weights times its
+ * shifted view of the phase, accumulated in place (beta 1 after the first
+ * tap), one backend product (cuBLAS) a tap over the images and groups (a
+ * strided batch of the larger count, a call for each of the smaller).  The
+ * weights, and an input or result the product cannot take as it lies, go
+ * through device memory the kernel keeps (k->dscratch) by the backend's
+ * strided copy. */
+
+/* a strided copy on the device (rank 4, es-byte elements) */
+static int dev_copy4(smelt_plan *p, int es, const int64_t *shape, const void *src, const int64_t *ss, void *dst,
+                     const int64_t *ds)
+{
+    smelt__devcopy cp = {.rank = 4, .es = es, .src = src, .dst = dst};
+    memcpy(cp.shape, shape, 4 * sizeof *shape), memcpy(cp.ss, ss, 4 * sizeof *ss), memcpy(cp.ds, ds, 4 * sizeof *ds);
+    return p->be->iface->copy_strided(p->be, &cp);
+}
+
+/* device memory of at least bytes on k, kept for the next run */
+static int dev_scratch(smelt_plan *p, smelt__pkernel *k, size_t bytes)
+{
+    if (k->dscratch && k->dscratch_be == p->be && k->dscratch_bytes >= bytes)
+        return SMELT_OK;
+    if (k->dscratch)
+        smelt__be_free(k->dscratch_be, k->dscratch);
+    k->dscratch_bytes = k->dscratch_part = 0;
+    if (!(k->dscratch = smelt__be_alloc(p->be, bytes ? bytes : 1)))
+        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "conv: out of device memory for the weights laid out by tap "
+                          "(%zu bytes)", bytes);
+    k->dscratch_be = p->be, k->dscratch_bytes = bytes;
+    return SMELT_OK;
+}
+
+#define DEV_ALIGN(b) (((b) + 255) & ~(size_t)255)
+#define GEMM_BATCH_MAX 65535 /* matrices a call (a grid's y and z stop there) */
+
+int smelt__run_conv_taps_device(smelt_plan *p, smelt__pkernel *k, const smelt__inst *x, const smelt__view *in,
+                                const smelt__view *out)
+{
+    const smelt__view *X = &in[0], *W = &in[1];
+    smelt__backend *be = p->be;
+    convgeom cg;
+    int st = conv_geom(p, x, in, out, &cg);
+    if (st)
+        return st;
+    const convgeom *c = &cg;
+    if (c->N == 0 || c->O == 0 || c->OH == 0 || c->OW == 0)
+        return SMELT_OK;
+    if (!be->iface->gemm || !be->iface->copy_strided)
+        return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "conv on %s: the backend has no matrix product or strided "
+                          "copy", be->iface->name);
+    int es = (int)smelt__dtypes[x->dtype].size;
+    int64_t T = c->KH * c->KW, wn = T * c->O * c->Cg;
+    int64_t xn = c->xdirect ? 0 : smelt__numel(4, X->shape), yn = c->ydirect ? 0 : smelt__numel(4, out->shape);
+    size_t wb = DEV_ALIGN((size_t)wn * (size_t)es), xb = DEV_ALIGN((size_t)xn * (size_t)es);
+    if ((st = dev_scratch(p, k, wb + xb + (size_t)yn * (size_t)es)))
+        return st;
+    char *wpack = k->dscratch, *xp = k->dscratch + wb, *yp = k->dscratch + wb + xb;
+    int64_t wshape[4], wst[4], wds[4], xs[4], ys[4];
+    weights_by_tap(c, W->strides, wshape, wst);
+    smelt__contig_strides(4, wshape, wds);
+    if (wn && (st = dev_copy4(p, es, wshape, W->data, wst, wpack, wds)))
+        return st;
+    const char *xb0 = X->data;
+    memcpy(xs, X->strides, sizeof xs);
+    if (!c->xdirect) {
+        smelt__contig_strides(4, X->shape, xs);
+        if ((st = dev_copy4(p, es, X->shape, X->data, X->strides, xp, xs)))
+            return st;
+        xb0 = xp;
+    }
+    char *yb0 = out->data;
+    memcpy(ys, out->strides, sizeof ys);
+    if (!c->ydirect)
+        smelt__contig_strides(4, out->shape, ys), yb0 = yp;
+    /* the batch: images (A shared) and groups; a strided batch of the larger count */
+    bool by_group = c->G >= c->N;
+    int64_t outer = by_group ? c->N : c->G, inner = by_group ? c->G : c->N;
+    smelt__gemm g = {.dt = x->dtype, .M = c->Og, .N = c->M, .K = c->Cg, .lda = SMELT_MAX(c->Cg, 1), .ldb = xs[2],
+                     .ldc = ys[1]};
+    g.sa = by_group ? c->Og * c->Cg : 0;
+    g.sb = by_group ? c->Cg * xs[2] : xs[0];
+    g.sc = by_group ? c->Og * ys[1] : ys[0];
+    if (c->Cg == 0) /* an empty sum: zeros (nothing is read) */
+        T = 1, g.ldb = SMELT_MAX(c->M, 1);
+    for (int64_t t = 0; t < T && !st; t++) {
+        int64_t ph = 0, off = c->Cg ? tap_offset(c, t, &ph) : 0;
+        g.beta = t ? 1 : 0;
+        for (int64_t q = 0; q < outer && !st; q++)
+            for (int64_t b0 = 0; b0 < inner && !st; b0 += GEMM_BATCH_MAX) { /* (image, group) of the first */
+                int64_t ni = by_group ? q : b0, gi = by_group ? b0 : q;
+                g.batch = SMELT_MIN(inner - b0, GEMM_BATCH_MAX);
+                g.A = wpack + (t * c->O + gi * c->Og) * c->Cg * es;
+                g.B = xb0 + (ni * xs[0] + ph * xs[1] + gi * c->Cg * xs[2] + off) * es;
+                g.C = yb0 + (ni * ys[0] + gi * c->Og * ys[1]) * es;
+                st = be->iface->gemm(be, &g);
+            }
+    }
+    if (!st && !c->ydirect) { /* the valid columns into the output as it lies */
+        const int64_t valid[4] = {c->N, c->O, c->OH, c->OW};
+        st = dev_copy4(p, es, valid, yp, ys, out->data, out->strides);
+    }
+    return st;
 }
 
 /* ---- scans ---------------------------------------------------------------- */
@@ -246,4 +379,23 @@ int smelt__run_scan(smelt_plan *p, const smelt__inst *x, const smelt__view *in, 
         smelt__pool_run(p->ctx->pool, scan_task, &j, chunks);
     }
     return SMELT_OK;
+}
+
+/* A scan on a device: the backend's kernel, a thread a line in the host's
+ * order (templates/cuda/kernel_scan.cu.in) */
+int smelt__run_scan_device(smelt_plan *p, const smelt__inst *x, const smelt__view *in, const smelt__view *out)
+{
+    int ax = (int)x->vp[0];
+    if (smelt__numel(out->ndim, out->shape) == 0)
+        return SMELT_OK;
+    if (!p->be->iface->scan)
+        return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "%s on %s: the backend has no scan", smelt__ops[x->op].name,
+                          p->be->iface->name);
+    smelt__devscan s = {.dt = x->dtype, .prod = x->op == SMELT_OP_CUMPROD, .excl = x->vp[1] != 0,
+                        .rev = x->vp[2] != 0, .n = out->shape[ax], .si = in->strides[ax], .so = out->strides[ax],
+                        .in = in->data, .out = out->data};
+    for (int d = 0; d < out->ndim; d++)
+        if (d != ax)
+            s.shape[s.rank] = out->shape[d], s.ist[s.rank] = in->strides[d], s.ost[s.rank++] = out->strides[d];
+    return p->be->iface->scan(p->be, &s);
 }

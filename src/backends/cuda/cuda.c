@@ -389,6 +389,10 @@ typedef struct compile_rec { /* compile-only backends keep a record of each comp
 
 enum { ARCH_MAX = 32 };
 
+/* the backend's own kernels (lib_kernel): a scan of each dtype, a strided copy of each element size */
+enum { LIB_SCAN_F32, LIB_SCAN_F64, LIB_SCAN_F16, LIB_SCAN_BF16, LIB_SCAN_I64, LIB_COPY_2, LIB_COPY_4, LIB_COPY_8,
+       LIB_COUNT };
+
 typedef struct cuda_be {
     char arch[ARCH_MAX]; /* "sm_90" (CUBIN) or "compute_90" (PTX) */
     bool compile_only;
@@ -404,6 +408,8 @@ typedef struct cuda_be {
     CUevent staged; /* recorded after the last copy from stage (NULL: none yet) */
     compile_rec *recs;
     int nrecs;
+    struct cuda_kernel *lib[LIB_COUNT]; /* the backend's own kernels, compiled on first use (lib_kernel) */
+    pthread_mutex_t lib_mu;
 } cuda_be;
 
 /* A grid-stride kernel's grid: enough blocks for SMELT_CUDA_STEPS loop
@@ -781,10 +787,16 @@ static void cuda_destroy(smelt__backend *be)
                 g.EventDestroy(c->staged);
             if (c->blas)
                 g.blasDestroy(c->blas);
+            for (int i = 0; i < LIB_COUNT; i++)
+                if (c->lib[i] && c->lib[i]->mod)
+                    g.ModuleUnload(c->lib[i]->mod);
             leave();
         }
         g.DevicePrimaryCtxRelease(c->dev);
     }
+    for (int i = 0; i < LIB_COUNT; i++)
+        free(c->lib[i]);
+    pthread_mutex_destroy(&c->lib_mu);
     for (int i = 0; i < c->nrecs; i++)
         free(c->recs[i].source), free(c->recs[i].log);
     free(c->recs);
@@ -866,33 +878,33 @@ static int cuda_gemm(smelt__backend *be, const smelt__gemm *m)
     int opa = m->ta ? CUBLAS_OP_T_ : CUBLAS_OP_N_, opb = m->tb ? CUBLAS_OP_T_ : CUBLAS_OP_N_;
     int M = (int)m->M, N = (int)m->N, K = (int)m->K, bc = (int)m->batch;
     int t = m->dt == SMELT_F16 ? CUDA_R_16F_ : CUDA_R_16BF_; /* f16, bf16: accumulated in f32 */
-    const float one = 1, zero = 0;
-    const double one64 = 1, zero64 = 0;
+    const float one = 1, beta = (float)m->beta; /* beta 1: the product added to C (a convolution's taps) */
+    const double one64 = 1, beta64 = m->beta;
     if (!s && m->ptrs) { /* the addresses, in device memory: A's, B's, C's */
         const void *const *pa = (const void *const *)(uintptr_t)c->mptrs, *const *pb = pa + bc;
         void *const *pc = (void *const *)(pa + 2 * (size_t)bc);
         what = "cublasGemmBatched";
         if (m->dt == SMELT_F32)
             s = g.blasSgemmBatched(c->blas, opb, opa, N, M, K, &one, (const float *const *)pb, (int)m->ldb,
-                                   (const float *const *)pa, (int)m->lda, &zero, (float *const *)pc, (int)m->ldc, bc);
+                                   (const float *const *)pa, (int)m->lda, &beta, (float *const *)pc, (int)m->ldc, bc);
         else if (m->dt == SMELT_F64)
             s = g.blasDgemmBatched(c->blas, opb, opa, N, M, K, &one64, (const double *const *)pb, (int)m->ldb,
-                                   (const double *const *)pa, (int)m->lda, &zero64, (double *const *)pc,
+                                   (const double *const *)pa, (int)m->lda, &beta64, (double *const *)pc,
                                    (int)m->ldc, bc);
         else
-            s = g.blasGemmBatchedEx(c->blas, opb, opa, N, M, K, &one, pb, t, (int)m->ldb, pa, t, (int)m->lda, &zero,
+            s = g.blasGemmBatchedEx(c->blas, opb, opa, N, M, K, &one, pb, t, (int)m->ldb, pa, t, (int)m->lda, &beta,
                                     pc, t, (int)m->ldc, bc, CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
     } else if (!s) {
         what = "cublasGemmStridedBatched";
         if (m->dt == SMELT_F32)
             s = g.blasSgemmStridedBatched(c->blas, opb, opa, N, M, K, &one, m->B, (int)m->ldb, m->sb, m->A, (int)m->lda,
-                                          m->sa, &zero, m->C, (int)m->ldc, m->sc, bc);
+                                          m->sa, &beta, m->C, (int)m->ldc, m->sc, bc);
         else if (m->dt == SMELT_F64)
             s = g.blasDgemmStridedBatched(c->blas, opb, opa, N, M, K, &one64, m->B, (int)m->ldb, m->sb, m->A,
-                                          (int)m->lda, m->sa, &zero64, m->C, (int)m->ldc, m->sc, bc);
+                                          (int)m->lda, m->sa, &beta64, m->C, (int)m->ldc, m->sc, bc);
         else
             s = g.blasGemmStridedBatchedEx(c->blas, opb, opa, N, M, K, &one, m->B, t, (int)m->ldb, m->sb, m->A, t,
-                                           (int)m->lda, m->sa, &zero, m->C, t, (int)m->ldc, m->sc, bc,
+                                           (int)m->lda, m->sa, &beta, m->C, t, (int)m->ldc, m->sc, bc,
                                            CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
     }
     leave();
@@ -900,6 +912,154 @@ static int cuda_gemm(smelt__backend *be, const smelt__gemm *m)
         return smelt__err(be->ctx, s == 3 ? SMELT_ERR_NOMEM : SMELT_ERR_RUNTIME, "cuBLAS: %s failed: status %d",
                           what, s);
     return SMELT_OK;
+}
+
+/* ---- the backend's own kernels: scans and strided copies ----------------
+ * Templates of the CUDA dialect (templates/cuda/kernel_scan.cu.in,
+ * kernel_copy.cu.in), rendered by the emitter with the kernels' prelude,
+ * compiled by NVRTC on first use (through the persistent cache, as every
+ * kernel) and kept by the backend; each takes a parameter block of its own
+ * by value. */
+static const smelt_dtype lib_scan_dt[] = {SMELT_F32, SMELT_F64, SMELT_F16, SMELT_BF16, SMELT_I64};
+
+typedef struct scan_args { /* kernel_scan.cu.in's smelt_args */
+    const void *in;
+    void *out;
+    long long lines, n, si, so;
+    long long shape[7], ist[7], ost[7];
+    int rank, prod, excl, rev;
+} scan_args;
+typedef struct copy_args { /* kernel_copy.cu.in's smelt_args */
+    const void *src;
+    void *dst;
+    long long n;
+    long long shape[8], ss[8], ds[8];
+    int rank, unused;
+} copy_args;
+_Static_assert(sizeof(scan_args) == 232 && sizeof(copy_args) == 224 && SMELT_MAX_DIMS == 8,
+               "the templates' parameter blocks");
+
+int smelt__cuda_scan_source(smelt_dtype dt, smelt__sb *src, char *name, smelt__sb *err)
+{
+    const char *stype, *atype, *load = "", *store = "", *round = "";
+    switch (dt) {
+    case SMELT_F32: stype = atype = "float"; break;
+    case SMELT_F64: stype = atype = "double"; break;
+    case SMELT_F16:
+        stype = "uint16_t", atype = "float", load = "smelt_h2f_f16", store = "smelt_f2h_f16", round = "smelt_rnd_f16";
+        break;
+    case SMELT_BF16:
+        stype = "uint16_t", atype = "float", load = "smelt_h2f_bf16", store = "smelt_f2h_bf16",
+        round = "smelt_rnd_bf16";
+        break;
+    case SMELT_I64: stype = "int64_t", atype = "uint64_t", load = "(uint64_t)", store = "(int64_t)"; break;
+    default:
+        smelt__sb_printf(err, "a scan of %s (f32, f64, f16, bf16 or i64)", smelt__dtypes[dt].name);
+        return SMELT_ERR_UNSUPPORTED;
+    }
+    const char *kv[] = {"WHAT", smelt__dtypes[dt].name, "STYPE", stype, "ATYPE", atype,
+                        "LOAD", load, "STORE", store, "ROUND", round};
+    return smelt__emit_library(&smelt__dialect_cuda, "kernel_scan", "smelt_scan", kv, 6, src, name, err);
+}
+
+int smelt__cuda_copy_source(int es, smelt__sb *src, char *name, smelt__sb *err)
+{
+    if (es != 2 && es != 4 && es != 8) {
+        smelt__sb_printf(err, "a strided copy of %d-byte elements (2, 4 or 8)", es);
+        return SMELT_ERR_UNSUPPORTED;
+    }
+    const char *kv[] = {"BYTES", es == 2 ? "2" : es == 4 ? "4" : "8",
+                        "T", es == 2 ? "unsigned short" : es == 4 ? "unsigned int" : "unsigned long long"};
+    return smelt__emit_library(&smelt__dialect_cuda, "kernel_copy", "smelt_copy", kv, 2, src, name, err);
+}
+
+/* Library kernel kind of c, compiled now if it is not yet */
+static int lib_kernel(smelt__backend *be, int kind, const cuda_kernel **out)
+{
+    cuda_be *c = be->context;
+    int st = SMELT_OK;
+    pthread_mutex_lock(&c->lib_mu);
+    if (!c->lib[kind]) {
+        smelt__sb src, log;
+        smelt__sb_init(&src), smelt__sb_init(&log);
+        char name[40];
+        void *fn, *handle = NULL;
+        st = kind <= LIB_SCAN_I64 ? smelt__cuda_scan_source(lib_scan_dt[kind], &src, name, &log)
+                                  : smelt__cuda_copy_source(2 << (kind - LIB_COPY_2), &src, name, &log);
+        if (!st)
+            st = cuda_compile(be, smelt__sb_str(&src), name, &fn, &handle, &log);
+        if (st)
+            smelt__err(be->ctx, st, "CUDA: the backend's %s kernel: %s", kind <= LIB_SCAN_I64 ? "scan" : "copy",
+                       smelt__sb_str(&log));
+        else
+            c->lib[kind] = handle;
+        smelt__sb_free(&src), smelt__sb_free(&log);
+    }
+    *out = c->lib[kind];
+    pthread_mutex_unlock(&c->lib_mu);
+    return st;
+}
+
+/* Launch library kernel k on the stream with its parameter block args over
+ * threads threads: one each (every) or a grid-stride loop's grid */
+static int lib_launch(smelt__backend *be, const cuda_kernel *k, const char *what, void *args, int64_t threads,
+                      bool every)
+{
+    cuda_be *c = be->context;
+    int64_t blocks = (threads + k->block - 1) / k->block;
+    int64_t want = every ? blocks
+                         : SMELT_MIN(SMELT_MAX(threads / ((int64_t)k->block * SMELT_CUDA_STEPS), (int64_t)k->wave),
+                                     (int64_t)k->wave * SMELT_CUDA_WAVES);
+    unsigned grid = (unsigned)SMELT_MAX(1, SMELT_MIN(SMELT_MIN(blocks, want), (int64_t)INT32_MAX));
+    CUresult r = enter(c);
+    if (r)
+        return cu_fail(be, r, "cuCtxPushCurrent", NULL);
+    void *params[] = {args};
+    r = g.LaunchKernel(k->fn, grid, 1, 1, (unsigned)k->block, 1, 1, 0, c->stream, params, NULL);
+    leave();
+    return r ? cu_fail(be, r, "cuLaunchKernel", what) : SMELT_OK;
+}
+
+static int cuda_scan(smelt__backend *be, const smelt__devscan *s)
+{
+    cuda_be *c = be->context;
+    if (c->compile_only)
+        return smelt__err(be->ctx, SMELT_ERR_BACKEND, "NVRTC backend for %s is compile-only: it cannot run a scan",
+                          c->arch);
+    int kind = -1;
+    for (int i = 0; i <= LIB_SCAN_I64; i++)
+        kind = lib_scan_dt[i] == s->dt ? i : kind;
+    if (kind < 0 || s->rank > 7)
+        return smelt__err(be->ctx, SMELT_ERR_UNSUPPORTED, "a scan of %s over %d other dimensions on the GPU (f32, "
+                          "f64, f16, bf16, i64; at most 7)", smelt__dtypes[s->dt].name, s->rank);
+    scan_args a = {.in = s->in, .out = s->out, .lines = 1, .n = s->n, .si = s->si, .so = s->so, .rank = s->rank,
+                   .prod = s->prod, .excl = s->excl, .rev = s->rev};
+    for (int d = 0; d < s->rank; d++)
+        a.shape[d] = s->shape[d], a.ist[d] = s->ist[d], a.ost[d] = s->ost[d], a.lines *= s->shape[d];
+    if (!a.lines || !a.n)
+        return SMELT_OK;
+    const cuda_kernel *k;
+    int st = lib_kernel(be, kind, &k);
+    return st ? st : lib_launch(be, k, "(a scan)", &a, a.lines, true);
+}
+
+static int cuda_copy_strided(smelt__backend *be, const smelt__devcopy *cp)
+{
+    cuda_be *c = be->context;
+    if (c->compile_only)
+        return smelt__err(be->ctx, SMELT_ERR_BACKEND, "NVRTC backend for %s is compile-only: it cannot copy",
+                          c->arch);
+    if ((cp->es != 2 && cp->es != 4 && cp->es != 8) || cp->rank < 1 || cp->rank > 8)
+        return smelt__err(be->ctx, SMELT_ERR_UNSUPPORTED, "a strided copy of rank %d, %d-byte elements on the GPU",
+                          cp->rank, cp->es);
+    copy_args a = {.src = cp->src, .dst = cp->dst, .n = 1, .rank = cp->rank};
+    for (int d = 0; d < cp->rank; d++)
+        a.shape[d] = cp->shape[d], a.ss[d] = cp->ss[d], a.ds[d] = cp->ds[d], a.n *= cp->shape[d];
+    if (!a.n)
+        return SMELT_OK;
+    const cuda_kernel *k;
+    int st = lib_kernel(be, cp->es == 2 ? LIB_COPY_2 : cp->es == 4 ? LIB_COPY_4 : LIB_COPY_8, &k);
+    return st ? st : lib_launch(be, k, "(a strided copy)", &a, a.n, false);
 }
 
 /* What a compile-only backend compiled (smelt_plan_emit_only's report). */
@@ -946,6 +1106,8 @@ static const smelt__backend_i cuda_iface = {
     .copy = cuda_copy,
     .sync = cuda_sync,
     .gemm = cuda_gemm,
+    .scan = cuda_scan,
+    .copy_strided = cuda_copy_strided,
 };
 
 int smelt__backend_cuda_new(smelt_ctx *ctx, const char *target, smelt__backend **out)
@@ -963,9 +1125,12 @@ int smelt__backend_cuda_new(smelt_ctx *ctx, const char *target, smelt__backend *
             return st;
     }
     int st = smelt__backend_new(ctx, &cuda_iface, sizeof(cuda_be), out);
-    if (st || !target)
+    if (st)
         return st;
     cuda_be *c = (*out)->context;
+    pthread_mutex_init(&c->lib_mu, NULL);
+    if (!target)
+        return SMELT_OK;
     c->compile_only = true;
     /* the arch asked for, else this machine's GPU's, else a default */
     snprintf(c->arch, sizeof c->arch, "%s",
