@@ -102,13 +102,21 @@ def _fake():
 
 
 @pytest.mark.parametrize("check", ["round_trip", "producer", "mixed"])
-def test_on_fake_gpu(check):
-    lib = _fake()
-    if lib is None:
-        pytest.skip("tests/fakecuda.c is not built (build/tests/libsmelt-fakecuda.so)")
-    if shutil.which("c++") is None:
-        pytest.skip("no host C++ compiler for the fake NVRTC")
-    env = dict(os.environ, SMELT_CUDA_DRIVER_LIB=lib, SMELT_NVRTC_LIB=lib, SMELT_CUBLAS_LIB=lib)
+@pytest.mark.parametrize("where", ["fake", "gpu"])
+def test_device(check, where):
+    """The checks of _dlpack_child.py on tests/fakecuda.c, and on this
+    machine's GPU where it has one."""
+    if where == "fake":
+        lib = _fake()
+        if lib is None:
+            pytest.skip("tests/fakecuda.c is not built (build/tests/libsmelt-fakecuda.so)")
+        if shutil.which("c++") is None:
+            pytest.skip("no host C++ compiler for the fake NVRTC")
+        env = dict(os.environ, SMELT_CUDA_DRIVER_LIB=lib, SMELT_NVRTC_LIB=lib, SMELT_CUBLAS_LIB=lib)
+    else:
+        if not nvrtc_usable():
+            pytest.skip("no GPU: %s" % _dlpack.nvrtc_reason(smelt._lib.context()))
+        env = dict(os.environ)
     r = subprocess.run([sys.executable, os.path.join(HERE, "_dlpack_child.py"), check], env=env,
                        capture_output=True, text=True, timeout=500)
     assert r.returncode == 0, "check %s failed:\n%s\n%s" % (check, r.stdout, r.stderr)
