@@ -13,7 +13,9 @@ extern "C" {
  * "NVRTC") says whether this machine has a usable GPU, or why not.
  *
  * Device tensors live in GPU memory (device 0, the context's stream).  They
- * are created contiguous; transpose / slice / broadcast_to views of them
+ * are created contiguous (smelt_tensor_new_device) or over the caller's
+ * device memory with any strides (smelt_tensor_wrap_device);
+ * transpose / slice / broadcast_to views of them
  * work as for host tensors and are read by kernels in place.  Plans of the
  * NVRTC backend take device tensors, or host tensors that they copy in and
  * out around the run; a NULL output is allocated on the device when an input
