@@ -74,7 +74,7 @@ _SetName = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("
 _RawIsValid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
 _RawGetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
 DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_New = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, DESTRUCTOR)(("PyCapsule_New", _api))
+_New = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(("PyCapsule_New", _api))
 _NAME = b"dltensor"
 _NAME_V = b"dltensor_versioned"
 _USED = b"used_dltensor"
@@ -343,6 +343,22 @@ def _capsule_destructor(cap):
 
 _DELETER = DELETER(_deleter)
 _DESTRUCTOR = DESTRUCTOR(_capsule_destructor)
+_destructor = None
+
+
+def destructor_in_c():
+    """The address of the capsules' destructor, and whether it is the
+    accelerator's (C) one.  Without the accelerator it is written in Python:
+    a capsule dropped unconsumed while an exception is pending (a consumer
+    refusing the array) then loses that exception to a SystemError."""
+    global _destructor
+    if _destructor is None:
+        from ._jit import _accel
+        if _accel is not None and hasattr(_accel, "dlpack_destructor"):
+            _destructor = (_accel.dlpack_destructor(), True)
+        else:
+            _destructor = (ctypes.cast(_DESTRUCTOR, ctypes.c_void_p).value, False)
+    return _destructor
 
 
 def _free(t, lock):
@@ -434,7 +450,7 @@ class DeviceArray:
         m.manager_ctx = key
         m.deleter = _DELETER
         _exported[key] = (m, shape, strides, self, lib_ptr)
-        return _New(key, _NAME, _DESTRUCTOR)
+        return _New(key, _NAME, destructor_in_c()[0])
 
     @property
     def __cuda_array_interface__(self):

@@ -164,6 +164,23 @@ def check_round_trip(smelt):
     del cap
     assert not _dlpack._exported
     assert y.numpy().tobytes() == ref.tobytes()
+    # keywords of the array API standard; NumPy refuses a CUDA array without leaking it
+    cap = y.__dlpack__(stream=7, max_version=(1, 0), dl_device=(2, 0), copy=False)
+    assert capsule_state(cap) == "unused"
+    del cap
+    for kw in ({"dl_device": (1, 0)}, {"copy": True}):
+        try:
+            y.__dlpack__(**kw)
+            raise AssertionError("no error for %r" % kw)
+        except BufferError:
+            pass
+    if _dlpack.destructor_in_c()[1]:  # NumPy drops the capsule with its error set: a C destructor keeps it
+        try:
+            np.from_dlpack(y)
+            raise AssertionError("NumPy read a CUDA array")
+        except (BufferError, RuntimeError, TypeError, ValueError):
+            pass
+        assert not _dlpack._exported
     # the array outlives its DeviceArray while a capsule holds it
     cap = z.__dlpack__()
     del z

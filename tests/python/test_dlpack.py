@@ -121,3 +121,4 @@ def test_device(check, where):
                        capture_output=True, text=True, timeout=500)
     assert r.returncode == 0, "check %s failed:\n%s\n%s" % (check, r.stdout, r.stderr)
     assert ("ok " + check) in r.stdout
+    assert "Exception ignored" not in r.stderr, r.stderr  # a callback that failed quietly
