@@ -30,7 +30,6 @@ from ._tracer import ensure_usable, wrap_tensor
 
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
 DEVICE_TYPES = (kDLCUDA, kDLCUDAHost, kDLCUDAManaged)
-_DEVICE_NAMES = {kDLCUDA: "CUDA", kDLCUDAHost: "CUDA host (pinned)", kDLCUDAManaged: "CUDA managed"}
 
 
 # ---- the DLPack structures (dlpack.h) ---------------------------------------------
