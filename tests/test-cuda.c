@@ -632,6 +632,10 @@ Test(cuda_loader, env_selects_nvrtc)
     T_ERR(ctx, smelt_tensor_new_device(ctx, SMELT_F32, SHP(4), &dev), SMELT_ERR_BACKEND,
           "NVRTC");
     cr_assert_null(dev);
+    static float host_mem[4];
+    T_ERR(ctx, smelt_tensor_wrap_device(ctx, SMELT_F32, SHP(4), NULL, host_mem, &dev), SMELT_ERR_BACKEND,
+          "NVRTC");
+    cr_assert_null(dev);
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
@@ -1224,6 +1228,73 @@ DEVICE_TEST(auto_and_emit_only, 120)
     t_free_all(all, 3);
     smelt_plan_free(p);
     smelt_graph_free(g);
+}
+
+/* Caller-owned device memory wrapped as device tensors (what DLPack hands
+ * over): a plan reads the memory as a whole, as a transposed view and as an
+ * offset, every-other-row slice; freeing the wraps leaves the memory (and
+ * its owner) alone; bad arguments are errors. */
+DEVICE_TEST(wrapped_device_memory, 120)
+{
+    trng r;
+    trng_init(&r, 7);
+    smelt_tensor *h = t_rand(ctx, &r, SMELT_F32, SHP(6, 5));
+    smelt_tensor *owner = to_device(ctx, h);
+    char *mem = smelt_tensor_data(owner);
+    float *hd = smelt_tensor_data(h);
+    struct {
+        int64_t shape[2], strides[2], offset; /* elements */
+        bool contiguous;
+    } views[] = {{{6, 5}, {5, 1}, 0, true}, {{5, 6}, {1, 5}, 0, false}, {{3, 5}, {10, 1}, 5, false}};
+    for (int v = 0; v < 3; v++) {
+        smelt_graph *g = t_graph(ctx);
+        smelt_node *a = smelt_input(g, "a", SMELT_F32, 2, views[v].shape);
+        smelt_node *y = smelt_add(g, smelt_mul(g, smelt_unary(g, SMELT_OP_EXP, a), a), smelt_scalar(g, 1));
+        smelt_tensor *w = NULL, *hv = NULL, *out = NULL, *ref = NULL;
+        T_OK(ctx, smelt_tensor_wrap_device(ctx, SMELT_F32, 2, views[v].shape,
+                                           views[v].contiguous ? NULL : views[v].strides,
+                                           mem + views[v].offset * 4, &w));
+        cr_assert(smelt_tensor_is_device(w));
+        cr_assert_eq(smelt_tensor_data(w), mem + views[v].offset * 4);
+        cr_assert_eq(smelt_tensor_strides(w)[0], views[v].strides[0]);
+        cr_assert_eq(smelt_tensor_strides(w)[1], views[v].strides[1]);
+        T_OK(ctx, smelt_tensor_wrap(ctx, SMELT_F32, 2, views[v].shape, views[v].strides, hd + views[v].offset, &hv));
+        smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+        cr_assert_str_eq(t_stats(p).backend, "NVRTC");
+        t_run(p, 1, &w, 1, &out);
+        cr_assert(smelt_tensor_is_device(out), "a plan on a wrapped device tensor allocates its output on the device");
+        t_reference(ctx, g, 1, &y, 1, &hv, &ref);
+        smelt_tensor *ho = to_host(ctx, out);
+        t_expect_match("wrapped device memory", ho, ref, (t_tol){.ulps = 16, .atol = 1e-6});
+        smelt_tensor *all[] = {w, hv, out, ref, ho};
+        t_free_all(all, 5); /* the wrap goes, the memory stays */
+        smelt_plan_free(p);
+        smelt_graph_free(g);
+    }
+    smelt_tensor *back = to_host(ctx, owner);
+    cr_assert(t_bitwise_equal(back, h), "freeing a wrapped device tensor changed or freed the memory");
+    smelt_tensor_free(back);
+
+    /* errors */
+    smelt_tensor *w = (smelt_tensor *)1;
+    int64_t shp[] = {6, 5}, neg[] = {6, -5};
+    T_ERR(ctx, smelt_tensor_wrap_device(ctx, SMELT_F32, 2, shp, NULL, NULL, &w), SMELT_ERR_INVALID_ARG,
+          "device_ptr is NULL");
+    cr_assert_null(w);
+    T_ERR(ctx, smelt_tensor_wrap_device(ctx, SMELT_F32, 2, shp, NULL, mem + 2, &w), SMELT_ERR_INVALID_ARG,
+          "not aligned");
+    T_ERR(ctx, smelt_tensor_wrap_device(ctx, (smelt_dtype)99, 2, shp, NULL, mem, &w), SMELT_ERR_DTYPE,
+          "invalid dtype 99");
+    T_ERR(ctx, smelt_tensor_wrap_device(ctx, SMELT_F32, 2, neg, NULL, mem, &w), SMELT_ERR_SHAPE,
+          "negative dimension");
+    T_ERR(ctx, smelt_tensor_wrap_device(ctx, SMELT_F32, 9, shp, NULL, mem, &w), SMELT_ERR_SHAPE, "rank 9");
+    T_ERR(ctx, smelt_tensor_wrap_device(ctx, SMELT_F32, 2, shp, NULL, mem, NULL), SMELT_ERR_INVALID_ARG,
+          "out is NULL");
+    cr_assert_eq(smelt_tensor_wrap_device(NULL, SMELT_F32, 2, shp, NULL, mem, &w), SMELT_ERR_INVALID_ARG);
+    T_OK(ctx, smelt_tensor_wrap_device(ctx, SMELT_F32, 2, (int64_t[]){0, 5}, NULL, NULL, &w)); /* no elements */
+    smelt_tensor_free(w);
+    smelt_tensor_free(owner); /* once: the wraps never freed it */
+    smelt_tensor_free(h);
 }
 
 /* A device tensor given to a CPU plan is an error, not a crash. */

@@ -41,9 +41,10 @@ from ._jit import Function, jit, trace, exclude_from_trace
 from ._evaluate import evaluate
 from ._grad import grad, value_and_grad
 from ._graph import load, backends, set_threads, get_threads, info
+from ._dlpack import DeviceArray, to_device
 from . import ops
 
 __version__ = "0.1.0"
 __all__ = ["jit", "trace", "grad", "value_and_grad", "exclude_from_trace", "evaluate", "load", "backends", "set_threads", "get_threads",
-           "info", "Function", "Error", "InvalidArgumentError", "ShapeError", "DtypeError", "BackendError",
+           "info", "Function", "DeviceArray", "to_device", "Error", "InvalidArgumentError", "ShapeError", "DtypeError", "BackendError",
            "CompileError", "RuntimeFailure", "UnsupportedError", "TracerError"]

@@ -268,7 +268,44 @@ error:
     return NULL;
 }
 
+/* ---- DLPack: the destructor of the capsules smelt.DeviceArray.__dlpack__
+ * hands out (python/smelt/_dlpack.py).  In C because a consumer may drop a
+ * capsule while an exception is pending (NumPy refusing a CUDA array does),
+ * which no destructor written in Python survives: the exception is kept
+ * aside while the managed tensor's deleter runs.  The layout is dlpack.h's
+ * DLManagedTensor. */
+typedef struct {
+    void *data;
+    int32_t device_type, device_id, ndim;
+    uint8_t code, bits;
+    uint16_t lanes;
+    int64_t *shape, *strides;
+    uint64_t byte_offset;
+    void *manager_ctx;
+    void (*deleter)(void *self);
+} dl_managed;
+
+static void dlpack_capsule_destructor(PyObject *cap)
+{
+    if (!PyCapsule_IsValid(cap, "dltensor")) /* consumed: the consumer calls the deleter */
+        return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    dl_managed *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (m && m->deleter)
+        m->deleter(m);
+    PyErr_Restore(t, v, tb);
+}
+
+static PyObject *dlpack_destructor(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)dlpack_capsule_destructor);
+}
+
 static PyMethodDef methods[] = {
+    {"dlpack_destructor", dlpack_destructor, METH_NOARGS, "the address of the DLPack capsule destructor"},
     {"setup", setup, METH_VARARGS, "setup(address of smelt_plan_run_rebind, numpy.ndarray, numpy.empty)"},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL, "call(table, args, function[, out]) -> result or None"},
     {"key", key_of, METH_VARARGS, "key(args) -> the table key of these arguments, or None"},

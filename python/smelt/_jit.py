@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from . import _dtypes as D
+from . import _dlpack
 from ._lib import T, Error, TracerError, context, ffi, lib, make_error, text
 from ._tracer import Tracer, TraceState, data_ptr, ensure_usable, lift, wrap_tensor, current, user_location
 
@@ -72,12 +73,14 @@ def as_array(x):
     __array_interface__, __dlpack__ on the CPU)."""
     if isinstance(x, np.ndarray):
         return x
+    if hasattr(x, "__dlpack_device__") and _dlpack.device_of(x):
+        raise TypeError("smelt: a %s in GPU memory is read by functions compiled with smelt.jit(..., "
+                        "backend='NVRTC') only; copy it to the host here (its .numpy() or .cpu())" % type(x).__name__)
     if hasattr(x, "__dlpack__") and not hasattr(x, "__array_interface__"):
         try:
             return np.from_dlpack(x)
         except Exception as e:
-            raise TypeError("smelt: cannot read a %s through DLPack on the CPU: %s (a device array needs "
-                            "backend='NVRTC' and smelt.cuda)" % (type(x).__name__, e)) from None
+            raise TypeError("smelt: cannot read a %s through DLPack on the CPU: %s" % (type(x).__name__, e)) from None
     return np.asarray(x)
 
 
@@ -105,6 +108,10 @@ def flatten(x, leaves):
         raise TracerError("a traced value is passed to a compiled function inside another trace (%s)%s: call "
                           "the plain function there" % (x._tr.fname, _loc()))
     if _is_arraylike(x):
+        if hasattr(x, "__dlpack_device__") and _dlpack.device_of(x):  # a CUDA array (docs/python.md)
+            a = _dlpack.DeviceLeaf(x)
+            leaves.append(a)
+            return a.key
         a = as_array(x)
         leaves.append(a)
         return (a.dtype, a.shape, a.strides)
@@ -139,7 +146,7 @@ class _Entry:
 
     __slots__ = ("tr", "plan", "plan0", "n_in", "n_out", "in_arr", "out_arr", "out_specs", "out_key",
                  "extra_static", "callbacks", "donated", "outs_cache", "calls", "nodes", "opts_keep", "in_t",
-                 "out_t", "eager_pending", "_keep_cb", "convert", "lock", "acc")
+                 "out_t", "eager_pending", "_keep_cb", "convert", "lock", "acc", "dev")
 
     def run(self, leaves, out):
         try:
@@ -421,7 +428,7 @@ class Function:
         elif e.convert:  # byte-swapped arguments: native copies each call
             leaves = [ensure_usable(a, "argument") for a in leaves]
         self._last = e
-        outs = e.run(leaves, out)
+        outs = e.run(leaves, out) if not e.dev else _dlpack.run(e, leaves, out)
         ok = e.out_key
         if acc is not None and e.acc is None and not kwargs:
             self._accel_add(e, args, leaves)
@@ -453,6 +460,9 @@ class Function:
     # ---- tracing
     def _compile(self, key, args, kwargs, leaves):
         ctx = context()
+        host = _dlpack.standins(leaves)  # device arrays: host stand-ins of their dtype and shape to trace
+        dev = host is not leaves
+        leaves = host
         usable = [ensure_usable(a, "argument %d" % i) for i, a in enumerate(leaves)]
         convert = any(u is not a and u.dtype != a.dtype for u, a in zip(usable, leaves))
         if any(u is not a for u, a in zip(usable, leaves)):
@@ -472,7 +482,8 @@ class Function:
             self._traces += 1
             e = _Entry()
             e.tr, e.out_key = tr, out_key
-            e.convert = convert
+            e.convert = convert and not dev
+            e.dev = dev  # runs by _dlpack.run
             e.lock = ctx.lock
             e.n_in = lib.smelt_graph_num_inputs(tr.g)
             e.n_out = len(nodes)

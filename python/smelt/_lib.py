@@ -47,6 +47,12 @@ const int64_t *smelt_tensor_shape(const smelt_tensor *t);
 const int64_t *smelt_tensor_strides(const smelt_tensor *t);
 int64_t smelt_tensor_numel(const smelt_tensor *t);
 void *smelt_tensor_data(const smelt_tensor *t);
+int smelt_tensor_new_device(smelt_ctx *ctx, int dt, int ndim, const int64_t *shape, smelt_tensor **out);
+int smelt_tensor_wrap_device(smelt_ctx *ctx, int dt, int ndim, const int64_t *shape,
+                             const int64_t *strides, void *device_ptr, smelt_tensor **out);
+int smelt_tensor_is_device(const smelt_tensor *t);
+int smelt_tensor_copy_from_host(smelt_tensor *dst_device, const smelt_tensor *src_host);
+int smelt_tensor_copy_to_host(smelt_tensor *dst_host, const smelt_tensor *src_device);
 
 int smelt_graph_new(smelt_ctx *ctx, smelt_graph **out);
 void smelt_graph_free(smelt_graph *g);

@@ -164,8 +164,10 @@ void smelt_tensor_free(smelt_tensor *t)
     if (!t)
         return;
     if (t->buf && --t->buf->refs == 0) {
-        if (t->buf->dev) /* device memory (src/runtime/tensor-device.c) */
-            t->buf->dev_free(t->buf->dev, t->buf->mem);
+        if (t->buf->dev) { /* device memory (src/runtime/tensor-device.c); NULL: wrapped, not owned */
+            if (t->buf->mem)
+                t->buf->dev_free(t->buf->dev, t->buf->mem);
+        }
         else
             free(t->buf->mem);
         free(t->buf);

@@ -52,6 +52,38 @@ int smelt_tensor_new_device(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int6
     return st ? st : smelt__tensor_new_on(ctx, be, dt, ndim, shape, out);
 }
 
+int smelt_tensor_wrap_device(smelt_ctx *ctx, smelt_dtype dt, int ndim, const int64_t *shape,
+                             const int64_t *strides, void *device_ptr, smelt_tensor **out)
+{
+    const char *fn = "smelt_tensor_wrap_device";
+    if (!ctx)
+        return SMELT_ERR_INVALID_ARG;
+    if (!out)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!smelt__dtype_valid((int)dt))
+        return smelt__err(ctx, SMELT_ERR_DTYPE, "%s: invalid dtype %d", fn, (int)dt);
+    int st = smelt__shape_check(ctx, fn, ndim, shape);
+    if (st)
+        return st;
+    if (!device_ptr && smelt__numel(ndim, shape) > 0)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "%s: device_ptr is NULL", fn);
+    size_t es = smelt__dtypes[dt].size;
+    if ((uintptr_t)device_ptr % es)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                          "%s: device_ptr %p is not aligned to its %zu-byte elements", fn, device_ptr, es);
+    smelt__backend *be;
+    if ((st = smelt__backend_device(ctx, &be)))
+        return st;
+    if ((st = smelt_tensor_wrap(ctx, dt, ndim, shape, strides, device_ptr, out))) /* checks the strides */
+        return st;
+    smelt_tensor *t = *out;
+    t->buf->dev = be; /* mem stays NULL: smelt_tensor_free leaves the memory alone */
+    t->buf->dev_free = smelt__be_free;
+    t->buf->dev_read = dev_read;
+    return SMELT_OK;
+}
+
 int smelt_tensor_is_device(const smelt_tensor *t) { return smelt__is_device(t); }
 
 /* dst and src: the same dtype and shape. */
