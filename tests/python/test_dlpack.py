@@ -12,7 +12,7 @@ import pytest
 
 import smelt
 from smelt import _dlpack
-from _dlpack_child import HERE, ROOT, Producer, capsule_state
+from _dlpack_child import HERE, ROOT, Producer, _Capsuled, capsule_state
 
 
 def nvrtc_usable():
@@ -60,17 +60,8 @@ def test_device_array_other_device_and_stale_capsule():
         smelt.jit(lambda a: a * 2, backend="TCC")(p)
     assert p.deleted == 1
 
-    class Stale:  # hands out a capsule consumed before
-        def __init__(self, cap):
-            self.cap = cap
-
-        def __dlpack_device__(self):
-            return (2, 0)
-
-        def __dlpack__(self, stream=None):
-            return self.cap
-    with pytest.raises(smelt.InvalidArgumentError, match="not consumed before"):
-        smelt.jit(lambda a: a * 2, backend="TCC")(Stale(p.caps[0]))
+    with pytest.raises(smelt.InvalidArgumentError, match="not consumed before"):  # a capsule consumed before
+        smelt.jit(lambda a: a * 2, backend="TCC")(_Capsuled(p.caps[0]))
     assert p.deleted == 1
 
 
