@@ -152,6 +152,30 @@ def test_layout_functions():
         np.testing.assert_allclose(y, r, rtol=1e-6, atol=1e-6)
 
 
+def test_matmul_reads_subnormal_operands_as_zero():
+    """GELU's tail (x * sigmoid of a large negative) is subnormal in f32; a
+    product reads subnormal operands as zero (x86's DAZ, for the BLAS call
+    only: each one costs the CPU an assist, docs/numerics.md): with normal
+    operands of ordinary size the sums are the same bits as with the
+    subnormals flushed and within the float64 reference's tolerance; a row
+    of subnormals times 1e30 is 0, where the exact product is about 1e-9."""
+    import platform
+    rng = np.random.default_rng(21)
+    a = rng.standard_normal((64, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 48)).astype(np.float32)
+    sub = rng.random(a.shape) < 0.2
+    a[sub] = (rng.uniform(1e-45, 1e-38, sub.sum()) * np.sign(rng.standard_normal(sub.sum()))).astype(np.float32)
+    assert np.count_nonzero((a != 0) & (np.abs(a) < np.finfo(np.float32).tiny)) > 1000
+    f = smelt.jit(lambda x, y: x @ y)
+    got = f(a, b)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-5)
+    if platform.machine() in ("x86_64", "AMD64"):
+        flushed = np.where(np.abs(a) < np.finfo(np.float32).tiny, np.float32(0), a)
+        assert np.array_equal(got, f(flushed, b))
+        tiny_row = np.full((1, 96), 1e-39, np.float32)
+        assert np.all(f(tiny_row, np.full((96, 4), 1e30, np.float32)) == 0)
+
+
 def test_matmul_and_epilogue():
     def mlp(x, w, b):
         return np.maximum(x @ w + b, 0)
