@@ -409,6 +409,31 @@ Test(window, cumsum_gradient_is_a_reverse_cumsum)
     smelt_ctx_free(ctx);
 }
 
+/* The gradients got[0..nw-1] (f64) of the scalar loss that plan pl
+ * computes from its n inputs, with respect to in[0..nw-1], against
+ * one-step differences: the loss is linear in each element, so
+ * loss(in + e_i) - loss(in) is exact up to rounding.  what names the case. */
+static void check_linear_grads(smelt_plan *pl, int n, smelt_tensor **in, int nw, smelt_tensor *const *got,
+                               const char *what)
+{
+    smelt_tensor *l0 = NULL;
+    t_run(pl, n, in, 1, &l0);
+    double base = smelt_tensor_get(l0, 0);
+    for (int which = 0; which < nw; which++)
+        for (int64_t i = 0; i < smelt_tensor_numel(in[which]); i++) {
+            double *e = (double *)smelt_tensor_data(in[which]) + i, keep = *e;
+            smelt_tensor *l1 = NULL;
+            *e = keep + 1;
+            t_run(pl, n, in, 1, &l1);
+            *e = keep;
+            double want = smelt_tensor_get(l1, 0) - base, gv = smelt_tensor_get(got[which], i);
+            smelt_tensor_free(l1);
+            cr_assert(fabs(gv - want) < 1e-9 * (1 + fabs(base)) && isfinite(gv),
+                      "%s: d(input %d)[%lld] = %.12g, expected %.12g", what, which, (long long)i, gv, want);
+        }
+    smelt_tensor_free(l0);
+}
+
 /* d/dx and d/dw of sum(conv(x, w) * r) (f64: linear in each element, so a
  * difference of one step is exact up to rounding) for 2-D and 1-D convs
  * with padding, dilation, strides (an odd and an even kernel against odd
@@ -446,23 +471,12 @@ Test(window, conv_gradients_against_differences, .timeout = 120)
         smelt_tensor *in[3] = {t_rand(ctx, &r, SMELT_F64, rk, cases[k].xs), t_rand(ctx, &r, SMELT_F64, rk, cases[k].ws),
                                t_rand(ctx, &r, SMELT_F64, smelt_node_ndim(c), smelt_node_shape(c))};
         smelt_plan *pl = t_plan(ctx, g, 1, &loss, 3), *pg = t_plan(ctx, g, 2, d, 3);
-        smelt_tensor *got[2] = {NULL, NULL}, *l0 = NULL;
+        smelt_tensor *got[2] = {NULL, NULL};
         t_run(pg, 3, in, 2, got);
-        t_run(pl, 3, in, 1, &l0);
-        double base = smelt_tensor_get(l0, 0);
-        for (int which = 0; which < 2; which++)
-            for (int64_t i = 0; i < smelt_tensor_numel(in[which]); i++) {
-                double *e = (double *)smelt_tensor_data(in[which]) + i, keep = *e;
-                smelt_tensor *l1 = NULL;
-                *e = keep + 1;
-                t_run(pl, 3, in, 1, &l1);
-                *e = keep;
-                double want = smelt_tensor_get(l1, 0) - base, gv = smelt_tensor_get(got[which], i);
-                smelt_tensor_free(l1);
-                cr_assert(fabs(gv - want) < 1e-9 * (1 + fabs(base)), "case %d, d%s[%lld] = %.12g, expected %.12g", k,
-                          which ? "w" : "x", (long long)i, gv, want);
-            }
-        t_free_all(got, 2), smelt_tensor_free(l0), t_free_all(in, 3);
+        char what[32];
+        snprintf(what, sizeof what, "conv case %d (x, w)", k);
+        check_linear_grads(pl, 3, in, 2, got, what);
+        t_free_all(got, 2), t_free_all(in, 3);
         smelt_plan_free(pl), smelt_plan_free(pg);
         smelt_graph_free(g);
     }
@@ -548,23 +562,12 @@ Test(window, cumprod_gradients_against_differences)
             double *av = smelt_tensor_data(in[0]);
             av[1] = 0, av[8] = 0, av[14] = 0, av[20] = 0; /* one zero in some lines, two in others */
             smelt_plan *pl = t_plan(ctx, g, 1, &loss, 3), *pg = t_plan(ctx, g, 1, &d, 3);
-            smelt_tensor *got = NULL, *l0 = NULL;
+            smelt_tensor *got = NULL;
             t_run(pg, 2, in, 1, &got);
-            t_run(pl, 2, in, 1, &l0);
-            double base = smelt_tensor_get(l0, 0);
-            for (int64_t i = 0; i < 24; i++) {
-                double keep = av[i];
-                smelt_tensor *l1 = NULL;
-                av[i] = keep + 1;
-                t_run(pl, 2, in, 1, &l1);
-                av[i] = keep;
-                double want = smelt_tensor_get(l1, 0) - base, gv = smelt_tensor_get(got, i);
-                smelt_tensor_free(l1);
-                cr_assert(fabs(gv - want) < 1e-9 * (1 + fabs(base)) && isfinite(gv),
-                          "axis %d, exclusive %d, reverse %d: da[%lld] = %.12g, expected %.12g", axis, mode & 1,
-                          mode >> 1, (long long)i, gv, want);
-            }
-            smelt_tensor_free(got), smelt_tensor_free(l0), t_free_all(in, 2);
+            char what[48];
+            snprintf(what, sizeof what, "cumprod axis %d, exclusive %d, reverse %d", axis, mode & 1, mode >> 1);
+            check_linear_grads(pl, 2, in, 1, &got, what);
+            smelt_tensor_free(got), t_free_all(in, 2);
             smelt_plan_free(pl), smelt_plan_free(pg);
             smelt_graph_free(g);
         }
