@@ -469,6 +469,9 @@ typedef struct smelt_plan_stats {
                            the calling thread during the last run: 0 where a run allocates nothing */
     int conv_folded; /* convolutions with constant weights whose per-channel scale and shift after them
                         (batch-norm in inference, the bias) were folded into the weights and one add */
+    int batch_chains; /* batch chains the last run took: a matrix product, the row program that alone
+                         reads it and the product that alone reads that, run one matrix of the batch at
+                         a time, the intermediates in a thread's cache (docs/fusion.md) */
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
 /* Tiered plans (AUTO on a CPU) queue their kernels for the optimising tier

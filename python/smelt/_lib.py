@@ -114,7 +114,7 @@ typedef struct smelt_plan_stats {
     double tier_compile_ms; int disk_hits;
     int mem_buffers; int mem_inplace; int donated_inplace;
     int64_t mem_bytes; int64_t mem_lower_bytes; int64_t mem_naive_bytes; double mem_plan_ms;
-    int copies; int views_moved; int64_t run_allocs; int conv_folded;
+    int copies; int views_moved; int64_t run_allocs; int conv_folded; int batch_chains;
 } smelt_plan_stats;
 int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out);
 int smelt_plan_wait(smelt_plan *p);

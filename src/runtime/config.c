@@ -229,6 +229,13 @@ static bool valid_at(int id, const char *v)
     return v && *v && (table[id].kind == S_SYS || valid(&table[id], v));
 }
 
+/* a setting of the words auto|0|1: -1 auto (the default, and a value
+ * that is neither: warned by describe), 0 never, 1 always */
+static int auto01(const char *v)
+{
+    return v && !strcmp(v, "0") ? 0 : v && !strcmp(v, "1") ? 1 : -1;
+}
+
 /* ---- the reader: the one place smelt reads its environment ---------------
  * A snapshot is immutable and lives until the last context is freed (a
  * plan, a context, a background compile may hold it on any thread); a read
@@ -261,14 +268,13 @@ static void parse_settings(smelt__settings *s)
     static const char *const off[] = {"0", "false", "no", "off"};
     for (int i = 0; c && i < 4; i++)
         s->cache_on = s->cache_on && strcasecmp(c, off[i]);
-    const char *sm = r[SMELT__S_SMELT_STREAM_STORES]; /* auto (default), 0: never, 1: always */
-    s->stream_stores = sm && !strcmp(sm, "0") ? 0 : sm && !strcmp(sm, "1") ? 1 : -1;
+    s->stream_stores = auto01(r[SMELT__S_SMELT_STREAM_STORES]);
+    s->batch_chains = auto01(r[SMELT__S_SMELT_BATCH_CHAINS]);
     const char *hv = r[SMELT__S_SMELT_CUDA_ROWS_HELD];
     s->rows_held = hv && !strcmp(hv, "0") ? 0
                    : (int)smelt__bound(s, SMELT__S_SMELT_CUDA_ROWS_HELD, SMELT_ROWS_HELD_BYTES, true, "bytes",
                                        "the default holds:", NULL); /* (warned by describe) */
-    const char *sv = r[SMELT__S_SMELT_CUDA_ROWS_SHARED]; /* auto (default), 0: never, 1: always */
-    s->rows_shared = sv && !strcmp(sv, "0") ? 0 : sv && !strcmp(sv, "1") ? 1 : -1;
+    s->rows_shared = auto01(r[SMELT__S_SMELT_CUDA_ROWS_SHARED]);
     const char *wv = r[SMELT__S_SMELT_CUDA_ROWS_WARPS]; /* auto (default), 1, 2, 4, ..., 32 */
     s->rows_warps = 0;
     if (wv && *wv && strcasecmp(wv, "auto")) {

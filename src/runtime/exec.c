@@ -363,13 +363,17 @@ int smelt__const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view 
     return st;
 }
 
-static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
+int smelt__reduce_views(smelt_plan *p, runstate *rs, int ki, smelt__view *w, int64_t (*scratch)[SMELT_MAX_DIMS],
+                       bool *none, bool *pieces)
 {
+    *none = *pieces = false;
     smelt__pkernel *k = &p->kern[ki];
     int rj = smelt__red_member(&p->prog, &k->cl), ri = k->cl.members[rj];
     const smelt__inst *x = &p->prog.v[ri]; /* producers, the reduction, its epilogue */
-    if (!k->cl.nout) /* a dead reduction (kept at opt_level 0) */
+    if (!k->cl.nout) { /* a dead reduction (kept at opt_level 0) */
+        *none = true;
         return SMELT_OK;
+    }
     const smelt__rshape *A = &p->rs[x->in[0]];
     const smelt__rshape *Y = &p->rs[ri]; /* the result's shape */
     int64_t nred = smelt__red_count(A->ndim, A->shape, x->axes), nout = smelt__numel(Y->ndim, Y->shape);
@@ -383,8 +387,10 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
                               smelt__shape_fmt(txt, A->ndim, A->shape), smelt__ops[xj->op].name);
         }
     }
-    if (nout == 0)
+    if (nout == 0) {
+        *none = true;
         return SMELT_OK;
+    }
     smelt__rshape rk, rn, gk; /* a row program's results' shapes: with keepdims and without; the graph's */
     const smelt__inst *Ag = &p->prog.v[x->in[0]];
     if (k->desc.multi) {
@@ -418,13 +424,10 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
      * fused), the producers' full-size outputs, then the outputs at the
      * result's shape (the reduced value if read elsewhere, the epilogue's) */
     int nin = k->cl.nin, n = nin + k->cl.nout;
-    int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-    smelt__view w[SMELT_MAX_KERNEL_OPERANDS];
-    bool pieces = false;
     for (int o = 0; o < n; o++) {
         int v = o < nin ? k->cl.inputs[o] : k->cl.outputs[o - nin], stt;
         if (o < nin && smelt__has_pieces(&p->prog, v)) {
-            pieces = true;
+            *pieces = true;
             stt = smelt__pieces_view(p, v, &w[o], scratch[o]);
         } else if (o < nin && p->prog.v[v].op == SMELT_OP_CONST) /* (a pass left it too large to fold) */
             stt = smelt__const_view(p, v, &p->rs[v], &w[o], scratch[o]);
@@ -433,6 +436,17 @@ static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
         if (stt)
             return stt;
     }
+    return SMELT_OK;
+}
+
+static int run_reduce(smelt_plan *p, runstate *rs, int ki, bool *split)
+{
+    int64_t scratch[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
+    smelt__view w[SMELT_MAX_KERNEL_OPERANDS];
+    bool none, pieces;
+    int stt = smelt__reduce_views(p, rs, ki, w, scratch, &none, &pieces);
+    if (stt || none)
+        return stt;
     return pieces ? smelt__run_pieces(p, rs, ki, w, split) : smelt__reduce_box(p, rs, ki, w, NULL, split);
 }
 
@@ -472,36 +486,90 @@ static int dev_red_scratch(smelt_plan *p, smelt__pkernel *k, smelt__backend *be,
 
 /* Reduction kernel ki over its operands w, whose shapes are box (the
  * reduction's operand's; NULL: the whole) where they are not broadcast. */
-int smelt__reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split)
+/* A reduction's layout at a run: its merged iteration space and the
+ * variant compiled for it */
+typedef struct redlayout {
+    int rank;
+    int64_t nout, nred;
+    uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
+    bool idx32;
+    uint16_t spread;
+    smelt__kernel *kk;
+} redlayout;
+
+/* Reduction kernel ki over its operands w (shapes box where not
+ * broadcast): its layout and l's kernel, operands, shape and strides */
+static int reduce_layout(smelt_plan *p, int ki, smelt__view *w, const int64_t *box, launch *l, redlayout *y,
+                         bool *split)
 {
     smelt__pkernel *k = &p->kern[ki];
     int n = k->cl.nin + k->cl.nout;
     int64_t S[SMELT_MAX_DIMS], st[SMELT_MAX_KERNEL_OPERANDS][SMELT_MAX_DIMS];
-    uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
     unsigned axes;
     int r = smelt__kernel_strides_box(p, ki, w, box, S, st, &axes);
-    int64_t nred = 1, nout = 1;
+    y->nred = y->nout = 1;
     for (int d = 0; d < r; d++)
-        *(axes >> d & 1u ? &nred : &nout) *= S[d];
-    int rank = smelt__merge_reduce_layout(r, S, axes, n, st, mode, &rmask);
-    bool idx32 = p->be->iface->target.dialect->device && nout <= INT32_MAX / 32 &&
-                 fits_idx32(smelt__numel(rank, S), rank, S, n, st);
-    smelt__kernel *kk;
-    uint16_t spread = smelt__red_spread(p, ki, nout, nred, rank, rmask);
-    int stt = smelt__plan_variant(p, ki, rank, mode, idx32, rmask, spread, &kk, split);
+        *(axes >> d & 1u ? &y->nred : &y->nout) *= S[d];
+    int rank = y->rank = smelt__merge_reduce_layout(r, S, axes, n, st, y->mode, &y->rmask);
+    y->idx32 = p->be->iface->target.dialect->device && y->nout <= INT32_MAX / 32 &&
+               fits_idx32(smelt__numel(rank, S), rank, S, n, st);
+    y->spread = smelt__red_spread(p, ki, y->nout, y->nred, rank, y->rmask);
+    int stt = smelt__plan_variant(p, ki, rank, y->mode, y->idx32, y->rmask, y->spread, &y->kk, split);
     if (stt || *split)
         return stt;
+    l->fn = y->kk->fn;
+    l->fence = false;
+    for (int o = 0; o < n; o++)
+        l->ptrs[o] = w[o].data;
+    l->ptrs[n] = l->ptrs[n + 1] = NULL;
+    l->ptrs[n + 2] = (char *)k->gx; /* (a CPU row program's indexed reads) */
+    memcpy(l->shape, S, sizeof(int64_t) * (size_t)rank);
+    for (int o = 0; o < n; o++)
+        memcpy(l->strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
+    l->shape[rank] = 0;
+    return SMELT_OK;
+}
+
+/* A row program's row cache: bytes a call (a multiple of 64: its values
+ * aligned, src/codegen/emit-rows.c, smelt__rows_analyse) */
+static size_t rows_slot(const smelt__pkernel *k, int64_t nred)
+{
+    return ((size_t)k->rows_cache * (size_t)nred + 63) & ~(size_t)63;
+}
+
+int smelt__rows_call(smelt_plan *p, int ki, smelt__view *w, const int64_t *box, smelt__rowcall *rc, bool *split)
+{
     static __thread launch l;
-    l.fn = kk->fn;
-    l.fence = false;
-    for (int o = 0; o < n; o++)
-        l.ptrs[o] = w[o].data;
-    l.ptrs[n] = l.ptrs[n + 1] = NULL;
-    l.ptrs[n + 2] = (char *)k->gx; /* (a CPU row program's indexed reads) */
-    memcpy(l.shape, S, sizeof(int64_t) * (size_t)rank);
-    for (int o = 0; o < n; o++)
-        memcpy(l.strides + o * rank, st[o], sizeof(int64_t) * (size_t)rank);
-    l.shape[rank] = 0;
+    redlayout y;
+    int stt = reduce_layout(p, ki, w, box, &l, &y, split);
+    if (stt || *split)
+        return stt;
+    const smelt__pkernel *k = &p->kern[ki];
+    rc->fn = l.fn;
+    rc->n = k->cl.nin + k->cl.nout;
+    rc->rows = y.nout;
+    rc->slot = rows_slot(k, y.nred);
+    memcpy(rc->shape, l.shape, sizeof(int64_t) * (size_t)y.rank);
+    memcpy(rc->strides, l.strides, sizeof(int64_t) * (size_t)(y.rank * rc->n));
+    rc->shape[y.rank] = y.nout * 2; /* one call: every row (and no streaming stores) */
+    return SMELT_OK;
+}
+
+int smelt__reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const int64_t *box, bool *split)
+{
+    smelt__pkernel *k = &p->kern[ki];
+    int n = k->cl.nin + k->cl.nout;
+    static __thread launch l;
+    redlayout y;
+    int stt = reduce_layout(p, ki, w, box, &l, &y, split);
+    if (stt || *split)
+        return stt;
+    smelt__kernel *kk = y.kk;
+    int rank = y.rank;
+    int64_t nout = y.nout, nred = y.nred;
+    uint16_t spread = y.spread;
+    bool idx32 = y.idx32;
+    const uint8_t *mode = y.mode;
     if (kk->backend->iface->launch) { /* a warp per result (the block form of a row program: a block per row) */
         smelt__devlaunch dl = {0, n, rank, idx32, l.ptrs, l.shape, l.strides, NULL, NULL, 0, 0};
         size_t part;
@@ -520,8 +588,7 @@ int smelt__reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
     if (k->desc.multi) { /* a row program: rows; each call's row cache in the kernel's scratch */
         int64_t per = red_chunk(nout, SMELT_MAX(nred, 1), threads), calls = (nout + per - 1) / per;
-        /* a call's slot: a multiple of 64 bytes (its values aligned: src/codegen/emit-rows.c, smelt__rows_analyse) */
-        size_t bytes = (((size_t)k->rows_cache * (size_t)nred + 63) & ~(size_t)63) * (size_t)calls;
+        size_t bytes = rows_slot(k, nred) * (size_t)calls;
         if (bytes && k->scratch_bytes < bytes) {
             free(k->scratch);
             k->scratch_bytes = 0;
@@ -1287,12 +1354,16 @@ int smelt__plan_run(smelt_plan *p, int n_in, smelt_tensor *const *inputs, int n_
     bool staged = dev && !st && !(st = smelt__device_stage(p->be, n_in, inputs, n_out, outputs, &din, &dout));
     if (staged)
         rs.inputs = din ? din : inputs, rs.outputs = dout ? dout : outputs;
+    int chains = 0;
     for (int ki = 0; ki < p->nkern && !st; ki++) {
-        bool split = false;
-        st = run_kernel(p, &rs, ki, &split);
-        if (split)
-            ki--;
+        bool split = false, chain = false;
+        st = smelt__run_chain(p, &rs, ki, &chain, &split);
+        if (!st && !split && !chain)
+            st = run_kernel(p, &rs, ki, &split);
+        chains += chain;
+        ki += chain ? 2 : split ? -1 : 0;
     }
+    p->stats.batch_chains = chains;
     if (staged) /* waits for the device, copies host outputs back */
         st = smelt__device_unstage(p->be, n_in, inputs, din, n_out, outputs, dout, st);
     for (int i = 0; tmp && i < n_out; i++)

@@ -45,45 +45,26 @@ static void mm_pack(char *pack, const char *data, smelt_dtype dt, int64_t r, int
         }
 }
 
-/* A matmul's work: the matrices of the batch, each cut into square tiles
- * (the last ones shorter) of the largest side from MM_SIDE_MAX down to
- * MM_SIDE_MIN that makes MM_TASKS tiles in all, one BLAS call each,
- * single-threaded BLAS on smelt's threads.  The tiles are a function of
- * the shape only, so the bits do not depend on the thread count
- * (OpenBLAS's own threading picks other kernels by thread count, with
- * other sums; with the Haswell kernels even the rows of a call change the
- * bits).  Each call packs its rows of A and its columns of B again:
- * square tiles pack the least for their number, and large ones let
- * OpenBLAS's blocking work (the mlp's products on 2 cores, SkylakeX
- * kernels: tiles of 256 rows x all columns 91.8 ms, 1024 x all 83.7,
- * these 85.1; bench/RESULTS.md). */
+/* A matmul's tiles (smelt__mmjob, exec.h, says why square and why on
+ * smelt's threads) */
 #define MM_SIDE_MAX 1024
 #define MM_SIDE_MIN 256
 #define MM_TASKS 8
-typedef struct mmjob {
-    smelt_ctx *ctx;
-    smelt__view w[3];
-    int nb;                      /* batch dimensions of C */
-    const int64_t *cshape;
-    int64_t M, N, K, blocks;     /* tiles per matrix */
-    int64_t tm, tn, ncb;         /* a tile's rows and columns; column tiles per matrix */
-    smelt_dtype dt;
-    int st;                      /* the first error (SMELT_OK) */
-    pthread_mutex_t mu;
-} mmjob;
-
-static void mm_fail(mmjob *j, int st)
+static void mm_fail(smelt__mmjob *j, int st)
 {
     pthread_mutex_lock(&j->mu);
     j->st = j->st ? j->st : st;
     pthread_mutex_unlock(&j->mu);
 }
 
-static void mm_task(void *arg, int64_t task)
+/* Tile `tile` of matrix bi of the batch; an operand o with sub[o] set
+ * (a batch chain's scratch: chain.c) has matrix bi there instead, laid
+ * out as in its view. */
+void smelt__mm_tile(smelt__mmjob *j, int64_t bi, int64_t tile, char *const *sub)
 {
-    mmjob *j = arg;
-    int64_t bi = task / j->blocks, tile = task % j->blocks, r0 = tile / j->ncb * j->tm, n0 = tile % j->ncb * j->tn;
+    int64_t r0 = tile / j->ncb * j->tm, n0 = tile % j->ncb * j->tn;
     int64_t M = SMELT_MIN(j->tm, j->M - r0), N = SMELT_MIN(j->tn, j->N - n0), K = j->K, off[3] = {0, 0, 0}, t = bi;
+    char *base[3];
     for (int d = j->nb - 1; d >= 0; d--) { /* batch index d of C; A's and B's right-aligned (size 1: broadcast) */
         int64_t idx = t % j->cshape[d];
         t /= j->cshape[d];
@@ -94,13 +75,15 @@ static void mm_task(void *arg, int64_t task)
         }
     }
     const smelt__view *A = &j->w[0], *B = &j->w[1], *C = &j->w[2];
+    for (int o = 0; o < 3; o++)
+        base[o] = sub && sub[o] ? sub[o] : j->w[o].data + off[o] * (int64_t)smelt__dtypes[j->dt].size;
     int64_t sam = A->strides[A->ndim - 2], sak = A->strides[A->ndim - 1];
     int64_t scm = C->strides[C->ndim - 2], scn = C->strides[C->ndim - 1];
     smelt_dtype dt = j->dt, ct = smelt__is_half(dt) ? SMELT_F32 : dt;
     size_t es = smelt__dtypes[dt].size, cs = smelt__dtypes[ct].size;
     bool cdirect = !smelt__is_half(dt) && scn == 1 && (scm >= N || M == 1), ta, tb;
     int64_t lda, ldb, sbk = B->strides[B->ndim - 2], sbn = B->strides[B->ndim - 1];
-    const char *a = A->data + (off[0] + r0 * sam) * (int64_t)es, *b = B->data + (off[1] + n0 * sbn) * (int64_t)es;
+    const char *a = base[0] + r0 * sam * (int64_t)es, *b = base[1] + n0 * sbn * (int64_t)es;
     bool da = mm_direct(dt, M, K, sam, sak, &ta, &lda), db = mm_direct(dt, K, N, sbk, sbn, &tb, &ldb);
     /* memory for what BLAS cannot take as it lies (the operands packed, the result) */
     size_t na = da ? 0 : (size_t)(M * K), nbk = db ? 0 : (size_t)(K * N), nc = cdirect ? 0 : (size_t)(M * N);
@@ -114,7 +97,7 @@ static void mm_task(void *arg, int64_t task)
         mm_pack(pa, a, dt, M, K, sam, sak), a = pa;
     if (!db)
         mm_pack(pb, b, dt, K, N, sbk, sbn), b = pb;
-    char *c0 = C->data + (off[2] + r0 * scm + n0 * scn) * (int64_t)es, *c = cdirect ? c0 : pc;
+    char *c0 = base[2] + (r0 * scm + n0 * scn) * (int64_t)es, *c = cdirect ? c0 : pc;
     int64_t ldc = cdirect ? (M == 1 ? N : scm) : N;
     int st = SMELT_OK;
     if (K == 0) { /* an empty sum: zeros (BLAS would not touch C) */
@@ -138,6 +121,12 @@ static void mm_task(void *arg, int64_t task)
     free(pack);
     if (st)
         mm_fail(j, st);
+}
+
+static void mm_task(void *arg, int64_t task)
+{
+    smelt__mmjob *j = arg;
+    smelt__mm_tile(j, task / j->blocks, task % j->blocks, NULL);
 }
 
 /* A device product's matrices a call (a grid's y and z stop at 65535; by
@@ -167,7 +156,7 @@ static void mm_batch_step(int nd, int64_t *idx, const int64_t *bs, int64_t (*bst
  * address.  Operands as they lie (a transpose flag, a leading dimension);
  * a layout BLAS cannot read (a stepped or reversed inner axis) is an
  * error that says to pass a contiguous tensor. */
-static int run_matmul_device(smelt_plan *p, mmjob *j)
+static int run_matmul_device(smelt_plan *p, smelt__mmjob *j)
 {
     const smelt__view *A = &j->w[0], *B = &j->w[1], *C = &j->w[2];
     int nb = j->nb, nm = 0;
@@ -250,52 +239,59 @@ static int run_matmul_device(smelt_plan *p, mmjob *j)
  * of the batch, operands read as they lie where BLAS can (a transpose flag,
  * a leading dimension), else packed; a result BLAS cannot write in place
  * (f16/bf16, strided) goes through f32/contiguous memory. */
-int smelt__run_matmul(smelt_plan *p, runstate *rs, int ki)
+int smelt__mm_setup(smelt_plan *p, runstate *rs, int ki, smelt__mmjob *j)
 {
     smelt__pkernel *k = &p->kern[ki];
     int v = k->cl.members[0];
     const smelt__inst *x = &p->prog.v[v];
-    static __thread mmjob j;
-    int64_t sc[3][SMELT_MAX_DIMS];
     for (int o = 0; o < 3; o++) {
         int u = o < 2 ? x->in[o] : v, st;
-        st = p->prog.v[u].op == SMELT_OP_CONST ? smelt__const_view(p, u, &p->rs[u], &j.w[o], sc[o])
-                                                : smelt__value_view(p, rs, u, &j.w[o], sc[o]);
+        st = p->prog.v[u].op == SMELT_OP_CONST ? smelt__const_view(p, u, &p->rs[u], &j->w[o], j->sc[o])
+                                                : smelt__value_view(p, rs, u, &j->w[o], j->sc[o]);
         if (st)
             return st;
     }
     const smelt__rshape *C = &p->rs[v];
-    j.ctx = p->ctx;
-    j.nb = C->ndim - 2;
-    j.cshape = C->shape;
-    j.M = C->shape[j.nb], j.N = C->shape[j.nb + 1], j.K = j.w[0].shape[j.w[0].ndim - 1];
-    j.dt = x->dtype;
-    j.st = SMELT_OK;
-    int64_t mats = smelt__numel(j.nb, C->shape);
-    if (j.M == 0 || j.N == 0 || mats == 0)
+    j->ctx = p->ctx;
+    j->nb = C->ndim - 2;
+    j->cshape = C->shape;
+    j->M = C->shape[j->nb], j->N = C->shape[j->nb + 1], j->K = j->w[0].shape[j->w[0].ndim - 1];
+    j->dt = x->dtype;
+    j->st = SMELT_OK;
+    j->mats = smelt__numel(j->nb, C->shape);
+    j->tasks = 0;
+    if (j->M == 0 || j->N == 0 || j->mats == 0)
         return SMELT_OK;
     /* square tiles, the largest side that makes MM_TASKS tiles (at least MM_SIDE_MIN) */
     int64_t side = MM_SIDE_MAX;
-    while (side > MM_SIDE_MIN && mats * ((j.M + side - 1) / side) * ((j.N + side - 1) / side) < MM_TASKS)
+    while (side > MM_SIDE_MIN && j->mats * ((j->M + side - 1) / side) * ((j->N + side - 1) / side) < MM_TASKS)
         side /= 2;
-    j.tm = SMELT_MIN(j.M, side), j.tn = SMELT_MIN(j.N, side);
-    j.ncb = (j.N + j.tn - 1) / j.tn;
-    int64_t tasks = mats * (j.blocks = (j.M + j.tm - 1) / j.tm * j.ncb);
+    j->tm = SMELT_MIN(j->M, side), j->tn = SMELT_MIN(j->N, side);
+    j->ncb = (j->N + j->tn - 1) / j->tn;
+    j->tasks = j->mats * (j->blocks = (j->M + j->tm - 1) / j->tm * j->ncb);
+    return SMELT_OK;
+}
+
+int smelt__run_matmul(smelt_plan *p, runstate *rs, int ki)
+{
+    static __thread smelt__mmjob j;
+    int st = smelt__mm_setup(p, rs, ki, &j);
+    if (st || !j.tasks)
+        return st;
     if (p->be->iface->launch)
         return run_matmul_device(p, &j);
-    int st = smelt__blas_check(p->ctx);
-    if (st)
+    if ((st = smelt__blas_check(p->ctx)))
         return st;
     smelt__blas_single_threaded();
     pthread_mutex_init(&j.mu, NULL);
     int threads = smelt_ctx_threads(p->ctx);
-    if (threads <= 1 || tasks == 1 || j.M * j.N * SMELT_MAX(j.K, 1) < (1 << 18)) {
-        for (int64_t t = 0; t < tasks && !j.st; t++)
+    if (threads <= 1 || j.tasks == 1 || j.M * j.N * SMELT_MAX(j.K, 1) < (1 << 18)) {
+        for (int64_t t = 0; t < j.tasks && !j.st; t++)
             mm_task(&j, t);
     } else {
         if (!p->ctx->pool)
             p->ctx->pool = smelt__pool_new(threads);
-        smelt__pool_run(p->ctx->pool, mm_task, &j, tasks);
+        smelt__pool_run(p->ctx->pool, mm_task, &j, j.tasks);
     }
     pthread_mutex_destroy(&j.mu);
     return j.st;

@@ -46,6 +46,10 @@ typedef struct smelt__pkernel {
     smelt__backend *dgx_be;
     uint64_t rn_operands; /* a row program's operands at its results' shape without keepdims
                            * (bit o: operand o, inputs then outputs; smelt__kernel_strides) */
+    int8_t chain;         /* a matmul: whether it starts a batch chain (chain.c): 0 not known yet,
+                           * 1 yes, -1 no */
+    int chain_v[3];       /* ... its product, the row program's result, the operand of the
+                           * second product that reads it */
 } smelt__pkernel;
 
 /* A host kernel with indexed reads (smelt__kdesc.gidx) at merged rank

@@ -75,6 +75,7 @@ struct smelt__settings {
     double cc_timeout;                    /* SMELT_CC_TIMEOUT, seconds */
     bool cache_on;                        /* SMELT_CACHE */
     int stream_stores;                    /* SMELT_STREAM_STORES: -1 auto, 0 never, 1 always */
+    int batch_chains;                     /* SMELT_BATCH_CHAINS: -1 auto, 0 never, 1 always (chain.c) */
     int rows_held, rows_shared, rows_warps, rows_steps; /* SMELT_CUDA_ROWS_*: plan.h says what each is */
     struct smelt__settings *next;        /* (config.c's list of snapshots) */
 };

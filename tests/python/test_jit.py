@@ -393,3 +393,23 @@ def test_unaligned_and_byteswapped_arguments():
     for _ in range(2):  # traced, then the cached entry
         big = rand(100).astype(">f4")
         np.testing.assert_array_equal(f(big, b), big.astype(np.float32) * b + 1)
+
+
+def test_attention_runs_as_a_batch_chain():
+    """softmax(q k^T) v traced from NumPy: the product, the softmax and the
+    second product run as one batch chain (docs/fusion.md), with the same
+    bits as the kernels one after the other, close to float64"""
+    # 64 matrices: at least two a thread up to 32 cores (auto's rule)
+    q, k, v = (rng.standard_normal((4, 16, 40, 16)).astype(np.float32) for _ in range(3))
+
+    def att(q, k, v):
+        s = q @ k.transpose(0, 1, 3, 2) * np.float32(0.25)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True)) @ v
+    f = smelt.jit(att)
+    got = f(q, k, v)
+    assert f.stats()["last"]["batch_chains"] == 1
+    qd, kd, vd = (x.astype(np.float64) for x in (q, k, v))
+    s = qd @ kd.transpose(0, 1, 3, 2) * 0.25
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(got, (e / e.sum(axis=-1, keepdims=True)) @ vd, rtol=1e-5, atol=1e-6)
