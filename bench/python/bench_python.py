@@ -15,7 +15,10 @@ large        chain8, gelu_tanh, softmax, layernorm at --n elements through
              (smelt_plan_run_rebind called directly), medians of --runs
 train_mlp    a training step (784-1024-1024-10 MLP, batch 512, softmax
              cross-entropy, Adam) as one smelt.jit plan: time, kernels,
-             memory
+             memory; beside it JAX's jit(value_and_grad) step (donated) and
+             PyTorch's (build/torch-venv: torch.compile of the torch.func
+             step, torch.compile of the usual loop, eager;
+             bench/peers/torch_train_peer.py), 2 threads each
 Each row is printed as it completes; --json prints JSON objects.
 """
 import argparse
@@ -147,6 +150,21 @@ def peers_first_call(as_json):
             print(r.stderr.strip()[-300:], file=sys.stderr)
 
 
+def peers_train_mlp(runs, as_json):
+    """PyTorch's train_mlp steps, where build/torch-venv is installed"""
+    torch_py = os.path.join(HERE, "..", "..", "build", "torch-venv", "bin", "python")
+    if not os.path.exists(torch_py):
+        print("bench_python: no PyTorch peer for train_mlp (build/torch-venv: scripts/bench --peers=torch "
+              "installs it)", file=sys.stderr)
+        return
+    r = subprocess.run([torch_py, os.path.join(HERE, "..", "peers", "torch_train_peer.py"), str(runs), "2"],
+                       capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        emit(json.loads(line), as_json)
+    if r.returncode:
+        print("bench_python: the PyTorch peer failed: %s" % r.stderr.strip()[-300:], file=sys.stderr)
+
+
 def large(n, runs, as_json):
     rng = np.random.default_rng(3)
     r = 4096 if n >= 4096 * 64 else 64
@@ -256,6 +274,7 @@ def main():
         large(a.n, a.runs, a.json)
     if "train_mlp" in rows:
         train_mlp(a.runs, a.json)
+        peers_train_mlp(a.runs, a.json)
 
 
 if __name__ == "__main__":
