@@ -112,8 +112,10 @@ def main():
         f(**feeds)
         ts, tmin = timed(lambda: f(**feeds), a.runs)
         kernels = f.stats()["last"]["kernels"]
+        chains = f.stats()["last"]["batch_chains"]
         shape = "x".join(str(d) for d in next(iter(feeds.values())).shape)
-        row = {"workload": "onnx_" + name, "shape": shape, "kernels": kernels, "smelt_ms": ts * 1e3,
+        row = {"workload": "onnx_" + name, "shape": shape, "kernels": kernels, "batch_chains": chains,
+               "smelt_ms": ts * 1e3,
                "smelt_min_ms": tmin * 1e3, "first_call_ms": first * 1e3, "threads": threads,
                "backend": f.stats()["last"]["backend"]}
         if note:
