@@ -31,6 +31,9 @@ def check(name, fn):
     except Exception as e:  # noqa: BLE001
         failed += 1
         print("FAIL %s: %s: %s" % (name, type(e).__name__, e))
+        if os.environ.get("ONNX_CHECKS_TRACE"):
+            import traceback
+            traceback.print_exc()
 
 
 def model(nodes, inputs, outputs, inits=(), opset=17):
@@ -249,6 +252,67 @@ def t_wrong_inputs():
             pass
         else:
             raise AssertionError("no TypeError")
+
+
+
+# ---- operators built as compositions, against ONNX's reference implementation (onnx.reference) on fresh
+# random data
+def vs_reference(node, feeds, consts=None, opset=19, rtol=1e-4, atol=1e-5):
+    """One node run by smelt.onnx and by onnx.reference.ReferenceEvaluator:
+    feeds are graph inputs, consts initializers (static values)."""
+    from onnx.reference import ReferenceEvaluator
+    consts = consts or {}
+    ins = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+           for k, v in feeds.items()]
+    outs = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in node.output if o]
+    inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
+    g = helper.make_graph([node], "m", ins, outs, initializer=inits)
+    ref = ReferenceEvaluator(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])).run(None, feeds)
+    outs = [helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(r.dtype), r.shape)
+            for o, r in zip([o for o in node.output if o], ref)]
+    g = helper.make_graph([node], "m", ins, outs, initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    got = smelt.onnx.load(m)(*feeds.values())
+    for r, o in zip(ref, got):
+        assert o.dtype == r.dtype and o.shape == r.shape, (o.dtype, o.shape, r.dtype, r.shape)
+        np.testing.assert_allclose(o, r, rtol=rtol, atol=atol)
+    return got
+
+
+def t_resize():
+    x = f32(2, 3, 5, 7)
+    roi0 = np.array([0.1, 0.25, 0.8, 0.9], np.float32)
+    for mode in ("nearest", "linear", "cubic"):
+        for ctm in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+                    "tf_crop_and_resize"):
+            for scales in ([1.0, 1.0, 1.7, 0.6], [1.0, 1.0, 0.5, 2.25]):
+                extra = dict(nearest_mode=str(rng.choice(["round_prefer_floor", "round_prefer_ceil", "floor",
+                                                          "ceil"]))) if mode == "nearest" else \
+                    dict(cubic_coeff_a=-0.5, exclude_outside=int(rng.integers(2))) if mode == "cubic" else {}
+                if ctm == "tf_crop_and_resize":
+                    extra["extrapolation_value"] = 2.5
+                n = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode=mode,
+                                     coordinate_transformation_mode=ctm, axes=[2, 3], **extra)
+                vs_reference(n, {"x": x}, {"roi": roi0, "scales": np.array(scales[2:], np.float32)})
+    # sizes, keep_aspect_ratio_policy, antialias, axes in the other order, all axes, integers (nearest)
+    for policy in ("stretch", "not_larger", "not_smaller"):
+        for mode, aa in (("nearest", 0), ("linear", 1), ("cubic", 1), ("linear", 0)):
+            n = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode, antialias=aa,
+                                 keep_aspect_ratio_policy=policy, axes=[3, 2])
+            vs_reference(n, {"x": x}, {"sizes": np.array([4, 3], np.int64)})
+    n = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")
+    vs_reference(n, {"x": x}, {"scales": np.array([1, 1.5, 2, 0.7], np.float32)})
+    xi = rng.integers(-100, 100, (1, 2, 4, 6)).astype(np.int64)
+    n = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")
+    vs_reference(n, {"x": xi}, {"scales": np.array([1, 1, 2.5, 0.5], np.float32)})
+    # Resize-10 (ONNX's reference lacks it): asymmetric coordinates, nearest rounds down
+    m = model([helper.make_node("Resize", ["x", "scales"], ["y"], mode="nearest")],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 7, 9])],
+              [numpy_helper.from_array(np.array([1, 1, 1.5, 1.4], np.float32), "scales")], opset=10)
+    (y,) = smelt.onnx.load(m)(x)
+    np.testing.assert_array_equal(y, x[:, :, np.floor(np.arange(7) / 1.5).astype(int)][:, :, :,
+                                      np.floor(np.arange(9) / 1.4).astype(int)])
 
 
 for name, fn in list(globals().items()):

@@ -707,6 +707,213 @@ def _upsample(c, ins, A):
     return x
 
 
+# ---- Resize: per resized axis, the source indices and weights of every output position computed at load
+# (NumPy, float64, ONNX's formulas), then takes along that axis with those constant indices and a weighted
+# sum with constant weights; the innermost axis first, as ONNX's reference nests them -------------------
+_RESIZE_CTM = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+               "tf_crop_and_resize")
+_RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _resize_check(node, A, opset):
+    mode = A.get("mode", "nearest")
+    if mode not in ("nearest", "linear", "cubic") or (opset < 11 and mode == "cubic"):
+        return "mode=%r" % mode
+    if A.get("coordinate_transformation_mode", "half_pixel") not in _RESIZE_CTM:
+        return "coordinate_transformation_mode=%r" % A.get("coordinate_transformation_mode")
+    if A.get("nearest_mode", "round_prefer_floor") not in _RESIZE_NEAREST:
+        return "nearest_mode=%r" % A.get("nearest_mode")
+    if A.get("keep_aspect_ratio_policy", "stretch") not in ("stretch", "not_larger", "not_smaller"):
+        return "keep_aspect_ratio_policy=%r" % A.get("keep_aspect_ratio_policy")
+    if A.get("antialias", 0) and mode == "nearest":
+        return "antialias with mode 'nearest'"
+    return None
+
+
+def _resize_coeffs(mode, nearest_mode, a, antialias):
+    """ONNX's coefficient functions of (ratio, scale): the weights of the
+    taps around a source coordinate (ratio in (0, 1] past the tap before it)."""
+    if mode == "nearest":
+        def f(ratio, scale):
+            if ratio == 1:
+                return np.array([0.0, 1.0])
+            up = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5,
+                  "floor": False, "ceil": True}[nearest_mode]
+            return np.array([0.0, 1.0]) if up else np.array([1.0, 0.0])
+        return f
+    if mode == "linear":
+        if not antialias:
+            return lambda ratio, scale: np.array([1 - ratio, ratio])
+
+        def lin_aa(ratio, scale):
+            scale = min(scale, 1.0)
+            start = int(np.floor(-1 / scale) + 1)
+            args = (np.arange(start, start + 2 - 2 * start) - ratio) * scale
+            w = np.clip(1 - np.abs(args), 0, 1)
+            return w / np.sum(w)
+        return lin_aa
+    if not antialias:
+        def cubic(r, scale):
+            return np.array([((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
+                             ((a + 2) * r - (a + 3)) * r * r + 1,
+                             ((a + 2) * (1 - r) - (a + 3)) * (1 - r) * (1 - r) + 1,
+                             ((a * ((1 - r) + 1) - 5 * a) * ((1 - r) + 1) + 8 * a) * ((1 - r) + 1) - 4 * a])
+        return cubic
+
+    def cubic_aa(ratio, scale):
+        scale = min(scale, 1.0)
+
+        def k(x):
+            x = abs(x)
+            if x <= 1:
+                return (a + 2) * x ** 3 - (a + 3) * x * x + 1
+            if x < 2:
+                return a * x ** 3 - 5 * a * x * x + 8 * a * x - 4 * a
+            return 0.0
+        i0 = int(np.floor(-2 / scale) + 1)
+        w = np.array([k(scale * (i - ratio)) for i in range(i0, 2 - i0)])
+        return w / np.sum(w)
+    return cubic_aa
+
+
+def _resize_axis(n, m, scale, out_width, coeffs, ctm, roi, exclude_outside):
+    """One resized axis of n inputs and m outputs: (idx [m, K], w [m, K],
+    outside [m] or None): output i is sum_k w[i, k] * x[idx[i, k]], or the
+    extrapolation value where outside[i] (tf_crop_and_resize)."""
+    rows, outside = [], np.zeros(m, np.bool_)
+    for i in range(m):
+        x = np.int64(i)
+        if ctm == "align_corners":
+            xo = 0.0 if out_width == 1 else x * (n - 1) / (out_width - 1)
+        elif ctm == "asymmetric":
+            xo = x / scale
+        elif ctm == "tf_crop_and_resize":
+            lo, hi = roi
+            xo = (hi - lo) * (n - 1) / 2 if out_width == 1 else x * (hi - lo) * (n - 1) / (out_width - 1)
+            xo += lo * (n - 1)
+            if xo < 0 or xo > n - 1:
+                outside[i] = True
+                rows.append({})
+                continue
+        elif ctm == "pytorch_half_pixel":
+            xo = -0.5 if out_width == 1 else (x + 0.5) / scale - 0.5
+        elif ctm == "half_pixel":
+            xo = (x + 0.5) / scale - 0.5
+        else:  # half_pixel_symmetric
+            offset = n / 2 * (1 - m / out_width)
+            xo = offset + (x + 0.5) / scale - 0.5
+        xo = float(xo)
+        fl = int(np.floor(xo))
+        ratio = 1 if xo.is_integer() else xo - fl
+        w = np.array(coeffs(ratio, scale), np.float64)
+        k = len(w)
+        p = -(-k // 2)
+        xp, limit = xo + p, n + 2 * p
+        lo_c = max(0, min(fl + p - k - 2, limit - k))
+        hi_c = min(limit, max(fl + p + k + 3, k))
+        taps = sorted(sorted(range(lo_c, hi_c), key=lambda j: (abs(xp - j), j))[:k])
+        taps = [j - p for j in taps]
+        if exclude_outside:
+            w = np.array([0.0 if (j < 0 or j >= n) else v for j, v in zip(taps, w)])
+            w = w / np.sum(w)
+        row = {}
+        for j, v in zip(taps, w):
+            if v != 0:
+                jj = min(max(j, 0), n - 1)
+                row[jj] = row.get(jj, 0.0) + v
+        rows.append(row)
+    K = max([len(r) for r in rows] + [1])
+    idx = np.zeros((m, K), np.int64)
+    wt = np.zeros((m, K), np.float64)
+    for i, r in enumerate(rows):
+        for k, (j, v) in enumerate(sorted(r.items())):
+            idx[i, k], wt[i, k] = j, v
+    return idx, wt, (outside if outside.any() else None)
+
+
+@op("Resize", ["antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+               "extrapolation_value", "keep_aspect_ratio_policy", "mode", "nearest_mode"], check=_resize_check)
+def _resize(c, ins, A):
+    x = ins[0]
+    r = x.ndim
+    mode = A.get("mode", "nearest")
+    opt = lambda i: ins[i] if len(ins) > i and ins[i] is not None else None  # noqa: E731
+    if c.opset_of("Resize") < 11:  # Resize-10: (X, scales), Upsample's coordinates (ONNX's 10 -> 11 adapter)
+        roi, scales, sizes = None, known(ins[1], "Resize's scales"), None
+        ctm, nearest_mode = "asymmetric", "floor"
+    else:
+        roi, scales, sizes = (None if opt(i) is None else known(opt(i), "Resize's %s" % w).reshape(-1)
+                              for i, w in ((1, "roi"), (2, "scales"), (3, "sizes")))
+        ctm = A.get("coordinate_transformation_mode", "half_pixel")
+        nearest_mode = A.get("nearest_mode", "round_prefer_floor")
+    if roi is not None and roi.size == 0:
+        roi = None
+    if scales is not None and scales.size == 0:
+        scales = None
+    if sizes is not None and sizes.size == 0:
+        sizes = None
+    axes = [norm_axis(a, r) for a in A["axes"]] if "axes" in A else list(range(r))
+    if (scales is None) == (sizes is None):
+        raise ValueError("Resize needs exactly one of scales and sizes")
+    ns = [int(x.shape[a]) for a in axes]
+    if sizes is not None:
+        sizes = [int(s) for s in sizes]
+        if len(sizes) != len(axes):
+            raise ValueError("Resize: %d sizes for %d axes" % (len(sizes), len(axes)))
+        sf = [s / n for s, n in zip(sizes, ns)]
+        policy = A.get("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            s = min(sf) if policy == "not_larger" else max(sf)
+            sf = [s] * len(axes)
+            sizes = [int(s * n + 0.5) for n in ns]
+        out_w = [s * n for s, n in zip(sf, ns)]
+    else:
+        scales = np.asarray(scales)
+        if len(scales) != len(axes):
+            raise ValueError("Resize: %d scales for %d axes" % (len(scales), len(axes)))
+        sizes = [int(np.float64(s) * n) for s, n in zip(scales, ns)]
+        sf = [float(s) for s in scales]
+        out_w = [float(s * type(s)(n)) for s, n in zip(scales, ns)]  # in the scales' type, as ONNX's reference
+    if ctm == "tf_crop_and_resize":
+        if roi is None:
+            raise ValueError("Resize with tf_crop_and_resize needs roi")
+        k = len(roi) // 2
+        rois = [(roi[i], roi[k + i]) for i in range(k)]
+        if k == r and len(axes) != r:
+            rois = [rois[a] for a in axes]
+    else:
+        rois = [None] * len(axes)
+    coeffs = _resize_coeffs(mode, nearest_mode, A.get("cubic_coeff_a", -0.75), A.get("antialias", 0))
+    ext = A.get("extrapolation_value", 0.0)
+    dt = np.dtype(x.dtype)
+    cdt = dt if dt in (np.float32, np.float64) else np.dtype(np.float32 if dt == np.float16 else np.float64)
+    y = x
+    for j in reversed(range(len(axes))):
+        a, n, m = axes[j], ns[j], sizes[j]
+        idx, wt, outside = _resize_axis(n, m, sf[j], out_w[j], coeffs, ctm, rois[j],
+                                        bool(A.get("exclude_outside", 0)))
+        if outside is None and idx.shape[1] == 1 and np.all(wt == 1.0):
+            if m == n and np.array_equal(idx[:, 0], np.arange(n)):
+                continue
+            y = np.take(y, idx[:, 0], axis=a)  # nearest: a read, exact for every dtype
+            continue
+        bshape = [1] * r
+        bshape[a] = m
+        yc = astype(y, cdt)
+        acc = None
+        for k in range(idx.shape[1]):
+            if not np.any(wt[:, k]):
+                continue
+            term = np.take(yc, idx[:, k], axis=a) * wt[:, k].astype(cdt).reshape(bshape)
+            acc = term if acc is None else acc + term
+        if acc is None:
+            acc = np.take(yc, idx[:, 0], axis=a) * np.zeros(bshape, cdt)
+        if outside is not None:
+            acc = np.where(outside.reshape(bshape), cdt.type(ext), acc)
+        y = acc
+    return astype(y, dt)
+
+
 def _window(kind):
     def f(c, ins, A):
         n = int(known(ins[0], "the window's size").reshape(-1)[0])
@@ -1224,7 +1431,7 @@ def supported_ops():
 # shapes only) is a static input: its values are part of the signature.
 KNOWN_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
                 "Pad": (1, 2, 3), "Tile": (1,), "Expand": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,),
-                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "CenterCropPad": (1,), "HannWindow": (0,),
+                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "Resize": (1, 2, 3), "CenterCropPad": (1,), "HannWindow": (0,),
                 "HammingWindow": (0,), "BlackmanWindow": (0,)}
 for _n in OPS:
     if _n.startswith("Reduce"):
