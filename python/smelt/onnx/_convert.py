@@ -582,11 +582,14 @@ def _gmp(c, ins, A):
 
 
 # ---- windows and scans (smelt.ops.conv / max_pool / avg_pool, np.cumsum) ----------------------------
+# smelt's windows take 1 or 2 spatial axes; 3 are built from them: a 3-D conv as a sum over the kernel's
+# depth of 2-D convs on depth slices, a 3-D max or average pool as a 2-D pool then a (k, 1) pool over depth
+# (both separable: the window is a box and its validity a per-axis condition).
 def _check_conv_pool(node, A, opset):
     if A.get("auto_pad", "NOTSET") not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
         return "auto_pad=%r" % A.get("auto_pad")
-    if "kernel_shape" in A and len(A["kernel_shape"]) not in (1, 2):
-        return "%d spatial axes (1 or 2)" % len(A["kernel_shape"])
+    if "kernel_shape" in A and len(A["kernel_shape"]) not in (1, 2, 3):
+        return "%d spatial axes (1 to 3)" % len(A["kernel_shape"])
     if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
         return "the Indices output"
     if A.get("storage_order", 0):
@@ -594,12 +597,12 @@ def _check_conv_pool(node, A, opset):
     return None
 
 
-def _window_attrs(x, A, kernel):
+def _window_attrs(x, A, kernel, dilated_same=True):
     """strides, pads (before..., after...), dilations of a window over x's
     spatial axes, auto_pad resolved at x's (known) shape."""
     ns = x.ndim - 2
-    if ns not in (1, 2):
-        raise UnsupportedError(-10, "a window over %d spatial axes (1 or 2)" % ns)
+    if ns not in (1, 2, 3):
+        raise UnsupportedError(-10, "a window over %d spatial axes (1 to 3)" % ns)
     s = [int(v) for v in A.get("strides", [1] * ns)]
     d = [int(v) for v in A.get("dilations", [1] * ns)]
     p = [int(v) for v in A.get("pads", [0] * (2 * ns))]
@@ -612,7 +615,8 @@ def _window_attrs(x, A, kernel):
         for i in range(ns):
             n = int(x.shape[2 + i])
             o = -(-n // s[i])
-            total = max(0, (o - 1) * s[i] + (int(kernel[i]) - 1) * d[i] + 1 - n)
+            ext = (int(kernel[i]) - 1) * (d[i] if dilated_same else 1) + 1
+            total = max(0, (o - 1) * s[i] + ext - n)
             lo = total // 2 if mode == "SAME_UPPER" else total - total // 2
             p[i], p[ns + i] = lo, total - lo
     return s, p, d
@@ -622,13 +626,151 @@ def _known_or_traced(x):
     return x if is_traced(x) else np.ascontiguousarray(x)
 
 
+def _conv_nd(x, w, b, s, p, d, g):
+    """ONNX's Conv over 1 to 3 spatial axes."""
+    ns = x.ndim - 2
+    if ns <= 2:
+        args = [_known_or_traced(v) for v in ([x, w] + ([b] if b is not None else []))]
+        return smelt.ops.conv(*args, strides=s, pads=p, dilations=d, groups=g)
+    # 3-D: pad depth, then per depth tap j the depth slices j*d0, j*d0 + s0, ... as a batch of 2-D convs
+    n, kd = int(x.shape[2]), int(w.shape[2])
+    if p[0] or p[3]:
+        widths = [[0, 0] for _ in range(5)]
+        widths[2] = [p[0], p[3]]
+        x = np.pad(x, widths, mode="constant", constant_values=sc(x, 0))
+    n_out = (n + p[0] + p[3] - (kd - 1) * d[0] - 1) // s[0] + 1
+    acc = None
+    for j in range(kd):
+        xs = x[:, :, j * d[0]: j * d[0] + (n_out - 1) * s[0] + 1: s[0]]
+        nb, ch, dd, hh, ww = xs.shape
+        xs = np.transpose(xs, (0, 2, 1, 3, 4)).reshape(nb * dd, ch, hh, ww)
+        wj = w[:, :, j]
+        y = _conv_nd(xs, wj, None, s[1:], [p[1], p[2], p[4], p[5]], d[1:], g)
+        acc = y if acc is None else acc + y
+    m, ho, wo = acc.shape[1:]
+    acc = np.transpose(acc.reshape(x.shape[0], n_out, m, ho, wo), (0, 2, 1, 3, 4))
+    if b is not None:
+        acc = acc + b.reshape(1, -1, 1, 1, 1)
+    return acc
+
+
 @op("Conv", ["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"], check=_check_conv_pool)
 def _conv(c, ins, A):
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 and ins[2] is not None else None
     s, p, d = _window_attrs(x, A, list(w.shape[2:]))
-    args = [_known_or_traced(v) for v in ([x, w] + ([b] if b is not None else []))]
-    return smelt.ops.conv(*args, strides=s, pads=p, dilations=d, groups=int(A.get("group", 1)))
+    return _conv_nd(x, w, b, s, p, d, int(A.get("group", 1)))
+
+
+@op("ConvTranspose", ["auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads",
+                      "strides"], check=_check_conv_pool)
+def _conv_transpose(c, ins, A):
+    """ConvTranspose as a Conv: the input spread by the strides (zeros
+    between its elements), padded by (kernel extent - 1) - pads (cropped
+    where that is negative), convolved with the weights' spatial axes
+    flipped and their input and output channels swapped within each group."""
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    ns = x.ndim - 2
+    if ns not in (1, 2, 3):
+        raise UnsupportedError(-10, "ConvTranspose over %d spatial axes (1 to 3)" % ns)
+    g = int(A.get("group", 1))
+    k = [int(v) for v in w.shape[2:]]
+    s = [int(v) for v in A.get("strides", [1] * ns)]
+    d = [int(v) for v in A.get("dilations", [1] * ns)]
+    op_ = [int(v) for v in A.get("output_padding", [0] * ns)][:ns]
+    n_in = [int(v) for v in x.shape[2:]]
+    full = [s[i] * (n_in[i] - 1) + op_[i] + (k[i] - 1) * d[i] + 1 for i in range(ns)]
+    mode = A.get("auto_pad", "NOTSET")
+    out_shape = [int(v) for v in A["output_shape"]][-ns:] if "output_shape" in A else None
+    if mode in ("SAME_UPPER", "SAME_LOWER"):
+        target = out_shape or [n_in[i] * s[i] for i in range(ns)]
+        total = [full[i] - target[i] for i in range(ns)]
+        lo = [t // 2 if mode == "SAME_UPPER" else t - t // 2 for t in total]
+        p = lo + [total[i] - lo[i] for i in range(ns)]
+    elif mode == "VALID":
+        p = [0] * (2 * ns)
+    else:
+        p = [int(v) for v in A.get("pads", [0] * (2 * ns))]
+    if out_shape is None:
+        out_shape = [full[i] - p[i] - p[ns + i] for i in range(ns)]
+    # spread: after each input element s - 1 zeros (the last ones dropped)
+    y = x
+    for i in range(ns):
+        if s[i] == 1:
+            continue
+        a = 2 + i
+        shape = list(y.shape)
+        e = np.expand_dims(y, a + 1)
+        widths = [[0, 0] for _ in range(e.ndim)]
+        widths[a + 1] = [0, s[i] - 1]
+        e = np.pad(e, widths, mode="constant", constant_values=sc(x, 0))
+        shape[a] = shape[a] * s[i]
+        y = e.reshape(shape)
+        idx = [slice(None)] * y.ndim
+        idx[a] = slice(0, (n_in[i] - 1) * s[i] + 1)
+        y = y[tuple(idx)]
+    # pad (crop where negative) so that a stride-1 conv gives out_shape
+    widths, crop, cropped = [[0, 0] for _ in range(y.ndim)], [slice(None)] * y.ndim, False
+    for i in range(ns):
+        a = 2 + i
+        ext = (k[i] - 1) * d[i]
+        left = ext - p[i]
+        right = out_shape[i] + ext - y.shape[a] - left
+        if left < 0 or right < 0:
+            crop[a] = slice(max(-left, 0), y.shape[a] - max(-right, 0))
+            cropped = True
+        widths[a] = [max(left, 0), max(right, 0)]
+    if cropped:
+        y = y[tuple(crop)]
+    if any(lo or hi for lo, hi in widths):
+        y = np.pad(y, widths, mode="constant", constant_values=sc(x, 0))
+    # weights [C, M/g, k...] -> [M, C/g, k...], spatial axes flipped
+    cin, mg = int(w.shape[0]), int(w.shape[1])
+    wt = w.reshape([g, cin // g, mg] + k)
+    wt = np.transpose(wt, [0, 2, 1] + list(range(3, 3 + ns))).reshape([g * mg, cin // g] + k)
+    wt = np.flip(wt, tuple(range(2, 2 + ns)))
+    return _conv_nd(y, wt, b, [1] * ns, [0] * (2 * ns), d, g)
+
+
+def _pool_geometry(x, k, s, p, d, ceil_mode):
+    """The output length of each spatial axis and the pads that make the
+    last (ceil_mode) window fit: ONNX's rule (a window starting in the
+    right padding is dropped)."""
+    ns = x.ndim - 2
+    out, p2 = [], list(p)
+    for i in range(ns):
+        n = int(x.shape[2 + i])
+        ext = (k[i] - 1) * d[i] + 1
+        span = n + p[i] + p[ns + i] - ext
+        o = (-(-span // s[i]) if ceil_mode else span // s[i]) + 1
+        if ceil_mode and (o - 1) * s[i] >= n + p[i]:
+            o -= 1
+        out.append(o)
+        p2[ns + i] = max(p[ns + i], (o - 1) * s[i] + ext - n - p[i])
+    return out, p2
+
+
+def _sum_pool(x, k, s, p, d):
+    """The sum over each window (zeros outside x): a conv with a kernel of
+    ones, one group a channel."""
+    ch = int(x.shape[1])
+    ones = np.ones([ch, 1] + list(k), np.dtype(x.dtype))
+    return _conv_nd(x, ones, None, s, p, d, ch)
+
+
+def _window_count(x, k, s, p, d, out):
+    """How many of each window's positions lie inside x (a constant)."""
+    ns = x.ndim - 2
+    cnt = np.ones([1, 1] + [1] * ns)
+    for i in range(ns):
+        n = int(x.shape[2 + i])
+        pos = np.arange(out[i])[:, None] * s[i] + np.arange(k[i])[None, :] * d[i] - p[i]
+        c1 = np.sum((pos >= 0) & (pos < n), axis=1).astype(np.float64)
+        shape = [1] * (ns + 2)
+        shape[2 + i] = out[i]
+        cnt = cnt * c1.reshape(shape)
+    return cnt
 
 
 @op("MaxPool", ["auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"],
@@ -637,19 +779,53 @@ def _maxpool(c, ins, A):
     x = ins[0]
     k = [int(v) for v in A["kernel_shape"]]
     s, p, d = _window_attrs(x, A, k)
-    return smelt.ops.max_pool(_known_or_traced(x), k, strides=s, pads=p, dilations=d,
-                              ceil_mode=bool(A.get("ceil_mode", 0)))
+    ceil = bool(A.get("ceil_mode", 0))
+    if x.ndim == 5:  # a 2-D pool over (H, W), then a (kd, 1) pool over depth
+        nb, ch, dd, hh, ww = x.shape
+        y = smelt.ops.max_pool(_known_or_traced(x.reshape(nb, ch * dd, hh, ww)), k[1:], strides=s[1:],
+                               pads=[p[1], p[2], p[4], p[5]], dilations=d[1:], ceil_mode=ceil)
+        ho, wo = y.shape[2:]
+        y = smelt.ops.max_pool(_known_or_traced(y.reshape(nb, ch, dd, ho * wo)), [k[0], 1], strides=[s[0], 1],
+                               pads=[p[0], 0, p[3], 0], dilations=[d[0], 1], ceil_mode=ceil)
+        return y.reshape(nb, ch, y.shape[2], ho, wo)
+    return smelt.ops.max_pool(_known_or_traced(x), k, strides=s, pads=p, dilations=d, ceil_mode=ceil)
 
 
 @op("AveragePool", ["auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"],
-    check=lambda n, A, o: _check_conv_pool(n, A, o) or
-    ("dilations" if any(int(v) != 1 for v in A.get("dilations", [])) else None))
+    check=_check_conv_pool)
 def _avgpool(c, ins, A):
     x = ins[0]
     k = [int(v) for v in A["kernel_shape"]]
-    s, p, d = _window_attrs(x, A, k)
-    return smelt.ops.avg_pool(_known_or_traced(x), k, strides=s, pads=p, ceil_mode=bool(A.get("ceil_mode", 0)),
-                              count_include_pad=bool(A.get("count_include_pad", 0)))
+    s, p, d = _window_attrs(x, A, k, dilated_same=False)
+    ceil, incl = bool(A.get("ceil_mode", 0)), bool(A.get("count_include_pad", 0))
+    if x.ndim <= 4 and all(v == 1 for v in d):
+        return smelt.ops.avg_pool(_known_or_traced(x), k, strides=s, pads=p, ceil_mode=ceil, count_include_pad=incl)
+    # dilations or 3 spatial axes: the window sums (a conv with ones) over the count of each window (ONNX's
+    # reference: with count_include_pad every window counts its kernel size)
+    out, p2 = _pool_geometry(x, k, s, p, d, ceil)
+    total = _sum_pool(x, k, s, p2, d)
+    total = total[tuple([slice(None)] * 2 + [slice(0, o) for o in out])]
+    if incl:
+        return total / sc(x, int(np.prod(k)))
+    return total / _window_count(x, k, s, p, d, out).astype(np.dtype(x.dtype))
+
+
+@op("LpPool", ["auto_pad", "ceil_mode", "dilations", "kernel_shape", "p", "pads", "strides"],
+    check=lambda n, A, o: _check_conv_pool(n, A, o) or
+    (None if int(A.get("p", 2)) >= 1 else "p=%r" % A.get("p")))
+def _lppool(c, ins, A):
+    """(sum over the window of |x|^p)^(1/p), padding counting as zeros."""
+    x = ins[0]
+    k = [int(v) for v in A["kernel_shape"]]
+    s, p, d = _window_attrs(x, A, k, dilated_same=False)
+    pw = int(A.get("p", 2))
+    out, p2 = _pool_geometry(x, k, s, p, d, bool(A.get("ceil_mode", 0)))
+    a = np.abs(x) if pw == 1 else (x * x if pw == 2 else np.power(np.abs(x), sc(x, pw)))
+    total = _sum_pool(a, k, s, p2, d)
+    total = total[tuple([slice(None)] * 2 + [slice(0, o) for o in out])]
+    if pw == 1:
+        return total
+    return np.sqrt(total) if pw == 2 else np.power(total, sc(x, 1.0 / pw))
 
 
 @op("CumSum", ["exclusive", "reverse"])
