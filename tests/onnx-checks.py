@@ -400,6 +400,30 @@ def t_windows_3d():
                  {"x": f32(2, 3, 9)})
 
 
+
+def t_grid_sample():
+    x = f32(2, 3, 4, 5)
+    grid = (rng.uniform(-1.3, 1.3, (2, 3, 6, 2))).astype(np.float32)
+    for mode in ("linear", "nearest", "cubic"):
+        for pad in ("zeros", "border", "reflection"):
+            for align in (0, 1):
+                vs_reference(helper.make_node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=pad,
+                                              align_corners=align), {"x": x, "g": grid}, opset=20)
+    x3 = f32(1, 2, 3, 4, 3)
+    grid3 = (rng.uniform(-1.2, 1.2, (1, 2, 3, 2, 3))).astype(np.float32)
+    for mode in ("linear", "nearest"):
+        vs_reference(helper.make_node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode="reflection"),
+                     {"x": x3, "g": grid3}, opset=20)
+    # opset 16's names (bilinear, bicubic: ONNX's reference knows only 20's)
+    (ref,) = vs_reference(helper.make_node("GridSample", ["x", "g"], ["y"], mode="cubic"), {"x": x, "g": grid},
+                          opset=20)
+    m = model([helper.make_node("GridSample", ["x", "g"], ["y"], mode="bicubic")],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
+               helper.make_tensor_value_info("g", TensorProto.FLOAT, grid.shape)],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ref.shape)], opset=16)
+    np.testing.assert_array_equal(smelt.onnx.load(m)(x, grid)[0], ref)
+
+
 for name, fn in list(globals().items()):
     if name.startswith("t_") and callable(fn):
         check(name[2:], fn)

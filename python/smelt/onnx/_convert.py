@@ -694,6 +694,10 @@ def _conv_transpose(c, ins, A):
         p = [int(v) for v in A.get("pads", [0] * (2 * ns))]
     if out_shape is None:
         out_shape = [full[i] - p[i] - p[ns + i] for i in range(ns)]
+    if min(out_shape) <= 0:
+        if min(out_shape) < 0:
+            raise ValueError("ConvTranspose: pads larger than the output (output shape %s)" % out_shape)
+        return np.zeros([int(x.shape[0]), g * int(w.shape[1])] + out_shape, np.dtype(x.dtype))
     # spread: after each input element s - 1 zeros (the last ones dropped)
     y = x
     for i in range(ns):
@@ -1088,6 +1092,113 @@ def _resize(c, ins, A):
             acc = np.where(outside.reshape(bshape), cdt.type(ext), acc)
         y = acc
     return astype(y, dt)
+
+
+# ---- GridSample: per output position and spatial axis the source coordinate computed from the grid (traced),
+# its taps' indices and weights, and one take_along_axis of the flattened input per combination of taps ---
+def _gs_mode(A):
+    m = A.get("mode", "linear")
+    return {"bilinear": "linear", "bicubic": "cubic"}.get(m, m)
+
+
+def _gs_check(node, A, opset):
+    if _gs_mode(A) not in ("linear", "nearest", "cubic"):
+        return "mode=%r" % A.get("mode")
+    if A.get("padding_mode", "zeros") not in ("zeros", "border", "reflection"):
+        return "padding_mode=%r" % A.get("padding_mode")
+    return None
+
+
+def _gs_reflect(v, lo, hi):
+    """v reflected at the borders lo and hi until inside (ONNX's reference)."""
+    rng = sc(v, hi - lo)
+    lo, hi = sc(v, lo), sc(v, hi)
+    below = v < lo
+    dx = np.where(below, lo - v, v - hi)
+    n = np.floor(dx / rng)
+    r = dx - n * rng
+    even = np.equal(n - sc(v, 2) * np.floor(n / sc(v, 2)), sc(v, 0))
+    from_lo, from_hi = lo + r, hi - r
+    return np.where(below, np.where(even, from_lo, from_hi),
+                    np.where(v > hi, np.where(even, from_hi, from_lo), v))
+
+
+@op("GridSample", ["align_corners", "mode", "padding_mode"], check=_gs_check)
+def _grid_sample(c, ins, A):
+    import itertools
+    x, grid = ins
+    mode, pad, align = _gs_mode(A), A.get("padding_mode", "zeros"), bool(A.get("align_corners", 0))
+    nb, ch = int(x.shape[0]), int(x.shape[1])
+    dims = [int(v) for v in x.shape[2:]]
+    k = len(dims)
+    out_sp = [int(v) for v in grid.shape[1:-1]]
+    npos = int(np.prod(out_sp, dtype=np.int64))
+    if grid.shape[-1] != k:
+        raise ValueError("GridSample: a grid of %d coordinates for %d spatial axes" % (grid.shape[-1], k))
+    g = grid.reshape(nb, npos, k)
+    taps = []  # per axis: [(index, valid or None, weight or None)]
+    for i, L in enumerate(dims):
+        n = g[:, :, k - 1 - i]  # the grid's coordinates are in reverse axis order
+        one = sc(n, 1)
+        v = (n + one) / sc(n, 2) * sc(n, L - 1) if align else ((n + one) * sc(n, L) - one) / sc(n, 2)
+        if mode == "nearest":
+            v = np.rint(v)
+        lo, hi = (0.0, L - 1.0) if align else (-0.5, L - 0.5)
+        if pad != "zeros":
+            out = np.logical_or(v < sc(v, lo), v > sc(v, hi))
+            v = np.where(out, np.clip(v, sc(v, 0), sc(v, L - 1)) if pad == "border" else _gs_reflect(v, lo, hi), v)
+
+        def pixel(j, lo=lo, hi=hi, L=L):
+            """an integer source index j: (index inside the axis, valid)"""
+            if pad == "zeros":
+                return np.clip(j, np.int64(0), np.int64(L - 1)), np.logical_and(j >= np.int64(0), j < np.int64(L))
+            if pad == "border":
+                return np.clip(j, np.int64(0), np.int64(L - 1)), None
+            jf = astype(j, np.float64)
+            return np.clip(astype(np.trunc(_gs_reflect(jf, lo, hi)), np.int64), np.int64(0), np.int64(L - 1)), None
+        if mode == "nearest":
+            taps.append([pixel(astype(np.trunc(v), np.int64)) + (None,)])
+            continue
+        f = np.floor(v)
+        t = v - f
+        fi = astype(f, np.int64)
+        if mode == "linear":
+            ws = [sc(t, 1) - t, t]
+            offs = [0, 1]
+        else:
+            a = -0.75
+            t1, t2 = t + sc(t, 1), sc(t, 1) - t
+            ws = [((sc(t, a) * t1 - sc(t, 5 * a)) * t1 + sc(t, 8 * a)) * t1 - sc(t, 4 * a),
+                  ((sc(t, a + 2) * t - sc(t, a + 3)) * t) * t + sc(t, 1),
+                  ((sc(t, a + 2) * t2 - sc(t, a + 3)) * t2) * t2 + sc(t, 1),
+                  ((sc(t, a) * (t2 + sc(t, 1)) - sc(t, 5 * a)) * (t2 + sc(t, 1)) + sc(t, 8 * a)) * (t2 + sc(t, 1))
+                  - sc(t, 4 * a)]
+            offs = [-1, 0, 1, 2]
+        taps.append([pixel(fi + np.int64(o)) + (w,) for o, w in zip(offs, ws)])
+    xf = x.reshape(nb, ch, int(np.prod(dims, dtype=np.int64)))
+    strides = [int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(k)]
+    acc = None
+    for combo in itertools.product(*taps):
+        flat, valid, w = None, None, None
+        for (j, ok, wt), st in zip(combo, strides):
+            term = j * np.int64(st) if st != 1 else j
+            flat = term if flat is None else flat + term
+            if ok is not None:
+                valid = ok if valid is None else np.logical_and(valid, ok)
+            if wt is not None:
+                w = wt if w is None else w * wt
+        idx = np.broadcast_to(flat.reshape(nb, 1, npos), (nb, ch, npos))
+        if is_traced(xf) or is_traced(idx):
+            from .. import _tracer
+            val = _tracer.take_along_axis(xf, idx, axis=2)
+        else:
+            val = np.take_along_axis(np.asarray(xf), np.asarray(idx), axis=2)
+        if valid is not None:
+            val = np.where(valid.reshape(nb, 1, npos), val, sc(x, 0))
+        if w is not None:
+            val = val * astype(w, x.dtype).reshape(nb, 1, npos)
+        acc = val if acc is None else acc + val
+    return acc.reshape([nb, ch] + out_sp)
 
 
 def _window(kind):
