@@ -424,6 +424,65 @@ def t_grid_sample():
     np.testing.assert_array_equal(smelt.onnx.load(m)(x, grid)[0], ref)
 
 
+
+def scatter_ref(data, idx, upd, axis, kind):
+    """ScatterElements by its definition, in order (the last write wins)."""
+    out = data.copy()
+    for p in np.ndindex(*idx.shape):
+        q = list(p)
+        q[axis] = idx[p] % data.shape[axis]
+        q = tuple(q)
+        out[q] = {"none": lambda a, b: b, "add": np.add, "mul": np.multiply, "max": np.maximum,
+                  "min": np.minimum}[kind](out[q], upd[p])
+    return out
+
+
+def t_scatter_gather_nd():
+    for trial in range(6):
+        data = f32(4, 5, 3)
+        axis = int(rng.integers(-3, 3))
+        ishape = [int(rng.integers(1, n + 1)) for n in data.shape]
+        n = data.shape[axis]
+        idx = rng.integers(-n, n, ishape).astype(np.int64)  # duplicates and negative indices
+        upd = f32(*ishape)
+        for kind in ("none", "add", "mul", "max", "min"):
+            m = model([helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=axis, reduction=kind)],
+                      [helper.make_tensor_value_info("d", TensorProto.FLOAT, data.shape),
+                       helper.make_tensor_value_info("i", TensorProto.INT64, idx.shape),
+                       helper.make_tensor_value_info("u", TensorProto.FLOAT, upd.shape)],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, data.shape)], opset=18)
+            (y,) = smelt.onnx.load(m)(data, idx, upd)
+            np.testing.assert_allclose(y, scatter_ref(data, idx, upd, axis % 3, kind), rtol=1e-5, atol=1e-6)
+    # ScatterND: rows or elements, duplicates (none: the last; the others reduce), integers
+    for q in (1, 2, 3):
+        data = rng.integers(-50, 50, (4, 3, 5)).astype(np.int64)
+        idx = np.stack([rng.integers(-n, n, (2, 3)) for n in data.shape[:q]], -1).astype(np.int64)
+        upd = rng.integers(-50, 50, idx.shape[:-1] + data.shape[q:]).astype(np.int64)
+        for kind in ("none", "add", "mul", "max", "min"):
+            y = vs_reference(helper.make_node("ScatterND", ["d", "i", "u"], ["y"], reduction=kind),
+                             {"d": data, "i": idx, "u": upd}, opset=18) if kind in ("none", "add", "mul") else \
+                None
+            ref = data.copy()
+            for p in np.ndindex(*idx.shape[:-1]):
+                t = tuple(int(v) for v in idx[p])
+                ref[t] = {"none": lambda a, b: b, "add": np.add, "mul": np.multiply, "max": np.maximum,
+                          "min": np.minimum}[kind](ref[t], upd[p])
+            if y is None:
+                m = model([helper.make_node("ScatterND", ["d", "i", "u"], ["y"], reduction=kind)],
+                          [helper.make_tensor_value_info(k, TensorProto.INT64, v.shape) for k, v in
+                           (("d", data), ("i", idx), ("u", upd))],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, data.shape)], opset=18)
+                y = smelt.onnx.load(m)(data, idx, upd)
+            np.testing.assert_array_equal(y[0], ref)
+    # GatherND with batch_dims 0, 1, 2 and negative indices
+    for b in (0, 1, 2):
+        data = f32(3, 4, 5, 2)
+        q = int(rng.integers(1, 4 - b + 1))
+        idx = np.stack([rng.integers(-n, n, (3, 4, 2)[:b] + (2, 3)) for n in data.shape[b:b + q]], -1)
+        vs_reference(helper.make_node("GatherND", ["d", "i"], ["y"], batch_dims=b),
+                     {"d": data, "i": idx.astype(np.int64)})
+
+
 for name, fn in list(globals().items()):
     if name.startswith("t_") and callable(fn):
         check(name[2:], fn)

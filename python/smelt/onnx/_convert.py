@@ -1258,6 +1258,145 @@ def _gather_elements(c, ins, A):
     return _tracer.take_along_axis(data, idx, axis=axis)
 
 
+# ---- GatherND, ScatterElements / Scatter, ScatterND: compositions of take / take_along_axis and
+# comparisons of the indices with an iota (a one-hot mask over the written axis) ----------------------------
+def _take_along(a, idx, axis):
+    if is_traced(a) or is_traced(idx):
+        from .. import _tracer
+        return _tracer.take_along_axis(a, idx, axis=axis)
+    return np.take_along_axis(np.asarray(a), np.asarray(idx), axis=axis)
+
+
+def _wrap_neg(i, n):
+    """ONNX's negative indices (counting from the end) as int64; n a
+    scalar or an array broadcasting with i"""
+    i = astype(i, np.int64)
+    return np.where(i < np.int64(0), i + np.asarray(n, np.int64), i)
+
+
+@op("GatherND", ["batch_dims"])
+def _gather_nd(c, ins, A):
+    """data[indices[..., :]] as one take_along_axis of the data flattened
+    over the indexed axes (per batch)."""
+    data, idx = ins
+    b = int(A.get("batch_dims", 0))
+    q = int(idx.shape[-1])
+    dshape = [int(v) for v in data.shape]
+    bshape, ishape, rest = dshape[:b], dshape[b:b + q], dshape[b + q:]
+    nb = int(np.prod(bshape, dtype=np.int64))
+    kk = int(np.prod(ishape, dtype=np.int64))
+    r = int(np.prod(rest, dtype=np.int64))
+    mid = [int(v) for v in idx.shape[b:-1]]
+    m = int(np.prod(mid, dtype=np.int64))
+    i2 = _wrap_neg(idx.reshape(nb, m, q), np.array(ishape, np.int64).reshape(1, 1, q))
+    strides = np.array([int(np.prod(ishape[j + 1:], dtype=np.int64)) for j in range(q)], np.int64)
+    flat = np.sum(i2 * strides.reshape(1, 1, q), axis=2) if q > 1 else i2.reshape(nb, m) * strides[0]
+    flat = np.broadcast_to(flat.reshape(nb, m, 1), (nb, m, r))
+    y = _take_along(data.reshape(nb, kk, r), flat, 1)
+    return y.reshape(bshape + mid + rest)
+
+
+def _scatter_check(node, A, opset):
+    r = A.get("reduction", "none")
+    return None if r in ("none", "add", "mul", "max", "min") else "reduction=%r" % r
+
+
+def _scatter_combine(data, hit_any, part, kind, last_upd):
+    """data combined with the reduced updates (for max and min, reduced
+    with the data where no index hit: no identity element is needed)."""
+    if kind == "none":
+        return np.where(hit_any, last_upd, data)
+    if kind == "add":
+        return data + part
+    if kind == "mul":
+        return data * part
+    return (np.maximum if kind == "max" else np.minimum)(data, part)
+
+
+_SCATTER_REDUCE = {"add": np.sum, "mul": np.prod, "max": np.max, "min": np.min}
+
+
+@op("ScatterElements", ["axis", "reduction"], check=_scatter_check)
+def _scatter_elements(c, ins, A):
+    """Each output element along `axis` from the updates whose index is its
+    position: a mask (indices == iota) over a new axis of the output
+    axis's length, reduced over the indices' axis (max and min over the
+    data's value too, so no identity element is needed); for reduction
+    none the last such update (ONNX's reference order)."""
+    data, idx, upd = ins
+    kind = A.get("reduction", "none")
+    nd = data.ndim
+    axis = norm_axis(A.get("axis", 0), nd)
+    J = int(data.shape[axis])
+    ishape = [int(v) for v in idx.shape]
+    i = _wrap_neg(idx, J)
+    # hit[..., p_axis, j, ...]: index p_axis of the indices writes position j
+    e_shape = ishape[:axis + 1] + [1] + ishape[axis + 1:]
+    iota_shape = [1] * (nd + 1)
+    iota_shape[axis + 1] = J
+    hit = np.equal(i.reshape(e_shape), np.arange(J, dtype=np.int64).reshape(iota_shape))
+    u = upd.reshape(e_shape)
+    # the data where the indices reach (they may be shorter than the data on the other axes)
+    sub = tuple(slice(None) if d == axis else slice(0, ishape[d]) for d in range(nd))
+    dsub = data[sub] if any(ishape[d] != int(data.shape[d]) for d in range(nd) if d != axis) else data
+    hit_any = np.any(hit, axis=axis)
+    if kind == "none":
+        p_shape = [1] * (nd + 1)
+        p_shape[axis] = ishape[axis]
+        pos = np.broadcast_to(np.arange(ishape[axis], dtype=np.int64).reshape(p_shape), ishape[:axis + 1] + [J] +
+                              ishape[axis + 1:])
+        last = np.maximum(np.max(np.where(hit, pos, np.int64(-1)), axis=axis), np.int64(0))
+        last = np.moveaxis(_take_along(np.moveaxis(upd, axis, -1), np.moveaxis(last, axis, -1), nd - 1), -1, axis)
+        res, part = _scatter_combine(dsub, hit_any, None, kind, last), None
+    else:
+        ident = np.expand_dims(dsub, axis) if kind in ("max", "min") else np.dtype(upd.dtype).type(kind == "mul")
+        part = astype(_SCATTER_REDUCE[kind](np.where(hit, u, ident), axis=axis), np.dtype(data.dtype))
+        res = _scatter_combine(dsub, hit_any, part, kind, None)
+    if dsub is data:
+        return res
+    widths = [[0, int(data.shape[d]) - (J if d == axis else ishape[d])] for d in range(nd)]
+    region = np.zeros([int(v) for v in data.shape], np.bool_)
+    region[sub] = True
+    return np.where(region, np.pad(res, widths, mode="constant", constant_values=sc(res, 0)), data)
+
+
+@op("Scatter", ["axis"])
+def _scatter(c, ins, A):
+    return _scatter_elements(c, ins, {"axis": A.get("axis", 0)})
+
+
+@op("ScatterND", ["reduction"], check=_scatter_check)
+def _scatter_nd(c, ins, A):
+    """The data as rows (the indexed axes flattened) and the updates as
+    rows: a mask (flat index == row) [updates, rows], reduced over the
+    updates (a product for add); for reduction none the last update of a
+    row (ONNX's reference order)."""
+    data, idx, upd = ins
+    kind = A.get("reduction", "none")
+    q = int(idx.shape[-1])
+    dshape = [int(v) for v in data.shape]
+    K = int(np.prod(dshape[:q], dtype=np.int64))
+    R = int(np.prod(dshape[q:], dtype=np.int64))
+    M = int(np.prod(idx.shape[:-1], dtype=np.int64))
+    i2 = _wrap_neg(idx.reshape(M, q), np.array(dshape[:q], np.int64).reshape(1, q))
+    strides = np.array([int(np.prod(dshape[j + 1:q], dtype=np.int64)) for j in range(q)], np.int64)
+    flat = np.sum(i2 * strides.reshape(1, q), axis=1) if q > 1 else i2.reshape(M) * strides[0]
+    hit = np.equal(flat.reshape(M, 1), np.arange(K, dtype=np.int64).reshape(1, K))  # [M, K]
+    d2 = data.reshape(K, R)
+    u2 = upd.reshape(M, R)
+    hit_any = np.any(hit, axis=0).reshape(K, 1)
+    last = part = None
+    if kind == "none":
+        pos = np.broadcast_to(np.arange(M, dtype=np.int64).reshape(M, 1), (M, K))
+        last_m = np.max(np.where(hit, pos, np.int64(-1)), axis=0)
+        last = np.take(u2, np.maximum(last_m, np.int64(0)), axis=0)
+    else:
+        ident = d2.reshape(1, K, R) if kind in ("max", "min") else np.dtype(upd.dtype).type(kind == "mul")
+        part = astype(_SCATTER_REDUCE[kind](np.where(hit.reshape(M, K, 1), u2.reshape(M, 1, R), ident), axis=0),
+                      np.dtype(data.dtype))
+    return _scatter_combine(d2, hit_any, part, kind, last).reshape(dshape)
+
+
 # ---- losses: the class axis read through a one-hot mask (target == iota) --------------------------
 def _nll(x, target, weight, A):
     red = A.get("reduction", "mean")
