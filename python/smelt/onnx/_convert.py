@@ -483,16 +483,28 @@ def _layernorm(c, ins, A):
 
 
 @op("BatchNormalization", ["epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"],
-    check=lambda n, A, o: "training_mode=1" if A.get("training_mode", 0) else
-    ("opset < 9 (spatial / is_test)" if o < 9 else None))
+    check=lambda n, A, o: "opset < 9 (spatial / is_test)" if o < 9 else None)
 def _batchnorm(c, ins, A):
+    """Inference: the given statistics; training_mode=1: the batch's
+    (population variance), and the running statistics updated with
+    momentum as extra outputs."""
     x, scale, b, mean, var = ins[:5]
     eps = A.get("epsilon", 1e-5)
     shape = [1] * x.ndim
     if x.ndim > 1:
         shape[1] = x.shape[1]
     r = lambda v: v.reshape(shape)  # noqa: E731
-    return (x - r(mean)) / np.sqrt(r(var) + sc(x, eps)) * r(scale) + r(b)
+    if not A.get("training_mode", 0):
+        return (x - r(mean)) / np.sqrt(r(var) + sc(x, eps)) * r(scale) + r(b)
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    bm = np.mean(x, axis=axes, keepdims=True)
+    dv = x - bm
+    bv = np.mean(dv * dv, axis=axes, keepdims=True)
+    y = dv / np.sqrt(bv + sc(x, eps)) * r(scale) + r(b)
+    mom = A.get("momentum", 0.9)
+    bm, bv = bm.reshape(-1), bv.reshape(-1)
+    return [y, astype(mean * sc(mean, mom) + bm * sc(bm, 1 - mom), np.dtype(x.dtype)),
+            astype(var * sc(var, mom) + bv * sc(bv, 1 - mom), np.dtype(x.dtype))]
 
 
 @op("InstanceNormalization", ["epsilon"])
@@ -1397,6 +1409,129 @@ def _scatter_nd(c, ins, A):
     return _scatter_combine(d2, hit_any, part, kind, last).reshape(dshape)
 
 
+# ---- TopK (k rounds of max/argmax, the chosen ones masked out), ReverseSequence (a take_along_axis),
+# AffineGrid (theta times a constant grid), Col2Im (a sum of spread, shifted blocks) -----------------------
+@op("TopK", ["axis", "k", "largest", "sorted"])
+def _topk(c, ins, A):
+    """The k largest (smallest) along axis, in order, ties by the lower
+    index (ONNX's rule): k rounds of max and first argmax over what is not
+    yet taken."""
+    x = ins[0]
+    k = int(A["k"]) if "k" in A else int(known(ins[1], "TopK's k").reshape(-1)[0])
+    axis = norm_axis(A.get("axis", -1), x.ndim)
+    n = int(x.shape[axis])
+    if not 0 <= k <= n:
+        raise ValueError("TopK: k=%d for an axis of %d" % (k, n))
+    shape = [1] * x.ndim
+    shape[axis] = n
+    iota = np.arange(n, dtype=np.int64).reshape(shape)
+    if k == 0:
+        out = list(x.shape)
+        out[axis] = 0
+        return [np.zeros(out, np.dtype(x.dtype)), np.zeros(out, np.int64)]
+    largest = bool(A.get("largest", 1))
+    best = np.max if largest else np.min
+    fill = (np.min if largest else np.max)(x, axis=axis, keepdims=True)  # no better than any element
+    cur, taken, vals, idxs = x, None, [], []
+    for j in range(k):
+        v = best(cur, axis=axis, keepdims=True)
+        hit = np.equal(cur, v)
+        if taken is not None:
+            hit = np.logical_and(hit, np.logical_not(taken))
+        i = astype(np.argmax(astype(hit, np.int32), axis=axis, keepdims=True), np.int64)
+        vals.append(v)
+        idxs.append(i)
+        if j + 1 < k:
+            now = np.equal(iota, i)
+            taken = now if taken is None else np.logical_or(taken, now)
+            cur = np.where(now, fill, cur)
+    if k == 1:
+        return [vals[0], idxs[0]]
+    return [np.concatenate(vals, axis=axis), np.concatenate(idxs, axis=axis)]
+
+
+@op("ReverseSequence", ["batch_axis", "time_axis"])
+def _reverse_sequence(c, ins, A):
+    x, lens = ins
+    ba, ta = int(A.get("batch_axis", 1)), int(A.get("time_axis", 0))
+    T, nb = int(x.shape[ta]), int(x.shape[ba])
+    tshape, bshape = [1] * x.ndim, [1] * x.ndim
+    tshape[ta], bshape[ba] = T, nb
+    t = np.arange(T, dtype=np.int64).reshape(tshape)
+    ln = astype(lens, np.int64).reshape(bshape)
+    idx = np.where(t < ln, ln - np.int64(1) - t, t)
+    return _take_along(x, np.broadcast_to(idx, [int(v) for v in x.shape]), ta)
+
+
+@op("AffineGrid", ["align_corners"])
+def _affine_grid(c, ins, A):
+    theta = ins[0]
+    size = [int(v) for v in known(ins[1], "AffineGrid's size").reshape(-1)]
+    sp = size[2:]
+    k = len(sp)
+    if k not in (2, 3):
+        raise ValueError("AffineGrid: %d spatial axes (2 or 3)" % k)
+    align = bool(A.get("align_corners", 0))
+    axes = []
+    for L in sp:
+        axes.append(np.linspace(-1.0, 1.0, L) if align else (2 * np.arange(L) + 1) / L - 1.0)
+    mesh = np.meshgrid(*axes, indexing="ij")  # over (D,) H, W
+    base = np.stack([m.reshape(-1) for m in reversed(mesh)] + [np.ones(int(np.prod(sp)))], 1)  # [P, k+1]: x, y, (z), 1
+    dt = np.dtype(theta.dtype)
+    g = np.matmul(theta, base.T.astype(dt))  # [N, k, P]
+    return np.transpose(g, (0, 2, 1)).reshape([int(theta.shape[0])] + sp + [k])
+
+
+def _spread(y, axes, strides):
+    """y with strides[i] - 1 zeros after each element along axes[i] (none
+    after the last)."""
+    for a, s in zip(axes, strides):
+        if s == 1:
+            continue
+        n = int(y.shape[a])
+        shape = list(y.shape)
+        e = np.expand_dims(y, a + 1)
+        widths = [[0, 0] for _ in range(e.ndim)]
+        widths[a + 1] = [0, s - 1]
+        e = np.pad(e, widths, mode="constant", constant_values=sc(y, 0))
+        shape[a] = n * s
+        idx = [slice(None)] * len(shape)
+        idx[a] = slice(0, (n - 1) * s + 1)
+        y = e.reshape(shape)[tuple(idx)]
+    return y
+
+
+@op("Col2Im", ["dilations", "pads", "strides"])
+def _col2im(c, ins, A):
+    """Each block position's columns spread by the strides and added at
+    its offset in the padded image; the padding cut off."""
+    x = ins[0]
+    img = [int(v) for v in known(ins[1], "Col2Im's image_shape").reshape(-1)]
+    blk = [int(v) for v in known(ins[2], "Col2Im's block_shape").reshape(-1)]
+    ns = len(img)
+    s = [int(v) for v in A.get("strides", [1] * ns)]
+    d = [int(v) for v in A.get("dilations", [1] * ns)]
+    p = [int(v) for v in A.get("pads", [0] * (2 * ns))]
+    nblk = [(img[i] + p[i] + p[ns + i] - d[i] * (blk[i] - 1) - 1) // s[i] + 1 for i in range(ns)]
+    nb = int(x.shape[0])
+    K = int(np.prod(blk))
+    ch = int(x.shape[1]) // K
+    if int(x.shape[2]) != int(np.prod(nblk)):
+        raise ValueError("Col2Im: %d columns for %s blocks" % (int(x.shape[2]), nblk))
+    xr = x.reshape([nb, ch, K] + nblk)
+    padded = [img[i] + p[i] + p[ns + i] for i in range(ns)]
+    acc = None
+    for t, tap in enumerate(np.ndindex(*blk)):
+        y = _spread(xr[:, :, t], list(range(2, 2 + ns)), s)
+        widths = [[0, 0], [0, 0]]
+        for i in range(ns):
+            lo = tap[i] * d[i]
+            widths.append([lo, padded[i] - lo - int(y.shape[2 + i])])
+        y = np.pad(y, widths, mode="constant", constant_values=sc(y, 0))
+        acc = y if acc is None else acc + y
+    return acc[tuple([slice(None)] * 2 + [slice(p[i], p[i] + img[i]) for i in range(ns)])]
+
+
 # ---- losses: the class axis read through a one-hot mask (target == iota) --------------------------
 def _nll(x, target, weight, A):
     red = A.get("reduction", "mean")
@@ -1509,6 +1644,126 @@ def _einsum(c, ins, A):
     if red:
         prod = astype(np.sum(prod, axis=red), ins[0].dtype)
     return prod
+
+
+# ---- RNN, GRU, LSTM: unrolled over the (known) sequence length; one product for the input projections of
+# every step, one per step for the recurrence; sequence_lens by masks (a step past a sequence's length keeps
+# its state and writes zeros to Y) -------------------------------------------------------------------------
+_ACTS = {"Relu": lambda x: np.maximum(x, sc(x, 0)), "Tanh": np.tanh,
+         "Sigmoid": lambda x: smelt_op("sigmoid", x), "Softsign": lambda x: x / (sc(x, 1) + np.abs(x)),
+         "Softplus": lambda x: smelt_op("softplus", x),
+         "LeakyRelu": lambda x: np.where(x < sc(x, 0), x * sc(x, 0.01), x),
+         "ThresholdedRelu": lambda x: np.where(x > sc(x, 1.0), x, sc(x, 0)),
+         "HardSigmoid": lambda x: np.clip(x * sc(x, 0.2) + sc(x, 0.5), sc(x, 0), sc(x, 1)),
+         "Elu": lambda x: np.where(x < sc(x, 0), np.exp(x) - sc(x, 1), x)}
+_ACTS_LOWER = {k.lower(): v for k, v in _ACTS.items()}
+_RNN_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+_RNN_DEFAULT_ACTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+
+
+def _rnn_check(node, A, opset):
+    if A.get("direction", "forward") not in ("forward", "reverse", "bidirectional"):
+        return "direction=%r" % A.get("direction")
+    for a in A.get("activations", []):
+        if a.lower() not in _ACTS_LOWER:
+            return "activation %r" % a
+    if "activation_alpha" in A or "activation_beta" in A:
+        return "activation_alpha / activation_beta (the activations' default parameters are)"
+    return None
+
+
+def _recurrent(kind, c, ins, A):
+    x, w, r = ins[0], ins[1], ins[2]
+    opt = lambda i: ins[i] if len(ins) > i and ins[i] is not None else None  # noqa: E731
+    b, lens, h0 = opt(3), opt(4), opt(5)
+    c0, peep = (opt(6), opt(7)) if kind == "LSTM" else (None, None)
+    layout = int(A.get("layout", 0))
+    if layout:
+        x = np.transpose(x, (1, 0, 2))
+        h0 = None if h0 is None else np.transpose(h0, (1, 0, 2))
+        c0 = None if c0 is None else np.transpose(c0, (1, 0, 2))
+    T, nb = int(x.shape[0]), int(x.shape[1])
+    G = _RNN_GATES[kind]
+    hs = int(r.shape[-1])
+    dirs = {"forward": ["forward"], "reverse": ["reverse"], "bidirectional": ["forward", "reverse"]}[
+        A.get("direction", "forward")]
+    nacts = len(_RNN_DEFAULT_ACTS[kind])
+    acts = [_ACTS_LOWER[a.lower()] for a in A.get("activations", _RNN_DEFAULT_ACTS[kind] * len(dirs))]
+    clip = A.get("clip")
+    dt = np.dtype(x.dtype)
+    zero = np.zeros((nb, hs), dt)
+    if lens is not None:
+        lens = astype(lens, np.int64).reshape(nb, 1)
+    ys, hts, cts = [], [], []
+    for d, direction in enumerate(dirs):
+        f_act = acts[d * nacts:(d + 1) * nacts]
+        if clip is not None:  # on the gates' inputs (not on an LSTM's cell state before h, as onnxruntime)
+            cl = float(clip)
+            f_act = [(lambda g: (lambda v: g(np.clip(v, sc(v, -cl), sc(v, cl)))))(g) if j < 2 else g
+                     for j, g in enumerate(f_act)]
+        wd, rd = w[d], r[d]  # [G*hs, I], [G*hs, hs]
+        bd = b[d] if b is not None else np.zeros(2 * G * hs, dt)
+        wb, rb = bd[:G * hs], bd[G * hs:]
+        xw = np.matmul(x.reshape(T * nb, -1), np.transpose(wd)).reshape(T, nb, G * hs) + wb
+        h = h0[d] if h0 is not None else zero
+        cc = (c0[d] if c0 is not None else zero) if kind == "LSTM" else None
+        if kind == "LSTM":
+            pd = peep[d] if peep is not None else None
+        outs = [None] * T
+        steps = range(T) if direction == "forward" else range(T - 1, -1, -1)
+        for t in steps:
+            xt = xw[t]
+            if kind == "RNN":
+                hn = f_act[0](xt + np.matmul(h, np.transpose(rd)) + rb)
+            elif kind == "GRU":
+                zr = xt[:, :2 * hs] + np.matmul(h, np.transpose(rd[:2 * hs])) + rb[:2 * hs]
+                z, rr = f_act[0](zr[:, :hs]), f_act[0](zr[:, hs:])
+                rh, rbh = rd[2 * hs:], rb[2 * hs:]
+                if A.get("linear_before_reset", 0):
+                    hh = f_act[1](xt[:, 2 * hs:] + rr * (np.matmul(h, np.transpose(rh)) + rbh))
+                else:
+                    hh = f_act[1](xt[:, 2 * hs:] + np.matmul(rr * h, np.transpose(rh)) + rbh)
+                hn = (sc(z, 1) - z) * hh + z * h
+            else:
+                g4 = xt + np.matmul(h, np.transpose(rd)) + rb
+                gi, go, gf, gc = (g4[:, k * hs:(k + 1) * hs] for k in range(4))
+                if pd is not None:
+                    gi = gi + pd[:hs] * cc
+                    gf = gf + pd[2 * hs:] * cc
+                i_ = f_act[0](gi)
+                f_ = sc(i_, 1) - i_ if A.get("input_forget", 0) else f_act[0](gf)
+                cn = f_ * cc + i_ * f_act[1](gc)
+                if pd is not None:
+                    go = go + pd[hs:2 * hs] * cn
+                hn = f_act[0](go) * f_act[2](cn)
+            if lens is not None:
+                live = np.int64(t) < lens  # [nb, 1]
+                hn = np.where(live, hn, h)
+                if kind == "LSTM":
+                    cn = np.where(live, cn, cc)
+                outs[t] = np.where(live, hn, sc(hn, 0))
+            else:
+                outs[t] = hn
+            h = hn
+            if kind == "LSTM":
+                cc = cn
+        ys.append(np.stack(outs, 0))  # [T, nb, hs]
+        hts.append(h)
+        cts.append(cc)
+    y = np.stack(ys, 1)  # [T, D, nb, hs]
+    yh = np.stack(hts, 0)
+    res = [y, yh]
+    if kind == "LSTM":
+        res.append(np.stack(cts, 0))
+    if layout:
+        res = [np.transpose(y, (2, 0, 1, 3))] + [np.transpose(v, (1, 0, 2)) for v in res[1:]]
+    return [astype(v, dt) for v in res]
+
+
+_RNN_ATTRS = ["activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout"]
+op("RNN", _RNN_ATTRS, check=_rnn_check)(lambda c, ins, A: _recurrent("RNN", c, ins, A))
+op("GRU", _RNN_ATTRS + ["linear_before_reset"], check=_rnn_check)(lambda c, ins, A: _recurrent("GRU", c, ins, A))
+op("LSTM", _RNN_ATTRS + ["input_forget"], check=_rnn_check)(lambda c, ins, A: _recurrent("LSTM", c, ins, A))
 
 
 # ---- layout -------------------------------------------------------------------------------------------
@@ -1857,7 +2112,7 @@ def supported_ops():
 # shapes only) is a static input: its values are part of the signature.
 KNOWN_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
                 "Pad": (1, 2, 3), "Tile": (1,), "Expand": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,),
-                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "Resize": (1, 2, 3), "CenterCropPad": (1,), "HannWindow": (0,),
+                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "Resize": (1, 2, 3), "TopK": (1,), "AffineGrid": (1,), "Col2Im": (1, 2), "CenterCropPad": (1,), "HannWindow": (0,),
                 "HammingWindow": (0,), "BlackmanWindow": (0,)}
 for _n in OPS:
     if _n.startswith("Reduce"):
