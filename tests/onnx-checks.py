@@ -639,6 +639,58 @@ def t_topk_reverse_affine_col2im_bn():
                  opset=15)
 
 
+
+def u8(*shape):
+    return rng.integers(0, 256, shape).astype(np.uint8)
+
+
+def t_quantization():
+    x = f32(3, 4, 6) * 40
+    for zp in (None, u8(), u8(4)):
+        s = rng.uniform(0.1, 0.5, () if zp is None or zp.ndim == 0 else zp.shape).astype(np.float32)
+        ins, consts = (["x", "s"], {"s": s}) if zp is None else (["x", "s", "z"], {"s": s, "z": zp})
+        vs_reference(helper.make_node("QuantizeLinear", ins, ["y"], axis=1), {"x": x}, consts, opset=21, atol=0)
+        q = u8(3, 4, 6)
+        vs_reference(helper.make_node("DequantizeLinear", ins, ["y"], axis=1), {"x": q}, consts, opset=21)
+    # blocked: one scale and zero point per 4 (then 2) elements along axis 2
+    s, zp = rng.uniform(0.1, 0.5, (3, 4, 2)).astype(np.float32), u8(3, 4, 2)
+    vs_reference(helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=2, block_size=4), {"x": x},
+                 {"s": s, "z": zp}, opset=21, atol=0)
+    vs_reference(helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=2, block_size=4), {"x": u8(3, 4, 6)},
+                 {"s": s, "z": zp}, opset=21)
+    for xd in (x, np.abs(x), -np.abs(x)):
+        vs_reference(helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"]), {"x": xd}, opset=11, atol=0)
+    # integer products: exact (K = 300 exceeds float32's integers)
+    a, b, za, zb = u8(2, 5, 300), u8(300, 7), u8(), u8()
+    vs_reference(helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"]), {"a": a, "b": b},
+                 {"za": za, "zb": zb}, opset=10, atol=0, rtol=0)
+    # (y's scale from the products' range: ONNX's reference wraps where the operator saturates)
+    acc = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+    ys = np.float32(np.abs(acc).max() * 0.02 * 0.03 / 120)
+    vs_reference(helper.make_node("QLinearMatMul", ["a", "as", "za", "b", "bs", "zb", "ys", "zy"], ["y"]),
+                 {"a": a, "b": b}, {"as": np.float32(0.02), "za": za, "bs": np.float32(0.03), "zb": zb,
+                                    "ys": ys, "zy": np.uint8(128)}, opset=10, atol=0, rtol=0)
+    # per-row zero points of a and per-column ones of b, against the definition
+    zr, zc = u8(5), u8(7)
+    m = model([helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])],
+              [helper.make_tensor_value_info("a", TensorProto.UINT8, a.shape[1:]),
+               helper.make_tensor_value_info("b", TensorProto.UINT8, b.shape)],
+              [helper.make_tensor_value_info("y", TensorProto.INT32, (5, 7))],
+              [numpy_helper.from_array(zr, "za"), numpy_helper.from_array(zc, "zb")], opset=10)
+    (y,) = smelt.onnx.load(m)(a[0], b)
+    ref = (a[0].astype(np.int64) - zr[:, None].astype(np.int64)) @ (b.astype(np.int64) - zc[None, :].astype(np.int64))
+    np.testing.assert_array_equal(y, ref.astype(np.int32))
+    xq, wq = u8(2, 4, 7, 6), u8(3, 4, 3, 2)
+    vs_reference(helper.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"], pads=[1, 0, 1, 1], strides=[2, 1]),
+                 {"x": xq, "w": wq}, {"zx": u8(), "zw": u8()}, opset=10, atol=0, rtol=0)
+    vs_reference(helper.make_node("QLinearConv", ["x", "xs", "zx", "w", "ws", "zw", "ys", "zy", "b"], ["y"],
+                                  pads=[1, 1, 1, 1]),
+                 {"x": xq, "w": wq}, {"xs": np.float32(0.05), "zx": u8(), "ws": np.float32(0.02), "zw": u8(),
+                                      "ys": np.float32(1.5), "zy": np.uint8(128),
+                                      "b": rng.integers(-500, 500, 3).astype(np.int32)},
+                 opset=10, atol=0, rtol=0)
+
+
 for name, fn in list(globals().items()):
     if name.startswith("t_") and callable(fn):
         check(name[2:], fn)

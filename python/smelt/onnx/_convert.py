@@ -1646,6 +1646,143 @@ def _einsum(c, ins, A):
     return prod
 
 
+# ---- quantization (uint8 / int32 integers; int8 and the others are dtypes smelt lacks, refused at load).
+# Integer products are computed in float64, exact below 2^53, then made int32 ---------------------------
+def _q_param(v, x, axis, block):
+    """a scale or zero point broadcastable to x: a scalar, one per element
+    of `axis`, or (block_size) one per block along `axis`"""
+    if v.ndim == 0 or (int(np.prod(v.shape, dtype=np.int64)) == 1 and not block):
+        return v.reshape(())
+    axis = norm_axis(axis, x.ndim)
+    if not block:
+        shape = [1] * x.ndim
+        shape[axis] = int(v.shape[0])
+        return v.reshape(shape)
+    nb = int(v.shape[axis])
+    e = np.expand_dims(v, axis + 1)
+    shape = [int(s) for s in e.shape]
+    shape[axis + 1] = block
+    rep = np.broadcast_to(e, shape)
+    flat = [int(s) for s in v.shape]
+    flat[axis] = nb * block
+    rep = rep.reshape(flat)
+    if flat[axis] != int(x.shape[axis]):
+        idx = [slice(None)] * x.ndim
+        idx[axis] = slice(0, int(x.shape[axis]))
+        rep = rep[tuple(idx)]
+    return rep
+
+
+def _check_quant(node, A, opset):
+    if "output_dtype" in A and A["output_dtype"] != 2:
+        return "output_dtype %s (uint8 is)" % _dtype_name(A["output_dtype"])
+    return None
+
+
+def _saturate_u8(r):
+    return astype(np.clip(r, sc(r, 0), sc(r, 255)), np.uint8)
+
+
+@op("QuantizeLinear", ["axis", "block_size", "output_dtype", "saturate"], check=_check_quant)
+def _quantize(c, ins, A):
+    x, s = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    if zp is not None and np.dtype(zp.dtype) != np.uint8:
+        raise UnsupportedError(-10, "QuantizeLinear to %s (uint8 is)" % np.dtype(zp.dtype))
+    axis, block = A.get("axis", 1), int(A.get("block_size", 0))
+    r = np.rint(x / _q_param(s, x, axis, block))
+    if zp is not None:
+        r = r + astype(_q_param(zp, x, axis, block), np.dtype(r.dtype))
+    return _saturate_u8(r)
+
+
+@op("DequantizeLinear", ["axis", "block_size"])
+def _dequantize(c, ins, A):
+    x, s = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    axis, block = A.get("axis", 1), int(A.get("block_size", 0))
+    d = astype(x, np.float32)
+    if zp is not None:
+        d = d - astype(_q_param(zp, x, axis, block), np.float32)
+    return astype(d * astype(_q_param(s, x, axis, block), np.float32), np.dtype(s.dtype))
+
+
+@op("DynamicQuantizeLinear")
+def _dyn_quantize(c, ins, A):
+    """uint8 with the scale and zero point from x's range (0 included)."""
+    x = ins[0]
+    f = np.float32
+    mx = np.maximum(np.max(x), f(0))
+    mn = np.minimum(np.min(x), f(0))
+    scale = np.where(np.equal(mx, mn), f(1), mx - mn) / f(255)
+    zp = np.rint(np.clip(f(0) - mn / scale, f(0), f(255)))
+    y = _saturate_u8(np.rint(x / scale) + zp)
+    return [y, astype(scale, np.dtype(x.dtype)), astype(zp, np.uint8)]
+
+
+def _int_centered(v, zp, per_row_axis=None):
+    """v - zero point as float64 (exact for 8-bit integers)"""
+    d = astype(v, np.float64)
+    if zp is not None:
+        z = astype(zp, np.float64)
+        if per_row_axis is not None and z.ndim == 1 and int(z.shape[0]) > 1:
+            shape = [1] * v.ndim
+            shape[per_row_axis] = int(z.shape[0])
+            z = z.reshape(shape)
+        d = d - z
+    return d
+
+
+def _opt_in(ins, i):
+    return ins[i] if len(ins) > i and ins[i] is not None else None
+
+
+@op("MatMulInteger")
+def _matmul_integer(c, ins, A):
+    a = _int_centered(ins[0], _opt_in(ins, 2), per_row_axis=ins[0].ndim - 2 if ins[0].ndim >= 2 else None)
+    b = _int_centered(ins[1], _opt_in(ins, 3), per_row_axis=ins[1].ndim - 1)
+    return astype(np.matmul(a, b), np.int32)
+
+
+@op("QLinearMatMul")
+def _qlinear_matmul(c, ins, A):
+    a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = ins[:8]
+    if np.dtype(y_zp.dtype) != np.uint8:
+        raise UnsupportedError(-10, "QLinearMatMul to %s (uint8 is)" % np.dtype(y_zp.dtype))
+    acc = np.matmul(_int_centered(a, a_zp), _int_centered(b, b_zp))
+    mult = astype(a_s * b_s / y_s, np.float64)
+    return _saturate_u8(np.rint(acc * mult + astype(y_zp, np.float64)))
+
+
+def _int_conv(x, w, xzp, wzp, A):
+    xd = _int_centered(x, xzp)
+    wd = _int_centered(w, wzp, per_row_axis=0)
+    s, p, d = _window_attrs(xd, A, list(w.shape[2:]))
+    return _conv_nd(xd, wd, None, s, p, d, int(A.get("group", 1)))
+
+
+_CONV_ATTRS = ["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"]
+
+
+@op("ConvInteger", _CONV_ATTRS, check=_check_conv_pool)
+def _conv_integer(c, ins, A):
+    return astype(_int_conv(ins[0], ins[1], _opt_in(ins, 2), _opt_in(ins, 3), A), np.int32)
+
+
+@op("QLinearConv", _CONV_ATTRS, check=_check_conv_pool)
+def _qlinear_conv(c, ins, A):
+    x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp = ins[:8]
+    b = _opt_in(ins, 8)
+    if np.dtype(y_zp.dtype) != np.uint8:
+        raise UnsupportedError(-10, "QLinearConv to %s (uint8 is)" % np.dtype(y_zp.dtype))
+    acc = _int_conv(x, w, x_zp, w_zp, A)
+    if b is not None:
+        acc = acc + astype(b, np.float64).reshape([1, -1] + [1] * (x.ndim - 2))
+    ws = w_s.reshape([1, -1] + [1] * (x.ndim - 2)) if w_s.ndim == 1 and int(w_s.shape[0]) > 1 else w_s
+    mult = astype(x_s * ws / y_s, np.float64)
+    return _saturate_u8(np.rint(acc * mult + astype(y_zp, np.float64)))
+
+
 # ---- RNN, GRU, LSTM: unrolled over the (known) sequence length; one product for the input projections of
 # every step, one per step for the recurrence; sequence_lens by masks (a step past a sequence's length keeps
 # its state and writes zeros to Y) -------------------------------------------------------------------------
