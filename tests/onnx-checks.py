@@ -691,6 +691,48 @@ def t_quantization():
                  opset=10, atol=0, rtol=0)
 
 
+
+def t_dft_stft():
+    for complex_in in (0, 1):
+        x = f32(2, 9, 3, 2 if complex_in else 1)
+        sig = x[..., 0].astype(np.float64) + (1j * x[..., 1] if complex_in else 0)
+        for length in (None, 6, 12):
+            for inverse in (0, 1):
+                for onesided in ((0, 1) if not inverse else (0,)):
+                    n = length or 9
+                    ref = (np.fft.ifft if inverse else np.fft.fft)(sig, n=n, axis=1)
+                    if onesided:
+                        ref = ref[:, :n // 2 + 1]
+                    ref = np.stack([ref.real, ref.imag], -1)
+                    ins, consts = (["x", "n", "a"], {"n": np.array(length, np.int64)}) if length else (["x", "", "a"], {})
+                    consts["a"] = np.array(1, np.int64)
+                    m = model([helper.make_node("DFT", ins, ["y"], inverse=inverse, onesided=onesided)],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ref.shape)],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()], opset=20)
+                    (y,) = smelt.onnx.load(m)(x)
+                    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+    # STFT: frames of a window, the last ones padded with zeros
+    x = f32(2, 40, 1)
+    win = np.hanning(10).astype(np.float32)
+    for step, flen in ((4, 10), (7, 12)):
+        ref = []
+        for f in range(1 + (40 - flen) // step):
+            fr = np.zeros((2, 10))
+            seg = x[:, f * step: f * step + 10, 0]
+            fr[:, :seg.shape[1]] = seg
+            ref.append(np.fft.rfft(fr * win, n=flen, axis=1))
+        ref = np.stack(ref, 1)
+        ref = np.stack([ref.real, ref.imag], -1)
+        m = model([helper.make_node("STFT", ["x", "s", "w", "l"], ["y"])],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ref.shape)],
+                  [numpy_helper.from_array(np.array(step, np.int64), "s"), numpy_helper.from_array(win, "w"),
+                   numpy_helper.from_array(np.array(flen, np.int64), "l")], opset=17)
+        (y,) = smelt.onnx.load(m)(x)
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
 for name, fn in list(globals().items()):
     if name.startswith("t_") and callable(fn):
         check(name[2:], fn)

@@ -1783,6 +1783,89 @@ def _qlinear_conv(c, ins, A):
     return _saturate_u8(np.rint(acc * mult + astype(y_zp, np.float64)))
 
 
+# ---- DFT, STFT: products with constant cosine and sine matrices along the signal axis ---------------------
+def _dft_axis(x, axis, length, onesided, inverse):
+    """x [..., n, 1 or 2] (real, or real and imaginary parts) transformed
+    along `axis` (n truncated or zero-padded to length): [..., k, 2]."""
+    nd = x.ndim
+    axis = norm_axis(axis, nd)
+    if axis == nd - 1:
+        raise ValueError("DFT: the signal axis cannot be the last (it holds the real and imaginary parts)")
+    dt = np.dtype(x.dtype)
+    n = int(x.shape[axis])
+    re = x[..., 0]
+    im = x[..., 1] if int(x.shape[-1]) == 2 else None
+    m = min(n, length)
+    if m < n:
+        idx = [slice(None)] * (nd - 1)
+        idx[axis] = slice(0, m)
+        re = re[tuple(idx)]
+        im = None if im is None else im[tuple(idx)]
+    kout = length // 2 + 1 if onesided else length
+    jk = np.outer(np.arange(m), np.arange(kout)) % length
+    ang = 2 * np.pi * jk / length
+    cos, sin = np.cos(ang), np.sin(ang)
+    if inverse:
+        cos, sin = cos / length, sin / length
+    cos, sin = cos.astype(dt), sin.astype(dt)
+    re = np.moveaxis(re, axis, -1)
+    im = None if im is None else np.moveaxis(im, axis, -1)
+    if not inverse:  # X = sum x e^{-i w}
+        out_re = np.matmul(re, cos) if im is None else np.matmul(re, cos) + np.matmul(im, sin)
+        out_im = -np.matmul(re, sin) if im is None else np.matmul(im, cos) - np.matmul(re, sin)
+    else:  # x = sum X e^{+i w} / length
+        out_re = np.matmul(re, cos) if im is None else np.matmul(re, cos) - np.matmul(im, sin)
+        out_im = np.matmul(re, sin) if im is None else np.matmul(re, sin) + np.matmul(im, cos)
+    y = np.stack([out_re, out_im], -1)  # [..., k, 2] with the signal axis last but one
+    return np.moveaxis(y, -2, axis)
+
+
+@op("DFT", ["axis", "inverse", "onesided"])
+def _dft(c, ins, A):
+    x = ins[0]
+    length = int(known(ins[1], "DFT's dft_length").reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else None
+    if c.opset_of("DFT") >= 20:
+        axis = int(known(ins[2], "DFT's axis").reshape(-1)[0]) if len(ins) > 2 and ins[2] is not None else -2
+    else:
+        axis = int(A.get("axis", 1))
+    axis = norm_axis(axis, x.ndim)
+    if length is None:
+        length = int(x.shape[axis])
+    inverse, onesided = bool(A.get("inverse", 0)), bool(A.get("onesided", 0))
+    if inverse and onesided:  # ONNX's reference: the inverse of all frequencies, the first half kept
+        y = _dft_axis(x, axis, length, False, True)
+        idx = [slice(None)] * y.ndim
+        idx[axis] = slice(0, length // 2 + 1)
+        return y[tuple(idx)]
+    return _dft_axis(x, axis, length, onesided, inverse)
+
+
+@op("STFT", ["onesided"])
+def _stft(c, ins, A):
+    x = ins[0]
+    step = int(known(ins[1], "STFT's frame_step").reshape(-1)[0])
+    window = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    flen = int(known(ins[3], "STFT's frame_length").reshape(-1)[0]) if len(ins) > 3 and ins[3] is not None else None
+    n = int(x.shape[-2])
+    if flen is None:
+        flen = n if window is None else int(window.shape[0])
+    if window is None:
+        window = np.ones(flen, np.dtype(x.dtype))
+    w = int(window.shape[0])
+    frames = 1 + (n - flen) // step
+    if frames < 1:
+        raise ValueError("STFT: a frame of %d on a signal of %d" % (flen, n))
+    parts = []
+    for f in range(frames):
+        fr = x[:, f * step: f * step + w]
+        if int(fr.shape[1]) < w:  # past the end: zeros
+            fr = np.pad(fr, [[0, 0], [0, w - int(fr.shape[1])], [0, 0]], mode="constant", constant_values=sc(x, 0))
+        parts.append(np.expand_dims(fr, 1))
+    fx = parts[0] if frames == 1 else np.concatenate(parts, 1)  # [batch, frames, w, c]
+    fx = fx * astype(window, np.dtype(x.dtype)).reshape(1, 1, w, 1)
+    return _dft_axis(fx, 2, flen, bool(A.get("onesided", 1)), False)
+
+
 # ---- RNN, GRU, LSTM: unrolled over the (known) sequence length; one product for the input projections of
 # every step, one per step for the recurrence; sequence_lens by masks (a step past a sequence's length keeps
 # its state and writes zeros to Y) -------------------------------------------------------------------------
@@ -2249,7 +2332,7 @@ def supported_ops():
 # shapes only) is a static input: its values are part of the signature.
 KNOWN_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
                 "Pad": (1, 2, 3), "Tile": (1,), "Expand": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,),
-                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "Resize": (1, 2, 3), "TopK": (1,), "AffineGrid": (1,), "Col2Im": (1, 2), "CenterCropPad": (1,), "HannWindow": (0,),
+                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "Resize": (1, 2, 3), "TopK": (1,), "AffineGrid": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3), "CenterCropPad": (1,), "HannWindow": (0,),
                 "HammingWindow": (0,), "BlackmanWindow": (0,)}
 for _n in OPS:
     if _n.startswith("Reduce"):
