@@ -26,6 +26,12 @@ from .._jit import Function
 # INT64, BOOL, FLOAT16, DOUBLE.  bfloat16 and the float8 / int4 types are
 # stored by the onnx package as other NumPy dtypes: refused.
 _SMELT_ELEM = {1, 2, 6, 7, 9, 10, 11}
+# Narrow integers smelt lacks (int8, int16, uint16, uint32), carried in int64: every value of such a type is
+# wrapped to its range (two's complement) after the node that makes it, so + - * shifts and casts wrap as
+# they would in the narrow type; graph inputs are widened and outputs narrowed at the call.  Operations
+# whose int64 intermediate could overflow before the wrap are refused at load (_NARROW_UNSAFE).
+_NARROW = {3: np.dtype(np.int8), 5: np.dtype(np.int16), 4: np.dtype(np.uint16), 12: np.dtype(np.uint32)}
+_CARRIER = np.dtype(np.int64)
 
 
 class UnsupportedOperator(UnsupportedError):
@@ -38,6 +44,14 @@ class UnsupportedOperator(UnsupportedError):
 
 
 def _np_dtype(elem_type):
+    """the NumPy dtype smelt computes an ONNX element type in (int64 for
+    the narrow integers)"""
+    if elem_type in _NARROW:
+        return _CARRIER
+    return _onnx_np_dtype(elem_type)
+
+
+def _onnx_np_dtype(elem_type):
     import onnx
     from onnx import helper
     if elem_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
@@ -57,7 +71,24 @@ def _dtype_name(elem_type):
 
 
 def _supported_elem(elem_type):
-    return elem_type in _SMELT_ELEM
+    return elem_type in _SMELT_ELEM or elem_type in _NARROW
+
+
+def _wrap(v, dt):
+    """an int64 value wrapped to the narrow integer type dt's range"""
+    bits = dt.itemsize * 8
+    mask = np.int64((1 << bits) - 1)
+    v = astype(v, _CARRIER)
+    if dt.kind == "u":
+        return np.bitwise_and(v, mask)
+    half = np.int64(1 << (bits - 1))
+    return np.bitwise_and(v + half, mask) - half
+
+
+# operators whose int64 intermediate could overflow before the wrap: refused on narrow integers (all of them),
+# or on uint32 (products of two values up to 2^32)
+_NARROW_UNSAFE = {"ReduceProd", "CumProd", "Pow", "Det"}
+_UINT32_UNSAFE = {"Mul", "MatMul", "Gemm", "Einsum", "ReduceSumSquare", "Conv", "ConvTranspose", "ReduceL2"}
 
 
 # ---- helpers usable on Tracers and NumPy arrays alike ------------------------------------------------
@@ -1674,9 +1705,18 @@ def _q_param(v, x, axis, block):
 
 
 def _check_quant(node, A, opset):
-    if "output_dtype" in A and A["output_dtype"] != 2:
-        return "output_dtype %s (uint8 is)" % _dtype_name(A["output_dtype"])
+    if "output_dtype" in A and A["output_dtype"] not in (2, 3, 4, 5):
+        return "output_dtype %s (uint8, int8, uint16, int16 are)" % _dtype_name(A["output_dtype"])
     return None
+
+
+def _saturate(r, c, default=np.uint8):
+    """r rounded already, saturated to the output's integer type (uint8,
+    or a narrow type carried in int64)"""
+    dt = (c.out_narrow[0] if c.out_narrow else None) or np.dtype(default)
+    info = np.iinfo(dt)
+    r = np.clip(r, sc(r, info.min), sc(r, info.max))
+    return astype(r, np.uint8 if dt == np.uint8 else _CARRIER)
 
 
 def _saturate_u8(r):
@@ -1687,13 +1727,11 @@ def _saturate_u8(r):
 def _quantize(c, ins, A):
     x, s = ins[0], ins[1]
     zp = ins[2] if len(ins) > 2 and ins[2] is not None else None
-    if zp is not None and np.dtype(zp.dtype) != np.uint8:
-        raise UnsupportedError(-10, "QuantizeLinear to %s (uint8 is)" % np.dtype(zp.dtype))
     axis, block = A.get("axis", 1), int(A.get("block_size", 0))
     r = np.rint(x / _q_param(s, x, axis, block))
     if zp is not None:
         r = r + astype(_q_param(zp, x, axis, block), np.dtype(r.dtype))
-    return _saturate_u8(r)
+    return _saturate(r, c)
 
 
 @op("DequantizeLinear", ["axis", "block_size"])
@@ -1747,11 +1785,9 @@ def _matmul_integer(c, ins, A):
 @op("QLinearMatMul")
 def _qlinear_matmul(c, ins, A):
     a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = ins[:8]
-    if np.dtype(y_zp.dtype) != np.uint8:
-        raise UnsupportedError(-10, "QLinearMatMul to %s (uint8 is)" % np.dtype(y_zp.dtype))
     acc = np.matmul(_int_centered(a, a_zp), _int_centered(b, b_zp))
     mult = astype(a_s * b_s / y_s, np.float64)
-    return _saturate_u8(np.rint(acc * mult + astype(y_zp, np.float64)))
+    return _saturate(np.rint(acc * mult + astype(y_zp, np.float64)), c)
 
 
 def _int_conv(x, w, xzp, wzp, A):
@@ -1773,14 +1809,12 @@ def _conv_integer(c, ins, A):
 def _qlinear_conv(c, ins, A):
     x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp = ins[:8]
     b = _opt_in(ins, 8)
-    if np.dtype(y_zp.dtype) != np.uint8:
-        raise UnsupportedError(-10, "QLinearConv to %s (uint8 is)" % np.dtype(y_zp.dtype))
     acc = _int_conv(x, w, x_zp, w_zp, A)
     if b is not None:
         acc = acc + astype(b, np.float64).reshape([1, -1] + [1] * (x.ndim - 2))
     ws = w_s.reshape([1, -1] + [1] * (x.ndim - 2)) if w_s.ndim == 1 and int(w_s.shape[0]) > 1 else w_s
     mult = astype(x_s * ws / y_s, np.float64)
-    return _saturate_u8(np.rint(acc * mult + astype(y_zp, np.float64)))
+    return _saturate(np.rint(acc * mult + astype(y_zp, np.float64)), c)
 
 
 # ---- DFT, STFT: products with constant cosine and sine matrices along the signal axis ---------------------
@@ -2358,11 +2392,12 @@ class _Static:
 
 
 class _NodeCtx:
-    __slots__ = ("opsets", "n_outputs")
+    __slots__ = ("opsets", "n_outputs", "out_narrow")
 
     def __init__(self, opsets):
         self.opsets = opsets
         self.n_outputs = 1
+        self.out_narrow = ()  # per output: its narrow integer dtype (carried in int64), or None
 
     def opset_of(self, name):
         return self.opsets.get("", 1)
@@ -2411,6 +2446,8 @@ class OnnxFunction:
                 raise UnsupportedOperator("initializer %r: dtype %s (smelt's dtypes: %s)"
                                           % (init.name, _dtype_name(init.data_type), smelt._dtypes.SUPPORTED))
             a = numpy_helper.to_array(init)
+            if init.data_type in _NARROW:
+                a = a.astype(_CARRIER)
             key = (a.dtype.str, a.shape, a.tobytes())
             self.consts[init.name] = seen.setdefault(key, a)
         for init in g.sparse_initializer:
@@ -2424,7 +2461,7 @@ class OnnxFunction:
             why = _value_type_ok(vi)
             if why:
                 raise UnsupportedOperator("graph input %r: %s" % (vi.name, why))
-            self.input_dtypes.append(_np_dtype(vi.type.tensor_type.elem_type) if vi.type.HasField("tensor_type")
+            self.input_dtypes.append(_onnx_np_dtype(vi.type.tensor_type.elem_type) if vi.type.HasField("tensor_type")
                                      else None)
         self.output_names = [vi.name for vi in g.output]
         for vi in g.output:
@@ -2437,6 +2474,14 @@ class OnnxFunction:
                 raise UnsupportedOperator("value %r: %s" % (vi.name, why))
         if model.functions:
             pass  # local functions are only reached through nodes of their domain (refused below)
+        # the narrow integer values (by name) and every value's element type where known
+        elem = {}
+        for vi in list(inferred.value_info) + list(g.output) + list(g.input):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                elem[vi.name] = vi.type.tensor_type.elem_type
+        for init in g.initializer:
+            elem[init.name] = init.data_type
+        self.narrow = {n: _NARROW[e] for n, e in elem.items() if e in _NARROW}
         self.nodes = []
         for i, node in enumerate(g.node):
             label = "node %d%s (%s)" % (i, " %r" % node.name if node.name else "", node.op_type)
@@ -2462,6 +2507,17 @@ class OnnxFunction:
                 why = check(node, attrs, self.opset)
                 if why:
                     raise UnsupportedOperator("%s: %s is not supported" % (label, why))
+            if self.narrow:
+                ins_read = node.input[:1] if node.op_type == "Pow" else node.input  # (a narrow exponent is safe)
+                touched = [self.narrow[n] for n in list(ins_read) + list(node.output) if n in self.narrow]
+                if touched and (node.op_type in _NARROW_UNSAFE or (
+                        node.op_type in _UINT32_UNSAFE and np.dtype(np.uint32) in touched)):
+                    raise UnsupportedOperator("%s: %s on %s is not supported (carried in int64, its intermediate "
+                                              "could overflow before the wrap)" % (label, node.op_type, touched[0]))
+                for o in node.output:
+                    if o and o not in elem:
+                        raise UnsupportedOperator("%s: output %r has no known type (a model with narrow integers "
+                                                  "needs every value's type)" % (label, o))
             self.nodes.append((label, fn, list(node.input), list(node.output), attrs))
         self._ctx = _NodeCtx(self.opsets)
         # static inputs: those whose values shape the graph
@@ -2515,6 +2571,7 @@ class OnnxFunction:
             while vals and vals[-1] is None:
                 vals.pop()
             ctx.n_outputs = len(outs)
+            ctx.out_narrow = [self.narrow.get(o) for o in outs]
             try:
                 r = fn(ctx, vals, attrs)
             except Exception as e:
@@ -2525,6 +2582,8 @@ class OnnxFunction:
                 r = [r]
             for n, v in zip(outs, r):
                 if n:
+                    if n in self.narrow:
+                        v = _wrap(v, self.narrow[n])
                     env[n] = v
         return env
 
@@ -2545,13 +2604,16 @@ class OnnxFunction:
                             % (len(self.input_names), ", ".join(self.input_names),
                                sum(a is not None for a in args)))
         args = [np.asarray(a) for a in args]
-        for a, dt, n in zip(args, self.input_dtypes, self.input_names):
+        for i, (a, dt, n) in enumerate(zip(args, self.input_dtypes, self.input_names)):
             if dt is not None and a.dtype != dt:
                 raise TypeError("input %r is %s, the model wants %s" % (n, a.dtype, dt))
+            if n in self.narrow:
+                args[i] = a.astype(_CARRIER)
         for i in self.static_inputs:
             args[i] = _Static(args[i])
         res = self._fn(*args)
-        return tuple(np.empty(r[2], r[1]) if type(r) is tuple else r for r in res[:len(self.output_names)])
+        res = [np.empty(r[2], r[1]) if type(r) is tuple else r for r in res[:len(self.output_names)]]
+        return tuple(r.astype(self.narrow[n]) if n in self.narrow else r for r, n in zip(res, self.output_names))
 
     def stats(self):
         return self._fn.stats()
