@@ -798,6 +798,37 @@ def t_narrow_integers():
         raise AssertionError("no error at load for a uint32 product")
 
 
+
+def t_training_optimizers():
+    """Adagrad, Adam, Momentum (ai.onnx.preview.training) on two tensors,
+    at t = 0 and t > 0, against ONNX's reference"""
+    from onnx.reference import ReferenceEvaluator
+    for op_type, per, attrs in (("Adagrad", 3, dict(decay_factor=0.1, epsilon=1e-3, norm_coefficient=0.01)),
+                                ("Adam", 4, dict(alpha=0.9, beta=0.8, epsilon=1e-3, norm_coefficient=0.01,
+                                                 norm_coefficient_post=0.02)),
+                                ("Momentum", 3, dict(alpha=0.9, beta=0.7, norm_coefficient=0.01, mode="standard")),
+                                ("Momentum", 3, dict(alpha=0.9, beta=0.7, norm_coefficient=0.01, mode="nesterov"))):
+        tensors = [f32(3, 2) if k % 2 == 0 else f32(4) for k in range(2 * (per))]
+        tensors = [np.abs(v) if (op_type == "Adagrad" and k >= 4) or (op_type == "Adam" and k >= 6) else v
+                   for k, v in enumerate(tensors)]
+        names = ["t%d" % k for k in range(len(tensors))]
+        n_out = 2 * (per - 1)
+        outs = ["o%d" % k for k in range(n_out)]
+        for t in (0, 3):
+            feeds = {"r": np.array(0.1, np.float32), "t": np.array(t, np.int64)}
+            feeds.update(zip(names, tensors))
+            node = helper.make_node(op_type, list(feeds), outs, domain="ai.onnx.preview.training", **attrs)
+            g = helper.make_graph([node], "m", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                                                                v.shape) for k, v in feeds.items()],
+                                  [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.preview.training", 1)])
+            ref = ReferenceEvaluator(m).run(None, feeds)
+            got = smelt.onnx.load(m)(*feeds.values())
+            for r, o in zip(ref, got):
+                np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6, err_msg="%s t=%d" % (op_type, t))
+
+
 for name, fn in list(globals().items()):
     if name.startswith("t_") and callable(fn):
         check(name[2:], fn)

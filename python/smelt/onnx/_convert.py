@@ -2354,6 +2354,77 @@ def _onehot(c, ins, A):
     return np.where(hit, on, off)
 
 
+# ---- the optimizers of the ai.onnx.preview.training domain (elementwise updates; the t > 0 branches as
+# selects, t being a value) -------------------------------------------------------------------------------
+TRAINING_OPS = {}
+
+
+def _training_groups(ins, per):
+    """(r, t, groups of `per` tensors: one per optimized tensor)"""
+    r, t = ins[0], ins[1]
+    rest = ins[2:]
+    n = len(rest) // per
+    return r, t, [[rest[k * n + i] for k in range(per)] for i in range(n)], n
+
+
+def _adagrad(c, ins, A):
+    r, t, groups, n = _training_groups(ins, 3)
+    eps, decay, norm = A.get("epsilon", 0.0), A.get("decay_factor", 0.0), A.get("norm_coefficient", 0.0)
+    xs, hs = [], []
+    for x, g, h in groups:
+        rr = astype(r, np.float64) / (1.0 + astype(t, np.float64) * decay)
+        gr = sc(x, norm) * x + g
+        hn = h + gr * gr
+        xn = x - astype(rr, np.dtype(x.dtype)) * gr / (np.sqrt(hn) + sc(hn, eps))
+        xs.append(astype(xn, np.dtype(x.dtype)))
+        hs.append(astype(hn, np.dtype(h.dtype)))
+    return xs + hs
+
+
+def _adam(c, ins, A):
+    r, t, groups, n = _training_groups(ins, 4)
+    alpha, beta = A.get("alpha", 0.9), A.get("beta", 0.999)
+    eps, norm, post = A.get("epsilon", 0.0), A.get("norm_coefficient", 0.0), A.get("norm_coefficient_post", 0.0)
+    tf = astype(t, np.float64)
+    corr = np.sqrt(1.0 - np.power(np.float64(beta), tf)) / (1.0 - np.power(np.float64(alpha), tf))
+    rr = np.where(t > np.int64(0), astype(r, np.float64) * corr, astype(r, np.float64))
+    xs, vs, hs = [], [], []
+    for x, g, v, h in groups:
+        dt = np.dtype(x.dtype)
+        gr = sc(x, norm) * x + g
+        vn = sc(v, alpha) * v + sc(v, 1 - alpha) * gr
+        hn = sc(h, beta) * h + sc(h, 1 - beta) * (gr * gr)
+        xn = x - astype(rr, dt) * (vn / (np.sqrt(hn) + sc(hn, eps)))
+        xs.append(astype(sc(xn, 1 - post) * xn, dt))
+        vs.append(astype(vn, np.dtype(v.dtype)))
+        hs.append(astype(hn, np.dtype(h.dtype)))
+    return xs + vs + hs
+
+
+def _momentum(c, ins, A):
+    r, t, groups, n = _training_groups(ins, 3)
+    alpha, beta, norm = A["alpha"], A["beta"], A["norm_coefficient"]
+    nesterov = A.get("mode", "standard") == "nesterov"
+    xs, vs = [], []
+    for x, g, v in groups:
+        dt = np.dtype(x.dtype)
+        gr = sc(x, norm) * x + g
+        badj = np.where(t > np.int64(0), sc(gr, beta), sc(gr, 1))
+        vn = sc(v, alpha) * v + badj * gr
+        step = gr + sc(vn, alpha) * vn if nesterov else vn
+        xs.append(astype(x - astype(r, dt) * step, dt))
+        vs.append(astype(vn, np.dtype(v.dtype)))
+    return xs + vs
+
+
+TRAINING_OPS["Adagrad"] = (_adagrad, frozenset(["decay_factor", "epsilon", "norm_coefficient"]), None)
+TRAINING_OPS["Adam"] = (_adam, frozenset(["alpha", "beta", "epsilon", "norm_coefficient", "norm_coefficient_post"]),
+                        None)
+TRAINING_OPS["Momentum"] = (_momentum, frozenset(["alpha", "beta", "mode", "norm_coefficient"]),
+                            lambda n, A, o: None if A.get("mode", "standard") in ("standard", "nesterov")
+                            else "mode=%r" % A.get("mode"))
+
+
 # ---- the model ----------------------------------------------------------------------------------------
 def supported_ops():
     """The ONNX operators (default domain) smelt.onnx converts."""
@@ -2485,10 +2556,14 @@ class OnnxFunction:
         self.nodes = []
         for i, node in enumerate(g.node):
             label = "node %d%s (%s)" % (i, " %r" % node.name if node.name else "", node.op_type)
-            if node.domain not in ("", "ai.onnx"):
-                raise UnsupportedOperator("%s: operator domain %r is not supported (the default ONNX domain is)"
-                                          % (label, node.domain))
-            entry = OPS.get(node.op_type)
+            if node.domain == "ai.onnx.preview.training" and node.op_type in TRAINING_OPS:
+                entry = TRAINING_OPS[node.op_type]
+            elif node.domain not in ("", "ai.onnx"):
+                raise UnsupportedOperator("%s: operator domain %r is not supported (the default ONNX domain is, "
+                                          "and ai.onnx.preview.training's %s)"
+                                          % (label, node.domain, ", ".join(sorted(TRAINING_OPS))))
+            else:
+                entry = OPS.get(node.op_type)
             if entry is None:
                 raise UnsupportedOperator("%s: operator %s is not supported by smelt.onnx (supported: "
                                           "smelt.onnx.supported_ops(), docs/onnx.md)" % (label, node.op_type))
