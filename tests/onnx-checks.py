@@ -211,13 +211,14 @@ def t_unsupported_op():
 
 
 def t_unsupported_attr():
-    m = model([helper.make_node("Einsum", ["x"], ["y"], name="diag0", equation="ii->i")],
-              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
-              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], opset=12)
+    m = model([helper.make_node("Resize", ["x", "", "s"], ["y"], name="area0", mode="area")],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 3])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 6, 6])],
+              [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s")], opset=13)
     try:
         smelt.onnx.load(m)
     except smelt.onnx.UnsupportedOperator as e:
-        assert "diag0" in str(e) and "Einsum" in str(e) and "diagonal" in str(e), e
+        assert "area0" in str(e) and "Resize" in str(e) and "mode='area'" in str(e), e
     else:
         raise AssertionError("no error at load")
     m2 = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)],
@@ -827,6 +828,40 @@ def t_training_optimizers():
             got = smelt.onnx.load(m)(*feeds.values())
             for r, o in zip(ref, got):
                 np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6, err_msg="%s t=%d" % (op_type, t))
+
+
+
+def t_more_ops():
+    # Einsum with '...' and diagonals, against NumPy's einsum in float64
+    for eq, shapes in (("...ii->...i", [(2, 3, 4, 4)]), ("ii", [(5, 5)]), ("b...ij,b...jk->b...ik", [(2, 3, 4, 5), (2, 3, 5, 2)]),
+                       ("iij,jk", [(3, 3, 4), (4, 2)]), ("...i,...i", [(3, 4), (4,)])):
+        xs = [f32(*sh) for sh in shapes]
+        ref = np.einsum(eq, *[x.astype(np.float64) for x in xs])
+        m = model([helper.make_node("Einsum", ["x%d" % i for i in range(len(xs))], ["y"], equation=eq)],
+                  [helper.make_tensor_value_info("x%d" % i, TensorProto.FLOAT, x.shape) for i, x in enumerate(xs)],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ref.shape)], opset=12)
+        (y,) = smelt.onnx.load(m)(*xs)
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5, err_msg=eq)
+    # Det (pivoting: a zero leading entry), MaxPool's Indices (both storage orders), MaxUnpool, Compress
+    a = f32(3, 4, 4)
+    a[0, 0, 0] = 0
+    a[1] = a[1, [1, 0, 2, 3]] * 0 + a[1, [0, 0, 2, 3]]  # singular
+    vs_reference(helper.make_node("Det", ["a"], ["d"]), {"a": a}, rtol=1e-4, atol=1e-5)
+    x = f32(2, 3, 7, 6)
+    x[0, 0, :2, :2] = 1.0  # ties in a window: the first position
+    for so in (0, 1):
+        vs_reference(helper.make_node("MaxPool", ["x"], ["v", "i"], kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1],
+                                      storage_order=so), {"x": x})
+    # MaxUnpool: its indices address the shape the pool inverts ((n - 1) * stride + kernel - pads), placed at the
+    # start of output_shape
+    v, i = vs_reference(helper.make_node("MaxPool", ["x"], ["v", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+                        {"x": x[:, :, :6]})
+    vs_reference(helper.make_node("MaxUnpool", ["v", "i", "s"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+                 {"v": v, "i": i}, {"s": np.array([2, 3, 8, 7], np.int64)})
+    for axis in (None, 1):
+        cond = rng.integers(0, 2, 5).astype(np.bool_)
+        kw = {} if axis is None else {"axis": axis}
+        vs_reference(helper.make_node("Compress", ["x", "c"], ["y"], **kw), {"x": f32(3, 6)}, {"c": cond})
 
 
 for name, fn in list(globals().items()):

@@ -633,10 +633,6 @@ def _check_conv_pool(node, A, opset):
         return "auto_pad=%r" % A.get("auto_pad")
     if "kernel_shape" in A and len(A["kernel_shape"]) not in (1, 2, 3):
         return "%d spatial axes (1 to 3)" % len(A["kernel_shape"])
-    if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
-        return "the Indices output"
-    if A.get("storage_order", 0):
-        return "storage_order=1"
     return None
 
 
@@ -827,6 +823,8 @@ def _maxpool(c, ins, A):
     k = [int(v) for v in A["kernel_shape"]]
     s, p, d = _window_attrs(x, A, k)
     ceil = bool(A.get("ceil_mode", 0))
+    if c.n_outputs > 1:
+        return list(_maxpool_with_indices(x, k, s, p, d, ceil, int(A.get("storage_order", 0))))
     if x.ndim == 5:  # a 2-D pool over (H, W), then a (kd, 1) pool over depth
         nb, ch, dd, hh, ww = x.shape
         y = smelt.ops.max_pool(_known_or_traced(x.reshape(nb, ch * dd, hh, ww)), k[1:], strides=s[1:],
@@ -1563,6 +1561,140 @@ def _col2im(c, ins, A):
     return acc[tuple([slice(None)] * 2 + [slice(p[i], p[i] + img[i]) for i in range(ns)])]
 
 
+# ---- Compress (its condition a static input: a take with the kept positions), MaxUnpool (a scatter into
+# each plane), MaxPool's Indices (the first tap holding the window's max), Det (Gaussian elimination with
+# partial pivoting, the row swaps as takes), MelWeightMatrix (computed at load) ---------------------------
+@op("Compress", ["axis"])
+def _compress(c, ins, A):
+    x = ins[0]
+    cond = known(ins[1], "Compress's condition").reshape(-1).astype(np.bool_)
+    if "axis" not in A:
+        x = x.reshape(-1)
+        axis = 0
+    else:
+        axis = norm_axis(A["axis"], x.ndim)
+    keep = np.nonzero(cond[:int(x.shape[axis])])[0].astype(np.int64)
+    if keep.size == 0:
+        shape = [int(v) for v in x.shape]
+        shape[axis] = 0
+        return np.zeros(shape, np.dtype(x.dtype))
+    return np.take(x, keep, axis=axis)
+
+
+@op("MaxUnpool", ["kernel_shape", "pads", "strides"])
+def _max_unpool(c, ins, A):
+    x, idx = ins[0], ins[1]
+    k = [int(v) for v in A["kernel_shape"]]
+    ns = len(k)
+    s = [int(v) for v in A.get("strides", [1] * ns)]
+    p = [int(v) for v in A.get("pads", [0] * (2 * ns))]
+    nb, ch = int(x.shape[0]), int(x.shape[1])
+    inferred = [(int(x.shape[2 + i]) - 1) * s[i] - (p[i] + p[ns + i]) + k[i] for i in range(ns)]
+    pout = int(np.prod(inferred))
+    pin = int(np.prod([int(v) for v in x.shape[2:]]))
+    base = (np.arange(nb * ch, dtype=np.int64) * pout).reshape(nb * ch, 1)
+    local = astype(idx, np.int64).reshape(nb * ch, pin) - base
+    y = _scatter_elements(c, [np.zeros((nb * ch, pout), np.dtype(x.dtype)), local, x.reshape(nb * ch, pin)],
+                          {"axis": 1})
+    y = y.reshape([nb, ch] + inferred)
+    if len(ins) > 2 and ins[2] is not None:
+        out = [int(v) for v in known(ins[2], "MaxUnpool's output_shape").reshape(-1)][2:]
+        widths = [[0, 0], [0, 0]] + [[0, o - n] for o, n in zip(out, inferred)]
+        if any(w[1] < 0 for w in widths):
+            raise ValueError("MaxUnpool: output_shape %s smaller than %s" % (out, inferred))
+        if any(w[1] for w in widths):
+            y = np.pad(y, widths, mode="constant", constant_values=sc(y, 0))
+    return y
+
+
+def _maxpool_with_indices(x, k, s, p, d, ceil, storage_order):
+    """MaxPool's values and Indices (the flat position in x of the first
+    tap holding each window's max, row-major, or column-major over the
+    spatial axes with storage_order 1), from the taps' strided views of x
+    padded with -inf."""
+    ns = x.ndim - 2
+    out, p2 = _pool_geometry(x, k, s, p, d, ceil)
+    dims = [int(v) for v in x.shape[2:]]
+    widths = [[0, 0], [0, 0]] + [[p[i], p2[ns + i]] for i in range(ns)]
+    xp = np.pad(x, widths, mode="constant", constant_values=-np.inf) if any(w[0] or w[1] for w in widths) else x
+    nb, ch = int(x.shape[0]), int(x.shape[1])
+    taps = list(np.ndindex(*k))
+    views = []
+    for t in taps:
+        key = [slice(None), slice(None)] + [slice(t[i] * d[i], t[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i])
+                                            for i in range(ns)]
+        views.append(xp[tuple(key)])
+    best = views[0]
+    for v in views[1:]:
+        best = np.maximum(best, v)
+    plane = int(np.prod(dims))
+    nc_base = (np.arange(nb * ch, dtype=np.int64) * plane).reshape([nb, ch] + [1] * ns)
+    idx = None
+    for t, v in reversed(list(zip(taps, views))):  # the first tap in order wins: built from the last
+        pos = [np.arange(out[i]) * s[i] + t[i] * d[i] - p[i] for i in range(ns)]
+        grids = np.meshgrid(*pos, indexing="ij")
+        if storage_order:
+            flat = sum(g * int(np.prod(dims[:i])) for i, g in enumerate(grids))
+        else:
+            flat = sum(g * int(np.prod(dims[i + 1:])) for i, g in enumerate(grids))
+        here = np.asarray(flat, np.int64).reshape([1, 1] + out) + nc_base
+        idx = here if idx is None else np.where(np.equal(v, best), here, idx)
+        if idx is here:
+            idx = np.broadcast_to(here, [nb, ch] + out)
+    return best, idx
+
+
+@op("Det")
+def _det(c, ins, A):
+    x = ins[0]
+    n = int(x.shape[-1])
+    lead = [int(v) for v in x.shape[:-2]]
+    a = x.reshape([-1, n, n]) if lead else x.reshape(1, n, n)
+    m = int(a.shape[0])
+    dt = np.dtype(a.dtype)
+    iota = np.arange(n, dtype=np.int64).reshape(1, n)
+    det = None
+    sign = np.ones((m,), dt)
+    for k in range(n):
+        col = np.abs(a[:, k:, k])  # [m, n-k]
+        r = astype(np.argmax(col, axis=1), np.int64) + np.int64(k)  # [m]
+        r2 = r.reshape(m, 1)
+        perm = np.where(np.equal(iota, np.int64(k)), r2, np.where(np.equal(iota, r2), np.int64(k), iota))
+        a = _take_along(a, np.broadcast_to(perm.reshape(m, n, 1), (m, n, n)), 1)
+        sign = np.where(np.equal(r, np.int64(k)), sign, -sign)
+        piv = a[:, k, k]
+        det = piv if det is None else det * piv
+        if k + 1 < n:
+            safe = np.where(np.equal(piv, sc(piv, 0)), sc(piv, 1), piv)
+            f = a[:, k + 1:, k] / safe.reshape(m, 1)
+            lower = a[:, k + 1:, :] - f.reshape(m, n - k - 1, 1) * a[:, k:k + 1, :]
+            a = np.concatenate([a[:, :k + 1, :], lower], 1)
+    return (det * sign).reshape(lead)
+
+
+@op("MelWeightMatrix", ["output_datatype"], check=_check_window)
+def _mel(c, ins, A):
+    nmel, dft, rate = (int(known(v, "MelWeightMatrix's %s" % w).reshape(-1)[0])
+                       for v, w in zip(ins[:3], ("num_mel_bins", "dft_length", "sample_rate")))
+    lo, hi = (float(known(v, "MelWeightMatrix's %s" % w).reshape(-1)[0])
+              for v, w in zip(ins[3:5], ("lower_edge_hertz", "upper_edge_hertz")))
+    nspec = dft // 2 + 1
+    lo_mel, hi_mel = 2595 * np.log10(1 + lo / 700), 2595 * np.log10(1 + hi / 700)
+    bins = np.arange(nmel + 2) * ((hi_mel - lo_mel) / (nmel + 2)) + lo_mel
+    bins = (((dft + 1) * (700 * (np.power(10, bins / 2595) - 1))) // rate).astype(int)
+    w = np.zeros((nspec, nmel))
+    for i in range(nmel):
+        left, center, right = bins[i], bins[i + 1], bins[i + 2]
+        if center == left:
+            w[center, i] = 1
+        else:
+            for j in range(left, center + 1):
+                w[j, i] = (j - left) / (center - left)
+        for j in range(center, right):
+            w[j, i] = (right - j) / (right - center)
+    return w.astype(_np_dtype(A.get("output_datatype", 1)))
+
+
 # ---- losses: the class axis read through a one-hot mask (target == iota) --------------------------
 def _nll(x, target, weight, A):
     red = A.get("reduction", "mean")
@@ -1636,28 +1768,55 @@ def _einsum_check(node, A, opset):
     if isinstance(eq, bytes):
         eq = eq.decode()
     eq = eq.replace(" ", "")
-    if "..." in eq:
-        return "an equation with '...' (%r)" % eq
-    lhs = eq.split("->")[0]
-    for term in lhs.split(","):
-        if len(set(term)) != len(term):
-            return "a repeated index within one operand (a diagonal: %r)" % eq
+    if eq.count("->") > 1 or any(ch not in ",->." and not ch.isalpha() for ch in eq):
+        return "the equation %r" % eq
     return None
+
+
+def _einsum_prepare(eq, ins):
+    """the equation with '...' spelled out in letters the equation does not
+    use (aligned at the right, as broadcasting), and the operands with any
+    index repeated within one of them reduced to its diagonal (x * eye,
+    summed)"""
+    if "->" in eq:
+        lhs, out = eq.split("->")
+    else:
+        lhs, out = eq, None
+    terms = lhs.split(",")
+    free = [ch for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if ch not in eq]
+    nell = max([x.ndim - (len(t) - 3) for t, x in zip(terms, ins) if "..." in t] + [0])
+    ell = "".join(free[:nell])
+    terms = [t.replace("...", ell[nell - (x.ndim - (len(t) - 3)):]) if "..." in t else t for t, x in zip(terms, ins)]
+    if out is None:
+        letters = "".join(terms)
+        out = ell + "".join(sorted(ch for ch in set(letters) if letters.count(ch) == 1 and ch not in ell))
+    else:
+        out = out.replace("...", ell)
+    xs = []
+    for i, (t, x) in enumerate(zip(terms, ins)):
+        while len(set(t)) != len(t):
+            ch = next(c for c in t if t.count(c) > 1)
+            p1, p2 = t.index(ch), t.index(ch, t.index(ch) + 1)
+            n = int(x.shape[p1])
+            shape = [1] * x.ndim
+            shape[p1], shape[p2] = n, n
+            x = np.sum(np.where(np.eye(n, dtype=np.bool_).reshape(shape), x, sc(x, 0)), axis=p2)
+            t = t[:p2] + t[p2 + 1:]
+        terms[i] = t
+        xs.append(x)
+    return ",".join(terms) + "->" + out, xs
 
 
 @op("Einsum", ["equation"], check=_einsum_check)
 def _einsum(c, ins, A):
     """Einsum as broadcast products and one sum: every operand transposed
     and expanded to the equation's index order, multiplied, the indices not
-    in the output summed."""
+    in the output summed ('...' spelled out, repeated indices within an
+    operand taken as its diagonal first)."""
     eq = A["equation"]
     eq = (eq.decode() if isinstance(eq, bytes) else eq).replace(" ", "")
-    if "->" in eq:
-        lhs, out = eq.split("->")
-    else:
-        lhs = eq
-        letters = "".join(lhs.split(","))
-        out = "".join(sorted(ch for ch in set(letters) if letters.count(ch) == 1))
+    eq, ins = _einsum_prepare(eq, list(ins))
+    lhs, out = eq.split("->")
     terms = lhs.split(",")
     order = list(out) + sorted(set("".join(terms)) - set(out))
     sizes = {}
@@ -1677,8 +1836,8 @@ def _einsum(c, ins, A):
     return prod
 
 
-# ---- quantization (uint8 / int32 integers; int8 and the others are dtypes smelt lacks, refused at load).
-# Integer products are computed in float64, exact below 2^53, then made int32 ---------------------------
+# ---- quantization (uint8; int8, int16, uint16 carried in int64, see _NARROW).  Integer products are computed
+# in float64, exact below 2^53, then made int32 ------------------------------------------------------------
 def _q_param(v, x, axis, block):
     """a scale or zero point broadcastable to x: a scalar, one per element
     of `axis`, or (block_size) one per block along `axis`"""
@@ -2437,7 +2596,8 @@ def supported_ops():
 # shapes only) is a static input: its values are part of the signature.
 KNOWN_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
                 "Pad": (1, 2, 3), "Tile": (1,), "Expand": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,),
-                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "Resize": (1, 2, 3), "TopK": (1,), "AffineGrid": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3), "CenterCropPad": (1,), "HannWindow": (0,),
+                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "Resize": (1, 2, 3), "TopK": (1,), "AffineGrid": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3), "Compress": (1,), "MaxUnpool": (2,),
+                "MelWeightMatrix": (0, 1, 2, 3, 4), "CenterCropPad": (1,), "HannWindow": (0,),
                 "HammingWindow": (0,), "BlackmanWindow": (0,)}
 for _n in OPS:
     if _n.startswith("Reduce"):
