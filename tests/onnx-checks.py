@@ -864,6 +864,39 @@ def t_more_ops():
         vs_reference(helper.make_node("Compress", ["x", "c"], ["y"], **kw), {"x": f32(3, 6)}, {"c": cond})
 
 
+
+def t_if():
+    """If: branches reading the enclosing graph's values; a condition known
+    at the trace runs one branch, one computed from the inputs selects"""
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 4])],
+                               initializer=[numpy_helper.from_array(np.array(2, np.float32), "two")])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 4])])
+    x = f32(3, 4)
+    # a condition from the data: both branches, a select
+    m = model([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+               helper.make_node("Greater", ["s", "zero"], ["c"]),
+               helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+              [numpy_helper.from_array(np.array(0, np.float32), "zero")], opset=13)
+    f = smelt.onnx.load(m)
+    for sign in (1, -1):
+        xs = np.abs(x) * sign
+        np.testing.assert_array_equal(f(xs)[0], xs * 2 if sign > 0 else -xs)
+    # a condition from a shape: one branch, whose outputs may differ in shape from the other's
+    else2 = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["e"], keepdims=0)], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [])])
+    m = model([helper.make_node("Shape", ["x"], ["sh"]), helper.make_node("Size", ["sh"], ["r"]),
+               helper.make_node("Equal", ["r", "two_i"], ["c"]),
+               helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else2)],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["a", "b"])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])],
+              [numpy_helper.from_array(np.array(2, np.int64), "two_i")], opset=13)
+    np.testing.assert_array_equal(smelt.onnx.load(m)(x)[0], x * 2)
+
+
 for name, fn in list(globals().items()):
     if name.startswith("t_") and callable(fn):
         check(name[2:], fn)

@@ -2470,7 +2470,8 @@ def _size(c, ins, A):
 
 @op("Range")
 def _range(c, ins, A):
-    start, limit, delta = (known(v, "Range's %s" % w) for v, w in zip(ins, ("start", "limit", "delta")))
+    start, limit, delta = (known(v, "Range's %s" % w).reshape(-1)[0]
+                           for v, w in zip(ins, ("start", "limit", "delta")))
     n = max(int(np.ceil((limit - start) / delta)), 0)
     return (start + np.arange(n).astype(start.dtype) * delta).astype(start.dtype)
 
@@ -2583,6 +2584,13 @@ TRAINING_OPS["Momentum"] = (_momentum, frozenset(["alpha", "beta", "mode", "norm
                             lambda n, A, o: None if A.get("mode", "standard") in ("standard", "nesterov")
                             else "mode=%r" % A.get("mode"))
 
+
+
+def _if(c, ins, A):  # run by OnnxFunction._run_if (it needs the enclosing values)
+    raise AssertionError("If is run by the graph")
+
+
+OPS["If"] = (_if, frozenset(["then_branch", "else_branch"]), None)
 
 # ---- the model ----------------------------------------------------------------------------------------
 def supported_ops():
@@ -2713,55 +2721,28 @@ class OnnxFunction:
         for init in g.initializer:
             elem[init.name] = init.data_type
         self.narrow = {n: _NARROW[e] for n, e in elem.items() if e in _NARROW}
-        self.nodes = []
-        for i, node in enumerate(g.node):
-            label = "node %d%s (%s)" % (i, " %r" % node.name if node.name else "", node.op_type)
-            if node.domain == "ai.onnx.preview.training" and node.op_type in TRAINING_OPS:
-                entry = TRAINING_OPS[node.op_type]
-            elif node.domain not in ("", "ai.onnx"):
-                raise UnsupportedOperator("%s: operator domain %r is not supported (the default ONNX domain is, "
-                                          "and ai.onnx.preview.training's %s)"
-                                          % (label, node.domain, ", ".join(sorted(TRAINING_OPS))))
-            else:
-                entry = OPS.get(node.op_type)
-            if entry is None:
-                raise UnsupportedOperator("%s: operator %s is not supported by smelt.onnx (supported: "
-                                          "smelt.onnx.supported_ops(), docs/onnx.md)" % (label, node.op_type))
-            fn, allowed, check = entry
-            attrs = {}
-            for a in node.attribute:
-                if a.name not in allowed:
-                    raise UnsupportedOperator("%s: attribute %r is not supported" % (label, a.name))
-                if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-                    raise UnsupportedOperator("%s: subgraph attribute %r is not supported" % (label, a.name))
-                v = a.t if a.type == onnx.AttributeProto.TENSOR else helper.get_attribute_value(a)
-                if isinstance(v, bytes):
-                    v = v.decode()
-                attrs[a.name] = v
-            if check is not None:
-                why = check(node, attrs, self.opset)
-                if why:
-                    raise UnsupportedOperator("%s: %s is not supported" % (label, why))
-            if self.narrow:
-                ins_read = node.input[:1] if node.op_type == "Pow" else node.input  # (a narrow exponent is safe)
-                touched = [self.narrow[n] for n in list(ins_read) + list(node.output) if n in self.narrow]
-                if touched and (node.op_type in _NARROW_UNSAFE or (
-                        node.op_type in _UINT32_UNSAFE and np.dtype(np.uint32) in touched)):
-                    raise UnsupportedOperator("%s: %s on %s is not supported (carried in int64, its intermediate "
-                                              "could overflow before the wrap)" % (label, node.op_type, touched[0]))
-                for o in node.output:
-                    if o and o not in elem:
-                        raise UnsupportedOperator("%s: output %r has no known type (a model with narrow integers "
-                                                  "needs every value's type)" % (label, o))
-            self.nodes.append((label, fn, list(node.input), list(node.output), attrs))
+        self._elem = elem
+        self.nodes = self._convert_nodes(g.node, "")
         self._ctx = _NodeCtx(self.opsets)
-        # static inputs: those whose values shape the graph
-        producer = {}
-        for k, node in enumerate(g.node):
-            for o in node.output:
-                producer[o] = node
+        # static inputs: those whose values shape the graph (an If's branches' nodes take part; an If reads
+        # every value its branches read, and its outputs come from its branches' outputs)
+        producer, reads, all_nodes = {}, {}, []
+
+        def walk(nodes):
+            for node in nodes:
+                all_nodes.append(node)
+                r = [x for x in node.input if x]
+                for a in node.attribute:
+                    if a.type == onnx.AttributeProto.GRAPH:
+                        sub = walk(a.g.node)
+                        r += sub + [o.name for o in a.g.output]
+                reads[id(node)] = r
+                for o in node.output:
+                    producer[o] = node
+            return [x for node in nodes for x in reads[id(node)]]
+        walk(g.node)
         need, stack = set(), []
-        for node in g.node:
+        for node in all_nodes:
             for i in KNOWN_INPUTS.get(node.op_type, ()):
                 if i < len(node.input) and node.input[i]:
                     stack.append(node.input[i])
@@ -2772,7 +2753,7 @@ class OnnxFunction:
             need.add(n)
             node = producer.get(n)
             if node is not None and node.op_type not in _SHAPE_ONLY:
-                stack.extend(x for x in node.input if x)
+                stack.extend(reads[id(node)])
         self.static_inputs = tuple(i for i, n in enumerate(self.input_names) if n in need)
         name = (g.name or "onnx_model").replace(" ", "_")
         self._fn = Function(self._graph_fn, opt_level=opt_level, backend=backend, capture_as_const=True,
@@ -2797,18 +2778,24 @@ class OnnxFunction:
         """Run the nodes on args (traced or NumPy arrays): every value by name."""
         env = dict(self.consts)
         env.update(zip(self.input_names, args))
+        return self._run_nodes(self.nodes, env)
+
+    def _run_nodes(self, nodes, env):
         ctx = self._ctx
-        for label, fn, ins, outs, attrs in self.nodes:
+        for label, fn, ins, outs, attrs in nodes:
             try:
                 vals = [env[n] if n else None for n in ins]
             except KeyError as e:
                 raise ValueError("%s: input %s is not computed by any earlier node" % (label, e)) from None
             while vals and vals[-1] is None:
                 vals.pop()
-            ctx.n_outputs = len(outs)
-            ctx.out_narrow = [self.narrow.get(o) for o in outs]
             try:
-                r = fn(ctx, vals, attrs)
+                if fn is _if:
+                    r = self._run_if(vals, attrs, env, label)
+                else:
+                    ctx.n_outputs = len(outs)
+                    ctx.out_narrow = [self.narrow.get(o) for o in outs]
+                    r = fn(ctx, vals, attrs)
             except Exception as e:
                 if hasattr(e, "add_note"):
                     e.add_note("in ONNX %s" % label)
@@ -2821,6 +2808,94 @@ class OnnxFunction:
                         v = _wrap(v, self.narrow[n])
                     env[n] = v
         return env
+
+    def _run_if(self, vals, attrs, env, label):
+        """If: a known condition runs its branch; a traced one runs both and
+        selects each output (the branches' outputs must then agree in
+        shape and dtype)."""
+        def branch(name):
+            nodes, outs, inits = attrs[name]
+            sub = dict(env)
+            sub.update(inits)
+            sub = self._run_nodes(nodes, sub)
+            return [sub[o] for o in outs]
+        cond = vals[0]
+        if not is_traced(cond):
+            return branch("then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch")
+        t, e = branch("then_branch"), branch("else_branch")
+        res = []
+        for a, b in zip(t, e):
+            if tuple(a.shape) != tuple(b.shape) or np.dtype(a.dtype) != np.dtype(b.dtype):
+                raise UnsupportedError(-10, "%s: a condition computed from the inputs with branches of other shapes "
+                                       "or dtypes (%s%s, %s%s)" % (label, np.dtype(a.dtype), tuple(a.shape),
+                                                                   np.dtype(b.dtype), tuple(b.shape)))
+            res.append(np.where(cond.reshape(()), a, b))
+        return res
+
+    def _convert_nodes(self, graph_nodes, where):
+        """The nodes of a graph (the model's, or an If's branch: `where`
+        names it) as (label, fn, inputs, outputs, attrs), every refusal
+        found here."""
+        import onnx
+        from onnx import helper, numpy_helper
+        elem = self._elem
+        nodes = []
+        for i, node in enumerate(graph_nodes):
+            label = "%snode %d%s (%s)" % (where, i, " %r" % node.name if node.name else "", node.op_type)
+            if node.domain == "ai.onnx.preview.training" and node.op_type in TRAINING_OPS:
+                entry = TRAINING_OPS[node.op_type]
+            elif node.domain not in ("", "ai.onnx"):
+                raise UnsupportedOperator("%s: operator domain %r is not supported (the default ONNX domain is, "
+                                          "and ai.onnx.preview.training's %s)"
+                                          % (label, node.domain, ", ".join(sorted(TRAINING_OPS))))
+            else:
+                entry = OPS.get(node.op_type)
+            if entry is None:
+                raise UnsupportedOperator("%s: operator %s is not supported by smelt.onnx (supported: "
+                                          "smelt.onnx.supported_ops(), docs/onnx.md)" % (label, node.op_type))
+            fn, allowed, check = entry
+            attrs = {}
+            for a in node.attribute:
+                if a.name not in allowed:
+                    raise UnsupportedOperator("%s: attribute %r is not supported" % (label, a.name))
+                if a.type == onnx.AttributeProto.GRAPH and node.op_type == "If":
+                    if self.narrow:
+                        raise UnsupportedOperator("%s: If in a model with narrow integers is not supported" % label)
+                    for init in a.g.initializer:
+                        if init.data_type and not _supported_elem(init.data_type):
+                            raise UnsupportedOperator("%s: initializer %r of %s: dtype %s"
+                                                      % (label, init.name, a.name, _dtype_name(init.data_type)))
+                    for vi in a.g.output:
+                        why = _value_type_ok(vi)
+                        if why:
+                            raise UnsupportedOperator("%s: output %r of %s: %s" % (label, vi.name, a.name, why))
+                    attrs[a.name] = (self._convert_nodes(a.g.node, "%s.%s: " % (label, a.name)),
+                                     [o.name for o in a.g.output],
+                                     {t.name: numpy_helper.to_array(t) for t in a.g.initializer})
+                    continue
+                if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                    raise UnsupportedOperator("%s: subgraph attribute %r is not supported" % (label, a.name))
+                v = a.t if a.type == onnx.AttributeProto.TENSOR else helper.get_attribute_value(a)
+                if isinstance(v, bytes):
+                    v = v.decode()
+                attrs[a.name] = v
+            if check is not None:
+                why = check(node, attrs, self.opset)
+                if why:
+                    raise UnsupportedOperator("%s: %s is not supported" % (label, why))
+            if self.narrow:
+                ins_read = node.input[:1] if node.op_type == "Pow" else node.input  # (a narrow exponent is safe)
+                touched = [self.narrow[n] for n in list(ins_read) + list(node.output) if n in self.narrow]
+                if touched and (node.op_type in _NARROW_UNSAFE or (
+                        node.op_type in _UINT32_UNSAFE and np.dtype(np.uint32) in touched)):
+                    raise UnsupportedOperator("%s: %s on %s is not supported (carried in int64, its intermediate "
+                                              "could overflow before the wrap)" % (label, node.op_type, touched[0]))
+                for o in node.output:
+                    if o and o not in elem:
+                        raise UnsupportedOperator("%s: output %r has no known type (a model with narrow integers "
+                                                  "needs every value's type)" % (label, o))
+            nodes.append((label, fn, list(node.input), list(node.output), attrs))
+        return nodes
 
     def __call__(self, *args, **kwargs):
         if kwargs:
