@@ -705,7 +705,8 @@ def t_dft_stft():
                     if onesided:
                         ref = ref[:, :n // 2 + 1]
                     ref = np.stack([ref.real, ref.imag], -1)
-                    ins, consts = (["x", "n", "a"], {"n": np.array(length, np.int64)}) if length else (["x", "", "a"], {})
+                    ins, consts = (["x", "n", "a"], {"n": np.array(length, np.int64)}) if length else \
+                        (["x", "", "a"], {})
                     consts["a"] = np.array(1, np.int64)
                     m = model([helper.make_node("DFT", ins, ["y"], inverse=inverse, onesided=onesided)],
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
@@ -789,7 +790,8 @@ def t_narrow_integers():
         vs_reference(helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"]), {"x": q},
                      {"s": np.float32(0.7), "z": zp}, opset=21)
     # refused where an int64 intermediate could overflow before the wrap
-    m = model([helper.make_node("Mul", ["a", "a"], ["y"])], [helper.make_tensor_value_info("a", TensorProto.UINT32, [3])],
+    m = model([helper.make_node("Mul", ["a", "a"], ["y"])],
+              [helper.make_tensor_value_info("a", TensorProto.UINT32, [3])],
               [helper.make_tensor_value_info("y", TensorProto.UINT32, [3])])
     try:
         smelt.onnx.load(m)
@@ -819,8 +821,8 @@ def t_training_optimizers():
             feeds = {"r": np.array(0.1, np.float32), "t": np.array(t, np.int64)}
             feeds.update(zip(names, tensors))
             node = helper.make_node(op_type, list(feeds), outs, domain="ai.onnx.preview.training", **attrs)
-            g = helper.make_graph([node], "m", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype),
-                                                                                v.shape) for k, v in feeds.items()],
+            g = helper.make_graph([node], "m", [helper.make_tensor_value_info(
+                k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()],
                                   [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs])
             m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid("ai.onnx.preview.training", 1)])
@@ -833,8 +835,9 @@ def t_training_optimizers():
 
 def t_more_ops():
     # Einsum with '...' and diagonals, against NumPy's einsum in float64
-    for eq, shapes in (("...ii->...i", [(2, 3, 4, 4)]), ("ii", [(5, 5)]), ("b...ij,b...jk->b...ik", [(2, 3, 4, 5), (2, 3, 5, 2)]),
-                       ("iij,jk", [(3, 3, 4), (4, 2)]), ("...i,...i", [(3, 4), (4,)])):
+    for eq, shapes in (("...ii->...i", [(2, 3, 4, 4)]), ("ii", [(5, 5)]),
+                       ("b...ij,b...jk->b...ik", [(2, 3, 4, 5), (2, 3, 5, 2)]), ("iij,jk", [(3, 3, 4), (4, 2)]),
+                       ("...i,...i", [(3, 4), (4,)])):
         xs = [f32(*sh) for sh in shapes]
         ref = np.einsum(eq, *[x.astype(np.float64) for x in xs])
         m = model([helper.make_node("Einsum", ["x%d" % i for i in range(len(xs))], ["y"], equation=eq)],
@@ -850,8 +853,8 @@ def t_more_ops():
     x = f32(2, 3, 7, 6)
     x[0, 0, :2, :2] = 1.0  # ties in a window: the first position
     for so in (0, 1):
-        vs_reference(helper.make_node("MaxPool", ["x"], ["v", "i"], kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1],
-                                      storage_order=so), {"x": x})
+        vs_reference(helper.make_node("MaxPool", ["x"], ["v", "i"], kernel_shape=[3, 2], strides=[2, 2],
+                                      pads=[1, 0, 1, 1], storage_order=so), {"x": x})
     # MaxUnpool: its indices address the shape the pool inverts ((n - 1) * stride + kernel - pads), placed at the
     # start of output_shape
     v, i = vs_reference(helper.make_node("MaxPool", ["x"], ["v", "i"], kernel_shape=[2, 2], strides=[2, 2]),

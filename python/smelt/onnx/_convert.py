@@ -2604,9 +2604,10 @@ def supported_ops():
 # shapes only) is a static input: its values are part of the signature.
 KNOWN_INPUTS = {"Reshape": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
                 "Pad": (1, 2, 3), "Tile": (1,), "Expand": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,),
-                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "Resize": (1, 2, 3), "TopK": (1,), "AffineGrid": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3), "Compress": (1,), "MaxUnpool": (2,),
-                "MelWeightMatrix": (0, 1, 2, 3, 4), "CenterCropPad": (1,), "HannWindow": (0,),
-                "HammingWindow": (0,), "BlackmanWindow": (0,)}
+                "Trilu": (1,), "OneHot": (1,), "Dropout": (1, 2), "Upsample": (1,), "Resize": (1, 2, 3),
+                "TopK": (1,), "AffineGrid": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 3),
+                "Compress": (1,), "MaxUnpool": (2,), "MelWeightMatrix": (0, 1, 2, 3, 4), "CenterCropPad": (1,),
+                "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,)}
 for _n in OPS:
     if _n.startswith("Reduce"):
         KNOWN_INPUTS[_n] = (1,)
@@ -2662,7 +2663,7 @@ class OnnxFunction:
 
     def __init__(self, model, opt_level=3, backend=None):
         import onnx
-        from onnx import helper, numpy_helper
+        from onnx import numpy_helper
         if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
             model = onnx.load(model)
         if not isinstance(model, onnx.ModelProto):
