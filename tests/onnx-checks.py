@@ -900,6 +900,27 @@ def t_if():
     np.testing.assert_array_equal(smelt.onnx.load(m)(x)[0], x * 2)
 
 
+
+def t_deform_conv():
+    """DeformConv (groups, offset groups, mask, strides, pads, dilations;
+    offsets reaching outside the input) against ONNX's reference"""
+    x = f32(1, 4, 5, 6)
+    for g, go, s_, d_, p_, with_mask in ((1, 1, [1, 1], [1, 1], [0, 0, 0, 0], False),
+                                         (2, 2, [2, 1], [1, 2], [1, 0, 1, 1], True)):
+        kh, kw = 2, 3
+        oh = (5 + p_[0] + p_[2] - d_[0] * (kh - 1) - 1) // s_[0] + 1
+        ow = (6 + p_[1] + p_[3] - d_[1] * (kw - 1) - 1) // s_[1] + 1
+        w = f32(4, 4 // g, kh, kw)
+        off = (f32(1, go * kh * kw * 2, oh, ow) * 1.5).astype(np.float32)
+        feeds = {"x": x, "w": w, "o": off, "b": f32(4)}
+        ins = ["x", "w", "o", "b"]
+        if with_mask:
+            feeds["m"] = rng.uniform(0, 1, (1, go * kh * kw, oh, ow)).astype(np.float32)
+            ins.append("m")
+        vs_reference(helper.make_node("DeformConv", ins, ["y"], group=g, offset_group=go, strides=s_, dilations=d_,
+                                      pads=p_, kernel_shape=[kh, kw]), feeds, opset=19)
+
+
 for name, fn in list(globals().items()):
     if name.startswith("t_") and callable(fn):
         check(name[2:], fn)

@@ -1695,6 +1695,66 @@ def _mel(c, ins, A):
     return w.astype(_np_dtype(A.get("output_datatype", 1)))
 
 
+@op("DeformConv", ["dilations", "group", "kernel_shape", "offset_group", "pads", "strides"],
+    check=lambda n, A, o: None if len(A.get("kernel_shape", [0, 0])) == 2 else "%d spatial axes (2)"
+    % len(A["kernel_shape"]))
+def _deform_conv(c, ins, A):
+    """Per kernel tap, the input sampled bilinearly (zeros outside) at the
+    tap's position plus its offset (4 take_along_axis reads of the
+    flattened input), times the mask; then the columns times the weights
+    per group (one product)."""
+    x, w, off = ins[0], ins[1], ins[2]
+    b = ins[3] if len(ins) > 3 and ins[3] is not None else None
+    mask = ins[4] if len(ins) > 4 and ins[4] is not None else None
+    if x.ndim != 4:
+        raise UnsupportedError(-10, "DeformConv over %d spatial axes (2)" % (x.ndim - 2))
+    nb, ch, H, W = (int(v) for v in x.shape)
+    oc, kh, kw = int(w.shape[0]), int(w.shape[2]), int(w.shape[3])
+    g, go = int(A.get("group", 1)), int(A.get("offset_group", 1))
+    sh, sw = (int(v) for v in A.get("strides", [1, 1]))
+    dh, dw = (int(v) for v in A.get("dilations", [1, 1]))
+    ph, pw = (int(v) for v in A.get("pads", [0, 0, 0, 0])[:2])
+    oh, ow = int(off.shape[2]), int(off.shape[3])
+    P, K, cgo = oh * ow, kh * kw, ch // go
+    dt = np.dtype(x.dtype)
+    offr = off.reshape(nb, go, kh, kw, 2, P)
+    mr = mask.reshape(nb, go, kh, kw, P) if mask is not None else None
+    base_h = (np.arange(oh) * sh - ph).reshape(oh, 1) + np.zeros((1, ow))
+    base_w = (np.arange(ow) * sw - pw).reshape(1, ow) + np.zeros((oh, 1))
+    xf = x.reshape(nb, go, cgo, H * W)
+    cols = []
+    for a in range(kh):
+        for bb in range(kw):
+            py = offr[:, :, a, bb, 0] + (base_h + a * dh).reshape(1, 1, P).astype(dt)
+            px = offr[:, :, a, bb, 1] + (base_w + bb * dw).reshape(1, 1, P).astype(dt)
+            y0, x0 = np.floor(py), np.floor(px)
+            wy, wx = py - y0, px - x0
+            yi, xi = astype(y0, np.int64), astype(x0, np.int64)
+            acc = None
+            for cy, cx, wgt in ((0, 0, (sc(wy, 1) - wy) * (sc(wx, 1) - wx)), (0, 1, (sc(wy, 1) - wy) * wx),
+                                (1, 0, wy * (sc(wx, 1) - wx)), (1, 1, wy * wx)):
+                yy, xx = yi + np.int64(cy), xi + np.int64(cx)
+                ok = np.logical_and(np.logical_and(yy >= np.int64(0), yy < np.int64(H)),
+                                    np.logical_and(xx >= np.int64(0), xx < np.int64(W)))
+                flat = np.clip(yy, np.int64(0), np.int64(H - 1)) * np.int64(W) + \
+                    np.clip(xx, np.int64(0), np.int64(W - 1))
+                v = _take_along(xf, np.broadcast_to(flat.reshape(nb, go, 1, P), (nb, go, cgo, P)), 3)
+                wv = np.where(ok, wgt, sc(wgt, 0))
+                if mr is not None:
+                    wv = wv * mr[:, :, a, bb]
+                term = v * astype(wv, dt).reshape(nb, go, 1, P)
+                acc = term if acc is None else acc + term
+            cols.append(acc.reshape(nb, ch, 1, P))
+    col = np.concatenate(cols, 2) if K > 1 else cols[0]  # [nb, ch, K, P]
+    cg = ch // g
+    col = col.reshape(nb, g, cg * K, P)
+    wg = w.reshape(g, oc // g, cg * K)
+    y = np.matmul(wg.reshape(1, g, oc // g, cg * K), col).reshape(nb, oc, oh, ow)
+    if b is not None:
+        y = y + b.reshape(1, oc, 1, 1)
+    return y
+
+
 # ---- losses: the class axis read through a one-hot mask (target == iota) --------------------------
 def _nll(x, target, weight, A):
     red = A.get("reduction", "mean")
