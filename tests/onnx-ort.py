@@ -8,7 +8,9 @@ Models: the ONNX file exported by scikit-learn (tests/onnx-models, made by
 make-sklearn-model; also checked against scikit-learn's own predictions),
 and the bench's ONNX workloads at small sizes (bench/onnx/models.py: mlp,
 attention, the transformer encoder layer with and without its embedding
-Gather, the conv block Conv + BatchNormalization + Relu).  Fresh random inputs (the seed is printed; SMELT_TEST_SEED=N
+Gather, the conv block Conv + BatchNormalization + Relu), and operators
+built as compositions (a ConvTranspose + Resize + GridSample block,
+bidirectional LSTM and GRU with sequence lengths).  Fresh random inputs (the seed is printed; SMELT_TEST_SEED=N
 repeats a run) plus special values where the model allows.  For each:
 
   - smelt's f32 result has ONNX's dtype and shape;
@@ -159,6 +161,41 @@ m, feeds = models.make_encoder(rng, batch=3, seq=24, d=48, heads=6, vocab=50, ga
 compare("encoder (gather)", m, feeds)
 m, feeds = models.make_conv_block(rng, batch=2, c=8, hw=13, o=12)
 compare("conv block", m, feeds, folds=1)
+
+# ---- operators smelt.onnx builds as compositions: a decoder block (ConvTranspose, Resize, GridSample), recurrent
+# layers (bidirectional, with sequence lengths) -----------------------------------------------------------
+H = onnx.helper
+TP = onnx.TensorProto
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def one_node_model(nodes, feeds, outs, inits, opset=20):
+    g = H.make_graph(nodes, "m", [H.make_tensor_value_info(k, H.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                                  for k, v in feeds.items()],
+                     [H.make_tensor_value_info(o, TP.FLOAT, None) for o in outs],
+                     initializer=[onnx.numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return H.make_model(g, opset_imports=[H.make_opsetid("", opset)])
+
+
+m = one_node_model([H.make_node("ConvTranspose", ["x", "w", "b"], ["t"], strides=[2, 2], pads=[1, 1, 0, 0],
+                                output_padding=[1, 0]),
+                    H.make_node("Relu", ["t"], ["r"]),
+                    H.make_node("Resize", ["r", "", "sc"], ["z"], mode="cubic", exclude_outside=1),
+                    H.make_node("GridSample", ["z", "g"], ["y"], mode="linear", padding_mode="reflection")],
+                   {"x": f32(2, 6, 7, 5), "g": rng.uniform(-1.1, 1.1, (2, 9, 8, 2)).astype(np.float32)}, ["y"],
+                   {"w": f32(6, 4, 3, 3) * 0.3, "b": f32(4), "sc": np.array([1, 1, 1.5, 0.75], np.float32)})
+compare("decoder block", m, {"x": f32(2, 6, 7, 5), "g": rng.uniform(-1.1, 1.1, (2, 9, 8, 2)).astype(np.float32)})
+for kind, G in (("LSTM", 4), ("GRU", 3)):
+    T, nb, ni, hs = 7, 3, 5, 6
+    inits = {"w": f32(2, G * hs, ni) * 0.5, "r": f32(2, G * hs, hs) * 0.5, "b": f32(2, 2 * G * hs) * 0.5}
+    feeds = {"x": f32(T, nb, ni), "lens": rng.integers(1, T + 1, nb).astype(np.int32)}
+    outs = ["y", "yh"] + (["yc"] if kind == "LSTM" else [])
+    m = one_node_model([H.make_node(kind, ["x", "w", "r", "b", "lens"], outs, hidden_size=hs,
+                                    direction="bidirectional", clip=2.0)], feeds, outs, inits, opset=14)
+    compare("%s bidirectional" % kind, m, feeds)
 
 print("onnx-ort: %d checks, %d failed, %d skipped" % (n_ok + n_fail, n_fail, n_skip))
 sys.exit(1 if n_fail else 0)

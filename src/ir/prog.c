@@ -216,8 +216,8 @@ static bool lower_gather(smelt__prog *q, smelt__inst *x)
             return false;
     }
     x->in[0] = v;
+    ix = &q->v[x->in[1]]; /* (again: the pushes above may have moved q->v) */
     smelt__inst r = {.op = SMELT_OP_RESHAPE, .dtype = ix->dtype, .nin = 1, .in = {x->in[1]}, .input_index = -1};
-    ix = &q->v[x->in[1]];
     for (int d = 0; d < ix->ndim; d++)
         r.shape[r.ndim++] = ix->shape[d];
     for (int d = axis + 1; x->op == SMELT_OP_TAKE && d < a->ndim; d++)
