@@ -2,6 +2,7 @@
  * (C or CUDA), from templates. */
 #ifndef SMELT_CODEGEN_H
 #define SMELT_CODEGEN_H
+#include "devlaunch.h"
 #include "fusion.h"
 
 /* Device kernels (CUDA dialect) take one parameter block, defined once in
@@ -40,6 +41,7 @@ extern const smelt__dialect smelt__dialect_cuda;
 typedef struct smelt__target {
     const smelt__dialect *dialect;
     bool blocks; /* block form: calls to the library's smelt_blk_* primitives */
+    const smelt__devtarget *device; /* a device dialect's processor (its warp width); NULL on the host */
 } smelt__target;
 /* Emit source for d.  The function is named "smelt_ew_<hash of the source>"
  * ("smelt_red_<hash>" for a reduction),

@@ -376,7 +376,7 @@ int smelt__shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
 
 /* CUDA over tiles (smelt__is_tile(d->spread)): the inputs read transposed
  * through shared memory, a tile at a time (templates/cuda/kernel_tile.cu.in;
- * the executor picks the tiles, src/fusion/fusion.h). */
+ * the launch layer picks the tiles, src/codegen/devlaunch.h). */
 int smelt__shape_device_tile(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
                              smelt__sb *text, smelt__sb *err)
 {
