@@ -603,7 +603,7 @@ int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
 /* A device (CUDA): a warp per result. */
 /* A spread reduction's lane loop (kernel_reduce_spread.cu.in,
  * kernel_reduce_cols.cu.in), at indentation ind: the lane's elements r =
- * r0, r0 + 32, ... below c1 folded into v, vi in that order, 8 at a time
+ * r0, r0 + L, ... (L: the warp's lanes) below c1 folded into v, vi in that order, 8 at a time
  * computed (OFF, the offsets, and ELEM, the element e) before they are
  * folded, so that their loads go out together: one at a time, each
  * behind its test of the chunk's end, the few warps of a spread form
@@ -611,18 +611,18 @@ int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
  * columns at 37 % of an H100's copy, a hand-written kernel of the same
  * order 87 %). */
 enum { RED_LANE_BATCH = 8 };
-static void red_dev_lane_loop(smelt__sb *b, int ind, const char *r0, const char *off, const char *elem)
+static void red_dev_lane_loop(smelt__sb *b, int ind, int L, const char *r0, const char *off, const char *elem)
 {
     smelt__sb_printf(b, "%*ssmelt_idx r0 = %s;\n", ind, "", r0);
-    smelt__sb_printf(b, "%*sfor (; r0 + 32 * %d < c1; r0 += 32 * %d) { /* (smelt_idx may be unsigned) */\n", ind, "",
-                     RED_LANE_BATCH - 1, RED_LANE_BATCH);
+    smelt__sb_printf(b, "%*sfor (; r0 + %d * %d < c1; r0 += %d * %d) { /* (smelt_idx may be unsigned) */\n", ind, "",
+                     L, RED_LANE_BATCH - 1, L, RED_LANE_BATCH);
     smelt__sb_printf(b, "%*s    smelt_acc ev[%d];\n#pragma unroll\n", ind, "", RED_LANE_BATCH);
     smelt__sb_printf(b, "%*s    for (int u = 0; u < %d; u++) {\n", ind, "", RED_LANE_BATCH);
-    smelt__sb_printf(b, "%*s        const smelt_idx r = r0 + 32 * u;\n%s%s\n", ind, "", off, elem);
+    smelt__sb_printf(b, "%*s        const smelt_idx r = r0 + %d * u;\n%s%s\n", ind, "", L, off, elem);
     smelt__sb_printf(b, "%*s        ev[u] = e;\n%*s    }\n#pragma unroll\n", ind, "", ind, "");
     smelt__sb_printf(b, "%*s    for (int u = 0; u < %d; u++)\n", ind, "", RED_LANE_BATCH);
-    smelt__sb_printf(b, "%*s        smelt_fold(&v, &vi, ev[u], (long long)(r0 + 32 * u));\n%*s}\n", ind, "", ind, "");
-    smelt__sb_printf(b, "%*sfor (smelt_idx r = r0; r < c1; r += 32) {\n%s%s\n", ind, "", off, elem);
+    smelt__sb_printf(b, "%*s        smelt_fold(&v, &vi, ev[u], (long long)(r0 + %d * u));\n%*s}\n", ind, "", L, ind, "");
+    smelt__sb_printf(b, "%*sfor (smelt_idx r = r0; r < c1; r += %d) {\n%s%s\n", ind, "", L, off, elem);
     smelt__sb_printf(b, "%*s    smelt_fold(&v, &vi, e, (long long)r);\n%*s}\n", ind, "", ind, "");
 }
 
@@ -660,10 +660,14 @@ void smelt__red_dev_offsets(smelt__sb *b, bool xo, int ind, int nx, int R, int n
  * results and a counter per result (smelt__devlaunch's red_part, red_cnt). */
 static const char red_scratch_text[] = "struct smelt_red_scratch {\n    char *part;\n    unsigned *cnt;\n};\n\n";
 
-int smelt__shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
+int smelt__shape_device_reduce(const smelt__target *t, const smelt__kdesc *d, const char *prelude,
                                smelt__sb *text, smelt__sb *err)
 {
+    const smelt__dialect *dl = t->dialect;
+    warp_text wt;
     int st = red_check(d, err);
+    if (!st)
+        st = smelt__warp_text(&wt, t, err);
     if (st)
         return st;
     bool fused = red_fused(d);
@@ -768,12 +772,12 @@ int smelt__shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
     smelt__sb loop;
     smelt__sb_init(&loop);
     if (d->spread)
-        red_dev_lane_loop(&loop, d->spread == SMELT_SPREAD_COLS ? 16 : 12,
+        red_dev_lane_loop(&loop, d->spread == SMELT_SPREAD_COLS ? 16 : 12, wt.L,
                           d->spread == SMELT_SPREAD_COLS ? "c0 + l" : "c0 + lane", smelt__sb_str(&off[1]),
                           smelt__sb_str(&elem));
     const slot fsl[] = {{"NAME", NAME_TOKEN}, {"STORE", smelt__sb_str(&store)}, {"RANK", SLOT_NUM(R)},
                         {"NX", SLOT_NUM(nx)}, {"LOOP", smelt__sb_str(&loop)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
-                        {"ARG", SLOT_NUM(k.arg)}, {"XO", smelt__sb_str(&xo[1])}};
+                        {"ARG", SLOT_NUM(k.arg)}, {"XO", smelt__sb_str(&xo[1])}, WARP_SLOTS(wt)};
     if (!st && d->spread)
         st = smelt__load_render(&spread, dl, d->spread == SMELT_SPREAD_COLS ? "kernel_reduce_cols" : "kernel_reduce_spread",
                          fsl, NSLOTS(fsl), err);
@@ -792,7 +796,8 @@ int smelt__shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         {"IDENT", smelt__sb_str(&ident)}, {"ARG", SLOT_NUM(k.arg)},
         {"SCRATCH", d->spread ? red_scratch_text : ""},
         {"SCRATCH_PARAM", d->spread ? ", const smelt_red_scratch s" : ""},
-        {"SPREAD", smelt__sb_str(&spread)}, {"XO", smelt__sb_str(&xo[0])}, {"OFF", smelt__sb_str(&off[0])}};
+        {"SPREAD", smelt__sb_str(&spread)}, {"XO", smelt__sb_str(&xo[0])}, {"OFF", smelt__sb_str(&off[0])},
+        WARP_SLOTS(wt)};
     if (!st)
         st = smelt__load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
     smelt__sb_free(&spread), smelt__sb_free(&loop);

@@ -9,24 +9,27 @@
 #include "emit.h"
 
 /* The held form's index of the lane's element j of kernel operand q (mode
- * m) from its pointer bq<q> (rows_dev_bases). */
-static void held_index(char *o, size_t n, int m, int q)
+ * m) from its pointer bq<q> (rows_dev_bases), in warps of L lanes. */
+static void held_index(char *o, size_t n, int m, int q, int L)
 {
     if (m == SMELT_MODE_STRIDED)
-        snprintf(o, n, "32 * j * sq%d", q);
+        snprintf(o, n, "%d * j * sq%d", L, q);
+    else if (m == SMELT_MODE_BCAST)
+        snprintf(o, n, "0");
     else
-        snprintf(o, n, "%s", m == SMELT_MODE_BCAST ? "0" : "32 * j");
+        snprintf(o, n, "%d * j", L);
 }
 
 /* The held form's elements of a lane: j < kr in registers (kc<v>[j],
  * loops unrolled: indexed by constants), the rest in shared memory
- * (kcs<v>[32 (j - kr)], the warp's slice of its slot); part: which. */
+ * (kcs<v>[L (j - kr)], the warp's slice of its slot); part: which. */
 typedef struct rows_held {
     int K, kr; /* elements a lane holds, of them in registers */
     bool *in;  /* per kernel input: held */
     int part;  /* 0: registers, 1: shared memory (the loop being emitted) */
     int W;     /* warps a row spans (the block form: > 1; its elements from wb on, rows_dev_bases) */
     bool exact; /* the block form: the row fills the block (no element tested against its end) */
+    int L;      /* lanes a warp (the target's) */
 } rows_held;
 
 /* Whether part p of the held form h has elements (the streaming form, h
@@ -39,7 +42,7 @@ static bool held_part(const rows_held *h, int p)
 static void held_ref(char *o, size_t n, const rows_held *h, int v)
 {
     if (h->part)
-        snprintf(o, n, "kcs%d[32 * (j - %d)]", v, h->kr);
+        snprintf(o, n, "kcs%d[%d * (j - %d)]", v, h->L, h->kr);
     else
         snprintf(o, n, "kc%d[j]", v);
 }
@@ -118,7 +121,7 @@ static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__k
             smelt__sb_printf(b, "%s    %s *q%d = rt;\n%s    const smelt_idx o%d = 0;\n", ind, T, q, ind, q);
         else if (h && !small) { /* the held form: the lane's pointer into the row (rows_dev_bases) */
             char o[48];
-            held_index(o, sizeof o, pc->mode[q], bind[q]);
+            held_index(o, sizeof o, pc->mode[q], bind[q], h->L);
             smelt__sb_printf(b, "%s    %s%s *__restrict__ q%d = (%s%s *)bq%d;\n%s    const smelt_idx o%d = %s;\n", ind,
                              c, T, q, c, T, bind[q], ind, q, o);
         } else
@@ -143,34 +146,35 @@ static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__k
 }
 
 /* The loop over a row's elements that lane holds in a pass: the streaming
- * form's r = c0 + lane, + 32, ... < c1 (a chunk); the held form's
- * elements r = lane + 32 j of the part h->part, those below nred (the
+ * form's r = c0 + lane, + L, ... < c1 (a chunk; L lanes a warp); the held form's
+ * elements r = lane + L j of the part h->part, those below nred (the
  * first K / 2 are in every row: the compiler drops their test); unrolled
  * for registers (their arrays indexed by constants), else by 16 for loads
  * (load: rows_dev_preload: a lane's loads go out 16 at a time; all at once,
  * they would take as many registers) and by 8 (loads of inputs a pass
  * reads alone). */
-static void rows_dev_loop(smelt__sb *b, const rows_held *h, const char *c0, const char *c1, const char *ind, bool load)
+static void rows_dev_loop(smelt__sb *b, const rows_held *h, int L, const char *c0, const char *c1, const char *ind,
+                          bool load)
 {
     if (!h) {
-        smelt__sb_printf(b, "%sfor (smelt_idx r = %s + lane; r < %s; r += 32) {\n%s    {\n", ind, c0, c1, ind);
+        smelt__sb_printf(b, "%sfor (smelt_idx r = %s + lane; r < %s; r += %d) {\n%s    {\n", ind, c0, c1, L, ind);
         return;
     }
     smelt__sb_printf(b, "%s#pragma unroll%s\n", ind, !h->part ? "" : load ? " 16" : " 8");
     if (h->W > 1) /* the block form: every warp's elements may pass the row's end, unless exact */
         smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++) {\n"
-                            "%s    const smelt_idx r = wb + (smelt_idx)(lane + 32 * j);\n%s    if (%s) {\n",
-                         ind, h->K, ind, ind, h->exact ? "true" : "j < jn");
+                            "%s    const smelt_idx r = wb + (smelt_idx)(lane + %d * j);\n%s    if (%s) {\n",
+                         ind, h->K, ind, L, ind, h->exact ? "true" : "j < jn");
     else
         smelt__sb_printf(b, "%sfor (int j = %d; j < %d; j++) {\n"
-                            "%s    const smelt_idx r = (smelt_idx)(lane + 32 * j);\n%s    if (j < %d || r < nred) {\n",
-                         ind, h->part ? h->kr : 0, h->part ? h->K : h->kr, ind, ind, h->K / 2);
+                            "%s    const smelt_idx r = (smelt_idx)(lane + %d * j);\n%s    if (j < %d || r < nred) {\n",
+                         ind, h->part ? h->kr : 0, h->part ? h->K : h->kr, ind, L, ind, h->K / 2);
 }
 
 /* The held form (one reduced dimension): each kernel operand's pointer to
  * the lane's first element of the row, bq<q>, and its stride along the row
  * sq<q> (elements; strided operands): element j of the lane is at
- * bq<q>[32 j] (contiguous), bq<q>[0] (broadcast) or bq<q>[32 j sq<q>], an
+ * bq<q>[L j] (contiguous), bq<q>[0] (broadcast) or bq<q>[L j sq<q>], an
  * offset the compiler folds into the load. */
 static void rows_dev_bases(smelt__sb *b, const smelt__dialect *dl, const smelt__kdesc *d, const char *ind, int W)
 {
@@ -199,11 +203,11 @@ static void rows_dev_preload(smelt__sb *b, const smelt__dialect *dl, const smelt
     for (h->part = 0; any && h->part < 2; h->part++) {
         if (!held_part(h, h->part))
             continue;
-        rows_dev_loop(b, h, "", "", ind, true);
+        rows_dev_loop(b, h, h->L, "", "", ind, true);
         for (int v = 0; v < d->n_in; v++)
             if (h->in[v] && first[v] == p) {
                 char o[48], r[48];
-                held_index(o, sizeof o, d->mode[v], v);
+                held_index(o, sizeof o, d->mode[v], v, h->L);
                 held_ref(r, sizeof r, h, v);
                 smelt__sb_printf(b, "%s        %s = ((const %s *)bq%d)[%s];\n", ind, r, dl->stype[d->in_dt[v]], v, o);
             }
@@ -230,7 +234,7 @@ static bool red_any_grouping(const red_kind *rk)
  * keeps the result unless an element was a NaN or the result is a zero, which
  * the exact fold takes again: NaN first and zeros by their sign.  Otherwise
  * the result is the largest (smallest) value, whichever order. */
-static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, const char *op, int K, bool exact,
+static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, const char *op, int L, int K, bool exact,
                                const char *mm)
 {
     char in2[64];
@@ -249,8 +253,8 @@ static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, c
     smelt__sb_printf(b, "%s#pragma unroll\n", in);
     smelt__sb_printf(b, "%sfor (int j = 0; j < %d; j++)\n", in, K);
     smelt__sb_printf(b, "%s    %sif (j < jn)\n", in, exact ? "// " : "");
-    smelt__sb_printf(b, "%s        smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + 32 * j));\n", in, sfx,
-                     sfx, op);
+    smelt__sb_printf(b, "%s        smelt_fold%s(&v, &vi, smelt_conv%s(%s), (long long)(wb + lane + %d * j));\n", in, sfx,
+                     sfx, op, L);
     if (mm)
         smelt__sb_printf(b, "%s    }\n%s}\n", ind, ind);
 }
@@ -260,20 +264,20 @@ static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, c
  * where warp s - 1 left them in shared memory, folds its K elements of
  * operand op (warp 0 from the identity), and leaves them for warp s + 1,
  * a barrier after each warp; then every warp takes the last ones.  So
- * lane l folds l, l + 32, ... in turn, the one warp's order.  A fold that
+ * lane l folds l, l + L, ... in turn (L lanes a warp), the one warp's order.  A fold that
  * gives the same bits in any grouping (free: red_any_grouping) runs in
  * every warp at once, from the identity I, and each lane then folds the
  * warps' results in order: one barrier instead of W.  exact: every
  * element of the block is in the row (no test; else j < jn, the lane's
  * elements in the row). */
-static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const char *op, int W, int K, bool arg,
+static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const char *op, int L, int W, int K, bool arg,
                            bool free, bool exact, const char *I, const char *mm)
 {
     const char *ix = arg ? "" : "// ";
     if (free) {
-        smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[%d][32];\n", ind, sfx, W);
-        smelt__sb_printf(b, "%s%s__shared__ long long chi[%d][32];\n", ind, ix, W);
-        rows_dev_warp_fold(b, ind, sfx, op, K, exact, mm);
+        smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[%d][%d];\n", ind, sfx, W, L);
+        smelt__sb_printf(b, "%s%s__shared__ long long chi[%d][%d];\n", ind, ix, W, L);
+        rows_dev_warp_fold(b, ind, sfx, op, L, K, exact, mm);
         smelt__sb_printf(b, "%sch[wp][lane] = v;\n", ind);
         smelt__sb_printf(b, "%s%schi[wp][lane] = vi;\n", ind, ix);
         smelt__sb_printf(b, "%s__syncthreads();\n", ind);
@@ -284,8 +288,8 @@ static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const
         smelt__sb_printf(b, "%s    smelt_fold%s(&v, &vi, ch[s][lane], %s);\n", ind, sfx, arg ? "chi[s][lane]" : "0");
         return;
     }
-    smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[32];\n", ind, sfx);
-    smelt__sb_printf(b, "%s%s__shared__ long long chi[32];\n", ind, ix);
+    smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[%d];\n", ind, sfx, L);
+    smelt__sb_printf(b, "%s%s__shared__ long long chi[%d];\n", ind, ix, L);
     smelt__sb_printf(b, "%sfor (int s = 0; s < %d; s++) {\n", ind, W);
     smelt__sb_printf(b, "%s    if (wp == s) {\n", ind);
     smelt__sb_printf(b, "%s        if (s) {\n", ind);
@@ -294,7 +298,7 @@ static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const
     smelt__sb_printf(b, "%s        }\n", ind);
     char in2[64];
     snprintf(in2, sizeof in2, "%s        ", ind);
-    rows_dev_warp_fold(b, in2, sfx, op, K, exact, NULL);
+    rows_dev_warp_fold(b, in2, sfx, op, L, K, exact, NULL);
     smelt__sb_printf(b, "%s        ch[lane] = v;\n", ind);
     smelt__sb_printf(b, "%s        %schi[lane] = vi;\n", ind, ix);
     smelt__sb_printf(b, "%s    }\n", ind);
@@ -313,10 +317,17 @@ static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const
  * first kr = 2^(c - 1) (none for c = 0) in registers (kc<v>), the rest in
  * shared memory (kcs<v>, smelt__rows_held_slots; a block is one warp), so a row
  * is read from memory once. */
-int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude, smelt__sb *text,
+int smelt__shape_device_rows(const smelt__target *t, const smelt__kdesc *d, const char *prelude, smelt__sb *text,
                              smelt__sb *err)
 {
-    int st = smelt__rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
+    const smelt__dialect *dl = t->dialect;
+    warp_text wt;
+    int st = smelt__warp_text(&wt, t, err);
+    if (st)
+        return st;
+    const int L = wt.L; /* lanes a warp */
+    st = smelt__rows_check(d, err);
+    int R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
     int K = 0, kr = 0, W = 1;
     if (d->spread >= SMELT_SPREAD_HELD) {
         smelt__held_split(d->spread, &K, &kr);
@@ -329,7 +340,7 @@ int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
     bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1)), held[SMELT_MAX_KERNEL_OPERANDS] = {false};
     int *first = K ? malloc(sizeof(int) * (size_t)(4 * nv + 1)) : NULL;
     int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
-    rows_held hv = {K, kr, held, 0, W, smelt__held_exact(d->spread)}, *h = K ? &hv : NULL;
+    rows_held hv = {K, kr, held, 0, W, smelt__held_exact(d->spread), L}, *h = K ? &hv : NULL;
     smelt__sb defs, body, kd, rd, what, xo;
     smelt__sb_init(&defs), smelt__sb_init(&body), smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what);
     smelt__sb_init(&xo);
@@ -345,7 +356,7 @@ int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         for (int v = 0; v < nin; v++)
             held[v] = smelt__rows_is_held(d, &ri, first, first + nv, v);
         int *slot = first + 2 * nv, *off = first + 3 * nv, per = smelt__rows_held_slots(d, &ri, first, first + nv, slot, off);
-        shared = kr < K ? 32 * (K - kr) * per : 0;
+        shared = kr < K ? L * (K - kr) * per : 0;
         if (per < 0) {
             smelt__sb_puts(err, "a row program holds too many values");
             st = SMELT_ERR_INVALID_ARG;
@@ -356,8 +367,8 @@ int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             smelt__sb_printf(&body, "        const smelt_idx wb = (smelt_idx)%d * wp; /* the warp's first element */\n"
                                     "        %sconst long long jr = (long long)nred - (long long)wb - lane; /* (smelt_idx may be "
                                     "unsigned) */\n"
-                                    "        %sconst int jn = jr <= 0 ? 0 : jr >= %d ? %d : (int)((jr + 31) / 32);\n",
-                             32 * K, hv.exact ? "// " : "", hv.exact ? "// " : "", 32 * K, K);
+                                    "        %sconst int jn = jr <= 0 ? 0 : jr >= %d ? %d : (int)((jr + %d) / %d);\n",
+                             L * K, hv.exact ? "// " : "", hv.exact ? "// " : "", L * K, K, L - 1, L);
         rows_dev_bases(&body, dl, d, "        ", W);
         for (int v = 0; v < nv && !st; v++) { /* the held values' arrays */
             if (!smelt__rows_is_held(d, &ri, first, first + nv, v))
@@ -367,7 +378,7 @@ int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                 smelt__sb_printf(&body, "        %s kc%d[%d];\n", T, v, kr);
             if (kr < K)
                 smelt__sb_printf(&body, "        %s *const kcs%d = (%s *)(void *)(smelt_sm + %d) + lane;\n", T, v, T,
-                                 32 * (K - kr) * off[slot[v]]);
+                                 L * (K - kr) * off[slot[v]]);
         }
     }
     for (int v = 0; v < nin + d->n_ops && !st; v++)
@@ -425,14 +436,14 @@ int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
             char opnd[48] = "rt[0]";
             if (opheld)
                 held_ref(opnd, sizeof opnd, h, x);
-            rows_dev_loop(&body, h, "c0", "c1", in, false);
+            rows_dev_loop(&body, h, L, "c0", "c1", in, false);
             smelt__sb_printf(&body, "%ssmelt_in%s rt[1];\n", el, sfx);
             if (!K)
                 smelt__red_dev_offsets(&body, false, (int)strlen(el), noper, R, nr);
             if (x < nin && !(K && held[x])) { /* an input this pass alone reads */
                 char o[48];
                 if (K) {
-                    held_index(o, sizeof o, d->mode[x], x);
+                    held_index(o, sizeof o, d->mode[x], x, L);
                     smelt__sb_printf(&body, "%srt[0] = ((const smelt_in%s *)bq%d)[%s];\n", el, sfx, x, o);
                 } else {
                     smelt__sb_printf(&body, "%srt[0] = ((const smelt_in%s *)a.ptrs[%d])[off[%d]];\n", el, sfx, x, x);
@@ -457,7 +468,7 @@ int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         hv.part = 0;
         if (W > 1) { /* warp s folds its elements after warp s - 1: the lanes' order of one warp */
             /* a fold in any grouping keeps the warps' results in shared memory, each reduction
-             * its own: at most 4 KB (W <= 8 for an f64 argmax), else the chain's 32 slots (a kernel
+             * its own: at most 4 KB (W <= 8 for an f64 argmax), else the chain's L slots (a kernel
              * of many such folds over 32 warps would pass the 48 KB a block may declare) */
             int slot = (int)smelt__dtypes[rk.acc].size + (rk.arg ? 8 : 0);
             /* a max or min of floats: by fmaxf or fminf, the exact fold where a NaN or a zero needs it */
@@ -465,15 +476,15 @@ int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                              : rk.acc == SMELT_F32 ? (rk.op == SMELT_OP_MAX ? "fmaxf" : "fminf")
                              : rk.acc == SMELT_F64 ? (rk.op == SMELT_OP_MAX ? "fmax" : "fmin")
                                                    : NULL;
-            rows_dev_chain(&body, in, sfx, chop, W, K, rk.arg, red_any_grouping(&rk) && W * 32 * slot <= 4096, h->exact,
+            rows_dev_chain(&body, in, sfx, chop, L, W, K, rk.arg, red_any_grouping(&rk) && W * L * slot <= 4096, h->exact,
                            I, mm);
         }
-        smelt__sb_printf(&body, "%sfor (int dd = 16; dd >= 1; dd >>= 1) {\n"
+        smelt__sb_printf(&body, "%sfor (int dd = %d; dd >= 1; dd >>= 1) {\n"
                                 "%s    smelt_acc%s u = smelt_shfl(v, dd);\n"
                                 "%s    long long ui = %s;\n"
                                 "%s    smelt_fold%s(&v, &vi, u, ui);\n%s}\n"
                                 "%ssmelt_fold%s(&tot, &toti, v, vi);\n",
-                         in, in, sfx, in, rk.arg ? "smelt_shfl(vi, dd)" : "vi", in, sfx, in, in, sfx);
+                         in, L / 2, in, sfx, in, rk.arg ? "smelt_shfl(vi, dd)" : "vi", in, sfx, in, in, sfx);
         if (!K)
             smelt__sb_puts(&body, "            }\n");
         smelt__sb_printf(&body, "            tot = smelt_bcast(tot);\n            toti = smelt_bcast(toti);\n"
@@ -505,7 +516,7 @@ int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                     if (!held_part(h, part))
                         continue;
                     hv.part = part;
-                    rows_dev_loop(&body, h, "0", "nred", ind, false);
+                    rows_dev_loop(&body, h, L, "0", "nred", ind, false);
                     if (!K)
                         smelt__red_dev_offsets(&body, false, 16, noper, R, nr);
                     st = rows_dev_piece(&body, dl, &pc, bind, d->n_in, false, fd ? "                    " : "                ",
@@ -530,18 +541,18 @@ int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
                  K, kr, K - kr);
     char bounds[40] = "", rowloop[400], per[40] = "One warp per row";
     if (W > 1 || shared)
-        snprintf(bounds, sizeof bounds, "__launch_bounds__(%d) ", 32 * W);
+        snprintf(bounds, sizeof bounds, "__launch_bounds__(%d) ", L * W);
     if (W > 1) {
         snprintf(per, sizeof per, "A block of %d warps per row", W);
         snprintf(rowloop, sizeof rowloop,
-                 "    const int lane = (int)(threadIdx.x & 31u), wp = (int)(threadIdx.x >> 5); /* the row's warp */\n"
-                 "    for (long long ow = blockIdx.x; ow < (long long)nout; ow += gridDim.x) {\n");
+                 "    const int lane = (int)(threadIdx.x & %du), wp = (int)(threadIdx.x >> %s); /* the row's warp */\n"
+                 "    for (long long ow = blockIdx.x; ow < (long long)nout; ow += gridDim.x) {\n", L - 1, wt.log2);
     } else {
         snprintf(rowloop, sizeof rowloop,
-                 "    const int lane = (int)(threadIdx.x & 31u);\n"
-                 "    const long long nwarps = ((long long)blockDim.x * gridDim.x) >> 5;\n"
-                 "    for (long long ow = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; ow < (long long)nout; "
-                 "ow += nwarps) {\n");
+                 "    const int lane = (int)(threadIdx.x & %du);\n"
+                 "    const long long nwarps = ((long long)blockDim.x * gridDim.x) >> %s;\n"
+                 "    for (long long ow = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> %s; ow < (long long)nout; "
+                 "ow += nwarps) {\n", L - 1, wt.log2, wt.log2);
     }
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(smelt__red_nops(d))}, {"NST", SLOT_NUM(ri.nst)},
@@ -551,7 +562,7 @@ int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, co
         {"INDEX", d->idx32 ? "unsigned int" : "long long"}, {"FORM", form},
         {"BOUNDS", bounds}, {"ROWLOOP", rowloop}, {"PER", per},
         {"BY_VALUE", SLOT_NUM(smelt__kparam_by_value(noper, R, d->idx32, 0))},
-        {"XO", smelt__sb_str(&xo)}, {"BODY", smelt__sb_str(&body)}};
+        {"XO", smelt__sb_str(&xo)}, {"BODY", smelt__sb_str(&body)}, WARP_SLOTS(wt)};
     if (!st)
         st = smelt__load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);
     smelt__sb_free(&defs), smelt__sb_free(&body), smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&what);

@@ -103,7 +103,7 @@ uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nr
         /* the block form: N warps (auto: SMELT_BLOCK_WARPS_AUTO where the
          * row fills them or the program has one reduction), fewer where a
          * lane would hold fewer than 2^SMELT_BLOCK_K_MIN_LOG2 elements; a
-         * lane holds K = nred / (32 N), rounded up (rows of 4100: 17
+         * lane holds K = nred / (W N) (W lanes a warp), rounded up (rows of 4100: 17
          * elements a lane, where 32, the next power of 2, took rmsnorm's
          * kernel to 90 registers against 46 at 4096) */
         int w = __builtin_ctz((unsigned)(p->rows_warps ? p->rows_warps : SMELT_BLOCK_WARPS_AUTO));
