@@ -57,7 +57,7 @@ typedef struct slot {
  * {{SHFL_STEPS}}; L, the lanes, for the emitter's own text. */
 typedef struct warp_text {
     int L;
-    char lanes[8], mask[8], log2[8], half[8], steps[64];
+    char lanes[12], mask[12], log2[12], half[12], steps[64];
 } warp_text;
 #define WARP_SLOTS(w) \
     {"WARP", (w).lanes}, {"WARP_MASK", (w).mask}, {"WARP_LOG2", (w).log2}, {"HALF_WARP", (w).half}, \
