@@ -697,11 +697,11 @@ static int red_dev_elem(smelt__sb *elem, smelt__sb *setup, const smelt__dialect 
         } else {
             smelt__plan_inlining(&p, uses, inl, uses + nv, uses + 2 * nv);
             for (int q = 0; q < nin; q++)
-                smelt__sb_printf(setup, "    const %s *__restrict__ q%d = (const %s *)a.ptrs[%d];\n",
-                                 dl->stype[d->in_dt[q]], q, dl->stype[d->in_dt[q]], q);
+                smelt__sb_printf(setup, "    const %s *%s q%d = (const %s *)%sptrs[%d];\n",
+                                 dl->stype[d->in_dt[q]], dl->restrict_kw, q, dl->stype[d->in_dt[q]], dl->args, q);
             for (int q = nin + 1; q < nin + p.n_out; q++) /* the full-size outputs */
-                smelt__sb_printf(setup, "    %s *__restrict__ q%d = (%s *)a.ptrs[%d];\n",
-                                 dl->stype[smelt__operand_dtype(&p, q)], q, dl->stype[smelt__operand_dtype(&p, q)], q - 1);
+                smelt__sb_printf(setup, "    %s *%s q%d = (%s *)%sptrs[%d];\n", dl->stype[smelt__operand_dtype(&p, q)],
+                                 dl->restrict_kw, q, dl->stype[smelt__operand_dtype(&p, q)], dl->args, q - 1);
             for (int i = 0; i < p.n_ops; i++)
                 if (p.ops[i].op == SMELT_OP_CONST) {
                     smelt__sb_printf(setup, "    const %s v%d = ", dl->type[p.ops[i].dtype], nin + i);
@@ -746,15 +746,16 @@ static int red_dev_store(smelt__sb *store, const smelt__dialect *dl, const smelt
                 smelt__sb_printf(store, "            y[xo[%d]] = q0[0];\n", ny);
             for (int q = 1; q < e.n_in; q++) {
                 const char *T = dl->stype[e.in_dt[q]];
-                smelt__sb_printf(store, "            const %s *__restrict__ q%d = (const %s *)a.ptrs[%d];\n"
-                                         "            const smelt_idx o%d = xo[%d];\n", T, q, T, ein[q], q, ein[q]);
+                smelt__sb_printf(store, "            const %s *%s q%d = (const %s *)%sptrs[%d];\n"
+                                         "            const smelt_idx o%d = xo[%d];\n", T, dl->restrict_kw, q, T, dl->args,
+                                 ein[q], q, ein[q]);
             }
             for (int o = 0, q = e.n_in; o < d->n_out; o++)
                 if (d->out_val[o] > d->n_in + d->red) {
                     const char *T = dl->stype[smelt__operand_dtype(&e, q)];
-                    smelt__sb_printf(store, "            %s *__restrict__ q%d = (%s *)a.ptrs[%d];\n"
-                                             "            const smelt_idx o%d = xo[%d];\n", T, q, T, d->n_in + o, q,
-                                     d->n_in + o);
+                    smelt__sb_printf(store, "            %s *%s q%d = (%s *)%sptrs[%d];\n"
+                                             "            const smelt_idx o%d = xo[%d];\n", T, dl->restrict_kw, q, T,
+                                     dl->args, d->n_in + o, q, d->n_in + o);
                     q++;
                 }
             for (int i = 0; i < e.n_ops; i++)

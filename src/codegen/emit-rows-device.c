@@ -122,11 +122,12 @@ static int rows_dev_piece(smelt__sb *b, const smelt__dialect *dl, const smelt__k
         else if (h && !small) { /* the held form: the lane's pointer into the row (rows_dev_bases) */
             char o[48];
             held_index(o, sizeof o, pc->mode[q], bind[q], h->L);
-            smelt__sb_printf(b, "%s    %s%s *__restrict__ q%d = (%s%s *)bq%d;\n%s    const smelt_idx o%d = %s;\n", ind,
-                             c, T, q, c, T, bind[q], ind, q, o);
+            smelt__sb_printf(b, "%s    %s%s *%s q%d = (%s%s *)bq%d;\n%s    const smelt_idx o%d = %s;\n", ind,
+                             c, T, dl->restrict_kw, q, c, T, bind[q], ind, q, o);
         } else
-            smelt__sb_printf(b, "%s    %s%s *__restrict__ q%d = (%s%s *)a.ptrs[%d];\n%s    const smelt_idx o%d = %s[%d];\n",
-                             ind, c, T, q, c, T, bind[q], ind, q, small ? "xo" : "off", bind[q]);
+            smelt__sb_printf(b, "%s    %s%s *%s q%d = (%s%s *)%sptrs[%d];\n%s    const smelt_idx o%d = %s[%d];\n",
+                             ind, c, T, dl->restrict_kw, q, c, T, dl->args, bind[q], ind, q, small ? "xo" : "off",
+                             bind[q]);
     }
     for (int i = 0; i < pc->n_ops; i++)
         if (pc->ops[i].op == SMELT_OP_CONST) {
@@ -182,7 +183,8 @@ static void rows_dev_bases(smelt__sb *b, const smelt__dialect *dl, const smelt__
         const char *T = dl->stype[smelt__operand_dtype(d, q)], *c = q < d->n_in ? "const " : "";
         if (d->mode[q] == SMELT_MODE_STRIDED)
             smelt__sb_printf(b, "%sconst smelt_idx sq%d = a.strides[%d];\n", ind, q, q * d->rank + d->rank - 1);
-        smelt__sb_printf(b, "%s%s%s *__restrict__ const bq%d = (%s%s *)a.ptrs[%d] + xo[%d]", ind, c, T, q, c, T, q, q);
+        smelt__sb_printf(b, "%s%s%s *%s const bq%d = (%s%s *)%sptrs[%d] + xo[%d]", ind, c, T, dl->restrict_kw, q, c, T,
+                         dl->args, q, q);
         if (d->mode[q] == SMELT_MODE_CONTIG)
             smelt__sb_puts(b, W > 1 ? " + wb + lane" : " + lane");
         else if (d->mode[q] == SMELT_MODE_STRIDED)
@@ -270,17 +272,18 @@ static void rows_dev_warp_fold(smelt__sb *b, const char *ind, const char *sfx, c
  * warps' results in order: one barrier instead of W.  exact: every
  * element of the block is in the row (no test; else j < jn, the lane's
  * elements in the row). */
-static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const char *op, int L, int W, int K, bool arg,
-                           bool free, bool exact, const char *I, const char *mm)
+static void rows_dev_chain(smelt__sb *b, const smelt__dialect *dl, const char *ind, const char *sfx, const char *op, int L,
+                           int W, int K, bool arg, bool free, bool exact, const char *I, const char *mm)
 {
+    const char *sh = dl->shared_kw;
     const char *ix = arg ? "" : "// ";
     if (free) {
-        smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[%d][%d];\n", ind, sfx, W, L);
-        smelt__sb_printf(b, "%s%s__shared__ long long chi[%d][%d];\n", ind, ix, W, L);
+        smelt__sb_printf(b, "%s%s smelt_acc%s ch[%d][%d];\n", ind, sh, sfx, W, L);
+        smelt__sb_printf(b, "%s%s%s long long chi[%d][%d];\n", ind, ix, sh, W, L);
         rows_dev_warp_fold(b, ind, sfx, op, L, K, exact, mm);
         smelt__sb_printf(b, "%sch[wp][lane] = v;\n", ind);
         smelt__sb_printf(b, "%s%schi[wp][lane] = vi;\n", ind, ix);
-        smelt__sb_printf(b, "%s__syncthreads();\n", ind);
+        smelt__sb_printf(b, "%s%s\n", ind, dl->barrier);
         smelt__sb_printf(b, "%sv = %s;\n", ind, I);
         smelt__sb_printf(b, "%svi = 9223372036854775807LL;\n", ind);
         smelt__sb_printf(b, "%s#pragma unroll\n", ind);
@@ -288,8 +291,8 @@ static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const
         smelt__sb_printf(b, "%s    smelt_fold%s(&v, &vi, ch[s][lane], %s);\n", ind, sfx, arg ? "chi[s][lane]" : "0");
         return;
     }
-    smelt__sb_printf(b, "%s__shared__ smelt_acc%s ch[%d];\n", ind, sfx, L);
-    smelt__sb_printf(b, "%s%s__shared__ long long chi[%d];\n", ind, ix, L);
+    smelt__sb_printf(b, "%s%s smelt_acc%s ch[%d];\n", ind, sh, sfx, L);
+    smelt__sb_printf(b, "%s%s%s long long chi[%d];\n", ind, ix, sh, L);
     smelt__sb_printf(b, "%sfor (int s = 0; s < %d; s++) {\n", ind, W);
     smelt__sb_printf(b, "%s    if (wp == s) {\n", ind);
     smelt__sb_printf(b, "%s        if (s) {\n", ind);
@@ -302,7 +305,7 @@ static void rows_dev_chain(smelt__sb *b, const char *ind, const char *sfx, const
     smelt__sb_printf(b, "%s        ch[lane] = v;\n", ind);
     smelt__sb_printf(b, "%s        %schi[lane] = vi;\n", ind, ix);
     smelt__sb_printf(b, "%s    }\n", ind);
-    smelt__sb_printf(b, "%s    __syncthreads();\n", ind);
+    smelt__sb_printf(b, "%s    %s\n", ind, dl->barrier);
     smelt__sb_printf(b, "%s}\n", ind);
     smelt__sb_printf(b, "%sv = ch[lane];\n", ind);
     smelt__sb_printf(b, "%s%svi = chi[lane];\n", ind, ix);
@@ -347,7 +350,8 @@ static int rows_dev_held_setup(rows_dev *c, smelt__sb *err)
         return SMELT_ERR_INVALID_ARG;
     }
     if (c->shared > 0)
-        smelt__sb_printf(&c->body, "        __shared__ __align__(16) unsigned char smelt_sm[%d];\n", c->shared);
+        smelt__sb_printf(&c->body, "        %s %s unsigned char smelt_sm[%d];\n", c->dl->shared_kw, c->dl->align16,
+                         c->shared);
     if (c->W > 1) /* and the lane's elements in the row, jn (exact: all K) */
         smelt__sb_printf(&c->body, "        const smelt_idx wb = (smelt_idx)%d * wp; /* the warp's first element */\n"
                                    "        %sconst long long jr = (long long)nred - (long long)wb - lane; /* (smelt_idx may be "
@@ -487,7 +491,7 @@ static int rows_dev_stage(rows_dev *c, int t, smelt__sb *err)
                          : rk.acc == SMELT_F32 ? (rk.op == SMELT_OP_MAX ? "fmaxf" : "fminf")
                          : rk.acc == SMELT_F64 ? (rk.op == SMELT_OP_MAX ? "fmax" : "fmin")
                                                : NULL;
-        rows_dev_chain(&c->body, in, sfx, chop, c->L, W, K, rk.arg, red_any_grouping(&rk) && W * c->L * slot <= 4096,
+        rows_dev_chain(&c->body, dl, in, sfx, chop, c->L, W, K, rk.arg, red_any_grouping(&rk) && W * c->L * slot <= 4096,
                        c->h->exact, I, mm);
     }
     smelt__sb_printf(&c->body, "%sfor (int dd = %d; dd >= 1; dd >>= 1) {\n"
@@ -561,20 +565,23 @@ static int rows_dev_render(rows_dev *c, const char *prelude, smelt__sb *text, sm
         snprintf(form, sizeof form, "A lane holds its %d elements of the values two passes read, %d in registers "
                                     "(kc<v>), %d in shared memory (kcs<v>): a row is read from memory once.",
                  K, kr, K - kr);
-    char bounds[40] = "", rowloop[400], per[40] = "One warp per row";
+    const smelt__dialect *dl = c->dl;
+    const char *tid = dl->thread_idx, *bid = dl->block_idx, *lg = c->wt->log2;
+    char bounds[64] = "", rowloop[480], per[40] = "One warp per row";
     if (W > 1 || c->shared)
-        snprintf(bounds, sizeof bounds, "__launch_bounds__(%d) ", L * W);
+        snprintf(bounds, sizeof bounds, "%s(%d) ", dl->launch_bounds, L * W);
     if (W > 1) {
         snprintf(per, sizeof per, "A block of %d warps per row", W);
         snprintf(rowloop, sizeof rowloop,
-                 "    const int lane = (int)(threadIdx.x & %du), wp = (int)(threadIdx.x >> %s); /* the row's warp */\n"
-                 "    for (long long ow = blockIdx.x; ow < (long long)nout; ow += gridDim.x) {\n", L - 1, c->wt->log2);
+                 "    const int lane = (int)(%s & %du), wp = (int)(%s >> %s); /* the row's warp */\n"
+                 "    for (long long ow = %s; ow < (long long)nout; ow += %s) {\n", tid, L - 1, tid, lg, bid,
+                 dl->grid_dim);
     } else {
         snprintf(rowloop, sizeof rowloop,
-                 "    const int lane = (int)(threadIdx.x & %du);\n"
-                 "    const long long nwarps = ((long long)blockDim.x * gridDim.x) >> %s;\n"
-                 "    for (long long ow = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> %s; ow < (long long)nout; "
-                 "ow += nwarps) {\n", L - 1, c->wt->log2, c->wt->log2);
+                 "    const int lane = (int)(%s & %du);\n"
+                 "    const long long nwarps = ((long long)%s * %s) >> %s;\n"
+                 "    for (long long ow = ((long long)%s * %s + %s) >> %s; ow < (long long)nout; "
+                 "ow += nwarps) {\n", tid, L - 1, dl->block_dim, dl->grid_dim, lg, bid, dl->block_dim, tid, lg);
     }
     const slot sl[] = {
         {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(smelt__red_nops(d))}, {"NST", SLOT_NUM(c->ri.nst)},
@@ -634,14 +641,16 @@ int smelt__shape_device_rows(const smelt__target *t, const smelt__kdesc *d, cons
             smelt__sb_printf(&c.body, "        %s sv%d;\n", c.dl->stype[smelt__value_dtype(d, v)], c.ri.slot[v]);
     c.in = c.K ? "            " : "                ";
     c.el = c.K ? "                    " : "                        ";
-    c.lead = c.W > 1 ? "threadIdx.x == 0" : "lane == 0";
+    char lead[40]; /* the thread that stores a row's scalars */
+    snprintf(lead, sizeof lead, "%s == 0", c.W > 1 ? c.dl->thread_idx : "lane");
+    c.lead = lead;
     for (int s = 0; s <= c.ri.nst && !st; s++)
         if (!(st = rows_dev_small(&c, s, err)) && s < c.ri.nst)
             st = rows_dev_stage(&c, s, err);
     if (!st)
         st = rows_dev_final(&c, err);
     if (c.W > 1) /* the chains' shared memory is the next row's */
-        smelt__sb_puts(&c.body, "        __syncthreads();\n");
+        smelt__sb_printf(&c.body, "        %s\n", c.dl->barrier);
     if (!st)
         st = rows_dev_render(&c, prelude, text, err);
     smelt__sb_free(&c.defs), smelt__sb_free(&c.body), smelt__sb_free(&c.kd), smelt__sb_free(&c.rd);

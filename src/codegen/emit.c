@@ -48,7 +48,7 @@ static bool staged(const ectx *e, int k)
 static void operand_ref(smelt__sb *b, const ectx *e, int k)
 {
     if (e->form == FORM_OFFSET && k < 64 && (e->ldg >> k & 1))
-        smelt__sb_printf(b, "__ldg(&q%d[o%d])", k, k);
+        smelt__sb_printf(b, "%s(&q%d[o%d])", e->dl->ro_load, k, k);
     else if (e->form == FORM_OFFSET)
         smelt__sb_printf(b, "q%d[o%d]", k, k);
     else if (e->form == FORM_VEC)
@@ -696,7 +696,7 @@ int smelt__render_prelude(smelt__sb *out, const smelt__dialect *dl, char **mathl
 #include "mathfns.def"
 #undef SMELT_MATHFN
     *mathlib = smelt__template_load("common/math.h.in", err);
-    const slot sl[] = {{"MATH_DECLS", dl->device ? "" : smelt__sb_str(&decls)}, {"MATH", MATH_MARK},
+    const slot sl[] = {{"MATH_DECLS", dl->libm_decls ? smelt__sb_str(&decls) : ""}, {"MATH", MATH_MARK},
                        {"HELPER_KW", dl->helper_kw}, {"MATH_KW", dl->math_kw},
                        {"MATH_SLOW_KW", dl->math_slow_kw}, {"TABLE_KW", dl->table_kw}};
     int st = *mathlib ? render_file(out, "common/prelude.h.in", sl, NSLOTS(sl), err) : SMELT_ERR_COMPILE;
