@@ -167,7 +167,8 @@ static char *emit_compile(const kd *k, const char *arch, char **ptx)
     smelt__sb_init(&src);
     smelt__sb_init(&err);
     char name[40];
-    int st = smelt__emit(&(smelt__target){.dialect = &smelt__dialect_cuda}, &k->d, &src, name, &err);
+    static const smelt__devtarget nvidia = {.warp = 32, .shared_bytes = 48 * 1024, .max_grid = INT32_MAX};
+    int st = smelt__emit(&(smelt__target){.dialect = &smelt__dialect_cuda, .device = &nvidia}, &k->d, &src, name, &err);
     cr_assert_eq(st, SMELT_OK, "emit: %s", smelt__sb_str(&err));
     char *img = NULL;
     size_t n = 0;

@@ -13,7 +13,7 @@
 
 #include <criterion/parameterized.h>
 
-/* the alias table (src/frontends/expr.c) */
+/* the alias table (src/frontends/expr-calls.c) */
 
 static bool callable(int op)
 {

@@ -2,6 +2,7 @@
  * (C or CUDA), from templates. */
 #ifndef SMELT_CODEGEN_H
 #define SMELT_CODEGEN_H
+#include "devlaunch.h"
 #include "fusion.h"
 
 /* Device kernels (CUDA dialect) take one parameter block, defined once in
@@ -40,6 +41,7 @@ extern const smelt__dialect smelt__dialect_cuda;
 typedef struct smelt__target {
     const smelt__dialect *dialect;
     bool blocks; /* block form: calls to the library's smelt_blk_* primitives */
+    const smelt__devtarget *device; /* a device dialect's processor (its warp width); NULL on the host */
 } smelt__target;
 /* Emit source for d.  The function is named "smelt_ew_<hash of the source>"
  * ("smelt_red_<hash>" for a reduction),
@@ -96,11 +98,22 @@ struct smelt__dialect {
      * helpers, of smelt's math functions, of their out-of-line slow paths
      * and of their tables */
     const char *helper_kw, *math_kw, *math_slow_kw, *table_kw;
+    /* The libm functions kernels may call declared in the prelude (false:
+     * the compiler declares its own) */
+    bool libm_decls;
     /* Device dialect (CUDA): kernels read one parameter block `a` (see
      * smelt__kparam_bytes), run one element per thread in a grid-stride loop,
      * come in 32- and 64-bit index variants and use vector loads when every
-     * operand is contiguous.  The templates hold the rest of the spelling. */
+     * operand is contiguous.  The templates hold the rest of the spelling;
+     * the emitter's own device text spells these (NULL in a host dialect): */
     bool device;
+    const char *args;          /* the parameter block's fields: "a." (host kernels: their own parameters) */
+    const char *thread_idx, *block_idx, *block_dim, *grid_dim; /* a thread's and block's index, their counts */
+    const char *barrier;       /* a block's threads wait for each other: a statement */
+    const char *shared_kw;     /* a block's shared memory */
+    const char *align16;       /* a declaration aligned to 16 bytes */
+    const char *launch_bounds; /* a kernel's qualifier: the most threads a block has, launch_bounds(N) */
+    const char *ro_load;       /* a load through the read-only cache: ro_load(&x) */
 };
 /* C's type and math-function names: storage (stype), compute (type), the
  * unsigned type of wrapping integer arithmetic, expf vs exp.  CUDA shares them. */

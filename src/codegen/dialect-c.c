@@ -10,4 +10,6 @@ const smelt__dialect smelt__dialect_c = {
     .math_kw = "static inline",
     .math_slow_kw = "static __attribute__((noinline))",
     .table_kw = "static const",
+    .libm_decls = true,
+    .args = "",
 };

@@ -204,7 +204,7 @@ static int emit_setup(const smelt__dialect *dl, const smelt__kdesc *d, bool flat
         const char *cq = k < d->n_in ? "const " : "";
         if (flat || dl->device)
             smelt__sb_printf(setup, "    %s%s *%s q%d = (%s%s *)%sptrs[%d];\n", cq, dl->stype[dt],
-                             dl->restrict_kw, k, cq, dl->stype[dt], dl->device ? "a." : "", k);
+                             dl->restrict_kw, k, cq, dl->stype[dt], dl->args, k);
         else if (d->mode[k] == SMELT_MODE_STRIDED)
             smelt__sb_printf(setup, "    const int64_t s%d = strides[%d];\n", k, k * R + R - 1);
     }
@@ -376,7 +376,7 @@ int smelt__shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, co
 
 /* CUDA over tiles (smelt__is_tile(d->spread)): the inputs read transposed
  * through shared memory, a tile at a time (templates/cuda/kernel_tile.cu.in;
- * the executor picks the tiles, src/fusion/fusion.h). */
+ * the launch layer picks the tiles, src/codegen/devlaunch.h). */
 int smelt__shape_device_tile(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
                              smelt__sb *text, smelt__sb *err)
 {
@@ -407,7 +407,7 @@ int smelt__shape_device_tile(const smelt__dialect *dl, const smelt__kdesc *d, co
     for (int k = 0; k < nops; k++) {
         const char *T = dl->stype[smelt__operand_dtype(d, k)];
         if (smelt__tile_packed(d->spread, k) && k < d->n_in) {
-            smelt__sb_printf(&tiles, "    __shared__ %s tile%d[%d][%d];\n", T, k, SMELT_TILE, SMELT_TILE + 1);
+            smelt__sb_printf(&tiles, "    %s %s tile%d[%d][%d];\n", dl->shared_kw, T, k, SMELT_TILE, SMELT_TILE + 1);
             smelt__sb_printf(&loads, "                tile%d[ty + i][tx] = q%d[tb%d + qq * a.strides[%d] + pp * a.strides[%d]];\n",
                              k, k, k, k * R + Q, k * R + P);
             smelt__sb_printf(&offs, "                const %s *q%d = &tile%d[tx][ty + i];\n"

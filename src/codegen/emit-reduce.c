@@ -452,6 +452,97 @@ static const char red_epi_text[] =
 
 /* C (both CPU tiers): blocks, the TinyCC tier's, calls the library's lanes
  * (smelt__emit_blk_library compiles the same functions into it). */
+/* The C forms' element loop (CALL): the lanes' function over a run of the
+ * operand, read from memory (sx, the kernel's strides) or computed by the
+ * producers a block at a time (fused: sx the iteration space's own
+ * strides); lf, the lanes' function, row or column (col) form */
+static void red_c_call(smelt__sb *sx, smelt__sb *call, const smelt__kdesc *d, bool fused, bool col, const char *lf)
+{
+    int R = d->rank, nin = d->n_in, np = nin + d->n_out;
+    if (!fused) {
+        smelt__sb_puts(sx, "    const int64_t *sx = strides;");
+        if (col)
+            smelt__sb_printf(call, "{\n                    const int64_t a[5] = {rs, xw, m, r & 31, r};\n"
+                                    "                    %s_col(seg, buf, x + xo + off, a);\n                }", lf);
+        else
+            smelt__sb_printf(call, "{\n                    const int64_t a[3] = {rs, r & 31, r};\n"
+                                    "                    %s_row(seg, buf, x + xo + off, a);\n                }", lf);
+    } else {
+        /* sx: the iteration space's own (contiguous) strides, so that xo + off
+         * is an element's linear index, the producers' iteration index; the
+         * producers read the inputs with the kernel's strides (pst) and write
+         * tmp (strides 0 but along the innermost dimension) */
+        smelt__sb_printf(sx, "    int64_t sx[%d], pst[%d], psh[%d];\n    char *pp[%d];\n    smelt_in tmp[%d];\n"
+                              "    for (int d = %d; d >= 0; d--) {\n"
+                              "        sx[d] = d == %d ? 1 : sx[d + 1] * shape[d + 1];\n"
+                              "        psh[d] = shape[d];\n    }\n    psh[%d] = 0; /* no streaming stores */\n"
+                              "    for (int q = 0; q < %d; q++) /* the inputs, tmp, the full-size outputs */\n"
+                              "        for (int d = 0; d < %d; d++)\n"
+                              "            pst[q * %d + d] = q < %d ? strides[q * %d + d] : q == %d ? d == %d : "
+                              "strides[(q - 1) * %d + d];\n"
+                              "    for (int q = 0; q < %d; q++)\n        pp[q] = q < %d ? ptrs[q] : ptrs[q - 1];",
+                         R, np * R, R + 1, np, RED_PROD_BLOCK, R - 1, R - 1, R, np, R, R, nin, R, nin, R - 1, R, np,
+                         nin);
+        if (col)
+            smelt__sb_printf(call, "for (int64_t u = 0; u < seg; u++) {\n"
+                                    "                    const int64_t L = xo + off + u * rs, a[5] = {0, 1, m, (r + u) & 31, r + u};\n"
+                                    "                    pp[%d] = (char *)tmp - (L %% shape[%d]) * (int64_t)sizeof(smelt_in);\n"
+                                    "                    smelt_prod(L, L + m, pp, psh, pst);\n"
+                                    "                    %s_col(1, buf, tmp, a);\n                }", nin, R - 1, lf);
+        else
+            smelt__sb_printf(call, "for (int64_t u = 0; u < seg; u += %d) {\n"
+                                    "                    const int64_t nb = seg - u < %d ? seg - u : %d, L = xo + off + u;\n"
+                                    "                    const int64_t a[3] = {1, (r + u) & 31, r + u};\n"
+                                    "                    pp[%d] = (char *)tmp - (L %% shape[%d]) * (int64_t)sizeof(smelt_in);\n"
+                                    "                    smelt_prod(L, L + nb, pp, psh, pst);\n"
+                                    "                    %s_row(nb, buf, tmp, a);\n                }", RED_PROD_BLOCK,
+                             RED_PROD_BLOCK, RED_PROD_BLOCK, nin, R - 1, lf);
+    }
+}
+
+/* The C forms' store (STORE) of a row of m results: each result, or the
+ * results then the epilogue (smelt_epi) on them; 0 or a status */
+static int red_c_store(smelt__sb *store, const smelt__kdesc *d, bool col, int ny, int klast)
+{
+    int st = SMELT_OK, R = d->rank;
+    if (!red_epi(d)) {
+        smelt__sb_puts(store, "\n            for (int64_t w = 0; w < m; w++)\n"
+                               "                y[yo + w * yw] = smelt_result(tot[w], toti[w], nred);");
+    } else { /* the results, then smelt_epi on them: a row of m results at once */
+        int ein[SMELT_MAX_KERNEL_OPERANDS + 1], eq[2 * SMELT_MAX_KERNEL_OPERANDS + 1], ne = 0;
+        smelt__kdesc ed;
+        if (!(st = red_epilogue(d, &ed, ein))) { /* its operands: inputs, then outputs */
+            for (int j = 1; j < ed.n_in; j++)
+                eq[ne++] = ein[j];
+            for (int o = 0; o < d->n_out; o++)
+                if (d->out_val[o] > d->n_in + d->red)
+                    eq[ne++] = d->n_in + o;
+            free(ed.ops);
+        }
+        smelt__sb_printf(store, "{\n            smelt_out rv[%d];\n            for (int64_t w = 0; w < m; w++) {\n"
+                                 "                rv[w] = smelt_result(tot[w], toti[w], nred);\n%s            }\n"
+                                 "            char *ep[%d];\n            int64_t es[%d], esh[2] = {m, 0};\n"
+                                 "            ep[0] = (char *)rv;\n            es[0] = 1;\n",
+                         col ? RED_W : 1, ny >= 0 ? "                y[yo + w * yw] = rv[w];\n" : "",
+                         ne + 1, ne + 1);
+        for (int e = 1; e <= ne; e++) {
+            int q = eq[e - 1];
+            smelt__sb_printf(store, "            {\n                int64_t eo = 0, et = o;\n"
+                                     "                for (int k = nk - 1; k >= 0; k--) {\n"
+                                     "                    const int64_t sz = shape[kd[k]], qq = et / sz;\n"
+                                     "                    eo += (et - qq * sz) * strides[%d + kd[k]];\n"
+                                     "                    et = qq;\n                }\n"
+                                     "                ep[%d] = ptrs[%d] + eo * %zu;\n"
+                                     "                es[%d] = 0;\n            }\n",
+                             q * R, e, q, smelt__dtypes[smelt__operand_dtype(d, q)].size, e);
+            if (col)
+                smelt__sb_printf(store, "            es[%d] = strides[%d];\n", e, q * R + klast);
+        }
+        smelt__sb_puts(store, "            smelt_epi(0, m, ep, esh, es);\n        }");
+    }
+    return st;
+}
+
 int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, const char *prelude,
                           smelt__sb *text, smelt__sb *err)
 {
@@ -460,7 +551,7 @@ int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
         return st;
     bool fused = red_fused(d);
     red_kind k = smelt__red_kind_of(d->ops[d->red].op, smelt__value_dtype(d, d->ops[d->red].in[0]));
-    int nk, nr, klast, rlast, R = d->rank, nin = d->n_in, nx = nin + d->n_out - 1, np = nx + 1;
+    int nk, nr, klast, rlast, nin = d->n_in, nx = nin + d->n_out - 1;
     bool col = d->rmask >> (d->rank - 1) & 1u ? false : true; /* the innermost dimension is kept */
     smelt__sb kd, rd, defs, lanes, what, call, group, ident, pre, sx;
     smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&defs), smelt__sb_init(&lanes);
@@ -499,83 +590,12 @@ int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
         smelt__sb_printf(&group, "{\n            const int64_t ii = o %% inner;\n"
                                  "            m = inner - ii < %d ? inner - ii : %d;\n"
                                  "            if (m > end - i)\n                m = end - i;\n        }", RED_W, RED_W);
-    if (!fused) {
-        smelt__sb_puts(&sx, "    const int64_t *sx = strides;");
-        if (col)
-            smelt__sb_printf(&call, "{\n                    const int64_t a[5] = {rs, xw, m, r & 31, r};\n"
-                                    "                    %s_col(seg, buf, x + xo + off, a);\n                }", lf);
-        else
-            smelt__sb_printf(&call, "{\n                    const int64_t a[3] = {rs, r & 31, r};\n"
-                                    "                    %s_row(seg, buf, x + xo + off, a);\n                }", lf);
-    } else {
-        /* sx: the iteration space's own (contiguous) strides, so that xo + off
-         * is an element's linear index, the producers' iteration index; the
-         * producers read the inputs with the kernel's strides (pst) and write
-         * tmp (strides 0 but along the innermost dimension) */
-        smelt__sb_printf(&sx, "    int64_t sx[%d], pst[%d], psh[%d];\n    char *pp[%d];\n    smelt_in tmp[%d];\n"
-                              "    for (int d = %d; d >= 0; d--) {\n"
-                              "        sx[d] = d == %d ? 1 : sx[d + 1] * shape[d + 1];\n"
-                              "        psh[d] = shape[d];\n    }\n    psh[%d] = 0; /* no streaming stores */\n"
-                              "    for (int q = 0; q < %d; q++) /* the inputs, tmp, the full-size outputs */\n"
-                              "        for (int d = 0; d < %d; d++)\n"
-                              "            pst[q * %d + d] = q < %d ? strides[q * %d + d] : q == %d ? d == %d : "
-                              "strides[(q - 1) * %d + d];\n"
-                              "    for (int q = 0; q < %d; q++)\n        pp[q] = q < %d ? ptrs[q] : ptrs[q - 1];",
-                         R, np * R, R + 1, np, RED_PROD_BLOCK, R - 1, R - 1, R, np, R, R, nin, R, nin, R - 1, R, np,
-                         nin);
-        if (col)
-            smelt__sb_printf(&call, "for (int64_t u = 0; u < seg; u++) {\n"
-                                    "                    const int64_t L = xo + off + u * rs, a[5] = {0, 1, m, (r + u) & 31, r + u};\n"
-                                    "                    pp[%d] = (char *)tmp - (L %% shape[%d]) * (int64_t)sizeof(smelt_in);\n"
-                                    "                    smelt_prod(L, L + m, pp, psh, pst);\n"
-                                    "                    %s_col(1, buf, tmp, a);\n                }", nin, R - 1, lf);
-        else
-            smelt__sb_printf(&call, "for (int64_t u = 0; u < seg; u += %d) {\n"
-                                    "                    const int64_t nb = seg - u < %d ? seg - u : %d, L = xo + off + u;\n"
-                                    "                    const int64_t a[3] = {1, (r + u) & 31, r + u};\n"
-                                    "                    pp[%d] = (char *)tmp - (L %% shape[%d]) * (int64_t)sizeof(smelt_in);\n"
-                                    "                    smelt_prod(L, L + nb, pp, psh, pst);\n"
-                                    "                    %s_row(nb, buf, tmp, a);\n                }", RED_PROD_BLOCK,
-                             RED_PROD_BLOCK, RED_PROD_BLOCK, nin, R - 1, lf);
-    }
+    red_c_call(&sx, &call, d, fused, col, lf);
     int ny = red_y(d);
     smelt__sb store;
     smelt__sb_init(&store);
-    if (!red_epi(d)) {
-        smelt__sb_puts(&store, "\n            for (int64_t w = 0; w < m; w++)\n"
-                               "                y[yo + w * yw] = smelt_result(tot[w], toti[w], nred);");
-    } else { /* the results, then smelt_epi on them: a row of m results at once */
-        int ein[SMELT_MAX_KERNEL_OPERANDS + 1], eq[2 * SMELT_MAX_KERNEL_OPERANDS + 1], ne = 0;
-        smelt__kdesc ed;
-        if (!st && !(st = red_epilogue(d, &ed, ein))) { /* its operands: inputs, then outputs */
-            for (int j = 1; j < ed.n_in; j++)
-                eq[ne++] = ein[j];
-            for (int o = 0; o < d->n_out; o++)
-                if (d->out_val[o] > d->n_in + d->red)
-                    eq[ne++] = d->n_in + o;
-            free(ed.ops);
-        }
-        smelt__sb_printf(&store, "{\n            smelt_out rv[%d];\n            for (int64_t w = 0; w < m; w++) {\n"
-                                 "                rv[w] = smelt_result(tot[w], toti[w], nred);\n%s            }\n"
-                                 "            char *ep[%d];\n            int64_t es[%d], esh[2] = {m, 0};\n"
-                                 "            ep[0] = (char *)rv;\n            es[0] = 1;\n",
-                         col ? RED_W : 1, ny >= 0 ? "                y[yo + w * yw] = rv[w];\n" : "",
-                         ne + 1, ne + 1);
-        for (int e = 1; e <= ne; e++) {
-            int q = eq[e - 1];
-            smelt__sb_printf(&store, "            {\n                int64_t eo = 0, et = o;\n"
-                                     "                for (int k = nk - 1; k >= 0; k--) {\n"
-                                     "                    const int64_t sz = shape[kd[k]], qq = et / sz;\n"
-                                     "                    eo += (et - qq * sz) * strides[%d + kd[k]];\n"
-                                     "                    et = qq;\n                }\n"
-                                     "                ep[%d] = ptrs[%d] + eo * %zu;\n"
-                                     "                es[%d] = 0;\n            }\n",
-                             q * R, e, q, smelt__dtypes[smelt__operand_dtype(d, q)].size, e);
-            if (col)
-                smelt__sb_printf(&store, "            es[%d] = strides[%d];\n", e, q * R + klast);
-        }
-        smelt__sb_puts(&store, "            smelt_epi(0, m, ep, esh, es);\n        }");
-    }
+    if (!st)
+        st = red_c_store(&store, d, col, ny, klast);
     char inner[32], xw[32], yw[32];
     snprintf(inner, sizeof inner, col ? "shape[%d]" : "1", klast);
     snprintf(xw, sizeof xw, col ? "sx[%d]" : "0", klast);
@@ -603,7 +623,7 @@ int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
 /* A device (CUDA): a warp per result. */
 /* A spread reduction's lane loop (kernel_reduce_spread.cu.in,
  * kernel_reduce_cols.cu.in), at indentation ind: the lane's elements r =
- * r0, r0 + 32, ... below c1 folded into v, vi in that order, 8 at a time
+ * r0, r0 + L, ... (L: the warp's lanes) below c1 folded into v, vi in that order, 8 at a time
  * computed (OFF, the offsets, and ELEM, the element e) before they are
  * folded, so that their loads go out together: one at a time, each
  * behind its test of the chunk's end, the few warps of a spread form
@@ -611,18 +631,18 @@ int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
  * columns at 37 % of an H100's copy, a hand-written kernel of the same
  * order 87 %). */
 enum { RED_LANE_BATCH = 8 };
-static void red_dev_lane_loop(smelt__sb *b, int ind, const char *r0, const char *off, const char *elem)
+static void red_dev_lane_loop(smelt__sb *b, int ind, int L, const char *r0, const char *off, const char *elem)
 {
     smelt__sb_printf(b, "%*ssmelt_idx r0 = %s;\n", ind, "", r0);
-    smelt__sb_printf(b, "%*sfor (; r0 + 32 * %d < c1; r0 += 32 * %d) { /* (smelt_idx may be unsigned) */\n", ind, "",
-                     RED_LANE_BATCH - 1, RED_LANE_BATCH);
+    smelt__sb_printf(b, "%*sfor (; r0 + %d * %d < c1; r0 += %d * %d) { /* (smelt_idx may be unsigned) */\n", ind, "",
+                     L, RED_LANE_BATCH - 1, L, RED_LANE_BATCH);
     smelt__sb_printf(b, "%*s    smelt_acc ev[%d];\n#pragma unroll\n", ind, "", RED_LANE_BATCH);
     smelt__sb_printf(b, "%*s    for (int u = 0; u < %d; u++) {\n", ind, "", RED_LANE_BATCH);
-    smelt__sb_printf(b, "%*s        const smelt_idx r = r0 + 32 * u;\n%s%s\n", ind, "", off, elem);
+    smelt__sb_printf(b, "%*s        const smelt_idx r = r0 + %d * u;\n%s%s\n", ind, "", L, off, elem);
     smelt__sb_printf(b, "%*s        ev[u] = e;\n%*s    }\n#pragma unroll\n", ind, "", ind, "");
     smelt__sb_printf(b, "%*s    for (int u = 0; u < %d; u++)\n", ind, "", RED_LANE_BATCH);
-    smelt__sb_printf(b, "%*s        smelt_fold(&v, &vi, ev[u], (long long)(r0 + 32 * u));\n%*s}\n", ind, "", ind, "");
-    smelt__sb_printf(b, "%*sfor (smelt_idx r = r0; r < c1; r += 32) {\n%s%s\n", ind, "", off, elem);
+    smelt__sb_printf(b, "%*s        smelt_fold(&v, &vi, ev[u], (long long)(r0 + %d * u));\n%*s}\n", ind, "", L, ind, "");
+    smelt__sb_printf(b, "%*sfor (smelt_idx r = r0; r < c1; r += %d) {\n%s%s\n", ind, "", L, off, elem);
     smelt__sb_printf(b, "%*s    smelt_fold(&v, &vi, e, (long long)r);\n%*s}\n", ind, "", ind, "");
 }
 
@@ -660,10 +680,108 @@ void smelt__red_dev_offsets(smelt__sb *b, bool xo, int ind, int nx, int R, int n
  * results and a counter per result (smelt__devlaunch's red_part, red_cnt). */
 static const char red_scratch_text[] = "struct smelt_red_scratch {\n    char *part;\n    unsigned *cnt;\n};\n\n";
 
-int smelt__shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
+/* A device reduction's element (ELEM: e, the operand's element at off[])
+ * and, fused, the producers' pointers and constants (SETUP) */
+static int red_dev_elem(smelt__sb *elem, smelt__sb *setup, const smelt__dialect *dl, const smelt__kdesc *d, bool fused)
+{
+    int st = SMELT_OK, nin = d->n_in;
+    if (!fused) {
+        smelt__sb_puts(elem, "                smelt_acc e = smelt_conv(x[off[0]]);");
+    } else { /* the producers per element, their value stored as the unfused kernel stores it */
+        smelt__kdesc p = red_producers(d);
+        int nv = p.n_in + p.n_ops;
+        int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
+        bool *inl = calloc((size_t)(nv + 1), sizeof(bool));
+        if (!uses || !inl) {
+            st = SMELT_ERR_NOMEM;
+        } else {
+            smelt__plan_inlining(&p, uses, inl, uses + nv, uses + 2 * nv);
+            for (int q = 0; q < nin; q++)
+                smelt__sb_printf(setup, "    const %s *%s q%d = (const %s *)%sptrs[%d];\n",
+                                 dl->stype[d->in_dt[q]], dl->restrict_kw, q, dl->stype[d->in_dt[q]], dl->args, q);
+            for (int q = nin + 1; q < nin + p.n_out; q++) /* the full-size outputs */
+                smelt__sb_printf(setup, "    %s *%s q%d = (%s *)%sptrs[%d];\n", dl->stype[smelt__operand_dtype(&p, q)],
+                                 dl->restrict_kw, q, dl->stype[smelt__operand_dtype(&p, q)], dl->args, q - 1);
+            for (int i = 0; i < p.n_ops; i++)
+                if (p.ops[i].op == SMELT_OP_CONST) {
+                    smelt__sb_printf(setup, "    const %s v%d = ", dl->type[p.ops[i].dtype], nin + i);
+                    smelt__literal(setup, dl, &p.ops[i]);
+                    smelt__sb_puts(setup, ";\n");
+                }
+            smelt__sb_printf(elem, "                smelt_in q%d[1];\n", nin);
+            for (int q = 0; q < nin + p.n_out; q++)
+                smelt__sb_printf(elem, "                const smelt_idx o%d = %s%d%s;\n", q, q != nin ? "off[" : "",
+                                 q < nin ? q : q == nin ? 0 : q - 1, q != nin ? "]" : "");
+            ectx e = {dl, &p, uses, inl, -1, FORM_OFFSET, false, false, 0, NULL, 0, NULL, NULL};
+            smelt__emit_lane(elem, &e);
+            smelt__sb_printf(elem, "                smelt_acc e = smelt_conv(q%d[0]);", nin);
+        }
+        free(uses), free(inl);
+    }
+    return st;
+}
+
+/* A device reduction's store (STORE) of result xo: on lane 0, the result,
+ * or the result then the epilogue on it */
+static int red_dev_store(smelt__sb *store, const smelt__dialect *dl, const smelt__kdesc *d, int ny)
+{
+    int st = SMELT_OK;
+    if (!red_epi(d)) {
+        smelt__sb_puts(store, "\n            y[xo[" );
+        smelt__sb_printf(store, "%d]] = smelt_result(tot, toti, nred);", ny);
+    } else { /* lane 0: the result, then the epilogue on it */
+        smelt__kdesc e;
+        int ein[SMELT_MAX_KERNEL_OPERANDS + 1];
+        st = red_epilogue(d, &e, ein);
+        int nv = e.n_in + e.n_ops;
+        int *uses = st ? NULL : calloc((size_t)(3 * nv + 1), sizeof(int));
+        bool *inl = st ? NULL : calloc((size_t)(nv + 1), sizeof(bool));
+        if (!st && (!uses || !inl))
+            st = SMELT_ERR_NOMEM;
+        if (!st) {
+            smelt__plan_inlining(&e, uses, inl, uses + nv, uses + 2 * nv);
+            smelt__sb_printf(store, "{\n            smelt_out q0[1];\n            const smelt_idx o0 = 0;\n"
+                                     "            q0[0] = smelt_result(tot, toti, nred);\n");
+            if (ny >= 0)
+                smelt__sb_printf(store, "            y[xo[%d]] = q0[0];\n", ny);
+            for (int q = 1; q < e.n_in; q++) {
+                const char *T = dl->stype[e.in_dt[q]];
+                smelt__sb_printf(store, "            const %s *%s q%d = (const %s *)%sptrs[%d];\n"
+                                         "            const smelt_idx o%d = xo[%d];\n", T, dl->restrict_kw, q, T, dl->args,
+                                 ein[q], q, ein[q]);
+            }
+            for (int o = 0, q = e.n_in; o < d->n_out; o++)
+                if (d->out_val[o] > d->n_in + d->red) {
+                    const char *T = dl->stype[smelt__operand_dtype(&e, q)];
+                    smelt__sb_printf(store, "            %s *%s q%d = (%s *)%sptrs[%d];\n"
+                                             "            const smelt_idx o%d = xo[%d];\n", T, dl->restrict_kw, q, T,
+                                     dl->args, d->n_in + o, q, d->n_in + o);
+                    q++;
+                }
+            for (int i = 0; i < e.n_ops; i++)
+                if (e.ops[i].op == SMELT_OP_CONST) {
+                    smelt__sb_printf(store, "            const %s v%d = ", dl->type[e.ops[i].dtype], e.n_in + i);
+                    smelt__literal(store, dl, &e.ops[i]);
+                    smelt__sb_puts(store, ";\n");
+                }
+            ectx ec = {dl, &e, uses, inl, -1, FORM_OFFSET, false, false, 0, NULL, 0, NULL, NULL};
+            smelt__emit_lane(store, &ec);
+            smelt__sb_puts(store, "        }");
+        }
+        free(uses), free(inl);
+        free(e.ops);
+    }
+    return st;
+}
+
+int smelt__shape_device_reduce(const smelt__target *t, const smelt__kdesc *d, const char *prelude,
                                smelt__sb *text, smelt__sb *err)
 {
+    const smelt__dialect *dl = t->dialect;
+    warp_text wt;
     int st = red_check(d, err);
+    if (!st)
+        st = smelt__warp_text(&wt, t, err);
     if (st)
         return st;
     bool fused = red_fused(d);
@@ -676,86 +794,13 @@ int smelt__shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
     smelt__red_defs(&defs, dl, &k, false);
     red_what(&what, &k, d);
     smelt__red_ident(&ident, dl, &k);
-    if (!fused) {
-        smelt__sb_puts(&elem, "                smelt_acc e = smelt_conv(x[off[0]]);");
-    } else { /* the producers per element, their value stored as the unfused kernel stores it */
-        smelt__kdesc p = red_producers(d);
-        int nv = p.n_in + p.n_ops;
-        int *uses = calloc((size_t)(3 * nv + 1), sizeof(int));
-        bool *inl = calloc((size_t)(nv + 1), sizeof(bool));
-        if (!uses || !inl) {
-            st = SMELT_ERR_NOMEM;
-        } else {
-            smelt__plan_inlining(&p, uses, inl, uses + nv, uses + 2 * nv);
-            for (int q = 0; q < nin; q++)
-                smelt__sb_printf(&setup, "    const %s *__restrict__ q%d = (const %s *)a.ptrs[%d];\n",
-                                 dl->stype[d->in_dt[q]], q, dl->stype[d->in_dt[q]], q);
-            for (int q = nin + 1; q < nin + p.n_out; q++) /* the full-size outputs */
-                smelt__sb_printf(&setup, "    %s *__restrict__ q%d = (%s *)a.ptrs[%d];\n",
-                                 dl->stype[smelt__operand_dtype(&p, q)], q, dl->stype[smelt__operand_dtype(&p, q)], q - 1);
-            for (int i = 0; i < p.n_ops; i++)
-                if (p.ops[i].op == SMELT_OP_CONST) {
-                    smelt__sb_printf(&setup, "    const %s v%d = ", dl->type[p.ops[i].dtype], nin + i);
-                    smelt__literal(&setup, dl, &p.ops[i]);
-                    smelt__sb_puts(&setup, ";\n");
-                }
-            smelt__sb_printf(&elem, "                smelt_in q%d[1];\n", nin);
-            for (int q = 0; q < nin + p.n_out; q++)
-                smelt__sb_printf(&elem, "                const smelt_idx o%d = %s%d%s;\n", q, q != nin ? "off[" : "",
-                                 q < nin ? q : q == nin ? 0 : q - 1, q != nin ? "]" : "");
-            ectx e = {dl, &p, uses, inl, -1, FORM_OFFSET, false, false, 0, NULL, 0, NULL, NULL};
-            smelt__emit_lane(&elem, &e);
-            smelt__sb_printf(&elem, "                smelt_acc e = smelt_conv(q%d[0]);", nin);
-        }
-        free(uses), free(inl);
-    }
+    if (!st)
+        st = red_dev_elem(&elem, &setup, dl, d, fused);
     int ny = red_y(d);
     smelt__sb store;
     smelt__sb_init(&store);
-    if (!red_epi(d)) {
-        smelt__sb_puts(&store, "\n            y[xo[" );
-        smelt__sb_printf(&store, "%d]] = smelt_result(tot, toti, nred);", ny);
-    } else if (!st) { /* lane 0: the result, then the epilogue on it */
-        smelt__kdesc e;
-        int ein[SMELT_MAX_KERNEL_OPERANDS + 1];
-        st = red_epilogue(d, &e, ein);
-        int nv = e.n_in + e.n_ops;
-        int *uses = st ? NULL : calloc((size_t)(3 * nv + 1), sizeof(int));
-        bool *inl = st ? NULL : calloc((size_t)(nv + 1), sizeof(bool));
-        if (!st && (!uses || !inl))
-            st = SMELT_ERR_NOMEM;
-        if (!st) {
-            smelt__plan_inlining(&e, uses, inl, uses + nv, uses + 2 * nv);
-            smelt__sb_printf(&store, "{\n            smelt_out q0[1];\n            const smelt_idx o0 = 0;\n"
-                                     "            q0[0] = smelt_result(tot, toti, nred);\n");
-            if (ny >= 0)
-                smelt__sb_printf(&store, "            y[xo[%d]] = q0[0];\n", ny);
-            for (int q = 1; q < e.n_in; q++) {
-                const char *T = dl->stype[e.in_dt[q]];
-                smelt__sb_printf(&store, "            const %s *__restrict__ q%d = (const %s *)a.ptrs[%d];\n"
-                                         "            const smelt_idx o%d = xo[%d];\n", T, q, T, ein[q], q, ein[q]);
-            }
-            for (int o = 0, q = e.n_in; o < d->n_out; o++)
-                if (d->out_val[o] > d->n_in + d->red) {
-                    const char *T = dl->stype[smelt__operand_dtype(&e, q)];
-                    smelt__sb_printf(&store, "            %s *__restrict__ q%d = (%s *)a.ptrs[%d];\n"
-                                             "            const smelt_idx o%d = xo[%d];\n", T, q, T, d->n_in + o, q,
-                                     d->n_in + o);
-                    q++;
-                }
-            for (int i = 0; i < e.n_ops; i++)
-                if (e.ops[i].op == SMELT_OP_CONST) {
-                    smelt__sb_printf(&store, "            const %s v%d = ", dl->type[e.ops[i].dtype], e.n_in + i);
-                    smelt__literal(&store, dl, &e.ops[i]);
-                    smelt__sb_puts(&store, ";\n");
-                }
-            ectx ec = {dl, &e, uses, inl, -1, FORM_OFFSET, false, false, 0, NULL, 0, NULL, NULL};
-            smelt__emit_lane(&store, &ec);
-            smelt__sb_puts(&store, "        }");
-        }
-        free(uses), free(inl);
-        free(e.ops);
-    }
+    if (!st)
+        st = red_dev_store(&store, dl, d, ny);
     /* a spread variant: its loop first, then (never reached) the usual one;
      * the offsets at each form's indentation */
     smelt__sb spread, xo[2], off[2];
@@ -768,12 +813,12 @@ int smelt__shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
     smelt__sb loop;
     smelt__sb_init(&loop);
     if (d->spread)
-        red_dev_lane_loop(&loop, d->spread == SMELT_SPREAD_COLS ? 16 : 12,
+        red_dev_lane_loop(&loop, d->spread == SMELT_SPREAD_COLS ? 16 : 12, wt.L,
                           d->spread == SMELT_SPREAD_COLS ? "c0 + l" : "c0 + lane", smelt__sb_str(&off[1]),
                           smelt__sb_str(&elem));
     const slot fsl[] = {{"NAME", NAME_TOKEN}, {"STORE", smelt__sb_str(&store)}, {"RANK", SLOT_NUM(R)},
                         {"NX", SLOT_NUM(nx)}, {"LOOP", smelt__sb_str(&loop)}, {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)},
-                        {"ARG", SLOT_NUM(k.arg)}, {"XO", smelt__sb_str(&xo[1])}};
+                        {"ARG", SLOT_NUM(k.arg)}, {"XO", smelt__sb_str(&xo[1])}, WARP_SLOTS(wt)};
     if (!st && d->spread)
         st = smelt__load_render(&spread, dl, d->spread == SMELT_SPREAD_COLS ? "kernel_reduce_cols" : "kernel_reduce_spread",
                          fsl, NSLOTS(fsl), err);
@@ -792,7 +837,8 @@ int smelt__shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, 
         {"IDENT", smelt__sb_str(&ident)}, {"ARG", SLOT_NUM(k.arg)},
         {"SCRATCH", d->spread ? red_scratch_text : ""},
         {"SCRATCH_PARAM", d->spread ? ", const smelt_red_scratch s" : ""},
-        {"SPREAD", smelt__sb_str(&spread)}, {"XO", smelt__sb_str(&xo[0])}, {"OFF", smelt__sb_str(&off[0])}};
+        {"SPREAD", smelt__sb_str(&spread)}, {"XO", smelt__sb_str(&xo[0])}, {"OFF", smelt__sb_str(&off[0])},
+        WARP_SLOTS(wt)};
     if (!st)
         st = smelt__load_render(text, dl, "kernel_reduce", sl, NSLOTS(sl), err);
     smelt__sb_free(&spread), smelt__sb_free(&loop);

@@ -48,7 +48,7 @@ static bool staged(const ectx *e, int k)
 static void operand_ref(smelt__sb *b, const ectx *e, int k)
 {
     if (e->form == FORM_OFFSET && k < 64 && (e->ldg >> k & 1))
-        smelt__sb_printf(b, "__ldg(&q%d[o%d])", k, k);
+        smelt__sb_printf(b, "%s(&q%d[o%d])", e->dl->ro_load, k, k);
     else if (e->form == FORM_OFFSET)
         smelt__sb_printf(b, "q%d[o%d]", k, k);
     else if (e->form == FORM_VEC)
@@ -585,6 +585,27 @@ const char *smelt__slot_num(char *buf, int n)
     return buf;
 }
 
+/* The target's warp as the device kernels spell it (WARP_SLOTS): its lanes,
+ * a lane's mask (lanes - 1), log2 (a thread's warp: threadIdx.x >> it),
+ * the shuffle tree's first step (half the lanes) and its steps. */
+int smelt__warp_text(warp_text *w, const smelt__target *t, smelt__sb *err)
+{
+    int L = t->device ? t->device->warp : 0;
+    if (L < 2 || (L & (L - 1)) || L > 1024) {
+        smelt__sb_printf(err, "a device kernel needs its target's warp width (a power of 2; here %d)", L);
+        return SMELT_ERR_INVALID_ARG;
+    }
+    w->L = L;
+    snprintf(w->lanes, sizeof w->lanes, "%d", L);
+    snprintf(w->mask, sizeof w->mask, "%d", L - 1);
+    snprintf(w->log2, sizeof w->log2, "%d", __builtin_ctz((unsigned)L));
+    snprintf(w->half, sizeof w->half, "%d", L / 2);
+    w->steps[0] = 0;
+    for (int d = L / 2; d >= 1; d /= 2)
+        snprintf(w->steps + strlen(w->steps), sizeof w->steps - strlen(w->steps), d > 1 ? "%d, " : "%d", d);
+    return SMELT_OK;
+}
+
 static int render(smelt__sb *out, const char *tpl, const char *tname, const slot *slots, int n,
                   smelt__sb *err);
 
@@ -675,7 +696,7 @@ int smelt__render_prelude(smelt__sb *out, const smelt__dialect *dl, char **mathl
 #include "mathfns.def"
 #undef SMELT_MATHFN
     *mathlib = smelt__template_load("common/math.h.in", err);
-    const slot sl[] = {{"MATH_DECLS", dl->device ? "" : smelt__sb_str(&decls)}, {"MATH", MATH_MARK},
+    const slot sl[] = {{"MATH_DECLS", dl->libm_decls ? smelt__sb_str(&decls) : ""}, {"MATH", MATH_MARK},
                        {"HELPER_KW", dl->helper_kw}, {"MATH_KW", dl->math_kw},
                        {"MATH_SLOW_KW", dl->math_slow_kw}, {"TABLE_KW", dl->table_kw}};
     int st = *mathlib ? render_file(out, "common/prelude.h.in", sl, NSLOTS(sl), err) : SMELT_ERR_COMPILE;
@@ -773,10 +794,10 @@ int smelt__emit(const smelt__target *t, const smelt__kdesc *d, smelt__sb *src, c
     char *mathlib = NULL;
     int st = t->blocks ? SMELT_OK : smelt__render_prelude(&prelude, dl, &mathlib, err);
     if (!st && d->multi)
-        st = dl->device ? smelt__shape_device_rows(dl, d, smelt__sb_str(&prelude), &text, err)
+        st = dl->device ? smelt__shape_device_rows(t, d, smelt__sb_str(&prelude), &text, err)
                         : smelt__shape_c_rows(dl, d, t->blocks, t->blocks ? "" : smelt__sb_str(&prelude), &text, err);
     else if (!st && d->reduce)
-        st = dl->device ? smelt__shape_device_reduce(dl, d, smelt__sb_str(&prelude), &text, err)
+        st = dl->device ? smelt__shape_device_reduce(t, d, smelt__sb_str(&prelude), &text, err)
                         : smelt__shape_c_reduce(dl, d, t->blocks, t->blocks ? smelt__red_blocks_prelude : smelt__sb_str(&prelude),
                                          &text, err);
     else if (!st)

@@ -52,6 +52,17 @@ typedef struct slot {
 /* n as a slot's value, in a buffer that lives as long as the caller's block */
 #define SLOT_NUM(n) smelt__slot_num((char[16]){0}, (n))
 
+/* A device target's warp width in the kernels' text (smelt__warp_text):
+ * the templates' {{WARP}}, {{WARP_MASK}}, {{WARP_LOG2}}, {{HALF_WARP}} and
+ * {{SHFL_STEPS}}; L, the lanes, for the emitter's own text. */
+typedef struct warp_text {
+    int L;
+    char lanes[12], mask[12], log2[12], half[12], steps[64];
+} warp_text;
+#define WARP_SLOTS(w) \
+    {"WARP", (w).lanes}, {"WARP_MASK", (w).mask}, {"WARP_LOG2", (w).log2}, {"HALF_WARP", (w).half}, \
+    {"SHFL_STEPS", (w).steps}
+
 #define BLK_ARGS "int64_t, char *, const char *, const char *, const char *"
 
 /* Results the column form computes at once: each reads a row of RED_W
@@ -177,6 +188,7 @@ int smelt__render_prelude(smelt__sb *out, const smelt__dialect *dl, char **mathl
 void smelt__row_offsets(smelt__sb *row, const smelt__kdesc *d);
 const char *smelt__slot_num(char *buf, int n);
 smelt_dtype smelt__value_dtype(const smelt__kdesc *d, int v);
+int smelt__warp_text(warp_text *w, const smelt__target *t, smelt__sb *err);
 void smelt__with_math(smelt__sb *text, const char *mathlib);
 /* emit-blocks.c */
 void smelt__blk_entry(smelt__sb *table, const char *fn, const smelt__opinfo *oi);
@@ -206,7 +218,7 @@ int smelt__red_nops(const smelt__kdesc *d);
 void smelt__red_prim_name(char *name, size_t n, const red_kind *k);
 int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, const char *prelude,
                           smelt__sb *text, smelt__sb *err);
-int smelt__shape_device_reduce(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
+int smelt__shape_device_reduce(const smelt__target *t, const smelt__kdesc *d, const char *prelude,
                                smelt__sb *text, smelt__sb *err);
 /* emit-rows.c */
 void smelt__rename_words(smelt__sb *out, const char *text, const char *const *names, int n, const char *suffix);
@@ -225,7 +237,7 @@ int smelt__rows_piece_of(const smelt__kdesc *d, const rows_info *ri, int kind, i
 int smelt__shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, const char *prelude,
                         smelt__sb *text, smelt__sb *err);
 /* emit-rows-device.c */
-int smelt__shape_device_rows(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude, smelt__sb *text,
+int smelt__shape_device_rows(const smelt__target *t, const smelt__kdesc *d, const char *prelude, smelt__sb *text,
                              smelt__sb *err);
 extern const char smelt__gather_fn[];
 extern const char smelt__gather_fn_dev[];

@@ -647,6 +647,184 @@ static int tensor_values(rd *r, smelt_dtype dt, int ndim, const int64_t *sh, sme
     return st;
 }
 
+/* An operator line's operands and attributes (op_operands) */
+typedef struct opline {
+    smelt_node *args[3];
+    int na, nax, axes[SMELT_MAX_DIMS], nvp;
+    int64_t vp[SMELT_MAX_DIMS];
+    bool keepdims;
+    const char *padval; /* a pad's value, read once the dtype is known */
+} opline;
+
+/* An operator line's operands (%N), view or window parameters ([...]),
+ * a gather's axis, a reduction's attributes and a pad's value, up to ':' */
+static int op_operands(rd *r, int op, const char *opname, opline *o)
+{
+    int st, cls = smelt__ops[op].cls;
+    while (!eat(r, ':')) {
+        ws(r);
+        if (op == SMELT_OP_PAD && !o->padval && r->end - r->s > 6 && !strncmp(r->s, "value ", 6)) {
+            char w[80];
+            r->s += 6;
+            o->padval = r->s;
+            if ((st = word(r, w, sizeof w)))
+                return st;
+            continue;
+        }
+        if (r->s < r->end && *r->s == '[' && (cls == SMELT_CLASS_VIEW || smelt__window_nvp((smelt_op)op) > 0) &&
+            op != SMELT_OP_BROADCAST && o->nvp < 0) {
+            if ((st = view_params(r, (smelt_op)op, &o->nvp, o->vp)))
+                return st;
+            continue;
+        }
+        if (cls == SMELT_CLASS_GATHER && o->nvp < 0 && r->end - r->s > 5 && !strncmp(r->s, "axis ", 5)) {
+            char w[32], *e;
+            r->s += 5;
+            ws(r);
+            if ((st = word(r, w, sizeof w)))
+                return st;
+            o->vp[0] = strtoll(w, &e, 10);
+            if (*e || !*w)
+                return rerr(r, SMELT_ERR_PARSE, "%s: axis '%s' is not an integer", opname, w);
+            o->nvp = 1;
+            continue;
+        }
+        if (r->s < r->end && *r->s != '%') { /* a reduction's attributes */
+            if ((st = reduce_attr(r, opname, cls, &o->nax, o->axes, &o->keepdims)))
+                return st;
+            continue;
+        }
+        if (o->na == 3)
+            return rerr(r, SMELT_ERR_PARSE, "too many operands for %s", opname);
+        int a;
+        if ((st = ref(r, &a, &o->args[o->na], false)))
+            return st;
+        o->na++;
+    }
+    return SMELT_OK;
+}
+
+/* The builder's node for operator op (class cls) over o, with the line's
+ * dtype dt and shape (ndim, sh), into *out (NULL: the builder's error) */
+static int op_build(rd *r, int op, const char *opname, opline *o, smelt_dtype dt, int ndim, const int64_t *sh,
+                    smelt_node **out)
+{
+    smelt_graph *g = r->g;
+    int st, cls = smelt__ops[op].cls;
+    smelt_node *n = NULL;
+    if (cls == SMELT_CLASS_REDUCE) /* every axis: n_axes 0 (argmax of all axes takes no list) */
+        n = smelt_reduce(g, (smelt_op)op, o->args[0],
+                         o->nax && o->nax == o->args[0]->ndim && o->axes[o->nax - 1] == o->nax - 1 ? 0 : o->nax, o->axes,
+                         o->keepdims);
+    else if (cls == SMELT_CLASS_CAST)
+        n = smelt_cast(g, o->args[0], dt);
+    else if (op == SMELT_OP_BROADCAST)
+        n = smelt_broadcast_to(g, o->args[0], ndim, sh);
+    else if (op == SMELT_OP_MATMUL)
+        n = smelt_matmul(g, o->args[0], o->args[1]);
+    else if (smelt__window_nvp((smelt_op)op) > 0 && o->nvp < 0)
+        return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
+    else if (smelt__window_nvp((smelt_op)op) > 0)
+        n = smelt__window_node(g, (smelt_op)op, o->args, o->nvp, o->vp);
+    else if (cls == SMELT_CLASS_GATHER && o->nvp != 1)
+        return rerr(r, SMELT_ERR_PARSE, "%s needs its axis: %s %%A %%I axis N : ...", opname, opname);
+    else if (cls == SMELT_CLASS_GATHER)
+        n = (op == SMELT_OP_TAKE ? smelt_take : smelt_take_along_axis)(g, o->args[0], o->args[1], (int)o->vp[0]);
+    else if (cls == SMELT_CLASS_VIEW && o->nvp < 0)
+        return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
+    else if (op == SMELT_OP_CONCAT && o->nvp != 1)
+        return rerr(r, SMELT_ERR_PARSE, "concat takes [axis]");
+    else if (op == SMELT_OP_CONCAT)
+        n = smelt_concat(g, 2, o->args, (int)o->vp[0]);
+    else if (op == SMELT_OP_PAD && (o->nvp != 3 || !o->padval || o->vp[0] < 0 || o->vp[0] >= o->args[0]->ndim))
+        return rerr(r, SMELT_ERR_PARSE, "pad takes [axis, before, after] value V, axis an axis of its operand");
+    else if (op == SMELT_OP_PAD) {
+        const char *at = r->s;
+        double fv = 0;
+        int64_t iv = 0, w[2 * SMELT_MAX_DIMS] = {0};
+        r->s = o->padval;
+        st = const_value(r, dt, &fv, &iv);
+        r->s = at;
+        if (st)
+            return st;
+        w[2 * o->vp[0]] = o->vp[1], w[2 * o->vp[0] + 1] = o->vp[2];
+        if ((n = smelt_pad(g, o->args[0], w, smelt__is_float(dt) ? fv : (double)iv)) && dt == SMELT_I64)
+            n->vp[3] = iv; /* (every bit, beyond 2^53 too) */
+    } else if (cls == SMELT_CLASS_VIEW)
+        n = smelt__view_node(g, (smelt_op)op, o->args[0], o->nvp, o->vp);
+    else if (op == SMELT_OP_ARANGE && ndim != 1)
+        return rerr(r, SMELT_ERR_PARSE, "arange has shape [n], the line gives rank %d", ndim);
+    else if (op == SMELT_OP_ARANGE)
+        n = smelt_arange(g, sh[0], dt);
+    else
+        n = smelt_op_apply(g, (smelt_op)op, o->na, o->args);
+    *out = n;
+    return SMELT_OK;
+}
+
+/* Whether node n (made by the builder from the line, the graph's node
+ * before and after) is what the line says: one node of op, its dtype and
+ * shape */
+static int op_check(rd *r, int op, const char *opname, const opline *o, int before, smelt_node *n, smelt_dtype dt,
+                    int ndim, const int64_t *sh)
+{
+    smelt_graph *g = r->g;
+    int st, na = o->na;
+    smelt_node *const *args = o->args;
+    if (g->n != before + 1 || n != g->nodes[before] || (int)n->op != op) {
+        smelt__sb b;
+        smelt__sb_init(&b);
+        for (int i = 0; i < na; i++)
+            smelt__sb_printf(&b, i ? ", %s" : "%s", smelt__dtypes[args[i]->dtype].name);
+        st = rerr(r, SMELT_ERR_PARSE,
+                  "%s of (%s) is not one node of the builder: the file must spell every cast",
+                  opname, smelt__sb_str(&b));
+        smelt__sb_free(&b);
+        return st;
+    }
+    if (n->dtype != dt || n->ndim != ndim || memcmp(n->shape, sh, sizeof(int64_t) * (size_t)ndim)) {
+        smelt__sb b;
+        smelt__sb_init(&b);
+        smelt__sb_printf(&b, "%s ", smelt__dtypes[n->dtype].name);
+        put_shape(&b, n->ndim, n->shape);
+        smelt__sb_printf(&b, ", the file says %s ", smelt__dtypes[dt].name);
+        put_shape(&b, ndim, sh);
+        st = rerr(r, SMELT_ERR_PARSE, "%s gives %s", opname, smelt__sb_str(&b));
+        smelt__sb_free(&b);
+        return st;
+    }
+    return SMELT_OK;
+}
+
+/* One operator's line: %id = op operands : dtype shape */
+static int op_line(rd *r, const char *opname, smelt_node **out)
+{
+    int op = smelt_op_from_name(opname), st, ndim = 0;
+    if (op < 0)
+        return rerr(r, SMELT_ERR_PARSE, "unknown operator '%s'", opname);
+    int cls = smelt__ops[op].cls;
+    if (cls == SMELT_CLASS_SOURCE && op != SMELT_OP_ARANGE)
+        return rerr(r, SMELT_ERR_PARSE, "'%s' takes no operands", opname);
+    opline o = {.nax = -1, .nvp = -1};
+    smelt_dtype dt = SMELT_F32;
+    int64_t sh[SMELT_MAX_DIMS];
+    if ((st = op_operands(r, op, opname, &o)))
+        return st;
+    if (o.na != smelt__ops[op].arity)
+        return rerr(r, SMELT_ERR_PARSE, "%s takes %d operand%s, the line has %d", opname,
+                    smelt__ops[op].arity, smelt__ops[op].arity == 1 ? "" : "s", o.na);
+    if ((st = dtype(r, &dt)) || (st = shape(r, &ndim, sh)))
+        return st;
+    int before = r->g->n;
+    if (cls == SMELT_CLASS_REDUCE && o.nax < 0)
+        return rerr(r, SMELT_ERR_PARSE, "%s needs its axes: %s %%N axes [A, ...] [keepdims] : ...", opname, opname);
+    if ((st = op_build(r, op, opname, &o, dt, ndim, sh, out)))
+        return st;
+    if (!*out)
+        return builder_error(r);
+    return op_check(r, op, opname, &o, before, *out, dt, ndim, sh);
+}
+
 static int node_line(rd *r)
 {
     int id, st;
@@ -690,136 +868,8 @@ static int node_line(rd *r)
     } else if (!strcmp(opname, "constant")) {
         if ((st = dtype(r, &dt)) || (st = shape(r, &ndim, sh)) || (st = tensor_values(r, dt, ndim, sh, &n)))
             return st;
-    } else {
-        int op = smelt_op_from_name(opname);
-        if (op < 0)
-            return rerr(r, SMELT_ERR_PARSE, "unknown operator '%s'", opname);
-        int cls = smelt__ops[op].cls;
-        if (cls == SMELT_CLASS_SOURCE && op != SMELT_OP_ARANGE)
-            return rerr(r, SMELT_ERR_PARSE, "'%s' takes no operands", opname);
-        smelt_node *args[3];
-        int na = 0, nax = -1, axes[SMELT_MAX_DIMS], nvp = -1;
-        int64_t vp[SMELT_MAX_DIMS];
-        bool keepdims = false;
-        const char *padval = NULL; /* a pad's value, read once the dtype is known */
-        while (!eat(r, ':')) {
-            ws(r);
-            if (op == SMELT_OP_PAD && !padval && r->end - r->s > 6 && !strncmp(r->s, "value ", 6)) {
-                char w[80];
-                r->s += 6;
-                padval = r->s;
-                if ((st = word(r, w, sizeof w)))
-                    return st;
-                continue;
-            }
-            if (r->s < r->end && *r->s == '[' && (cls == SMELT_CLASS_VIEW || smelt__window_nvp((smelt_op)op) > 0) &&
-                op != SMELT_OP_BROADCAST && nvp < 0) {
-                if ((st = view_params(r, (smelt_op)op, &nvp, vp)))
-                    return st;
-                continue;
-            }
-            if (cls == SMELT_CLASS_GATHER && nvp < 0 && r->end - r->s > 5 && !strncmp(r->s, "axis ", 5)) {
-                char w[32], *e;
-                r->s += 5;
-                ws(r);
-                if ((st = word(r, w, sizeof w)))
-                    return st;
-                vp[0] = strtoll(w, &e, 10);
-                if (*e || !*w)
-                    return rerr(r, SMELT_ERR_PARSE, "%s: axis '%s' is not an integer", opname, w);
-                nvp = 1;
-                continue;
-            }
-            if (r->s < r->end && *r->s != '%') { /* a reduction's attributes */
-                if ((st = reduce_attr(r, opname, cls, &nax, axes, &keepdims)))
-                    return st;
-                continue;
-            }
-            if (na == 3)
-                return rerr(r, SMELT_ERR_PARSE, "too many operands for %s", opname);
-            int a;
-            if ((st = ref(r, &a, &args[na], false)))
-                return st;
-            na++;
-        }
-        if (na != smelt__ops[op].arity)
-            return rerr(r, SMELT_ERR_PARSE, "%s takes %d operand%s, the line has %d", opname,
-                        smelt__ops[op].arity, smelt__ops[op].arity == 1 ? "" : "s", na);
-        if ((st = dtype(r, &dt)) || (st = shape(r, &ndim, sh)))
-            return st;
-        int before = g->n;
-        if (cls == SMELT_CLASS_REDUCE && nax < 0)
-            return rerr(r, SMELT_ERR_PARSE, "%s needs its axes: %s %%N axes [A, ...] [keepdims] : ...", opname,
-                        opname);
-        if (cls == SMELT_CLASS_REDUCE) /* every axis: n_axes 0 (argmax of all axes takes no list) */
-            n = smelt_reduce(g, (smelt_op)op, args[0], nax && nax == args[0]->ndim && axes[nax - 1] == nax - 1 ? 0 : nax,
-                             axes, keepdims);
-        else if (cls == SMELT_CLASS_CAST)
-            n = smelt_cast(g, args[0], dt);
-        else if (op == SMELT_OP_BROADCAST)
-            n = smelt_broadcast_to(g, args[0], ndim, sh);
-        else if (op == SMELT_OP_MATMUL)
-            n = smelt_matmul(g, args[0], args[1]);
-        else if (smelt__window_nvp((smelt_op)op) > 0 && nvp < 0)
-            return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
-        else if (smelt__window_nvp((smelt_op)op) > 0)
-            n = smelt__window_node(g, (smelt_op)op, args, nvp, vp);
-        else if (cls == SMELT_CLASS_GATHER && nvp != 1)
-            return rerr(r, SMELT_ERR_PARSE, "%s needs its axis: %s %%A %%I axis N : ...", opname, opname);
-        else if (cls == SMELT_CLASS_GATHER)
-            n = (op == SMELT_OP_TAKE ? smelt_take : smelt_take_along_axis)(g, args[0], args[1], (int)vp[0]);
-        else if (cls == SMELT_CLASS_VIEW && nvp < 0)
-            return rerr(r, SMELT_ERR_PARSE, "%s needs its parameters: %s %%N [...] : ...", opname, opname);
-        else if (op == SMELT_OP_CONCAT && nvp != 1)
-            return rerr(r, SMELT_ERR_PARSE, "concat takes [axis]");
-        else if (op == SMELT_OP_CONCAT)
-            n = smelt_concat(g, 2, args, (int)vp[0]);
-        else if (op == SMELT_OP_PAD && (nvp != 3 || !padval || vp[0] < 0 || vp[0] >= args[0]->ndim))
-            return rerr(r, SMELT_ERR_PARSE, "pad takes [axis, before, after] value V, axis an axis of its operand");
-        else if (op == SMELT_OP_PAD) {
-            const char *at = r->s;
-            double fv = 0;
-            int64_t iv = 0, w[2 * SMELT_MAX_DIMS] = {0};
-            r->s = padval;
-            st = const_value(r, dt, &fv, &iv);
-            r->s = at;
-            if (st)
-                return st;
-            w[2 * vp[0]] = vp[1], w[2 * vp[0] + 1] = vp[2];
-            if ((n = smelt_pad(g, args[0], w, smelt__is_float(dt) ? fv : (double)iv)) && dt == SMELT_I64)
-                n->vp[3] = iv; /* (every bit, beyond 2^53 too) */
-        } else if (cls == SMELT_CLASS_VIEW)
-            n = smelt__view_node(g, (smelt_op)op, args[0], nvp, vp);
-        else if (op == SMELT_OP_ARANGE && ndim != 1)
-            return rerr(r, SMELT_ERR_PARSE, "arange has shape [n], the line gives rank %d", ndim);
-        else if (op == SMELT_OP_ARANGE)
-            n = smelt_arange(g, sh[0], dt);
-        else
-            n = smelt_op_apply(g, (smelt_op)op, na, args);
-        if (!n)
-            return builder_error(r);
-        if (g->n != before + 1 || n != g->nodes[before] || (int)n->op != op) {
-            smelt__sb b;
-            smelt__sb_init(&b);
-            for (int i = 0; i < na; i++)
-                smelt__sb_printf(&b, i ? ", %s" : "%s", smelt__dtypes[args[i]->dtype].name);
-            st = rerr(r, SMELT_ERR_PARSE,
-                      "%s of (%s) is not one node of the builder: the file must spell every cast",
-                      opname, smelt__sb_str(&b));
-            smelt__sb_free(&b);
-            return st;
-        }
-        if (n->dtype != dt || n->ndim != ndim || memcmp(n->shape, sh, sizeof(int64_t) * (size_t)ndim)) {
-            smelt__sb b;
-            smelt__sb_init(&b);
-            smelt__sb_printf(&b, "%s ", smelt__dtypes[n->dtype].name);
-            put_shape(&b, n->ndim, n->shape);
-            smelt__sb_printf(&b, ", the file says %s ", smelt__dtypes[dt].name);
-            put_shape(&b, ndim, sh);
-            st = rerr(r, SMELT_ERR_PARSE, "%s gives %s", opname, smelt__sb_str(&b));
-            smelt__sb_free(&b);
-            return st;
-        }
+    } else if ((st = op_line(r, opname, &n))) {
+        return st;
     }
     if ((st = weak_flag(r, &n->weak)))
         return st;

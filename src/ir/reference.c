@@ -243,6 +243,219 @@ static int ref_reduce(smelt_ctx *ctx, const smelt_node *n, const rval *s, rval *
     return SMELT_OK;
 }
 
+/* conv_taps (ops.def): each output element's taps and channels in order */
+static void ref_conv_taps(const smelt_node *n, const rval *vals, rval *r, int64_t cnt)
+{
+    const rval *X = &vals[n->in[0]->id], *W = &vals[n->in[1]->id];
+    int64_t sh = n->vp[0], sw = n->vp[1], dh = n->vp[2], dw = n->vp[3], G = n->vp[4], Wq = n->vp[7];
+    int64_t O = n->shape[1], OH = n->shape[2], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
+    int64_t L = X->shape[3], Og = O / G;
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t col = i % Wq, oh = i / Wq % OH, o = i / (Wq * OH) % O, b = i / (Wq * OH * O), gi = o / Og;
+        double acc = 0;
+        for (int64_t kh = 0; kh < KH; kh++)
+            for (int64_t kw = 0; kw < KW; kw++) {
+                int64_t ph = kh * dh % sh, pw = kw * dw % sw;
+                int64_t at = (oh + kh * dh / sh) * Wq + col + kw * dw / sw;
+                for (int64_t c = 0; c < Cg && at < L; c++)
+                    acc += W->data[o * W->strides[0] + c * W->strides[1] + kh * W->strides[2] +
+                                   kw * W->strides[3]] *
+                           X->data[b * X->strides[0] + (ph * sw + pw) * X->strides[1] +
+                                   (gi * Cg + c) * X->strides[2] + at * X->strides[3]];
+            }
+        r->data[i] = acc;
+    }
+}
+
+/* cumsum, cumprod: in double (i64: wrapping) */
+static void ref_scan(const smelt_node *n, const rval *vals, rval *r, int64_t cnt)
+{
+    const rval *A = &vals[n->in[0]->id];
+    int ax = (int)n->vp[0];
+    bool prod = n->op == SMELT_OP_CUMPROD, excl = n->vp[1], rev = n->vp[2], isint = !smelt__is_float(n->dtype);
+    int64_t len = n->shape[ax];
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t t = i, base = 0, pos = 0;
+        for (int d = n->ndim - 1; d >= 0; d--) {
+            int64_t idx = t % n->shape[d];
+            t /= n->shape[d];
+            if (d == ax)
+                pos = idx;
+            else
+                base += idx * A->strides[d];
+        }
+        double acc = prod ? 1 : 0;
+        uint64_t iacc = prod ? 1 : 0;
+        for (int64_t k = 0; k < len; k++) {
+            int64_t e = rev ? len - 1 - k : k;
+            if (excl ? (rev ? e <= pos : e >= pos) : (rev ? e < pos : e > pos))
+                continue;
+            double v = A->data[base + e * A->strides[ax]];
+            acc = prod ? acc * v : acc + v;
+            iacc = prod ? iacc * (uint64_t)(int64_t)v : iacc + (uint64_t)(int64_t)v;
+        }
+        r->data[i] = isint ? (double)(int64_t)iacc : smelt__dtype_round_result(n->dtype, acc);
+    }
+}
+
+/* matmul: in double, each dot product in order */
+static void ref_matmul(const smelt_node *n, const rval *vals, rval *r, int64_t cnt)
+{
+    const rval *A = &vals[n->in[0]->id], *B = &vals[n->in[1]->id];
+    int nb = n->ndim - 2;
+    int64_t M = n->shape[nb], N = n->shape[nb + 1], K = A->shape[A->ndim - 1];
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t t = i / (M * N), oa = 0, ob = 0, row = i / N % M, col = i % N;
+        for (int d = nb - 1; d >= 0; d--) {
+            int64_t idx = t % n->shape[d];
+            t /= n->shape[d];
+            int da = d - (nb - (A->ndim - 2)), db = d - (nb - (B->ndim - 2));
+            oa += da >= 0 && A->shape[da] != 1 ? idx * A->strides[da] : 0;
+            ob += db >= 0 && B->shape[db] != 1 ? idx * B->strides[db] : 0;
+        }
+        double acc = 0;
+        for (int64_t q = 0; q < K; q++)
+            acc += A->data[oa + row * A->strides[A->ndim - 2] + q * A->strides[A->ndim - 1]] *
+                   B->data[ob + q * B->strides[B->ndim - 2] + col * B->strides[B->ndim - 1]];
+        r->data[i] = smelt__is_half(n->dtype) ? smelt__dtype_round_result(n->dtype, acc) : acc;
+    }
+}
+
+/* concat, pad: a concat's parts, a pad's operand and value, by index */
+static void ref_piece(const smelt_node *n, const rval *vals, rval *r, int64_t cnt)
+{
+    int ax = (int)n->vp[0];
+    const rval *A = &vals[n->in[0]->id], *B = n->op == SMELT_OP_CONCAT ? &vals[n->in[1]->id] : NULL;
+    int64_t from = n->op == SMELT_OP_PAD ? n->vp[1] : 0, len = n->in[0]->shape[ax];
+    double pv = n->op == SMELT_OP_PAD ? smelt__elem_load(n->dtype, (const char *)&n->vp[3]) : 0;
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t oa = 0, ob = 0, t = i;
+        bool in_a = true;
+        for (int d = n->ndim - 1; d >= 0; d--) {
+            int64_t idx = t % n->shape[d];
+            t /= n->shape[d];
+            if (d == ax) {
+                in_a = idx >= from && idx < from + len;
+                oa += in_a ? (idx - from) * A->strides[d] : 0;
+                ob += B && !in_a ? (idx - len) * B->strides[d] : 0;
+            } else {
+                oa += idx * A->strides[d];
+                ob += B ? idx * B->strides[d] : 0;
+            }
+        }
+        r->data[i] = in_a ? A->data[oa] : B ? B->data[ob] : pv;
+    }
+}
+
+/* take, take_along_axis: by index (an index out of range: SMELT_ERR_INDEX) */
+static int ref_gather(smelt_ctx *ctx, const smelt_node *n, const rval *vals, rval *r, int64_t cnt)
+{
+    const rval *A = &vals[n->in[0]->id], *X = &vals[n->in[1]->id];
+    int ax = (int)n->vp[0], an = n->in[0]->ndim, k = n->op == SMELT_OP_TAKE ? n->in[1]->ndim : 1;
+    int64_t len = n->in[0]->shape[ax];
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t c[SMELT_MAX_DIMS], t = i, ox = 0, oa = 0;
+        for (int d = n->ndim - 1; d >= 0; d--) {
+            c[d] = t % n->shape[d];
+            t /= n->shape[d];
+        }
+        if (n->op == SMELT_OP_TAKE) {
+            for (int d = 0; d < k; d++)
+                ox += c[ax + d] * X->strides[d];
+        } else {
+            for (int d = 0; d < an; d++)
+                ox += X->shape[d] == 1 ? 0 : c[d] * X->strides[d];
+        }
+        double v = X->data[ox];
+        int64_t j = (int64_t)v < 0 ? (int64_t)v + len : (int64_t)v;
+        if (j < 0 || j >= len) {
+            return smelt__err(ctx, SMELT_ERR_INDEX, "%s: index %lld is out of range for axis %d of size %lld",
+                              smelt__ops[n->op].name, (long long)v, ax, (long long)len);
+        }
+        for (int d = 0; d < an; d++) {
+            int64_t cd = d < ax ? c[d] : d == ax ? j : c[d + (n->op == SMELT_OP_TAKE ? k - 1 : 0)];
+            oa += A->shape[d] == 1 && d != ax ? 0 : cd * A->strides[d];
+        }
+        r->data[i] = A->data[oa];
+    }
+    return SMELT_OK;
+}
+
+/* a view: its operand's elements, read through the view's strides */
+static int ref_view(smelt_ctx *ctx, const smelt_node *n, const rval *vals, rval *r, int64_t cnt)
+{
+    const smelt_node *a = n->in[0];
+    const rval *s = &vals[a->id];
+    int64_t off = 0, vst[SMELT_MAX_DIMS];
+    if (!smelt__view_strides(n->op, n->vp, n->ndim, n->shape, a->ndim, a->shape, s->strides, &off, vst)) {
+        return smelt__err(ctx, SMELT_ERR_RUNTIME, "reference: %s of a contiguous value failed",
+                          smelt__ops[n->op].name);
+    }
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t o = off, t = i;
+        for (int d = n->ndim - 1; d >= 0; d--) {
+            o += (t % n->shape[d]) * vst[d];
+            t /= n->shape[d];
+        }
+        r->data[i] = s->data[o];
+    }
+    return SMELT_OK;
+}
+
+/* an elementwise operator, its operands broadcast */
+static void ref_elementwise(const smelt_node *n, const rval *vals, rval *r, int64_t cnt)
+{
+    smelt_dtype in_dt = n->in[n->op == SMELT_OP_WHERE ? 1 : 0]->dtype;
+    for (int64_t i = 0; i < cnt; i++) {
+        double a[3] = {0, 0, 0};
+        for (int j = 0; j < n->nin; j++) {
+            const rval *s = &vals[n->in[j]->id];
+            a[j] = s->data[bcast_offset(s, n->ndim, n->shape, i)];
+        }
+        double y = smelt__eval_scalar(n->op, in_dt, n->dtype, a);
+        /* integers wrap as in kernels; f32 and f64 keep double precision;
+         * f16 and bf16 results are rounded as kernels round them (through
+         * f32, their compute type): they are storage types */
+        r->data[i] = smelt__is_half(n->dtype)    ? smelt__dtype_round_result(n->dtype, y)
+                     : smelt__is_float(n->dtype) ? y
+                                                 : smelt__dtype_round(n->dtype, y);
+    }
+}
+
+/* Node n's value into r (its shape set, its data allocated: cnt elements) */
+static int ref_node(smelt_ctx *ctx, const smelt_node *n, smelt_tensor *const *inputs, const rval *vals, rval *r,
+                    int64_t cnt)
+{
+    if (n->op == SMELT_OP_INPUT) {
+        for (int64_t i = 0; i < cnt; i++)
+            r->data[i] = smelt_tensor_get(inputs[n->input_index], i);
+    } else if (n->op == SMELT_OP_CONST) {
+        r->data[0] = smelt__is_float(n->dtype) ? n->fval : (double)n->ival;
+    } else if (n->op == SMELT_OP_TENSOR) {
+        for (int64_t i = 0; i < cnt; i++)
+            r->data[i] = smelt__elem_load(n->dtype, n->blob->data + (size_t)i * smelt__dtypes[n->dtype].size);
+    } else if (n->op == SMELT_OP_ARANGE) {
+        for (int64_t i = 0; i < cnt; i++)
+            r->data[i] = smelt__dtype_round(n->dtype, (double)i);
+    } else if (smelt__is_reduce(n->op)) {
+        return ref_reduce(ctx, n, &vals[n->in[0]->id], r);
+    } else if (n->op == SMELT_OP_CONV_TAPS) {
+        ref_conv_taps(n, vals, r, cnt);
+    } else if (n->op == SMELT_OP_CUMSUM || n->op == SMELT_OP_CUMPROD) {
+        ref_scan(n, vals, r, cnt);
+    } else if (n->op == SMELT_OP_MATMUL) {
+        ref_matmul(n, vals, r, cnt);
+    } else if (smelt__is_piece(n->op)) {
+        ref_piece(n, vals, r, cnt);
+    } else if (smelt__ops[n->op].cls == SMELT_CLASS_GATHER) {
+        return ref_gather(ctx, n, vals, r, cnt);
+    } else if (smelt__is_view(n->op)) {
+        return ref_view(ctx, n, vals, r, cnt);
+    } else {
+        ref_elementwise(n, vals, r, cnt);
+    }
+    return SMELT_OK;
+}
 
 int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
                          int n_in, smelt_tensor *const *inputs, smelt_tensor **results)
@@ -283,191 +496,7 @@ int smelt_reference_eval(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *
             st = smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
             break;
         }
-        if (n->op == SMELT_OP_INPUT) {
-            for (int64_t i = 0; i < cnt; i++)
-                r->data[i] = smelt_tensor_get(inputs[n->input_index], i);
-            continue;
-        }
-        if (n->op == SMELT_OP_CONST) {
-            r->data[0] = smelt__is_float(n->dtype) ? n->fval : (double)n->ival;
-            continue;
-        }
-        if (n->op == SMELT_OP_TENSOR) {
-            for (int64_t i = 0; i < cnt; i++)
-                r->data[i] = smelt__elem_load(n->dtype, n->blob->data + (size_t)i * smelt__dtypes[n->dtype].size);
-            continue;
-        }
-        if (n->op == SMELT_OP_ARANGE) {
-            for (int64_t i = 0; i < cnt; i++)
-                r->data[i] = smelt__dtype_round(n->dtype, (double)i);
-            continue;
-        }
-        if (smelt__is_reduce(n->op)) {
-            st = ref_reduce(ctx, n, &vals[n->in[0]->id], r);
-            continue;
-        }
-        if (n->op == SMELT_OP_CONV_TAPS) { /* ops.def: each output element's taps and channels in order */
-            const rval *X = &vals[n->in[0]->id], *W = &vals[n->in[1]->id];
-            int64_t sh = n->vp[0], sw = n->vp[1], dh = n->vp[2], dw = n->vp[3], G = n->vp[4], Wq = n->vp[7];
-            int64_t O = n->shape[1], OH = n->shape[2], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
-            int64_t L = X->shape[3], Og = O / G;
-            for (int64_t i = 0; i < cnt; i++) {
-                int64_t col = i % Wq, oh = i / Wq % OH, o = i / (Wq * OH) % O, b = i / (Wq * OH * O), gi = o / Og;
-                double acc = 0;
-                for (int64_t kh = 0; kh < KH; kh++)
-                    for (int64_t kw = 0; kw < KW; kw++) {
-                        int64_t ph = kh * dh % sh, pw = kw * dw % sw;
-                        int64_t at = (oh + kh * dh / sh) * Wq + col + kw * dw / sw;
-                        for (int64_t c = 0; c < Cg && at < L; c++)
-                            acc += W->data[o * W->strides[0] + c * W->strides[1] + kh * W->strides[2] +
-                                           kw * W->strides[3]] *
-                                   X->data[b * X->strides[0] + (ph * sw + pw) * X->strides[1] +
-                                           (gi * Cg + c) * X->strides[2] + at * X->strides[3]];
-                    }
-                r->data[i] = acc;
-            }
-            continue;
-        }
-        if (n->op == SMELT_OP_CUMSUM || n->op == SMELT_OP_CUMPROD) { /* in double (i64: wrapping) */
-            const rval *A = &vals[n->in[0]->id];
-            int ax = (int)n->vp[0];
-            bool prod = n->op == SMELT_OP_CUMPROD, excl = n->vp[1], rev = n->vp[2], isint = !smelt__is_float(n->dtype);
-            int64_t len = n->shape[ax];
-            for (int64_t i = 0; i < cnt; i++) {
-                int64_t t = i, base = 0, pos = 0;
-                for (int d = n->ndim - 1; d >= 0; d--) {
-                    int64_t idx = t % n->shape[d];
-                    t /= n->shape[d];
-                    if (d == ax)
-                        pos = idx;
-                    else
-                        base += idx * A->strides[d];
-                }
-                double acc = prod ? 1 : 0;
-                uint64_t iacc = prod ? 1 : 0;
-                for (int64_t k = 0; k < len; k++) {
-                    int64_t e = rev ? len - 1 - k : k;
-                    if (excl ? (rev ? e <= pos : e >= pos) : (rev ? e < pos : e > pos))
-                        continue;
-                    double v = A->data[base + e * A->strides[ax]];
-                    acc = prod ? acc * v : acc + v;
-                    iacc = prod ? iacc * (uint64_t)(int64_t)v : iacc + (uint64_t)(int64_t)v;
-                }
-                r->data[i] = isint ? (double)(int64_t)iacc : smelt__dtype_round_result(n->dtype, acc);
-            }
-            continue;
-        }
-        if (n->op == SMELT_OP_MATMUL) { /* in double, each dot product in order */
-            const rval *A = &vals[n->in[0]->id], *B = &vals[n->in[1]->id];
-            int nb = n->ndim - 2;
-            int64_t M = n->shape[nb], N = n->shape[nb + 1], K = A->shape[A->ndim - 1];
-            for (int64_t i = 0; i < cnt; i++) {
-                int64_t t = i / (M * N), oa = 0, ob = 0, row = i / N % M, col = i % N;
-                for (int d = nb - 1; d >= 0; d--) {
-                    int64_t idx = t % n->shape[d];
-                    t /= n->shape[d];
-                    int da = d - (nb - (A->ndim - 2)), db = d - (nb - (B->ndim - 2));
-                    oa += da >= 0 && A->shape[da] != 1 ? idx * A->strides[da] : 0;
-                    ob += db >= 0 && B->shape[db] != 1 ? idx * B->strides[db] : 0;
-                }
-                double acc = 0;
-                for (int64_t q = 0; q < K; q++)
-                    acc += A->data[oa + row * A->strides[A->ndim - 2] + q * A->strides[A->ndim - 1]] *
-                           B->data[ob + q * B->strides[B->ndim - 2] + col * B->strides[B->ndim - 1]];
-                r->data[i] = smelt__is_half(n->dtype) ? smelt__dtype_round_result(n->dtype, acc) : acc;
-            }
-            continue;
-        }
-        if (smelt__is_piece(n->op)) { /* a concat's parts, a pad's operand and value, by index */
-            int ax = (int)n->vp[0];
-            const rval *A = &vals[n->in[0]->id], *B = n->op == SMELT_OP_CONCAT ? &vals[n->in[1]->id] : NULL;
-            int64_t from = n->op == SMELT_OP_PAD ? n->vp[1] : 0, len = n->in[0]->shape[ax];
-            double pv = n->op == SMELT_OP_PAD ? smelt__elem_load(n->dtype, (const char *)&n->vp[3]) : 0;
-            for (int64_t i = 0; i < cnt; i++) {
-                int64_t oa = 0, ob = 0, t = i;
-                bool in_a = true;
-                for (int d = n->ndim - 1; d >= 0; d--) {
-                    int64_t idx = t % n->shape[d];
-                    t /= n->shape[d];
-                    if (d == ax) {
-                        in_a = idx >= from && idx < from + len;
-                        oa += in_a ? (idx - from) * A->strides[d] : 0;
-                        ob += B && !in_a ? (idx - len) * B->strides[d] : 0;
-                    } else {
-                        oa += idx * A->strides[d];
-                        ob += B ? idx * B->strides[d] : 0;
-                    }
-                }
-                r->data[i] = in_a ? A->data[oa] : B ? B->data[ob] : pv;
-            }
-            continue;
-        }
-        if (smelt__ops[n->op].cls == SMELT_CLASS_GATHER) { /* take, take_along_axis: by index */
-            const rval *A = &vals[n->in[0]->id], *X = &vals[n->in[1]->id];
-            int ax = (int)n->vp[0], an = n->in[0]->ndim, k = n->op == SMELT_OP_TAKE ? n->in[1]->ndim : 1;
-            int64_t len = n->in[0]->shape[ax];
-            for (int64_t i = 0; i < cnt && !st; i++) {
-                int64_t c[SMELT_MAX_DIMS], t = i, ox = 0, oa = 0;
-                for (int d = n->ndim - 1; d >= 0; d--) {
-                    c[d] = t % n->shape[d];
-                    t /= n->shape[d];
-                }
-                if (n->op == SMELT_OP_TAKE) {
-                    for (int d = 0; d < k; d++)
-                        ox += c[ax + d] * X->strides[d];
-                } else {
-                    for (int d = 0; d < an; d++)
-                        ox += X->shape[d] == 1 ? 0 : c[d] * X->strides[d];
-                }
-                double v = X->data[ox];
-                int64_t j = (int64_t)v < 0 ? (int64_t)v + len : (int64_t)v;
-                if (j < 0 || j >= len) {
-                    st = smelt__err(ctx, SMELT_ERR_INDEX, "%s: index %lld is out of range for axis %d of size %lld",
-                                    smelt__ops[n->op].name, (long long)v, ax, (long long)len);
-                    break;
-                }
-                for (int d = 0; d < an; d++) {
-                    int64_t cd = d < ax ? c[d] : d == ax ? j : c[d + (n->op == SMELT_OP_TAKE ? k - 1 : 0)];
-                    oa += A->shape[d] == 1 && d != ax ? 0 : cd * A->strides[d];
-                }
-                r->data[i] = A->data[oa];
-            }
-            continue;
-        }
-        if (smelt__is_view(n->op)) { /* its operand's elements, read through the view's strides */
-            const smelt_node *a = n->in[0];
-            const rval *s = &vals[a->id];
-            int64_t off = 0, vst[SMELT_MAX_DIMS];
-            if (!smelt__view_strides(n->op, n->vp, n->ndim, n->shape, a->ndim, a->shape, s->strides, &off, vst)) {
-                st = smelt__err(ctx, SMELT_ERR_RUNTIME, "reference: %s of a contiguous value failed",
-                                smelt__ops[n->op].name);
-                break;
-            }
-            for (int64_t i = 0; i < cnt; i++) {
-                int64_t o = off, t = i;
-                for (int d = n->ndim - 1; d >= 0; d--) {
-                    o += (t % n->shape[d]) * vst[d];
-                    t /= n->shape[d];
-                }
-                r->data[i] = s->data[o];
-            }
-            continue;
-        }
-        smelt_dtype in_dt = n->in[n->op == SMELT_OP_WHERE ? 1 : 0]->dtype;
-        for (int64_t i = 0; i < cnt; i++) {
-            double a[3] = {0, 0, 0};
-            for (int j = 0; j < n->nin; j++) {
-                rval *s = &vals[n->in[j]->id];
-                a[j] = s->data[bcast_offset(s, n->ndim, n->shape, i)];
-            }
-            double y = smelt__eval_scalar(n->op, in_dt, n->dtype, a);
-            /* integers wrap as in kernels; f32 and f64 keep double precision;
-             * f16 and bf16 results are rounded as kernels round them (through
-             * f32, their compute type): they are storage types */
-            r->data[i] = smelt__is_half(n->dtype)    ? smelt__dtype_round_result(n->dtype, y)
-                         : smelt__is_float(n->dtype) ? y
-                                                     : smelt__dtype_round(n->dtype, y);
-        }
+        st = ref_node(ctx, n, inputs, vals, r, cnt);
     }
     for (int i = 0; i < n_out && !st; i++) {
         smelt_node *n = outputs[i];

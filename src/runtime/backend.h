@@ -75,19 +75,10 @@ typedef struct smelt__devcopy {
 } smelt__devcopy;
 struct smelt__kernel;
 
-/* What a device backend's processor allows: the launch layer
- * (src/runtime/launch.c) chooses a kernel's form and grid from this and the
- * kernel's description.  (The CUDA templates assume warps of 32.) */
-typedef struct smelt__devtarget {
-    int warp;             /* lanes of a warp: threads that run in step */
-    int64_t shared_bytes; /* static shared memory a block may take */
-    int64_t max_grid;     /* blocks of a grid's x dimension */
-} smelt__devtarget;
-
 typedef struct smelt__backend_i {
     const char *name;
-    smelt__target target; /* the dialect and form of its kernels */
-    const smelt__devtarget *device; /* device backends: their processor (NULL on the host) */
+    smelt__target target; /* the dialect and form of its kernels; a device's processor
+                           * (target.device: src/codegen/devlaunch.h) */
     /* 1 if usable here; otherwise 0 with the reason in why. */
     int (*available)(smelt__backend *be, smelt__sb *why);
     /* Compile source; look up fn_name; *fn the entry point, *handle what

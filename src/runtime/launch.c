@@ -87,7 +87,7 @@ int smelt__kernel_strides_box(const smelt_plan *p, int ki, const smelt__view *w,
  * (result, chunk); else a warp per result. */
 uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nred, int rank, uint8_t rmask)
 {
-    const smelt__devtarget *dev = p->be->iface->device;
+    const smelt__devtarget *dev = p->be->iface->target.device;
     if (!p->be->iface->target.dialect->device || !dev)
         return 0;
     const int64_t W = dev->warp;
@@ -103,7 +103,7 @@ uint16_t smelt__red_spread(const smelt_plan *p, int ki, int64_t nout, int64_t nr
         /* the block form: N warps (auto: SMELT_BLOCK_WARPS_AUTO where the
          * row fills them or the program has one reduction), fewer where a
          * lane would hold fewer than 2^SMELT_BLOCK_K_MIN_LOG2 elements; a
-         * lane holds K = nred / (32 N), rounded up (rows of 4100: 17
+         * lane holds K = nred / (W N) (W lanes a warp), rounded up (rows of 4100: 17
          * elements a lane, where 32, the next power of 2, took rmsnorm's
          * kernel to 90 registers against 46 at 4096) */
         int w = __builtin_ctz((unsigned)(p->rows_warps ? p->rows_warps : SMELT_BLOCK_WARPS_AUTO));
@@ -144,7 +144,7 @@ bool smelt__read_transposed(const int64_t *sto, int q, int pd, size_t es)
     return (sto[q] == 1 || sto[q] == -1) && (sto[pd] < 0 ? -sto[pd] : sto[pd]) * (int64_t)es >= 64;
 }
 
-/* A device elementwise kernel's tiles (src/fusion/fusion.h,
+/* A device elementwise kernel's tiles (src/codegen/devlaunch.h,
  * SMELT_SPREAD_TILE) over merged shape S: the inputs read transposed along
  * a dimension q before the innermost (a warp's loads along the innermost
  * would each take a memory sector of their own; 4096 x 4096 f32 a.T + b
@@ -183,7 +183,7 @@ void smelt__red_grid(const smelt_plan *p, int ki, uint16_t spread, int64_t nout,
                      size_t *part, int64_t *ncnt)
 {
     const smelt__pkernel *k = &p->kern[ki];
-    const int64_t W = p->be->iface->device ? p->be->iface->device->warp : 32;
+    const int64_t W = p->be->iface->target.device->warp; /* a device backend's (smelt__red_spread chose spread) */
     dl->n = nout * W;
     *part = 0, *ncnt = 0;
     if (k->desc.multi)

@@ -372,23 +372,13 @@ static int lifetime_fit_fast(mbuf **order, int n, bool best, int64_t *total_out)
     return SMELT_OK;
 }
 
-int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, bool place, int64_t *off,
-                    smelt__memplan *out)
+/* The buffers of plan p's values at shapes rs, in b[] (idx[v]: value v's,
+ * -1 none: outputs, inputs, views), each living from the kernel that
+ * writes it to the last that reads it; returns how many */
+static int mem_buffers(const smelt_plan *p, const smelt__rshape *rs, int64_t align, int *idx, mbuf *b)
 {
-    int n = p->prog.n, nb = 0;
-    double t0 = smelt__now_ms();
-    memset(out, 0, sizeof *out);
-    for (int v = 0; v < n; v++)
-        off[v] = -1;
-    int *idx = malloc(sizeof(int) * (size_t)(n + 1));
-    mbuf *b = malloc(sizeof *b * (size_t)(n + 1));
-    mbuf **order = malloc(sizeof *order * (size_t)(n + 1)), **near = malloc(sizeof *near * (size_t)(n + 1));
-    mbuf **roots = malloc(sizeof *roots * (size_t)(n + 1));
-    int64_t *delta = calloc((size_t)p->nkern + 2, sizeof *delta);
-    int st = idx && b && order && near && roots && delta ? SMELT_OK : SMELT_ERR_NOMEM;
-    for (int v = 0; !st && v < n; v++)
-        idx[v] = -1;
-    for (int ki = 0; !st && ki < p->nkern; ki++) {
+    int nb = 0;
+    for (int ki = 0; ki < p->nkern; ki++) {
         const smelt__cluster *c = &p->kern[ki].cl;
         for (int j = 0; j < c->nin; j++) { /* (a view keeps the values it views alive) */
             int bases[SMELT_MAX_PARTS], nbase = smelt__view_bases(&p->prog, c->inputs[j], bases);
@@ -405,11 +395,14 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
             idx[v] = nb++;
         }
     }
-    for (int i = 0; !st && i < nb; i++)
-        out->naive += b[i].size;
-    /* in place: an output of kernel ki takes the buffer of an input whose
-     * buffer ki reads for the last time (place only: opt_level >= 2) */
-    for (int ki = 0; !st && place && ki < p->nkern; ki++) {
+    return nb;
+}
+
+/* In place: an output of kernel ki takes the buffer of an input whose
+ * buffer ki reads for the last time (place only: opt_level >= 2) */
+static void mem_inplace(const smelt_plan *p, const smelt__rshape *rs, const int *idx, mbuf *b, smelt__memplan *out)
+{
+    for (int ki = 0; ki < p->nkern; ki++) {
         const smelt__cluster *c = &p->kern[ki].cl;
         for (int j = 0; j < c->nout; j++) {
             int iv = idx[c->outputs[j]];
@@ -428,6 +421,84 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
             }
         }
     }
+}
+
+/* Each heuristic in turn over the nr buffers roots (of b), the offsets of
+ * the smallest arena into off[] for every value of b (nb); order, near and
+ * delta are scratch */
+static int mem_place(const smelt_plan *p, mbuf *b, int nb, mbuf **roots, int nr, mbuf **order, mbuf **near,
+                     int64_t *delta, int64_t *off, smelt__memplan *out)
+{
+    /* keep holds the best offsets so far */
+    int64_t *keep = malloc(sizeof *keep * (size_t)(nb + 1));
+    int st = keep ? SMELT_OK : SMELT_ERR_NOMEM;
+    out->arena = INT64_MAX;
+    int (*const orders[])(const void *, const void *) = {by_start, by_start, by_size, by_size_life, by_life};
+    /* the scan while few buffers are live at once (it is quicker), the
+     * treaps beyond (the scan is quadratic in them) */
+    bool nozero = true;
+    int64_t nlive = 0, maxlive = 0;
+    memset(delta, 0, sizeof *delta * (size_t)(p->nkern + 2));
+    for (int i = 0; i < nr; i++) {
+        nozero = nozero && roots[i]->size > 0;
+        delta[roots[i]->start]++;
+        delta[roots[i]->end + 1]--;
+    }
+    for (int ki = 0; ki <= p->nkern; ki++)
+        nlive += delta[ki], maxlive = SMELT_MAX(maxlive, nlive);
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (int h = 0; !st && h < 5 + SMELT_MEM_SHUFFLES; h++) {
+        if ((h >= 2 && nr > SMELT_MEM_GREEDY_MAX) || (h >= 5 && nr > SMELT_MEM_SHUFFLE_MAX))
+            break;
+        memcpy(order, roots, sizeof *order * (size_t)nr);
+        if (h < 5)
+            qsort(order, (size_t)nr, sizeof *order, orders[h]);
+        for (int i = nr - 1; h >= 5 && i > 0; i--) { /* Fisher-Yates, a fixed sequence */
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            int j = (int)((rng >> 33) % (uint64_t)(i + 1));
+            mbuf *t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        int64_t size = -1;
+        if (h < 2 && nozero && maxlive > SMELT_MEM_SCAN_MAX && lifetime_fit_fast(order, nr, h == 1, &size))
+            size = -1; /* (out of memory: the scan) */
+        if (size < 0)
+            size = h < 2 ? lifetime_fit(order, nr, near, h == 1) : greedy_by_size(order, nr, near);
+        if (size < out->arena) {
+            out->arena = size;
+            for (int i = 0; i < nr; i++)
+                keep[roots[i] - b] = roots[i]->off;
+        }
+    }
+    for (int i = 0; !st && i < nb; i++) /* a value in place of another takes its offset */
+        off[b[i].v] = keep[b[i].root];
+    free(keep);
+    return st;
+}
+
+int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align, bool place, int64_t *off,
+                    smelt__memplan *out)
+{
+    int n = p->prog.n, nb = 0;
+    double t0 = smelt__now_ms();
+    memset(out, 0, sizeof *out);
+    for (int v = 0; v < n; v++)
+        off[v] = -1;
+    int *idx = malloc(sizeof(int) * (size_t)(n + 1));
+    mbuf *b = malloc(sizeof *b * (size_t)(n + 1));
+    mbuf **order = malloc(sizeof *order * (size_t)(n + 1)), **near = malloc(sizeof *near * (size_t)(n + 1));
+    mbuf **roots = malloc(sizeof *roots * (size_t)(n + 1));
+    int64_t *delta = calloc((size_t)p->nkern + 2, sizeof *delta);
+    int st = idx && b && order && near && roots && delta ? SMELT_OK : SMELT_ERR_NOMEM;
+    for (int v = 0; !st && v < n; v++)
+        idx[v] = -1;
+    if (!st)
+        nb = mem_buffers(p, rs, align, idx, b);
+    for (int i = 0; !st && i < nb; i++)
+        out->naive += b[i].size;
+    if (!st && place)
+        mem_inplace(p, rs, idx, b, out);
     /* the buffers: values not in place of another (others go with theirs) */
     int nr = 0;
     for (int i = 0; !st && i < nb; i++)
@@ -448,51 +519,7 @@ int smelt__mem_plan(const smelt_plan *p, const smelt__rshape *rs, int64_t align,
             out->arena = out->naive;
             goto done;
         }
-        /* each heuristic in turn; keep holds the best offsets so far */
-        int64_t *keep = malloc(sizeof *keep * (size_t)(nb + 1));
-        st = keep ? SMELT_OK : SMELT_ERR_NOMEM;
-        out->arena = INT64_MAX;
-        int (*const orders[])(const void *, const void *) = {by_start, by_start, by_size, by_size_life, by_life};
-        /* the scan while few buffers are live at once (it is quicker), the
-         * treaps beyond (the scan is quadratic in them) */
-        bool nozero = true;
-        int64_t nlive = 0, maxlive = 0;
-        memset(delta, 0, sizeof *delta * (size_t)(p->nkern + 2));
-        for (int i = 0; i < nr; i++) {
-            nozero = nozero && roots[i]->size > 0;
-            delta[roots[i]->start]++;
-            delta[roots[i]->end + 1]--;
-        }
-        for (int ki = 0; ki <= p->nkern; ki++)
-            nlive += delta[ki], maxlive = SMELT_MAX(maxlive, nlive);
-        uint64_t rng = 0x9e3779b97f4a7c15ull;
-        for (int h = 0; !st && h < 5 + SMELT_MEM_SHUFFLES; h++) {
-            if ((h >= 2 && nr > SMELT_MEM_GREEDY_MAX) || (h >= 5 && nr > SMELT_MEM_SHUFFLE_MAX))
-                break;
-            memcpy(order, roots, sizeof *order * (size_t)nr);
-            if (h < 5)
-                qsort(order, (size_t)nr, sizeof *order, orders[h]);
-            for (int i = nr - 1; h >= 5 && i > 0; i--) { /* Fisher-Yates, a fixed sequence */
-                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-                int j = (int)((rng >> 33) % (uint64_t)(i + 1));
-                mbuf *t = order[i];
-                order[i] = order[j];
-                order[j] = t;
-            }
-            int64_t size = -1;
-            if (h < 2 && nozero && maxlive > SMELT_MEM_SCAN_MAX && lifetime_fit_fast(order, nr, h == 1, &size))
-                size = -1; /* (out of memory: the scan) */
-            if (size < 0)
-                size = h < 2 ? lifetime_fit(order, nr, near, h == 1) : greedy_by_size(order, nr, near);
-            if (size < out->arena) {
-                out->arena = size;
-                for (int i = 0; i < nr; i++)
-                    keep[roots[i] - b] = roots[i]->off;
-            }
-        }
-        for (int i = 0; !st && i < nb; i++) /* a value in place of another takes its offset */
-            off[b[i].v] = keep[b[i].root];
-        free(keep);
+        st = mem_place(p, b, nb, roots, nr, order, near, delta, off, out);
     }
 done:
     free(idx), free(b), free(order), free(near), free(roots), free(delta);

@@ -300,6 +300,112 @@ int smelt_plan_get_stats(const smelt_plan *p, smelt_plan_stats *out)
 
 /* smelt_plan_new on a given backend (NULL: the one opts, the context or the
  * environment names). */
+/* smelt_plan_new's arguments checked; its options (the defaults where
+ * opts is NULL) in *o */
+static int plan_check_args(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
+                           const smelt_plan_opts *opts, smelt_plan_opts *o)
+{
+    if (n_out <= 0 || !outputs)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_new: no outputs requested");
+    for (int i = 0; i < n_out; i++)
+        if (!outputs[i] || outputs[i]->g != g)
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                              "smelt_plan_new: output %d is %s", i,
+                              outputs[i] ? "a node of another graph" : "NULL");
+    smelt_plan_opts_init(o);
+    if (opts)
+        *o = *opts;
+    if (o->opt_level < 0 || o->opt_level > 3)
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", o->opt_level);
+    if (o->n_donate < 0 || (o->n_donate && !o->donate))
+        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_opts: n_donate is %d and donate %s", o->n_donate,
+                          o->donate ? "set" : "NULL");
+    for (int i = 0; i < o->n_donate; i++)
+        if (o->donate[i] < 0 || o->donate[i] >= g->nin)
+            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
+                              "smelt_plan_opts: donate[%d] is %d, not an input of the graph (it has %d: 0..%d)", i,
+                              o->donate[i], g->nin, g->nin - 1);
+    return SMELT_OK;
+}
+
+/* The passes of opt_level >= 1 over the plan's program, counted in its
+ * statistics */
+static void plan_passes(smelt_plan *p)
+{
+    p->stats.folded = smelt__pass_fold(&p->prog);
+    p->stats.cse = smelt__pass_cse(&p->prog);
+    p->stats.simplified = smelt__pass_simplify(&p->prog, &p->stats.dead_branches);
+    if (p->stats.simplified || p->stats.dead_branches) { /* what they leave may fold or repeat */
+        p->stats.folded += smelt__pass_fold(&p->prog);
+        p->stats.cse += smelt__pass_cse(&p->prog);
+    }
+    p->stats.conv_folded = smelt__pass_conv_affine(&p->prog); /* (over the tensors folding made) */
+    if ((p->stats.views_moved = smelt__pass_views(&p->prog)))
+        p->stats.cse += smelt__pass_cse(&p->prog); /* (views of one operand made twice) */
+    p->stats.dce = smelt__pass_dce(&p->prog);
+}
+
+/* The per-value tables: output slots, buffers, memory offsets, donated inputs */
+static int plan_values(smelt_plan *p, const smelt_plan_opts *o)
+{
+    p->out_slot = malloc(sizeof(int) * (size_t)(p->prog.n + 1));
+    p->rs = calloc((size_t)p->prog.n + 1, sizeof *p->rs);
+    p->buf = calloc((size_t)p->prog.n + 1, sizeof *p->buf);
+    p->bufsize = calloc((size_t)p->prog.n + 1, sizeof *p->bufsize);
+    p->moff = malloc(sizeof *p->moff * (size_t)(p->prog.n + 1));
+    p->donated = calloc((size_t)p->prog.ninputs + 1, sizeof *p->donated);
+    if (!p->out_slot || !p->rs || !p->buf || !p->bufsize || !p->moff || !p->donated)
+        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < p->prog.n; i++)
+        p->out_slot[i] = -1;
+    for (int i = 0; i < p->prog.nout; i++)
+        p->out_slot[p->prog.out_base[i]] = i; /* (the value its kernel writes: through views, in place) */
+    for (int i = 0; i < o->n_donate; i++)
+        p->donated[o->donate[i]] = true;
+    return SMELT_OK;
+}
+
+/* Each kernel compiled at the layout every contiguous run will use (a
+ * library call: none, its backend checked) */
+static int plan_compile_contiguous(smelt_plan *p)
+{
+    smelt__backend *be = p->be;
+    int st;
+    for (int i = 0; i < p->nkern; i++) {
+        if (p->kern[i].library) {
+            if ((st = !be->iface->launch ? smelt__blas_check(p->ctx)
+                      : !be->iface->gemm ? smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "matmul: %s has no matrix product",
+                                                      be->iface->name)
+                                         : SMELT_OK))
+                return st;
+            continue;
+        }
+        int rank;
+        uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
+        uint16_t tile;
+        default_layout(p, i, &rank, mode, &rmask, &tile);
+        const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
+        if (rmask) /* a reduction: its iteration space is its operand's */
+            it = &p->prog.v[p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]].in[0]];
+        bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX &&
+                     !smelt__kdesc_gathers(&p->kern[i].desc);
+        int64_t nout = 0, nred = 0; /* a reduction's results and their elements */
+        if (rmask) {
+            const smelt__inst *y = &p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]];
+            nout = smelt__numel(y->ndim, y->shape);
+            nred = nout ? smelt__numel(it->ndim, it->shape) / nout : 0;
+        }
+        smelt__kernel *k;
+        bool split;
+        uint16_t spread = rmask ? smelt__red_spread(p, i, nout, nred, rank, rmask) : tile;
+        if ((st = smelt__plan_variant(p, i, rank, mode, idx32, rmask, spread, &k, &split)))
+            return st;
+        if (split)
+            i--; /* compile the replacements */
+    }
+    return SMELT_OK;
+}
+
 static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *const *outputs,
                        const smelt_plan_opts *opts, smelt__backend *forced, smelt_plan **out)
 {
@@ -312,30 +418,12 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_new: graph is NULL");
     if (g->status)
         return smelt__err(ctx, g->status, "graph has an error: %s", smelt__sb_str(&g->err));
-    if (n_out <= 0 || !outputs)
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_new: no outputs requested");
-    for (int i = 0; i < n_out; i++)
-        if (!outputs[i] || outputs[i]->g != g)
-            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
-                              "smelt_plan_new: output %d is %s", i,
-                              outputs[i] ? "a node of another graph" : "NULL");
     smelt_plan_opts o;
-    smelt_plan_opts_init(&o);
-    if (opts)
-        o = *opts;
-    if (o.opt_level < 0 || o.opt_level > 3)
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "opt_level must be 0..3, got %d", o.opt_level);
-    if (o.n_donate < 0 || (o.n_donate && !o.donate))
-        return smelt__err(ctx, SMELT_ERR_INVALID_ARG, "smelt_plan_opts: n_donate is %d and donate %s", o.n_donate,
-                          o.donate ? "set" : "NULL");
-    for (int i = 0; i < o.n_donate; i++)
-        if (o.donate[i] < 0 || o.donate[i] >= g->nin)
-            return smelt__err(ctx, SMELT_ERR_INVALID_ARG,
-                              "smelt_plan_opts: donate[%d] is %d, not an input of the graph (it has %d: 0..%d)", i,
-                              o.donate[i], g->nin, g->nin - 1);
+    int st = plan_check_args(ctx, g, n_out, outputs, opts, &o);
+    if (st)
+        return st;
     const smelt__settings *settings = smelt__ctx_settings(ctx); /* the environment, read now */
     int kind;
-    int st = SMELT_OK;
     smelt__backend *be = forced;
     if (!be && !(st = smelt__resolve_backend(ctx, o.backend, &kind)))
         st = smelt__backend_get(ctx, kind, &be);
@@ -378,40 +466,14 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         goto fail;
     }
     p->prog.blk_isa = settings->blocks_isa; /* folding runs the kernels' primitives */
-    if (o.opt_level >= 1) {
-        p->stats.folded = smelt__pass_fold(&p->prog);
-        p->stats.cse = smelt__pass_cse(&p->prog);
-        p->stats.simplified = smelt__pass_simplify(&p->prog, &p->stats.dead_branches);
-        if (p->stats.simplified || p->stats.dead_branches) { /* what they leave may fold or repeat */
-            p->stats.folded += smelt__pass_fold(&p->prog);
-            p->stats.cse += smelt__pass_cse(&p->prog);
-        }
-        p->stats.conv_folded = smelt__pass_conv_affine(&p->prog); /* (over the tensors folding made) */
-        if ((p->stats.views_moved = smelt__pass_views(&p->prog)))
-            p->stats.cse += smelt__pass_cse(&p->prog); /* (views of one operand made twice) */
-        p->stats.dce = smelt__pass_dce(&p->prog);
-    }
+    if (o.opt_level >= 1)
+        plan_passes(p);
     if ((st = smelt__prog_finalize(&p->prog))) {
         smelt__err(ctx, st, "out of memory");
         goto fail;
     }
-    p->out_slot = malloc(sizeof(int) * (size_t)(p->prog.n + 1));
-    p->rs = calloc((size_t)p->prog.n + 1, sizeof *p->rs);
-    p->buf = calloc((size_t)p->prog.n + 1, sizeof *p->buf);
-    p->bufsize = calloc((size_t)p->prog.n + 1, sizeof *p->bufsize);
-    p->moff = malloc(sizeof *p->moff * (size_t)(p->prog.n + 1));
-    p->donated = calloc((size_t)p->prog.ninputs + 1, sizeof *p->donated);
-    if (!p->out_slot || !p->rs || !p->buf || !p->bufsize || !p->moff || !p->donated) {
-        st = smelt__err(ctx, SMELT_ERR_NOMEM, "out of memory");
+    if ((st = plan_values(p, &o)))
         goto fail;
-    }
-    for (int i = 0; i < p->prog.n; i++)
-        p->out_slot[i] = -1;
-    for (int i = 0; i < p->prog.nout; i++)
-        p->out_slot[p->prog.out_base[i]] = i; /* (the value its kernel writes: through views, in place) */
-    for (int i = 0; i < o.n_donate; i++)
-        p->donated[o.donate[i]] = true;
-
     smelt__partition pt;
     if ((st = smelt__partition_build(&p->prog, o.opt_level >= 3,
                                      be->iface->target.dialect->device ? SMELT_ROWS_MIN_DEVICE : SMELT_ROWS_MIN, &pt))) {
@@ -429,39 +491,8 @@ static int plan_new_on(smelt_ctx *ctx, smelt_graph *g, int n_out, smelt_node *co
         p->rs[v].ndim = p->prog.v[v].ndim;
         memcpy(p->rs[v].shape, p->prog.v[v].shape, sizeof p->rs[v].shape);
     }
-    /* compile the layout every contiguous run will use (a library call: none) */
-    for (int i = 0; i < p->nkern; i++) {
-        if (p->kern[i].library) {
-            if ((st = !be->iface->launch ? smelt__blas_check(ctx)
-                      : !be->iface->gemm ? smelt__err(ctx, SMELT_ERR_UNSUPPORTED, "matmul: %s has no matrix product",
-                                                      be->iface->name)
-                                         : SMELT_OK))
-                goto fail;
-            continue;
-        }
-        int rank;
-        uint8_t mode[SMELT_MAX_KERNEL_OPERANDS], rmask;
-        uint16_t tile;
-        default_layout(p, i, &rank, mode, &rmask, &tile);
-        const smelt__inst *it = &p->prog.v[p->kern[i].cl.members[0]];
-        if (rmask) /* a reduction: its iteration space is its operand's */
-            it = &p->prog.v[p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]].in[0]];
-        bool idx32 = be->iface->target.dialect->device && smelt__numel(it->ndim, it->shape) <= INT32_MAX &&
-                     !smelt__kdesc_gathers(&p->kern[i].desc);
-        int64_t nout = 0, nred = 0; /* a reduction's results and their elements */
-        if (rmask) {
-            const smelt__inst *y = &p->prog.v[p->kern[i].cl.members[smelt__red_member(&p->prog, &p->kern[i].cl)]];
-            nout = smelt__numel(y->ndim, y->shape);
-            nred = nout ? smelt__numel(it->ndim, it->shape) / nout : 0;
-        }
-        smelt__kernel *k;
-        bool split;
-        uint16_t spread = rmask ? smelt__red_spread(p, i, nout, nred, rank, rmask) : tile;
-        if ((st = smelt__plan_variant(p, i, rank, mode, idx32, rmask, spread, &k, &split)))
-            goto fail;
-        if (split)
-            i--; /* compile the replacements */
-    }
+    if ((st = plan_compile_contiguous(p)))
+        goto fail;
     /* the memory plan for the graph's shapes (each run plans for its own) */
     if ((st = smelt__mem_plan(p, p->rs, smelt__mem_align(p), o.opt_level >= 2, p->moff, &p->mem))) {
         smelt__err(ctx, st, "out of memory");

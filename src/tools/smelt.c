@@ -1000,6 +1000,54 @@ static void print_report_without_source(const char *report)
         printf("%s", plan);
 }
 
+/* explain: what each stage did to the graph (the plan's statistics s) */
+static void explain_stages(const opts *o, const smelt_plan_stats *s)
+{
+    printf("\n== what each stage did ==\n");
+    if (o->opt_level >= 1)
+        printf("constant folding        %d node%s folded into constants\n"
+               "common subexpressions   %d duplicate node%s removed\n"
+               "algebraic identities    %d node%s simplified (x * 1, neg(neg(x)), ...)\n"
+               "dead branches           %d where operator%s with a constant condition or equal branches\n"
+               "dead code               %d unused node%s removed\n",
+               s->folded, plural(s->folded, ""), s->cse, plural(s->cse, ""), s->simplified, plural(s->simplified, ""),
+               s->dead_branches, plural(s->dead_branches, ""), s->dce, plural(s->dce, ""));
+    if (o->opt_level >= 1 && s->conv_folded)
+        printf("conv scale/shift        %d convolution%s with its per-channel scale and shift (batch-norm) "
+               "folded into its weights\n", s->conv_folded, plural(s->conv_folded, ""));
+    else
+        printf("passes                  none at opt-level 0\n");
+    printf("fusion                  %d operator%s in %d kernel%s%s\n", s->ops, plural(s->ops, ""),
+           s->kernels, plural(s->kernels, ""),
+           o->opt_level >= 3 ? "" : " (fusion is off below opt-level 3)");
+    printf("compilation             %d compiled, %d from memory, %d from disk, %.3f ms (%s%s%s)\n",
+           s->compiles, s->cache_hits, s->disk_hits, s->compile_ms, s->backend,
+           s->tier_backend ? ", then in the background: " : "", s->tier_backend ? s->tier_backend : "");
+}
+
+/* explain: each kernel's generated source (the prelude with --full-source only) */
+static void explain_kernels(const opts *o, const smelt_plan *p)
+{
+    for (int i = 0; !o->no_source && i < smelt_plan_num_kernels(p); i++) {
+        const char *src = smelt_plan_kernel_source(p, i), *name = smelt_plan_kernel_name(p, i);
+        if (!src || !name) {
+            printf("\n== kernel %d: no generated source (a library call, or not compiled) ==\n", i);
+            continue;
+        }
+        /* the prelude (types, math declarations, helpers) is the same in
+         * every kernel: show it with --full-source only */
+        char mark[64];
+        snprintf(mark, sizeof mark, "/* %s", name);
+        const char *body = strstr(src, mark);
+        if (o->full_source || !body)
+            body = src;
+        printf("\n== kernel %d: %s%s ==\n%s", i, name,
+               body == src ? "" : " (prelude left out; --full-source shows it)", body);
+        if (*body && body[strlen(body) - 1] != '\n')
+            putchar('\n');
+    }
+}
+
 static int cmd_explain(const opts *o, binding *b, int nb)
 {
     int rc;
@@ -1079,44 +1127,8 @@ static int cmd_explain(const opts *o, binding *b, int nb)
         printf("expression: %s\n", o->pos[0]);
     printf("\n== graph (smelt-graph format, docs/formats.md) ==\n%s", text);
     printf("\n== plan ==\n%s", smelt_plan_describe(p));
-    printf("\n== what each stage did ==\n");
-    if (o->opt_level >= 1)
-        printf("constant folding        %d node%s folded into constants\n"
-               "common subexpressions   %d duplicate node%s removed\n"
-               "algebraic identities    %d node%s simplified (x * 1, neg(neg(x)), ...)\n"
-               "dead branches           %d where operator%s with a constant condition or equal branches\n"
-               "dead code               %d unused node%s removed\n",
-               s.folded, plural(s.folded, ""), s.cse, plural(s.cse, ""), s.simplified, plural(s.simplified, ""),
-               s.dead_branches, plural(s.dead_branches, ""), s.dce, plural(s.dce, ""));
-    if (o->opt_level >= 1 && s.conv_folded)
-        printf("conv scale/shift        %d convolution%s with its per-channel scale and shift (batch-norm) "
-               "folded into its weights\n", s.conv_folded, plural(s.conv_folded, ""));
-    else
-        printf("passes                  none at opt-level 0\n");
-    printf("fusion                  %d operator%s in %d kernel%s%s\n", s.ops, plural(s.ops, ""),
-           s.kernels, plural(s.kernels, ""),
-           o->opt_level >= 3 ? "" : " (fusion is off below opt-level 3)");
-    printf("compilation             %d compiled, %d from memory, %d from disk, %.3f ms (%s%s%s)\n",
-           s.compiles, s.cache_hits, s.disk_hits, s.compile_ms, s.backend,
-           s.tier_backend ? ", then in the background: " : "", s.tier_backend ? s.tier_backend : "");
-    for (int i = 0; !o->no_source && i < smelt_plan_num_kernels(p); i++) {
-        const char *src = smelt_plan_kernel_source(p, i), *name = smelt_plan_kernel_name(p, i);
-        if (!src || !name) {
-            printf("\n== kernel %d: no generated source (a library call, or not compiled) ==\n", i);
-            continue;
-        }
-        /* the prelude (types, math declarations, helpers) is the same in
-         * every kernel: show it with --full-source only */
-        char mark[64];
-        snprintf(mark, sizeof mark, "/* %s", name);
-        const char *body = strstr(src, mark);
-        if (o->full_source || !body)
-            body = src;
-        printf("\n== kernel %d: %s%s ==\n%s", i, name,
-               body == src ? "" : " (prelude left out; --full-source shows it)", body);
-        if (*body && body[strlen(body) - 1] != '\n')
-            putchar('\n');
-    }
+    explain_stages(o, &s);
+    explain_kernels(o, p);
 done:
     smelt_free(text);
     smelt_plan_free(p);

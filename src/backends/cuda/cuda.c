@@ -1093,8 +1093,7 @@ static const smelt__devtarget cuda_device = {.warp = 32, .shared_bytes = 48 * 10
 
 static const smelt__backend_i cuda_iface = {
     .name = "NVRTC",
-    .target = {.dialect = &smelt__dialect_cuda},
-    .device = &cuda_device,
+    .target = {.dialect = &smelt__dialect_cuda, .device = &cuda_device},
     .available = cuda_available,
     .compile = cuda_compile,
     .release = cuda_release,
