@@ -309,6 +309,10 @@ for needle in ("== graph", "== plan ==", "what each stage did", "constant foldin
     check(needle in so, "explain output lacks %r" % needle)
 rc, so, se = smelt("explain", "sin(a) * b", ARGS["a"], ARGS["b"], "--no-source", "--opt-level", "0")
 check(rc == 0 and "void smelt_ew_" not in so and "2 operators in 2 kernels" in so, "explain --no-source -O0: %r" % so[-400:])
+check("none at opt-level 0" in so and "dead code" not in so, "explain -O0 says no pass ran: %r" % so[-600:])
+rc, so, se = smelt("explain", "sin(a) * b", ARGS["a"], ARGS["b"], "--no-source")
+check(rc == 0 and "dead code" in so and "none at opt-level 0" not in so,
+      "explain at opt_level 3 reports the passes, not 'none at opt-level 0': %r" % so[-600:])
 rc, so, se = smelt("explain", g)
 check(rc == 0 and "kernel" in so, "explain a graph file: %s" % se)
 rc, so, se = smelt("explain", g, "a=f32[2,2]", "b=f32[2,2]", "c=f32[2]", "--full-source")

@@ -948,7 +948,7 @@ def atleast_2d(*arys):
 
 
 def window(fn, arrays, **kw):
-    """A window or a scan of the expression language (src/frontends/expr.c:
+    """A window or a scan of the expression language (src/frontends/expr-calls.c:
     conv, max_pool, avg_pool, global_max_pool, global_avg_pool, cumsum,
     cumprod) on traced arrays, its keywords integers or tuples of them."""
     tr = _trace_of(arrays)

@@ -1015,7 +1015,7 @@ static void explain_stages(const opts *o, const smelt_plan_stats *s)
     if (o->opt_level >= 1 && s->conv_folded)
         printf("conv scale/shift        %d convolution%s with its per-channel scale and shift (batch-norm) "
                "folded into its weights\n", s->conv_folded, plural(s->conv_folded, ""));
-    else
+    if (o->opt_level < 1)
         printf("passes                  none at opt-level 0\n");
     printf("fusion                  %d operator%s in %d kernel%s%s\n", s->ops, plural(s->ops, ""),
            s->kernels, plural(s->kernels, ""),
