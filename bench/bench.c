@@ -653,11 +653,13 @@ static void make(smelt_ctx *ctx, const wl *w, int64_t n, setup *s)
         CHECK(smelt_tensor_new(ctx, dt, nd[i], sh[i], &s->tin[i]));
         float *d = smelt_tensor_data(s->tin[i]);
         int64_t *di = smelt_tensor_data(s->tin[i]), cnt = smelt_tensor_numel(s->tin[i]);
-        for (int64_t k = 0; k < cnt; k++) { /* positive for v (adam), mixed otherwise */
+        for (int64_t k = 0; k < cnt; k++) { /* positive for v (adam) and a variance, mixed otherwise */
             if (targets)
                 di[k] = (int64_t)(urand() * (double)sh[0][w->build == b_embed_ln ? 0 : 1]) % sh[0][w->build == b_embed_ln ? 0 : 1];
             else
-                d[k] = (float)(w->build == b_adam && i == 3 ? urand() + 0.01 : 2.0 * urand() - 1.0);
+                d[k] = (float)((w->build == b_adam && i == 3) || (w->build == b_conv_bn_relu && i == 5)
+                                   ? urand() + 0.01 /* adam's v, the batch-norm's variance */
+                                   : 2.0 * urand() - 1.0);
         }
     }
     w->build(s->g, s->in, s->out);
