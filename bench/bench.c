@@ -653,11 +653,13 @@ static void make(smelt_ctx *ctx, const wl *w, int64_t n, setup *s)
         CHECK(smelt_tensor_new(ctx, dt, nd[i], sh[i], &s->tin[i]));
         float *d = smelt_tensor_data(s->tin[i]);
         int64_t *di = smelt_tensor_data(s->tin[i]), cnt = smelt_tensor_numel(s->tin[i]);
-        for (int64_t k = 0; k < cnt; k++) { /* positive for v (adam), mixed otherwise */
+        for (int64_t k = 0; k < cnt; k++) { /* positive for v (adam) and a variance, mixed otherwise */
             if (targets)
                 di[k] = (int64_t)(urand() * (double)sh[0][w->build == b_embed_ln ? 0 : 1]) % sh[0][w->build == b_embed_ln ? 0 : 1];
             else
-                d[k] = (float)(w->build == b_adam && i == 3 ? urand() + 0.01 : 2.0 * urand() - 1.0);
+                d[k] = (float)((w->build == b_adam && i == 3) || (w->build == b_conv_bn_relu && i == 5)
+                                   ? urand() + 0.01 /* adam's v, the batch-norm's variance */
+                                   : 2.0 * urand() - 1.0);
         }
     }
     w->build(s->g, s->in, s->out);
@@ -1229,7 +1231,8 @@ static void usage(void)
            "                   else TCC and CC.  NVRTC runs the GPU benchmark (--device cuda)\n"
            "  --peers          the CPU peers on the same workloads, each in two modes (allocating its\n"
            "                   outputs, as users call it; outputs preallocated): numpy, numexpr and numba\n"
-           "                   (Debian's), JAX jit, onnxruntime (mlp, attention) and PyTorch eager and\n"
+           "                   (Debian's), JAX jit, onnxruntime (mlp, attention, conv_bn_relu,\n"
+           "                   conv1d_gelu, embed_ln) and PyTorch eager and\n"
            "                   torch.compile, each from the python of BUILD/<name>-venv (jax-venv,\n"
            "                   ort-venv, torch-venv: scripts/bench --peers installs the first two,\n"
            "                   --peers=torch the last); an absent one is named on stderr.  A table of\n"

@@ -41,6 +41,8 @@ ELEMENTWISE = ["add", "chain8", "gelu_tanh", "gelu", "swish", "where_exp", "adam
 ROWS = ["softmax", "layernorm", "log_softmax", "rmsnorm", "sum_rows", "sum_cols", "mse", "xent", "transpose_add"]
 MODELS = ["concat_relu", "mlp", "attention"]
 WORKLOADS = ELEMENTWISE + ROWS + MODELS
+# the CPU benchmark's too (peers.py's model_formula; not in the GPU benchmark's list)
+CPU_MODELS = ["conv_bn_relu", "conv1d_gelu", "embed_ln"]
 SMALL_N = 4 << 20   # layers100 on the GPU (bench/bench.c: GPU_N_SMALL)
 CHECK_N = 65536     # instance for max_rel_err
 PEERS = ["torch_eager", "torch_compile", "cupy", "jax"]
@@ -117,7 +119,40 @@ def np_like(mod, barrier):
     o.relu, o.barrier = (lambda x: mod.maximum(x, 0.0)), barrier
     erf = []  # resolved at the first call: only the gelu workload needs it
     o.erf = lambda x: (erf or erf.append(erf_of(mod)) or erf)[0](x)
+    o.take = lambda w, ids: mod.take(w, ids, axis=0)
+    o.conv = conv_of(mod)
     return o
+
+
+def conv_of(mod):
+    """conv(x, w, pad, groups): ONNX Conv (NCW / NCHW, stride 1, no dilation, the same padding
+    on every side) in the module's own convolution: jax.lax's, or for NumPy (the float64
+    references) a product per tap"""
+    if mod.__name__.startswith("jax"):
+        import jax
+
+        def conv(x, w, pad, groups):
+            k = w.ndim - 2
+            return jax.lax.conv_general_dilated(x, w, (1,) * k, [(pad, pad)] * k, feature_group_count=groups)
+        return conv
+    if mod.__name__.startswith("cupy"):
+        return None
+
+    def conv(x, w, pad, groups):
+        np = mod
+        k = w.ndim - 2
+        xp = np.pad(x, [(0, 0), (0, 0)] + [(pad, pad)] * k)
+        sp = [xp.shape[2 + i] - w.shape[2 + i] + 1 for i in range(k)]
+        cin, cout = w.shape[1], w.shape[0] // groups
+        out = np.zeros((x.shape[0], w.shape[0], *sp), dtype=np.result_type(x, w))
+        for t in np.ndindex(*w.shape[2:]):
+            xs = xp[(slice(None), slice(None)) + tuple(slice(t[i], t[i] + sp[i]) for i in range(k))]
+            for g in range(groups):
+                wt = w[(slice(g * cout, (g + 1) * cout), slice(None)) + t]  # [cout, cin]
+                y = np.tensordot(wt, xs[:, g * cin:(g + 1) * cin], axes=([1], [1]))  # [cout, n, ...]
+                out[:, g * cout:(g + 1) * cout] += np.moveaxis(y, 0, 1)
+        return out
+    return conv
 
 
 def torch_like(torch):
@@ -129,14 +164,16 @@ def torch_like(torch):
                take_along_axis=lambda x, t, axis: torch.take_along_dim(x, t, dim=axis),
                maximum=torch.clamp_min, where=torch.where, concatenate=lambda xs, axis=0: torch.cat(xs, dim=axis),
                swapaxes=torch.swapaxes, transpose=lambda x, axes: x.permute(*axes), reshape=torch.reshape,
-               barrier=lambda x: x.clone())
+               barrier=lambda x: x.clone(), take=lambda w, ids: torch.nn.functional.embedding(ids, w),
+               conv=lambda x, w, pad, groups: (torch.nn.functional.conv2d if w.dim() == 4 else
+                                               torch.nn.functional.conv1d)(x, w, padding=pad, groups=groups))
 
 
 def any_formula(o, name):
     """every workload's formula over an Ops table: the elementwise ones here,
     the reductions' and the models' in peers.py (shared with the CPU peers)"""
     from peers import model_formula, row_formula
-    if name in MODELS:
+    if name in MODELS or name in CPU_MODELS:
         return model_formula(o, name)
     return row_formula(o, name) or formula(o, name)
 

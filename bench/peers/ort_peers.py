@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""onnxruntime on smelt's matrix-product workloads (mlp, attention).
+"""onnxruntime on smelt's matrix-product and convolution workloads (mlp, attention, conv_bn_relu, conv1d_gelu) and embed_ln.
 
 Run by `smelt-bench --peers` with the python of build/ort-venv (scripts/bench
 --peers installs onnxruntime and onnx from PyPI there).  Each workload is an
 ONNX graph of the same formula (bench/peers/peers.py's model_formula: MatMul,
-Add, the tanh GELU written out, LayerNormalization; attention's Softmax),
+Add, the tanh GELU written out, LayerNormalization; attention's Softmax;
+Conv + BatchNormalization + Relu; Conv + the erf GELU written out +
+GlobalMaxPool; Gather + Add + LayerNormalization with scale 1 and bias 0),
 run on the CPU execution provider with intra_op_num_threads = --threads and
 its default graph optimisations.  Prints one JSON object: ort_ms (the
 ordinary call, session.run: new outputs), ort_out_ms (IO binding: inputs
@@ -48,10 +50,31 @@ def model(name, shapes):
         inits.append(helper.make_tensor("shape", TensorProto.INT64, [3], [b, t, hh * d]))
         out = op("Reshape", [op("Transpose", [a], perm=[0, 2, 1, 3]), "shape"])
         oshape = [b, t, hh * d]
+    elif name == "conv_bn_relu":
+        ins = ["x", "w", "scale", "shift", "mean", "var"]
+        c = op("Conv", ["x", "w"], pads=[1, 1, 1, 1])
+        out = op("Relu", [op("BatchNormalization", [c, "scale", "shift", "mean", "var"], epsilon=1e-5)])
+        oshape = [shapes[0][0], shapes[1][0]] + list(shapes[0][2:])
+    elif name == "conv1d_gelu":
+        ins = ["x", "w", "b"]
+        h = op("Conv", ["x", "w", "b"], pads=[2, 2], group=2)
+        g = op("Mul", [op("Mul", [const("half", 0.5), h]),
+                       op("Add", [const("one", 1.0), op("Erf", [op("Mul", [h, const("r2", 0.7071067811865476)])])])])
+        out = op("GlobalMaxPool", [g])
+        oshape = [shapes[0][0], shapes[1][0], 1]
+    elif name == "embed_ln":
+        ins = ["W", "ids", "P"]
+        d = shapes[0][1]
+        inits.append(helper.make_tensor("ones", F, [d], [1.0] * d))
+        inits.append(helper.make_tensor("zeros", F, [d], [0.0] * d))
+        x = op("Add", [op("Gather", ["W", "ids"], axis=0), "P"])
+        out = op("LayerNormalization", [x, "ones", "zeros"], axis=-1, epsilon=1e-5)
+        oshape = list(shapes[1]) + [d]
     else:
         return None, None
     nodes[-1].output[0] = "y"
-    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, F, list(s)) for n, s in zip(ins, shapes)],
+    kind = lambda n: TensorProto.INT64 if n == "ids" else F
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, kind(n), list(s)) for n, s in zip(ins, shapes)],
                               [helper.make_tensor_value_info("y", F, oshape)], inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
@@ -62,7 +85,7 @@ def main():
     from peers import parse_args
     ap, a = parse_args(__doc__.splitlines()[0])
     out = {"workload": a.workload, "n": a.n}
-    if a.workload not in ("mlp", "attention"):
+    if a.workload not in ("mlp", "attention", "conv_bn_relu", "conv1d_gelu", "embed_ln"):
         print(json.dumps(out))
         return 0
     import numpy as np

@@ -7,7 +7,9 @@ output itself where the formula allows.
 
 out_formula(o, name) -> (make, run) or None: make(*inputs) returns the
 buffers (the outputs first, then scratch), run(*inputs, bufs) fills the
-outputs; None where the table lacks an operation (NumPy's erf).
+outputs; None where the table lacks an operation (NumPy's erf, NumPy's
+convolution).  PyTorch's convolution has no out=: it allocates its result,
+and the steps after it write the given outputs.
 """
 
 LR, B1, B2, EPS, T = 1e-3, 0.9, 0.999, 1e-8, 10
@@ -39,7 +41,8 @@ def numpy_out(np):
                cat=lambda xs, axis, o: np.concatenate(xs, axis=axis, out=o),
                gather=lambda x, t, o: np.copyto(o, np.take_along_axis(x, t, -1)),
                T=lambda a: a.T, swap=lambda k: k.swapaxes(-1, -2), permute=lambda x, ax: x.transpose(ax),
-               view=lambda o, shape: o.reshape(shape), where_pos=where_pos)
+               view=lambda o, shape: o.reshape(shape), where_pos=where_pos,
+               take=lambda w, ids, o: np.take(w, ids, axis=0, out=o), conv=None)
 
 
 def torch_out(torch):
@@ -61,7 +64,11 @@ def torch_out(torch):
                gather=lambda x, t, o: torch.gather(x, -1, t, out=o),
                T=lambda a: a.t(), swap=lambda k: k.transpose(-1, -2), permute=lambda x, ax: x.permute(*ax),
                view=lambda o, shape: o.view(shape),
-               where_pos=lambda a, t, o: torch.where(a > 0, t, o, out=o))
+               where_pos=lambda a, t, o: torch.where(a > 0, t, o, out=o),
+               take=lambda w, ids, o: torch.index_select(w, 0, ids.reshape(-1), out=o.view(-1, w.shape[1])),
+               # (no out=: the convolution allocates its result; what follows it writes the outputs)
+               conv=lambda x, w, pad, groups: (torch.nn.functional.conv2d if w.dim() == 4 else
+                                               torch.nn.functional.conv1d)(x, w, padding=pad, groups=groups))
 
 
 def _rows(x):
@@ -178,6 +185,35 @@ def out_formula(o, name):
             o.matmul(u, w2, y); o.add(y, b2, y); o.add(y, x, y)
             _layernorm(o, y, y, t, mu, v, lw, lb)
         return make, mlp
+    if name == "embed_ln":
+        def embed_ln(W, ids, P, B):
+            y, t, mu, v = B
+            o.take(W, ids, y); o.add(y, P, y)
+            o.rmean(y, mu); o.sub(y, mu, y); o.mul(y, y, t); o.rmean(t, v)
+            o.add(v, 1e-5, v); o.sqrt(v, v); o.div(y, v, y)
+        shape = lambda W, ids: tuple(ids.shape) + (W.shape[1],)
+        return (lambda W, ids, P: [E(shape(W, ids)), E(shape(W, ids)), E(shape(W, ids)[:-1] + (1,)),
+                                   E(shape(W, ids)[:-1] + (1,))]), embed_ln
+    if name == "conv_bn_relu":
+        if o.conv is None:
+            return None
+
+        def conv_bn_relu(x, w, scale, shift, mean, var, B):
+            y, inv = B
+            r = lambda a: o.view(a, (-1, 1, 1))
+            o.add(r(var), 1e-5, inv); o.sqrt(inv, inv); o.div(r(scale), inv, inv)
+            o.sub(o.conv(x, w, 1, 1), r(mean), y); o.mul(y, inv, y); o.add(y, r(shift), y); o.relu(y, y)
+        return (lambda x, w, *bn: [E((x.shape[0], w.shape[0]) + tuple(x.shape[2:])), E((w.shape[0], 1, 1))]), conv_bn_relu
+    if name == "conv1d_gelu":
+        if o.conv is None or o.erf is None:
+            return None
+
+        def conv1d_gelu(x, w, b, B):
+            y, t = B
+            h = o.conv(x, w, 2, 2)
+            o.add(h, o.view(b, (-1, 1)), h); o.mul(h, 0.7071067811865476, t); o.erf(t, t)
+            o.add(t, 1.0, t); o.mul(t, h, t); o.mul(t, 0.5, t); o.amax(t, y)
+        return (lambda x, w, b: [E((x.shape[0], w.shape[0], 1)), E((x.shape[0], w.shape[0], x.shape[2]))]), conv1d_gelu
     if name == "attention":
         def make(q, k, v):
             b, h, t, d = q.shape

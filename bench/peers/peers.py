@@ -56,6 +56,12 @@ def inputs(name, n, rng):
         return [f(n)]
     if name == "adam":
         return [f(n), f(n), f(n), rng.random(n, dtype=np.float32) + np.float32(0.01)]
+    if name == "conv_bn_relu":  # x, w, the batch-norm's scale, shift, mean and variance (fixed shapes)
+        return [f(8, 64, 56, 56), f(64, 64, 3, 3), f(64), f(64), f(64), rng.random(64, dtype=np.float32) + np.float32(0.01)]
+    if name == "conv1d_gelu":  # x [16, 512, 256] (NCW), w [256, 256, 5] (2 groups), b [256]
+        return [f(16, 512, 256), f(256, 256, 5), f(256)]
+    if name == "embed_ln":  # W [30522, 384], i64 ids [n / 49152, 128], P [128, 384]
+        return [f(30522, 384), rng.integers(0, 30522, (max(n // (128 * 384), 1), 128), dtype=np.int64), f(128, 384)]
     c, r = side(n), row_side(n)
     if name == "bias_relu":
         return [f(n // c, c), f(1, c)]
@@ -146,7 +152,13 @@ def numpy_fn(name):
         return lambda a, b: a.T + b
     if name in ("mlp", "attention", "concat_relu"):
         return model_formula(np, name)
-    return None  # gelu: NumPy has no erf
+    if name == "embed_ln":
+        def embed_ln(W, ids, P):
+            x = W[ids] + P
+            d = x - x.mean(axis=-1, keepdims=True)
+            return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + f32(1e-5))
+        return embed_ln
+    return None  # gelu: NumPy has no erf; the convolutions: no convolution
 
 
 def row_formula(o, name):
@@ -186,7 +198,26 @@ def row_formula(o, name):
 
 
 def model_formula(o, name):
-    """mlp, attention and concat_relu over a numpy-like module o (numpy, jax.numpy), as smelt-bench's"""
+    """mlp, attention, concat_relu and issue 44's conv_bn_relu, conv1d_gelu and embed_ln over an
+    Ops table o (numpy, jax.numpy, torch: gpu_peers.py; o.conv(x, w, pads, groups), o.take(W, ids)),
+    as smelt-bench's"""
+    if name == "conv_bn_relu":  # relu(batchnorm(conv3x3(x, w, pad 1)))
+        def conv_bn_relu(x, w, scale, shift, mean, var):
+            r = lambda v: o.reshape(v, (-1, 1, 1))
+            inv = r(scale) / o.sqrt(r(var) + 1e-5)
+            return o.relu((o.conv(x, w, 1, 1) - r(mean)) * inv + r(shift))
+        return conv_bn_relu
+    if name == "conv1d_gelu":  # max over time of gelu(conv1d(x, w, pad 2, 2 groups) + b)
+        def conv1d_gelu(x, w, b):
+            h = o.conv(x, w, 2, 2) + o.reshape(b, (-1, 1))
+            return o.max(0.5 * h * (1.0 + o.erf(h * 0.7071067811865476)), axis=-1, keepdims=True)
+        return conv1d_gelu
+    if name == "embed_ln":  # layernorm(W[ids] + P)
+        def embed_ln(W, ids, P):
+            x = o.take(W, ids) + P
+            d = x - o.mean(x, axis=-1, keepdims=True)
+            return d / o.sqrt(o.mean(d * d, axis=-1, keepdims=True) + 1e-5)
+        return embed_ln
     if name == "concat_relu":
         return lambda a, b, c, d: o.maximum(o.concatenate((a, b, c, d), axis=1), 0.0)
     if name == "mlp":

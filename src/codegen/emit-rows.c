@@ -549,6 +549,14 @@ int smelt__shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
         snprintf(name, sizeof name, "smelt_s%d", t);
         if (!(st = smelt__rows_piece_of(d, &ri, ROWS_SMALL, t, mine, outs, &nout, &pc, bind, err)) && nout) {
             smelt__rows_modes(d, &pc, bind, true);
+            /* the loop form (CC): its inputs, one value each, broadcast
+             * and its outputs contiguous, so that the piece computes its
+             * value once (hoisted out of the group's loop) rather than a
+             * padded group of 128 strided copies of it: the same
+             * expression, the same bits.  With rows of 384 (embed_ln) the
+             * group was ~8 % of the row program's time (perf, 2026-11-28) */
+            for (int q = 0; q < pc.n_in + pc.n_out && !blocks; q++)
+                pc.mode[q] = q < pc.n_in ? SMELT_MODE_BCAST : SMELT_MODE_CONTIG;
             st = smelt__red_fn(dl, &pc, name, blocks, &pre, err);
             rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, 1, true, "sv");
             smelt__sb_printf(&body, "        %s(0, 1, %s_p, one, %s_s);\n", name, name, name);
@@ -656,13 +664,37 @@ int smelt__shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
             }
         }
         smelt__sb_puts(&body, "                    }\n");
-        smelt__sb_printf(&body, "                    r += seg;\n                }\n"
-                                "                for (int d = 16; d >= 1; d >>= 1)\n"
-                                "                    for (int l = 0; l < d; l++)\n"
-                                "                        smelt_fold%s(&acc[l], &acci[l], acc[l + d], acci[l + d]);\n"
-                                "                smelt_fold%s(&tot, &toti, acc[0], acci[0]);\n            }\n"
+        smelt__sb_puts(&body, "                    r += seg;\n                }\n");
+        if (blocks || rk.arg) {
+            smelt__sb_printf(&body, "                for (int d = 16; d >= 1; d >>= 1)\n"
+                                    "                    for (int l = 0; l < d; l++)\n"
+                                    "                        smelt_fold%s(&acc[l], &acci[l], acc[l + d], acci[l + d]);\n"
+                                    "                smelt_fold%s(&tot, &toti, acc[0], acci[0]);\n",
+                             sfx, sfx);
+        } else {
+            /* the same tree (lane l takes lane l + d, d = 16, 8, 4, 2, 1)
+             * on a local copy of the lanes, each level a loop of constant
+             * length that the compiler turns into vector operations (each
+             * lane's fold as before: the same values); in place in buf it
+             * stayed scalar, a chain through memory once per row and
+             * reduction, which short rows (embed_ln: 384) feel */
+            smelt__sb_printf(&body, "                {\n"
+                                    "                    smelt_acc%s f[32];\n"
+                                    "                    int64_t fi = 0;\n"
+                                    "                    for (int l = 0; l < 32; l++)\n"
+                                    "                        f[l] = acc[l];\n",
+                             sfx);
+            for (int dd = 16; dd >= 1; dd /= 2)
+                smelt__sb_printf(&body, "                    for (int l = 0; l < %d; l++)\n"
+                                        "                        smelt_fold%s(&f[l], &fi, f[l + %d], 0);\n",
+                                 dd, sfx, dd);
+            smelt__sb_printf(&body, "                    smelt_fold%s(&tot, &toti, f[0], 0);\n"
+                                    "                }\n",
+                             sfx);
+        }
+        smelt__sb_printf(&body, "            }\n"
                                 "            *(smelt_out%s *)(void *)&sv[%d] = smelt_result%s(tot, toti, nred);\n",
-                         sfx, sfx, sfx, ri.slot[nin + k], sfx);
+                         sfx, ri.slot[nin + k], sfx);
         rows_out_copies(&body, dl, d, &ri, nin + k, "            ");
         smelt__sb_puts(&body, "        }\n");
         if (t == later)
@@ -672,11 +704,19 @@ int smelt__shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
     smelt__sb tail;
     smelt__sb_init(&tail);
     if (!st && nfin) { /* the final pass of this row: deferred, or now */
-        smelt__sb_printf(&body, "        for (int q = 0; q < %d; q++)\n"
-                                "            svf[q] = sv[q];\n"
-                                "        if (defer)\n"
-                                "            Lf = L0;\n",
-                         ri.nslot ? ri.nslot : 1);
+        /* each slot copied at its value's type: the piece that computed
+         * it stored that many bytes, and a wider (int64_t) load of them
+         * waits for the store to reach the cache (a failed store forward,
+         * seen in perf on embed_ln's rows of 384) */
+        int nv = nin + d->n_ops;
+        for (int v = nin; v < nv; v++)
+            if (ri.slot[v] >= 0) {
+                const char *T = dl->stype[smelt__value_dtype(d, v)];
+                smelt__sb_printf(&body, "        *(%s *)(void *)&svf[%d] = *(const %s *)(const void *)&sv[%d];\n", T,
+                                 ri.slot[v], T, ri.slot[v]);
+            }
+        smelt__sb_puts(&body, "        if (defer)\n"
+                              "            Lf = L0;\n");
         if (later >= 0)
             smelt__sb_puts(&tail, "    if (Lf >= 0)\n"
                                   "        smelt_f(Lf, Lf + nred, smelt_f_p, fsh, smelt_f_s);\n");
