@@ -491,47 +491,45 @@ int smelt__rows_check(const smelt__kdesc *d, smelt__sb *err)
     return SMELT_OK;
 }
 
-/* C (both CPU tiers; TinyCC's pieces are of the block form and its lanes
- * the library's). */
-int smelt__shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, const char *prelude,
-                        smelt__sb *text, smelt__sb *err)
-{
-    int st = smelt__rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
-    rows_info ri = {0};
-    if (st || (st = smelt__rows_analyse(d, true, &ri)))
-        return st;
-    bool *mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
+/* A C row program as its text is built (smelt__shape_c_rows): the pieces'
+ * functions (pre), the reductions' definitions (defs), the calls' set-up
+ * and the row's body */
+typedef struct c_rows {
+    const smelt__dialect *dl;
+    const smelt__kdesc *d;
+    bool blocks;
+    rows_info ri;
+    bool *mine;
     int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
-    smelt__sb pre, defs, setup, body, kd, rd, what, insz;
-    smelt__sb_init(&pre), smelt__sb_init(&defs), smelt__sb_init(&setup), smelt__sb_init(&body);
-    smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&what), smelt__sb_init(&insz);
-    if (!mine)
-        st = SMELT_ERR_NOMEM;
-    if (!blocks)
-        smelt__sb_puts(&pre, prelude);
-    smelt__red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
-    /* the final pass (the full-size outputs), smelt_f, reading the row's
-     * scalars from svf, a copy: with rows of at most SMELT_ROWS_DEFER
-     * elements (defer) it runs for row o during pass `later` of row o + 1,
-     * a run at a time (Lf: that row's first element, -1 none), the first
-     * pass that writes the row cache (before each run writes it, after the
-     * final pass read it) or else the last; then on its own after the last
-     * row.  The same values in a different order of stores. */
-    int nfin = 0, later = ri.nst - 1;
-    const int rrun = blocks ? RED_PROD_BLOCK : SMELT_ROWS_RUN; /* a reduction's runs */
-    if (!st) {
-        smelt__kdesc pc;
-        if (!(st = smelt__rows_piece_of(d, &ri, ROWS_FINAL, 0, mine, outs, &nfin, &pc, bind, err)) && nfin) {
-            smelt__rows_modes(d, &pc, bind, false);
-            st = smelt__red_fn(dl, &pc, "smelt_f", blocks, &pre, err);
-            rows_call_setup(&setup, &body, d, &ri, &pc, bind, "smelt_f", R, false, "svf");
-            free(pc.ops);
-        }
+    int R, nin, nfin, later, rrun;
+    smelt__sb pre, defs, setup, body, what;
+    smelt__sb *err;
+} c_rows;
+
+/* the final pass (the full-size outputs), smelt_f, reading the row's
+ * scalars from svf, a copy: with rows of at most SMELT_ROWS_DEFER
+ * elements (defer) it runs for row o during pass `later` of row o + 1,
+ * a run at a time (Lf: that row's first element, -1 none), the first
+ * pass that writes the row cache (before each run writes it, after the
+ * final pass read it) or else the last; then on its own after the last
+ * row.  The same values in a different order of stores. */
+static int c_rows_final(c_rows *c)
+{
+    const smelt__kdesc *d = c->d;
+    smelt__kdesc pc;
+    int st;
+    c->nfin = 0, c->later = c->ri.nst - 1;
+    if (!(st = smelt__rows_piece_of(d, &c->ri, ROWS_FINAL, 0, c->mine, c->outs, &c->nfin, &pc, c->bind, c->err)) &&
+        c->nfin) {
+        smelt__rows_modes(d, &pc, c->bind, false);
+        st = smelt__red_fn(c->dl, &pc, "smelt_f", c->blocks, &c->pre, c->err);
+        rows_call_setup(&c->setup, &c->body, d, &c->ri, &pc, c->bind, "smelt_f", c->R, false, "svf");
+        free(pc.ops);
     }
-    for (int t = ri.nst - 1; t >= 0; t--)
+    for (int t = c->ri.nst - 1; t >= 0; t--)
         for (int k = 0; k < d->n_ops; k++)
-            if (ri.piece[k] == t && ri.cache_off[k] >= 0)
-                later = t;
+            if (c->ri.piece[k] == t && c->ri.cache_off[k] >= 0)
+                c->later = t;
     /* into a pass that computes a transcendental function too: with exp's
      * arithmetic as it was, that gained nothing (softmax 4096 x 4096 1.05x
      * and 0.99x the time); since smelt_exp_f32_w and the input pass in one
@@ -539,222 +537,287 @@ int smelt__shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
      * log_softmax 0.97x and xent 1.00x (medians of 6; 2026-11-27,
      * 5232b27).  rmsnorm and layernorm, whose passes only
      * load and add: 19 % and 9 % faster. */
-    if (blocks || !nfin) /* TinyCC's block form: the calls cost more (rmsnorm 7 % slower) */
-        later = -1;
-    for (int t = 0; t <= ri.nst && !st; t++) {
-        /* small piece t: the values at the results' shape known before stage t */
-        int nout = 0;
-        char name[32];
+    if (c->blocks || !c->nfin) /* TinyCC's block form: the calls cost more (rmsnorm 7 % slower) */
+        c->later = -1;
+    return st;
+}
+
+/* small piece t: the values at the results' shape known before stage t */
+static int c_rows_small(c_rows *c, int t)
+{
+    int nout = 0, st;
+    char name[32];
+    smelt__kdesc pc;
+    snprintf(name, sizeof name, "smelt_s%d", t);
+    if (!(st = smelt__rows_piece_of(c->d, &c->ri, ROWS_SMALL, t, c->mine, c->outs, &nout, &pc, c->bind, c->err)) &&
+        nout) {
+        smelt__rows_modes(c->d, &pc, c->bind, true);
+        /* the loop form (CC): its inputs, one value each, broadcast
+         * and its outputs contiguous, so that the piece computes its
+         * value once (hoisted out of the group's loop) rather than a
+         * padded group of 128 strided copies of it: the same
+         * expression, the same bits.  With rows of 384 (embed_ln) the
+         * group was ~8 % of the row program's time (perf, 2026-11-28) */
+        for (int q = 0; q < pc.n_in + pc.n_out && !c->blocks; q++)
+            pc.mode[q] = q < pc.n_in ? SMELT_MODE_BCAST : SMELT_MODE_CONTIG;
+        st = smelt__red_fn(c->dl, &pc, name, c->blocks, &c->pre, c->err);
+        rows_call_setup(&c->setup, &c->body, c->d, &c->ri, &pc, c->bind, name, 1, true, "sv");
+        smelt__sb_printf(&c->body, "        %s(0, 1, %s_p, one, %s_s);\n", name, name, name);
+        for (int o = 0; o < nout; o++)
+            rows_out_copies(&c->body, c->dl, c->d, &c->ri, c->outs[o], "        ");
+        free(pc.ops);
+    }
+    return st;
+}
+
+/* stage t's operand, a run of rrun elements at a time (the lanes go on
+ * where they stopped: the same order as one call); the second pass
+ * fetches the next row meanwhile (smelt_pf) */
+static int c_rows_operand(c_rows *c, int t, int x, const char *lf, const char *sfx)
+{
+    const smelt__kdesc *d = c->d;
+    smelt__sb *body = &c->body;
+    int R = c->R, nin = c->nin, st = SMELT_OK;
+    bool kept = c->ri.cache && x >= nin && c->ri.piece[x - nin] != t, input = !kept && x < nin;
+    char step[32] = "1", name[32];
+    if (input) { /* an input: read where it is */
+        snprintf(step, sizeof step, "strides[%d]", x * R + R - 1);
+        smelt__sb_printf(body, "                    int64_t off = yo[%d] + j * strides[%d];\n"
+                               "                    for (int k = nr - 2; k >= 0; k--) {\n"
+                               "                        const int64_t sz = shape[rd[k]], qq = q / sz;\n"
+                               "                        off += (q - qq * sz) * strides[%d + rd[k]];\n"
+                               "                        q = qq;\n                    }\n",
+                         x, x * R + R - 1, x * R);
+    } else {
+        smelt__sb_puts(body, "                    (void)q;\n");
+    }
+    /* an input's pass that neither fetches nor stores in between: one
+     * call a segment (the calls' set-up, 32 lanes in and out, cost the
+     * softmax's max pass as much as its loads) */
+    const char *pf = t == 1 ? "                        smelt_pf(pfp, pfs, npf, r + u, nb);\n"
+                     : t == 0 && c->ri.nst == 1 && c->later == 0 ? "                        if (defer)\n"
+                                                                 "                            smelt_pf(pfp, pfs, npf, r + u, nb);\n"
+                                                                 : "";
+    const int run = input && !*pf && t != c->later ? SMELT_RED_CHUNK : c->rrun;
+    smelt__sb_printf(body, "                    for (int64_t u = 0; u < seg; u += %d) {\n"
+                           "                        const int64_t nb = seg - u < %d ? seg - u : %d;\n"
+                           "                        const int64_t a[3] = {%s, (r + u) & 31, r + u};\n%s",
+                     run, run, run, step, pf);
+    if (t == c->later) /* up to the end of this run at least, before it overwrites the row cache */
+        smelt__sb_printf(body, "                        if (Lf >= 0 && fdone < r + u + nb) {\n"
+                               "                            const int64_t f0 = fdone;\n"
+                               "                            fdone = nred - f0 > %d ? f0 + %d : nred;\n"
+                               "                            fdone = fdone < r + u + nb ? r + u + nb : fdone;\n"
+                               "                            smelt_f(Lf + f0, Lf + fdone, smelt_f_p, fsh, smelt_f_s);\n"
+                               "                        }\n",
+                         SMELT_ROWS_DEFER_RUN, SMELT_ROWS_DEFER_RUN);
+    if (kept) { /* kept by an earlier pass */
+        smelt__sb_printf(body, "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n",
+                         lf, sfx, c->ri.cache_off[x - nin]);
+    } else if (input) {
+        smelt__sb_printf(body, "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)ptrs[%d] + off + u * a[0], a);\n",
+                         lf, sfx, x);
+    } else { /* computed by its producers */
         smelt__kdesc pc;
-        snprintf(name, sizeof name, "smelt_s%d", t);
-        if (!(st = smelt__rows_piece_of(d, &ri, ROWS_SMALL, t, mine, outs, &nout, &pc, bind, err)) && nout) {
-            smelt__rows_modes(d, &pc, bind, true);
-            /* the loop form (CC): its inputs, one value each, broadcast
-             * and its outputs contiguous, so that the piece computes its
-             * value once (hoisted out of the group's loop) rather than a
-             * padded group of 128 strided copies of it: the same
-             * expression, the same bits.  With rows of 384 (embed_ln) the
-             * group was ~8 % of the row program's time (perf, 2026-11-28) */
-            for (int q = 0; q < pc.n_in + pc.n_out && !blocks; q++)
-                pc.mode[q] = q < pc.n_in ? SMELT_MODE_BCAST : SMELT_MODE_CONTIG;
-            st = smelt__red_fn(dl, &pc, name, blocks, &pre, err);
-            rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, 1, true, "sv");
-            smelt__sb_printf(&body, "        %s(0, 1, %s_p, one, %s_s);\n", name, name, name);
-            for (int o = 0; o < nout; o++)
-                rows_out_copies(&body, dl, d, &ri, outs[o], "        ");
+        int nout;
+        snprintf(name, sizeof name, "smelt_p%d", t);
+        if (!(st = smelt__rows_piece_of(d, &c->ri, ROWS_STAGE, t, c->mine, c->outs, &nout, &pc, c->bind, c->err))) {
+            smelt__rows_modes(d, &pc, c->bind, false);
+            st = smelt__red_fn(c->dl, &pc, name, c->blocks, &c->pre, c->err);
+            rows_call_setup(&c->setup, body, d, &c->ri, &pc, c->bind, name, R, false, "sv");
+            smelt__sb_puts(body, "                        const int64_t L = L0 + r + u;\n");
+            if (c->bind[pc.n_in] >= ROWS_KEPT) /* the operand into the row cache, read back from there */
+                smelt__sb_printf(body, "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
+                                       "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n",
+                                 name, name, name, lf, sfx, c->ri.cache_off[x - nin]);
+            else
+                smelt__sb_printf(body, "                        %s_p[%d] = (char *)tmp - (j + u) * (int64_t)sizeof(smelt_in%s);\n"
+                                       "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
+                                       "                        %s_row(nb, buf, tmp, a);\n",
+                                 name, pc.n_in, sfx, name, name, name, lf);
             free(pc.ops);
         }
-        if (t == ri.nst || st)
+    }
+    smelt__sb_puts(body, "                    }\n");
+    smelt__sb_puts(body, "                    r += seg;\n                }\n");
+    return st;
+}
+
+/* the lanes' tree into the row's total */
+static void c_rows_fold(c_rows *c, bool arg, const char *sfx)
+{
+    smelt__sb *body = &c->body;
+    if (c->blocks || arg) {
+        smelt__sb_printf(body, "                for (int d = 16; d >= 1; d >>= 1)\n"
+                               "                    for (int l = 0; l < d; l++)\n"
+                               "                        smelt_fold%s(&acc[l], &acci[l], acc[l + d], acci[l + d]);\n"
+                               "                smelt_fold%s(&tot, &toti, acc[0], acci[0]);\n",
+                         sfx, sfx);
+        return;
+    }
+    /* the same tree (lane l takes lane l + d, d = 16, 8, 4, 2, 1)
+     * on a local copy of the lanes, each level a loop of constant
+     * length that the compiler turns into vector operations (each
+     * lane's fold as before: the same values); in place in buf it
+     * stayed scalar, a chain through memory once per row and
+     * reduction, which short rows (embed_ln: 384) feel */
+    smelt__sb_printf(body, "                {\n"
+                           "                    smelt_acc%s f[32];\n"
+                           "                    int64_t fi = 0;\n"
+                           "                    for (int l = 0; l < 32; l++)\n"
+                           "                        f[l] = acc[l];\n",
+                     sfx);
+    for (int dd = 16; dd >= 1; dd /= 2)
+        smelt__sb_printf(body, "                    for (int l = 0; l < %d; l++)\n"
+                               "                        smelt_fold%s(&f[l], &fi, f[l + %d], 0);\n",
+                         dd, sfx, dd);
+    smelt__sb_printf(body, "                    smelt_fold%s(&tot, &toti, f[0], 0);\n"
+                           "                }\n",
+                     sfx);
+}
+
+/* stage t: its reduction over the row */
+static int c_rows_stage(c_rows *c, int t)
+{
+    const smelt__kdesc *d = c->d;
+    const smelt__dialect *dl = c->dl;
+    int k = c->ri.st[t], x = d->ops[k].in[0];
+    red_kind rk = smelt__red_kind_of(d->ops[k].op, smelt__value_dtype(d, x));
+    char sfx[16], lf[SMELT_BLK_NAME_MAX + 16];
+    snprintf(sfx, sizeof sfx, "_%d", t);
+    smelt__sb one, ident;
+    smelt__sb_init(&one), smelt__sb_init(&ident);
+    smelt__red_defs(&one, dl, &rk, c->blocks);
+    smelt__rename_words(&c->defs, smelt__sb_str(&one), smelt__red_def_names, NSLOTS(smelt__red_def_names), sfx);
+    smelt__red_ident(&ident, dl, &rk);
+    if (c->blocks) {
+        smelt__red_prim_name(lf, sizeof lf, &rk);
+        smelt__sb_printf(&c->defs, "void %s_row(" RED_LANES_ARGS ");\n", lf);
+    } else {
+        snprintf(lf, sizeof lf, "smelt_red%d", t);
+        smelt__red_lanes(&c->defs, dl, &rk, lf, "static");
+    }
+    smelt__sb_printf(&c->what, "%s%s of %s", t ? ", " : "", smelt__ops[rk.op].name, smelt__dtypes[rk.in].name);
+    const char *I = smelt__sb_str(&ident);
+    smelt__sb_printf(&c->body, "        { /* reduction %d: %s of %s into %s (%s accumulators) */\n"
+                               "            smelt_acc%s *acc = (smelt_acc%s *)(void *)buf, tot = %s;\n"
+                               "            int64_t *acci = buf + 32 * %d, toti = 9223372036854775807LL;\n"
+                               "            for (int64_t c = 0; c < nchunk; c++) {\n"
+                               "                for (int l = 0; l < 32; l++) {\n"
+                               "                    acc[l] = %s;\n"
+                               "                    acci[l] = 9223372036854775807LL;\n                }\n"
+                               "                int64_t r = c * %d;\n"
+                               "                const int64_t rend = nred - r < %d ? nred : r + %d;\n"
+                               "                while (r < rend) {\n"
+                               "                    int64_t q = r / rlen;\n"
+                               "                    const int64_t j = r - q * rlen, seg = rlen - j < rend - r ? rlen - j : rend - r;\n",
+                     t, smelt__ops[rk.op].name, smelt__dtypes[rk.in].name, smelt__dtypes[rk.out].name,
+                     smelt__dtypes[rk.acc].name, sfx, sfx, I, RED_W, I, SMELT_RED_CHUNK, SMELT_RED_CHUNK,
+                     SMELT_RED_CHUNK);
+    int st = c_rows_operand(c, t, x, lf, sfx);
+    c_rows_fold(c, rk.arg, sfx);
+    smelt__sb_printf(&c->body, "            }\n"
+                               "            *(smelt_out%s *)(void *)&sv[%d] = smelt_result%s(tot, toti, nred);\n",
+                     sfx, c->ri.slot[c->nin + k], sfx);
+    rows_out_copies(&c->body, dl, d, &c->ri, c->nin + k, "            ");
+    smelt__sb_puts(&c->body, "        }\n");
+    if (t == c->later)
+        smelt__sb_puts(&c->body, "        Lf = -1, fdone = 0;\n");
+    smelt__sb_free(&one), smelt__sb_free(&ident);
+    return st;
+}
+
+/* the final pass of this row: deferred, or now (tail: after the last row) */
+static void c_rows_finish(c_rows *c, smelt__sb *tail)
+{
+    const smelt__kdesc *d = c->d;
+    smelt__sb *body = &c->body;
+    /* each slot copied at its value's type: the piece that computed
+     * it stored that many bytes, and a wider (int64_t) load of them
+     * waits for the store to reach the cache (a failed store forward,
+     * seen in perf on embed_ln's rows of 384) */
+    int nv = c->nin + d->n_ops;
+    for (int v = c->nin; v < nv; v++)
+        if (c->ri.slot[v] >= 0) {
+            const char *T = c->dl->stype[smelt__value_dtype(d, v)];
+            smelt__sb_printf(body, "        *(%s *)(void *)&svf[%d] = *(const %s *)(const void *)&sv[%d];\n", T,
+                             c->ri.slot[v], T, c->ri.slot[v]);
+        }
+    smelt__sb_puts(body, "        if (defer)\n"
+                         "            Lf = L0;\n");
+    if (c->later >= 0)
+        smelt__sb_puts(tail, "    if (Lf >= 0)\n"
+                             "        smelt_f(Lf, Lf + nred, smelt_f_p, fsh, smelt_f_s);\n");
+    if (c->ri.nst == 1) /* no second pass: this one fetches the next row */
+        smelt__sb_printf(body, "        else\n"
+                               "            for (int64_t u = 0; u < nred; u += %d) {\n"
+                               "                const int64_t nb = nred - u < %d ? nred - u : %d;\n"
+                               "                smelt_pf(pfp, pfs, npf, u, nb);\n"
+                               "                smelt_f(L0 + u, L0 + u + nb, smelt_f_p, fsh, smelt_f_s);\n"
+                               "            }\n",
+                         RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK);
+    else
+        smelt__sb_puts(body, "        else\n"
+                             "            smelt_f(L0, L0 + nred, smelt_f_p, fsh, smelt_f_s);\n");
+}
+
+/* C (both CPU tiers; TinyCC's pieces are of the block form and its lanes
+ * the library's). */
+int smelt__shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, const char *prelude,
+                        smelt__sb *text, smelt__sb *err)
+{
+    int st = smelt__rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
+    c_rows c = {.dl = dl, .d = d, .blocks = blocks, .R = R, .nin = nin, .err = err};
+    if (st || (st = smelt__rows_analyse(d, true, &c.ri)))
+        return st;
+    c.mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
+    smelt__sb kd, rd, insz;
+    smelt__sb_init(&c.pre), smelt__sb_init(&c.defs), smelt__sb_init(&c.setup), smelt__sb_init(&c.body);
+    smelt__sb_init(&kd), smelt__sb_init(&rd), smelt__sb_init(&c.what), smelt__sb_init(&insz);
+    if (!c.mine)
+        st = SMELT_ERR_NOMEM;
+    if (!blocks)
+        smelt__sb_puts(&c.pre, prelude);
+    smelt__red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
+    c.later = c.ri.nst - 1;
+    c.rrun = blocks ? RED_PROD_BLOCK : SMELT_ROWS_RUN; /* a reduction's runs */
+    if (!st)
+        st = c_rows_final(&c);
+    else if (blocks)
+        c.later = -1;
+    for (int t = 0; t <= c.ri.nst && !st; t++) {
+        st = c_rows_small(&c, t);
+        if (t == c.ri.nst || st)
             break;
-        /* stage t: its reduction */
-        int k = ri.st[t], x = d->ops[k].in[0];
-        red_kind rk = smelt__red_kind_of(d->ops[k].op, smelt__value_dtype(d, x));
-        char sfx[16], lf[SMELT_BLK_NAME_MAX + 16];
-        snprintf(sfx, sizeof sfx, "_%d", t);
-        smelt__sb one, ident;
-        smelt__sb_init(&one), smelt__sb_init(&ident);
-        smelt__red_defs(&one, dl, &rk, blocks);
-        smelt__rename_words(&defs, smelt__sb_str(&one), smelt__red_def_names, NSLOTS(smelt__red_def_names), sfx);
-        smelt__red_ident(&ident, dl, &rk);
-        if (blocks) {
-            smelt__red_prim_name(lf, sizeof lf, &rk);
-            smelt__sb_printf(&defs, "void %s_row(" RED_LANES_ARGS ");\n", lf);
-        } else {
-            snprintf(lf, sizeof lf, "smelt_red%d", t);
-            smelt__red_lanes(&defs, dl, &rk, lf, "static");
-        }
-        smelt__sb_printf(&what, "%s%s of %s", t ? ", " : "", smelt__ops[rk.op].name, smelt__dtypes[rk.in].name);
-        const char *I = smelt__sb_str(&ident);
-        smelt__sb_printf(&body, "        { /* reduction %d: %s of %s into %s (%s accumulators) */\n"
-                                "            smelt_acc%s *acc = (smelt_acc%s *)(void *)buf, tot = %s;\n"
-                                "            int64_t *acci = buf + 32 * %d, toti = 9223372036854775807LL;\n"
-                                "            for (int64_t c = 0; c < nchunk; c++) {\n"
-                                "                for (int l = 0; l < 32; l++) {\n"
-                                "                    acc[l] = %s;\n"
-                                "                    acci[l] = 9223372036854775807LL;\n                }\n"
-                                "                int64_t r = c * %d;\n"
-                                "                const int64_t rend = nred - r < %d ? nred : r + %d;\n"
-                                "                while (r < rend) {\n"
-                                "                    int64_t q = r / rlen;\n"
-                                "                    const int64_t j = r - q * rlen, seg = rlen - j < rend - r ? rlen - j : rend - r;\n",
-                         t, smelt__ops[rk.op].name, smelt__dtypes[rk.in].name, smelt__dtypes[rk.out].name,
-                         smelt__dtypes[rk.acc].name, sfx, sfx, I, RED_W, I, SMELT_RED_CHUNK, SMELT_RED_CHUNK,
-                         SMELT_RED_CHUNK);
-        /* the operand a run of rrun elements at a time (the lanes
-         * go on where they stopped: the same order as one call); the second
-         * pass fetches the next row meanwhile (smelt_pf) */
-        bool kept = ri.cache && x >= nin && ri.piece[x - nin] != t, input = !kept && x < nin;
-        char step[32] = "1";
-        if (input) { /* an input: read where it is */
-            snprintf(step, sizeof step, "strides[%d]", x * R + R - 1);
-            smelt__sb_printf(&body, "                    int64_t off = yo[%d] + j * strides[%d];\n"
-                                    "                    for (int k = nr - 2; k >= 0; k--) {\n"
-                                    "                        const int64_t sz = shape[rd[k]], qq = q / sz;\n"
-                                    "                        off += (q - qq * sz) * strides[%d + rd[k]];\n"
-                                    "                        q = qq;\n                    }\n",
-                             x, x * R + R - 1, x * R);
-        } else {
-            smelt__sb_puts(&body, "                    (void)q;\n");
-        }
-        /* an input's pass that neither fetches nor stores in between: one
-         * call a segment (the calls' set-up, 32 lanes in and out, cost the
-         * softmax's max pass as much as its loads) */
-        const char *pf = t == 1 ? "                        smelt_pf(pfp, pfs, npf, r + u, nb);\n"
-                         : t == 0 && ri.nst == 1 && later == 0 ? "                        if (defer)\n"
-                                                           "                            smelt_pf(pfp, pfs, npf, r + u, nb);\n"
-                                                           : "";
-        const int run = input && !*pf && t != later ? SMELT_RED_CHUNK : rrun;
-        smelt__sb_printf(&body, "                    for (int64_t u = 0; u < seg; u += %d) {\n"
-                                "                        const int64_t nb = seg - u < %d ? seg - u : %d;\n"
-                                "                        const int64_t a[3] = {%s, (r + u) & 31, r + u};\n%s",
-                         run, run, run, step, pf);
-        if (t == later) /* up to the end of this run at least, before it overwrites the row cache */
-            smelt__sb_printf(&body, "                        if (Lf >= 0 && fdone < r + u + nb) {\n"
-                                    "                            const int64_t f0 = fdone;\n"
-                                    "                            fdone = nred - f0 > %d ? f0 + %d : nred;\n"
-                                    "                            fdone = fdone < r + u + nb ? r + u + nb : fdone;\n"
-                                    "                            smelt_f(Lf + f0, Lf + fdone, smelt_f_p, fsh, smelt_f_s);\n"
-                                    "                        }\n",
-                             SMELT_ROWS_DEFER_RUN, SMELT_ROWS_DEFER_RUN);
-        if (kept) { /* kept by an earlier pass */
-            smelt__sb_printf(&body, "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n",
-                             lf, sfx, ri.cache_off[x - nin]);
-        } else if (input) {
-            smelt__sb_printf(&body, "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)ptrs[%d] + off + u * a[0], a);\n",
-                             lf, sfx, x);
-        } else { /* computed by its producers */
-            smelt__kdesc pc;
-            int nout;
-            snprintf(name, sizeof name, "smelt_p%d", t);
-            if (!(st = smelt__rows_piece_of(d, &ri, ROWS_STAGE, t, mine, outs, &nout, &pc, bind, err))) {
-                smelt__rows_modes(d, &pc, bind, false);
-                st = smelt__red_fn(dl, &pc, name, blocks, &pre, err);
-                rows_call_setup(&setup, &body, d, &ri, &pc, bind, name, R, false, "sv");
-                smelt__sb_puts(&body, "                        const int64_t L = L0 + r + u;\n");
-                if (bind[pc.n_in] >= ROWS_KEPT) /* the operand into the row cache, read back from there */
-                    smelt__sb_printf(&body, "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
-                                            "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n",
-                                     name, name, name, lf, sfx, ri.cache_off[x - nin]);
-                else
-                    smelt__sb_printf(&body, "                        %s_p[%d] = (char *)tmp - (j + u) * (int64_t)sizeof(smelt_in%s);\n"
-                                            "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
-                                            "                        %s_row(nb, buf, tmp, a);\n",
-                                     name, pc.n_in, sfx, name, name, name, lf);
-                free(pc.ops);
-            }
-        }
-        smelt__sb_puts(&body, "                    }\n");
-        smelt__sb_puts(&body, "                    r += seg;\n                }\n");
-        if (blocks || rk.arg) {
-            smelt__sb_printf(&body, "                for (int d = 16; d >= 1; d >>= 1)\n"
-                                    "                    for (int l = 0; l < d; l++)\n"
-                                    "                        smelt_fold%s(&acc[l], &acci[l], acc[l + d], acci[l + d]);\n"
-                                    "                smelt_fold%s(&tot, &toti, acc[0], acci[0]);\n",
-                             sfx, sfx);
-        } else {
-            /* the same tree (lane l takes lane l + d, d = 16, 8, 4, 2, 1)
-             * on a local copy of the lanes, each level a loop of constant
-             * length that the compiler turns into vector operations (each
-             * lane's fold as before: the same values); in place in buf it
-             * stayed scalar, a chain through memory once per row and
-             * reduction, which short rows (embed_ln: 384) feel */
-            smelt__sb_printf(&body, "                {\n"
-                                    "                    smelt_acc%s f[32];\n"
-                                    "                    int64_t fi = 0;\n"
-                                    "                    for (int l = 0; l < 32; l++)\n"
-                                    "                        f[l] = acc[l];\n",
-                             sfx);
-            for (int dd = 16; dd >= 1; dd /= 2)
-                smelt__sb_printf(&body, "                    for (int l = 0; l < %d; l++)\n"
-                                        "                        smelt_fold%s(&f[l], &fi, f[l + %d], 0);\n",
-                                 dd, sfx, dd);
-            smelt__sb_printf(&body, "                    smelt_fold%s(&tot, &toti, f[0], 0);\n"
-                                    "                }\n",
-                             sfx);
-        }
-        smelt__sb_printf(&body, "            }\n"
-                                "            *(smelt_out%s *)(void *)&sv[%d] = smelt_result%s(tot, toti, nred);\n",
-                         sfx, ri.slot[nin + k], sfx);
-        rows_out_copies(&body, dl, d, &ri, nin + k, "            ");
-        smelt__sb_puts(&body, "        }\n");
-        if (t == later)
-            smelt__sb_puts(&body, "        Lf = -1, fdone = 0;\n");
-        smelt__sb_free(&one), smelt__sb_free(&ident);
+        st = c_rows_stage(&c, t);
     }
     smelt__sb tail;
     smelt__sb_init(&tail);
-    if (!st && nfin) { /* the final pass of this row: deferred, or now */
-        /* each slot copied at its value's type: the piece that computed
-         * it stored that many bytes, and a wider (int64_t) load of them
-         * waits for the store to reach the cache (a failed store forward,
-         * seen in perf on embed_ln's rows of 384) */
-        int nv = nin + d->n_ops;
-        for (int v = nin; v < nv; v++)
-            if (ri.slot[v] >= 0) {
-                const char *T = dl->stype[smelt__value_dtype(d, v)];
-                smelt__sb_printf(&body, "        *(%s *)(void *)&svf[%d] = *(const %s *)(const void *)&sv[%d];\n", T,
-                                 ri.slot[v], T, ri.slot[v]);
-            }
-        smelt__sb_puts(&body, "        if (defer)\n"
-                              "            Lf = L0;\n");
-        if (later >= 0)
-            smelt__sb_puts(&tail, "    if (Lf >= 0)\n"
-                                  "        smelt_f(Lf, Lf + nred, smelt_f_p, fsh, smelt_f_s);\n");
-        if (ri.nst == 1) /* no second pass: this one fetches the next row */
-            smelt__sb_printf(&body, "        else\n"
-                                    "            for (int64_t u = 0; u < nred; u += %d) {\n"
-                                    "                const int64_t nb = nred - u < %d ? nred - u : %d;\n"
-                                    "                smelt_pf(pfp, pfs, npf, u, nb);\n"
-                                    "                smelt_f(L0 + u, L0 + u + nb, smelt_f_p, fsh, smelt_f_s);\n"
-                                    "            }\n",
-                             RED_PROD_BLOCK, RED_PROD_BLOCK, RED_PROD_BLOCK);
-        else
-            smelt__sb_puts(&body, "        else\n"
-                                  "            smelt_f(L0, L0 + nred, smelt_f_p, fsh, smelt_f_s);\n");
-    }
-    if (blocks && !pre.len)
-        smelt__sb_puts(&pre, smelt__red_blocks_prelude);
+    if (!st && c.nfin)
+        c_rows_finish(&c, &tail);
+    if (blocks && !c.pre.len)
+        smelt__sb_puts(&c.pre, smelt__red_blocks_prelude);
     for (int q = 0; q < nin; q++)
         smelt__sb_printf(&insz, "%s%d", q ? ", " : "", (int)smelt__dtypes[d->in_dt[q]].size);
     smelt__sb gpf, gk;
     smelt__sb_init(&gpf), smelt__sb_init(&gk);
     rows_gather_prefetch(&gpf, &gk, d);
     const slot sl[] = {
-        {"PRELUDE", smelt__sb_str(&pre)}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(smelt__red_nops(d))},
+        {"PRELUDE", smelt__sb_str(&c.pre)}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(smelt__red_nops(d))},
         {"NIN", SLOT_NUM(nin)}, {"INSZ", smelt__sb_str(&insz)}, {"PFMAX", SLOT_NUM(SMELT_ROWS_PREFETCH)},
         {"GK", smelt__sb_str(&gk)}, {"GPF", smelt__sb_str(&gpf)},
-        {"NST", SLOT_NUM(ri.nst)}, {"WHAT", smelt__sb_str(&what)}, {"RANK", SLOT_NUM(R)}, {"NK", SLOT_NUM(nk)},
+        {"NST", SLOT_NUM(c.ri.nst)}, {"WHAT", smelt__sb_str(&c.what)}, {"RANK", SLOT_NUM(R)}, {"NK", SLOT_NUM(nk)},
         {"NR", SLOT_NUM(nr)}, {"KD", smelt__sb_str(&kd)}, {"RD", smelt__sb_str(&rd)}, {"RLAST", SLOT_NUM(rlast)},
         {"CHUNK", SLOT_NUM(SMELT_RED_CHUNK)}, {"W", SLOT_NUM(RED_W)}, {"PB", SLOT_NUM(RED_PROD_BLOCK)},
-        {"NSLOT", SLOT_NUM(ri.nslot ? ri.nslot : 1)}, {"NOPER", SLOT_NUM(noper)}, {"DEFS", smelt__sb_str(&defs)},
-        {"CACHE", SLOT_NUM(ri.cache_bytes)}, {"DEFER", SLOT_NUM(later >= 0 ? SMELT_ROWS_DEFER : -1)},
-        {"SETUP", smelt__sb_str(&setup)}, {"BODY", smelt__sb_str(&body)}, {"TAIL", smelt__sb_str(&tail)}};
+        {"NSLOT", SLOT_NUM(c.ri.nslot ? c.ri.nslot : 1)}, {"NOPER", SLOT_NUM(noper)}, {"DEFS", smelt__sb_str(&c.defs)},
+        {"CACHE", SLOT_NUM(c.ri.cache_bytes)}, {"DEFER", SLOT_NUM(c.later >= 0 ? SMELT_ROWS_DEFER : -1)},
+        {"SETUP", smelt__sb_str(&c.setup)}, {"BODY", smelt__sb_str(&c.body)}, {"TAIL", smelt__sb_str(&tail)}};
     if (!st)
         st = smelt__load_render(text, dl, "kernel_rows", sl, NSLOTS(sl), err);
-    smelt__sb_free(&pre), smelt__sb_free(&defs), smelt__sb_free(&setup), smelt__sb_free(&body);
-    smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&what), smelt__sb_free(&insz), smelt__sb_free(&tail);
+    smelt__sb_free(&c.pre), smelt__sb_free(&c.defs), smelt__sb_free(&c.setup), smelt__sb_free(&c.body);
+    smelt__sb_free(&kd), smelt__sb_free(&rd), smelt__sb_free(&c.what), smelt__sb_free(&insz), smelt__sb_free(&tail);
     smelt__sb_free(&gpf), smelt__sb_free(&gk);
-    free(mine);
-    smelt__rows_free(&ri);
+    free(c.mine);
+    smelt__rows_free(&c.ri);
     return st;
 }
