@@ -127,6 +127,22 @@ void smelt__red_prim_name(char *name, size_t n, const red_kind *k)
     snprintf(name, n, "smelt_blk_red_%s_%s_%s", smelt__ops[op].name, smelt__dtypes[k->in].name,
              smelt__dtypes[k->acc].name);
 }
+/* a loop over a run, twice: where the operand's stride is 1 (cond, its
+ * element x[0]) and where it is not (x[1]), so that the first vectorises */
+static void red_two_loops(smelt__sb *b, const smelt__dialect *dl, const red_kind *k, const char *ind, const char *cond,
+                          const char *loop, const char *acc, const char *acci, const char *const *x, const char *idx)
+{
+    for (int t = 0; t < 2; t++) {
+        if (t)
+            smelt__sb_printf(b, "%selse\n", ind);
+        else
+            smelt__sb_printf(b, "%sif (%s)\n", ind, cond);
+        smelt__sb_puts(b, loop);
+        red_step(b, dl, k, "                ", acc, acci, x[t], idx);
+        smelt__sb_puts(b, "            }\n");
+    }
+}
+
 
 /* The lanes of k, fn_row and fn_col (qual: their qualifiers).
  *   row: n elements x[i * args[0]] into the lanes acc[0..32), element i in
@@ -155,16 +171,8 @@ void smelt__red_lanes(smelt__sb *b, const smelt__dialect *dl, const red_kind *k,
     smelt__sb_printf(b, "    }\n    %s v[32];\n    int64_t vi[32];\n    for (int q = 0; q < 32; q++)\n"
                         "        v[q] = acc[q]%s;\n", A, k->arg ? ", vi[q] = acci[q]" : ", vi[q] = 0");
     red_fast_minmax(b, dl, k);
-    const char *loops[2][2] = {{"s == 1", "x[i + q]"}, {"s != 1", "x[(i + q) * s]"}};
-    for (int t = 0; t < 2; t++) {
-        if (t)
-            smelt__sb_puts(b, "    else\n");
-        else
-            smelt__sb_printf(b, "    if (%s)\n", loops[t][0]);
-        smelt__sb_puts(b, "        for (; i + 32 <= n; i += 32)\n            for (int q = 0; q < 32; q++) {\n");
-        red_step(b, dl, k, "                ", "v[q]", "vi[q]", loops[t][1], "r0 + i + q");
-        smelt__sb_puts(b, "            }\n");
-    }
+    red_two_loops(b, dl, k, "    ", "s == 1", "        for (; i + 32 <= n; i += 32)\n            for (int q = 0; q < 32; q++) {\n",
+                  "v[q]", "vi[q]", (const char *[]){"x[i + q]", "x[(i + q) * s]"}, "r0 + i + q");
     smelt__sb_puts(b, "    for (int q = 0; i < n; i++, q++) {\n");
     red_step(b, dl, k, "        ", "v[q]", "vi[q]", "x[i * s]", "r0 + i");
     smelt__sb_printf(b, "    }\n    for (int q = 0; q < 32; q++)\n        acc[q] = v[q]%s;\n}\n",
@@ -192,16 +200,8 @@ void smelt__red_lanes(smelt__sb *b, const smelt__dialect *dl, const red_kind *k,
                         "                __builtin_prefetch(row + %d * sr + w, 0, 3);\n"
                         "#endif\n",
                      RED_COL_AHEAD, 64 / (int)smelt__dtypes[k->in].size, RED_COL_AHEAD);
-    const char *cols[2][2] = {{"sw == 1", "row[w]"}, {"sw != 1", "row[w * sw]"}};
-    for (int t = 0; t < 2; t++) {
-        if (t)
-            smelt__sb_puts(b, "        else\n");
-        else
-            smelt__sb_printf(b, "        if (%s)\n", cols[t][0]);
-        smelt__sb_puts(b, "            for (int64_t w = 0; w < nw; w++) {\n");
-        red_step(b, dl, k, "                ", "a[w]", "ai[w]", cols[t][1], "r0 + i");
-        smelt__sb_puts(b, "            }\n");
-    }
+    red_two_loops(b, dl, k, "        ", "sw == 1", "            for (int64_t w = 0; w < nw; w++) {\n", "a[w]", "ai[w]",
+                  (const char *[]){"row[w]", "row[w * sw]"}, "r0 + i");
     smelt__sb_puts(b, "    }\n}\n");
 }
 
