@@ -99,7 +99,7 @@ static void chain_task(void *arg, int64_t t)
             smelt__mm_tile(c->j0, b, tile, sub0);
         for (int o = 0; o < c->rc.n; o++) { /* the matrix b of every other operand */
             int64_t off = 0, q = b;
-            for (int d = c->nb - 1; d >= 0; d--) {
+            for (int d = c->nb - 1; d >= 0 && o != c->o0 && o != c->o1; d--) {
                 off += q % c->bshape[d] * c->bst[o][d];
                 q /= c->bshape[d];
             }
@@ -164,7 +164,7 @@ static int chain_setup(smelt_plan *p, runstate *rs, int ki, int v0, int v1, chai
     c->nb = nb;
     c->bshape = A->shape;
     c->tasks = SMELT_MIN((int64_t)threads, c->mats);
-    c->per = 2 * c->mat + ((c->rc.slot + 63) & ~(size_t)63);
+    c->per = 2 * c->mat + c->rc.slot; /* (each a multiple of 64 bytes) */
     smelt__pkernel *k0 = &p->kern[ki];
     size_t bytes = c->per * (size_t)c->tasks;
     if (k0->scratch_bytes < bytes) {
