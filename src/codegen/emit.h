@@ -73,6 +73,13 @@ typedef struct warp_text {
  * 0.18 with 128 (32 KiB of f64 accumulators: L1), as fast as a row sum
  * (AMD EPYC Zen 5, CC tier). */
 #define RED_W 128
+/* How far ahead (bytes) the row form fetches a run read at stride 1.  The
+ * hardware's prefetch alone kept a 4096 x 4096 f32 row sum with f64
+ * accumulators at 7-8 GB/s on one core and 18-34 on two, where f32
+ * accumulators (fewer instructions per line) read 12-17 and 39-41; fetching
+ * 4 KiB ahead gave 10-14 and 36-39 (Intel Xeon 2-core VM, 2026-11-29;
+ * 1 KiB: 8.5, 2 KiB and 16 KiB: as 4 KiB). */
+#define RED_ROW_AHEAD 4096
 
 /* ---- reductions -----------------------------------------------------------
  * One kernel per reduction, with its producers in its element loop (input
