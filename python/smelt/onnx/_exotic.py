@@ -118,7 +118,7 @@ def _f32(v):
 
 def _negative(x):
     """x < 0, -0.0 and -inf included (1 / -0.0 is -inf); False for NaN"""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):
         return np.logical_or(x < _f32(0), np.reciprocal(x) < _f32(0))
 
 
@@ -167,7 +167,10 @@ def f8_to_float(bits, t, dt=np.float32):
 def float_to_f8(x, t, saturate=True):
     """float32 x as float8 kind t's bits (uint8), ONNX 1.17's Cast: round to
     nearest even; beyond the largest finite value (after rounding) and at
-    +-inf, the largest finite value (saturate) or inf / NaN; NaN gives NaN.
+    +-inf, the largest finite value (saturate) or inf / NaN; NaN gives NaN
+    (positive: a NaN's sign is not read).  Unsaturated, two ranges follow
+    onnx 1.17's reference and onnxruntime 1.20.1 rather than the operator's
+    table: e4m3fn [480, 496) gives 448, e5m2 [61440, 65536) NaN.
     Every step is exact in float32: a binade by comparisons with powers of
     two, its quantum, the magnitude / quantum rounded half to even, the bits
     as small integers."""
@@ -190,6 +193,12 @@ def float_to_f8(x, t, saturate=True):
     else:
         big = _f32(infb if infb is not None else nanb)
     mag = np.where(over, big, mag)
+    if not saturate and t == FLOAT8E4M3FN:
+        # onnx 1.17's reference (and onnxruntime 1.20.1) give 448, not NaN, from 480 (exclusive of 496 and up)
+        mag = np.where(np.logical_and(a >= _f32(480), a < _f32(496)), _f32(maxb), mag)
+    if not saturate and t == FLOAT8E5M2:
+        # ... and NaN (with x's sign), not inf, from 61440 (rounded up past 57344) below 65536
+        mag = np.where(np.logical_and(a >= _f32(61440), a < _f32(65536)), _f32(nanb), mag)
     neg = _negative(x)
     if uz:
         # no negative zero; NaN (and, unsaturated, overflow) is 0x80 without a sign
@@ -464,22 +473,18 @@ def _u64_node(op, A, fn):
 
 
 def _pow_u64_exponent(c, ins, A):
-    """a float base to a uint64 exponent: the exponent as float64 (one
-    rounding: exact below 2^53; above, every float64 is an even integer, so
-    an odd exponent is taken as 2^53 - 1 or the largest float64 below it...
-    ), the power in float64 as NumPy computes float32 ** uint64"""
+    """a float32 / float16 base to a uint64 exponent, in float64 as NumPy
+    computes float32 ** uint64: the exponent is exact in float64 below 2^53;
+    from 2^53 a float32 base other than +-1 gives 0 or inf at any such
+    exponent, and +-1 its sign by the exponent's parity, which the float64
+    would lose: those exponents are taken as 2^53 - 1 (odd) or 2^53 (even)"""
     from ._convert import astype
     a, b = ins
     e = u64_to_f64(b)
-    # exponents >= 2^53: |a| != 1 gives 0 or inf whatever the exponent, |a| == 1 gives +-1 by its parity,
-    # which the float64 has lost: take 2^53 - 1 (odd) or 2^53 (even), exact in float64
     huge = u64_shift_right(b, np.int64(53)) != np.int64(0)
     odd = np.bitwise_and(b, np.int64(1)) != np.int64(0)
     e = np.where(huge, np.where(odd, np.float64(2.0 ** 53 - 1), np.float64(2.0 ** 53)), e)
-    dt = np.dtype(a.dtype)
-    if dt.kind != "f":
-        raise _unsupported("Pow of a non-float base to a uint64 exponent")
-    return astype(np.power(astype(a, np.float64), e), dt)
+    return astype(np.power(astype(a, np.float64), e), np.dtype(a.dtype))
 
 
 def hook(label, node, attrs, elem, fn):
@@ -514,7 +519,11 @@ def hook(label, node, attrs, elem, fn):
         return _moves(fn, ts_out)
     if all(t == UINT64 for t in carried):
         if op == "Pow" and ts_in[1] == UINT64 and ts_in[0] != UINT64:
-            return _pow_u64_exponent
+            if ts_in[0] in (1, 10):  # FLOAT, FLOAT16
+                return _pow_u64_exponent
+            raise _unsupported("%s: Pow of a %s base to a uint64 exponent is not supported (exact for float32 "
+                               "and float16 bases only: a float64 base near 1 needs every bit of an exponent "
+                               "from 2^53)" % (label, "float64" if ts_in[0] == 11 else _name(ts_in[0] or 0)))
         if op in _UINT64_SAME or op in ("Max", "Min", "BitShift", "Mod", "Less", "Greater", "LessOrEqual",
                                         "GreaterOrEqual"):
             return _u64_node(op, attrs, fn)
