@@ -24,8 +24,8 @@ from . import _exotic
 
 # ---- dtypes ------------------------------------------------------------------------------------------
 # ONNX element types smelt has (TensorProto.DataType): FLOAT, UINT8, INT32,
-# INT64, BOOL, FLOAT16, DOUBLE.  bfloat16 and the float8 / int4 types are
-# stored by the onnx package as other NumPy dtypes: refused.
+# INT64, BOOL, FLOAT16, DOUBLE.  bfloat16, float8, int4/uint4 and uint64 are
+# carried in smelt dtypes by _exotic (hooked into the conversion of each node).
 _SMELT_ELEM = {1, 2, 6, 7, 9, 10, 11}
 # Narrow integers smelt lacks (int8, int16, uint16, uint32), carried in int64: every value of such a type is
 # wrapped to its range (two's complement) after the node that makes it, so + - * shifts and casts wrap as
