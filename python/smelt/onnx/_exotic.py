@@ -283,7 +283,7 @@ def to_int4(x, t):
 
 
 # ---- uint64 in int64 ------------------------------------------------------------------------------------
-# (0-d arrays: a NumPy int64 scalar becomes a smelt constant through a double, which 2^63 - 1 is not)
+# (0-d arrays: captured with every bit, whatever the tracer makes of NumPy scalars)
 _SIGN = np.array(-2 ** 63, np.int64)
 _LOW32 = np.array(0xFFFFFFFF, np.int64)
 _MAX63 = np.array(2 ** 63 - 1, np.int64)
