@@ -845,6 +845,23 @@ def t_float8_to_float():
             (got,) = smelt.onnx.load(cast_model(t, dst, 256))(bits.view(dts[t]))
             same_bits_or_nan(got, ref.astype(npdt))
         assert int(np.isnan(ref).sum()) == {TensorProto.FLOAT8E4M3FN: 2, TensorProto.FLOAT8E5M2: 6}.get(t, 1)
+    # data movement on the bits: Transpose, Concat with an initializer and a Constant, Gather, then a Cast
+    t = TensorProto.FLOAT8E5M2
+    xb = rng.integers(0, 256, (3, 4)).astype(np.uint8)
+    cb = rng.integers(0, 256, (4, 2)).astype(np.uint8)
+    kb = rng.integers(0, 256, (4, 1)).astype(np.uint8)
+    m = model([helper.make_node("Transpose", ["x"], ["xt"]),
+               helper.make_node("Constant", [], ["k"], value=helper.make_tensor("kv", t, [4, 1], kb.tobytes(), raw=True)),
+               helper.make_node("Concat", ["xt", "c", "k"], ["xc"], axis=1),
+               helper.make_node("Gather", ["xc", "i"], ["xg"], axis=0),
+               helper.make_node("Cast", ["xg"], ["y"], to=TensorProto.FLOAT)],
+              [helper.make_tensor_value_info("x", t, [3, 4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                           [2, 6]),
+                                                                  ],
+              [helper.make_tensor("c", t, [4, 2], cb.tobytes(), raw=True),  # (the bits; a list would be values)
+               numpy_helper.from_array(np.array([3, 1], np.int64), "i")], opset=19)
+    (got,) = smelt.onnx.load(m)(xb.view(dts[t]))
+    same_bits_or_nan(got, f8_ref_to_float(t, np.concatenate([xb.T, cb, kb], axis=1)[[3, 1]]))
 
 
 def f32_specials_and_random(n):
@@ -936,6 +953,17 @@ def t_int4_and_quantization():
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])], [sc_, z], opset=21)
         (ref_y,) = ReferenceEvaluator(md).run(None, {"q": got})
         np.testing.assert_array_equal(smelt.onnx.load(md)(got)[0], ref_y)
+    # output_dtype instead of a zero point; float8 unsaturated
+    for t, sat in ((TensorProto.INT4, 1), (TensorProto.UINT4, 1), (TensorProto.FLOAT8E5M2FNUZ, 0),
+                   (TensorProto.FLOAT8E4M3FN, 0)):
+        mq = model([helper.make_node("QuantizeLinear", ["x", "s"], ["q"], output_dtype=t, saturate=sat)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+                   [helper.make_tensor_value_info("q", t, [4, 6])],
+                   [numpy_helper.from_array(np.float32(0.3), "s")], opset=21)
+        (ref,) = ReferenceEvaluator(mq).run(None, {"x": xq * 100})
+        (got,) = smelt.onnx.load(mq)(xq * 100)
+        base = np.int8 if t == TensorProto.INT4 else np.uint8
+        assert np.array_equal(got.view(base), ref.view(base)), (t, got.view(base), ref.view(base))
 
 
 def t_uint64():
