@@ -851,13 +851,13 @@ def t_float8_to_float():
     cb = rng.integers(0, 256, (4, 2)).astype(np.uint8)
     kb = rng.integers(0, 256, (4, 1)).astype(np.uint8)
     m = model([helper.make_node("Transpose", ["x"], ["xt"]),
-               helper.make_node("Constant", [], ["k"], value=helper.make_tensor("kv", t, [4, 1], kb.tobytes(), raw=True)),
+               helper.make_node("Constant", [], ["k"],
+                                value=helper.make_tensor("kv", t, [4, 1], kb.tobytes(), raw=True)),
                helper.make_node("Concat", ["xt", "c", "k"], ["xc"], axis=1),
                helper.make_node("Gather", ["xc", "i"], ["xg"], axis=0),
                helper.make_node("Cast", ["xg"], ["y"], to=TensorProto.FLOAT)],
-              [helper.make_tensor_value_info("x", t, [3, 4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
-                                                                                           [2, 6]),
-                                                                  ],
+              [helper.make_tensor_value_info("x", t, [3, 4])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])],
               [helper.make_tensor("c", t, [4, 2], cb.tobytes(), raw=True),  # (the bits; a list would be values)
                numpy_helper.from_array(np.array([3, 1], np.int64), "i")], opset=19)
     (got,) = smelt.onnx.load(m)(xb.view(dts[t]))
@@ -1013,7 +1013,8 @@ def t_uint64():
     ex = np.array([2 ** 63 + 1, 2 ** 64 - 2, 2 ** 60, 2 ** 60, 2 ** 63 + 3, 3, 2 ** 63 + 1, 20], np.uint64)
     m = model([helper.make_node("Pow", ["x", "e"], ["y"])],
               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8]),
-               helper.make_tensor_value_info("e", U, [8])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])])
+               helper.make_tensor_value_info("e", U, [8])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])])
     (y,) = smelt.onnx.load(m)(base, ex)
     np.testing.assert_array_equal(y, np.array([-1, 1, np.inf, 0, -np.inf, 0.125, -0.0, 3486784401], np.float32))
     assert np.signbit(y[6])

@@ -1930,7 +1930,8 @@ def _q_param(v, x, axis, block):
 
 def _check_quant(node, A, opset):
     if "output_dtype" in A and A["output_dtype"] not in (2, 3, 4, 5) + _exotic.FLOAT8 + _exotic.INT4S:
-        return "output_dtype %s (uint8, int8, uint16, int16, int4, uint4, float8 are)" % _dtype_name(A["output_dtype"])
+        return "output_dtype %s (uint8, int8, uint16, int16, int4, uint4, float8 are)" % \
+            _dtype_name(A["output_dtype"])
     return None
 
 

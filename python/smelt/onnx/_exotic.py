@@ -17,8 +17,9 @@
 - uint64: its 64 bits in int64.  + - * wrap as uint64 (smelt's integer
   arithmetic is modular), bitwise operators are the same bits, a right
   shift is made logical, comparisons, Max and Min flip the sign bit, Mod is
-  computed from int64 operations that never overflow, a float exponent of
-  Pow is converted exactly; other operators on uint64 are refused at load.
+  computed from int64 operations that never overflow, a uint64 exponent of
+  Pow (float32 / float16 base) is exact, a cast to a float rounds once;
+  other operators on uint64 are refused at load.
 
 Only casts, quantization and data movement (Reshape, Transpose, Gather,
 Concat, Slice, Where, ...) take float8, bfloat16 and int4 values; any other
@@ -494,8 +495,6 @@ def hook(label, node, attrs, elem, fn):
     ts_in = [elem.get(n) if n else None for n in node.input]
     ts_out = [elem.get(n) if n else None for n in node.output]
     carried = [t for t in ts_in + ts_out if t in CARRIED]
-    if op == "CastLike" and len(ts_in) > 1 and ts_in[1] in CARRIED and ts_in[0] not in CARRIED:
-        carried = [ts_in[1]]
     if not carried:
         return None
     for o, t in zip(node.output, ts_out):
@@ -544,9 +543,9 @@ def _moves(fn, ts_out):
         one = not isinstance(r, (list, tuple))
         rs = [r] if one else list(r)
         for i, (v, t) in enumerate(zip(rs, ts_out)):
-            if t in CARRIED and v is not None and not is_traced(v) and np.dtype(v.dtype) != carrier(t):
-                rs[i] = to_carrier(np.asarray(v), t)
-            elif t in CARRIED and v is not None and not is_traced(v) and np.asarray(v).dtype.fields:
-                rs[i] = to_carrier(np.asarray(v), t)
+            if t in CARRIED and v is not None and not is_traced(v):
+                v = np.asarray(v)
+                if v.dtype.fields or v.dtype != carrier(t):  # (onnx's custom dtypes compare equal to uint8)
+                    rs[i] = to_carrier(v, t)
         return rs[0] if one else rs
     return f
