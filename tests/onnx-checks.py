@@ -221,10 +221,10 @@ def t_unsupported_attr():
               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 6, 6])],
               [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s")], opset=13)
     refused(m, "area0", "Resize", "mode='area'")
-    m2 = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)],
+    m2 = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.STRING)],
                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-               [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])])
-    refused(m2, "bfloat16", what="no error at load for a cast to bfloat16")
+               [helper.make_tensor_value_info("y", TensorProto.STRING, [3])])
+    refused(m2, "string", what="no error at load for a cast to string")
 
 
 def t_backend():
@@ -790,6 +790,252 @@ def t_narrow_integers():
               [helper.make_tensor_value_info("y", TensorProto.UINT32, [3])])
     refused(m, "uint32", what="no error at load for a uint32 product")
 
+
+
+# ---- types smelt has no dtype for, carried (python/smelt/onnx/_exotic.py): float8, bfloat16, int4, uint64
+F8_KINDS = (TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2, TensorProto.FLOAT8E5M2FNUZ)
+
+
+def cast_model(src, dst, n, **attrs):
+    """Cast x (src, [n]) to dst; and the same cast of a constant x (folded
+    by NumPy at load) as a second output"""
+    return model([helper.make_node("Cast", ["x"], ["y"], to=dst, **attrs)],
+                 [helper.make_tensor_value_info("x", src, [n])], [helper.make_tensor_value_info("y", dst, [n])],
+                 opset=19)
+
+
+def f8_ref_to_float(t, bits):
+    from onnx.numpy_helper import float8e4m3_to_float32, float8e5m2_to_float32
+    return {TensorProto.FLOAT8E4M3FN: lambda b: float8e4m3_to_float32(b),
+            TensorProto.FLOAT8E4M3FNUZ: lambda b: float8e4m3_to_float32(b, uz=True),
+            TensorProto.FLOAT8E5M2: lambda b: float8e5m2_to_float32(b),
+            TensorProto.FLOAT8E5M2FNUZ: lambda b: float8e5m2_to_float32(b, fn=True, uz=True)}[t](bits)
+
+
+def f8_ref_from_float(t, x, sat):
+    from onnx.helper import float32_to_float8e4m3 as e4, float32_to_float8e5m2 as e5
+    f = {TensorProto.FLOAT8E4M3FN: lambda v: e4(v, saturate=sat), TensorProto.FLOAT8E4M3FNUZ:
+         lambda v: e4(v, uz=True, saturate=sat), TensorProto.FLOAT8E5M2: lambda v: e5(v, saturate=sat),
+         TensorProto.FLOAT8E5M2FNUZ: lambda v: e5(v, fn=True, uz=True, saturate=sat)}[t]
+    return np.array([f(float(v)) for v in x], np.uint8)
+
+
+def same_bits_or_nan(got, ref):
+    """float arrays equal bit for bit, NaN for NaN (a NaN's sign and payload
+    aside)"""
+    assert got.dtype == ref.dtype, (got.dtype, ref.dtype)
+    nan = np.isnan(ref)
+    assert np.array_equal(np.isnan(got), nan), np.nonzero(np.isnan(got) != nan)
+    g, r = got[~nan], ref[~nan]
+    bad = np.nonzero(g.view(np.uint8 if g.itemsize == 1 else np.uint16 if g.itemsize == 2 else np.uint32) !=
+                     r.view(np.uint8 if r.itemsize == 1 else np.uint16 if r.itemsize == 2 else np.uint32))[0]
+    assert bad.size == 0, "%d differ, first %r: %r != %r" % (bad.size, bad[:4], g[bad[:4]], r[bad[:4]])
+
+
+def t_float8_to_float():
+    """every one of the 256 bit patterns of each float8 kind to float32 and
+    float16, against onnx's reference conversion"""
+    from onnx import _custom_element_types as cet
+    dts = {TensorProto.FLOAT8E4M3FN: cet.float8e4m3fn, TensorProto.FLOAT8E4M3FNUZ: cet.float8e4m3fnuz,
+           TensorProto.FLOAT8E5M2: cet.float8e5m2, TensorProto.FLOAT8E5M2FNUZ: cet.float8e5m2fnuz}
+    bits = np.arange(256, dtype=np.uint8)
+    for t in F8_KINDS:
+        ref = f8_ref_to_float(t, bits)
+        for dst, npdt in ((TensorProto.FLOAT, np.float32), (TensorProto.FLOAT16, np.float16)):
+            (got,) = smelt.onnx.load(cast_model(t, dst, 256))(bits.view(dts[t]))
+            same_bits_or_nan(got, ref.astype(npdt))
+        assert int(np.isnan(ref).sum()) == {TensorProto.FLOAT8E4M3FN: 2, TensorProto.FLOAT8E5M2: 6}.get(t, 1)
+    # data movement on the bits: Transpose, Concat with an initializer and a Constant, Gather, then a Cast
+    t = TensorProto.FLOAT8E5M2
+    xb = rng.integers(0, 256, (3, 4)).astype(np.uint8)
+    cb = rng.integers(0, 256, (4, 2)).astype(np.uint8)
+    kb = rng.integers(0, 256, (4, 1)).astype(np.uint8)
+    m = model([helper.make_node("Transpose", ["x"], ["xt"]),
+               helper.make_node("Constant", [], ["k"],
+                                value=helper.make_tensor("kv", t, [4, 1], kb.tobytes(), raw=True)),
+               helper.make_node("Concat", ["xt", "c", "k"], ["xc"], axis=1),
+               helper.make_node("Gather", ["xc", "i"], ["xg"], axis=0),
+               helper.make_node("Cast", ["xg"], ["y"], to=TensorProto.FLOAT)],
+              [helper.make_tensor_value_info("x", t, [3, 4])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])],
+              [helper.make_tensor("c", t, [4, 2], cb.tobytes(), raw=True),  # (the bits; a list would be values)
+               numpy_helper.from_array(np.array([3, 1], np.int64), "i")], opset=19)
+    (got,) = smelt.onnx.load(m)(xb.view(dts[t]))
+    same_bits_or_nan(got, f8_ref_to_float(t, np.concatenate([xb.T, cb, kb], axis=1)[[3, 1]]))
+
+
+def f32_specials_and_random(n):
+    """random float32 of every magnitude and sign, ties and near-ties of
+    float8 and bfloat16 (few low bits set), subnormals, +-0, +-inf, NaN"""
+    bits = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
+    bits[: n // 4] &= np.uint32(0xFFF80000)             # ties and exact values of float8 (and bf16)
+    bits[n // 4: n // 2] &= np.uint32(0xFFFF8000)       # bf16 ties
+    bits[n // 2: n // 2 + 64] |= np.uint32(1)           # just above a tie
+    x = bits.view(np.float32).copy()
+    x[n // 2 + 64: 3 * n // 4] = (rng.standard_normal(n // 4 - 64) * 10.0 ** rng.integers(-12, 6, n // 4 - 64)) \
+        .astype(np.float32)
+    sp = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 2.0 ** -10, 2.0 ** -17, 448, 464, 465, 480,
+                   495.9, 496, 240, 57344, 61439, 61440, 65536, 3.4e38, -3.4e38, 2.0 ** -126, 2.0 ** -133,
+                   3 * 2.0 ** -134, 1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8], np.float32)
+    x[-len(sp):] = sp
+    return np.where(np.isnan(x), np.float32(np.nan), x)  # (a NaN's sign is not read: positive NaNs only)
+
+
+def t_float_to_float8():
+    """float32 (random, ties, subnormals, overflow, +-inf, NaN) and float16
+    to each float8 kind, saturate 1 and 0, against onnx's reference (every
+    output bit), traced and folded at load alike"""
+    x = f32_specials_and_random(4096)
+    with np.errstate(all="ignore"):
+        h = x.astype(np.float16)
+    for t in F8_KINDS:
+        for sat in (1, 0):
+            for src, v in ((TensorProto.FLOAT, x), (TensorProto.FLOAT16, h)):
+                ref = f8_ref_from_float(t, v.astype(np.float32), bool(sat))
+                (got,) = smelt.onnx.load(cast_model(src, t, len(v), saturate=sat))(v)
+                bad = np.nonzero(got.view(np.uint8) != ref)[0]
+                assert bad.size == 0, (t, sat, v[bad[:4]], got.view(np.uint8)[bad[:4]], ref[bad[:4]])
+            # folded: the cast of an initializer, computed by NumPy at load with the same code
+            m = model([helper.make_node("Cast", ["c"], ["y"], to=t, saturate=sat)], [],
+                      [helper.make_tensor_value_info("y", t, [64])], [numpy_helper.from_array(x[-64:], "c")],
+                      opset=19)
+            (got,) = smelt.onnx.load(m)()
+            assert np.array_equal(got.view(np.uint8), f8_ref_from_float(t, x[-64:], bool(sat))), (t, sat)
+
+
+def t_bfloat16():
+    """bfloat16 to float32: every one of the 65536 patterns (the reference:
+    the bits shifted up); float32 to bfloat16: round to nearest even (onnx's
+    float32_to_bfloat16 without truncation), NaN 0x7FC0, on random values,
+    ties, subnormals and specials"""
+    from onnx import _custom_element_types as cet
+    from onnx.helper import float32_to_bfloat16
+    bits = np.arange(65536, dtype=np.uint32)
+    ref = (bits << 16).view(np.float32)
+    (got,) = smelt.onnx.load(cast_model(TensorProto.BFLOAT16, TensorProto.FLOAT, 65536))(
+        bits.astype(np.uint16).view(cet.bfloat16))
+    same_bits_or_nan(got, ref)
+    x = f32_specials_and_random(8192)
+    (got,) = smelt.onnx.load(cast_model(TensorProto.FLOAT, TensorProto.BFLOAT16, len(x)))(x)
+    assert got.dtype == cet.bfloat16 and got.dtype.descr[0][0] == "bfloat16"
+    ref = np.array([float32_to_bfloat16(float(v)) for v in x], np.uint16)
+    bad = np.nonzero(got.view(np.uint16) != ref)[0]
+    assert bad.size == 0, (x[bad[:4]], got.view(np.uint16)[bad[:4]], ref[bad[:4]])
+
+
+def t_int4_and_quantization():
+    """casts to int4 / uint4 clip then round half to even (onnx 1.17's
+    reference); QuantizeLinear to int4, uint4 and float8 and back, against
+    the reference"""
+    from onnx import _custom_element_types as cet
+    x = np.concatenate([f32(200) * 6, np.arange(-10, 10.5, 0.5, dtype=np.float32)])
+    for t, dt, lo, hi in ((TensorProto.INT4, cet.int4, -8, 7), (TensorProto.UINT4, cet.uint4, 0, 15)):
+        (got,) = smelt.onnx.load(cast_model(TensorProto.FLOAT, t, len(x)))(x)
+        assert got.dtype == dt and got.dtype.descr[0][0] == dt.descr[0][0]
+        np.testing.assert_array_equal(got.view(dt.base), np.rint(np.clip(x, lo, hi)))
+        back = smelt.onnx.load(cast_model(t, TensorProto.FLOAT, len(x)))(got)[0]
+        np.testing.assert_array_equal(back, np.rint(np.clip(x, lo, hi)))
+    from onnx.reference import ReferenceEvaluator
+    xq = f32(4, 6) * 40
+    for t, zp in ((TensorProto.INT4, -2), (TensorProto.UINT4, 3), (TensorProto.FLOAT8E4M3FN, 0),
+                  (TensorProto.FLOAT8E5M2, 0)):
+        z = helper.make_tensor("z", t, [], [zp])
+        sc_ = numpy_helper.from_array(np.float32(1.7), "s")
+        mq = model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+                   [helper.make_tensor_value_info("q", t, [4, 6])], [sc_, z], opset=21)
+        (ref,) = ReferenceEvaluator(mq).run(None, {"x": xq})  # (int4 comes back as plain int8 / uint8)
+        (got,) = smelt.onnx.load(mq)(xq)
+        base = np.int8 if t == TensorProto.INT4 else np.uint8
+        assert np.array_equal(got.view(base), ref.view(base)), (t, got.view(base), ref.view(base))
+        md = model([helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+                   [helper.make_tensor_value_info("q", t, [4, 6])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])], [sc_, z], opset=21)
+        (ref_y,) = ReferenceEvaluator(md).run(None, {"q": got})
+        np.testing.assert_array_equal(smelt.onnx.load(md)(got)[0], ref_y)
+    # output_dtype instead of a zero point; float8 unsaturated
+    for t, sat in ((TensorProto.INT4, 1), (TensorProto.UINT4, 1), (TensorProto.FLOAT8E5M2FNUZ, 0),
+                   (TensorProto.FLOAT8E4M3FN, 0)):
+        mq = model([helper.make_node("QuantizeLinear", ["x", "s"], ["q"], output_dtype=t, saturate=sat)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+                   [helper.make_tensor_value_info("q", t, [4, 6])],
+                   [numpy_helper.from_array(np.float32(0.3), "s")], opset=21)
+        (ref,) = ReferenceEvaluator(mq).run(None, {"x": xq * 100})
+        (got,) = smelt.onnx.load(mq)(xq * 100)
+        base = np.int8 if t == TensorProto.INT4 else np.uint8
+        assert np.array_equal(got.view(base), ref.view(base)), (t, got.view(base), ref.view(base))
+
+
+def t_uint64():
+    """uint64 carried in int64: Max, Min, shifts, bitwise operators, Mod,
+    comparisons, + - * on values from 2^63 up, against NumPy's uint64;
+    Pow's uint64 exponent; casts to and from float"""
+    n = 64
+    big = rng.integers(0, 2 ** 64, n, dtype=np.uint64)
+    a = np.concatenate([big[:n // 2] | np.uint64(2 ** 63), big[n // 2:] >> np.uint64(40),
+                        np.array([0, 1, 2 ** 63, 2 ** 64 - 1, 2 ** 63 - 1, 7], np.uint64)])
+    b = np.concatenate([big[::-1][:n // 2] >> np.uint64(rng.integers(0, 64)), big[:n // 2] | np.uint64(2 ** 63),
+                        np.array([2 ** 64 - 1, 2 ** 63, 1, 3, 0, 2 ** 63 + 5], np.uint64)])
+    s = rng.integers(0, 70, len(a)).astype(np.uint64)
+    s[:3] = [0, 63, 2 ** 63]
+    U = TensorProto.UINT64
+    ops = {"mx": ("Max", {}, np.maximum(a, b)), "mn": ("Min", {}, np.minimum(a, b)),
+           "an": ("BitwiseAnd", {}, a & b), "or": ("BitwiseOr", {}, a | b), "xo": ("BitwiseXor", {}, a ^ b),
+           "md": None, "ad": ("Add", {}, a + b), "sb": ("Sub", {}, a - b),
+           "mu": ("Mul", {}, a * b), "lt": ("Less", {}, a < b), "ge": ("GreaterOrEqual", {}, a >= b),
+           "eq": ("Equal", {}, a == b)}
+    with np.errstate(all="ignore"):
+        shl = np.where(s < 64, a << np.minimum(s, np.uint64(63)), np.uint64(0))
+        shr = np.where(s < 64, a >> np.minimum(s, np.uint64(63)), np.uint64(0))
+        ops["md"] = ("Mod", {}, np.where(b == 0, np.uint64(0), np.mod(a, np.where(b == 0, np.uint64(1), b))))
+    nodes = [helper.make_node(o, ["a", "b"], [k], **at) for k, (o, at, _) in ops.items()]
+    nodes += [helper.make_node("BitShift", ["a", "s"], ["sl"], direction="LEFT"),
+              helper.make_node("BitShift", ["a", "s"], ["sr"], direction="RIGHT"),
+              helper.make_node("Cast", ["a"], ["f64"], to=TensorProto.DOUBLE),
+              helper.make_node("Cast", ["a"], ["f32"], to=TensorProto.FLOAT),
+              helper.make_node("Cast", ["f64"], ["back"], to=U)]  # (2^64 - 1 becomes 2^64: out of range, as NumPy's)
+    outs = {k: r for k, (_, _, r) in ops.items()}
+    with np.errstate(all="ignore"):
+        outs.update(sl=shl, sr=shr, f64=a.astype(np.float64), f32=a.astype(np.float32),
+                    back=a.astype(np.float64).astype(np.uint64))
+    m = model(nodes, [helper.make_tensor_value_info(k, U, [len(a)]) for k in "abs"],
+              [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), [len(a)])
+               for k, v in outs.items()], opset=18)
+    got = smelt.onnx.load(m)(a, b, s)
+    for (k, ref), g in zip(outs.items(), got):
+        assert g.dtype == ref.dtype, (k, g.dtype, ref.dtype)
+        if k == "back":
+            g, ref = g[a < np.uint64(2 ** 64 - 1024)], ref[a < np.uint64(2 ** 64 - 1024)]
+        np.testing.assert_array_equal(g, ref, err_msg=k)
+    # Pow of float32 to a uint64 exponent: NumPy's (through float64) where the exponent is exact there; from
+    # 2^53 the parity decides the sign of a negative base (NumPy's rounded float64 exponent loses it)
+    base = np.array([-1, -1, 1.0000001, 0.9999999, -2, 0.5, -0.0, 3], np.float32)
+    ex = np.array([2 ** 63 + 1, 2 ** 64 - 2, 2 ** 60, 2 ** 60, 2 ** 63 + 3, 3, 2 ** 63 + 1, 20], np.uint64)
+    m = model([helper.make_node("Pow", ["x", "e"], ["y"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8]),
+               helper.make_tensor_value_info("e", U, [8])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])])
+    (y,) = smelt.onnx.load(m)(base, ex)
+    np.testing.assert_array_equal(y, np.array([-1, 1, np.inf, 0, -np.inf, 0.125, -0.0, 3486784401], np.float32))
+    assert np.signbit(y[6])
+
+
+def t_carried_types_refused():
+    """operators that would compute on a carried type's bits are refused at
+    load, naming the operator and the type"""
+    m = model([helper.make_node("Add", ["a", "a"], ["y"], name="sum8")],
+              [helper.make_tensor_value_info("a", TensorProto.FLOAT8E4M3FN, [3])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FN, [3])], opset=19)
+    refused(m, "sum8", "Add", "float8e4m3fn", what="no error at load for Add on float8")
+    m = model([helper.make_node("Div", ["a", "a"], ["y"], name="q64")],
+              [helper.make_tensor_value_info("a", TensorProto.UINT64, [3])],
+              [helper.make_tensor_value_info("y", TensorProto.UINT64, [3])])
+    refused(m, "q64", "Div", "uint64", what="no error at load for Div on uint64")
+    m = model([helper.make_node("Pow", ["x", "e"], ["y"], name="p64")],
+              [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3]),
+               helper.make_tensor_value_info("e", TensorProto.UINT64, [3])],
+              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3])])
+    refused(m, "p64", "Pow", "float64", what="no error at load for Pow of float64 to uint64")
 
 
 def t_training_optimizers():

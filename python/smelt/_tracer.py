@@ -198,6 +198,8 @@ def lift(x, tr):
         return tr.wrap(lib.smelt_scalar(tr.g, x), "scalar")
     if isinstance(x, np.generic):
         dt = D.to_smelt(x.dtype, "a NumPy scalar")
+        if isinstance(x, np.integer) and int(float(x)) != int(x):
+            return tr.capture(np.asarray(x))  # (an int64 beyond 2^53: a constant's double would round it)
         return tr.wrap(lib.smelt_const(tr.g, float(x), dt), "constant")
     if isinstance(x, complex):
         raise D.DtypeError(-4, "complex numbers are not supported by smelt%s" % _at())

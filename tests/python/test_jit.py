@@ -413,3 +413,16 @@ def test_attention_runs_as_a_batch_chain():
     s = qd @ kd.transpose(0, 1, 3, 2) * 0.25
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     np.testing.assert_allclose(got, (e / e.sum(axis=-1, keepdims=True)) @ vd, rtol=1e-5, atol=1e-6)
+
+
+def test_int64_scalars_beyond_2_53_keep_every_bit():
+    """a NumPy int64 scalar that a double cannot hold (2^63 - 1, 2^53 + 1)
+    is a constant of every bit, not its double's rounding"""
+    a = rng.integers(-2 ** 62, 2 ** 62, 16, dtype=np.int64)
+    a[:3] = [0, -1, -2 ** 63]
+
+    def f(a):
+        return np.bitwise_and(a, np.int64(2 ** 63 - 1)) + np.int64(2 ** 53 + 1), a ^ np.int64(-(2 ** 60) - 3)
+    got = smelt.jit(f)(a)
+    for g, r in zip(got, f(a)):
+        np.testing.assert_array_equal(g, r)

@@ -20,11 +20,12 @@ import smelt
 from .._lib import UnsupportedError
 from .._tracer import Tracer, current, lift, apply
 from .._jit import Function
+from . import _exotic
 
 # ---- dtypes ------------------------------------------------------------------------------------------
 # ONNX element types smelt has (TensorProto.DataType): FLOAT, UINT8, INT32,
-# INT64, BOOL, FLOAT16, DOUBLE.  bfloat16 and the float8 / int4 types are
-# stored by the onnx package as other NumPy dtypes: refused.
+# INT64, BOOL, FLOAT16, DOUBLE.  bfloat16, float8, int4/uint4 and uint64 are
+# carried in smelt dtypes by _exotic (hooked into the conversion of each node).
 _SMELT_ELEM = {1, 2, 6, 7, 9, 10, 11}
 # Narrow integers smelt lacks (int8, int16, uint16, uint32), carried in int64: every value of such a type is
 # wrapped to its range (two's complement) after the node that makes it, so + - * shifts and casts wrap as
@@ -48,6 +49,8 @@ def _np_dtype(elem_type):
     the narrow integers)"""
     if elem_type in _NARROW:
         return _CARRIER
+    if elem_type in _exotic.CARRIED:
+        return _exotic.carrier(elem_type)
     return _onnx_np_dtype(elem_type)
 
 
@@ -56,6 +59,8 @@ def _onnx_np_dtype(elem_type):
     from onnx import helper
     if elem_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
         return None
+    if elem_type in _exotic.CARRIED:
+        return _exotic.np_dtype(elem_type)
     try:
         return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception:
@@ -71,7 +76,7 @@ def _dtype_name(elem_type):
 
 
 def _supported_elem(elem_type):
-    return elem_type in _SMELT_ELEM or elem_type in _NARROW
+    return elem_type in _SMELT_ELEM or elem_type in _NARROW or elem_type in _exotic.CARRIED
 
 
 def _wrap(v, dt):
@@ -1924,8 +1929,9 @@ def _q_param(v, x, axis, block):
 
 
 def _check_quant(node, A, opset):
-    if "output_dtype" in A and A["output_dtype"] not in (2, 3, 4, 5):
-        return "output_dtype %s (uint8, int8, uint16, int16 are)" % _dtype_name(A["output_dtype"])
+    if "output_dtype" in A and A["output_dtype"] not in (2, 3, 4, 5) + _exotic.FLOAT8 + _exotic.INT4S:
+        return "output_dtype %s (uint8, int8, uint16, int16, int4, uint4, float8 are)" % \
+            _dtype_name(A["output_dtype"])
     return None
 
 
@@ -2748,6 +2754,8 @@ class OnnxFunction:
             a = numpy_helper.to_array(init)
             if init.data_type in _NARROW:
                 a = a.astype(_CARRIER)
+            elif init.data_type in _exotic.CARRIED:
+                a = _exotic.to_carrier(a, init.data_type)
             key = (a.dtype.str, a.shape, a.tobytes())
             self.consts[init.name] = seen.setdefault(key, a)
         for init in g.sparse_initializer:
@@ -2782,6 +2790,7 @@ class OnnxFunction:
         for init in g.initializer:
             elem[init.name] = init.data_type
         self.narrow = {n: _NARROW[e] for n, e in elem.items() if e in _NARROW}
+        self.exotic = {n: e for n, e in elem.items() if e in _exotic.CARRIED}  # carried as _exotic says
         self._elem = elem
         self.nodes = self._convert_nodes(g.node, "")
         self._ctx = _NodeCtx(self.opsets)
@@ -2920,8 +2929,9 @@ class OnnxFunction:
                 if a.name not in allowed:
                     raise UnsupportedOperator("%s: attribute %r is not supported" % (label, a.name))
                 if a.type == onnx.AttributeProto.GRAPH and node.op_type == "If":
-                    if self.narrow:
-                        raise UnsupportedOperator("%s: If in a model with narrow integers is not supported" % label)
+                    if self.narrow or self.exotic:
+                        raise UnsupportedOperator("%s: If in a model with narrow integers (or float8, bfloat16, int4, "
+                                                  "uint64) is not supported" % label)
                     for init in a.g.initializer:
                         if init.data_type and not _supported_elem(init.data_type):
                             raise UnsupportedOperator("%s: initializer %r of %s: dtype %s"
@@ -2955,6 +2965,8 @@ class OnnxFunction:
                     if o and o not in elem:
                         raise UnsupportedOperator("%s: output %r has no known type (a model with narrow integers "
                                                   "needs every value's type)" % (label, o))
+            if self.exotic:
+                fn = _exotic.hook(label, node, attrs, elem, fn) or fn
             nodes.append((label, fn, list(node.input), list(node.output), attrs))
         return nodes
 
@@ -2980,11 +2992,15 @@ class OnnxFunction:
                 raise TypeError("input %r is %s, the model wants %s" % (n, a.dtype, dt))
             if n in self.narrow:
                 args[i] = a.astype(_CARRIER)
+            elif n in self.exotic:
+                args[i] = _exotic.to_carrier(a, self.exotic[n])
         for i in self.static_inputs:
             args[i] = _Static(args[i])
         res = self._fn(*args)
         res = [np.empty(r[2], r[1]) if type(r) is tuple else r for r in res[:len(self.output_names)]]
-        return tuple(r.astype(self.narrow[n]) if n in self.narrow else r for r, n in zip(res, self.output_names))
+        return tuple(r.astype(self.narrow[n]) if n in self.narrow else
+                     _exotic.from_carrier(r, self.exotic[n]) if n in self.exotic else r
+                     for r, n in zip(res, self.output_names))
 
     def stats(self):
         return self._fn.stats()
