@@ -36,6 +36,33 @@ static void group_args(smelt__sb *b, const smelt__kdesc *d, int to)
     }
 }
 
+/* The main loop's step: j += C_GROUP and, with gcc or clang, each input
+ * read contiguously fetched RED_ROW_AHEAD bytes on while that is still in
+ * its row (bound: the row's end, past this call's: a reduction's producers
+ * are called a block at a time), a hint that keeps more lines in flight than the
+ * hardware's prefetch where a group does much work per line: a fused mean
+ * of squared differences of 16M f32 (the reduction's producer) took
+ * 0.73-0.83x the time on 1 and 2 cores, an add the same (Intel Xeon
+ * 2-core VM, 2026-11-29) */
+static void c_step(const smelt__kdesc *d, const char *bound, smelt__sb *out)
+{
+    bool any = false;
+    for (int k = 0; k < d->n_in; k++)
+        any = any || d->mode[k] == SMELT_MODE_CONTIG;
+    if (!any) {
+        smelt__sb_printf(out, "j += %d", C_GROUP);
+        return;
+    }
+    smelt__sb_printf(out, "j += %d\n#if defined(__GNUC__) && !defined(__TINYC__) && !defined(__CUDACC__)\n", C_GROUP);
+    for (int k = 0; k < d->n_in; k++)
+        if (d->mode[k] == SMELT_MODE_CONTIG) {
+            int size = (int)smelt__dtypes[smelt__operand_dtype(d, k)].size;
+            smelt__sb_printf(out, "             , j + %d < %s ? smelt_fetch((uint64_t)(q%d + j) + %d, %d) : (void)0\n",
+                             C_GROUP + RED_ROW_AHEAD / size, bound, k, RED_ROW_AHEAD, C_GROUP * size);
+        }
+    smelt__sb_puts(out, "#endif\n            ");
+}
+
 /* Whole groups with streaming (non-temporal) stores, for kernels whose
  * outputs are contiguous, when the executor sets shape[rank] (outputs larger
  * than the last-level cache, not read by the next kernel).  Each group's
@@ -299,8 +326,8 @@ int smelt__shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
                         smelt__sb *text, smelt__sb *err)
 {
     bool flat = smelt__is_flat(d), arrays;
-    smelt__sb setup, row, body, fast, gconst, group, call, tail, stream;
-    smelt__sb_init(&setup), smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&gconst);
+    smelt__sb setup, row, body, fast, gconst, group, call, tail, stream, step;
+    smelt__sb_init(&setup), smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&gconst), smelt__sb_init(&step);
     smelt__sb_init(&group), smelt__sb_init(&call), smelt__sb_init(&tail), smelt__sb_init(&stream);
     smelt__sb_init(&fast);
     int n_real = emit_setup(dl, d, flat, &setup, &gconst);
@@ -315,15 +342,16 @@ int smelt__shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
         c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), smelt__sb_str(&fast), arrays, branch_in, &group,
                 &tail);
         c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), &stream);
+        c_step(d, flat ? "shape[0]" : "inner - col", &step);
         const slot sl[] = {
             {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"W", SLOT_NUM(C_GROUP)},
             {"RANK", SLOT_NUM(d->rank)}, {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)},
             {"BODY", smelt__sb_str(&body)}, {"GROUP", smelt__sb_str(&group)}, {"CALL", smelt__sb_str(&call)},
-            {"TAIL", smelt__sb_str(&tail)}, {"STREAM", smelt__sb_str(&stream)}};
+            {"TAIL", smelt__sb_str(&tail)}, {"STREAM", smelt__sb_str(&stream)}, {"STEP", smelt__sb_str(&step)}};
         st = smelt__load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
     }
     smelt__sb_free(&setup), smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&gconst);
-    smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail), smelt__sb_free(&stream);
+    smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail), smelt__sb_free(&stream), smelt__sb_free(&step);
     smelt__sb_free(&fast);
     return st;
 }
