@@ -272,7 +272,7 @@ def _loop_check(node, A, opset):
     loop-carried values (so that it is known when the graph is built)"""
     ins = list(node.input) + [""] * 2
     if not ins[0] and not ins[1]:
-        return "a Loop with neither trip count nor condition (it runs until ... forever)"
+        return "a Loop with neither trip count nor condition (an endless loop)"
     body = next(a.g for a in node.attribute if a.name == "body")
     if len(body.input) < 2 or len(body.output) < 1:
         return "a Loop body without iteration number and condition"
@@ -294,9 +294,9 @@ def _loop_check(node, A, opset):
         if n is not None:
             stack.extend(_reads(n))
     if need:
-        return ("a Loop whose condition is computed from its loop-carried values (%s): the iteration count "
-                "depends on the data; smelt unrolls Loops whose trip count and condition are known when the graph "
-                "is built" % ", ".join(sorted(need)))
+        return ("a Loop whose condition is computed from its loop-carried values (%s), so that its iteration "
+                "count depends on the data (smelt unrolls a Loop, which needs its trip count and condition known "
+                "when the graph is built)" % ", ".join(sorted(need)))
     return None
 
 
@@ -573,15 +573,18 @@ KNOWN_INPUTS.update({"SequenceAt": (1,), "SequenceInsert": (2,), "SequenceErase"
 
 def known_names(node):
     """Further values of an ONNX node that must be known when the graph is
-    built: a Loop body's condition output; an If's condition when a branch
-    returns a sequence or an optional (those are not selected at run time)."""
+    built: a Loop body's condition output; an If's condition when its
+    branches return optionals, or values of other kinds (an empty optional
+    and a tensor cannot be selected when the model runs; sequences can, when
+    their lengths agree)."""
     import onnx
     if node.op_type == "Loop":
         for a in node.attribute:
             if a.name == "body" and a.type == onnx.AttributeProto.GRAPH and a.g.output:
                 return [a.g.output[0].name]
     if node.op_type == "If" and node.input:
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH and any(is_container_type(vi.type) for vi in a.g.output):
-                return [node.input[0]]
+        kinds = [[vi.type.WhichOneof("value") for vi in a.g.output] for a in node.attribute
+                 if a.type == onnx.AttributeProto.GRAPH]
+        if len(kinds) == 2 and (kinds[0] != kinds[1] or "optional_type" in kinds[0]):
+            return [node.input[0]]
     return []
