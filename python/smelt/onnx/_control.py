@@ -22,8 +22,8 @@ from collections import ChainMap
 import numpy as np
 
 from .._lib import UnsupportedError
-from ._convert import (OPS, KNOWN_INPUTS, UnsupportedOperator, _supported_elem, _dtype_name, _onnx_np_dtype,
-                       _NARROW, is_traced, known, norm_axis, as_graph)
+from ._convert import (OPS, KNOWN_INPUTS, _SHAPE_ONLY, UnsupportedOperator, _supported_elem, _dtype_name,
+                       _onnx_np_dtype, _NARROW, is_traced, known, norm_axis)
 
 MAX_UNROLL = 10000  # iterations of a Loop (or Scan) unrolled at most
 SUBGRAPH_OPS = {"If", "Loop", "Scan", "SequenceMap"}
@@ -566,6 +566,9 @@ def _optional_get_element(fx, ins, A, env, label):
     return ins[0]
 
 
+# operators that read their inputs' structure only (a length, whether an optional holds a value), as Shape
+# reads a shape: what they read need not be known for their result to be
+_SHAPE_ONLY.update({"SequenceLength", "OptionalHasElement"})
 # the inputs whose values (positions, sizes, trip counts) are read when the graph is built
 KNOWN_INPUTS.update({"SequenceAt": (1,), "SequenceInsert": (2,), "SequenceErase": (1,), "SplitToSequence": (1,),
                      "Loop": (0, 1)})
