@@ -1108,6 +1108,27 @@ def t_loop():
         np.testing.assert_allclose(y, x * 2.0 ** n, rtol=1e-6)
         np.testing.assert_allclose(ys, np.stack([x * 2.0 ** (k + 1) for k in range(n)]), rtol=1e-6)
     assert f.stats()["plans"] == 2, f.stats()
+    # a value the body needs known (a Reshape's shape), carried from a graph input: a static input
+    body = helper.make_graph([helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Identity", ["sh"], ["sh2"]),
+                              helper.make_node("Reshape", ["x", "sh"], ["r"]), helper.make_node("Add", ["r", "r"], ["o"])],
+                             "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                                      helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                      helper.make_tensor_value_info("sh", TensorProto.INT64, [2])],
+                             [helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("sh2", TensorProto.INT64, [2]),
+                              helper.make_tensor_value_info("o", TensorProto.FLOAT, [None, None])])
+    f = smelt.onnx.load(model([helper.make_node("Loop", ["two", "", "shape"], ["shf", "os"], body=body)],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]),
+                               helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("shf", TensorProto.INT64, [2]),
+                               helper.make_tensor_value_info("os", TensorProto.FLOAT, [2, None, None])],
+                              [numpy_helper.from_array(np.array(2, np.int64), "two")], opset=16))
+    assert f.static_inputs == (1,), f.static_inputs
+    x6 = f32(6)
+    for sh in ((2, 3), (3, 2)):
+        shf, os_ = f(x6, np.array(sh, np.int64))
+        np.testing.assert_array_equal(shf, sh)
+        np.testing.assert_array_equal(os_, np.stack([x6.reshape(sh) * 2] * 2))
     refused(loop_model("", cond_from_state=True, name="until"), "'until'", "Loop", "loop-carried", "(v)")
     try:
         smelt.onnx.load(loop_model("big"))(x)

@@ -591,3 +591,40 @@ def known_names(node):
         if len(kinds) == 2 and (kinds[0] != kinds[1] or "optional_type" in kinds[0]):
             return [node.input[0]]
     return []
+
+
+class _Link:
+    """A subgraph input in the static-input analysis: the values that feed it
+    (the node's inputs, and for loop-carried values the body's outputs)."""
+    __slots__ = ("name", "reads")
+    op_type = "(subgraph input)"
+
+    def __init__(self, name, reads):
+        self.name, self.reads = name, [r for r in reads if r]
+
+
+def body_links(node):
+    """The inputs of node's body (Loop, Scan, SequenceMap) with what feeds
+    each, so that a value the body needs known reaches the graph input it
+    comes from."""
+    import onnx
+    if node.op_type not in ("Loop", "Scan", "SequenceMap"):
+        return []
+    body = next((a.g for a in node.attribute if a.name == "body" and a.type == onnx.AttributeProto.GRAPH), None)
+    if body is None:
+        return []
+    bi, bo, ni = [vi.name for vi in body.input], [vi.name for vi in body.output], list(node.input)
+    links = []
+    if node.op_type == "Loop":  # (iteration, condition, carried...) <- (M, cond, initial...) and (cond, carried...)
+        for k in range(1, len(bi)):
+            links.append(_Link(bi[k], [ni[k] if k < len(ni) else "", bo[k - 1] if k - 1 < len(bo) else ""]))
+    elif node.op_type == "Scan":  # (states..., slices...) <- the node's inputs (Scan-8: after sequence_lens)
+        off = len(ni) - len(bi)
+        m = next((a.i for a in node.attribute if a.name == "num_scan_inputs"), 0)
+        for k in range(len(bi)):
+            links.append(_Link(bi[k], [ni[k + off] if 0 <= k + off < len(ni) else "",
+                                       bo[k] if k < len(bi) - m and k < len(bo) else ""]))
+    else:
+        for k in range(min(len(bi), len(ni))):
+            links.append(_Link(bi[k], [ni[k]]))
+    return links

@@ -2799,6 +2799,9 @@ class OnnxFunction:
                 reads[id(node)] = r
                 for o in node.output:
                     producer[o] = node
+                for link in _control.body_links(node):  # a Loop's, Scan's body inputs: what feeds them
+                    producer[link.name] = link
+                    reads[id(link)] = link.reads
             return [x for node in nodes for x in reads[id(node)]]
         walk(g.node)
         need, stack = set(), []
