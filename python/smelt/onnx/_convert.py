@@ -2881,7 +2881,7 @@ class OnnxFunction:
         names it) as (label, fn, inputs, outputs, attrs), every refusal
         found here."""
         import onnx
-        from onnx import helper, numpy_helper
+        from onnx import helper
         elem = self._elem
         nodes = []
         for i, node in enumerate(graph_nodes):
