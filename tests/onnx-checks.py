@@ -1137,6 +1137,253 @@ def t_if():
 
 
 
+def seq_info(name, elem=TensorProto.FLOAT, shape=None):
+    return helper.make_value_info(name, helper.make_sequence_type_proto(
+        helper.make_tensor_type_proto(elem, shape)))
+
+
+def t_sequences():
+    """Sequences: a list of arrays in, a list out; their operators against
+    NumPy on Python lists; a new length is a new plan; positions out of range
+    are an error naming the node"""
+    body = helper.make_graph([helper.make_node("Mul", ["e", "e"], ["sq"])], "square",
+                             [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3])],
+                             [helper.make_tensor_value_info("sq", TensorProto.FLOAT, [2, 3])])
+    m = model([helper.make_node("SequenceMap", ["xs"], ["sqs"], body=body),
+               helper.make_node("SequenceInsert", ["sqs", "t", "zero"], ["ins"]),   # at the front
+               helper.make_node("SequenceErase", ["ins", "minus1"], ["er"]),        # the last one
+               helper.make_node("SequenceAt", ["er", "minus1"], ["last"]),
+               helper.make_node("SequenceLength", ["er"], ["n"]),
+               helper.make_node("ConcatFromSequence", ["er"], ["cat"], axis=0),
+               helper.make_node("ConcatFromSequence", ["er"], ["st"], axis=-1, new_axis=1),
+               helper.make_node("SplitToSequence", ["t"], ["parts"], axis=1, keepdims=0)],
+              [seq_info("xs", shape=[2, 3]), helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])],
+              [seq_info("er", shape=[2, 3]), helper.make_tensor_value_info("last", TensorProto.FLOAT, [2, 3]),
+               helper.make_tensor_value_info("n", TensorProto.INT64, []),
+               helper.make_tensor_value_info("cat", TensorProto.FLOAT, ["r", 3]),
+               helper.make_tensor_value_info("st", TensorProto.FLOAT, [2, 3, "n"]), seq_info("parts", shape=[2])],
+              [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+               numpy_helper.from_array(np.array(-1, np.int64), "minus1")], opset=17)
+    f = smelt.onnx.load(m)
+    for n in (3, 4, 3):
+        xs = [f32(2, 3) for _ in range(n)]
+        t = f32(2, 3)
+        er, last, ln, cat, st, parts = f(xs, t)
+        ref = [t.astype(np.float64)] + [x.astype(np.float64) ** 2 for x in xs][:-1]
+        assert isinstance(er, list) and len(er) == n and isinstance(parts, list) and len(parts) == 3, (er, parts)
+        for a, r in zip(er, ref):
+            assert a.dtype == np.float32 and a.shape == (2, 3)
+            np.testing.assert_allclose(a, r, rtol=1e-6)
+        np.testing.assert_allclose(last, ref[-1], rtol=1e-6)
+        assert ln.dtype == np.int64 and ln.shape == () and int(ln) == n
+        np.testing.assert_allclose(cat, np.concatenate(ref, 0), rtol=1e-6)
+        np.testing.assert_allclose(st, np.stack(ref, -1), rtol=1e-6)
+        for j, p in enumerate(parts):
+            np.testing.assert_array_equal(p, t[:, j])
+    assert f.stats()["plans"] == 2, f.stats()  # lengths 3 and 4
+    # a sequence input's element dtype is checked at the call
+    try:
+        f([f32(2, 3).astype(np.float64)], t)
+    except TypeError as e:
+        assert "element 0" in str(e), e
+    else:
+        raise AssertionError("no TypeError for a float64 element")
+    # a position out of range: an error naming the node, at the first call
+    m = model([helper.make_node("SequenceAt", ["xs", "p"], ["y"], name="pick")],
+              [seq_info("xs", shape=[4]), helper.make_tensor_value_info("p", TensorProto.INT64, [])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], opset=17)
+    f = smelt.onnx.load(m)
+    xs = [f32(4), f32(4)]
+    np.testing.assert_array_equal(f(xs, np.array(-2, np.int64))[0], xs[0])
+    for p in (2, -3):
+        try:
+            f(xs, np.array(p, np.int64))
+        except IndexError as e:
+            assert "'pick'" in str(e) and "SequenceAt" in str(e) and "position %d" % p in str(e), e
+        else:
+            raise AssertionError("no IndexError for position %d" % p)
+
+
+def t_optionals():
+    """Optionals: None in and out where empty; OptionalHasElement is known
+    at the trace; OptionalGetElement of an empty one names the node"""
+    opt_t = helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [3]))
+    m = model([helper.make_node("OptionalHasElement", ["o"], ["has"]),
+               helper.make_node("Identity", ["o"], ["same"]),
+               helper.make_node("If", ["has"], ["y"], name="choose",
+                                then_branch=helper.make_graph(
+                                    [helper.make_node("OptionalGetElement", ["o"], ["v"], name="get"),
+                                     helper.make_node("Add", ["v", "x"], ["t"])], "then", [],
+                                    [helper.make_tensor_value_info("t", TensorProto.FLOAT, [3])]),
+                                else_branch=helper.make_graph(
+                                    [helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                                    [helper.make_tensor_value_info("e", TensorProto.FLOAT, [3])]))],
+              [helper.make_value_info("o", opt_t), helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+              [helper.make_tensor_value_info("has", TensorProto.BOOL, []), helper.make_value_info("same", opt_t),
+               helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], opset=18)
+    f = smelt.onnx.load(m)
+    x, o = f32(3), f32(3)
+    has, same, y = f(o, x)
+    assert has.dtype == np.bool_ and has.shape == () and bool(has)
+    np.testing.assert_array_equal(same, o)
+    np.testing.assert_allclose(y, o.astype(np.float64) + x, rtol=1e-6)
+    has, same, y = f(None, x)
+    assert not bool(has) and same is None
+    np.testing.assert_array_equal(y, -x)
+    m = model([helper.make_node("OptionalGetElement", ["o"], ["v"], name="unwrap")],
+              [helper.make_value_info("o", opt_t)], [helper.make_tensor_value_info("v", TensorProto.FLOAT, [3])],
+              opset=18)
+    try:
+        smelt.onnx.load(m)(None)
+    except ValueError as e:
+        assert "'unwrap'" in str(e) and "empty" in str(e), e
+    else:
+        raise AssertionError("no error for an empty optional")
+
+
+def t_scan():
+    """Scan (opset 9+) unrolled: reverse input and output directions, other
+    axes, two states, against a NumPy loop in float64"""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h", "W"], ["hw"]), helper.make_node("Add", ["hw", "xt"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h2"]), helper.make_node("Add", ["acc", "xt"], ["acc2"]),
+         helper.make_node("Mul", ["h2", "ut"], ["y"])], "cell",
+        [helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 5]),
+         helper.make_tensor_value_info("acc", TensorProto.FLOAT, [2, 5]),
+         helper.make_tensor_value_info("xt", TensorProto.FLOAT, [2, 5]),
+         helper.make_tensor_value_info("ut", TensorProto.FLOAT, [2, 5])],
+        [helper.make_tensor_value_info("h2", TensorProto.FLOAT, [2, 5]),
+         helper.make_tensor_value_info("acc2", TensorProto.FLOAT, [2, 5]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])])
+    W = (f32(5, 5) * 0.5).astype(np.float32)
+    T = 6
+    m = model([helper.make_node("Scan", ["h0", "a0", "x", "u"], ["hT", "aT", "ys"], body=body, num_scan_inputs=2,
+                                scan_input_axes=[1, 0], scan_input_directions=[1, 0],
+                                scan_output_axes=[-1], scan_output_directions=[1])],
+              [helper.make_tensor_value_info("h0", TensorProto.FLOAT, [2, 5]),
+               helper.make_tensor_value_info("a0", TensorProto.FLOAT, [2, 5]),
+               helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, T, 5]),
+               helper.make_tensor_value_info("u", TensorProto.FLOAT, [T, 2, 5])],
+              [helper.make_tensor_value_info("hT", TensorProto.FLOAT, [2, 5]),
+               helper.make_tensor_value_info("aT", TensorProto.FLOAT, [2, 5]),
+               helper.make_tensor_value_info("ys", TensorProto.FLOAT, [2, 5, T])],
+              [numpy_helper.from_array(W, "W")], opset=16)
+    h0, a0, x, u = f32(2, 5), f32(2, 5), f32(2, T, 5), f32(T, 2, 5)
+    hT, aT, ys = smelt.onnx.load(m)(h0, a0, x, u)
+    h, a, outs = h0.astype(np.float64), a0.astype(np.float64), []
+    for t in range(T):
+        xt = x[:, T - 1 - t].astype(np.float64)  # input 0 read in reverse
+        h = np.tanh(h @ W + xt)
+        a = a + xt
+        outs.append(h * u[t])
+    ref_ys = np.stack(outs[::-1], axis=-1)  # output 0 written in reverse
+    np.testing.assert_allclose(hT, h, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(aT, a, rtol=1e-5, atol=1e-6)
+    assert ys.shape == (2, 5, T), ys.shape
+    np.testing.assert_allclose(ys, ref_ys, rtol=1e-5, atol=1e-6)
+
+
+def t_if_sequences():
+    """If on a condition computed from the inputs: both branches run and
+    each tensor is selected, sequences element by element; branches whose
+    sequences differ in length are an error naming the node"""
+    def branch(name, op, n):
+        nodes = [helper.make_node(op, ["x"], ["%s%d" % (name, i)]) for i in range(n)]
+        nodes.append(helper.make_node("SequenceConstruct", ["%s%d" % (name, i) for i in range(n)], [name]))
+        return helper.make_graph(nodes, name, [], [seq_info(name, shape=[4])])
+
+    def m(n_else):
+        return model([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                      helper.make_node("Greater", ["s", "zero"], ["c"]),
+                      helper.make_node("If", ["c"], ["y"], name="fork", then_branch=branch("t", "Exp", 2),
+                                       else_branch=branch("e", "Neg", n_else))],
+                     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [seq_info("y", shape=[4])],
+                     [numpy_helper.from_array(np.array(0, np.float32), "zero")], opset=16)
+    f = smelt.onnx.load(m(2))
+    x = f32(4)
+    for xs in (np.abs(x), -np.abs(x)):
+        y = f(xs)[0]
+        ref = np.exp(xs.astype(np.float64)) if xs.sum() > 0 else -xs
+        assert isinstance(y, list) and len(y) == 2
+        for v in y:
+            np.testing.assert_allclose(v, ref, rtol=1e-6)
+    assert f.stats()["plans"] == 1  # the condition is not part of the signature
+    try:
+        smelt.onnx.load(m(3))(x)
+    except smelt.UnsupportedError as e:
+        assert "'fork'" in str(e) and "sequence" in str(e), e
+    else:
+        raise AssertionError("no error for branches of different lengths")
+
+
+def loop_model(m_input, cond_from_state=False, name="repeat"):
+    """a Loop doubling a state and collecting it; its trip count an input"""
+    body_nodes = [helper.make_node("Add", ["v", "v"], ["v2"]), helper.make_node("Identity", ["v2"], ["sc"])]
+    if cond_from_state:  # while sum(v) < 100
+        body_nodes += [helper.make_node("ReduceSum", ["v2"], ["s"], keepdims=0),
+                       helper.make_node("Less", ["s", "hundred"], ["c2"])]
+    else:
+        body_nodes.append(helper.make_node("Identity", ["c"], ["c2"]))
+    body = helper.make_graph(body_nodes, "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("v", TensorProto.FLOAT, [3])],
+                             [helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("v2", TensorProto.FLOAT, [3]),
+                              helper.make_tensor_value_info("sc", TensorProto.FLOAT, [3])])
+    return model([helper.make_node("Loop", [m_input, "yes" if cond_from_state else "", "x"], ["y", "ys"], body=body,
+                                   name=name)],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])]
+                 + ([helper.make_tensor_value_info("m", TensorProto.INT64, [])] if m_input == "m" else []),
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3]),
+                  helper.make_tensor_value_info("ys", TensorProto.FLOAT, ["n", 3])],
+                 [numpy_helper.from_array(np.array(100, np.float32), "hundred"),
+                  numpy_helper.from_array(np.array(True), "yes")]
+                 + ([numpy_helper.from_array(np.array(20000, np.int64), "big")] if m_input == "big" else []),
+                 opset=16)
+
+
+def t_loop():
+    """Loop unrolled when its trip count is known (a graph input made a
+    static input: a new count is a new plan); a condition from loop-carried
+    values is refused at load; more than 10,000 iterations is an error"""
+    f = smelt.onnx.load(loop_model("m"))
+    x = f32(3)
+    for n in (3, 5, 3):
+        y, ys = f(x, np.array(n, np.int64))
+        np.testing.assert_allclose(y, x * 2.0 ** n, rtol=1e-6)
+        np.testing.assert_allclose(ys, np.stack([x * 2.0 ** (k + 1) for k in range(n)]), rtol=1e-6)
+    assert f.stats()["plans"] == 2, f.stats()
+    # a value the body needs known (a Reshape's shape), carried from a graph input: a static input
+    body = helper.make_graph([helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Identity", ["sh"], ["sh2"]),
+                              helper.make_node("Reshape", ["x", "sh"], ["r"]), helper.make_node("Add", ["r", "r"], ["o"])],
+                             "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                                      helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                      helper.make_tensor_value_info("sh", TensorProto.INT64, [2])],
+                             [helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("sh2", TensorProto.INT64, [2]),
+                              helper.make_tensor_value_info("o", TensorProto.FLOAT, [None, None])])
+    f = smelt.onnx.load(model([helper.make_node("Loop", ["two", "", "shape"], ["shf", "os"], body=body)],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]),
+                               helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("shf", TensorProto.INT64, [2]),
+                               helper.make_tensor_value_info("os", TensorProto.FLOAT, [2, None, None])],
+                              [numpy_helper.from_array(np.array(2, np.int64), "two")], opset=16))
+    assert f.static_inputs == (1,), f.static_inputs
+    x6 = f32(6)
+    for sh in ((2, 3), (3, 2)):
+        shf, os_ = f(x6, np.array(sh, np.int64))
+        np.testing.assert_array_equal(shf, sh)
+        np.testing.assert_array_equal(os_, np.stack([x6.reshape(sh) * 2] * 2))
+    refused(loop_model("", cond_from_state=True, name="until"), "'until'", "Loop", "loop-carried", "(v)")
+    try:
+        smelt.onnx.load(loop_model("big"))(x)
+    except smelt.UnsupportedError as e:
+        assert "'repeat'" in str(e) and "10000" in str(e), e
+    else:
+        raise AssertionError("no error for 20000 iterations")
+
+
 def t_deform_conv():
     """DeformConv (groups, offset groups, mask, strides, pads, dilations;
     offsets reaching outside the input) against ONNX's reference"""

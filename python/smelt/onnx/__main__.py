@@ -170,7 +170,10 @@ def _inputs(f, model, pos, cmd):
         if tt.HasField("shape"):
             declared[vi.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
     args = []
-    for n, dt in zip(f.input_names, f.input_dtypes):
+    for n, dt, t in zip(f.input_names, f.input_dtypes, f._input_types):
+        if t is not None:  # a sequence or an optional: smelt.onnx.load takes them from Python
+            raise Bad("input %r is a %s: the command line takes tensor inputs only (call smelt.onnx.load "
+                      "from Python)" % (n, t.WhichOneof("value").split("_")[0]))
         v = given.get(n)
         if v is None:
             dims = declared.get(n)

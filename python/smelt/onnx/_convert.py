@@ -129,7 +129,7 @@ def as_graph(x):
     if is_traced(x):
         return x
     tr = current()
-    x = np.ascontiguousarray(x)
+    x = np.ascontiguousarray(x).reshape(np.shape(x))  # (ascontiguousarray makes a 0-d array 1-d)
     return apply("copy", lift(x, tr))
 
 
@@ -2652,12 +2652,6 @@ TRAINING_OPS["Momentum"] = (_momentum, frozenset(["alpha", "beta", "mode", "norm
 
 
 
-def _if(c, ins, A):  # run by OnnxFunction._run_if (it needs the enclosing values)
-    raise AssertionError("If is run by the graph")
-
-
-OPS["If"] = (_if, frozenset(["then_branch", "else_branch"]), None)
-
 # ---- the model ----------------------------------------------------------------------------------------
 def supported_ops():
     """The ONNX operators (default domain) smelt.onnx converts."""
@@ -2709,13 +2703,16 @@ class _NodeCtx:
         return self.opsets.get("", 1)
 
 
+_NOT_GIVEN = object()  # an input the call does not name
+
+
 def _value_type_ok(vi):
     t = vi.type
     which = t.WhichOneof("value")
     if which is None:
         return None  # no type given: the values decide
     if which != "tensor_type":
-        return "a value of type %s (tensors only)" % (which or "unknown")
+        return _control.container_type_ok(t)  # sequences and optionals of tensors
     if not _supported_elem(t.tensor_type.elem_type):
         return "a tensor of dtype %s (smelt's dtypes: %s)" % (_dtype_name(t.tensor_type.elem_type),
                                                                smelt._dtypes.SUPPORTED)
@@ -2762,6 +2759,8 @@ class OnnxFunction:
             raise UnsupportedOperator("sparse initializer %r: sparse tensors are not supported"
                                       % init.values.name)
         self.input_names = [vi.name for vi in g.input if vi.name not in self.consts]
+        self._input_types = [vi.type if _control.is_container_type(vi.type) else None
+                             for vi in g.input if vi.name not in self.consts]
         self.input_dtypes = []
         for vi in g.input:
             if vi.name in self.consts:
@@ -2809,6 +2808,9 @@ class OnnxFunction:
                 reads[id(node)] = r
                 for o in node.output:
                     producer[o] = node
+                for link in _control.body_links(node):  # a Loop's, Scan's body inputs: what feeds them
+                    producer[link.name] = link
+                    reads[id(link)] = link.reads
             return [x for node in nodes for x in reads[id(node)]]
         walk(g.node)
         need, stack = set(), []
@@ -2816,6 +2818,7 @@ class OnnxFunction:
             for i in KNOWN_INPUTS.get(node.op_type, ()):
                 if i < len(node.input) and node.input[i]:
                     stack.append(node.input[i])
+            stack.extend(_control.known_names(node))
         while stack:
             n = stack.pop()
             if n in need:
@@ -2824,23 +2827,26 @@ class OnnxFunction:
             node = producer.get(n)
             if node is not None and node.op_type not in _SHAPE_ONLY:
                 stack.extend(reads[id(node)])
-        self.static_inputs = tuple(i for i, n in enumerate(self.input_names) if n in need)
+        self.static_inputs = tuple(i for i, n in enumerate(self.input_names) if n in need
+                                   and not _control.is_container_type(self._input_types[i]))
         name = (g.name or "onnx_model").replace(" ", "_")
         self._fn = Function(self._graph_fn, opt_level=opt_level, backend=backend, capture_as_const=True,
                             static_argnums=self.static_inputs, name=name)
 
     # the function traced once per signature
     def _graph_fn(self, *args):
-        env = self.evaluate([a.a if isinstance(a, _Static) else a for a in args])
-        outs = []
-        for n in self.output_names:
-            v = env[n]
+        env = self.evaluate([a.a if isinstance(a, _Static) else _control.trace_in(a) for a in args])
+        outs, leaves = [], []
+
+        def leaf(v):
             if int(np.prod(v.shape, dtype=np.int64)) == 0:
                 # no elements: made at the call, not by the plan
-                outs.append(("empty", np.dtype(v.dtype).str, tuple(v.shape)))
-            else:
-                outs.append(as_graph(v))
-        if all(type(o) is tuple for o in outs):  # a plan needs one output: a dummy, dropped at the call
+                return ("empty", np.dtype(v.dtype).str, tuple(v.shape))
+            leaves.append(v)
+            return as_graph(v)
+        for n in self.output_names:
+            outs.append(_control.graph_out(env[n], leaf))  # a sequence is a list, an empty optional None
+        if not leaves:  # a plan needs one output: a dummy, dropped at the call
             outs.append(as_graph(np.zeros(1, np.float32)))
         return tuple(outs)
 
@@ -2860,8 +2866,8 @@ class OnnxFunction:
             while vals and vals[-1] is None:
                 vals.pop()
             try:
-                if fn is _if:
-                    r = self._run_if(vals, attrs, env, label)
+                if getattr(fn, "control", False):  # _control.py: If, Loop, Scan, sequences, optionals
+                    r = fn(self, vals, attrs, env, label)
                 else:
                     ctx.n_outputs = len(outs)
                     ctx.out_narrow = [self.narrow.get(o) for o in outs]
@@ -2879,35 +2885,12 @@ class OnnxFunction:
                     env[n] = v
         return env
 
-    def _run_if(self, vals, attrs, env, label):
-        """If: a known condition runs its branch; a traced one runs both and
-        selects each output (the branches' outputs must then agree in
-        shape and dtype)."""
-        def branch(name):
-            nodes, outs, inits = attrs[name]
-            sub = dict(env)
-            sub.update(inits)
-            sub = self._run_nodes(nodes, sub)
-            return [sub[o] for o in outs]
-        cond = vals[0]
-        if not is_traced(cond):
-            return branch("then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch")
-        t, e = branch("then_branch"), branch("else_branch")
-        res = []
-        for a, b in zip(t, e):
-            if tuple(a.shape) != tuple(b.shape) or np.dtype(a.dtype) != np.dtype(b.dtype):
-                raise UnsupportedError(-10, "%s: a condition computed from the inputs with branches of other shapes "
-                                       "or dtypes (%s%s, %s%s)" % (label, np.dtype(a.dtype), tuple(a.shape),
-                                                                   np.dtype(b.dtype), tuple(b.shape)))
-            res.append(np.where(cond.reshape(()), a, b))
-        return res
-
     def _convert_nodes(self, graph_nodes, where):
         """The nodes of a graph (the model's, or an If's branch: `where`
         names it) as (label, fn, inputs, outputs, attrs), every refusal
         found here."""
         import onnx
-        from onnx import helper, numpy_helper
+        from onnx import helper
         elem = self._elem
         nodes = []
         for i, node in enumerate(graph_nodes):
@@ -2928,21 +2911,8 @@ class OnnxFunction:
             for a in node.attribute:
                 if a.name not in allowed:
                     raise UnsupportedOperator("%s: attribute %r is not supported" % (label, a.name))
-                if a.type == onnx.AttributeProto.GRAPH and node.op_type == "If":
-                    if self.narrow or self.exotic:
-                        raise UnsupportedOperator("%s: If in a model with narrow integers (or float8, bfloat16, int4, "
-                                                  "uint64) is not supported" % label)
-                    for init in a.g.initializer:
-                        if init.data_type and not _supported_elem(init.data_type):
-                            raise UnsupportedOperator("%s: initializer %r of %s: dtype %s"
-                                                      % (label, init.name, a.name, _dtype_name(init.data_type)))
-                    for vi in a.g.output:
-                        why = _value_type_ok(vi)
-                        if why:
-                            raise UnsupportedOperator("%s: output %r of %s: %s" % (label, vi.name, a.name, why))
-                    attrs[a.name] = (self._convert_nodes(a.g.node, "%s.%s: " % (label, a.name)),
-                                     [o.name for o in a.g.output],
-                                     {t.name: numpy_helper.to_array(t) for t in a.g.initializer})
+                if a.type == onnx.AttributeProto.GRAPH and node.op_type in _control.SUBGRAPH_OPS:
+                    attrs[a.name] = _control.subgraph(self, a.g, label, a.name)
                     continue
                 if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
                     raise UnsupportedOperator("%s: subgraph attribute %r is not supported" % (label, a.name))
@@ -2972,21 +2942,24 @@ class OnnxFunction:
 
     def __call__(self, *args, **kwargs):
         if kwargs:
-            args = list(args) + [None] * (len(self.input_names) - len(args))
+            args = list(args) + [_NOT_GIVEN] * (len(self.input_names) - len(args))
             for k, v in kwargs.items():
                 try:
                     i = self.input_names.index(k)
                 except ValueError:
                     raise TypeError("the model has no input %r (inputs: %s)" % (k, ", ".join(self.input_names))) \
                         from None
-                if args[i] is not None:
+                if args[i] is not _NOT_GIVEN:
                     raise TypeError("input %r given twice" % k)
                 args[i] = v
-        if len(args) != len(self.input_names) or any(a is None for a in args):
+        # (None is an empty optional where the input is an optional)
+        if len(args) != len(self.input_names) or any(a is _NOT_GIVEN or (a is None and t is None)
+                                                     for a, t in zip(args, self._input_types)):
             raise TypeError("the model takes %d input(s) (%s), %d given"
                             % (len(self.input_names), ", ".join(self.input_names),
-                               sum(a is not None for a in args)))
-        args = [np.asarray(a) for a in args]
+                               sum(a is not None and a is not _NOT_GIVEN for a in args)))
+        args = [np.asarray(a) if t is None else _control.call_arg(a, t, n)
+                for a, t, n in zip(args, self._input_types, self.input_names)]
         for i, (a, dt, n) in enumerate(zip(args, self.input_dtypes, self.input_names)):
             if dt is not None and a.dtype != dt:
                 raise TypeError("input %r is %s, the model wants %s" % (n, a.dtype, dt))
@@ -2997,7 +2970,8 @@ class OnnxFunction:
         for i in self.static_inputs:
             args[i] = _Static(args[i])
         res = self._fn(*args)
-        res = [np.empty(r[2], r[1]) if type(r) is tuple else r for r in res[:len(self.output_names)]]
+        res = [_control.call_out(r, lambda x: np.empty(x[2], x[1]) if type(x) is tuple else x)
+               for r in res[:len(self.output_names)]]
         return tuple(r.astype(self.narrow[n]) if n in self.narrow else
                      _exotic.from_carrier(r, self.exotic[n]) if n in self.exotic else r
                      for r, n in zip(res, self.output_names))
@@ -3014,3 +2988,6 @@ def load(model, *, opt_level=3, backend=None):
     arrays (smelt.onnx.OnnxFunction).  Unsupported operators, attributes
     and dtypes raise UnsupportedOperator here, naming the node."""
     return OnnxFunction(model, opt_level=opt_level, backend=backend)
+
+
+from . import _control  # noqa: E402 (registers If, Loop, Scan, the Sequence and Optional operators)
