@@ -36,7 +36,7 @@ static void group_args(smelt__sb *b, const smelt__kdesc *d, int to)
     }
 }
 
-/* The main loop's step: j += C_GROUP and, with gcc or clang, each input
+/* A reduction's producers' main loop step: j += C_GROUP and, with gcc or clang, each input
  * read contiguously fetched RED_ROW_AHEAD bytes on while that is still in
  * its row (bound: the row's end, past this call's: a reduction's producers
  * are called a block at a time), a hint that keeps more lines in flight than the
@@ -321,9 +321,10 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
  * Each writes its template from the shared parts (emit_setup, emit_rows,
  * emit_body) and fills only its own slots. */
 
-/* C (the CC tier): a flat or n-d loop over groups of C_GROUP elements. */
-int smelt__shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
-                        smelt__sb *text, smelt__sb *err)
+/* C (the CC tier): a flat or n-d loop over groups of C_GROUP elements;
+ * ahead: its inputs fetched ahead (c_step: a reduction's producers) */
+int smelt__c_walker(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude, bool ahead,
+                    smelt__sb *text, smelt__sb *err)
 {
     bool flat = smelt__is_flat(d), arrays;
     smelt__sb setup, row, body, fast, gconst, group, call, tail, stream, step;
@@ -342,7 +343,10 @@ int smelt__shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
         c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), smelt__sb_str(&fast), arrays, branch_in, &group,
                 &tail);
         c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), &stream);
-        c_step(d, flat ? "shape[0]" : "inner - col", &step);
+        if (ahead)
+            c_step(d, flat ? "shape[0]" : "inner - col", &step);
+        else
+            smelt__sb_printf(&step, "j += %d", C_GROUP);
         const slot sl[] = {
             {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"W", SLOT_NUM(C_GROUP)},
             {"RANK", SLOT_NUM(d->rank)}, {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)},
@@ -354,6 +358,12 @@ int smelt__shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
     smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail), smelt__sb_free(&stream), smelt__sb_free(&step);
     smelt__sb_free(&fast);
     return st;
+}
+
+int smelt__shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
+                        smelt__sb *text, smelt__sb *err)
+{
+    return smelt__c_walker(dl, d, prelude, false, text, err);
 }
 
 /* A device (CUDA): one element per thread in a grid-stride loop over a

@@ -401,14 +401,16 @@ static smelt__kdesc red_producers(const smelt__kdesc *d)
 }
 
 /* The producers' elementwise kernel (the loop form, or for TinyCC the
- * block form) as a static function smelt_prod. */
-int smelt__red_fn(const smelt__dialect *dl, const smelt__kdesc *pd, const char *fname, bool blocks, smelt__sb *out,
-                  smelt__sb *err)
+ * block form) as a static function fname; ahead: the loop form fetches its
+ * inputs ahead (smelt_prod, called a block at a time over memory; a row
+ * program's passes have their own fetch, smelt_pf) */
+int smelt__red_fn(const smelt__dialect *dl, const smelt__kdesc *pd, const char *fname, bool blocks, bool ahead,
+                  smelt__sb *out, smelt__sb *err)
 {
     smelt__kdesc p = *pd;
     smelt__sb text;
     smelt__sb_init(&text);
-    int st = blocks ? smelt__emit_blocks(dl, &p, &text, NULL, true, err) : smelt__shape_c_loop(dl, &p, "", &text, err);
+    int st = blocks ? smelt__emit_blocks(dl, &p, &text, NULL, true, err) : smelt__c_walker(dl, &p, "", ahead, &text, err);
     if (!st) {
         const char *q = smelt__sb_str(&text), *h = strstr(q, "static double smelt_f64_bits");
         if (blocks && out->len && h && strchr(h, '\n')) /* the block form's head, once */
@@ -576,7 +578,7 @@ int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
         if (!blocks)
             smelt__sb_puts(&pre, prelude);
         smelt__kdesc p = red_producers(d);
-        st = smelt__red_fn(dl, &p, "smelt_prod", blocks, &pre, err);
+        st = smelt__red_fn(dl, &p, "smelt_prod", blocks, true, &pre, err);
         prelude = smelt__sb_str(&pre);
     }
     if (!st && red_epi(d)) { /* the epilogue's function (after the producers') */
@@ -586,7 +588,7 @@ int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool 
         int ein[SMELT_MAX_KERNEL_OPERANDS + 1];
         st = red_epilogue(d, &e, ein);
         if (!st)
-            st = smelt__red_fn(dl, &e, "smelt_epi", blocks, &pre, err);
+            st = smelt__red_fn(dl, &e, "smelt_epi", blocks, false, &pre, err);
         free(e.ops);
         prelude = smelt__sb_str(&pre);
     }

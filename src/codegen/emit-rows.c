@@ -522,7 +522,7 @@ static int c_rows_final(c_rows *c)
     if (!(st = smelt__rows_piece_of(d, &c->ri, ROWS_FINAL, 0, c->mine, c->outs, &c->nfin, &pc, c->bind, c->err)) &&
         c->nfin) {
         smelt__rows_modes(d, &pc, c->bind, false);
-        st = smelt__red_fn(c->dl, &pc, "smelt_f", c->blocks, &c->pre, c->err);
+        st = smelt__red_fn(c->dl, &pc, "smelt_f", c->blocks, false, &c->pre, c->err);
         rows_call_setup(&c->setup, &c->body, d, &c->ri, &pc, c->bind, "smelt_f", c->R, false, "svf");
         free(pc.ops);
     }
@@ -560,7 +560,7 @@ static int c_rows_small(c_rows *c, int t)
          * group was ~8 % of the row program's time (perf, 2026-11-28) */
         for (int q = 0; q < pc.n_in + pc.n_out && !c->blocks; q++)
             pc.mode[q] = q < pc.n_in ? SMELT_MODE_BCAST : SMELT_MODE_CONTIG;
-        st = smelt__red_fn(c->dl, &pc, name, c->blocks, &c->pre, c->err);
+        st = smelt__red_fn(c->dl, &pc, name, c->blocks, false, &c->pre, c->err);
         rows_call_setup(&c->setup, &c->body, c->d, &c->ri, &pc, c->bind, name, 1, true, "sv");
         smelt__sb_printf(&c->body, "        %s(0, 1, %s_p, one, %s_s);\n", name, name, name);
         for (int o = 0; o < nout; o++)
@@ -623,7 +623,7 @@ static int c_rows_operand(c_rows *c, int t, int x, const char *lf, const char *s
         snprintf(name, sizeof name, "smelt_p%d", t);
         if (!(st = smelt__rows_piece_of(d, &c->ri, ROWS_STAGE, t, c->mine, c->outs, &nout, &pc, c->bind, c->err))) {
             smelt__rows_modes(d, &pc, c->bind, false);
-            st = smelt__red_fn(c->dl, &pc, name, c->blocks, &c->pre, c->err);
+            st = smelt__red_fn(c->dl, &pc, name, c->blocks, false, &c->pre, c->err);
             rows_call_setup(&c->setup, body, d, &c->ri, &pc, c->bind, name, R, false, "sv");
             smelt__sb_puts(body, "                        const int64_t L = L0 + r + u;\n");
             if (c->bind[pc.n_in] >= ROWS_KEPT) /* the operand into the row cache, read back from there */

@@ -207,6 +207,8 @@ bool smelt__op_is_math(const smelt__opinfo *oi);
 /* emit-loop.c */
 int smelt__shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
                         smelt__sb *text, smelt__sb *err);
+int smelt__c_walker(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude, bool ahead,
+                    smelt__sb *text, smelt__sb *err);
 int smelt__shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
                              smelt__sb *text, smelt__sb *err);
 int smelt__shape_device_tile(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
@@ -216,8 +218,8 @@ void smelt__red_blk_prims(smelt__sb *prims, smelt__sb *table);
 void smelt__red_defs(smelt__sb *b, const smelt__dialect *dl, const red_kind *k, bool blocks);
 void smelt__red_dev_offsets(smelt__sb *b, bool xo, int ind, int nx, int R, int nr);
 void smelt__red_dims(const smelt__kdesc *d, smelt__sb *kd, smelt__sb *rd, int *nk, int *nr, int *klast, int *rlast);
-int smelt__red_fn(const smelt__dialect *dl, const smelt__kdesc *pd, const char *fname, bool blocks, smelt__sb *out,
-                  smelt__sb *err);
+int smelt__red_fn(const smelt__dialect *dl, const smelt__kdesc *pd, const char *fname, bool blocks, bool ahead,
+                  smelt__sb *out, smelt__sb *err);
 void smelt__red_ident(smelt__sb *b, const smelt__dialect *dl, const red_kind *k);
 red_kind smelt__red_kind_of(smelt_op op, smelt_dtype in);
 void smelt__red_lanes(smelt__sb *b, const smelt__dialect *dl, const red_kind *k, const char *fn, const char *qual);
