@@ -122,10 +122,7 @@ def main():
     print(tab("smelt__erfcxu", coef))
 
     print("/* the f32 functions computed in double: one polynomial per range */")
-    g1 = lambda w: mp.erf(mp.sqrt(w)) / mp.sqrt(w) if w != 0 else 2 / mp.sqrt(mp.pi)
-    coef, w = chebfit_d(g1, 0.0, 1.0 / 16, 5, lambda v: 1 / g1(v))
-    print("/* erf(z) / z in z^2, |z| < 0.25: rel. error %.1e */" % w)
-    print(tab("smelt__erf32_s", coef))
+    # (f32 erf is in f32 arithmetic: scripts/erf32fit.py)
     cz = f32(0.35)  # erfc(z) = T Q(T) e^(-z^2), T = 1 / (1 + cz z), 0 <= z <= 10.2
     zq = lambda t: (1 / t - 1) / cz
     g2 = lambda t: mp.erfc(zq(t)) * mp.exp(zq(t) ** 2) / t
