@@ -78,7 +78,8 @@ typedef struct warp_text {
  * accumulators at 7-8 GB/s on one core and 18-34 on two, where f32
  * accumulators (fewer instructions per line) read 12-17 and 39-41; fetching
  * 4 KiB ahead gave 10-14 and 36-39 (Intel Xeon 2-core VM, 2026-11-29;
- * 1 KiB: 8.5, 2 KiB and 16 KiB: as 4 KiB). */
+ * 1 KiB: 8.5, 2 KiB and 16 KiB: as 4 KiB).  Only runs longer than
+ * RED_PROD_BLOCK: shorter ones are a fused operand's, already in cache. */
 #define RED_ROW_AHEAD 4096
 
 /* ---- reductions -----------------------------------------------------------
