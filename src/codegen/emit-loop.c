@@ -36,24 +36,23 @@ static void group_args(smelt__sb *b, const smelt__kdesc *d, int to)
     }
 }
 
-/* A reduction's producers' main loop step: j += C_GROUP and, with gcc or clang, each input
- * read contiguously fetched RED_ROW_AHEAD bytes on while that is still in
- * its row (bound: the row's end, past this call's: a reduction's producers
- * are called a block at a time), a hint that keeps more lines in flight than the
- * hardware's prefetch where a group does much work per line: a fused mean
- * of squared differences of 16M f32 (the reduction's producer) took
- * 0.73-0.83x the time on 1 and 2 cores, an add the same (Intel Xeon
- * 2-core VM, 2026-11-29) */
-static void c_step(const smelt__kdesc *d, const char *bound, smelt__sb *out)
+/* The main loop's step: j += C_GROUP and, for a reduction's producers
+ * (ahead), compiled by gcc or clang, each contiguous input fetched
+ * RED_ROW_AHEAD bytes on while that is still in its row (bound: the row's
+ * end, past this call's: the producers are called a block at a time, and
+ * the hardware's prefetch restarts at each block).  A hint: the fused mean
+ * of squared differences of 16M f32 took 0.5-0.85x the time on 1 and 2
+ * cores (Intel Xeon 2-core VM, 2026-11-29); plain elementwise kernels
+ * gained nothing. */
+static void c_step(const smelt__kdesc *d, const char *bound, bool ahead, smelt__sb *out)
 {
+    smelt__sb_printf(out, "j += %d", C_GROUP);
     bool any = false;
-    for (int k = 0; k < d->n_in; k++)
+    for (int k = 0; k < d->n_in && ahead; k++)
         any = any || d->mode[k] == SMELT_MODE_CONTIG;
-    if (!any) {
-        smelt__sb_printf(out, "j += %d", C_GROUP);
+    if (!any)
         return;
-    }
-    smelt__sb_printf(out, "j += %d\n#if defined(__GNUC__) && !defined(__TINYC__) && !defined(__CUDACC__)\n", C_GROUP);
+    smelt__sb_puts(out, "\n#if " C_GCC_ONLY "\n");
     for (int k = 0; k < d->n_in; k++)
         if (d->mode[k] == SMELT_MODE_CONTIG) {
             int size = (int)smelt__dtypes[smelt__operand_dtype(d, k)].size;
@@ -322,7 +321,7 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
  * emit_body) and fills only its own slots. */
 
 /* C (the CC tier): a flat or n-d loop over groups of C_GROUP elements;
- * ahead: its inputs fetched ahead (c_step: a reduction's producers) */
+ * ahead: its inputs fetched ahead (c_step) */
 int smelt__c_walker(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude, bool ahead,
                     smelt__sb *text, smelt__sb *err)
 {
@@ -343,10 +342,7 @@ int smelt__c_walker(const smelt__dialect *dl, const smelt__kdesc *d, const char 
         c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), smelt__sb_str(&fast), arrays, branch_in, &group,
                 &tail);
         c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), &stream);
-        if (ahead)
-            c_step(d, flat ? "shape[0]" : "inner - col", &step);
-        else
-            smelt__sb_printf(&step, "j += %d", C_GROUP);
+        c_step(d, flat ? "shape[0]" : "inner - col", ahead, &step);
         const slot sl[] = {
             {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"W", SLOT_NUM(C_GROUP)},
             {"RANK", SLOT_NUM(d->rank)}, {"SETUP", smelt__sb_str(&setup)}, {"ROW", smelt__sb_str(&row)},

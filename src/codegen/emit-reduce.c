@@ -154,7 +154,8 @@ static void red_two_loops(smelt__sb *b, const smelt__dialect *dl, const red_kind
 void smelt__red_lanes(smelt__sb *b, const smelt__dialect *dl, const red_kind *k, const char *fn, const char *qual)
 {
     const char *A = dl->type[k->acc], *X = dl->stype[k->in];
-    smelt__sb_printf(b, "#if defined(__GNUC__) && !defined(__TINYC__) && !defined(__CUDACC__) && !defined(SMELT_AHEAD)\n"
+    /* (the prelude's smelt_fetch, but the library's block lanes have no prelude) */
+    smelt__sb_printf(b, "#if " C_GCC_ONLY " && !defined(SMELT_AHEAD)\n"
                         "#define SMELT_AHEAD\n"
                         "static inline void smelt_ahead(uint64_t p, int bytes)\n{\n"
                         "    for (int z = 0; z < bytes; z += 64)\n"
@@ -184,7 +185,7 @@ void smelt__red_lanes(smelt__sb *b, const smelt__dialect *dl, const red_kind *k,
      * fetches cost a row program (a layernorm of 4096 x 4096) 10-15 %. */
     char step[400];
     snprintf(step, sizeof step,
-             "#if defined(__GNUC__) && !defined(__TINYC__) && !defined(__CUDACC__)\n"
+             "#if " C_GCC_ONLY "\n"
              "        for (; i + 32 <= n; i += 32, n > %d ? smelt_ahead((uint64_t)(x + i), %d) : (void)0)\n"
              "#else\n        for (; i + 32 <= n; i += 32)\n#endif\n"
              "            for (int q = 0; q < 32; q++) {\n",

@@ -81,6 +81,9 @@ typedef struct warp_text {
  * 1 KiB: 8.5, 2 KiB and 16 KiB: as 4 KiB).  Only runs longer than
  * RED_PROD_BLOCK: shorter ones are a fused operand's, already in cache. */
 #define RED_ROW_AHEAD 4096
+/* The condition of the C text that only gcc and clang compile (fetch hints:
+ * TinyCC and NVRTC see the #else) */
+#define C_GCC_ONLY "defined(__GNUC__) && !defined(__TINYC__) && !defined(__CUDACC__)"
 
 /* ---- reductions -----------------------------------------------------------
  * One kernel per reduction, with its producers in its element loop (input
