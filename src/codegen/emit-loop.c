@@ -316,6 +316,24 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
     return SMELT_OK;
 }
 
+/* The statements of one element j of the loop form's group (operands
+ * q<k>[j], contiguous, and b<k>, broadcast) and its constants, for a
+ * caller that writes its own loop around them (a row program's stage,
+ * emit-rows.c); plain: false where the group needs more than that (f16 or
+ * bf16 arrays, the fast exp's second body), and then body is no use. */
+int smelt__c_element(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *body, smelt__sb *consts, bool *plain)
+{
+    bool arrays = false;
+    uint64_t branch_in = 0;
+    smelt__sb setup, fast;
+    smelt__sb_init(&setup), smelt__sb_init(&fast);
+    emit_setup(dl, d, false, &setup, consts);
+    int st = emit_body(dl, d, false, 1, body, NULL, NULL, &arrays, &fast, &branch_in);
+    *plain = !st && !arrays && !fast.len;
+    smelt__sb_free(&setup), smelt__sb_free(&fast);
+    return st;
+}
+
 /* ---- the loop form's kernel shapes ------------------------------------
  * Each writes its template from the shared parts (emit_setup, emit_rows,
  * emit_body) and fills only its own slots. */

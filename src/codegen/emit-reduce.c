@@ -66,6 +66,16 @@ static void red_step(smelt__sb *out, const smelt__dialect *dl, const red_kind *k
                      vi);
 }
 
+/* One element e into accumulator v (not argmax, argmin: no index), the
+ * statements of the lanes' step (red_step): a row program's stage that
+ * computes its operand in the lanes' loop (emit-rows.c) combines as the
+ * lanes do. */
+void smelt__red_step(smelt__sb *out, const smelt__dialect *dl, const red_kind *k, const char *ind, const char *v,
+                     const char *e)
+{
+    red_step(out, dl, k, ind, v, "", e, "0");
+}
+
 /* max and min of floats, contiguous elements: each lane's largest (smallest)
  * element as an integer that orders as the float does (-0 below +0: the
  * key's sign-magnitude bits turned two's complement), and a second key

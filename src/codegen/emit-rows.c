@@ -501,7 +501,7 @@ typedef struct c_rows {
     rows_info ri;
     bool *mine;
     int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
-    int R, nin, nfin, later, rrun;
+    int R, nin, nfin, later, rrun, nr;
     smelt__sb pre, defs, setup, body, what;
     smelt__sb *err;
 } c_rows;
@@ -570,6 +570,106 @@ static int c_rows_small(c_rows *c, int t)
     return st;
 }
 
+/* Stage t's producers (piece pc, its function name) and its lanes in one
+ * loop, name_lanes, for the loop form (CC) with rows of one reduced
+ * dimension: n elements (a multiple of 32, from lane 0) of the row from
+ * column j + u, each computed by the group's statements into xv, stored
+ * where the piece stores it (the row cache, a kernel output) and combined
+ * into its lane as the lanes function combines it: the same values in
+ * the same order, without the piece's walk (its divisions per call) and
+ * the operand's round trip through tmp.  Its call's arguments into args;
+ * false (nothing written) where the piece does not fit: an operand
+ * strided or f16/bf16, the group's fast exp or arrays, argmax or argmin. */
+static bool c_rows_fused(c_rows *c, const smelt__kdesc *pc, const red_kind *rk, const char *name, smelt__sb *args)
+{
+    const smelt__kdesc *d = c->d;
+    const smelt__dialect *dl = c->dl;
+    int nin = c->nin, n = pc->n_in + pc->n_out, X = pc->n_in;
+    if (c->blocks || c->nr != 1 || rk->arg || pc->n_out < 1 || smelt__operand_dtype(pc, X) != rk->in)
+        return false;
+    for (int k = 0; k < n; k++) {
+        int b = c->bind[k];
+        if ((pc->mode[k] != SMELT_MODE_CONTIG && pc->mode[k] != SMELT_MODE_BCAST) ||
+            smelt__is_half(smelt__operand_dtype(pc, k)) || (b == -1 && k != X) ||
+            (k >= pc->n_in && pc->mode[k] != SMELT_MODE_CONTIG))
+            return false;
+        if (k < pc->n_in && pc->gidx[k] && (c->bind[pc->gidx[k] - 1] < 0 || c->bind[pc->gidx[k] - 1] >= nin))
+            return false;
+    }
+    smelt__sb body, consts, fn, sig;
+    smelt__sb_init(&body), smelt__sb_init(&consts), smelt__sb_init(&fn), smelt__sb_init(&sig);
+    bool plain = false;
+    if (smelt__c_element(dl, pc, &body, &consts, &plain) || !plain) {
+        smelt__sb_free(&body), smelt__sb_free(&consts), smelt__sb_free(&fn), smelt__sb_free(&sig);
+        return false;
+    }
+    const char *A = dl->type[rk->acc], *XT = dl->stype[rk->in];
+    bool keep = c->bind[X] != -1; /* the operand stored too (the row cache, a kernel output) */
+    char gx[64];
+    snprintf(gx, sizeof gx, "(int64_t *)(void *)ptrs[%d]", d->n_in + d->n_out + 2);
+    for (int k = 0, s = 0; k < n; k++) {
+        smelt_dtype dt = smelt__operand_dtype(pc, k);
+        const char *T = dl->stype[dt], *cq = k < pc->n_in ? "const " : "";
+        int b = c->bind[k];
+        if (k == X && !keep)
+            continue;
+        if (pc->mode[k] == SMELT_MODE_BCAST)
+            smelt__sb_printf(&sig, ", %s b%d", dl->type[dt], k);
+        else
+            smelt__sb_printf(&sig, ", %s%s *%s q%d", cq, T, dl->restrict_kw, k);
+        /* the argument: the operand at the row's column j + u */
+        char at[320] = "";
+        if (k < pc->n_in && pc->gidx[k]) { /* an indexed read: the row its index names (smelt_gi, as the piece) */
+            int iq = c->bind[pc->gidx[k] - 1];
+            snprintf(at, sizeof at, " + smelt_gi((int64_t)((const %s *)(const void *)ptrs[%d])[yo[%d]], %s, %d) * (%s)[%d]",
+                     smelt__gather_index_type(pc, pc->gidx[k] - 1), iq, iq, gx, s, gx, SMELT_GX_SLOTS + 2 * s + 1);
+            s++;
+        }
+        if (b <= -2)
+            smelt__sb_printf(args, ", *(const %s *)(const void *)&sv[%d]", T, -2 - b);
+        else if (b >= ROWS_KEPT)
+            smelt__sb_printf(args, ", (%s%s *)(%svoid *)(slot + (int64_t)%d * nred) + j + u", cq, T, cq,
+                             c->ri.cache_off[b - ROWS_KEPT - nin]);
+        else if (pc->mode[k] == SMELT_MODE_BCAST)
+            smelt__sb_printf(args, ", ((const %s *)(const void *)ptrs[%d])[yo[%d]%s]", T, b, b, at);
+        else
+            smelt__sb_printf(args, ", (%s%s *)(%svoid *)ptrs[%d] + yo[%d]%s + j + u", cq, T, cq, b, b, at);
+    }
+    /* the group's statements, the operand into xv: one loop over the
+     * lanes (with the operand in an array between two loops gcc kept
+     * the lanes on the stack, a store and a load each step) */
+    char from[32];
+    snprintf(from, sizeof from, "q%d[j]", X);
+    const char *bt = smelt__sb_str(&body);
+    smelt__sb el;
+    smelt__sb_init(&el);
+    for (const char *h; (h = strstr(bt, from)); bt = h + strlen(from)) {
+        smelt__sb_putn(&el, bt, (size_t)(h - bt));
+        smelt__sb_puts(&el, "xv");
+    }
+    smelt__sb_puts(&el, bt);
+    smelt__sb_printf(&fn, "static void %s_lanes(int64_t n, void *accp%s)\n{\n"
+                          "    %s *restrict acc = (%s *)accp;\n%s"
+                          "    %s v[32];\n"
+                          "    for (int q = 0; q < 32; q++)\n"
+                          "        v[q] = acc[q];\n"
+                          "    for (int64_t i = 0; i < n; i += 32)\n"
+                          "        for (int q = 0; q < 32; q++) {\n"
+                          "            const int64_t j = i + q;\n"
+                          "            %s xv;\n%s",
+                     name, smelt__sb_str(&sig), A, A, smelt__sb_str(&consts), A, XT, smelt__sb_str(&el));
+    if (keep)
+        smelt__sb_printf(&fn, "            q%d[j] = xv;\n", X);
+    smelt__red_step(&fn, dl, rk, "            ", "v[q]", "xv");
+    smelt__sb_puts(&fn, "        }\n"
+                        "    for (int q = 0; q < 32; q++)\n"
+                        "        acc[q] = v[q];\n}\n");
+    smelt__sb_puts(&c->defs, smelt__sb_str(&fn));
+    bool oom = fn.oom || el.oom || sig.oom || args->oom;
+    smelt__sb_free(&body), smelt__sb_free(&consts), smelt__sb_free(&fn), smelt__sb_free(&sig), smelt__sb_free(&el);
+    return !oom;
+}
+
 /* stage t's operand, a run of rrun elements at a time (the lanes go on
  * where they stopped: the same order as one call); the second pass
  * fetches the next row meanwhile (smelt_pf) */
@@ -626,15 +726,35 @@ static int c_rows_operand(c_rows *c, int t, int x, const char *lf, const char *s
             st = smelt__red_fn(c->dl, &pc, name, c->blocks, false, &c->pre, c->err);
             rows_call_setup(&c->setup, body, d, &c->ri, &pc, c->bind, name, R, false, "sv");
             smelt__sb_puts(body, "                        const int64_t L = L0 + r + u;\n");
+            /* the whole groups of 32 from lane 0 in the stage's own loop
+             * (c_rows_fused), the rest (a row's last < 32) as below */
+            smelt__sb fargs;
+            smelt__sb_init(&fargs);
+            red_kind rk = smelt__red_kind_of(d->ops[c->ri.st[t]].op, smelt__value_dtype(d, x));
+            const char *f0 = "";
+            if (c_rows_fused(c, &pc, &rk, name, &fargs)) {
+                smelt__sb_printf(body, "                        const int64_t nf = (r + u) & 31 ? 0 : nb & ~(int64_t)31;\n"
+                                       "                        if (nf)\n"
+                                       "                            %s_lanes(nf, buf%s);\n"
+                                       "                        if (nf < nb) {\n"
+                                       "                        const int64_t af[3] = {1, (r + u + nf) & 31, r + u + nf};\n",
+                                 name, smelt__sb_str(&fargs));
+                f0 = " + nf";
+            } else {
+                smelt__sb_puts(body, "                        {\n"
+                                     "                        const int64_t nf = 0, *const af = a;\n");
+            }
+            smelt__sb_free(&fargs);
             if (c->bind[pc.n_in] >= ROWS_KEPT) /* the operand into the row cache, read back from there */
-                smelt__sb_printf(body, "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
-                                       "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n",
-                                 name, name, name, lf, sfx, c->ri.cache_off[x - nin]);
+                smelt__sb_printf(body, "                        %s(L%s, L + nb, %s_p, psh, %s_s);\n"
+                                       "                        %s_row(nb - nf, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u + nf, af);\n",
+                                 name, f0, name, name, lf, sfx, c->ri.cache_off[x - nin]);
             else
-                smelt__sb_printf(body, "                        %s_p[%d] = (char *)tmp - (j + u) * (int64_t)sizeof(smelt_in%s);\n"
-                                       "                        %s(L, L + nb, %s_p, psh, %s_s);\n"
-                                       "                        %s_row(nb, buf, tmp, a);\n",
-                                 name, pc.n_in, sfx, name, name, name, lf);
+                smelt__sb_printf(body, "                        %s_p[%d] = (char *)tmp - (j + u + nf) * (int64_t)sizeof(smelt_in%s);\n"
+                                       "                        %s(L%s, L + nb, %s_p, psh, %s_s);\n"
+                                       "                        %s_row(nb - nf, buf, tmp, af);\n",
+                                 name, pc.n_in, sfx, name, f0, name, name, lf);
+            smelt__sb_puts(body, "                        }\n");
             free(pc.ops);
         }
     }
@@ -779,6 +899,7 @@ int smelt__shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
     if (!blocks)
         smelt__sb_puts(&c.pre, prelude);
     smelt__red_dims(d, &kd, &rd, &nk, &nr, &klast, &rlast);
+    c.nr = nr;
     c.later = c.ri.nst - 1;
     c.rrun = blocks ? RED_PROD_BLOCK : SMELT_ROWS_RUN; /* a reduction's runs */
     if (!st)

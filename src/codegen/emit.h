@@ -213,6 +213,8 @@ int smelt__shape_c_loop(const smelt__dialect *dl, const smelt__kdesc *d, const c
                         smelt__sb *text, smelt__sb *err);
 int smelt__c_walker(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude, bool ahead,
                     smelt__sb *text, smelt__sb *err);
+int smelt__c_element(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *body, smelt__sb *consts,
+                     bool *plain);
 int smelt__shape_device_grid(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
                              smelt__sb *text, smelt__sb *err);
 int smelt__shape_device_tile(const smelt__dialect *dl, const smelt__kdesc *d, const char *prelude,
@@ -229,6 +231,8 @@ red_kind smelt__red_kind_of(smelt_op op, smelt_dtype in);
 void smelt__red_lanes(smelt__sb *b, const smelt__dialect *dl, const red_kind *k, const char *fn, const char *qual);
 int smelt__red_nops(const smelt__kdesc *d);
 void smelt__red_prim_name(char *name, size_t n, const red_kind *k);
+void smelt__red_step(smelt__sb *out, const smelt__dialect *dl, const red_kind *k, const char *ind, const char *v,
+                     const char *e);
 int smelt__shape_c_reduce(const smelt__dialect *dl, const smelt__kdesc *d, bool blocks, const char *prelude,
                           smelt__sb *text, smelt__sb *err);
 int smelt__shape_device_reduce(const smelt__target *t, const smelt__kdesc *d, const char *prelude,
