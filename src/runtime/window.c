@@ -5,10 +5,13 @@
  * up to the last output) is the sum over taps (kh, kw), in order, of the
  * weights' [O / G, C / G] matrix of that tap times the phase's rows of
  * the group's channels from the tap's offset (kh dh / sh) Wq + kw dw / sw:
- * a shifted view of the input that BLAS reads as it lies (leading
- * dimension L), accumulated by BLAS (beta = 1).  Columns are cut into
- * tiles that depend on the shape only, so the bits do not depend on the
- * thread count.
+ * a shifted view of the input read as it lies.  f32 on a CPU with
+ * AVX-512: smelt's own kernel (convk.c), each element one chain of fused
+ * multiply-adds over the taps, then the channels, in order, the weights
+ * packed for it once a call; otherwise each tap's product is BLAS's
+ * (leading dimension L), accumulated by BLAS (beta = 1).  Columns are
+ * cut into tiles that depend on the shape only, so the bits do not depend
+ * on the thread count.
  *
  * cumsum, cumprod: each line along the axis combined in order, in the
  * result's dtype (f16 and bf16 through f32, rounded at each step, as
