@@ -193,9 +193,10 @@ int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view 
     size_t xn = c->xdirect ? 0 : (size_t)smelt__numel(4, X->shape);
     size_t yn = c->ydirect ? 0 : (size_t)smelt__numel(4, out->shape);
     size_t tn = j.own ? (size_t)T * sizeof(int64_t) : 0;
-    char *mem = malloc(((size_t)wn + xn + yn) * j.es + tn + 1);
-    if (!mem)
+    char *base = malloc(tn + ((size_t)wn + xn + yn) * j.es + 1); /* the taps' offsets first */
+    if (!base)
         return smelt__err(p->ctx, SMELT_ERR_NOMEM, "conv: out of memory");
+    char *mem = base + tn;
     if (j.own) {
         weights_for_kernel(c, (const float *)W->data, W->strides, (float *)mem);
     } else {
@@ -219,7 +220,7 @@ int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view 
         smelt__contig_strides(4, out->shape, j.ys);
     }
     if (j.own) {
-        int64_t *toff = (int64_t *)(void *)(mem + ((size_t)wn + xn + yn) * j.es), ph;
+        int64_t *toff = (int64_t *)(void *)base, ph;
         for (int64_t t = 0; t < T; t++)
             toff[t] = tap_offset(c, t, &ph), toff[t] += ph * j.xs[1];
         j.toff = toff;
@@ -251,7 +252,7 @@ int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view 
                                             w * out->strides[3]) * (int64_t)j.es,
                                j.y + (n * j.ys[0] + o * j.ys[1] + h * j.ys[2] + w) * (int64_t)j.es, j.es);
     }
-    free(mem);
+    free(base);
     return j.st;
 }
 
