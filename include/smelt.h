@@ -299,9 +299,10 @@ void smelt_window_init(smelt_window *w); /* the defaults above */
 /* The convolution of x [N, C, (H,) W] with weights w [O, C / groups, (KH,)
  * KW] (ONNX's Conv, a cross-correlation), plus bias b [O] (NULL: none):
  * [N, O, (OH,) OW].  Float dtypes, promoted (f16, bf16: computed in f32).
- * Computed as one matrix product per tap of the kernel, each of the
- * weights' [O, C] matrix with a shifted view of the (padded) input, summed
- * in BLAS (beta = 1); no im2col copy.  Elementwise work after it (bias,
+ * Computed as the sum over the kernel's taps of the weights' [O, C] matrix
+ * times a shifted view of the (padded) input: f32 on a CPU with AVX-512 by
+ * smelt's own kernel, otherwise one BLAS product per tap summed in BLAS
+ * (beta = 1); no im2col copy (docs/numerics.md: the bits).  Elementwise work after it (bias,
  * batch-norm, activation, residual) fuses into one kernel after it.  Bad
  * attributes (strides or dilations < 1, a kernel larger than the padded
  * input, channels that do not match, groups that do not divide them) are

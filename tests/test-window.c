@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "plan.h" /* smelt__conv_own_kernel, smelt__conv_force_blas */
 #include "window-cases.h"
 
 static void check_close(const char *what, const smelt_tensor *got, const double *want, int64_t n, double tol)
@@ -79,6 +80,116 @@ Test(window, conv_against_direct_computation)
             smelt_plan_free(p3), smelt_plan_free(p0);
             smelt_graph_free(g);
         }
+    smelt_ctx_free(ctx);
+}
+
+/* Geometries for the products' own tests: output channels that are not a
+ * multiple of the kernel's block of 6, columns that are not a multiple of
+ * its 64 nor of a thread's tile, more channels than a part of the sum
+ * holds (the 1-D case of 200), strides, dilations, groups, depthwise,
+ * padding, one image and several. */
+static const ccase prod_cases[] = {
+    {4, 2, 5, 13, 17, 13, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, 0},
+    {4, 1, 20, 30, 33, 20, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, 0},   /* strided */
+    {4, 3, 12, 20, 21, 18, 3, 3, 1, 1, 2, 2, 3, {2, 2, 2, 2}, 0},   /* dilated, grouped */
+    {4, 2, 8, 11, 12, 8, 3, 3, 1, 1, 1, 1, 8, {1, 1, 1, 1}, 0},     /* depthwise */
+    {4, 1, 16, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, 0},   /* tiles of columns over threads */
+    {3, 1, 200, 1, 100, 9, 1, 5, 1, 1, 1, 1, 1, {0, 2, 0, 2}, 0},   /* 1-D, channels in parts */
+    {3, 2, 12, 1, 300, 10, 1, 3, 1, 2, 1, 2, 2, {0, 1, 0, 1}, 0},   /* 1-D strided, dilated, grouped */
+    {3, 3, 70, 1, 150, 7, 1, 5, 1, 1, 1, 1, 1, {0, 2, 0, 2}, 0},    /* 1-D */
+};
+
+/* conv(x, w) in double, and the product's bound on each element's error:
+ * gamma_k sum |w x| (k the terms of the sum, u the dtype's unit roundoff),
+ * any order of the sum */
+static void conv_with_bound(smelt_ctx *ctx, const ccase *c, const smelt_tensor *x, const smelt_tensor *w, const int64_t *lo,
+                            int64_t OH, int64_t OW, double u, double *out, double *bound)
+{
+    int64_t Cg = c->C / c->groups, n = c->N * c->O * OH * OW;
+    double k = (double)(Cg * c->KH * c->KW), gamma = k * u / (1 - k * u);
+    smelt_tensor *ax = t_tensor(ctx, SMELT_F64, smelt_tensor_ndim(x), smelt_tensor_shape(x));
+    smelt_tensor *aw = t_tensor(ctx, SMELT_F64, smelt_tensor_ndim(w), smelt_tensor_shape(w));
+    for (int64_t i = 0; i < smelt_tensor_numel(x); i++)
+        t_set(ax, i, fabs(smelt_tensor_get(x, i)));
+    for (int64_t i = 0; i < smelt_tensor_numel(w); i++)
+        t_set(aw, i, fabs(smelt_tensor_get(w, i)));
+    naive_conv(c, x, w, NULL, lo, OH, OW, out);
+    naive_conv(c, ax, aw, NULL, lo, OH, OW, bound);
+    for (int64_t i = 0; i < n; i++)
+        bound[i] *= gamma;
+    smelt_tensor_free(ax), smelt_tensor_free(aw);
+}
+
+/* The convolution's products, smelt's own f32 kernel (on CPUs with
+ * AVX-512) and BLAS's (forced; and f64's, BLAS's everywhere): each element
+ * within the product's bound of the float64 value, on fresh random data
+ * (never zero); the same bits fused (an epilogue reads the conv) and
+ * unfused, and on 1 and 2 threads; the plan says which computed them. */
+Test(window, conv_products_within_their_bound, .timeout = 240)
+{
+    smelt_ctx *ctx = t_ctx();
+    trng r;
+    trng_init(&r, 3);
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64};
+    for (int blas = 0; blas < 2; blas++)
+        for (int t = 0; t < NELEMS(dts); t++)
+            for (int k = 0; k < NELEMS(prod_cases) + NELEMS(conv_cases); k++) {
+                const ccase *c = k < NELEMS(prod_cases) ? &prod_cases[k] : &conv_cases[k - NELEMS(prod_cases)];
+                smelt_dtype dt = dts[t];
+                smelt__conv_force_blas(blas);
+                T_OK(ctx, smelt_ctx_set_threads(ctx, 1));
+                smelt_graph *g = t_graph(ctx);
+                int64_t xs[4], ws[4], lo[2], hi[2], OH, OW;
+                conv_shapes(c, xs, ws);
+                conv_geometry(c, lo, hi, &OH, &OW);
+                smelt_node *x = smelt_input(g, "x", dt, c->rank, xs), *w = smelt_input(g, "w", dt, c->rank, ws);
+                smelt_node *b = smelt_input(g, "b", dt, 1, (int64_t[]){c->O});
+                smelt_window win;
+                conv_window(c, &win);
+                smelt_node *outs[2] = {smelt_conv(g, x, w, NULL, &win),
+                                       smelt_unary(g, SMELT_OP_RELU, smelt_conv(g, x, w, b, &win))};
+                T_OK(ctx, smelt_graph_status(g));
+                smelt_tensor *in[3] = {t_rand(ctx, &r, dt, c->rank, xs), t_rand(ctx, &r, dt, c->rank, ws),
+                                       t_rand(ctx, &r, dt, 1, (int64_t[]){c->O})};
+                int64_t n = c->N * c->O * OH * OW, plane = OH * OW;
+                double *want = malloc(sizeof(double) * (size_t)n), *bound = malloc(sizeof(double) * (size_t)n);
+                double u = dt == SMELT_F32 ? 0x1p-24 : 0x1p-53;
+                conv_with_bound(ctx, c, in[0], in[1], lo, OH, OW, u, want, bound);
+                bool own = smelt__conv_own_kernel(dt);
+                cr_assert(!own || (dt == SMELT_F32 && !blas), "own kernel for %s, BLAS forced %d", smelt_dtype_name(dt),
+                          blas);
+                char what[128];
+                snprintf(what, sizeof what, "%s, %s, case %d", smelt_dtype_name(dt), own ? "own kernel" : "BLAS", k);
+                smelt_plan *p3 = t_plan(ctx, g, 2, outs, 3), *p0 = t_plan(ctx, g, 2, outs, 0);
+                cr_assert(t_contains(smelt_plan_describe(p3), own ? "smelt's AVX-512 kernel]" : "accumulated in BLAS"),
+                          "%s\n%s", what, smelt_plan_describe(p3));
+                smelt_tensor *got[2] = {NULL, NULL}, *unf[2] = {NULL, NULL}, *two[2] = {NULL, NULL};
+                t_run(p3, 3, in, 2, got);
+                t_run(p0, 3, in, 2, unf);
+                T_OK(ctx, smelt_ctx_set_threads(ctx, 2));
+                t_run(p3, 3, in, 2, two);
+                for (int64_t i = 0; i < n; i++) {
+                    double y = smelt_tensor_get(got[0], i), bi = smelt_tensor_get(in[2], i / plane % c->O);
+                    cr_assert(fabs(y - want[i]) <= bound[i], "%s: element %lld is %a, the float64 value %a, bound %g",
+                              what, (long long)i, y, want[i], bound[i]);
+                    double e = fmax(want[i] + bi, 0), yr = smelt_tensor_get(got[1], i); /* + one rounding */
+                    cr_assert(fabs(yr - e) <= bound[i] + 2 * u * (fabs(want[i]) + fabs(bi)), "%s, relu(conv + b): "
+                              "element %lld is %a, the float64 value %a", what, (long long)i, yr, e);
+                }
+                int64_t at;
+                for (int o = 0; o < 2; o++) {
+                    cr_assert(t_same_results(got[o], unf[o], &at), "%s, output %d: fused %a, unfused %a at [%lld]",
+                              what, o, smelt_tensor_get(got[o], at), smelt_tensor_get(unf[o], at), (long long)at);
+                    cr_assert(t_same_results(got[o], two[o], &at), "%s, output %d: 1 thread %a, 2 threads %a at "
+                              "[%lld]", what, o, smelt_tensor_get(got[o], at), smelt_tensor_get(two[o], at),
+                              (long long)at);
+                }
+                free(want), free(bound);
+                t_free_all(got, 2), t_free_all(unf, 2), t_free_all(two, 2), t_free_all(in, 3);
+                smelt_plan_free(p3), smelt_plan_free(p0);
+                smelt_graph_free(g);
+            }
+    smelt__conv_force_blas(false);
     smelt_ctx_free(ctx);
 }
 

@@ -46,8 +46,9 @@ def _window(fn, arrays, kw):
 
 def conv(x, w, b=None, strides=1, pads=0, dilations=1, groups=1):
     """ONNX's Conv (a cross-correlation) of x [N, C, (H,) W] with weights w
-    [O, C / groups, (KH,) KW] plus bias b [O]: one BLAS product per tap over
-    shifted views of the input, the elementwise work after it fused."""
+    [O, C / groups, (KH,) KW] plus bias b [O]: the taps' products over
+    shifted views of the input (f32 on AVX-512 CPUs: smelt's own kernel;
+    otherwise BLAS, one product a tap), the elementwise work after it fused."""
     arrays = [x, w] + ([b] if b is not None else [])
     return _window("conv", arrays, dict(strides=strides, pads=pads, dilations=dilations, groups=groups))
 

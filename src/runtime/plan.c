@@ -177,11 +177,16 @@ static void describe(smelt_plan *p)
         if (k->library) { /* "kernel 2 matmul [BLAS: OpenBLAS 0.3.21 ...]" */
             const smelt__inst *lx = &p->prog.v[k->cl.members[0]];
             if (lx->op == SMELT_OP_CONV_TAPS) /* "kernel 1 conv [9 taps: 3x3 window, one product each, ...]" */
-                smelt__sb_printf(b, "kernel %d conv [%lld taps: a %lldx%lld window of shifted views, one product "
-                                 "each accumulated in BLAS: %s] inputs [", i,
-                                 (long long)(p->prog.v[lx->in[1]].shape[2] * p->prog.v[lx->in[1]].shape[3]),
+                smelt__sb_printf(b, "kernel %d conv [%lld taps: a %lldx%lld window of shifted views, %s: %s] inputs [",
+                                 i, (long long)(p->prog.v[lx->in[1]].shape[2] * p->prog.v[lx->in[1]].shape[3]),
                                  (long long)p->prog.v[lx->in[1]].shape[2], (long long)p->prog.v[lx->in[1]].shape[3],
-                                 p->be->iface->gemm ? "cuBLAS" : smelt__blas_name() ? smelt__blas_name() : "none");
+                                 !p->be->iface->gemm && smelt__conv_own_kernel(lx->dtype)
+                                     ? "summed in registers over taps and channels"
+                                     : "one product each accumulated in BLAS",
+                                 p->be->iface->gemm ? "cuBLAS"
+                                 : smelt__conv_own_kernel(lx->dtype) ? "smelt's AVX-512 kernel"
+                                 : smelt__blas_name()                ? smelt__blas_name()
+                                                                     : "none");
             else if (lx->op != SMELT_OP_MATMUL) /* a scan */
                 smelt__sb_printf(b, "kernel %d %s [a scan along axis %lld, in order] inputs [", i,
                                  smelt__ops[lx->op].name, (long long)lx->vp[0]);

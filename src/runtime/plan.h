@@ -81,6 +81,11 @@ int smelt__blas_gemm_beta(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int6
 struct smelt__view;
 int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const struct smelt__view *in, const struct smelt__view *out);
 int smelt__run_scan(smelt_plan *p, const smelt__inst *x, const struct smelt__view *in, const struct smelt__view *out);
+/* Whether a conv_taps of dtype dt runs smelt's own kernel on the host (f32
+ * on a CPU with AVX-512: src/runtime/convk.c), else BLAS's products; on,
+ * the f32 products are BLAS's everywhere (a test's switch, process-wide). */
+bool smelt__conv_own_kernel(smelt_dtype dt);
+void smelt__conv_force_blas(bool on);
 /* ... on a device plan: through the backend's product (gemm), strided copy
  * and scan (backend.h); k's dscratch holds a convolution's weights laid
  * out by tap. */

@@ -5,10 +5,13 @@
  * up to the last output) is the sum over taps (kh, kw), in order, of the
  * weights' [O / G, C / G] matrix of that tap times the phase's rows of
  * the group's channels from the tap's offset (kh dh / sh) Wq + kw dw / sw:
- * a shifted view of the input that BLAS reads as it lies (leading
- * dimension L), accumulated by BLAS (beta = 1).  Columns are cut into
- * tiles that depend on the shape only, so the bits do not depend on the
- * thread count.
+ * a shifted view of the input read as it lies.  f32 on a CPU with
+ * AVX-512: smelt's own kernel (convk.c), each element one chain of fused
+ * multiply-adds over the taps, then the channels, in order, the weights
+ * packed for it once a call; otherwise each tap's product is BLAS's
+ * (leading dimension L), accumulated by BLAS (beta = 1).  Columns are
+ * cut into tiles that depend on the shape only, so the bits do not depend
+ * on the thread count.
  *
  * cumsum, cumprod: each line along the axis combined in order, in the
  * result's dtype (f16 and bf16 through f32, rounded at each step, as
@@ -17,8 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convk.h"
 #include "plan.h"
 #include "runtime.h"
+
+#if defined(__x86_64__) && defined(__SSE__)
+#include <immintrin.h>
+#endif
 
 #define CONV_TASKS 16   /* tiles of columns wanted over all images and groups */
 #define CONV_TILE_MIN 512 /* columns a tile at least */
@@ -64,7 +72,9 @@ typedef struct convjob {
     int64_t tn, ntile;
     const char *x;     /* [N, P, C, L] at strides xs */
     int64_t xs[4];
-    const char *wpack; /* [KH * KW, O, Cg] contiguous */
+    const char *wpack; /* [KH * KW, O, Cg] contiguous; own: [G][blocks of CK_R rows of O / G][KH * KW][Cg][rows] */
+    bool own;          /* smelt's kernel (f32, AVX-512: convk.c), else BLAS's products */
+    const int64_t *toff; /* own: each tap's offset, its phase's included (elements) */
     char *y;           /* [N, O, M...] at strides ys (ys[3] 1, ys[2] Wq) */
     int64_t ys[4];
     int st;
@@ -82,6 +92,22 @@ static void conv_task(void *arg, int64_t task)
     if (c->Cg == 0) {
         for (int64_t o = 0; o < c->Og; o++)
             memset(cp + o * j->ys[1] * es, 0, (size_t)(mt * es));
+        return;
+    }
+    if (j->own) {
+        /* subnormal operands read as zero, as BLAS's products (smelt__blas_gemm_beta) */
+#if defined(__x86_64__) && defined(__SSE__)
+        const unsigned csr = _mm_getcsr();
+        _mm_setcsr(csr | 0x40u);
+#endif
+        /* a row of taps reads its phases' columns, (KW - 1) dw / sw past its first tap's */
+        int64_t span = (c->KW - 1) * c->dw / c->sw + (SMELT_MIN(c->KW, c->sw) - 1) * 16 * CK_V;
+        smelt__convk_tile((const float *)j->x + n * j->xs[0] + g * c->Cg * j->xs[2] + m0, j->xs[2], j->toff, c->KH,
+                          c->KW, span, c->Cg, (const float *)j->wpack + g * c->Og * c->KH * c->KW * c->Cg, c->Og,
+                          (float *)cp, j->ys[1], mt);
+#if defined(__x86_64__) && defined(__SSE__)
+        _mm_setcsr(csr);
+#endif
         return;
     }
     for (int64_t t = 0; t < c->KH * c->KW; t++) {
@@ -109,12 +135,42 @@ static void pack4(char *dst, const char *src, const int64_t *shape, const int64_
                     memcpy(dst, src + (a * st[0] + b * st[1] + c * st[2] + d * st[3]) * (int64_t)es, es);
 }
 
+/* The weights [O, Cg, KH, KW] (strides ws, f32) as the own kernel reads
+ * them: for each group, blocks of CK_R output channels (the last one the
+ * rest), each [tap][Cg][rows of the block] (convk.h) */
+static void weights_for_kernel(const convgeom *c, const float *w, const int64_t *ws, float *dst)
+{
+    for (int64_t o0 = 0; o0 < c->O; o0 += c->Og)
+        for (int64_t ob = o0; ob < o0 + c->Og; ob += CK_R) {
+            int64_t R = SMELT_MIN(CK_R, o0 + c->Og - ob);
+            for (int64_t kh = 0; kh < c->KH; kh++)
+                for (int64_t kw = 0; kw < c->KW; kw++) {
+                    const float *s = w + ob * ws[0] + kh * ws[2] + kw * ws[3];
+                    for (int64_t ci = 0; ci < c->Cg; ci++, s += ws[1])
+                        for (int64_t r = 0; r < R; r++)
+                            *dst++ = s[r * ws[0]];
+                }
+        }
+}
+
 /* The weights [O, Cg, KH, KW] (strides ws) as [tap][O][Cg]: the tap's
  * matrix of a group a legal BLAS operand (shape and strides of the copy) */
 static void weights_by_tap(const convgeom *c, const int64_t *ws, int64_t *shape, int64_t *ss)
 {
     const int64_t sh[4] = {c->KH, c->KW, c->O, c->Cg}, st[4] = {ws[2], ws[3], ws[0], ws[1]};
     memcpy(shape, sh, sizeof sh), memcpy(ss, st, sizeof st);
+}
+
+static bool conv_blas_only;
+
+void smelt__conv_force_blas(bool on)
+{
+    conv_blas_only = on;
+}
+
+bool smelt__conv_own_kernel(smelt_dtype dt)
+{
+    return dt == SMELT_F32 && !conv_blas_only && smelt__x86_level() >= 4 && smelt__convk_ok();
 }
 
 int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view *in, const smelt__view *out)
@@ -127,18 +183,27 @@ int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view 
     const convgeom *c = &j.c;
     if (c->N == 0 || c->O == 0 || c->OH == 0 || c->OW == 0)
         return SMELT_OK;
-    if ((st = smelt__blas_check(p->ctx)))
-        return st;
-    smelt__blas_single_threaded();
-    int64_t wn = c->KH * c->KW * c->O * c->Cg;
+    j.own = smelt__conv_own_kernel(j.dt);
+    if (!j.own) {
+        if ((st = smelt__blas_check(p->ctx)))
+            return st;
+        smelt__blas_single_threaded();
+    }
+    int64_t wn = c->KH * c->KW * c->O * c->Cg, T = c->KH * c->KW;
     size_t xn = c->xdirect ? 0 : (size_t)smelt__numel(4, X->shape);
     size_t yn = c->ydirect ? 0 : (size_t)smelt__numel(4, out->shape);
-    char *mem = malloc(((size_t)wn + xn + yn) * j.es + 1);
-    if (!mem)
+    size_t tn = j.own ? (size_t)T * sizeof(int64_t) : 0;
+    char *base = malloc(tn + ((size_t)wn + xn + yn) * j.es + 1); /* the taps' offsets first */
+    if (!base)
         return smelt__err(p->ctx, SMELT_ERR_NOMEM, "conv: out of memory");
-    int64_t wshape[4], wst[4];
-    weights_by_tap(c, W->strides, wshape, wst);
-    pack4(mem, W->data, wshape, wst, j.es);
+    char *mem = base + tn;
+    if (j.own) {
+        weights_for_kernel(c, (const float *)W->data, W->strides, (float *)mem);
+    } else {
+        int64_t wshape[4], wst[4];
+        weights_by_tap(c, W->strides, wshape, wst);
+        pack4(mem, W->data, wshape, wst, j.es);
+    }
     j.wpack = mem;
     j.x = X->data;
     memcpy(j.xs, X->strides, sizeof j.xs);
@@ -154,8 +219,16 @@ int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view 
         j.y = mem + (wn + (int64_t)xn) * (int64_t)j.es;
         smelt__contig_strides(4, out->shape, j.ys);
     }
+    if (j.own) {
+        int64_t *toff = (int64_t *)(void *)base, ph;
+        for (int64_t t = 0; t < T; t++)
+            toff[t] = tap_offset(c, t, &ph), toff[t] += ph * j.xs[1];
+        j.toff = toff;
+    }
     int64_t groups = c->N * c->G, want = (CONV_TASKS + groups - 1) / groups;
     j.tn = SMELT_MAX((c->M + want - 1) / want, CONV_TILE_MIN);
+    if (j.own) /* whole blocks of the kernel's columns */
+        j.tn = (j.tn + 16 * CK_V - 1) / (16 * CK_V) * (16 * CK_V);
     j.tn = SMELT_MIN(j.tn, c->M);
     j.ntile = (c->M + j.tn - 1) / j.tn;
     int64_t tasks = groups * j.ntile;
@@ -179,7 +252,7 @@ int smelt__run_conv_taps(smelt_plan *p, const smelt__inst *x, const smelt__view 
                                             w * out->strides[3]) * (int64_t)j.es,
                                j.y + (n * j.ys[0] + o * j.ys[1] + h * j.ys[2] + w) * (int64_t)j.es, j.es);
     }
-    free(mem);
+    free(base);
     return j.st;
 }
 
