@@ -43,8 +43,8 @@ def bits(x):
 
 
 def split16(v):
-    """v as hi + lo, hi with 16 significant bits (k hi exact for |k| < 256), lo an f32"""
-    hi = struct.unpack("<f", struct.pack("<I", bits(f32(v)) & ~0x7f))[0]
+    """v as hi + lo, hi with 16 significant bits (k hi exact for |k| < 256: 24 bits), lo an f32"""
+    hi = struct.unpack("<f", struct.pack("<I", bits(f32(v)) & ~0xff))[0]
     return hi, f32(v - mp.mpf(hi))
 
 
