@@ -116,4 +116,5 @@ def main():
     print("cut: %sf (erfc(cut) = %s 2^-25)" % (f32hex(cut), mp.nstr(mp.erfc(cut) * 2 ** 25, 8)))
 
 
-main()
+if __name__ == "__main__":  # log32fit.py imports minimax and fpminimax
+    main()

@@ -19,7 +19,8 @@
  *   mathcheck-f32 [--threads N] [--only FUNCTION] [--hash-only]
  *
  * Every one-argument f32 function: each has code of its own, in f32 (exp,
- * expm1, tanh, sigmoid, silu, gelu_tanh) or in double; --only one of them.
+ * expm1, tanh, sigmoid, silu, gelu_tanh, erf, log, log2, log10, log1p) or
+ * in double; --only one of them.
  * exp_ok is exp as a C loop-form group computes it (src/codegen/emit.c,
  * c_group): smelt_exp_f32_w over 128 arguments, then smelt_exp_f32 over
  * them again where one was outside its range; its hash must be exp's

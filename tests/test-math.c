@@ -27,7 +27,8 @@
 
 /* the asserted bounds, in ULP (measured: docs/numerics.md): f64 2; f32 1
  * for the functions computed in double and rounded once and for exp,
- * expm1 and erf, 2 for those computed in f32 with two roundings (tanh, sigmoid,
+ * expm1, erf and the logarithms (log, log2, log10, log1p), 2 for those
+ * computed in f32 with two roundings (tanh, sigmoid,
  * silu, gelu_tanh: scripts/mathcheck-f32 measures them on every f32) */
 #define BOUND_F64 2.0
 #define BOUND_F32 1.0
@@ -94,10 +95,14 @@ static const struct fn fns[] = {
        E(0x1.62e43p+6, -0x1.9fe368p+6, -0x1.5d589ep+6, 1)),
     F1(exp2, -1080, 1025, E(1024, -1074, -1022, -1075, 1), E(128, -149, -126, -150, 1)),
     F1(expm1, -40, 710, E(0x1.62e42fefa39efp+9, -37.5, 0x1.62e42fefa39efp-2, 1), E(0x1.62e43p+6, -17, 0.34657359f)),
-    F1(log, 0, 1e300, E(1, 0x1p-1022, DBL_MAX, 0x1.6a09e667f3bcdp-1, 2), E(1, 0x1p-126, FLT_MAX, 0x1.6a09e6p-1, 2)),
-    F1(log2, 0, 1e300, E(1, 0x1p-1022, DBL_MAX, 0x1.6a09e667f3bcdp-1, 2), E(1, 0x1p-126, FLT_MAX, 0x1.6a09e6p-1, 2)),
-    F1(log10, 0, 1e300, E(1, 0x1p-1022, DBL_MAX, 10, 0.1), E(1, 0x1p-126, FLT_MAX, 10, 0.1f)),
-    F1(log1p, -1, 1e300, E(-1, 0x1.6a09e667f3bcdp-2, -0x1.2bec333018867p-2, 1, DBL_MAX), E(-1, 0.41421357f, -0.29289323f, 1)),
+    F1(log, 0, 1e300, E(1, 0x1p-1022, DBL_MAX, 0x1.6a09e667f3bcdp-1, 2),
+       E(1, 0x1p-126, FLT_MAX, 0x1.6a09e6p-1, 2, 0x1.6a09e6p+0, 1e-40f, 0x1.665692p+0)),
+    F1(log2, 0, 1e300, E(1, 0x1p-1022, DBL_MAX, 0x1.6a09e667f3bcdp-1, 2),
+       E(1, 0x1p-126, FLT_MAX, 0x1.6a09e6p-1, 2, 0x1.6a09e6p+0, 1e-40f, 0x1.661e7ap+0)),
+    F1(log10, 0, 1e300, E(1, 0x1p-1022, DBL_MAX, 10, 0.1),
+       E(1, 0x1p-126, FLT_MAX, 10, 0.1f, 0x1.6a09e6p+0, 1e-40f, 0x1.5200b4p+0)),
+    F1(log1p, -1, 1e300, E(-1, 0x1.6a09e667f3bcdp-2, -0x1.2bec333018867p-2, 1, DBL_MAX),
+       E(-1, 0.41421357f, -0.29289323f, 1, -0.5f, 0x1p24f, FLT_MAX, -0x1.34882ap-2f)),
     F1(sin, -1e6, 1e6, E(PIO2, 2 * PIO2, 3 * PIO2, 0x1p20, 1e22, 0x1.6ac5b262ca1ffp+849, DBL_MAX, 0x1.6c6cbc45dc8dep+27),
        E(0x1.921fb6p+0, 0x1.921fb6p+1, 0x1.2d97c8p+2, 0x1p20f, 1e22f, FLT_MAX, 0x1.47ae14p+2)),
     F1(cos, -1e6, 1e6, E(PIO2, 2 * PIO2, 3 * PIO2, 0x1p20, 1e22, 0x1.6ac5b262ca1ffp+849, DBL_MAX, 0x1.6c6cbc45dc8dep+27),
@@ -502,6 +507,21 @@ Test(math, special_values_c99)
     cr_assert(same64(smelt_log_f64(0.0), -INFINITY));
     cr_assert(same64(smelt_log_f64(-0.0), -INFINITY));
     cr_assert(isnan(smelt_log_f64(-1.0)));
+    /* the f32 logarithms (in f32 arithmetic, templates/common/math.h.in) */
+    cr_assert(same32(smelt_log_f32(0.0f), -INFINITY));
+    cr_assert(same32(smelt_log2_f32(-0.0f), -INFINITY));
+    cr_assert(same32(smelt_log10_f32(0x1p-149f), -0x1.66d3e8p+5f));
+    cr_assert(isnan(smelt_log_f32(-0x1p-149f)) && isnan(smelt_log10_f32(-INFINITY)));
+    cr_assert(same32(smelt_log1p_f32(-0.0f), -0.0f) && same32(smelt_log1p_f32(-1.0f), -INFINITY));
+    cr_assert(same32(smelt_log1p_f32(-0x1p-149f), -0x1p-149f) && same32(smelt_log1p_f32(0x1p-30f), 0x1p-30f));
+    cr_assert(isnan(smelt_log1p_f32(-1.0000001f)) && same32(smelt_log1p_f32(INFINITY), INFINITY));
+    for (int k = -149; k <= 127; k++) /* k exactly */
+        cr_assert(same32(smelt_log2_f32(ldexpf(1.0f, k)), (float)k), "log2(2^%d)", k);
+    float p = 1.0f, q = 1.0f;
+    /* n exactly: 10^n is a float up to 10^10; q is 10^-n within a few ulp,
+     * whose log10 still rounds to -n */
+    for (int n = 0; n <= 10; n++, p *= 10.0f, q /= 10.0f)
+        cr_assert(same32(smelt_log10_f32(p), (float)n) && same32(smelt_log10_f32(q), (float)-n), "log10(1e%d)", n);
     cr_assert(same64(smelt_erfc_f64(-INFINITY), 2.0));
     cr_assert(same64(smelt_tanh_f64(-INFINITY), -1.0));
     cr_assert(isnan(smelt_acosh_f64(0.5)));
