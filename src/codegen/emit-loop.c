@@ -10,12 +10,13 @@
 
 /* ---- loop form for C (the CC tier): groups of C_GROUP elements ---------
  * The loop body lives in one non-inlined function computing C_GROUP
- * elements; the kernel calls it for every whole group and, for the last
- * elements, on copies padded to a whole group.  (Every element so goes
- * through the same compiled code; since smelt's math is plain IEEE C, a
- * scalar epilogue would give the same bits too, and the group is kept for
- * its simple tail and the f16/bf16 staging.  It is large enough that the
- * call and the math's constants cost little.) */
+ * elements; the kernel calls it for every whole group and, for a row's
+ * last elements, calls smelt_group_n (the same statements over m <
+ * C_GROUP elements) where the body is plain, else smelt_group on copies
+ * padded to a whole group (bodies with arrays, the fast exp's two passes,
+ * f16/bf16 staging).  smelt's math is plain IEEE C, so a shorter loop
+ * gives the same bits.  A group is large enough that the call and the
+ * math's constants cost little. */
 /* The arguments of a call of smelt_group: every operand at element j (with
  * its stride), but the outputs in the w<k> buffers (ARGS_W, streaming
  * stores) or every operand that is not broadcast in t<k> (ARGS_TAIL). */

@@ -268,11 +268,20 @@ static int64_t llc_bytes(void)
     return v;
 }
 
+/* Outputs at most this large are kept in the cache (stores through it)
+ * even where the last-level cache is larger: a VM sees its host's whole
+ * last-level cache (300 MB on a 2-core Xeon VM), of which it holds far
+ * less.  There, with streaming, a 16M f32 add took 6.05-6.68 ms against
+ * 9.05-10.48 (4M: 1.01-1.12 against 1.35-1.47), chain8 10.27 against
+ * 13.66, layernorm 10.34 against 12.85 (4096 x 4096), 2 threads,
+ * 2026-11-29.  An AMD EPYC VM's reads 32 MB: unchanged there. */
+#define STREAM_KEEP_MAX ((int64_t)32 << 20)
+
 /* Streaming (non-temporal) stores for kernel ki: its outputs are contiguous
- * rows, larger than the last-level cache and not read by the next kernel
- * (they would be evicted before any use; streaming skips reading each line
- * before writing it).  C kernels read the flag from shape[rank]; other
- * kernels ignore it. */
+ * rows, larger than the last-level cache (or STREAM_KEEP_MAX) and not read
+ * by the next kernel (they would be evicted before any use; streaming skips
+ * reading each line before writing it).  C kernels read the flag from
+ * shape[rank]; other kernels ignore it. */
 static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int64_t N, int rank,
                            const uint8_t *mode)
 {
@@ -287,7 +296,7 @@ static bool stream_outputs(const smelt_plan *p, const runstate *rs, int ki, int6
         return true;
     for (int o = 0; o < k->cl.nout; o++)
         bytes += N * (int64_t)smelt__dtypes[p->prog.v[k->cl.outputs[o]].dtype].size;
-    if (bytes <= llc_bytes())
+    if (bytes <= SMELT_MIN(llc_bytes(), STREAM_KEEP_MAX))
         return false;
     if (ki + 1 < p->nkern) {
         const smelt__pkernel *next = &p->kern[ki + 1];
