@@ -2476,19 +2476,11 @@ DEVICE_TEST(conv_through_cublas, 300)
         for (int k = 0; k < NELEMS(conv_cases); k++) {
             const ccase *c = &conv_cases[k];
             smelt_dtype dt = dts[t];
-            int64_t xs[4], ws[4], lo[2], hi[2], OH, OW;
-            conv_shapes(c, xs, ws);
+            int64_t lo[2], hi[2], OH, OW;
             conv_geometry(c, lo, hi, &OH, &OW);
-            smelt_graph *g = t_graph(ctx);
-            smelt_node *x = smelt_input(g, "x", dt, c->rank, xs), *w = smelt_input(g, "w", dt, c->rank, ws);
-            smelt_node *b = smelt_input(g, "b", dt, 1, (int64_t[]){c->O});
-            smelt_window win;
-            conv_window(c, &win);
-            smelt_node *outs[2] = {smelt_conv(g, x, w, NULL, &win),
-                                   smelt_unary(g, SMELT_OP_RELU, smelt_conv(g, x, w, b, &win))};
-            T_OK(ctx, smelt_graph_status(g));
-            smelt_tensor *in[3] = {t_rand(ctx, &r, dt, c->rank, xs), t_rand(ctx, &r, dt, c->rank, ws),
-                                   t_rand(ctx, &r, dt, 1, (int64_t[]){c->O})};
+            smelt_node *outs[2];
+            smelt_tensor *in[3];
+            smelt_graph *g = conv_relu_graph(ctx, &r, c, dt, outs, in);
             char what[96];
             snprintf(what, sizeof what, "%s, conv case %d", smelt_dtype_name(dt), k);
             smelt_tensor *ref[2], *dev[2] = {NULL, NULL}, *unf[2] = {NULL, NULL}, *cpu[2] = {NULL, NULL};

@@ -138,19 +138,11 @@ Test(window, conv_products_within_their_bound, .timeout = 240)
                 smelt_dtype dt = dts[t];
                 smelt__conv_force_blas(blas);
                 T_OK(ctx, smelt_ctx_set_threads(ctx, 1));
-                smelt_graph *g = t_graph(ctx);
-                int64_t xs[4], ws[4], lo[2], hi[2], OH, OW;
-                conv_shapes(c, xs, ws);
+                int64_t lo[2], hi[2], OH, OW;
                 conv_geometry(c, lo, hi, &OH, &OW);
-                smelt_node *x = smelt_input(g, "x", dt, c->rank, xs), *w = smelt_input(g, "w", dt, c->rank, ws);
-                smelt_node *b = smelt_input(g, "b", dt, 1, (int64_t[]){c->O});
-                smelt_window win;
-                conv_window(c, &win);
-                smelt_node *outs[2] = {smelt_conv(g, x, w, NULL, &win),
-                                       smelt_unary(g, SMELT_OP_RELU, smelt_conv(g, x, w, b, &win))};
-                T_OK(ctx, smelt_graph_status(g));
-                smelt_tensor *in[3] = {t_rand(ctx, &r, dt, c->rank, xs), t_rand(ctx, &r, dt, c->rank, ws),
-                                       t_rand(ctx, &r, dt, 1, (int64_t[]){c->O})};
+                smelt_node *outs[2];
+                smelt_tensor *in[3];
+                smelt_graph *g = conv_relu_graph(ctx, &r, c, dt, outs, in);
                 int64_t n = c->N * c->O * OH * OW, plane = OH * OW;
                 double *want = malloc(sizeof(double) * (size_t)n), *bound = malloc(sizeof(double) * (size_t)n);
                 double u = dt == SMELT_F32 ? 0x1p-24 : 0x1p-53;

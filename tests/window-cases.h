@@ -72,6 +72,26 @@ static inline void conv_geometry(const ccase *c, int64_t *lo, int64_t *hi, int64
     *OW = (c->W + lo[1] + hi[1] - (c->KW - 1) * c->dw - 1) / c->sw + 1;
 }
 
+/* The graph the conv suites run for case c in dt: outs[0] = conv(x, w),
+ * outs[1] = relu(conv(x, w, b)), and random inputs x, w, b in in[3] */
+static inline smelt_graph *conv_relu_graph(smelt_ctx *ctx, trng *r, const ccase *c, smelt_dtype dt,
+                                           smelt_node **outs, smelt_tensor **in)
+{
+    int64_t xs[4], ws[4];
+    conv_shapes(c, xs, ws);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", dt, c->rank, xs), *w = smelt_input(g, "w", dt, c->rank, ws);
+    smelt_node *b = smelt_input(g, "b", dt, 1, (int64_t[]){c->O});
+    smelt_window win;
+    conv_window(c, &win);
+    outs[0] = smelt_conv(g, x, w, NULL, &win);
+    outs[1] = smelt_unary(g, SMELT_OP_RELU, smelt_conv(g, x, w, b, &win));
+    T_OK(ctx, smelt_graph_status(g));
+    in[0] = t_rand(ctx, r, dt, c->rank, xs), in[1] = t_rand(ctx, r, dt, c->rank, ws);
+    in[2] = t_rand(ctx, r, dt, 1, (int64_t[]){c->O});
+    return g;
+}
+
 /* ONNX Conv in double: out [N, O, OH, OW] */
 static inline void naive_conv(const ccase *c, const smelt_tensor *x, const smelt_tensor *w, const smelt_tensor *b,
                        const int64_t *lo, int64_t OH, int64_t OW, double *out)
