@@ -131,17 +131,19 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
                     smelt__sb *tail)
 {
     int nops = d->n_in + d->n_out;
-    smelt__sb_puts(group, "static __attribute__((noinline)) void smelt_group(");
+    smelt__sb params; /* the operands (smelt_group's and smelt_group_n's) */
+    smelt__sb_init(&params);
     for (int k = 0; k < nops; k++) {
         smelt_dtype dt = smelt__operand_dtype(d, k);
         const char *sep = k ? ", " : "", *cq = k < d->n_in ? "const " : "";
         if (d->mode[k] == SMELT_MODE_BCAST)
-            smelt__sb_printf(group, "%s%s b%d", sep, dl->type[dt], k);
+            smelt__sb_printf(&params, "%s%s b%d", sep, dl->type[dt], k);
         else
-            smelt__sb_printf(group, "%s%s%s *%s q%d", sep, cq, dl->stype[dt], dl->restrict_kw, k);
+            smelt__sb_printf(&params, "%s%s%s *%s q%d", sep, cq, dl->stype[dt], dl->restrict_kw, k);
         if (d->mode[k] == SMELT_MODE_STRIDED)
-            smelt__sb_printf(group, ", int64_t s%d", k);
+            smelt__sb_printf(&params, ", int64_t s%d", k);
     }
+    smelt__sb_printf(group, "static __attribute__((noinline)) void smelt_group(%s", smelt__sb_str(&params));
     /* f16/bf16 operands: converted a group at a time (the prelude's
      * smelt_load16_* / smelt_store16_*, F16C where the compiler has it) */
     smelt__sb stage_in, stage_out;
@@ -204,17 +206,13 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
      * the time of the padded copies below (2 threads, 2026-11-29) */
     bool plain = !arrays && !*fast && !stage_in.len && !stage_out.len;
     smelt__sb_free(&stage_in), smelt__sb_free(&stage_out);
-    if (plain) {
-        /* its parameters: smelt_group's (copied: the printf below may move them) */
-        const char *sig = strstr(smelt__sb_str(group), "void smelt_group(") + strlen("void smelt_group(");
-        smelt__sb params;
-        smelt__sb_init(&params);
-        smelt__sb_putn(&params, sig, (size_t)(strstr(sig, ")\n{\n") - sig));
+    if (plain)
         smelt__sb_printf(group, "static __attribute__((noinline)) void smelt_group_n(%s, int64_t n)\n{\n%s"
                                 "    for (int64_t j = 0; j < n; j++) {\n%s    }\n}\n",
                          smelt__sb_str(&params), consts, body);
-        group->oom = group->oom || params.oom;
-        smelt__sb_free(&params);
+    group->oom = group->oom || params.oom;
+    smelt__sb_free(&params);
+    if (plain) {
         smelt__sb_puts(tail, "        smelt_group_n(");
         group_args(tail, d, ARGS_DIRECT);
         smelt__sb_puts(tail, ", m);\n");

@@ -98,6 +98,26 @@ int smelt__blas_gemm(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m
     return smelt__blas_gemm_beta(ctx, dt, ta, tb, m, n, k, a, lda, b, ldb, 0, c, ldc);
 }
 
+unsigned smelt__daz_on(void)
+{
+#if defined(__x86_64__) && defined(__SSE__)
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x40u);
+    return csr;
+#else
+    return 0;
+#endif
+}
+
+void smelt__daz_restore(unsigned csr)
+{
+#if defined(__x86_64__) && defined(__SSE__)
+    _mm_setcsr(csr);
+#else
+    (void)csr;
+#endif
+}
+
 int smelt__blas_gemm_beta(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                           const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
@@ -114,18 +134,13 @@ int smelt__blas_gemm_beta(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int6
      * slower, 1880 against 284 ms for 2048 x 4096 by 4096 x 1024 with 1.6 %
      * of A subnormal, 2026-11-28).  A sum loses at most 2^-126 times the
      * other operand's element per subnormal (docs/numerics.md) */
-#if defined(__x86_64__) && defined(__SSE__)
-    const unsigned csr = _mm_getcsr();
-    _mm_setcsr(csr | 0x40u);
-#endif
+    unsigned csr = smelt__daz_on();
     if (dt == SMELT_F64)
         blas.dgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0, a, (int)lda,
                    b, (int)ldb, beta, c, (int)ldc);
     else
         blas.sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, a,
                    (int)lda, b, (int)ldb, (float)beta, c, (int)ldc);
-#if defined(__x86_64__) && defined(__SSE__)
-    _mm_setcsr(csr);
-#endif
+    smelt__daz_restore(csr);
     return SMELT_OK;
 }

@@ -73,6 +73,11 @@ int smelt__blas_check(smelt_ctx *ctx);
 void smelt__blas_single_threaded(void);
 int smelt__blas_gemm(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      const void *a, int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc);
+/* Subnormal operands read as zero (x86's DAZ) on this thread until
+ * smelt__daz_restore(the value returned): BLAS's products and the conv's
+ * own kernel (elsewhere a no-op) */
+unsigned smelt__daz_on(void);
+void smelt__daz_restore(unsigned csr);
 /* C = A B + beta C (beta 0: C is not read) */
 int smelt__blas_gemm_beta(smelt_ctx *ctx, smelt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                           const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);

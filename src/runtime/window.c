@@ -24,10 +24,6 @@
 #include "plan.h"
 #include "runtime.h"
 
-#if defined(__x86_64__) && defined(__SSE__)
-#include <immintrin.h>
-#endif
-
 #define CONV_TASKS 16   /* tiles of columns wanted over all images and groups */
 #define CONV_TILE_MIN 512 /* columns a tile at least */
 
@@ -96,18 +92,13 @@ static void conv_task(void *arg, int64_t task)
     }
     if (j->own) {
         /* subnormal operands read as zero, as BLAS's products (smelt__blas_gemm_beta) */
-#if defined(__x86_64__) && defined(__SSE__)
-        const unsigned csr = _mm_getcsr();
-        _mm_setcsr(csr | 0x40u);
-#endif
+        unsigned csr = smelt__daz_on();
         /* a row of taps reads its phases' columns, (KW - 1) dw / sw past its first tap's */
         int64_t span = (c->KW - 1) * c->dw / c->sw + (SMELT_MIN(c->KW, c->sw) - 1) * 16 * CK_V;
         smelt__convk_tile((const float *)j->x + n * j->xs[0] + g * c->Cg * j->xs[2] + m0, j->xs[2], j->toff, c->KH,
                           c->KW, span, c->Cg, (const float *)j->wpack + g * c->Og * c->KH * c->KW * c->Cg, c->Og,
                           (float *)cp, j->ys[1], mt);
-#if defined(__x86_64__) && defined(__SSE__)
-        _mm_setcsr(csr);
-#endif
+        smelt__daz_restore(csr);
         return;
     }
     for (int64_t t = 0; t < c->KH * c->KW; t++) {
