@@ -149,6 +149,9 @@ def main():
         c, coef, lo0, w = chebfit(corr(f, lim), 0.0, 0.25, n)
         print("/* %s: (%s(a) / a - 1) / z in z - %s, z = a^2 <= 1/4: rel. error %.1e */" % (name, name, h(c), w))
         print(tab("smelt__%s32_p" % name, coef))
+    c, coef, lo0, w = chebfit(corr(mp.sin, -mp.mpf(1) / 6), 0.0, float((mp.pi / 2 * mp.mpf(1.0001)) ** 2), 5)
+    print("/* sin: (sin(r) / r - 1) / z in z - %s, z = r^2, |r| <= pi/2: rel. error %.1e */" % (h(c), w))
+    print(tab("smelt__sin32_p", coef))
     zmax = ((mp.sqrt(2) - 1) / (mp.sqrt(2) + 1)) ** 2
     gl = lambda z: (2 * mp.atanh(mp.sqrt(z)) / mp.sqrt(z) - 2) / z if z != 0 else mp.mpf(2) / 3
     c, coef, lo0, w = chebfit(gl, 0.0, float(zmax) * 1.0001, 6)

@@ -21,11 +21,13 @@
  * Every one-argument f32 function: each has code of its own, in f32 (exp,
  * expm1, tanh, sigmoid, silu, gelu_tanh, erf, log, log2, log10, log1p) or
  * in double; --only one of them.
- * exp_ok is exp as a C loop-form group computes it (src/codegen/emit.c,
- * c_group): smelt_exp_f32_w over 128 arguments, then smelt_exp_f32 over
- * them again where one was outside its range; its hash must be exp's
- * (checked when both run: --only exp_ok runs exp as well; the line that
- * says so starts with a capital, which scripts/mathcheck-f32 reads past). */
+ * exp_ok, sin_ok, cos_ok and tan_ok are exp, sin, cos and tan as a C
+ * loop-form group computes them (src/codegen/emit-loop.c, c_group):
+ * smelt_exp_f32_w ... over 128 arguments, then smelt_exp_f32 ... over them
+ * again where one was outside the small range; each hash must be its
+ * function's (checked when both run: --only exp_ok runs exp as well; the
+ * line that says so starts with a capital, which scripts/mathcheck-f32
+ * reads past). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -55,25 +57,38 @@
             r[i] = smelt_##n##_f64((double)x[i]);                                                             \
     }
 FNS(LOOPS)
-static void f32_exp_ok(const float *restrict x, float *restrict y)
-{
-    for (int g = 0; g < BLOCK; g += 128) {
-        uint32_t w = 0;
-        for (int i = g; i < g + 128; i++)
-            y[i] = smelt_exp_f32_w(x[i], &w);
-        if (w > SMELT_EXP_W_MAX)
-            for (int i = g; i < g + 128; i++)
-                y[i] = smelt_exp_f32(x[i]);
+#define OKS(X) X(exp) X(sin) X(cos) X(tan)
+#define GROUPS(n)                                                                                             \
+    static void f32_##n##_ok(const float *restrict x, float *restrict y)                                      \
+    {                                                                                                         \
+        for (int g = 0; g < BLOCK; g += 128) {                                                                \
+            uint32_t w = 0;                                                                                   \
+            for (int i = g; i < g + 128; i++)                                                                 \
+                y[i] = smelt_##n##_f32_w(x[i], &w);                                                           \
+            if (w > SMELT_W_MAX)                                                                              \
+                for (int i = g; i < g + 128; i++)                                                             \
+                    y[i] = smelt_##n##_f32(x[i]);                                                             \
+        }                                                                                                     \
     }
-}
+OKS(GROUPS)
 typedef struct {
     const char *name;
     void (*f)(const float *restrict, float *restrict);
     void (*d)(const float *restrict, double *restrict);
 } fn_t;
 #define ENTRY(n) {#n, f32_##n, f64_##n},
-static const fn_t fns[] = {FNS(ENTRY){"exp_ok", f32_exp_ok, f64_exp}};
+#define OK_ENTRY(n) {#n "_ok", f32_##n##_ok, f64_##n},
+static const fn_t fns[] = {FNS(ENTRY) OKS(OK_ENTRY)};
 #define NFN ((int)(sizeof fns / sizeof fns[0]))
+/* the function a group form checks (its name without "_ok"), or -1 */
+static int ok_of(int f)
+{
+    size_t n = strlen(fns[f].name);
+    for (int g = 0; g < NFN && n > 3 && !strcmp(fns[f].name + n - 3, "_ok"); g++)
+        if (strlen(fns[g].name) == n - 3 && !strncmp(fns[g].name, fns[f].name, n - 3))
+            return g;
+    return -1;
+}
 
 /* |y - r| in ULP of r rounded to f32; a NaN where the other is not, or a
  * zero of the wrong sign, is infinitely wrong */
@@ -173,7 +188,10 @@ int main(int argc, char **argv)
         printf("%-10s %8s %-16s %8s %12s %12s %16s\n", "function", "max ULP", "worst input", "normal", ">1 ULP",
                ">1/2 ULP", "hash of results");
     for (int f = 0; f < NFN; f++) {
-        if (only && strcmp(only, fns[f].name) && !(!strcmp(only, "exp_ok") && !strcmp(fns[f].name, "exp")))
+        int chosen = !only || !strcmp(only, fns[f].name);
+        for (int g = 0; g < NFN && !chosen; g++) /* --only sin_ok runs sin too */
+            chosen = ok_of(g) == f && !strcmp(only, fns[g].name);
+        if (!chosen)
             continue;
         any = 1;
         job j[64];
@@ -211,9 +229,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "mathcheck-f32: no function %s\n", only ? only : "");
         return 2;
     }
-    if (hashes[0] && hashes[NFN - 1]) { /* exp and exp_ok (the first and the last) */
-        bad |= hashes[0] != hashes[NFN - 1];
-        printf("Groups of exp_ok against exp: %s\n", hashes[0] == hashes[NFN - 1] ? "the same bits on all 2^32 arguments" : "DIFFERENT bits");
+    for (int f = 0; f < NFN; f++) { /* exp and exp_ok ... */
+        int g = ok_of(f);
+        if (g < 0 || !hashes[f] || !hashes[g])
+            continue;
+        bad |= hashes[f] != hashes[g];
+        printf("Groups of %s against %s: %s\n", fns[f].name, fns[g].name,
+               hashes[f] == hashes[g] ? "the same bits on all 2^32 arguments" : "DIFFERENT bits");
     }
     if (!hash_only)
         printf("bound: %.0f ULP on all 2^32 arguments: %s\n", BOUND_F32, bad ? "EXCEEDED" : "met");

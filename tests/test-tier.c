@@ -342,31 +342,30 @@ Test(tier, transcendentals_same_bits_on_both_tiers)
     smelt_ctx_free(ctx);
 }
 
-/* The CC tier's groups of 128 compute f32 exp through smelt_exp_f32_w and
- * again through smelt_exp_f32 where an argument lies outside its range
- * (about [-87.7, 88.4]; src/codegen/emit-loop.c, c_group): groups with one such
- * argument each (a different one at a different place, just outside the
- * range among them), groups without, a tail; into a separate output and in
- * place (a donated input, where a group computes the exact form only); and
- * a softmax whose rows hold values more than 88 below their maximum:
- * TinyCC's bits everywhere. */
-Test(tier, exp_groups_outside_the_fast_range)
+/* The CC tier's groups of 128 compute f32 exp, sin, cos and tan through
+ * their small-range forms (smelt_exp_f32_w ...) and again through the
+ * whole function where an argument lies outside the range (exp: about
+ * [-87.7, 88.4]; sin, cos, tan: |x| < 2^30; src/codegen/emit-loop.c,
+ * c_group): groups with one such argument each (a different one at a
+ * different place, just outside the range among them), groups without, a
+ * tail; into a separate output and in place (a donated input, where a group
+ * computes the whole function only): TinyCC's bits everywhere, and within
+ * 1 ULP of the f64 function (libm's, of the f32 product x * 1.5). */
+static void groups_outside_range(smelt_ctx *ctx, smelt_op op, const char *wfn, double (*f64)(double), double lo,
+                                 double hi, const float *odd, int nodd)
 {
-    fresh_cache();
-    smelt_ctx *ctx = t_ctx();
     trng r;
     trng_init(&r, 77);
-    const float odd[] = {-70.0f, 60.0f, -100.0f, 70.0f, NAN, INFINITY, -INFINITY, 59.0f, -58.6f};
     int64_t n = 128 * 40 + 77;
     smelt_graph *g = t_graph(ctx);
     smelt_node *x = smelt_input(g, "x", SMELT_F32, 1, &n);
-    smelt_node *y = smelt_unary(g, SMELT_OP_EXP, smelt_mul(g, x, smelt_scalar(g, 1.5)));
+    smelt_node *y = smelt_unary(g, op, smelt_mul(g, x, smelt_scalar(g, 1.5)));
     smelt_tensor *in = t_tensor(ctx, SMELT_F32, 1, &n), *mine = t_tensor(ctx, SMELT_F32, 1, &n);
     for (int64_t i = 0; i < n; i++)
-        t_set(in, i, trng_uniform(&r, -20, 20));
+        t_set(in, i, trng_uniform(&r, lo, hi));
     for (int64_t gi = 0; gi <= n / 128; gi++)
         if (gi % 3 == 1 || gi == n / 128)
-            t_set(in, SMELT_MIN(gi * 128 + (gi * 37) % 128, n - 1), odd[gi % NELEMS(odd)]);
+            t_set(in, SMELT_MIN(gi * 128 + (gi * 37) % 128, n - 1), odd[gi % nodd]);
     T_OK(ctx, smelt_tensor_copy(mine, in));
     smelt_plan_opts o;
     smelt_plan_opts_init(&o);
@@ -376,30 +375,66 @@ Test(tier, exp_groups_outside_the_fast_range)
     o.n_donate = 1;
     smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC"), *pd;
     T_OK(ctx, smelt_plan_new(ctx, g, 1, &y, &o, &pd));
-    cr_assert(t_contains(smelt_plan_kernel_source(pc, 0), "smelt_exp_f32_w("), "the fast form is not used");
+    cr_assert(t_contains(smelt_plan_kernel_source(pc, 0), wfn), "%s: the small-range form is not used", wfn);
     smelt_tensor *ot = NULL, *oc = NULL;
     t_run(pt, 1, &in, 1, &ot);
     t_run(pc, 1, &in, 1, &oc);
     t_run(pd, 1, &mine, 1, &mine);
     cr_assert_eq(t_stats(pd).donated_inplace, 1);
     int64_t at = -1;
-    cr_assert(t_same_results(ot, oc, &at), "exp: CC differs from TCC at %lld (x = %a)", (long long)at,
+    cr_assert(t_same_results(ot, oc, &at), "%s: CC differs from TCC at %lld (x = %a)", wfn, (long long)at,
               smelt_tensor_get(in, at));
-    cr_assert(t_same_results(ot, mine, &at), "exp in place: CC differs from TCC at %lld (x = %a)", (long long)at,
-              smelt_tensor_get(in, at));
+    cr_assert(t_same_results(ot, mine, &at), "%s in place: CC differs from TCC at %lld (x = %a)", wfn,
+              (long long)at, smelt_tensor_get(in, at));
+    for (int64_t i = 0; i < n; i++) {
+        float a = (float)smelt_tensor_get(in, i) * 1.5f, got = (float)smelt_tensor_get(oc, i);
+        double want = f64((double)a);
+        float wf = (float)want;
+        if (isnan(want) || isinf(wf)) {
+            cr_assert(isnan(want) ? isnan(got) : got == wf, "%s(%a): %a, not %a", wfn, (double)a, (double)got, want);
+            continue;
+        }
+        double ulp = fabsf(wf) < 0x1p-126f ? 0x1p-149 : ldexp(1.0, ilogb(wf) - 23);
+        cr_assert_leq(fabs((double)got - want), ulp, "%s(%a): %a, not within 1 ULP of %a", wfn, (double)a,
+                      (double)got, want);
+    }
     smelt_tensor_free(ot), smelt_tensor_free(oc), smelt_tensor_free(in), smelt_tensor_free(mine);
     smelt_plan_free(pt), smelt_plan_free(pc), smelt_plan_free(pd);
     smelt_graph_free(g);
+}
+
+Test(tier, trig_groups_outside_the_small_range)
+{
+    fresh_cache();
+    smelt_ctx *ctx = t_ctx();
+    /* (the kernel multiplies by 1.5: 0x1.555554p+29 * 1.5 is just below 2^30, 0x1.555556p+29 * 1.5 above) */
+    const float odd[] = {0x1.555556p+29f, -1e10f, 0x1.555554p+29f, 3e38f, NAN, INFINITY, -INFINITY, -0x1.555556p+29f,
+                         7e8f, -1e20f};
+    groups_outside_range(ctx, SMELT_OP_SIN, "smelt_sin_f32_w(", sin, -300, 300, odd, NELEMS(odd));
+    groups_outside_range(ctx, SMELT_OP_COS, "smelt_cos_f32_w(", cos, -300, 300, odd, NELEMS(odd));
+    groups_outside_range(ctx, SMELT_OP_TAN, "smelt_tan_f32_w(", tan, -300, 300, odd, NELEMS(odd));
+    smelt_ctx_free(ctx);
+}
+
+Test(tier, exp_groups_outside_the_fast_range)
+{
+    fresh_cache();
+    smelt_ctx *ctx = t_ctx();
+    const float odd[] = {-70.0f, 60.0f, -100.0f, 70.0f, NAN, INFINITY, -INFINITY, 59.0f, -58.6f};
+    groups_outside_range(ctx, SMELT_OP_EXP, "smelt_exp_f32_w(", exp, -20, 20, odd, NELEMS(odd));
+    trng r;
+    trng_init(&r, 78);
+    int64_t at = -1;
 
     /* softmax over rows of 1000 in [-5, 5]: rows 3k + 1 hold one -85,
      * rows 3k + 2 a NaN */
     int64_t s[2] = {48, 1000};
     const int ax[] = {1};
-    g = t_graph(ctx);
-    x = smelt_input(g, "x", SMELT_F32, 2, s);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *x = smelt_input(g, "x", SMELT_F32, 2, s);
     smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MAX, x, 1, ax, true)));
-    y = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, ax, true));
-    in = t_tensor(ctx, SMELT_F32, 2, s);
+    smelt_node *y = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, ax, true));
+    smelt_tensor *in = t_tensor(ctx, SMELT_F32, 2, s);
     for (int64_t i = 0; i < s[0] * s[1]; i++)
         t_set(in, i, trng_uniform(&r, -5, 5));
     for (int64_t row = 1; row < s[0]; row += 3) {
@@ -407,9 +442,9 @@ Test(tier, exp_groups_outside_the_fast_range)
         if (row + 1 < s[0])
             t_set(in, (row + 1) * s[1] + (row * 17) % s[1], NAN);
     }
-    pt = plan_with(ctx, g, 1, &y, "TCC"), pc = plan_with(ctx, g, 1, &y, "CC");
+    smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_with(ctx, g, 1, &y, "CC");
     cr_assert(t_contains(smelt_plan_kernel_source(pc, 0), "smelt_exp_f32_w("), "the fast form is not used");
-    ot = oc = NULL;
+    smelt_tensor *ot = NULL, *oc = NULL;
     t_run(pt, 1, &in, 1, &ot);
     t_run(pc, 1, &in, 1, &oc);
     cr_assert(t_same_results(ot, oc, &at), "softmax: CC differs from TCC at %lld", (long long)at);
@@ -467,7 +502,8 @@ static void group_loops_vectorise(smelt_ctx *ctx, smelt_graph *g, smelt_node *y,
 }
 
 /* The group loops of emitted kernels vectorise with the CC flags: plain
- * arithmetic; an exp (its fast loop and its exact one); an exp in a
+ * arithmetic; an exp, a sin (each: its small-range loop and the whole
+ * function's); an exp in a
  * branch of where (the README's example: the fast form's running maximum
  * written in a branch kept gcc from vectorising it, 3.6x slower than the
  * unfused plan; src/codegen/emit.c, smelt__branch_values). */
@@ -481,6 +517,7 @@ Test(tier, hot_loop_vectorises)
     smelt_node *c = smelt_input(g, NULL, SMELT_F32, SHP(4096));
     group_loops_vectorise(ctx, g, smelt_unary(g, SMELT_OP_TANH, smelt_add(g, smelt_mul(g, a, b), a)), "tanh");
     group_loops_vectorise(ctx, g, smelt_unary(g, SMELT_OP_EXP, smelt_mul(g, a, b)), "exp");
+    group_loops_vectorise(ctx, g, smelt_unary(g, SMELT_OP_SIN, smelt_mul(g, a, b)), "sin");
     smelt_node *w = smelt_where(g, smelt_binary(g, SMELT_OP_GT, a, smelt_scalar(g, 0)), smelt_mul(g, a, b),
                                 smelt_unary(g, SMELT_OP_EXP, c));
     group_loops_vectorise(ctx, g, smelt_add(g, w, smelt_scalar(g, 1)), "where_exp");

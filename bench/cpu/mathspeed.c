@@ -88,16 +88,32 @@ static void fill(int kind)
             y[i] = expr;                                                                  \
         }                                                                                 \
     }
-S1(exp, smelt_exp_f32(x))
+/* the functions with a small-range form (exp, sin, cos, tan), as the CC
+ * tier's groups of 128 compute them (src/codegen/emit-loop.c, c_group): the
+ * small-range form, and the function again over the group where an
+ * argument lay outside the range */
+#define S1W(fn)                                                                           \
+    static __attribute__((noinline)) void s_##fn(void)                                    \
+    {                                                                                     \
+        for (int g = 0; g < N; g += 128) {                                                \
+            uint32_t w = 0;                                                               \
+            for (int i = g; i < g + 128; i++)                                             \
+                y[i] = smelt_##fn##_f32_w(xa[i], &w);                                     \
+            if (w > SMELT_W_MAX)                                                          \
+                for (int i = g; i < g + 128; i++)                                         \
+                    y[i] = smelt_##fn##_f32(xa[i]);                                       \
+        }                                                                                 \
+    }
+S1W(exp)
 S1(expm1, smelt_expm1_f32(x))
 S1(exp2, smelt_exp2_f32(x))
 S1(log, smelt_log_f32(x))
 S1(log2, smelt_log2_f32(x))
 S1(log10, smelt_log10_f32(x))
 S1(log1p, smelt_log1p_f32(x))
-S1(sin, smelt_sin_f32(x))
-S1(cos, smelt_cos_f32(x))
-S1(tan, smelt_tan_f32(x))
+S1W(sin)
+S1W(cos)
+S1W(tan)
 S1(asin, smelt_asin_f32(x))
 S1(acos, smelt_acos_f32(x))
 S1(atan, smelt_atan_f32(x))

@@ -13,7 +13,7 @@
  * elements; the kernel calls it for every whole group and, for a row's
  * last elements, calls smelt_group_n (the same statements over m <
  * C_GROUP elements) where the body is plain, else smelt_group on copies
- * padded to a whole group (bodies with arrays, the fast exp's two passes,
+ * padded to a whole group (bodies with arrays, the small-range forms' two passes,
  * f16/bf16 staging).  smelt's math is plain IEEE C, so a shorter loop
  * gives the same bits.  A group is large enough that the call and the
  * math's constants cost little. */
@@ -121,8 +121,10 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char
 }
 
 /* The group function: the body over C_GROUP elements.  With a fast body
- * (its f32 exps through smelt_exp_f32_w: 0.81x the time of smelt_exp_f32,
- * the same bits where every argument lies in its range, math.h.in), that
+ * (its f32 exp, sin, cos and tan through their small-range forms,
+ * smelt_exp_f32_w ...: the same bits where every argument lies in the
+ * range, math.h.in; exp 0.81x the time, sin, cos and tan without the
+ * Payne and Hanek reduction: docs/numerics.md), that
  * one first and then, where an argument lay outside, the body again over
  * the whole group; which needs the outputs apart from the inputs they
  * would overwrite (a kernel computed in place runs only the body). */
@@ -194,7 +196,7 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
                                  o, k, sk, k, C_GROUP);
             }
         smelt__sb_printf(group, ";\n    if (smelt_fast) {\n        for (int64_t j = 0; j < %d; j++) {\n%s        }\n"
-                                "        smelt_fast = smelt_ew <= SMELT_EXP_W_MAX;\n    }\n"
+                                "        smelt_fast = smelt_ew <= SMELT_W_MAX;\n    }\n"
                                 "    if (!smelt_fast)\n        for (int64_t j = 0; j < %d; j++) {\n%s        }\n%s}\n",
                          C_GROUP, fast, C_GROUP, body, smelt__sb_str(&stage_out));
     }
@@ -295,7 +297,7 @@ static void emit_rows(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb
 /* The statements for one element (or, arrays, for a group), and the
  * device's vector body when vec > 1; *arrays: the group computes f16/bf16
  * results as arrays; fast (C, not arrays): the element's statements again
- * with its f32 exps as smelt_exp_f32_w (c_group), left empty when it has
+ * with its f32 exp, sin, cos, tan as smelt_exp_f32_w ... (c_group), left empty when it has
  * none. */
 static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat, int vec,
                      smelt__sb *body, smelt__sb *vbody, smelt__sb *valigned, bool *arrays, smelt__sb *fast,
@@ -325,13 +327,13 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
         smelt__emit_arrays(body, &e);
     else
         smelt__emit_lane(body, &e);
-    e.expq = fast && !e.arrays ? "smelt_ew" : NULL; /* (fast: C callers only) */
+    e.wq = fast && !e.arrays ? "smelt_ew" : NULL; /* (fast: C callers only) */
     for (int k = 0; k < d->n_ops; k++)
-        if (smelt__fast_exp(&e, k)) {
+        if (smelt__fast_w(&e, k)) {
             smelt__emit_lane(fast, &e);
             break;
         }
-    e.expq = NULL;
+    e.wq = NULL;
     if (vec > 1)
         smelt__device_vec_body(vbody, valigned, &e, vec);
     free(uses), free(inl);
@@ -342,7 +344,7 @@ static int emit_body(const smelt__dialect *dl, const smelt__kdesc *d, bool flat,
  * q<k>[j], contiguous, and b<k>, broadcast) and its constants, for a
  * caller that writes its own loop around them (a row program's stage,
  * emit-rows.c); plain: false where the group needs more than that (f16 or
- * bf16 arrays, the fast exp's second body), and then body is no use. */
+ * bf16 arrays, the small-range forms' second body), and then body is no use. */
 int smelt__c_element(const smelt__dialect *dl, const smelt__kdesc *d, smelt__sb *body, smelt__sb *consts, bool *plain)
 {
     bool arrays = false;

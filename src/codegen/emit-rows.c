@@ -579,7 +579,7 @@ static int c_rows_small(c_rows *c, int t)
  * the same order, without the piece's walk (its divisions per call) and
  * the operand's round trip through tmp.  Its call's arguments into args;
  * false (nothing written) where the piece does not fit: an operand
- * strided or f16/bf16, the group's fast exp or arrays, argmax or argmin,
+ * strided or f16/bf16, the group's small-range forms or arrays, argmax or argmin,
  * a float max or min. */
 static bool c_rows_fused(c_rows *c, const smelt__kdesc *pc, const red_kind *rk, const char *name, smelt__sb *args)
 {

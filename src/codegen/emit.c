@@ -180,12 +180,29 @@ bool smelt__fast_div(const ectx *e, int k)
     return v < e->d->n_in ? v < 64 && (e->uni >> v & 1) : smelt__is_const(e->d, v);
 }
 
-/* Whether op k is an f32 exp that ectx.expq computes as smelt_exp_f32_w. */
-bool smelt__fast_exp(const ectx *e, int k)
+/* The f32 functions with a small-range form f(x, &w) (math.h.in): the same
+ * bits as the function where its witness w stays at most SMELT_W_MAX,
+ * fewer instructions (exp: 2^k as one normal float; sin, cos, tan: no
+ * Payne and Hanek reduction) */
+static const struct {
+    int op;
+    const char *fn;
+} fast_w[] = {{SMELT_OP_EXP, "smelt_exp_f32_w"},
+              {SMELT_OP_SIN, "smelt_sin_f32_w"},
+              {SMELT_OP_COS, "smelt_cos_f32_w"},
+              {SMELT_OP_TAN, "smelt_tan_f32_w"}};
+
+/* The small-range form ectx.wq computes op k with, or NULL. */
+const char *smelt__fast_w(const ectx *e, int k)
 {
     const smelt__kop *op = &e->d->ops[k];
-    return e->expq && op->op == SMELT_OP_EXP && op->dtype == SMELT_F32 && smelt__value_dtype(e->d, op->in[0]) == SMELT_F32 &&
-           !(e->cond && e->cond[e->d->n_in + k]); /* *w kept in a branch: the loop would not vectorise */
+    if (!e->wq || op->dtype != SMELT_F32 || smelt__value_dtype(e->d, op->in[0]) != SMELT_F32 ||
+        (e->cond && e->cond[e->d->n_in + k])) /* *w kept in a branch: the loop would not vectorise */
+        return NULL;
+    for (size_t i = 0; i < sizeof fast_w / sizeof fast_w[0]; i++)
+        if (fast_w[i].op == (int)op->op)
+            return fast_w[i].fn;
+    return NULL;
 }
 
 /* The C expression computing op k, of the op's own type. */
@@ -221,10 +238,11 @@ void smelt__op_expr(smelt__sb *b, const ectx *e, int k)
         smelt__sb_printf(b, ", &%s)", e->divq);
         return;
     }
-    if (smelt__fast_exp(e, k)) { /* its range's fewer instructions (math.h.in) */
-        smelt__sb_puts(b, "smelt_exp_f32_w(");
+    const char *wfn = smelt__fast_w(e, k);
+    if (wfn) { /* its small range's fewer instructions (math.h.in) */
+        smelt__sb_printf(b, "%s(", wfn);
         value_ref(b, e, op->in[0]);
-        smelt__sb_printf(b, ", &%s)", e->expq);
+        smelt__sb_printf(b, ", &%s)", e->wq);
         return;
     }
     bool to_bool = op->dtype == SMELT_BOOL && smelt__ops[op->op].rule != SMELT_RULE_CMP;
@@ -267,7 +285,7 @@ void smelt__plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons
  * second and third operands, logical_and's second, or inside an operator
  * written there.  gcc vectorises a load there as a masked load, which the
  * hardware does not fetch ahead: c_group fetches such inputs itself; and
- * an exp there keeps the plain form (smelt__fast_exp). */
+ * an exp there keeps the plain form (smelt__fast_w). */
 void smelt__branch_values(const smelt__kdesc *d, const bool *inl, const int *cons_op, const int *cons_slot, bool *cond)
 {
     for (int v = d->n_in + d->n_ops - 1; v >= 0; v--) { /* readers after what they read */

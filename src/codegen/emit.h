@@ -27,8 +27,8 @@ typedef struct ectx {
     const char *divq; /* device row programs' last pass: f32 divisions by a row's scalar (or a
                        * constant) as smelt_divr_f32, the flag that says they all held, else NULL */
     uint64_t uni;     /* with divq: the inputs (bit k) that are the row's scalars */
-    const char *expq; /* C loop form: f32 exps as smelt_exp_f32_w, the variable keeping the
-                       * largest k + 126 of their arguments (c_group), else NULL */
+    const char *wq; /* C loop form: f32 exp, sin, cos, tan as their small-range forms
+                     * (smelt_exp_f32_w ...), the variable keeping their witness (c_group), else NULL */
     const bool *cond; /* C loop form: value v written inline in a branch (branch_values), or NULL */
 } ectx;
 
@@ -183,7 +183,7 @@ int smelt__device_vec_width(const smelt__kdesc *d);
 void smelt__emit_arrays(smelt__sb *b, const ectx *e);
 void smelt__emit_lane(smelt__sb *b, const ectx *e);
 bool smelt__fast_div(const ectx *e, int k);
-bool smelt__fast_exp(const ectx *e, int k);
+const char *smelt__fast_w(const ectx *e, int k);
 const char *smelt__gather_index_type(const smelt__kdesc *d, int q);
 bool smelt__ident_char(char c);
 bool smelt__is_const(const smelt__kdesc *d, int v);
