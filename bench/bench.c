@@ -230,15 +230,16 @@ static void b_sum_cols(smelt_graph *g, smelt_node **in, smelt_node **out)
 }
 
 /* mean cross-entropy of logits x [rows, cols] and integer targets t [rows, 1]:
- * mean(logsumexp(x) - x[t]), the target's logit picked by arange(cols) == t */
+ * mean(logsumexp(x) - x[t]), the target's logit picked by
+ * take_along_axis(x, t, -1), as every peer picks it (until 2026-11-29 by a
+ * one-hot max(where(arange(cols) == t, x, -inf)): a third pass over the row) */
 static void b_xent(smelt_graph *g, smelt_node **in, smelt_node **out)
 {
     const int last[] = {-1};
     smelt_node *x = in[0], *t = in[1];
     smelt_node *m = smelt_reduce(g, SMELT_OP_MAX, x, 1, last, 1);
     smelt_node *s = smelt_reduce(g, SMELT_OP_SUM, smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, m)), 1, last, 1);
-    smelt_node *hit = smelt_binary(g, SMELT_OP_EQ, smelt_arange(g, smelt_node_shape(x)[1], SMELT_I64), t);
-    smelt_node *pick = smelt_reduce(g, SMELT_OP_MAX, smelt_where(g, hit, x, S(g, -INFINITY)), 1, last, 1);
+    smelt_node *pick = smelt_take_along_axis(g, x, t, 1);
     smelt_node *loss = smelt_sub(g, smelt_add(g, smelt_unary(g, SMELT_OP_LOG, s), m), pick);
     out[0] = smelt_reduce(g, SMELT_OP_MEAN, loss, 0, NULL, 0);
 }
