@@ -59,17 +59,7 @@
 FNS(LOOPS)
 #define OKS(X) X(exp) X(sin) X(cos) X(tan)
 #define GROUPS(n)                                                                                             \
-    static void f32_##n##_ok(const float *restrict x, float *restrict y)                                      \
-    {                                                                                                         \
-        for (int g = 0; g < BLOCK; g += 128) {                                                                \
-            uint32_t w = 0;                                                                                   \
-            for (int i = g; i < g + 128; i++)                                                                 \
-                y[i] = smelt_##n##_f32_w(x[i], &w);                                                           \
-            if (w > SMELT_W_MAX)                                                                              \
-                for (int i = g; i < g + 128; i++)                                                             \
-                    y[i] = smelt_##n##_f32(x[i]);                                                             \
-        }                                                                                                     \
-    }
+    static void f32_##n##_ok(const float *restrict x, float *restrict y) { SMELT_GROUPS(n, x, y, BLOCK) }
 OKS(GROUPS)
 typedef struct {
     const char *name;

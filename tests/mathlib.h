@@ -39,4 +39,18 @@ static inline uint32_t smelt_bits_f32(float f)
 }
 #include "../templates/common/math.h.in"
 
+/* y = fn(x) over n elements (a multiple of 128) as the CC tier's C groups
+ * compute exp, sin, cos and tan (src/codegen/emit-loop.c, c_group): the
+ * small-range form smelt_<fn>_f32_w over a group, then the function over
+ * the group again where an argument lay outside the range */
+#define SMELT_GROUPS(fn, x, y, n)                                                                             \
+    for (int g_ = 0; g_ < (n); g_ += 128) {                                                                   \
+        uint32_t w_ = 0;                                                                                      \
+        for (int i_ = g_; i_ < g_ + 128; i_++)                                                                \
+            (y)[i_] = smelt_##fn##_f32_w((x)[i_], &w_);                                                       \
+        if (w_ > SMELT_W_MAX)                                                                                 \
+            for (int i_ = g_; i_ < g_ + 128; i_++)                                                            \
+                (y)[i_] = smelt_##fn##_f32((x)[i_]);                                                          \
+    }
+
 #endif

@@ -89,21 +89,9 @@ static void fill(int kind)
         }                                                                                 \
     }
 /* the functions with a small-range form (exp, sin, cos, tan), as the CC
- * tier's groups of 128 compute them (src/codegen/emit-loop.c, c_group): the
- * small-range form, and the function again over the group where an
- * argument lay outside the range */
+ * tier's groups compute them (SMELT_GROUPS, tests/mathlib.h) */
 #define S1W(fn)                                                                           \
-    static __attribute__((noinline)) void s_##fn(void)                                    \
-    {                                                                                     \
-        for (int g = 0; g < N; g += 128) {                                                \
-            uint32_t w = 0;                                                               \
-            for (int i = g; i < g + 128; i++)                                             \
-                y[i] = smelt_##fn##_f32_w(xa[i], &w);                                     \
-            if (w > SMELT_W_MAX)                                                          \
-                for (int i = g; i < g + 128; i++)                                         \
-                    y[i] = smelt_##fn##_f32(xa[i]);                                       \
-        }                                                                                 \
-    }
+    static __attribute__((noinline)) void s_##fn(void) { SMELT_GROUPS(fn, xa, y, N) }
 S1W(exp)
 S1(expm1, smelt_expm1_f32(x))
 S1(exp2, smelt_exp2_f32(x))
