@@ -159,6 +159,10 @@ def main():
     coef, w = chebfit_d(corr(mp.atanh, mp.mpf(1) / 3), 0.0, float(zmax) * 1.0001, 5, lambda z: z)
     print("/* atanh: (atanh(s) / s - 1) / z, z = s^2 <= %.4f: z P within %.1e */" % (float(zmax), w))
     print(tab("smelt__atanh32_p", coef))
+    q2 = lambda r: (mp.mpf(2) ** r - 1) / r if r != 0 else mp.log(2)
+    coef, w = chebfit_d(q2, -0.5, 0.5, 9, lambda r: abs(r) / mp.mpf(2) ** r)
+    print("/* pow: 2^r = 1 + r Q(r), |r| <= 1/2: rel. error %.1e */" % w)
+    print(tab("smelt__exp2_32q", coef))
 
     print("/* f32 (computed in f32): polynomials with f32 coefficients, Chebyshev interpolants rounded */")
     q = lambda r: (mp.expm1(r) - r) / r ** 2 if r != 0 else mp.mpf(1) / 2
