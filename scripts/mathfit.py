@@ -145,7 +145,7 @@ def main():
     print("/* atan: (atan(u) / u - 1) / z in z - %s, z = u^2 <= tan(pi/8)^2: rel. error %.1e */" % (h(c), w))
     print(tab("smelt__atan32_p", coef))
     for name, f, lim, n in (("asin", mp.asin, mp.mpf(1) / 6, 10), ("sinh", mp.sinh, mp.mpf(1) / 6, 5),
-                            ("asinh", mp.asinh, -mp.mpf(1) / 6, 9), ("atanh", mp.atanh, mp.mpf(1) / 3, 10)):
+                            ("asinh", mp.asinh, -mp.mpf(1) / 6, 9)):
         c, coef, lo0, w = chebfit(corr(f, lim), 0.0, 0.25, n)
         print("/* %s: (%s(a) / a - 1) / z in z - %s, z = a^2 <= 1/4: rel. error %.1e */" % (name, name, h(c), w))
         print(tab("smelt__%s32_p" % name, coef))
@@ -157,6 +157,15 @@ def main():
     c, coef, lo0, w = chebfit(gl, 0.0, float(zmax) * 1.0001, 6)
     print("/* log: (log m - 2s) / (s z) in z - %s, z = s^2 <= %.4f: rel. error %.1e */" % (h(c), float(zmax), w))
     print(tab("smelt__log32_p", coef))
+    # atanh(a) = k ln2 / 2 + atanh(s), |s| <= that bound (k from an f32 estimate of the quotient: a
+    # little beyond), atanh(s) = s + s z P(z), P in z itself
+    coef, w = chebfit_d(corr(mp.atanh, mp.mpf(1) / 3), 0.0, float(zmax) * 1.0001, 5, lambda z: z)
+    print("/* atanh: (atanh(s) / s - 1) / z, z = s^2 <= %.4f: z P within %.1e */" % (float(zmax), w))
+    print(tab("smelt__atanh32_p", coef))
+    q2 = lambda r: (mp.mpf(2) ** r - 1) / r if r != 0 else mp.log(2)
+    coef, w = chebfit_d(q2, -0.5, 0.5, 9, lambda r: abs(r) / mp.mpf(2) ** r)
+    print("/* pow: 2^r = 1 + r Q(r), |r| <= 1/2: rel. error %.1e */" % w)
+    print(tab("smelt__exp2_32q", coef))
 
     print("/* f32 (computed in f32): polynomials with f32 coefficients, Chebyshev interpolants rounded */")
     q = lambda r: (mp.expm1(r) - r) / r ** 2 if r != 0 else mp.mpf(1) / 2
