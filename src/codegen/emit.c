@@ -285,7 +285,7 @@ void smelt__plan_inlining(const smelt__kdesc *d, int *uses, bool *inl, int *cons
  * second and third operands, logical_and's second, or inside an operator
  * written there.  gcc vectorises a load there as a masked load, which the
  * hardware does not fetch ahead: c_group fetches such inputs itself; and
- * an exp there keeps the plain form (smelt__fast_w). */
+ * an exp, sin, cos or tan there keeps the plain form (smelt__fast_w). */
 void smelt__branch_values(const smelt__kdesc *d, const bool *inl, const int *cons_op, const int *cons_slot, bool *cond)
 {
     for (int v = d->n_in + d->n_ops - 1; v >= 0; v--) { /* readers after what they read */
