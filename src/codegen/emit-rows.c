@@ -675,9 +675,26 @@ static bool c_rows_fused(c_rows *c, const smelt__kdesc *pc, const red_kind *rk, 
     return !oom;
 }
 
+/* pass t's share of fetching the next row: 1 for reading an input or the
+ * row cache, 2 for computing its operand, 1 more for the pass the final
+ * pass runs in (layernorm's mean, then its squares and the final pass:
+ * a quarter of the next row in the first) */
+static int rows_pass_weight(const c_rows *c, int t)
+{
+    int x = c->d->ops[c->ri.st[t]].in[0], nin = c->nin;
+    bool kept = c->ri.cache && x >= nin && c->ri.piece[x - nin] != t;
+    return (kept || x < nin ? 1 : 2) + (t == c->later);
+}
+
 /* stage t's operand, a run of rrun elements at a time (the lanes go on
- * where they stopped: the same order as one call); the second pass
- * fetches the next row meanwhile (smelt_pf) */
+ * where they stopped: the same order as one call).  The next row is
+ * fetched meanwhile (smelt_pf), spread over the reductions' passes by
+ * their weights (rows_pass_weight), a slice for each run; a row of one
+ * run, all of it in the second pass.  (All of it in the second pass left
+ * the memory idle while the first pass read the cached row, then queued
+ * the whole next row's lines at once: 4096 x 4096 f32 on 2 threads,
+ * 2026-11-29, layernorm's kernel 0.93x the time, log_softmax's 0.95x,
+ * softmax's 0.98x.) */
 static int c_rows_operand(c_rows *c, int t, int x, const char *lf, const char *sfx)
 {
     const smelt__kdesc *d = c->d;
@@ -699,10 +716,24 @@ static int c_rows_operand(c_rows *c, int t, int x, const char *lf, const char *s
     /* an input's pass that neither fetches nor stores in between: one
      * call a segment (the calls' set-up, 32 lanes in and out, cost the
      * softmax's max pass as much as its loads) */
-    const char *pf = t == 1 ? "                        smelt_pf(pfp, pfs, npf, r + u, nb);\n"
-                     : t == 0 && c->ri.nst == 1 && c->later == 0 ? "                        if (defer)\n"
-                                                                 "                            smelt_pf(pfp, pfs, npf, r + u, nb);\n"
-                                                                 : "";
+    char pft[512] = "";
+    int W = 0, Wt = 0; /* the passes' weights in all, and before t */
+    for (int k = 0; k < c->ri.nst; k++)
+        W += rows_pass_weight(c, k), Wt += k < t ? rows_pass_weight(c, k) : 0;
+    if (c->ri.nst >= 2 && !c->blocks) /* the next row's [Wt, Wt + wt) / W */
+        snprintf(pft, sizeof pft,
+                 "                        if (nred > %d) {\n"
+                 "                            const int64_t p0 = (%d * nred + %d * (r + u)) / %d, p1 = (%d * nred + %d * (r + u + nb)) / %d;\n"
+                 "                            smelt_pf(pfp, pfs, npf, p0, p1 - p0);\n"
+                 "                        }%s\n",
+                 c->rrun, Wt, rows_pass_weight(c, t), W, Wt, rows_pass_weight(c, t), W,
+                 t == 1 ? " else\n                            smelt_pf(pfp, pfs, npf, r + u, nb);" : "");
+    else if (t == 1) /* TinyCC's (no fetch there; the same runs) */
+        snprintf(pft, sizeof pft, "                        smelt_pf(pfp, pfs, npf, r + u, nb);\n");
+    else if (t == 0 && c->ri.nst == 1 && c->later == 0)
+        snprintf(pft, sizeof pft, "                        if (defer)\n"
+                                  "                            smelt_pf(pfp, pfs, npf, r + u, nb);\n");
+    const char *pf = pft;
     const int run = input && !*pf && t != c->later ? SMELT_RED_CHUNK : c->rrun;
     smelt__sb_printf(body, "                    for (int64_t u = 0; u < seg; u += %d) {\n"
                            "                        const int64_t nb = seg - u < %d ? seg - u : %d;\n"
