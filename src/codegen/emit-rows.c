@@ -713,27 +713,27 @@ static int c_rows_operand(c_rows *c, int t, int x, const char *lf, const char *s
     } else {
         smelt__sb_puts(body, "                    (void)q;\n");
     }
-    /* an input's pass that neither fetches nor stores in between: one
-     * call a segment (the calls' set-up, 32 lanes in and out, cost the
-     * softmax's max pass as much as its loads) */
     char pft[512] = "";
-    int W = 0, Wt = 0; /* the passes' weights in all, and before t */
-    for (int k = 0; k < c->ri.nst; k++)
-        W += rows_pass_weight(c, k), Wt += k < t ? rows_pass_weight(c, k) : 0;
-    if (c->ri.nst >= 2 && !c->blocks) /* the next row's [Wt, Wt + wt) / W */
+    if (c->ri.nst >= 2 && !c->blocks) { /* the next row's [Wt, Wt + wt) / W */
+        int W = 0, Wt = 0, wt = rows_pass_weight(c, t); /* the passes' weights in all, before t, t's */
+        for (int k = 0; k < c->ri.nst; k++)
+            W += rows_pass_weight(c, k), Wt += k < t ? rows_pass_weight(c, k) : 0;
         snprintf(pft, sizeof pft,
                  "                        if (nred > %d) {\n"
                  "                            const int64_t p0 = (%d * nred + %d * (r + u)) / %d, p1 = (%d * nred + %d * (r + u + nb)) / %d;\n"
                  "                            smelt_pf(pfp, pfs, npf, p0, p1 - p0);\n"
                  "                        }%s\n",
-                 c->rrun, Wt, rows_pass_weight(c, t), W, Wt, rows_pass_weight(c, t), W,
+                 c->rrun, Wt, wt, W, Wt, wt, W,
                  t == 1 ? " else\n                            smelt_pf(pfp, pfs, npf, r + u, nb);" : "");
-    else if (t == 1) /* TinyCC's (no fetch there; the same runs) */
+    } else if (t == 1) /* TinyCC's (no fetch there; the same runs) */
         snprintf(pft, sizeof pft, "                        smelt_pf(pfp, pfs, npf, r + u, nb);\n");
     else if (t == 0 && c->ri.nst == 1 && c->later == 0)
         snprintf(pft, sizeof pft, "                        if (defer)\n"
                                   "                            smelt_pf(pfp, pfs, npf, r + u, nb);\n");
     const char *pf = pft;
+    /* an input's pass that neither fetches nor stores in between: one
+     * call a segment (the calls' set-up, 32 lanes in and out, cost the
+     * softmax's max pass as much as its loads) */
     const int run = input && !*pf && t != c->later ? SMELT_RED_CHUNK : c->rrun;
     smelt__sb_printf(body, "                    for (int64_t u = 0; u < seg; u += %d) {\n"
                            "                        const int64_t nb = seg - u < %d ? seg - u : %d;\n"
