@@ -3,9 +3,9 @@
  * Every workload is built once with the builder API (as a traced function
  * would record it), planned at opt_level 0 (one kernel per operator: the
  * unfused path, compiled by the same backend) and at opt_level 3 (fused), and
- * timed on the same inputs, alternating, median of --runs runs after warm-up
- * (each timed run after an untimed run of the same plan, as the peers time).
- * The machine's copy bandwidth is measured in the same run.  With --peers,
+ * timed on the same inputs, as the peers time theirs: each plan's --runs
+ * timed calls back to back after two untimed ones, the median.  The
+ * machine's copy bandwidth is measured in the same run.  With --peers,
  * bench/peers/peers.py times numpy and numexpr on the same workloads, and
  * bench/peers/jax_peers.py JAX jit on the CPU (with the python of
  * BUILD/jax-venv, which scripts/bench --peers installs from PyPI).
@@ -923,47 +923,53 @@ static void run_workload(const wl *w, int64_t n, int runs, int threads, const ch
            *tc = malloc(sizeof(double) * (size_t)runs), *tn = malloc(sizeof(double) * (size_t)runs),
            *td = malloc(sizeof(double) * (size_t)runs), *ta = malloc(sizeof(double) * (size_t)runs);
     long au = 0, af = 0, ad = 0;
-    /* Each timed run follows an untimed run of the same plan, as each of
-     * the peers' timed calls follows one of its own (bench/peers/).  Timed
-     * right after the unfused plan, the fused one paid for what that left
-     * in the cache (its last intermediates, dirty): 4096 x 4096 f32, 4
-     * rounds each, rmsnorm 0.93x the time after itself, layernorm 0.95x,
-     * softmax 0.96x (2026-11-27, e4a6bb5). */
-    for (int i = 0; i < runs; i++) {
-        progress("%s: timing run %d of %d", r->label, i + 1, runs);
-        CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
+    /* Each mode is timed as the peers time theirs (bench/peers/peers.py,
+     * timeit): two untimed calls, then the timed ones back to back, one
+     * mode after the other, allocating before outputs given, as there.
+     * Until 2026-11-29 the modes took turns, the copy and the other plan
+     * between two runs of one, and a plan paid for what they left in the
+     * cache: sum_rows' kernel (4096 x 4096 f32, 2 threads, Intel Xeon VM,
+     * 4267ce0) read its 64 MB in 2.72, 2.65, 2.03, 1.58 and 1.45 ms, the
+     * first to fifth call after a 64 MB copy (the host's last-level cache
+     * keeps more of an input read again and again), while the peers, timed
+     * back to back, had the later calls' cache. */
+    for (int i = 0; i < 2 + runs; i++) {
+        progress("%s: timing unfused, run %d of %d", r->label, i + 1, runs + 2);
         double t0 = now_ms();
         CHECK(smelt_plan_run(pu, w->n_in, s.tin, w->n_out, outs));
-        double t1 = now_ms();
-        au += allocs(pu);
-        CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
-        double t1f = now_ms();
-        CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
-        double t2 = now_ms();
-        af += allocs(pf);
-        if (pd)
-            CHECK(smelt_plan_run(pd, w->n_in, dtin, w->n_out, dout));
-        double t3 = now_ms();
-        if (pd)
-            CHECK(smelt_plan_run(pd, w->n_in, dtin, w->n_out, dout));
-        td[i] = now_ms() - t3;
-        ad += pd ? allocs(pd) : 0;
-        /* the fused plan allocating its outputs, as smelt_trace_call and the
-         * Python front end call it: new tensors each call, freed in the timing
-         * (as the peers' results are dropped in theirs) */
-        for (int rep = 0; rep < 2; rep++) {
-            smelt_tensor *fresh[MAXIO] = {0};
-            double t4 = now_ms();
-            CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, fresh));
-            for (int k = 0; k < w->n_out; k++)
-                smelt_tensor_free(fresh[k]);
-            ta[i] = now_ms() - t4; /* the second: after an untimed one of its own */
-        }
-        tu[i] = t1 - t0;
-        tf[i] = t2 - t1f;
-        tc[i] = timed_copy(dst, src, bytes, r->threads, 0);
-        tn[i] = timed_copy(dst, src, bytes, r->threads, 1);
+        if (i >= 2)
+            tu[i - 2] = now_ms() - t0, au += allocs(pu);
     }
+    /* the fused plan allocating its outputs, as smelt_trace_call and the
+     * Python front end call it: new tensors each call, freed in the timing
+     * (as the peers' results are dropped in theirs) */
+    for (int i = 0; i < 2 + runs; i++) {
+        progress("%s: timing fused, outputs allocated, run %d of %d", r->label, i + 1, runs + 2);
+        smelt_tensor *fresh[MAXIO] = {0};
+        double t0 = now_ms();
+        CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, fresh));
+        for (int k = 0; k < w->n_out; k++)
+            smelt_tensor_free(fresh[k]);
+        if (i >= 2)
+            ta[i - 2] = now_ms() - t0;
+    }
+    for (int i = 0; i < 2 + runs; i++) {
+        progress("%s: timing fused, run %d of %d", r->label, i + 1, runs + 2);
+        double t0 = now_ms();
+        CHECK(smelt_plan_run(pf, w->n_in, s.tin, w->n_out, outs));
+        if (i >= 2)
+            tf[i - 2] = now_ms() - t0, af += allocs(pf);
+    }
+    for (int i = 0; pd && i < 2 + runs; i++) {
+        double t0 = now_ms();
+        CHECK(smelt_plan_run(pd, w->n_in, dtin, w->n_out, dout));
+        if (i >= 2)
+            td[i - 2] = now_ms() - t0, ad += allocs(pd);
+    }
+    for (int i = 0; i < runs; i++)
+        tc[i] = timed_copy(dst, src, bytes, r->threads, 0);
+    for (int i = 0; i < runs; i++)
+        tn[i] = timed_copy(dst, src, bytes, r->threads, 1);
     r->unfused_ms = median(tu, runs);
     r->fused_ms = median(tf, runs);
     r->fused_alloc_ms = median(ta, runs);
@@ -1520,29 +1526,32 @@ static void gpu_run_workload(const wl *w, int64_t n, int runs, gpu_row *r)
     double *tu = malloc(sizeof(double) * (size_t)runs), *tf = malloc(sizeof(double) * (size_t)runs),
            *tc = malloc(sizeof(double) * (size_t)runs), *ta = malloc(sizeof(double) * (size_t)runs);
     long au = 0, af = 0;
-    for (int i = 0; i < runs; i++) { /* each timed run after one of the same plan, as on the CPU */
-        CHECK(smelt_plan_run(pu, w->n_in, din, w->n_out, dout));
+    /* each mode's timed runs back to back after two untimed ones, as on the
+     * CPU (and as bench/peers/gpu_peers.py times the peers) */
+    for (int i = 0; i < 2 + runs; i++) {
         double a = now_ms();
         CHECK(smelt_plan_run(pu, w->n_in, din, w->n_out, dout));
-        double b = now_ms();
-        au += allocs(pu);
+        if (i >= 2)
+            tu[i - 2] = now_ms() - a, au += allocs(pu);
+    }
+    for (int i = 0; i < 2 + runs; i++) { /* new device outputs each call, freed in the timing */
+        smelt_tensor *fresh[MAXIO] = {0};
+        double a = now_ms();
+        CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, fresh));
+        gpu_free(fresh, w->n_out);
+        if (i >= 2)
+            ta[i - 2] = now_ms() - a;
+    }
+    for (int i = 0; i < 2 + runs; i++) {
+        double a = now_ms();
         CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, dout));
-        double b2 = now_ms();
-        CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, dout));
-        double c = now_ms();
-        af += allocs(pf);
+        if (i >= 2)
+            tf[i - 2] = now_ms() - a, af += allocs(pf);
+    }
+    for (int i = 0; i < runs; i++) {
+        double a = now_ms();
         CHECK(smelt_tensor_copy(cdst, csrc));
-        double d = now_ms();
-        tu[i] = b - a;
-        tf[i] = c - b2;
-        tc[i] = d - c;
-        for (int rep = 0; rep < 2; rep++) { /* new device outputs each call, freed in the timing */
-            smelt_tensor *fresh[MAXIO] = {0};
-            double e = now_ms();
-            CHECK(smelt_plan_run(pf, w->n_in, din, w->n_out, fresh));
-            gpu_free(fresh, w->n_out);
-            ta[i] = now_ms() - e;
-        }
+        tc[i] = now_ms() - a;
     }
     r->fused_alloc_ms = median(ta, runs);
     free(ta);
