@@ -1250,6 +1250,61 @@ Test(fusion, full_size_outputs_same_bits, .timeout = 300)
     fused_outputs_same_bits("x * w / sum(x * w, axis=0)", 700, 50, 2);
 }
 
+/* A reduction of one element whose operand's producer is also read
+ * elsewhere: the producer's full-size output (one element) is stored.
+ * Every dimension of size 1 leaves the launch one dimension, whose
+ * stride once gave every operand, that output too, the broadcast mode:
+ * CC wrote it to a copy and the add read what the memory held
+ * (scripts/fuzz-layout, 2026-11-29).  x - 1.25 for x in [0, 1) and the
+ * special values, against the float64 reference (within f32's roundings;
+ * before, CC gave 0 or a subnormal). */
+Test(fusion, one_element_reductions_store_their_producers, .timeout = 120)
+{
+    const char *exprs[] = {"(x - 1.25) + min(x - 1.25)", "maximum(x - 1.25, min(x - 1.25, axis=0))",
+                           "(x * 3) * sum(x * 3, axis=0, keepdims=True)"};
+    const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 0x1p-60};
+    const int64_t shapes[3][3] = {{1}, {1, 1}, {1, 1, 1}};
+    smelt_ctx *ctx = t_ctx();
+    bool cc = smelt_backend_check(ctx, "CC") == SMELT_OK;
+    trng r;
+    trng_init(&r, 11);
+    for (int e = 0; e < NELEMS(exprs); e++)
+        for (int nd = 1; nd <= 3; nd++) {
+            smelt_graph *g = t_graph(ctx);
+            smelt_node *x = smelt_input(g, "x", SMELT_F32, nd, shapes[nd - 1]);
+            smelt_node *y = smelt_expr(g, exprs[e], (const char *[]){"x"}, &x, 1);
+            T_OK(ctx, smelt_graph_status(g));
+            for (int v = 0; v < 1 + NELEMS(special); v++) {
+                smelt_tensor *xs = t_rand(ctx, &r, SMELT_F32, nd, shapes[nd - 1]);
+                if (v)
+                    t_set(xs, 0, special[v - 1]);
+                smelt_tensor *ref = NULL;
+                T_OK(ctx, smelt_reference_eval(ctx, g, 1, &y, 1, &xs, &ref));
+                for (int b = 0; b < 2; b++) {
+                    if (b && !cc)
+                        continue;
+                    T_OK(ctx, smelt_ctx_set_backend(ctx, b ? "CC" : "TCC"));
+                    smelt_plan *p = t_plan(ctx, g, 1, &y, 3);
+                    smelt_tensor *got = NULL;
+                    t_run(p, 1, &xs, 1, &got);
+                    double want = smelt_tensor_get(ref, 0), have = smelt_tensor_get(got, 0);
+                    /* the reference rounds once, f32 at each step: within 2^-22 */
+                    bool near = isnan(want) ? isnan(have)
+                                : isinf(want) || want == 0 ? have == want && signbit(have) == signbit(want)
+                                                           : fabs(have - want) <= 0x1p-22 * fabs(want);
+                    cr_assert(near,
+                              "%s, rank %d, %s, x = %a: %a, the reference %a", exprs[e], nd, b ? "CC" : "TCC",
+                              smelt_tensor_get(xs, 0), have, want);
+                    smelt_tensor_free(got);
+                    smelt_plan_free(p);
+                }
+                smelt_tensor_free(ref), smelt_tensor_free(xs);
+            }
+            smelt_graph_free(g);
+        }
+    smelt_ctx_free(ctx);
+}
+
 /* Epilogues: elementwise consumers at the result's shape fuse after the
  * reduction and run on each result as it is stored.  kind 0: the reduced
  * value alone read by the epilogue; 1: it is also a plan output; 2: an

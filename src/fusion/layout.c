@@ -7,7 +7,8 @@
  * the next inner one when every operand walks the two contiguously (for a
  * reduction, when both are reduced or both kept: mask, bit d for axis d);
  * at least one dimension stays, and a reduction keeps a reduced one (of
- * size 1, outermost, stride 0, when every reduced axis had size 1). */
+ * size 1, when every reduced axis had size 1: outermost, stride 0, or the
+ * only dimension, stride 1). */
 static int merge(int r, int64_t *S, bool reduce, unsigned mask, int n, int64_t (*st)[SMELT_MAX_DIMS],
                  uint8_t *mode, uint8_t *rmask)
 {
@@ -33,10 +34,16 @@ static int merge(int r, int64_t *S, bool reduce, unsigned mask, int n, int64_t (
         nr++;
     }
     if (reduce ? !any_red : nr == 0) {
+        /* stride 0 where kept dimensions remain (outermost: no operand's
+         * mode changes), else 1: the only dimension, whose stride gives
+         * every operand its mode, and an output of mode BCAST would be
+         * written to a copy (a producer's full-size output of one
+         * element, fused into a reduction of one element, was never
+         * stored: CC, 2026-11-29) */
         nS[nr] = 1;
         red[nr] = reduce;
         for (int o = 0; o < n; o++)
-            nst[o][nr] = !reduce;
+            nst[o][nr] = !reduce || nr == 0;
         nr++;
     }
     *rmask = 0;
