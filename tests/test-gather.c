@@ -532,3 +532,36 @@ Test(gather, of_a_concat_and_a_pad)
     smelt_graph_free(g);
     smelt_ctx_free(ctx);
 }
+
+/* A gather from a constant of a shape (a - a, which the simplifier makes a
+ * constant 0, plus 3): the constant is one element with strides 0, the
+ * gather's stride too.  Taken as a buffer of its shape, the gather read
+ * memory nobody wrote (take_along_axis(a - a, ...) gave 6 and 1952543859
+ * instead of 0, 2026-11-29, scripts/fuzz-layout). */
+Test(gather, of_a_constant)
+{
+    smelt_ctx *ctx = t_ctx();
+    bool cc = smelt_backend_check(ctx, "CC") == SMELT_OK;
+    trng r;
+    trng_init(&r, 9);
+    smelt_graph *g = t_graph(ctx);
+    smelt_node *a = smelt_input(g, "a", SMELT_I32, SHP(5, 7)), *x = smelt_input(g, "x", SMELT_I64, SHP(6));
+    smelt_node *c = smelt_add(g, smelt_sub(g, a, a), smelt_const(g, 3, SMELT_I32));
+    smelt_node *outs[] = {smelt_take(g, c, x, 1), smelt_take_along_axis(g, smelt_sub(g, a, a),
+                                                                        smelt_reshape(g, x, 2, (int64_t[]){1, 6}), 1),
+                          smelt_add(g, smelt_take(g, c, x, 0), smelt_const(g, 1, SMELT_I32))};
+    T_OK(ctx, smelt_graph_status(g));
+    smelt_tensor *in[2] = {t_rand(ctx, &r, SMELT_I32, SHP(5, 7)), t_tensor(ctx, SMELT_I64, SHP(6))};
+    for (int64_t i = 0; i < 6; i++)
+        t_set_i64(in[1], i, trng_range(&r, -5, 4));
+    for (int b = 0; b < 2; b++) {
+        if (b && !cc)
+            continue;
+        T_OK(ctx, smelt_ctx_set_backend(ctx, b ? "CC" : "TCC"));
+        for (int opt = 0; opt <= 3; opt += 3)
+            t_check_plan(b ? "of_a_constant, CC" : "of_a_constant, TCC", ctx, g, 3, outs, opt, 2, in, T_EXACT);
+    }
+    t_free_all(in, 2);
+    smelt_graph_free(g);
+    smelt_ctx_free(ctx);
+}

@@ -192,6 +192,11 @@ int smelt__value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int6
         *out = (smelt__view){t->data, t->ndim, t->shape, t->strides};
         return p->prog.outputs[p->out_slot[v]] == v ? SMELT_OK : output_alias(p, v, out, scratch);
     }
+    /* a constant: its one element, strides 0 (as a buffer of its shape it
+     * would replace the 8-byte cell by memory nobody writes: a gather from
+     * x - x read its index's element of that, 2026-11-29) */
+    if (x->op == SMELT_OP_CONST)
+        return smelt__const_view(p, v, &p->rs[v], out, scratch);
     const smelt__rshape *r = &p->rs[v];
     smelt__contig_strides(r->ndim, r->shape, scratch);
     if (p->moff[v] >= 0) { /* in the arena (opt_level >= 2; plan_memory made it hold it) */
