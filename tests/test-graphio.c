@@ -313,6 +313,11 @@ Test(graphio, malformed_files_are_errors)
         {HDR "%2 = sum %0 axes [0] : f32 [3]\n", SMELT_ERR_PARSE, ":4: sum gives f32 [], the file says f32 [3]"},
         {HDR "%2 = sum %0 axes [0] keepdims : f32 []\n", SMELT_ERR_PARSE, ":4: sum gives f32 [1], the file says f32 []"},
         {HDR "%2 = argmax %0 %1 axes [0] : i64 []\n", SMELT_ERR_PARSE, ":4: argmax takes 1 operand, the line has 2"},
+        /* a shape the text cannot fill: an error before any allocation (the
+         * reader allocated 14.8 GB first, 2026-11-29: scripts/fuzz graph) */
+        {HDR "%2 = constant f32 [1855904994, 2, 1, 1] [1, 2]\n", SMELT_ERR_PARSE,
+         ":4: constant: the shape holds 3711809988 values, more than the"},
+        {HDR "%2 = constant f32 [2, 2] [1, 2, 3]\n", SMELT_ERR_PARSE, ":4: constant: 3 values, the shape holds 4"},
     };
     smelt_ctx *ctx = t_ctx();
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

@@ -625,6 +625,9 @@ static int tensor_values(rd *r, smelt_dtype dt, int ndim, const int64_t *sh, sme
         smelt__sb_free(&name), smelt__sb_free(&path);
     } else if (!eat(r, '[')) {
         return rerr(r, SMELT_ERR_PARSE, "constant: expected its values [v, ...] or a \"file.npy\"");
+    } else if (smelt__numel(ndim, sh) > r->end - r->s) { /* a character a value at least (before allocating) */
+        return rerr(r, SMELT_ERR_PARSE, "constant: the shape holds %lld values, more than the %lld characters left "
+                    "in the text can write", (long long)smelt__numel(ndim, sh), (long long)(r->end - r->s));
     } else if (!(st = smelt_tensor_new(r->ctx, dt, ndim, sh, &t))) {
         int64_t cnt = smelt__numel(ndim, sh), i = 0;
         for (; !st && i < cnt; i++) {
