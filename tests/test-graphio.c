@@ -318,6 +318,10 @@ Test(graphio, malformed_files_are_errors)
         {HDR "%2 = constant f32 [1855904994, 2, 1, 1] [1, 2]\n", SMELT_ERR_PARSE,
          ":4: constant: the shape holds 3711809988 values, more than the"},
         {HDR "%2 = constant f32 [2, 2] [1, 2, 3]\n", SMELT_ERR_PARSE, ":4: constant: 3 values, the shape holds 4"},
+        /* a reshape whose new shape's element count overflows (UBSan's signed
+         * overflow in view.c before, scripts/fuzz graph) */
+        {HDR "%2 = reshape %0 [222222222222222222, 4, 4] : f32 [3]\n", SMELT_ERR_SHAPE,
+         ":4: reshape: cannot reshape (3,) (3 elements) into a shape of more than 2^59 elements"},
     };
     smelt_ctx *ctx = t_ctx();
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

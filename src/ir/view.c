@@ -85,10 +85,15 @@ int smelt__view_shape(smelt_op op, int rank, const int64_t *vp, const int64_t *g
         int infer = -1;
         for (int d = 0; d < rank; d++) {
             out[d] = vp[d] <= -2 ? in[-2 - vp[d]] : vp[d];
-            if (vp[d] == -1)
+            if (vp[d] == -1) {
                 infer = d;
-            else
+            } else if (out[d] > 1 && known > SMELT_MAX_ELEMS / out[d]) { /* (the product would overflow) */
+                smelt__sb_printf(why, "cannot reshape %s (%lld elements) into a shape of more than 2^59 elements",
+                                 smelt__shape_fmt(a, ndim, in), (long long)total);
+                return SMELT_ERR_SHAPE;
+            } else {
                 known *= out[d];
+            }
         }
         if (infer >= 0)
             out[infer] = known ? total / known : -1;
