@@ -110,8 +110,7 @@ static int view_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64
     const smelt__rshape *r = &p->rs[v];
     int64_t bs[SMELT_MAX_DIMS], off = 0;
     smelt__view b;
-    int st = p->prog.v[x->in[0]].op == SMELT_OP_CONST ? smelt__const_view(p, x->in[0], &p->rs[x->in[0]], &b, bs)
-                                                      : smelt__value_view(p, rs, x->in[0], &b, bs);
+    int st = smelt__value_view(p, rs, x->in[0], &b, bs);
     if (st)
         return st;
     size_t es = smelt__dtypes[x->dtype].size;
@@ -173,9 +172,31 @@ static int output_alias(smelt_plan *p, int v, smelt__view *out, int64_t *scratch
     return SMELT_OK;
 }
 
+/* A constant operand (of any shape: all its elements are one value) as a
+ * view of one element, strides 0, in memory the plan keeps (the device's
+ * for a device plan). */
+static int const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros)
+{
+    const smelt__inst *c = &p->prog.v[v];
+    char val[8] = {0}, *cell = NULL;
+    smelt__elem_store(c->dtype, val, smelt__is_float(c->dtype) ? c->fval : (double)c->ival);
+    if (!smelt__is_float(c->dtype))
+        memcpy(val, &c->ival, smelt__dtypes[c->dtype].size); /* every bit of an i64 (little-endian) */
+    int st = smelt__value_cell(p, v, val, &cell);
+    memset(zeros, 0, sizeof(int64_t) * SMELT_MAX_DIMS);
+    *out = (smelt__view){cell, r->ndim, r->shape, zeros};
+    return st;
+}
+
 int smelt__value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch)
 {
     const smelt__inst *x = &p->prog.v[v];
+    /* a constant (of any shape; a plan output of one is a copy's): its one
+     * element, strides 0 (as a buffer of its shape it would replace the
+     * 8-byte cell by memory nobody writes: a gather from x - x read its
+     * index's element of that, 2026-11-29) */
+    if (x->op == SMELT_OP_CONST)
+        return const_view(p, v, &p->rs[v], out, scratch);
     if (x->op == SMELT_OP_ARANGE)
         return arange_view(p, v, out, scratch);
     if (x->op == SMELT_OP_TENSOR)
@@ -192,11 +213,6 @@ int smelt__value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int6
         *out = (smelt__view){t->data, t->ndim, t->shape, t->strides};
         return p->prog.outputs[p->out_slot[v]] == v ? SMELT_OK : output_alias(p, v, out, scratch);
     }
-    /* a constant: its one element, strides 0 (as a buffer of its shape it
-     * would replace the 8-byte cell by memory nobody writes: a gather from
-     * x - x read its index's element of that, 2026-11-29) */
-    if (x->op == SMELT_OP_CONST)
-        return smelt__const_view(p, v, &p->rs[v], out, scratch);
     const smelt__rshape *r = &p->rs[v];
     smelt__contig_strides(r->ndim, r->shape, scratch);
     if (p->moff[v] >= 0) { /* in the arena (opt_level >= 2; plan_memory made it hold it) */
@@ -361,22 +377,6 @@ int smelt__value_cell(smelt_plan *p, int v, const void *bits, char **cell)
     return SMELT_OK;
 }
 
-/* A constant operand (of any shape: all its elements are one value) as a
- * view of one element, strides 0, in memory the plan keeps (the device's
- * for a device plan). */
-int smelt__const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros)
-{
-    const smelt__inst *c = &p->prog.v[v];
-    char val[8] = {0}, *cell = NULL;
-    smelt__elem_store(c->dtype, val, smelt__is_float(c->dtype) ? c->fval : (double)c->ival);
-    if (!smelt__is_float(c->dtype))
-        memcpy(val, &c->ival, smelt__dtypes[c->dtype].size); /* every bit of an i64 (little-endian) */
-    int st = smelt__value_cell(p, v, val, &cell);
-    memset(zeros, 0, sizeof(int64_t) * SMELT_MAX_DIMS);
-    *out = (smelt__view){cell, r->ndim, r->shape, zeros};
-    return st;
-}
-
 int smelt__reduce_views(smelt_plan *p, runstate *rs, int ki, smelt__view *w, int64_t (*scratch)[SMELT_MAX_DIMS],
                        bool *none, bool *pieces)
 {
@@ -443,9 +443,7 @@ int smelt__reduce_views(smelt_plan *p, runstate *rs, int ki, smelt__view *w, int
         if (o < nin && smelt__has_pieces(&p->prog, v)) {
             *pieces = true;
             stt = smelt__pieces_view(p, v, &w[o], scratch[o]);
-        } else if (o < nin && p->prog.v[v].op == SMELT_OP_CONST) /* (a pass left it too large to fold) */
-            stt = smelt__const_view(p, v, &p->rs[v], &w[o], scratch[o]);
-        else
+        } else /* (a constant: one a pass left too large to fold) */
             stt = smelt__value_view(p, rs, v, &w[o], scratch[o]);
         if (stt)
             return stt;
@@ -879,8 +877,7 @@ static int run_window(smelt_plan *p, runstate *rs, int ki)
     int64_t sc[3][SMELT_MAX_DIMS];
     for (int o = 0; o <= x->nin; o++) {
         int u = o < x->nin ? x->in[o] : v;
-        int st = p->prog.v[u].op == SMELT_OP_CONST ? smelt__const_view(p, u, &p->rs[u], &w[o], sc[o])
-                                                    : smelt__value_view(p, rs, u, &w[o], sc[o]);
+        int st = smelt__value_view(p, rs, u, &w[o], sc[o]);
         if (st)
             return st;
     }

@@ -14,10 +14,9 @@ typedef struct runstate {
 } runstate;
 
 /* The view of value v at this run (its buffer, the caller's tensor, a
- * view's strides); a constant's (r: its run-time shape; zeros: scratch for
- * its strides) */
+ * view's strides; a constant's one element, strides 0); scratch: room for
+ * SMELT_MAX_DIMS strides */
 int smelt__value_view(smelt_plan *p, runstate *rs, int v, smelt__view *out, int64_t *scratch);
-int smelt__const_view(smelt_plan *p, int v, const smelt__rshape *r, smelt__view *out, int64_t *zeros);
 /* the address of constant v's one element (bits: its value) */
 int smelt__value_cell(smelt_plan *p, int v, const void *bits, char **cell);
 /* kernel ki over the box of its iteration space (run_kernel's pieces);

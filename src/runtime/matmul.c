@@ -246,8 +246,7 @@ int smelt__mm_setup(smelt_plan *p, runstate *rs, int ki, smelt__mmjob *j)
     const smelt__inst *x = &p->prog.v[v];
     for (int o = 0; o < 3; o++) {
         int u = o < 2 ? x->in[o] : v, st;
-        st = p->prog.v[u].op == SMELT_OP_CONST ? smelt__const_view(p, u, &p->rs[u], &j->w[o], j->sc[o])
-                                                : smelt__value_view(p, rs, u, &j->w[o], j->sc[o]);
+        st = smelt__value_view(p, rs, u, &j->w[o], j->sc[o]);
         if (st)
             return st;
     }

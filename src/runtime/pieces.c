@@ -29,7 +29,7 @@ static int pieces_of(smelt_plan *p, runstate *rs, int v, piece *out, int *np)
     if (!smelt__has_pieces(&p->prog, v)) {
         int64_t scratch[SMELT_MAX_DIMS];
         smelt__view w;
-        if ((st = x->op == SMELT_OP_CONST ? smelt__const_view(p, v, r, &w, scratch) : smelt__value_view(p, rs, v, &w, scratch)))
+        if ((st = smelt__value_view(p, rs, v, &w, scratch)))
             return st;
         if (*np == MAX_PIECES)
             return smelt__err(p->ctx, SMELT_ERR_UNSUPPORTED, "a concat or pad of more than %d pieces", MAX_PIECES);
