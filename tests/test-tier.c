@@ -304,6 +304,74 @@ Test(tier, streaming_stores_in_tiles)
     }
 }
 
+/* Outputs that start anywhere in a 64-byte line (NumPy's arrays start 16
+ * bytes past one): the kernels store the elements up to the first line
+ * boundary plainly and stream the rest (c_stream, src/codegen/emit-loop.c),
+ * and a row program's deferred last pass ends its runs on the output's lines
+ * (emit-rows.c).  Every offset of an element in a line, f32 and f64, an nd
+ * kernel, a softmax and a layernorm over rows (a deferred last pass in runs
+ * of 512: rows of 1000 and 1500) and a layernorm of rows read by index
+ * (rows of 384), over two threads: the bits of TCC. */
+Test(tier, streaming_stores_into_outputs_off_a_line)
+{
+    fresh_cache();
+    const smelt_dtype dts[] = {SMELT_F32, SMELT_F64};
+    for (int k = 0; k < NELEMS(dts); k++)
+        for (int w = 0; w < 4; w++) {
+            const smelt_dtype dt = dts[k];
+            const int64_t es = (int64_t)smelt_dtype_size(dt), shapes[4][2] = {{301, 333}, {203, 1000}, {97, 1500}, {96, 384}};
+            const int64_t rows = shapes[w][0], cols = shapes[w][1], n = rows * cols;
+            trng r;
+            trng_init(&r, 300 + (uint64_t)(4 * k + w));
+            smelt_ctx *ctx = t_ctx();
+            smelt_ctx_set_threads(ctx, 2);
+            smelt_graph *g = t_graph(ctx);
+            const int last[] = {-1};
+            smelt_node *x = smelt_input(g, NULL, dt, SHP(rows, cols)), *y, *ids = NULL;
+            smelt_tensor *in[2] = {t_rand(ctx, &r, dt, SHP(rows, cols)), NULL};
+            if (w == 3) { /* rows of x read by index: layernorm(x[ids]) */
+                ids = smelt_input(g, NULL, SMELT_I64, SHP(rows));
+                in[1] = t_tensor(ctx, SMELT_I64, SHP(rows));
+                for (int64_t i = 0; i < rows; i++)
+                    t_set_i64(in[1], i, (int64_t)trng_uniform(&r, 0, (double)rows) % rows);
+                x = smelt_take(g, x, ids, 0);
+            }
+            if (w == 0) {
+                y = smelt_unary(g, SMELT_OP_RELU, smelt_mul(g, x, smelt_add(g, x, smelt_scalar(g, 0.5))));
+            } else if (w == 1) {
+                smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MAX, x, 1, last, 1)));
+                y = smelt_div(g, e, smelt_reduce(g, SMELT_OP_SUM, e, 1, last, 1));
+            } else {
+                smelt_node *d = smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MEAN, x, 1, last, 1));
+                smelt_node *v = smelt_reduce(g, SMELT_OP_MEAN, smelt_mul(g, d, d), 1, last, 1);
+                y = smelt_mul(g, d, smelt_unary(g, SMELT_OP_RSQRT, smelt_add(g, v, smelt_scalar(g, 1e-5))));
+            }
+            smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_cc_streaming(ctx, g, 1, &y, "1");
+            smelt_tensor *ot = NULL;
+            t_run(pt, 1 + (w == 3), in, 1, &ot);
+            char *mem = aligned_alloc(64, (size_t)((n + 64) * es));
+            cr_assert(mem);
+            for (int64_t off = 0; off < 64 / es; off++) {
+                smelt_tensor *os = NULL;
+                memset(mem, 0x5a, (size_t)((n + 64) * es));
+                T_OK(ctx, smelt_tensor_wrap(ctx, dt, SHP(rows, cols), NULL, mem + off * es, &os));
+                t_run(pc, 1 + (w == 3), in, 1, &os);
+                cr_assert(t_bitwise_equal(ot, os), "%s, workload %d, output at byte %lld of a line: differs from TCC at %lld",
+                          smelt_dtype_name(dt), w, (long long)(off * es), (long long)t_first_difference(ot, os));
+                for (int64_t b = 0; b < off * es; b++) /* nothing stored before the output */
+                    cr_assert_eq((unsigned char)mem[b], 0x5a);
+                for (int64_t b = (off + n) * es; b < (n + 64) * es; b++) /* or after it */
+                    cr_assert_eq((unsigned char)mem[b], 0x5a);
+                smelt_tensor_free(os);
+            }
+            free(mem);
+            smelt_tensor_free(ot), smelt_tensor_free(in[0]), smelt_tensor_free(in[1]);
+            smelt_plan_free(pt), smelt_plan_free(pc);
+            smelt_graph_free(g);
+            smelt_ctx_free(ctx);
+        }
+}
+
 /* Transcendental functions are smelt's own plain C (templates/common/math.h.in):
  * the tiers give the same bits (docs/numerics.md). */
 Test(tier, transcendentals_same_bits_on_both_tiers)

@@ -12,7 +12,9 @@ first_call   trace + plan + compile + run of a new function (chain8,
              (bench/peers/first_call_peers.py)
 large        chain8, gelu_tanh, softmax, layernorm at --n elements through
              smelt.jit with out= given, against the same plan run from C
-             (smelt_plan_run_rebind called directly), medians of --runs
+             (smelt_plan_run_rebind called directly), medians of --runs;
+             and that plan into an output on a 64-byte line (c_aligned_ms;
+             NumPy's arrays start out_offset bytes past one)
 train_mlp    a training step (784-1024-1024-10 MLP, batch 512, softmax
              cross-entropy, Adam) as one smelt.jit plan: time, kernels,
              memory; beside it JAX's jit(value_and_grad) step (donated) and
@@ -180,21 +182,28 @@ def large(n, runs, as_json):
         f.wait()
         f(*args, out=o)
         e = f._last
+        # o as NumPy allocates it (16 bytes past a 64-byte line here) and
+        # oa on a line, as smelt allocates its own: the C plan into both
+        buf = np.empty(o.nbytes + 64, np.uint8)
+        skip = -buf.ctypes.data % 64
+        oa = buf[skip:skip + o.nbytes].view(o.dtype).reshape(o.shape)
         ptrs = [data_ptr(x) for x in args] + [data_ptr(o)]
-        py, c = [], []
+        ptrs_a = [data_ptr(x) for x in args] + [data_ptr(oa)]
+        py, c, ca = [], [], []
         for _ in range(runs):  # interleaved, each after an untimed run of its own
             f(*args, out=o)
             t = time.perf_counter()
             f(*args, out=o)
             py.append(time.perf_counter() - t)
-            lib.smelt_plan_run_rebind(e.plan, len(args), e.in_arr, 1, e.out_arr, ptrs)
-            t = time.perf_counter()
-            lib.smelt_plan_run_rebind(e.plan, len(args), e.in_arr, 1, e.out_arr, ptrs)
-            c.append(time.perf_counter() - t)
-        pm, cm = statistics.median(py) * 1e3, statistics.median(c) * 1e3
+            for p, ts in ((ptrs, c), (ptrs_a, ca)):
+                lib.smelt_plan_run_rebind(e.plan, len(args), e.in_arr, 1, e.out_arr, p)
+                t = time.perf_counter()
+                lib.smelt_plan_run_rebind(e.plan, len(args), e.in_arr, 1, e.out_arr, p)
+                ts.append(time.perf_counter() - t)
+        pm, cm, cam = (statistics.median(v) * 1e3 for v in (py, c, ca))
         emit({"row": "large", "workload": name, "n": n, "backend": f.stats()["last"]["backend"],
-              "kernels": f.stats()["last"]["kernels"], "python_ms": pm, "c_ms": cm, "python_vs_c": pm / cm},
-             as_json)
+              "kernels": f.stats()["last"]["kernels"], "out_offset": o.ctypes.data % 64, "python_ms": pm, "c_ms": cm,
+              "python_vs_c": pm / cm, "c_aligned_ms": cam, "c_vs_aligned": cm / cam}, as_json)
 
 
 def train_mlp(runs, as_json):

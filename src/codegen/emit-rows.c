@@ -502,6 +502,7 @@ typedef struct c_rows {
     bool *mine;
     int bind[SMELT_MAX_KERNEL_OPERANDS], outs[SMELT_MAX_KERNEL_OPERANDS];
     int R, nin, nfin, later, rrun, nr;
+    int fq, fsz; /* the final pass's first output: its operand (-1 none) and element size */
     smelt__sb pre, defs, setup, body, what;
     smelt__sb *err;
 } c_rows;
@@ -522,6 +523,9 @@ static int c_rows_final(c_rows *c)
     if (!(st = smelt__rows_piece_of(d, &c->ri, ROWS_FINAL, 0, c->mine, c->outs, &c->nfin, &pc, c->bind, c->err)) &&
         c->nfin) {
         smelt__rows_modes(d, &pc, c->bind, false);
+        int b = c->bind[pc.n_in];
+        if (b >= d->n_in && b < d->n_in + d->n_out) /* (always: a full-size output) */
+            c->fq = b, c->fsz = (int)smelt__dtypes[smelt__operand_dtype(&pc, pc.n_in)].size;
         st = smelt__red_fn(c->dl, &pc, "smelt_f", c->blocks, false, &c->pre, c->err);
         rows_call_setup(&c->setup, &c->body, d, &c->ri, &pc, c->bind, "smelt_f", c->R, false, "svf");
         free(pc.ops);
@@ -744,9 +748,12 @@ static int c_rows_operand(c_rows *c, int t, int x, const char *lf, const char *s
                                "                            const int64_t f0 = fdone;\n"
                                "                            fdone = nred - f0 > %d ? f0 + %d : nred;\n"
                                "                            fdone = fdone < r + u + nb ? r + u + nb : fdone;\n"
+                               "                            fdone = (fdone + Lfa + %d) / %d * %d - Lfa; /* a run ends on a line of the output */\n"
+                               "                            fdone = fdone < nred ? fdone : nred;\n"
                                "                            smelt_f(Lf + f0, Lf + fdone, smelt_f_p, fsh, smelt_f_s);\n"
                                "                        }\n",
-                         SMELT_ROWS_DEFER_RUN, SMELT_ROWS_DEFER_RUN);
+                         SMELT_ROWS_DEFER_RUN, SMELT_ROWS_DEFER_RUN, c->fq >= 0 ? 64 / c->fsz - 1 : 0,
+                         c->fq >= 0 ? 64 / c->fsz : 1, c->fq >= 0 ? 64 / c->fsz : 1);
     if (kept) { /* kept by an earlier pass */
         smelt__sb_printf(body, "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n",
                          lf, sfx, c->ri.cache_off[x - nin]);
@@ -900,7 +907,12 @@ static void c_rows_finish(c_rows *c, smelt__sb *tail)
                              c->ri.slot[v], T, c->ri.slot[v]);
         }
     smelt__sb_puts(body, "        if (defer)\n"
-                         "            Lf = L0;\n");
+                         "            Lf = L0");
+    if (c->fq >= 0) /* the deferred pass's runs end on the output's 64-byte lines (above): its
+                     * streaming stores start at a line (c_stream, emit-loop.c) */
+        smelt__sb_printf(body, ", Lfa = (int64_t)(((unsigned long)(ptrs[%d] + yo[%d] * %d) & 63) / %d)", c->fq, c->fq,
+                         c->fsz, c->fsz);
+    smelt__sb_puts(body, ";\n");
     if (c->later >= 0)
         smelt__sb_puts(tail, "    if (Lf >= 0)\n"
                              "        smelt_f(Lf, Lf + nred, smelt_f_p, fsh, smelt_f_s);\n");
@@ -923,7 +935,7 @@ int smelt__shape_c_rows(const smelt__dialect *dl, const smelt__kdesc *d, bool bl
                         smelt__sb *text, smelt__sb *err)
 {
     int st = smelt__rows_check(d, err), R = d->rank, nin = d->n_in, noper = nin + d->n_out, nk, nr, klast, rlast;
-    c_rows c = {.dl = dl, .d = d, .blocks = blocks, .R = R, .nin = nin, .err = err};
+    c_rows c = {.dl = dl, .d = d, .blocks = blocks, .R = R, .nin = nin, .fq = -1, .fsz = 1, .err = err};
     if (st || (st = smelt__rows_analyse(d, true, &c.ri)))
         return st;
     c.mine = malloc(sizeof(bool) * (size_t)(d->n_ops + 1));
