@@ -306,20 +306,24 @@ Test(tier, streaming_stores_in_tiles)
 
 /* Outputs that start anywhere in a 64-byte line (NumPy's arrays start 16
  * bytes past one): the kernels store the elements up to the first line
- * boundary plainly and stream the rest (c_stream, src/codegen/emit-loop.c),
- * and a row program's deferred last pass ends its runs on the output's lines
- * (emit-rows.c).  Every offset of an element in a line, f32 and f64, an nd
- * kernel, a softmax and a layernorm over rows (a deferred last pass in runs
- * of 512: rows of 1000 and 1500) and a layernorm of rows read by index
- * (rows of 384), over two threads: the bits of TCC. */
+ * boundary plainly and stream the rest, a row's last elements through
+ * aligned local arrays (c_stream and c_tail, src/codegen/emit-loop.c), and a
+ * row program's deferred last pass ends its runs on the output's lines
+ * (emit-rows.c), and a tiled launch starts its tiles on the output's lines
+ * (tile_lead, src/runtime/exec.c).  Every offset of an element in a line,
+ * f32 and f64, an nd kernel, a softmax and a layernorm over rows (a
+ * deferred last pass in runs of 512: rows of 1000 and 1500), a layernorm of
+ * rows read by index (rows of 384) and a.T + b (tiles), over two threads:
+ * the bits of TCC, and nothing stored outside the output. */
 Test(tier, streaming_stores_into_outputs_off_a_line)
 {
     fresh_cache();
     const smelt_dtype dts[] = {SMELT_F32, SMELT_F64};
     for (int k = 0; k < NELEMS(dts); k++)
-        for (int w = 0; w < 4; w++) {
+        for (int w = 0; w < 5; w++) {
             const smelt_dtype dt = dts[k];
-            const int64_t es = (int64_t)smelt_dtype_size(dt), shapes[4][2] = {{301, 333}, {203, 1000}, {97, 1500}, {96, 384}};
+            const int64_t es = (int64_t)smelt_dtype_size(dt),
+                          shapes[5][2] = {{301, 333}, {203, 1000}, {97, 1500}, {96, 384}, {200, 336}};
             const int64_t rows = shapes[w][0], cols = shapes[w][1], n = rows * cols;
             trng r;
             trng_init(&r, 300 + (uint64_t)(4 * k + w));
@@ -336,7 +340,11 @@ Test(tier, streaming_stores_into_outputs_off_a_line)
                     t_set_i64(in[1], i, (int64_t)trng_uniform(&r, 0, (double)rows) % rows);
                 x = smelt_take(g, x, ids, 0);
             }
-            if (w == 0) {
+            if (w == 4) { /* a.T + b */
+                smelt_node *a = smelt_input(g, NULL, dt, SHP(cols, rows));
+                in[1] = t_rand(ctx, &r, dt, SHP(cols, rows));
+                y = smelt_add(g, x, smelt_transpose(g, a, NULL));
+            } else if (w == 0) {
                 y = smelt_unary(g, SMELT_OP_RELU, smelt_mul(g, x, smelt_add(g, x, smelt_scalar(g, 0.5))));
             } else if (w == 1) {
                 smelt_node *e = smelt_unary(g, SMELT_OP_EXP, smelt_sub(g, x, smelt_reduce(g, SMELT_OP_MAX, x, 1, last, 1)));
@@ -348,14 +356,14 @@ Test(tier, streaming_stores_into_outputs_off_a_line)
             }
             smelt_plan *pt = plan_with(ctx, g, 1, &y, "TCC"), *pc = plan_cc_streaming(ctx, g, 1, &y, "1");
             smelt_tensor *ot = NULL;
-            t_run(pt, 1 + (w == 3), in, 1, &ot);
+            t_run(pt, 1 + (w >= 3), in, 1, &ot);
             char *mem = aligned_alloc(64, (size_t)((n + 64) * es));
             cr_assert(mem);
             for (int64_t off = 0; off < 64 / es; off++) {
                 smelt_tensor *os = NULL;
                 memset(mem, 0x5a, (size_t)((n + 64) * es));
                 T_OK(ctx, smelt_tensor_wrap(ctx, dt, SHP(rows, cols), NULL, mem + off * es, &os));
-                t_run(pc, 1 + (w == 3), in, 1, &os);
+                t_run(pc, 1 + (w >= 3), in, 1, &os);
                 cr_assert(t_bitwise_equal(ot, os), "%s, workload %d, output at byte %lld of a line: differs from TCC at %lld",
                           smelt_dtype_name(dt), w, (long long)(off * es), (long long)t_first_difference(ot, os));
                 for (int64_t b = 0; b < off * es; b++) /* nothing stored before the output */

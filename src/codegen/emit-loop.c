@@ -75,7 +75,7 @@ static void c_step(const smelt__kdesc *d, const char *bound, bool ahead, smelt__
  * (call_kernel, src/runtime/exec.c).  bound: the loop's end ("end" in flat
  * kernels, "n" in a row of an nd kernel). */
 static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char *bound, const char *call,
-                     const char *tail, smelt__sb *out)
+                     const char *tail, const char *stail, smelt__sb *out)
 {
     int nops = d->n_in + d->n_out;
     if (d->rank >= SMELT_MAX_DIMS) /* no shape[rank] slot */
@@ -106,16 +106,20 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char
     /* an output that does not start on a 64-byte boundary (NumPy's arrays
      * start 16 bytes past one): its elements up to the first boundary through
      * the tail's path (the same statements, so the same bits), then whole
-     * groups stream wherever the outputs are misaligned alike.  Without it
-     * every group of such an output took plain stores: the fused layernorm
-     * of 4096 x 4096 f32 into a NumPy array took 12.5-14.0 ms against
-     * 7.1-7.6 into an aligned one (2 threads, 2026-11-29). */
+     * groups, and the tail's whole lines, stream wherever the outputs are
+     * misaligned alike.  Without it every group of such an output took
+     * plain stores: the fused layernorm of 4096 x 4096 f32 into a NumPy
+     * array took 12.5-14.0 ms against 7.1-7.6 into an aligned one (2
+     * threads, 2026-11-29).  Without streaming, where 4 groups follow: each
+     * group's vector stores then stay within lines (a chain of 4M f32 into
+     * a NumPy array took 1.15-1.25x the time of an aligned one). */
     int o = d->n_in;
-    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n"
+    smelt__sb_printf(out, "    {\n"
                           "        const int64_t m = (int64_t)(((64 - ((unsigned long)(q%d + j) & 63)) & 63) / sizeof *q%d);\n"
-                          "        if (m && (unsigned long)(q%d + j) %% sizeof *q%d == 0 && j + m + %d <= %s) {\n%s"
-                          "            j += m;\n        }\n",
-                     d->rank, o, o, o, o, C_GROUP, bound, tail);
+                          "        if (m && (unsigned long)(q%d + j) %% sizeof *q%d == 0 && j + m + (shape[%d] == 1 ? 1 : %d) <= %s) {\n%s"
+                          "            j += m;\n        }\n    }\n",
+                     o, o, o, o, d->rank, 4 * C_GROUP, bound, tail);
+    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n", d->rank);
     smelt__sb_printf(out, "        for (; j + %d <= %s && (0", C_GROUP, bound);
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, " | ((unsigned long)(q%d + j) & 63)", k);
@@ -129,8 +133,65 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char
         smelt__sb_printf(out, "            for (int i = 0; i < (int)(sizeof w%d / SMELT_NT); i++)\n"
                               "                smelt_nt((char *)(q%d + j) + SMELT_NT * i, ((const smelt_vnt *)(const void *)w%d)[i]);\n",
                          k, k, k);
-    smelt__sb_puts(out, "        }\n    }\n#endif\n"); /* (the executor fences them: src/runtime/exec.c) */
+    smelt__sb_printf(out, "        }\n        if (j < %s && !(0", bound);
+    for (int k = d->n_in; k < nops; k++)
+        smelt__sb_printf(out, " | ((unsigned long)(q%d + j) & 63)", k);
+    smelt__sb_printf(out, ")) {\n            const int64_t m = %s - j;\n%s            j = %s;\n        }\n", bound, stail,
+                     bound);
+    smelt__sb_puts(out, "    }\n#endif\n"); /* (the executor fences them: src/runtime/exec.c) */
     smelt__sb_free(&wcall);
+}
+
+/* The tail: elements [j, j + m) of a row, m < C_GROUP (and m > 0).  A plain
+ * body through smelt_group_n, else a whole group on copies (gathered with
+ * the index clamped into the valid part), its first m results kept.
+ * stream: the outputs, contiguous and at a 64-byte line at j, go through
+ * aligned local arrays: their whole lines with streaming stores (c_stream
+ * defines smelt_nt), the rest plainly. */
+static void c_tail(const smelt__kdesc *d, const smelt__dialect *dl, bool plain, bool stream, smelt__sb *tail)
+{
+    int nops = d->n_in + d->n_out;
+    const char *al = stream ? " __attribute__((aligned(64)))" : "";
+    if (plain) {
+        for (int k = d->n_in; k < nops && stream; k++)
+            smelt__sb_printf(tail, "        %s w%d[%d]%s;\n", dl->stype[smelt__operand_dtype(d, k)], k, C_GROUP, al);
+        smelt__sb_puts(tail, "        smelt_group_n(");
+        group_args(tail, d, stream ? ARGS_W : ARGS_DIRECT);
+        smelt__sb_puts(tail, ", m);\n");
+    } else {
+        for (int k = 0; k < nops; k++)
+            if (d->mode[k] != SMELT_MODE_BCAST)
+                smelt__sb_printf(tail, "        %s t%d[%d]%s;\n", dl->stype[smelt__operand_dtype(d, k)], k, C_GROUP,
+                                 k >= d->n_in ? al : "");
+        smelt__sb_printf(tail, "        for (int64_t k = 0; k < %d; k++) {\n            const int64_t x = j + (k < m ? k : 0);\n",
+                         C_GROUP);
+        for (int k = 0; k < d->n_in; k++)
+            if (d->mode[k] == SMELT_MODE_CONTIG)
+                smelt__sb_printf(tail, "            t%d[k] = q%d[x];\n", k, k);
+            else if (d->mode[k] == SMELT_MODE_STRIDED)
+                smelt__sb_printf(tail, "            t%d[k] = q%d[x * s%d];\n", k, k, k);
+        smelt__sb_puts(tail, "        }\n        smelt_group(");
+        group_args(tail, d, ARGS_TAIL);
+        smelt__sb_puts(tail, ");\n");
+    }
+    const char *a = plain ? "w" : "t";
+    if (stream) {
+        for (int k = d->n_in; k < nops; k++)
+            smelt__sb_printf(tail, "        const int64_t nl%d = m * (int64_t)sizeof *q%d / SMELT_NT;\n"
+                                   "        for (int64_t i = 0; i < nl%d; i++)\n"
+                                   "            smelt_nt((char *)(q%d + j) + SMELT_NT * i, ((const smelt_vnt *)(const void *)%s%d)[i]);\n"
+                                   "        for (int64_t k = nl%d * SMELT_NT / (int64_t)sizeof *q%d; k < m; k++)\n"
+                                   "            q%d[j + k] = %s%d[k];\n",
+                             k, k, k, k, a, k, k, k, k, a, k);
+    } else if (!plain) {
+        smelt__sb_puts(tail, "        for (int64_t k = 0; k < m; k++) {\n");
+        for (int k = d->n_in; k < nops; k++)
+            if (d->mode[k] == SMELT_MODE_STRIDED)
+                smelt__sb_printf(tail, "            q%d[(j + k) * s%d] = t%d[k];\n", k, k, k);
+            else
+                smelt__sb_printf(tail, "            q%d[j + k] = t%d[k];\n", k, k);
+        smelt__sb_puts(tail, "        }\n");
+    }
 }
 
 /* The group function: the body over C_GROUP elements.  With a fast body
@@ -143,7 +204,7 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char
  * would overwrite (a kernel computed in place runs only the body). */
 static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char *consts,
                     const char *body, const char *fast, bool arrays, uint64_t branch_in, smelt__sb *group,
-                    smelt__sb *tail)
+                    smelt__sb *tail, smelt__sb *stail)
 {
     int nops = d->n_in + d->n_out;
     smelt__sb params; /* the operands (smelt_group's and smelt_group_n's) */
@@ -227,31 +288,8 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
                          smelt__sb_str(&params), consts, body);
     group->oom = group->oom || params.oom;
     smelt__sb_free(&params);
-    if (plain) {
-        smelt__sb_puts(tail, "        smelt_group_n(");
-        group_args(tail, d, ARGS_DIRECT);
-        smelt__sb_puts(tail, ", m);\n");
-        return;
-    }
-    /* the tail: gather (index clamped into the valid part), compute, scatter */
-    for (int k = 0; k < nops; k++)
-        if (d->mode[k] != SMELT_MODE_BCAST)
-            smelt__sb_printf(tail, "        %s t%d[%d];\n", dl->stype[smelt__operand_dtype(d, k)], k, C_GROUP);
-    smelt__sb_printf(tail, "        for (int64_t k = 0; k < %d; k++) {\n            const int64_t x = j + (k < m ? k : 0);\n", C_GROUP);
-    for (int k = 0; k < d->n_in; k++)
-        if (d->mode[k] == SMELT_MODE_CONTIG)
-            smelt__sb_printf(tail, "            t%d[k] = q%d[x];\n", k, k);
-        else if (d->mode[k] == SMELT_MODE_STRIDED)
-            smelt__sb_printf(tail, "            t%d[k] = q%d[x * s%d];\n", k, k, k);
-    smelt__sb_puts(tail, "        }\n        smelt_group(");
-    group_args(tail, d, ARGS_TAIL);
-    smelt__sb_puts(tail, ");\n        for (int64_t k = 0; k < m; k++) {\n");
-    for (int k = d->n_in; k < nops; k++)
-        if (d->mode[k] == SMELT_MODE_STRIDED)
-            smelt__sb_printf(tail, "            q%d[(j + k) * s%d] = t%d[k];\n", k, k, k);
-        else
-            smelt__sb_printf(tail, "            q%d[j + k] = t%d[k];\n", k, k);
-    smelt__sb_puts(tail, "        }\n");
+    c_tail(d, dl, plain, false, tail);
+    c_tail(d, dl, plain, true, stail);
 }
 
 /* The loop form's setup: operand pointers (flat and device kernels) or
@@ -381,9 +419,9 @@ int smelt__c_walker(const smelt__dialect *dl, const smelt__kdesc *d, const char 
                     smelt__sb *text, smelt__sb *err)
 {
     bool flat = smelt__is_flat(d), arrays;
-    smelt__sb setup, row, body, fast, gconst, group, call, tail, stream, step;
+    smelt__sb setup, row, body, fast, gconst, group, call, tail, stail, stream, step;
     smelt__sb_init(&setup), smelt__sb_init(&row), smelt__sb_init(&body), smelt__sb_init(&gconst), smelt__sb_init(&step);
-    smelt__sb_init(&group), smelt__sb_init(&call), smelt__sb_init(&tail), smelt__sb_init(&stream);
+    smelt__sb_init(&group), smelt__sb_init(&call), smelt__sb_init(&tail), smelt__sb_init(&stail), smelt__sb_init(&stream);
     smelt__sb_init(&fast);
     int n_real = emit_setup(dl, d, flat, &setup, &gconst);
     if (!flat)
@@ -395,8 +433,8 @@ int smelt__c_walker(const smelt__dialect *dl, const smelt__kdesc *d, const char 
         if (smelt__kdesc_gathers(d))
             smelt__sb_puts(&group, smelt__gather_fn);
         c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), smelt__sb_str(&fast), arrays, branch_in, &group,
-                &tail);
-        c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), smelt__sb_str(&tail), &stream);
+                &tail, &stail);
+        c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), smelt__sb_str(&tail), smelt__sb_str(&stail), &stream);
         c_step(d, flat ? "shape[0]" : "inner - col", ahead, &step);
         const slot sl[] = {
             {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"W", SLOT_NUM(C_GROUP)},
@@ -406,7 +444,8 @@ int smelt__c_walker(const smelt__dialect *dl, const smelt__kdesc *d, const char 
         st = smelt__load_render(text, dl, flat ? "kernel_flat" : "kernel_nd", sl, NSLOTS(sl), err);
     }
     smelt__sb_free(&setup), smelt__sb_free(&row), smelt__sb_free(&body), smelt__sb_free(&gconst);
-    smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail), smelt__sb_free(&stream), smelt__sb_free(&step);
+    smelt__sb_free(&group), smelt__sb_free(&call), smelt__sb_free(&tail), smelt__sb_free(&stail), smelt__sb_free(&stream);
+    smelt__sb_free(&step);
     smelt__sb_free(&fast);
     return st;
 }
