@@ -204,6 +204,36 @@ def test_pytrees_static_and_scalars():
     assert g.stats()["traces"] == 1
 
 
+def test_out_anywhere_in_a_line(monkeypatch):
+    """out= arrays that start anywhere in a 64-byte line (NumPy's own start
+    16 bytes past one): the CC kernels store up to the first line boundary
+    apart and stream from there (SMELT_STREAM_STORES=1 forces streaming at
+    this size); every offset gives the bits of an aligned output, and
+    nothing is written outside the output."""
+    monkeypatch.setenv("SMELT_STREAM_STORES", "1")
+    x = rand(97, 1000)
+    cases = [(softmax_np, x, softmax_np(x.astype(np.float64))),
+             (lambda a: np.tanh(a) * 0.5 + a * a, x, np.tanh(x.astype(np.float64)) * 0.5 + x.astype(np.float64) ** 2)]
+    for fn, arg, ref in cases:
+        f = smelt.jit(fn, backend="CC")
+        n = arg.size
+        buf = np.empty(n + 32, np.float32)
+        s = (-buf.ctypes.data % 64) // 4
+        first = None
+        for off in range(16):
+            buf[:] = np.nan
+            o = buf[s + off:s + off + n].reshape(arg.shape)
+            assert (o.ctypes.data - buf[s:].ctypes.data) == 4 * off
+            f(arg, out=o)
+            f.wait()
+            assert f.stats()["last"]["backend"] == "CC"
+            if first is None:
+                first = o.copy()
+                np.testing.assert_allclose(first, ref, rtol=2e-6, atol=1e-6)
+            np.testing.assert_array_equal(o, first)
+            assert np.isnan(buf[:s + off]).all() and np.isnan(buf[s + off + n:]).all()
+
+
 def test_out_and_donation():
     f = smelt.jit(lambda a, b: a * b + 1)
     a, b = rand(100), rand(100)
