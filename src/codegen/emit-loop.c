@@ -75,7 +75,7 @@ static void c_step(const smelt__kdesc *d, const char *bound, bool ahead, smelt__
  * (call_kernel, src/runtime/exec.c).  bound: the loop's end ("end" in flat
  * kernels, "n" in a row of an nd kernel). */
 static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char *bound, const char *call,
-                     const char *tail, const char *stail, smelt__sb *out)
+                     const char *tail, const char *stail, bool plain, smelt__sb *out)
 {
     int nops = d->n_in + d->n_out;
     if (d->rank >= SMELT_MAX_DIMS) /* no shape[rank] slot */
@@ -110,15 +110,21 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char
      * misaligned alike.  Without it every group of such an output took
      * plain stores: the fused layernorm of 4096 x 4096 f32 into a NumPy
      * array took 12.5-14.0 ms against 7.1-7.6 into an aligned one (2
-     * threads, 2026-11-29).  Without streaming, where 4 groups follow: each
-     * group's vector stores then stay within lines (a chain of 4M f32 into
-     * a NumPy array took 1.15-1.25x the time of an aligned one). */
+     * threads, 2026-11-29).  Without streaming, a plain body's, where 4
+     * groups follow: each group's vector stores then stay within lines (a
+     * chain of 4M f32 into a NumPy array took 1.15-1.25x the time of an
+     * aligned one); other bodies' tails compute a whole padded group. */
     int o = d->n_in;
+    char room[96]; /* what must follow the first elements */
+    if (plain)
+        snprintf(room, sizeof room, "j + m + (shape[%d] == 1 ? 1 : %d) <= %s", d->rank, 4 * C_GROUP, bound);
+    else
+        snprintf(room, sizeof room, "shape[%d] == 1 && j + m < %s", d->rank, bound);
     smelt__sb_printf(out, "    {\n"
                           "        const int64_t m = (int64_t)(((64 - ((unsigned long)(q%d + j) & 63)) & 63) / sizeof *q%d);\n"
-                          "        if (m && (unsigned long)(q%d + j) %% sizeof *q%d == 0 && j + m + (shape[%d] == 1 ? 1 : %d) <= %s) {\n%s"
+                          "        if (m && (unsigned long)(q%d + j) %% sizeof *q%d == 0 && %s) {\n%s"
                           "            j += m;\n        }\n    }\n",
-                     o, o, o, o, d->rank, 4 * C_GROUP, bound, tail);
+                     o, o, o, o, room, tail);
     smelt__sb_printf(out, "    if (shape[%d] == 1) {\n", d->rank);
     smelt__sb_printf(out, "        for (; j + %d <= %s && (0", C_GROUP, bound);
     for (int k = d->n_in; k < nops; k++)
@@ -177,7 +183,7 @@ static void c_tail(const smelt__kdesc *d, const smelt__dialect *dl, bool plain, 
     const char *a = plain ? "w" : "t";
     if (stream) {
         for (int k = d->n_in; k < nops; k++)
-            smelt__sb_printf(tail, "        const int64_t nl%d = m * (int64_t)sizeof *q%d / SMELT_NT;\n"
+            smelt__sb_printf(tail, "        const int64_t nl%d = m * (int64_t)sizeof *q%d / 64 * (64 / SMELT_NT); /* whole lines */\n"
                                    "        for (int64_t i = 0; i < nl%d; i++)\n"
                                    "            smelt_nt((char *)(q%d + j) + SMELT_NT * i, ((const smelt_vnt *)(const void *)%s%d)[i]);\n"
                                    "        for (int64_t k = nl%d * SMELT_NT / (int64_t)sizeof *q%d; k < m; k++)\n"
@@ -202,7 +208,7 @@ static void c_tail(const smelt__kdesc *d, const smelt__dialect *dl, bool plain, 
  * one first and then, where an argument lay outside, the body again over
  * the whole group; which needs the outputs apart from the inputs they
  * would overwrite (a kernel computed in place runs only the body). */
-static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char *consts,
+static bool c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char *consts,
                     const char *body, const char *fast, bool arrays, uint64_t branch_in, smelt__sb *group,
                     smelt__sb *tail, smelt__sb *stail)
 {
@@ -290,6 +296,7 @@ static void c_group(const smelt__kdesc *d, const smelt__dialect *dl, const char 
     smelt__sb_free(&params);
     c_tail(d, dl, plain, false, tail);
     c_tail(d, dl, plain, true, stail);
+    return plain;
 }
 
 /* The loop form's setup: operand pointers (flat and device kernels) or
@@ -432,9 +439,10 @@ int smelt__c_walker(const smelt__dialect *dl, const smelt__kdesc *d, const char 
         group_args(&call, d, ARGS_DIRECT);
         if (smelt__kdesc_gathers(d))
             smelt__sb_puts(&group, smelt__gather_fn);
-        c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), smelt__sb_str(&fast), arrays, branch_in, &group,
-                &tail, &stail);
-        c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), smelt__sb_str(&tail), smelt__sb_str(&stail), &stream);
+        bool plain = c_group(d, dl, smelt__sb_str(&gconst), smelt__sb_str(&body), smelt__sb_str(&fast), arrays,
+                             branch_in, &group, &tail, &stail);
+        c_stream(d, dl, flat ? "end" : "n", smelt__sb_str(&call), smelt__sb_str(&tail), smelt__sb_str(&stail), plain,
+                 &stream);
         c_step(d, flat ? "shape[0]" : "inner - col", ahead, &step);
         const slot sl[] = {
             {"PRELUDE", prelude}, {"NAME", NAME_TOKEN}, {"NOPS", SLOT_NUM(n_real)}, {"W", SLOT_NUM(C_GROUP)},
