@@ -70,7 +70,8 @@ static void c_step(const smelt__kdesc *d, const char *bound, bool ahead, smelt__
  * stores as wide as the target's vectors (64 bytes with AVX-512, 32 with
  * AVX, else 16; gcc keeps the copy loop as written, and with 16-byte stores
  * it made the gelu_tanh kernel 1.2-1.3x slower on an AMD EPYC) once every
- * output is 64-byte aligned (the first output aligned first, below); GCC's and clang's x86-64 builtins, no header.
+ * output is 64-byte aligned (the first output aligned first, below); GCC's
+ * and clang's x86-64 builtins, no header.
  * No fence here: the executor fences once per call of the kernel
  * (call_kernel, src/runtime/exec.c).  bound: the loop's end ("end" in flat
  * kernels, "n" in a row of an nd kernel). */
@@ -125,11 +126,15 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char
                           "        if (m && (unsigned long)(q%d + j) %% sizeof *q%d == 0 && %s) {\n%s"
                           "            j += m;\n        }\n    }\n",
                      o, o, o, o, room, tail);
-    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n", d->rank);
-    smelt__sb_printf(out, "        for (; j + %d <= %s && (0", C_GROUP, bound);
+    smelt__sb off; /* nonzero where an output at j is off a line */
+    smelt__sb_init(&off);
+    smelt__sb_puts(&off, "(0");
     for (int k = d->n_in; k < nops; k++)
-        smelt__sb_printf(out, " | ((unsigned long)(q%d + j) & 63)", k);
-    smelt__sb_printf(out, "); j += %d)\n            smelt_group(%s);\n", C_GROUP, call);
+        smelt__sb_printf(&off, " | ((unsigned long)(q%d + j) & 63)", k);
+    smelt__sb_puts(&off, ")");
+    smelt__sb_printf(out, "    if (shape[%d] == 1) {\n", d->rank);
+    smelt__sb_printf(out, "        for (; j + %d <= %s && %s; j += %d)\n            smelt_group(%s);\n", C_GROUP, bound,
+                     smelt__sb_str(&off), C_GROUP, call);
     smelt__sb_printf(out, "        for (; j + %d <= %s; j += %d) {\n", C_GROUP, bound, C_GROUP);
     for (int k = d->n_in; k < nops; k++)
         smelt__sb_printf(out, "            %s w%d[%d] __attribute__((aligned(64)));\n",
@@ -139,13 +144,11 @@ static void c_stream(const smelt__kdesc *d, const smelt__dialect *dl, const char
         smelt__sb_printf(out, "            for (int i = 0; i < (int)(sizeof w%d / SMELT_NT); i++)\n"
                               "                smelt_nt((char *)(q%d + j) + SMELT_NT * i, ((const smelt_vnt *)(const void *)w%d)[i]);\n",
                          k, k, k);
-    smelt__sb_printf(out, "        }\n        if (j < %s && !(0", bound);
-    for (int k = d->n_in; k < nops; k++)
-        smelt__sb_printf(out, " | ((unsigned long)(q%d + j) & 63)", k);
-    smelt__sb_printf(out, ")) {\n            const int64_t m = %s - j;\n%s            j = %s;\n        }\n", bound, stail,
-                     bound);
+    smelt__sb_printf(out, "        }\n        if (j < %s && !%s) {\n            const int64_t m = %s - j;\n%s            j = %s;\n        }\n",
+                     bound, smelt__sb_str(&off), bound, stail, bound);
     smelt__sb_puts(out, "    }\n#endif\n"); /* (the executor fences them: src/runtime/exec.c) */
-    smelt__sb_free(&wcall);
+    out->oom = out->oom || off.oom;
+    smelt__sb_free(&wcall), smelt__sb_free(&off);
 }
 
 /* The tail: elements [j, j + m) of a row, m < C_GROUP (and m > 0).  A plain

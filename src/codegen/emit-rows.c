@@ -743,6 +743,7 @@ static int c_rows_operand(c_rows *c, int t, int x, const char *lf, const char *s
                            "                        const int64_t nb = seg - u < %d ? seg - u : %d;\n"
                            "                        const int64_t a[3] = {%s, (r + u) & 31, r + u};\n%s",
                      run, run, run, step, pf);
+    const int line = c->fq >= 0 ? 64 / c->fsz : 1; /* the output's elements a line */
     if (t == c->later) /* up to the end of this run at least, before it overwrites the row cache */
         smelt__sb_printf(body, "                        if (Lf >= 0 && fdone < r + u + nb) {\n"
                                "                            const int64_t f0 = fdone;\n"
@@ -752,8 +753,7 @@ static int c_rows_operand(c_rows *c, int t, int x, const char *lf, const char *s
                                "                            fdone = fdone < nred ? fdone : nred;\n"
                                "                            smelt_f(Lf + f0, Lf + fdone, smelt_f_p, fsh, smelt_f_s);\n"
                                "                        }\n",
-                         SMELT_ROWS_DEFER_RUN, SMELT_ROWS_DEFER_RUN, c->fq >= 0 ? 64 / c->fsz - 1 : 0,
-                         c->fq >= 0 ? 64 / c->fsz : 1, c->fq >= 0 ? 64 / c->fsz : 1);
+                         SMELT_ROWS_DEFER_RUN, SMELT_ROWS_DEFER_RUN, line - 1, line, line);
     if (kept) { /* kept by an earlier pass */
         smelt__sb_printf(body, "                        %s_row(nb, buf, (const smelt_in%s *)(const void *)(slot + (int64_t)%d * nred) + r + u, a);\n",
                          lf, sfx, c->ri.cache_off[x - nin]);
