@@ -166,14 +166,8 @@ static int chain_setup(smelt_plan *p, runstate *rs, int ki, int v0, int v1, chai
     c->tasks = SMELT_MIN((int64_t)threads, c->mats);
     c->per = 2 * c->mat + c->rc.slot; /* (each a multiple of 64 bytes) */
     smelt__pkernel *k0 = &p->kern[ki];
-    size_t bytes = c->per * (size_t)c->tasks;
-    if (k0->scratch_bytes < bytes) {
-        free(k0->scratch);
-        k0->scratch_bytes = 0;
-        if (!(k0->scratch = aligned_alloc(64, bytes)))
-            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
-        k0->scratch_bytes = bytes;
-    }
+    if ((st = smelt__kernel_scratch(p, k0, c->per * (size_t)c->tasks)))
+        return st;
     c->scratch = k0->scratch;
     *take = true;
     return SMELT_OK;

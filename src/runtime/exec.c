@@ -554,6 +554,26 @@ static size_t rows_slot(const smelt__pkernel *k, int64_t nred)
     return ((size_t)k->rows_cache * (size_t)nred + 63) & ~(size_t)63;
 }
 
+/* Kernel k's scratch (a reduction's chunk results, a row program's row
+ * caches, a chain's tiles), at least bytes, kept for the next run.  On a
+ * 64-byte line: each call's or thread's part starts on its own line (their
+ * sizes are multiples of 64), so threads writing their parts never write
+ * one line.  From malloc's 16-byte alignment, rows of 384 f32 in a
+ * layernorm shared a line between two calls' row caches, written every
+ * row: 2 threads took 1.2x the time of 1 where rows of 3072 took 0.6x
+ * (2026-11-29). */
+int smelt__kernel_scratch(smelt_plan *p, smelt__pkernel *k, size_t bytes)
+{
+    if (!bytes || k->scratch_bytes >= bytes)
+        return SMELT_OK;
+    free(k->scratch);
+    k->scratch_bytes = 0;
+    if (!(k->scratch = smelt__aligned_alloc(bytes)))
+        return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
+    k->scratch_bytes = bytes;
+    return SMELT_OK;
+}
+
 int smelt__rows_call(smelt_plan *p, int ki, smelt__view *w, const int64_t *box, smelt__rowcall *rc, bool *split)
 {
     static __thread launch l;
@@ -605,14 +625,9 @@ int smelt__reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
     if (k->desc.multi) { /* a row program: rows; each call's row cache in the kernel's scratch */
         int64_t per = red_chunk(nout, SMELT_MAX(nred, 1), threads), calls = (nout + per - 1) / per;
-        size_t bytes = rows_slot(k, nred) * (size_t)calls;
-        if (bytes && k->scratch_bytes < bytes) {
-            free(k->scratch);
-            k->scratch_bytes = 0;
-            if (!(k->scratch = malloc(bytes)))
-                return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
-            k->scratch_bytes = bytes;
-        }
+        int stt2 = smelt__kernel_scratch(p, k, rows_slot(k, nred) * (size_t)calls);
+        if (stt2)
+            return stt2;
         l.ptrs[n] = k->scratch;
         l.fence = stream_outputs(p, rs, ki, rank, mode);
         l.shape[rank] = per * 2 + l.fence; /* (and streaming stores) */
@@ -627,13 +642,9 @@ int smelt__reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
      * (the chunks' results in memory the kernel keeps: a run of the same
      * shapes allocates nothing) */
     size_t items = (size_t)(nout * nchunk);
-    if (k->scratch_bytes < items * 16) {
-        free(k->scratch);
-        k->scratch_bytes = 0;
-        if (!(k->scratch = malloc(items * 16)))
-            return smelt__err(p->ctx, SMELT_ERR_NOMEM, "out of memory");
-        k->scratch_bytes = items * 16;
-    }
+    int stt2 = smelt__kernel_scratch(p, k, items * 16);
+    if (stt2)
+        return stt2;
     l.ptrs[n] = k->scratch, l.ptrs[n + 1] = k->scratch + items * 8;
     l.shape[rank] = 1;
     red_run(p, &l, (int64_t)items, SMELT_RED_CHUNK, threads);

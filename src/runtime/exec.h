@@ -40,6 +40,7 @@ typedef struct smelt__rowcall {
     int64_t shape[SMELT_MAX_DIMS + 1];
     int64_t strides[SMELT_MAX_KERNEL_OPERANDS * SMELT_MAX_DIMS];
 } smelt__rowcall;
+int smelt__kernel_scratch(smelt_plan *p, smelt__pkernel *k, size_t bytes);
 int smelt__rows_call(smelt_plan *p, int ki, smelt__view *w, const int64_t *box, smelt__rowcall *rc, bool *split);
 /* Kernels ki, ki + 1, ki + 2 as a batch chain when they form one (chain.c):
  * *ran, whether they ran */
