@@ -625,9 +625,8 @@ int smelt__reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
     int64_t nchunk = (nred + SMELT_RED_CHUNK - 1) / SMELT_RED_CHUNK;
     if (k->desc.multi) { /* a row program: rows; each call's row cache in the kernel's scratch */
         int64_t per = red_chunk(nout, SMELT_MAX(nred, 1), threads), calls = (nout + per - 1) / per;
-        int stt2 = smelt__kernel_scratch(p, k, rows_slot(k, nred) * (size_t)calls);
-        if (stt2)
-            return stt2;
+        if ((stt = smelt__kernel_scratch(p, k, rows_slot(k, nred) * (size_t)calls)))
+            return stt;
         l.ptrs[n] = k->scratch;
         l.fence = stream_outputs(p, rs, ki, rank, mode);
         l.shape[rank] = per * 2 + l.fence; /* (and streaming stores) */
@@ -642,9 +641,8 @@ int smelt__reduce_box(smelt_plan *p, runstate *rs, int ki, smelt__view *w, const
      * (the chunks' results in memory the kernel keeps: a run of the same
      * shapes allocates nothing) */
     size_t items = (size_t)(nout * nchunk);
-    int stt2 = smelt__kernel_scratch(p, k, items * 16);
-    if (stt2)
-        return stt2;
+    if ((stt = smelt__kernel_scratch(p, k, items * 16)))
+        return stt;
     l.ptrs[n] = k->scratch, l.ptrs[n + 1] = k->scratch + items * 8;
     l.shape[rank] = 1;
     red_run(p, &l, (int64_t)items, SMELT_RED_CHUNK, threads);
